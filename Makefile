@@ -1,0 +1,139 @@
+# tram — build, set-up and tests.  `make help` lists the targets.
+#
+# Sources are picked up by wildcard: a new module is a new .c file in its
+# directory, nothing to register here.  engine/main.c is the CLI entry point;
+# everything else goes into build/libtram.a, which the tests link too.
+
+CC       ?= gcc
+CXX      ?= g++
+NVCC     ?= nvcc
+BUILD    ?= build
+PYTHON   ?= python3
+
+DEFAULT_MODEL := models/SmolLM2-135M-Instruct.Q4_1.gguf
+PKGS          := openblas jansson libevent libevent_pthreads libpcre2-8 sentencepiece
+
+WARN     := -Wall -Wextra -Werror
+CPPFLAGS += -I. -D_GNU_SOURCE -MMD -MP $(shell pkg-config --cflags openblas 2>/dev/null)
+CFLAGS   ?= -O2 -g -march=native
+CFLAGS   += -std=c11 $(WARN) -fopenmp -fno-strict-aliasing
+CXXFLAGS ?= -O2 -g -march=native
+CXXFLAGS += -std=c++17 $(WARN)
+LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lstdc++ -lm -lpthread -fopenmp
+
+LIB_C   := $(filter-out engine/main.c,$(wildcard engine/*.c models/*.c kernels/cpu/*.c tokenizer/*.c server/*.c))
+LIB_CXX := $(wildcard tokenizer/*.cc)
+LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
+TEST_C  := $(wildcard tests/unit/*.c)
+TEST_OBJ:= $(TEST_C:%.c=$(BUILD)/%.o)
+
+.PHONY: all deps model test test-unit test-api test-asan cuda serve golden fuzz-gguf fuzz-api gpu-check clean help
+.DEFAULT_GOAL := all
+
+all: $(BUILD)/.deps-ok bin/tram
+
+help:
+	@echo "make            build bin/tram (CPU backend); installs missing packages first"
+	@echo "make serve      fetch the default model, build, and serve it on 127.0.0.1:8000"
+	@echo "make test       every test (unit, API, and 'make cuda' when nvcc exists)"
+	@echo "make test-asan  the unit suite under AddressSanitizer"
+	@echo "make cuda       also compile and link the CUDA backend (bin/tram-cuda, sm_90a)"
+	@echo "make gpu-check  on a machine with an NVIDIA GPU: kernels vs CPU, end to end, benchmark"
+	@echo "make golden     regenerate golden fixtures with Hugging Face transformers (needs torch)"
+	@echo "make fuzz-gguf  libFuzzer on the GGUF reader (FUZZ_SECONDS=600)"
+
+# ---------------------------------------------------------------- set-up
+# The stamp records that the Debian packages are present; deps.sh installs
+# what is missing (apt-get when root, else it prints the exact command).
+$(BUILD)/.deps-ok: tests/deps.sh
+	@sh tests/deps.sh packages
+	@mkdir -p $(BUILD) && touch $@
+
+deps: $(BUILD)/.deps-ok model
+
+model: $(DEFAULT_MODEL)
+$(DEFAULT_MODEL): models/fetch_default_model.sh
+	@sh models/fetch_default_model.sh $@
+
+# ---------------------------------------------------------------- build
+bin/tram: $(BUILD)/engine/main.o $(BUILD)/libtram.a
+	@mkdir -p bin
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/libtram.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/%.o: %.c | $(BUILD)/.deps-ok
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/%.o: %.cc | $(BUILD)/.deps-ok
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c -o $@ $<
+
+# ---------------------------------------------------------------- tests
+$(BUILD)/tests/unit/run: $(TEST_OBJ) $(BUILD)/libtram.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS) -lcriterion
+
+test: deps all test-unit test-api
+	@if command -v $(NVCC) >/dev/null 2>&1; then $(MAKE) --no-print-directory cuda; \
+	 else echo "nvcc not found: skipping the CUDA compile check"; fi
+
+test-unit: $(BUILD)/tests/unit/run model
+	$(BUILD)/tests/unit/run -j2
+
+test-api: bin/tram model
+	@sh tests/api/run.sh
+
+test-asan:
+	$(MAKE) BUILD=build/asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
+	        CXXFLAGS="-O1 -g -fsanitize=address,undefined" LDFLAGS="-fsanitize=address,undefined" \
+	        build/asan/tests/unit/run
+	ASAN_OPTIONS=detect_leaks=1 build/asan/tests/unit/run -j1
+
+golden:
+	@sh tests/fixtures/make_golden.sh
+
+# ---------------------------------------------------------------- CUDA
+# bin/tram-cuda holds both backends; `--device cuda` selects the GPU one.
+CUDA_ARCH  ?= -gencode=arch=compute_90a,code=sm_90a
+CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
+NVCCFLAGS  ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings -I.
+CUDA_SRC   := $(wildcard kernels/cuda/*.cu)
+CUDA_BUILD := $(BUILD)/cuda
+CUDA_OBJ   := $(CUDA_SRC:%.cu=$(CUDA_BUILD)/%.o)
+CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib64/stubs -lcublasLt -lcublas -lcudart -lnccl
+
+cuda: $(BUILD)/.deps-ok
+	$(MAKE) --no-print-directory BUILD=$(CUDA_BUILD) CPPFLAGS_EXTRA=-DTRAM_CUDA bin/tram-cuda
+
+bin/tram-cuda: $(BUILD)/engine/main.o $(BUILD)/libtram.a $(CUDA_OBJ)
+	@mkdir -p bin
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS) $(CUDA_LIBS)
+
+CPPFLAGS += $(CPPFLAGS_EXTRA)
+
+$(BUILD)/%.o: %.cu | $(BUILD)/.deps-ok
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(CPPFLAGS_EXTRA) -MMD -MP -c -o $@ $<
+
+gpu-check:
+	@sh tests/gpu/run.sh
+
+# ---------------------------------------------------------------- run
+serve: deps all
+	bin/tram serve -m $(DEFAULT_MODEL)
+
+# ---------------------------------------------------------------- fuzz
+FUZZ_SECONDS ?= 600
+fuzz-%: tests/fuzz/fuzz_%.c
+	@mkdir -p $(BUILD)/fuzz tests/fuzz/corpus-$*
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -D_GNU_SOURCE $(shell pkg-config --cflags openblas) \
+	      -o $(BUILD)/fuzz/fuzz_$* $< $(LIB_C) $(shell pkg-config --libs $(PKGS)) -lstdc++ -lm -lpthread
+	$(BUILD)/fuzz/fuzz_$* -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 tests/fuzz/corpus-$* tests/fuzz/seeds-$*
+
+clean:
+	rm -rf build bin
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

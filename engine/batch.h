@@ -1,0 +1,25 @@
+/* batch.h — the unified batch: one flattened set of tokens per forward pass,
+ * whatever mix of prefill chunks and decodes it holds (vLLM V1's shape).
+ * Chunked prefill, prefix-cache hits and preemption all reduce to this. */
+#ifndef TRAM_BATCH_H
+#define TRAM_BATCH_H
+
+#include <stdint.h>
+
+typedef struct {
+    int num_tokens, num_seqs;
+    const int32_t *token_ids;     /* [num_tokens]                                */
+    const int32_t *positions;     /* [num_tokens] position of each token         */
+    const int32_t *slot_mapping;  /* [num_tokens] block * block_size + offset    */
+    const int32_t *query_start;   /* [num_seqs + 1] prefix sums into the tokens  */
+    const int32_t *seq_lens;      /* [num_seqs] context length after this step   */
+    const int32_t *block_tables;  /* [num_seqs][max_blocks_per_seq]              */
+    int max_blocks_per_seq;
+    /* Rows (token indices) whose logits the caller wants, in output order:
+     * usually the last token of each sequence; every prompt token when prompt
+     * logprobs are asked for. */
+    const int32_t *logits_rows;   /* [num_logits] */
+    int num_logits;
+} tram_batch;
+
+#endif

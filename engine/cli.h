@@ -1,0 +1,19 @@
+/* cli.h — subcommands of bin/tram.  Each lives in its own file, named
+ * cmd_<name>.c in the module it belongs to, and is listed in engine/main.c.
+ * A subcommand returns the process exit code: 0 ok, 1 runtime failure,
+ * 2 usage error (unknown flag, bad value; print a usage message first). */
+#ifndef TRAM_CLI_H
+#define TRAM_CLI_H
+
+#define TRAM_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+#define TRAM_EXIT_USAGE 2
+
+int tram_cmd_generate(int argc, char **argv);
+int tram_cmd_info(int argc, char **argv);
+
+/* Parses a base-10 int / float flag value in [lo, hi]; on failure prints
+ * "tram: invalid value for FLAG: ..." and returns -1. */
+int tram_cli_int(const char *flag, const char *s, long lo, long hi, long *out);
+int tram_cli_float(const char *flag, const char *s, double lo, double hi, double *out);
+
+#endif

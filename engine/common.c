@@ -1,0 +1,55 @@
+#include "engine/common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int tram_fail(tram_error *err, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+void *tram_calloc(size_t n, size_t size, tram_error *err)
+{
+    void *p = (n && size) ? calloc(n, size) : calloc(1, 1);
+    if (!p)
+        tram_fail(err, "out of memory allocating %zu x %zu bytes", n, size);
+    return p;
+}
+
+double tram_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int tram_parse_size(const char *s, size_t *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0)
+        return -1;
+    static const struct { const char *suffix; double mult; } units[] = {
+        {"", 1}, {"B", 1}, {"K", 1e3}, {"KB", 1e3}, {"KiB", 1024.0}, {"M", 1e6}, {"MB", 1e6},
+        {"MiB", 1048576.0}, {"G", 1e9}, {"GB", 1e9}, {"GiB", 1073741824.0},
+    };
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(units); i++) {
+        if (strcmp(end, units[i].suffix) == 0) {
+            double bytes = v * units[i].mult;
+            if (bytes > 1e15)
+                return -1;
+            *out = (size_t)bytes;
+            return 0;
+        }
+    }
+    return -1;
+}

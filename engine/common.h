@@ -1,0 +1,33 @@
+/* common.h — error reporting and small helpers shared by every module.
+ *
+ * Convention: a function that can fail returns 0 on success and -1 on error,
+ * after filling a tram_error with a message a user can act on (it names the
+ * file or field and what is wrong).  Bad input is never an abort(). */
+#ifndef TRAM_COMMON_H
+#define TRAM_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    char msg[512];
+} tram_error;
+
+/* Formats msg into err (err may be NULL) and returns -1, so that callers can
+ * write `return tram_fail(err, "...", ...);`. */
+int tram_fail(tram_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Allocation that cannot be ignored: returns NULL and fills err on failure. */
+void *tram_calloc(size_t n, size_t size, tram_error *err);
+
+/* Monotonic clock in seconds. */
+double tram_now(void);
+
+/* Parses sizes like "2GiB", "512MiB", "1.5G", "4096" into bytes. */
+int tram_parse_size(const char *s, size_t *out);
+
+#define TRAM_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define TRAM_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define TRAM_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#endif

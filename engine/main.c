@@ -1,0 +1,41 @@
+/* main.c — bin/tram: one binary, one subcommand per job (like `git commit`). */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/cli.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} tram_command;
+
+static const tram_command commands[] = {
+    {"generate", tram_cmd_generate, "generate text from a prompt (or a JSONL batch)"},
+    {"info", tram_cmd_info, "show a model's architecture, sizes and tensor types"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: tram <command> [options]    (tram <command> --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(out, "  %-14s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return TRAM_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "tram: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return TRAM_EXIT_USAGE;
+}

@@ -1,0 +1,108 @@
+/* backend.h — the op interface every device backend implements.
+ *
+ * models/llama.c writes the transformer once as calls on this table; kernels/cpu
+ * (the reference, f32) and kernels/cuda (bf16) implement it.  All buffers
+ * passed to ops live in the backend's memory: activations are opaque (f32 on
+ * the CPU, bf16 on CUDA; act_bytes says which size), weights are tram_weight,
+ * and the int32 arrays (ids, positions, slot mapping, and the arrays of the
+ * tram_batch given to attention) are backend copies made with upload().
+ *
+ * Errors: ops return nothing; a backend records its first failure (a CUDA
+ * error, a bad shape) and reports it from sync(), so the forward pass reads as
+ * plain math and still never loses an error. */
+#ifndef TRAM_BACKEND_H
+#define TRAM_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/batch.h"
+#include "engine/common.h"
+
+typedef enum {
+    TRAM_W_F32 = 0,   /* CPU reference format */
+    TRAM_W_BF16 = 1,  /* CUDA */
+    TRAM_W_F16 = 2,
+    TRAM_W_INT8 = 3,  /* symmetric, per output row: w = q * scales[row] */
+} tram_wtype;
+
+/* A weight matrix: y[n, rows] = x[n, cols] · Wᵀ.  Vectors (norm weights,
+ * biases) are weights with rows = 1 and are always stored as f32. */
+typedef struct {
+    tram_wtype type;
+    int rows, cols;
+    void *data;        /* backend memory, row-major [rows][cols]        */
+    float *scales;     /* backend memory, [rows] for TRAM_W_INT8, else NULL */
+} tram_weight;
+
+typedef enum {
+    TRAM_ROPE_INTERLEAVED = 0,  /* pairs (2i, 2i+1): GGUF llama-arch files   */
+    TRAM_ROPE_NEOX = 1,         /* pairs (i, i + d/2): HF checkpoints, qwen2 */
+} tram_rope_style;
+
+typedef struct {
+    int n_heads, n_kv_heads, head_dim;
+    int block_size;          /* tokens per KV block */
+    float scale;             /* 1/sqrt(head_dim) */
+} tram_attn_shape;
+
+typedef struct tram_backend tram_backend;
+
+struct tram_backend {
+    const char *name;        /* "cpu", "cuda" */
+    int act_bytes;           /* bytes per activation element */
+    int rank, world_size;    /* tensor-parallel position; 0, 1 when not sharded */
+    void *impl;
+
+    /* memory */
+    void *(*alloc)(tram_backend *be, size_t bytes);          /* NULL + error on failure */
+    void (*free)(tram_backend *be, void *ptr);
+    void (*upload)(tram_backend *be, void *dst, const void *src, size_t bytes);
+    void (*download)(tram_backend *be, void *dst, const void *src, size_t bytes);
+    /* Creates w from host f32 rows*cols values in the requested format (the
+     * backend may refuse formats it does not run, through sync()). */
+    void (*upload_weight)(tram_backend *be, tram_weight *w, const float *host, int rows, int cols,
+                          tram_wtype type);
+    void (*free_weight)(tram_backend *be, tram_weight *w);
+
+    /* ops; n is the number of token rows */
+    void (*embed)(tram_backend *be, void *x, const tram_weight *table, const int32_t *ids, int n);
+    void (*rmsnorm)(tram_backend *be, void *out, const void *x, const tram_weight *w, int n, float eps);
+    /* residual += delta; out = rmsnorm(residual) * w */
+    void (*add_rmsnorm)(tram_backend *be, void *residual, void *out, const void *delta,
+                        const tram_weight *w, int n, float eps);
+    void (*matmul)(tram_backend *be, void *y, const void *x, const tram_weight *w, int n);
+    void (*add_bias)(tram_backend *be, void *y, const tram_weight *bias, int n);
+    /* Rotates q [n, n_heads*head_dim] and k [n, n_kv_heads*head_dim] in place,
+     * using the precomputed inverse frequencies inv_freq[head_dim/2]. */
+    void (*rope)(tram_backend *be, void *q, void *k, const int32_t *positions, int n,
+                 const tram_attn_shape *s, const float *inv_freq, tram_rope_style style);
+    /* k_cache/v_cache: [num_blocks * block_size][n_kv_heads * head_dim] */
+    void (*kv_store)(tram_backend *be, void *k_cache, void *v_cache, const void *k, const void *v,
+                     const int32_t *slot_mapping, int n, const tram_attn_shape *s);
+    /* Causal attention of every token in the batch over its sequence's cached
+     * context (positions < its own + 1), read through the block tables. */
+    void (*attention)(tram_backend *be, void *out, const void *q, const void *k_cache,
+                      const void *v_cache, const tram_batch *b, const tram_attn_shape *s);
+    /* out[n, ffn] = silu(gate_up[:, :ffn]) * gate_up[:, ffn:] */
+    void (*silu_mul)(tram_backend *be, void *out, const void *gate_up, int n, int ffn);
+    /* out[i] = x[rows[i]] for i < n_rows */
+    void (*gather_rows)(tram_backend *be, void *out, const void *x, const int32_t *rows, int n_rows,
+                        int dim);
+    /* Host f32 copy of activations (logits). */
+    void (*to_host_f32)(tram_backend *be, float *dst, const void *src, size_t n);
+    /* Sum of x across tensor-parallel ranks, in place. */
+    void (*all_reduce)(tram_backend *be, void *x, size_t n);
+
+    /* Waits for queued work; returns the first recorded error, then clears it. */
+    int (*sync)(tram_backend *be, tram_error *err);
+    void (*destroy)(tram_backend *be);
+};
+
+int tram_backend_cpu_create(tram_backend **out, int num_threads, tram_error *err);
+#ifdef TRAM_CUDA
+/* Fails with one clear sentence when no usable GPU is present. */
+int tram_backend_cuda_create(tram_backend **out, int device_index, tram_error *err);
+#endif
+
+#endif

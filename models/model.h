@@ -1,0 +1,75 @@
+/* model.h — model files, hyper-parameters, and the transformer on a backend.
+ *
+ * A tram_model_file is an opened GGUF file or Hugging Face directory; it
+ * answers the hyper-parameters and dequantizes any tensor to f32 on request,
+ * under the GGUF tensor names (blk.N.attn_q.weight, ...).  tram_model holds the
+ * weights uploaded to a backend and runs forward passes over a paged KV cache. */
+#ifndef TRAM_MODEL_H
+#define TRAM_MODEL_H
+
+#include <stdint.h>
+
+#include "engine/batch.h"
+#include "engine/common.h"
+#include "kernels/backend.h"
+
+typedef struct {
+    char arch[32];                /* "llama", "qwen2", "mistral" */
+    int dim;                      /* hidden size */
+    int n_layers, n_heads, n_kv_heads, head_dim;
+    int ffn_dim, vocab_size;
+    int max_seq_len;              /* context length the model was trained for */
+    float norm_eps;
+    float rope_theta;
+    tram_rope_style rope_style;   /* from the file, never mixed */
+    int rope_scaling_llama3;      /* rope_scaling.rope_type == "llama3" */
+    float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_original_max_pos;
+    int tied_embeddings;          /* lm_head = token embedding */
+    int qkv_bias;                 /* Qwen2 */
+} tram_model_config;
+
+/* ---- model files ---- */
+
+typedef struct tram_model_file tram_model_file;
+struct tram_gguf;
+
+/* path: a .gguf file, or a directory with config.json + *.safetensors. */
+int tram_model_file_open(tram_model_file **out, const char *path, tram_error *err);
+void tram_model_file_close(tram_model_file *f);
+const tram_model_config *tram_model_file_config(const tram_model_file *f);
+const char *tram_model_file_path(const tram_model_file *f);
+/* The GGUF behind the file, or NULL for a Hugging Face directory. */
+struct tram_gguf *tram_model_file_gguf(const tram_model_file *f);
+int tram_model_file_has_tensor(const tram_model_file *f, const char *name);
+/* Dequantizes tensor `name` into out[numel]; fails if its size differs. */
+int tram_model_file_read_f32(tram_model_file *f, const char *name, float *out, int64_t numel,
+                             tram_error *err);
+
+/* Inverse RoPE frequencies [head_dim/2], with llama3 scaling applied. */
+void tram_rope_inv_freq(const tram_model_config *c, float *inv_freq);
+
+/* ---- the model on a backend ---- */
+
+typedef struct {
+    int max_tokens;          /* most tokens in one forward pass */
+    int max_seqs;            /* most sequences in one forward pass */
+    int max_blocks_per_seq;
+    int num_blocks, block_size;  /* KV pool */
+    tram_wtype weight_type;  /* TRAM_W_F32 on the CPU, TRAM_W_BF16 on CUDA */
+} tram_model_limits;
+
+typedef struct tram_model tram_model;
+
+/* Bytes of KV cache one block takes across all layers (to size the pool). */
+size_t tram_model_kv_block_bytes(const tram_model_config *c, int block_size, int act_bytes);
+
+int tram_model_create(tram_model **out, tram_model_file *f, tram_backend *be,
+                      const tram_model_limits *lim, tram_error *err);
+void tram_model_destroy(tram_model *m);
+const tram_model_config *tram_model_config_of(const tram_model *m);
+
+/* Runs the batch and writes logits[num_logits][vocab] (host, f32). */
+int tram_model_forward(tram_model *m, const tram_batch *b, float *logits, tram_error *err);
+
+#endif

@@ -1,0 +1,23 @@
+/* safetensors.h — Hugging Face model directories: config.json plus single or
+ * sharded *.safetensors (with model.safetensors.index.json), F32/F16/BF16.
+ * Tensors are looked up under GGUF names (blk.N.attn_q.weight, ...), mapped to
+ * the HF names (model.layers.N.self_attn.q_proj.weight, ...) inside. */
+#ifndef TRAM_SAFETENSORS_H
+#define TRAM_SAFETENSORS_H
+
+#include <stdint.h>
+
+#include "engine/common.h"
+#include "models/model.h"
+
+typedef struct tram_hf_model tram_hf_model;
+
+/* Reads dir/config.json into cfg (rope_style = TRAM_ROPE_NEOX) and indexes
+ * every tensor of the safetensors files. */
+int tram_hf_open(tram_hf_model **out, const char *dir, tram_model_config *cfg, tram_error *err);
+void tram_hf_close(tram_hf_model *m);
+int tram_hf_has_tensor(const tram_hf_model *m, const char *gguf_name);
+int tram_hf_read_f32(tram_hf_model *m, const char *gguf_name, float *out, int64_t numel,
+                     tram_error *err);
+
+#endif
