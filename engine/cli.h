@@ -10,6 +10,10 @@
 
 int tram_cmd_generate(int argc, char **argv);
 int tram_cmd_info(int argc, char **argv);
+int tram_cmd_tokenize(int argc, char **argv);
+int tram_cmd_chat_template(int argc, char **argv);
+int tram_cmd_convert(int argc, char **argv);
+int tram_cmd_serve(int argc, char **argv);
 
 /* Parses a base-10 int / float flag value in [lo, hi]; on failure prints
  * "tram: invalid value for FLAG: ..." and returns -1. */

@@ -13,6 +13,10 @@ typedef struct {
 static const tram_command commands[] = {
     {"generate", tram_cmd_generate, "generate text from a prompt (or a JSONL batch)"},
     {"info", tram_cmd_info, "show a model's architecture, sizes and tensor types"},
+    {"tokenize", tram_cmd_tokenize, "print the token ids and pieces of a text"},
+    {"chat-template", tram_cmd_chat_template, "print the prompt a model's chat template makes of messages"},
+    {"convert", tram_cmd_convert, "write a GGUF model as a Hugging Face directory (safetensors)"},
+    {"serve", tram_cmd_serve, "serve the OpenAI-compatible HTTP API"},
 };
 
 static void usage(FILE *out)

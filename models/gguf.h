@@ -41,6 +41,9 @@ typedef struct {
             uint64_t count;
             const uint8_t *data;   /* raw encoded elements (strings: len-prefixed) */
             uint64_t data_len;     /* bytes spanned by the encoded elements */
+            /* Top-level arrays of strings or arrays: offset of each element
+             * within data, so element access is O(1); NULL otherwise. */
+            const uint64_t *elem_off;
         } arr;
     } v;
 } tram_gguf_value;
@@ -87,7 +90,9 @@ int tram_gguf_get_bool(const tram_gguf *g, const char *key, int *out, tram_error
 /* Copies a string value, NUL-terminated, into a new malloc'd buffer. */
 int tram_gguf_get_str(const tram_gguf *g, const char *key, char **out, tram_error *err);
 
-/* Array element access, bounds-checked.  Strings: *out points into the map. */
+/* Array element access, bounds-checked.  Strings: *out points into the map.
+ * tram_gguf_arr_elem decodes element i of any type (nested arrays too). */
+int tram_gguf_arr_elem(const tram_gguf_value *arr, uint64_t i, tram_gguf_value *out, tram_error *err);
 int tram_gguf_arr_str(const tram_gguf_value *arr, uint64_t i, tram_gguf_str *out, tram_error *err);
 int tram_gguf_arr_f64(const tram_gguf_value *arr, uint64_t i, double *out, tram_error *err);
 int tram_gguf_arr_i64(const tram_gguf_value *arr, uint64_t i, int64_t *out, tram_error *err);
@@ -96,6 +101,8 @@ int tram_gguf_arr_i64(const tram_gguf_value *arr, uint64_t i, int64_t *out, tram
 int64_t tram_gguf_tensor_numel(const tram_gguf_tensor *t);
 int64_t tram_ggml_type_size(tram_ggml_type type, int64_t n_elements);
 const char *tram_ggml_type_name(tram_ggml_type type);
+/* "uint8", ..., "float64"; "unknown type" outside the enum. */
+const char *tram_gguf_type_name(tram_gguf_type type);
 
 /* Dequantizes the whole tensor into out[numel] as f32. */
 int tram_gguf_dequantize(const tram_gguf_tensor *t, float *out, tram_error *err);

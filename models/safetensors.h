@@ -5,6 +5,7 @@
 #ifndef TRAM_SAFETENSORS_H
 #define TRAM_SAFETENSORS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine/common.h"
@@ -19,5 +20,9 @@ void tram_hf_close(tram_hf_model *m);
 int tram_hf_has_tensor(const tram_hf_model *m, const char *gguf_name);
 int tram_hf_read_f32(tram_hf_model *m, const char *gguf_name, float *out, int64_t numel,
                      tram_error *err);
+/* Writes the HF name of a GGUF tensor name into out; -1 if it has none. */
+int tram_hf_tensor_name(const char *gguf_name, char *out, size_t out_len);
+/* The HF class of a tram architecture ("llama" -> "LlamaForCausalLM"), or NULL. */
+const char *tram_hf_architecture(const char *arch);
 
 #endif

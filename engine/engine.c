@@ -1,0 +1,700 @@
+/* engine.c — the step loop: schedule() → run() → postprocess(). */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "models/gguf.h"
+
+/* Logits rows per step for prompt logprobs, on top of one row per sequence. */
+#define PROMPT_LOGPROB_ROWS 128
+
+struct tram_engine {
+    tram_engine_config cfg;
+    tram_model_file *file;
+    tram_tokenizer *tok;
+    tram_backend *be;
+    tram_model *model;
+    tram_block_manager *bm;
+    tram_scheduler sched;
+    tram_sampler *sampler;
+    int vocab, max_model_len, max_blocks_per_seq, max_rows;
+    char model_name[128];
+
+    tram_request **reqs;       /* live requests, in arrival order */
+    int num_reqs, cap_reqs;
+    uint64_t next_arrival;
+
+    /* per-step arrays, sized at create */
+    int32_t *tok_ids, *positions, *slots, *query_start, *seq_lens, *block_tables, *rows;
+    int *item_row0, *item_nrows;
+    float *logits;             /* [max_rows][vocab] */
+    tram_seq **emitted;        /* sequences with an output this step */
+    int num_emitted, cap_emitted;
+    tram_output *outs;
+    int cap_outs;
+    char *text;                /* this step's text deltas */
+    size_t text_len, text_cap;
+
+    tram_engine_stats stats;   /* engine thread's counters */
+    tram_engine_stats published;
+    pthread_mutex_t lock;      /* guards published */
+};
+
+void tram_engine_config_init(tram_engine_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->block_size = 16;
+    c->kv_cache_memory = (size_t)2 << 30;
+    c->gpu_memory_utilization = 0.9;
+    c->max_num_batched_tokens = 2048;
+    c->max_num_seqs = 256;
+    c->enable_prefix_caching = 1;
+    c->policy = TRAM_POLICY_FCFS;
+    strcpy(c->device, "cpu");
+}
+
+const char *tram_finish_reason_name(tram_finish_reason r)
+{
+    static const char *const names[] = {NULL, "stop", "length", "abort"};
+    return (unsigned)r < TRAM_ARRAY_LEN(names) ? names[r] : NULL;
+}
+
+/* ---------------------------------------------------------------- create */
+
+static int check_config(const tram_engine_config *c, tram_error *err)
+{
+    if (c->block_size < 1 || c->block_size > 1024)
+        return tram_fail(err, "block_size must be in [1, 1024], got %d", c->block_size);
+    if (c->max_num_batched_tokens < 1 || c->max_num_seqs < 1)
+        return tram_fail(err, "max_num_batched_tokens and max_num_seqs must be >= 1 (got %d, %d)",
+                         c->max_num_batched_tokens, c->max_num_seqs);
+    if (c->max_num_seqs > c->max_num_batched_tokens)
+        return tram_fail(err, "max_num_seqs (%d) must not exceed max_num_batched_tokens (%d)",
+                         c->max_num_seqs, c->max_num_batched_tokens);
+    if (c->max_model_len < 0 || c->num_kv_blocks < 0 || c->num_threads < 0)
+        return tram_fail(err, "max_model_len, num_kv_blocks and num_threads must be >= 0");
+    if (!(c->gpu_memory_utilization > 0 && c->gpu_memory_utilization <= 1))
+        return tram_fail(err, "gpu_memory_utilization must be in (0, 1], got %g",
+                         c->gpu_memory_utilization);
+    return 0;
+}
+
+static int open_backend(tram_engine *e, tram_error *err)
+{
+    if (!strcmp(e->cfg.device, "cpu"))
+        return tram_backend_cpu_create(&e->be, e->cfg.num_threads, err);
+#ifdef TRAM_CUDA
+    if (!strcmp(e->cfg.device, "cuda"))
+        return tram_backend_cuda_create(&e->be, 0, err);
+#endif
+    if (!strcmp(e->cfg.device, "cuda"))
+        return tram_fail(err, "device cuda: this binary was built without CUDA (build bin/tram-cuda "
+                              "with `make cuda`)");
+    return tram_fail(err, "unknown device '%s' (expected cpu or cuda)", e->cfg.device);
+}
+
+static int open_model_file(tram_engine *e, const char *path, tram_error *err)
+{
+    if (tram_model_file_open(&e->file, path, err))
+        return -1;
+    struct tram_gguf *g = tram_model_file_gguf(e->file);
+    if (g ? tram_tokenizer_from_gguf(&e->tok, g, err) : tram_tokenizer_from_dir(&e->tok, path, err))
+        return -1;
+    const char *base = strrchr(path, '/');
+    base = base && base[1] ? base + 1 : path;
+    snprintf(e->model_name, sizeof(e->model_name), "%s", base);
+    char *dot = strrchr(e->model_name, '.');
+    if (dot && !strcmp(dot, ".gguf"))
+        *dot = 0;
+    return 0;
+}
+
+/* The KV pool: an exact count, or as many blocks as the byte budget holds. */
+static int size_pool(tram_engine *e, tram_error *err)
+{
+    const tram_model_config *mc = tram_model_file_config(e->file);
+    int model_len = mc->max_seq_len > 0 ? mc->max_seq_len : 2048;
+    e->max_model_len = e->cfg.max_model_len ? e->cfg.max_model_len : model_len;
+    if (e->max_model_len > model_len)
+        return tram_fail(err, "max_model_len %d exceeds the model's context length %d",
+                         e->max_model_len, model_len);
+    int bs = e->cfg.block_size;
+    e->max_blocks_per_seq = (e->max_model_len + bs - 1) / bs;
+    size_t block_bytes = tram_model_kv_block_bytes(mc, bs, e->be->act_bytes);
+    size_t blocks = e->cfg.num_kv_blocks ? (size_t)e->cfg.num_kv_blocks
+                                         : e->cfg.kv_cache_memory / block_bytes;
+    if (blocks < (size_t)e->max_blocks_per_seq)
+        return tram_fail(err, "the KV cache holds %zu tokens (%zu blocks of %d), fewer than "
+                              "max_model_len %d: raise --kv-cache-memory or lower --max-model-len",
+                         blocks * bs, blocks, bs, e->max_model_len);
+    e->cfg.num_kv_blocks = (int)TRAM_MIN(blocks, (size_t)1 << 30);
+    return 0;
+}
+
+static int alloc_step_arrays(tram_engine *e, tram_error *err)
+{
+    size_t t = (size_t)e->cfg.max_num_batched_tokens, s = (size_t)e->cfg.max_num_seqs;
+    e->max_rows = (int)TRAM_MIN(t, s + PROMPT_LOGPROB_ROWS);
+    e->cap_emitted = e->cap_outs = (int)s;
+    e->text_cap = 4096;
+    e->tok_ids = tram_calloc(t, sizeof(int32_t), err);
+    e->positions = tram_calloc(t, sizeof(int32_t), err);
+    e->slots = tram_calloc(t, sizeof(int32_t), err);
+    e->rows = tram_calloc(t, sizeof(int32_t), err);
+    e->query_start = tram_calloc(s + 1, sizeof(int32_t), err);
+    e->seq_lens = tram_calloc(s, sizeof(int32_t), err);
+    e->block_tables = tram_calloc(s * e->max_blocks_per_seq, sizeof(int32_t), err);
+    e->item_row0 = tram_calloc(s, sizeof(int), err);
+    e->item_nrows = tram_calloc(s, sizeof(int), err);
+    e->logits = tram_calloc((size_t)e->max_rows * e->vocab, sizeof(float), err);
+    e->emitted = tram_calloc(s, sizeof(*e->emitted), err);
+    e->outs = tram_calloc(s, sizeof(*e->outs), err);
+    e->text = tram_calloc(e->text_cap, 1, err);
+    return e->tok_ids && e->positions && e->slots && e->rows && e->query_start && e->seq_lens &&
+                   e->block_tables && e->item_row0 && e->item_nrows && e->logits && e->emitted &&
+                   e->outs && e->text
+               ? 0
+               : -1;
+}
+
+static uint64_t name_salt(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+static int create_parts(tram_engine *e, const char *path, tram_error *err)
+{
+    if (check_config(&e->cfg, err) || open_model_file(e, path, err) || open_backend(e, err) ||
+        size_pool(e, err))
+        return -1;
+    e->vocab = tram_model_file_config(e->file)->vocab_size;
+    int bs = e->cfg.block_size;
+    tram_model_limits lim = {e->cfg.max_num_batched_tokens, e->cfg.max_num_seqs,
+                             e->max_blocks_per_seq, e->cfg.num_kv_blocks, bs,
+                             strcmp(e->cfg.device, "cpu") ? TRAM_W_BF16 : TRAM_W_F32};
+    if (tram_model_create(&e->model, e->file, e->be, &lim, err) ||
+        tram_bm_create(&e->bm, e->cfg.num_kv_blocks, bs, e->cfg.enable_prefix_caching,
+                       name_salt(e->model_name), err) ||
+        tram_scheduler_init(&e->sched, e->bm, e->cfg.policy, e->cfg.max_num_batched_tokens,
+                            e->cfg.max_num_seqs, PROMPT_LOGPROB_ROWS, err) ||
+        tram_sampler_create(&e->sampler, e->vocab, err) || alloc_step_arrays(e, err))
+        return -1;
+    return 0;
+}
+
+static void publish_stats(tram_engine *e);
+
+int tram_engine_create(tram_engine **out, const tram_engine_config *c, const char *model_path,
+                       tram_error *err)
+{
+    *out = NULL;
+    tram_engine *e = tram_calloc(1, sizeof(*e), err);
+    if (!e)
+        return -1;
+    e->cfg = *c;
+    pthread_mutex_init(&e->lock, NULL);
+    if (create_parts(e, model_path, err)) {
+        tram_engine_destroy(e);
+        return -1;
+    }
+    publish_stats(e);
+    *out = e;
+    return 0;
+}
+
+void tram_engine_destroy(tram_engine *e)
+{
+    if (!e)
+        return;
+    for (int i = 0; i < e->num_reqs; i++)
+        tram_request_free(e->reqs[i]);
+    free(e->reqs);
+    tram_scheduler_free(&e->sched);
+    tram_bm_destroy(e->bm);
+    tram_sampler_destroy(e->sampler);
+    tram_model_destroy(e->model);
+    if (e->be)
+        e->be->destroy(e->be);
+    tram_tokenizer_free(e->tok);
+    tram_model_file_close(e->file);
+    void *bufs[] = {e->tok_ids, e->positions, e->slots, e->query_start, e->seq_lens,
+                    e->block_tables, e->rows, e->item_row0, e->item_nrows, e->logits,
+                    e->emitted, e->outs, e->text};
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
+        free(bufs[i]);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+}
+
+/* ---------------------------------------------------------------- accessors */
+
+const tram_model_config *tram_engine_model_config(const tram_engine *e)
+{
+    return tram_model_file_config(e->file);
+}
+
+const struct tram_tokenizer *tram_engine_tokenizer(const tram_engine *e) { return e->tok; }
+int tram_engine_max_model_len(const tram_engine *e) { return e->max_model_len; }
+const char *tram_engine_model_name(const tram_engine *e) { return e->model_name; }
+
+int tram_engine_validate_params(const tram_engine *e, const tram_sampling_params *p,
+                                const char **param, tram_error *err)
+{
+    return tram_params_check(p, e->vocab, e->cfg.max_num_seqs, param, err);
+}
+
+static void count_requests(const tram_engine *e, int *running, int *waiting)
+{
+    *running = *waiting = 0;
+    for (int i = 0; i < e->num_reqs; i++) {
+        const tram_request *r = e->reqs[i];
+        if (r->num_finished == r->n)
+            continue;
+        int run = 0;
+        for (int j = 0; j < r->num_seqs; j++)
+            run |= r->seqs[j].status == TRAM_SEQ_RUNNING;
+        *running += run;
+        *waiting += !run;
+    }
+}
+
+static void publish_stats(tram_engine *e)
+{
+    tram_engine_stats *s = &e->stats;
+    count_requests(e, &s->num_running, &s->num_waiting);
+    s->num_blocks_total = tram_bm_num_total(e->bm);
+    s->num_blocks_free = tram_bm_num_free(e->bm);
+    s->num_blocks_cached = tram_bm_num_cached(e->bm);
+    s->kv_usage = 1.0 - (double)s->num_blocks_free / s->num_blocks_total;
+    s->prefix_cache_queries = e->sched.cache_queries;
+    s->prefix_cache_hits = e->sched.cache_hits;
+    s->num_preemptions = e->sched.num_preemptions;
+    s->prompt_tokens_total = e->sched.prompt_tokens;
+    pthread_mutex_lock(&e->lock);
+    e->published = *s;
+    pthread_mutex_unlock(&e->lock);
+}
+
+void tram_engine_stats_get(const tram_engine *e, tram_engine_stats *s)
+{
+    pthread_mutex_t *lock = (pthread_mutex_t *)&e->lock; /* the lock is not the data */
+    pthread_mutex_lock(lock);
+    *s = e->published;
+    pthread_mutex_unlock(lock);
+}
+
+/* ---------------------------------------------------------------- requests */
+
+static tram_request *find_request(const tram_engine *e, uint64_t id)
+{
+    for (int i = 0; i < e->num_reqs; i++)
+        if (e->reqs[i]->id == id && e->reqs[i]->num_reported < e->reqs[i]->n)
+            return e->reqs[i];
+    return NULL;
+}
+
+static int tokenize_prompt(tram_engine *e, const tram_prompt *pr, int32_t **ids, int *n,
+                           tram_error *err)
+{
+    if (pr->text)
+        return tram_tokenizer_encode(e->tok, pr->text, strlen(pr->text), 1, 1, ids, n, err);
+    if (!pr->token_ids || pr->num_tokens < 1)
+        return tram_fail(err, "prompt: give text or at least one token id");
+    for (int i = 0; i < pr->num_tokens; i++)
+        if (pr->token_ids[i] < 0 || pr->token_ids[i] >= e->vocab)
+            return tram_fail(err, "prompt: token id %d at position %d is outside the vocabulary "
+                                  "[0, %d)", pr->token_ids[i], i, e->vocab);
+    *ids = malloc((size_t)pr->num_tokens * sizeof(int32_t));
+    if (!*ids)
+        return tram_fail(err, "out of memory copying the prompt");
+    memcpy(*ids, pr->token_ids, (size_t)pr->num_tokens * sizeof(int32_t));
+    *n = pr->num_tokens;
+    return 0;
+}
+
+static int check_prompt_len(const tram_engine *e, int n, tram_error *err)
+{
+    if (n < 1)
+        return tram_fail(err, "prompt: it is empty after tokenization");
+    if (n >= e->max_model_len)
+        return tram_fail(err, "prompt: it has %d tokens, but this model's maximum context length is "
+                              "%d tokens, which must also hold at least one generated token",
+                         n, e->max_model_len);
+    return 0;
+}
+
+static int track_request(tram_engine *e, tram_request *r, tram_error *err)
+{
+    if (e->num_reqs == e->cap_reqs) {
+        int cap = TRAM_MAX(16, 2 * e->cap_reqs);
+        tram_request **q = realloc(e->reqs, (size_t)cap * sizeof(*q));
+        if (!q)
+            return tram_fail(err, "out of memory tracking requests");
+        e->reqs = q;
+        e->cap_reqs = cap;
+    }
+    if (tram_scheduler_reserve(&e->sched, r->n, err))
+        return -1;
+    e->reqs[e->num_reqs++] = r;
+    tram_scheduler_add_waiting(&e->sched, &r->seqs[0]);
+    return 0;
+}
+
+int tram_engine_add_request(tram_engine *e, uint64_t request_id, const tram_prompt *prompt,
+                            const tram_sampling_params *p, int priority, tram_error *err)
+{
+    if (tram_engine_validate_params(e, p, NULL, err))
+        return -1;
+    if (find_request(e, request_id))
+        return tram_fail(err, "request id %llu is already in use", (unsigned long long)request_id);
+    int32_t *ids = NULL;
+    int n = 0;
+    if (tokenize_prompt(e, prompt, &ids, &n, err) || check_prompt_len(e, n, err)) {
+        free(ids);
+        return -1;
+    }
+    uint64_t arrival = e->next_arrival++;
+    tram_request_env env = {e->tok, e->vocab, e->max_model_len, e->max_blocks_per_seq,
+                            e->cfg.max_num_seqs, e->cfg.seed ^ (arrival * 0x9e3779b97f4a7c15ULL),
+                            arrival};
+    tram_request *r;
+    int rc = tram_request_create(&r, request_id, p, ids, n,
+                                 e->cfg.policy == TRAM_POLICY_PRIORITY ? priority : 0, &env, err);
+    free(ids);
+    if (rc)
+        return -1;
+    if (track_request(e, r, err)) {
+        tram_request_free(r);
+        return -1;
+    }
+    publish_stats(e);
+    return 0;
+}
+
+static void finish_seq(tram_engine *e, tram_seq *s, tram_finish_reason why)
+{
+    tram_scheduler_remove(&e->sched, s);
+    tram_bm_release(e->bm, &s->table);
+    s->status = TRAM_SEQ_FINISHED;
+    s->finish = why;
+    if (++s->req->num_finished == s->req->n)
+        e->stats.requests_finished[why]++;
+}
+
+int tram_engine_abort(tram_engine *e, uint64_t request_id)
+{
+    tram_request *r = find_request(e, request_id);
+    if (!r || r->num_finished == r->n)
+        return -1;
+    /* The samples not forked yet never started: they finish as aborted too. */
+    r->num_seqs = r->n;
+    for (int i = 0; i < r->n; i++)
+        if (r->seqs[i].status != TRAM_SEQ_FINISHED)
+            finish_seq(e, &r->seqs[i], TRAM_FINISH_ABORT);
+    r->aborted = 1;
+    publish_stats(e);
+    return 0;
+}
+
+int tram_engine_has_unfinished(const tram_engine *e)
+{
+    for (int i = 0; i < e->num_reqs; i++)
+        if (e->reqs[i]->num_reported < e->reqs[i]->n)
+            return 1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- step: batch */
+
+/* Rows of logits an item needs: every token of a prompt-logprobs chunk, else
+ * only the last token, when it completes the sequence's known tokens. */
+static int item_rows(const tram_sched_item *it)
+{
+    if (tram_seq_wants_prompt_logprobs(it->seq))
+        return it->num_new;
+    return it->seq->num_computed + it->num_new == it->seq->num_tokens;
+}
+
+static tram_batch build_batch(tram_engine *e)
+{
+    const tram_scheduler *sc = &e->sched;
+    int bs = e->cfg.block_size, t = 0, r = 0;
+    e->query_start[0] = 0;
+    for (int i = 0; i < sc->num_items; i++) {
+        const tram_seq *s = sc->items[i].seq;
+        int start = s->num_computed, n = sc->items[i].num_new;
+        for (int k = 0; k < n; k++, t++) {
+            int pos = start + k;
+            e->tok_ids[t] = s->tokens[pos];
+            e->positions[t] = pos;
+            e->slots[t] = s->table.blocks[pos / bs] * bs + pos % bs;
+        }
+        e->query_start[i + 1] = t;
+        e->seq_lens[i] = start + n;
+        memcpy(e->block_tables + (size_t)i * e->max_blocks_per_seq, s->table.blocks,
+               (size_t)s->table.num_blocks * sizeof(int32_t));
+        e->item_row0[i] = r;
+        e->item_nrows[i] = item_rows(&sc->items[i]);
+        for (int k = 0; k < e->item_nrows[i]; k++)
+            e->rows[r++] = t - e->item_nrows[i] + k;
+    }
+    return (tram_batch){t, sc->num_items, e->tok_ids, e->positions, e->slots, e->query_start,
+                        e->seq_lens, e->block_tables, e->max_blocks_per_seq, e->rows, r};
+}
+
+/* ---------------------------------------------------------------- step: outputs */
+
+/* Texts are laid out one after another, each followed by its NUL. */
+static int text_append(tram_engine *e, const char *s, size_t n)
+{
+    if (e->text_len + n > e->text_cap) {
+        size_t cap = TRAM_MAX(2 * e->text_cap, e->text_len + n);
+        char *t = realloc(e->text, cap);
+        if (!t)
+            return -1;
+        e->text = t;
+        e->text_cap = cap;
+    }
+    memcpy(e->text + e->text_len, s, n);
+    e->text_len += n;
+    return 0;
+}
+
+/* Opens the sequence's output of this step; its text follows. */
+static void emit(tram_engine *e, tram_seq *s)
+{
+    s->text_off = e->text_len;
+    s->text_len = 0;
+    e->emitted[e->num_emitted++] = s;
+}
+
+static int emit_text(tram_engine *e, tram_seq *s, const char *text, size_t len)
+{
+    if (text_append(e, text, len))
+        return -1;
+    s->text_len += len;
+    return 0;
+}
+
+static int is_stop_token(const tram_request *r, int32_t tok)
+{
+    for (int i = 0; i < r->p.num_stop_token_ids; i++)
+        if (r->stop_ids[i] == tok)
+            return 1;
+    return 0;
+}
+
+static tram_finish_reason stop_reason(const tram_engine *e, const tram_seq *s, int32_t tok,
+                                      int stopped_by_string)
+{
+    const tram_request *r = s->req;
+    if (stopped_by_string || is_stop_token(r, tok) ||
+        (!r->p.ignore_eos && tram_tokenizer_is_eog(e->tok, tok)))
+        return TRAM_FINISH_STOP;
+    if (s->num_tokens - s->prompt_len >= r->max_tokens || s->num_tokens >= e->max_model_len)
+        return TRAM_FINISH_LENGTH;
+    return TRAM_FINISH_NONE;
+}
+
+static int sample_and_append(tram_engine *e, tram_seq *s, const float *row, tram_error *err)
+{
+    const tram_request *r = s->req;
+    int out_len = s->num_tokens - s->prompt_len;
+    int held = out_len < r->p.min_tokens;
+    tram_sample_input in = {&r->p, r->seed, s->sample_index, s->tokens, s->prompt_len,
+                            s->tokens + s->prompt_len, out_len, held ? r->banned : NULL,
+                            held ? r->num_banned : 0};
+    int32_t tok = tram_sample(e->sampler, row, &in);
+    if (r->p.logprobs >= 0)
+        tram_logprobs(e->sampler, row, tok, r->p.logprobs, &s->lp, s->top);
+    s->tokens[s->num_tokens++] = tok;
+    e->stats.generation_tokens_total++;
+    emit(e, s);
+    const char *text;
+    size_t len;
+    int stop = tram_detok_push(s->detok, tok, &text, &len, &s->stop_index, err);
+    if (stop < 0 || emit_text(e, s, text, len))
+        return -1;
+    tram_finish_reason why = stop_reason(e, s, tok, stop == 1);
+    if (why != TRAM_FINISH_NONE && stop != 1) {
+        tram_detok_finish(s->detok, &text, &len);
+        if (emit_text(e, s, text, len))
+            return -1;
+    }
+    if (why != TRAM_FINISH_NONE)
+        finish_seq(e, s, why);
+    return text_append(e, "", 1);
+}
+
+/* The other samples start from the parent's computed prompt, sharing its full
+ * blocks; each recomputes the partial last block into a block of its own. */
+static void fork_samples(tram_engine *e, tram_seq *parent)
+{
+    tram_request *r = parent->req;
+    int bs = e->cfg.block_size, full = parent->prompt_len / bs;
+    for (int i = 1; i < r->n; i++) {
+        tram_seq *c = &r->seqs[i];
+        memcpy(c->tokens, parent->tokens, (size_t)parent->prompt_len * sizeof(int32_t));
+        c->num_tokens = c->prompt_len = parent->prompt_len;
+        tram_bm_fork(e->bm, &parent->table, &c->table, full);
+        c->num_computed = full * bs;
+    }
+    r->num_seqs = r->n;
+    tram_scheduler_add_forked(&e->sched, parent, r->seqs + 1, r->n - 1);
+}
+
+static void prompt_logprobs(tram_engine *e, tram_seq *s, int start, int row0)
+{
+    tram_request *r = s->req;
+    int k = r->p.prompt_logprobs, kk = TRAM_MAX(k, 1);
+    if (start == 0)
+        r->prompt_lp[0] = (tram_logprob_entry){s->tokens[0], NAN, 0, 0, r->prompt_top};
+    int end = TRAM_MIN(s->num_computed, s->prompt_len - 1);
+    for (int p = start; p < end; p++)
+        tram_logprobs(e->sampler, e->logits + (size_t)(row0 + p - start) * e->vocab,
+                      s->tokens[p + 1], k, &r->prompt_lp[p + 1], r->prompt_top + (size_t)(p + 1) * kk);
+    r->prompt_lp_done = TRAM_MIN(s->num_computed + 1, s->prompt_len);
+}
+
+static int postprocess_item(tram_engine *e, int i, tram_error *err)
+{
+    tram_seq *s = e->sched.items[i].seq;
+    int start = s->num_computed;
+    s->num_computed += e->sched.items[i].num_new;
+    tram_bm_commit(e->bm, &s->table, s->tokens, s->num_computed);
+    if (start < s->prompt_len)
+        e->stats.computed_prefill_tokens += TRAM_MIN(s->num_computed, s->prompt_len) - start;
+    int row0 = e->item_row0[i], nrows = e->item_nrows[i];
+    if (tram_seq_wants_prompt_logprobs(s))
+        prompt_logprobs(e, s, start, row0);
+    if (s->num_computed < s->num_tokens || nrows == 0)
+        return 0;
+    const float *row = e->logits + (size_t)(row0 + nrows - 1) * e->vocab;
+    tram_request *r = s->req;
+    if (r->num_seqs < r->n) {
+        fork_samples(e, s);
+        for (int j = 1; j < r->n; j++)
+            if (sample_and_append(e, &r->seqs[j], row, err))
+                return -1;
+    }
+    return sample_and_append(e, s, row, err);
+}
+
+/* Finished requests stay one step after their last output (it points into
+ * them); then they go. */
+static void drop_reported(tram_engine *e)
+{
+    int kept = 0;
+    for (int i = 0; i < e->num_reqs; i++) {
+        if (e->reqs[i]->num_reported == e->reqs[i]->n)
+            tram_request_free(e->reqs[i]);
+        else
+            e->reqs[kept++] = e->reqs[i];
+    }
+    e->num_reqs = kept;
+}
+
+/* Aborted samples are reported once, without tokens. */
+static int emit_aborts(tram_engine *e, tram_error *err)
+{
+    for (int i = 0; i < e->num_reqs; i++) {
+        tram_request *r = e->reqs[i];
+        for (int j = 0; r->aborted && j < r->n; j++) {
+            if (r->seqs[j].finish != TRAM_FINISH_ABORT || r->seqs[j].reported_final)
+                continue;
+            emit(e, &r->seqs[j]);
+            if (text_append(e, "", 1))
+                return tram_fail(err, "out of memory for output text");
+        }
+    }
+    return 0;
+}
+
+static void fill_output(tram_engine *e, tram_seq *s, tram_output *o)
+{
+    const tram_request *r = s->req;
+    int got = s->finish != TRAM_FINISH_ABORT;
+    *o = (tram_output){0};
+    o->request_id = r->id;
+    o->sample_index = s->sample_index;
+    o->num_tokens = got;
+    o->token_ids = got ? s->tokens + s->num_tokens - 1 : NULL;
+    o->text = e->text + s->text_off;
+    o->text_len = s->text_len;
+    o->logprobs = got && r->p.logprobs >= 0 ? &s->lp : NULL;
+    o->prompt_logprobs = got && !s->reported_first && r->prompt_lp ? r->prompt_lp : NULL;
+    o->finish_reason = s->finish;
+    o->stop_string = s->stop_index >= 0 ? r->stop[s->stop_index] : NULL;
+    o->prompt_tokens = r->seqs[0].prompt_len;
+    o->completion_tokens = s->num_tokens - s->prompt_len;
+    o->cached_tokens = r->cached_tokens;
+}
+
+static int collect_outputs(tram_engine *e, const tram_output **outs, int *num_outs,
+                           tram_error *err)
+{
+    if (e->num_emitted > e->cap_outs) {
+        tram_output *o = realloc(e->outs, (size_t)e->num_emitted * sizeof(*o));
+        if (!o)
+            return tram_fail(err, "out of memory for %d outputs", e->num_emitted);
+        e->outs = o;
+        e->cap_outs = e->num_emitted;
+    }
+    for (int i = 0; i < e->num_emitted; i++) {
+        tram_seq *s = e->emitted[i];
+        fill_output(e, s, &e->outs[i]);
+        s->reported_first = 1;
+        if (s->finish != TRAM_FINISH_NONE) {
+            s->reported_final = 1;
+            s->req->num_reported++;
+        }
+    }
+    *outs = e->outs;
+    *num_outs = e->num_emitted;
+    return 0;
+}
+
+static int reserve_emitted(tram_engine *e, tram_error *err)
+{
+    int need = 0;
+    for (int i = 0; i < e->num_reqs; i++)
+        need += e->reqs[i]->n;
+    if (need <= e->cap_emitted)
+        return 0;
+    tram_seq **q = realloc(e->emitted, (size_t)need * sizeof(*q));
+    if (!q)
+        return tram_fail(err, "out of memory for %d outputs", need);
+    e->emitted = q;
+    e->cap_emitted = need;
+    return 0;
+}
+
+int tram_engine_step(tram_engine *e, const tram_output **outs, int *num_outs, tram_error *err)
+{
+    *outs = NULL;
+    *num_outs = 0;
+    drop_reported(e);
+    e->num_emitted = 0;
+    e->text_len = 0;
+    if (reserve_emitted(e, err) || emit_aborts(e, err))
+        return -1;
+    tram_scheduler_schedule(&e->sched);
+    if (e->sched.num_items > 0) {
+        tram_batch b = build_batch(e);
+        if (tram_model_forward(e->model, &b, e->logits, err))
+            return -1;
+        for (int i = 0; i < e->sched.num_items; i++)
+            if (postprocess_item(e, i, err))
+                return -1;
+    }
+    e->stats.num_steps++;
+    publish_stats(e);
+    return collect_outputs(e, outs, num_outs, err);
+}

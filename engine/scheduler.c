@@ -1,0 +1,218 @@
+#include "engine/scheduler.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int tram_seq_before(const tram_seq *a, const tram_seq *b)
+{
+    if (a->priority != b->priority)
+        return a->priority < b->priority;
+    if (a->arrival != b->arrival)
+        return a->arrival < b->arrival;
+    return a->sample_index < b->sample_index;
+}
+
+int tram_seq_wants_prompt_logprobs(const tram_seq *seq)
+{
+    const tram_request *r = seq->req;
+    return seq->sample_index == 0 && r->p.prompt_logprobs >= 0 &&
+           r->prompt_lp_done < seq->prompt_len;
+}
+
+int tram_scheduler_init(tram_scheduler *s, tram_block_manager *bm, tram_sched_policy policy,
+                        int max_tokens, int max_seqs, int prompt_rows, tram_error *err)
+{
+    memset(s, 0, sizeof(*s));
+    s->bm = bm;
+    s->policy = policy;
+    s->max_tokens = max_tokens;
+    s->max_seqs = max_seqs;
+    s->prompt_rows = prompt_rows;
+    s->running = tram_calloc((size_t)max_seqs, sizeof(*s->running), err);
+    s->items = tram_calloc((size_t)max_seqs, sizeof(*s->items), err);
+    if (!s->running || !s->items) {
+        tram_scheduler_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+void tram_scheduler_free(tram_scheduler *s)
+{
+    free(s->waiting);
+    free(s->running);
+    free(s->items);
+    memset(s, 0, sizeof(*s));
+}
+
+int tram_scheduler_reserve(tram_scheduler *s, int more, tram_error *err)
+{
+    int need = s->num_waiting + s->num_running + more;
+    if (need <= s->cap_waiting)
+        return 0;
+    int cap = TRAM_MAX(need, 2 * s->cap_waiting);
+    tram_seq **w = realloc(s->waiting, (size_t)cap * sizeof(*w));
+    if (!w)
+        return tram_fail(err, "out of memory growing the waiting queue to %d", cap);
+    s->waiting = w;
+    s->cap_waiting = cap;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- queues */
+
+static void insert_at(tram_seq **q, int *n, int at, tram_seq *seq)
+{
+    memmove(q + at + 1, q + at, (size_t)(*n - at) * sizeof(*q));
+    q[at] = seq;
+    (*n)++;
+}
+
+static void remove_from(tram_seq **q, int *n, tram_seq *seq)
+{
+    for (int i = 0; i < *n; i++)
+        if (q[i] == seq) {
+            memmove(q + i, q + i + 1, (size_t)(*n - i - 1) * sizeof(*q));
+            (*n)--;
+            return;
+        }
+}
+
+/* Under FCFS everyone has priority 0, so the key order is arrival order. */
+static int sorted_pos(tram_seq *const *q, int n, const tram_seq *seq)
+{
+    int i = n;
+    while (i > 0 && tram_seq_before(seq, q[i - 1]))
+        i--;
+    return i;
+}
+
+void tram_scheduler_add_waiting(tram_scheduler *s, tram_seq *seq)
+{
+    seq->status = TRAM_SEQ_WAITING;
+    insert_at(s->waiting, &s->num_waiting, sorted_pos(s->waiting, s->num_waiting, seq), seq);
+}
+
+static void add_running(tram_scheduler *s, tram_seq *seq)
+{
+    seq->status = TRAM_SEQ_RUNNING;
+    insert_at(s->running, &s->num_running, sorted_pos(s->running, s->num_running, seq), seq);
+    s->seats_running += seq->seats;
+}
+
+void tram_scheduler_add_forked(tram_scheduler *s, tram_seq *parent, tram_seq *children, int count)
+{
+    s->seats_running -= parent->seats - 1;
+    parent->seats = 1;
+    for (int i = 0; i < count; i++) {
+        children[i].seats = 1;
+        add_running(s, &children[i]);
+    }
+}
+
+void tram_scheduler_remove(tram_scheduler *s, tram_seq *seq)
+{
+    if (seq->status == TRAM_SEQ_RUNNING) {
+        remove_from(s->running, &s->num_running, seq);
+        s->seats_running -= seq->seats;
+    } else if (seq->status == TRAM_SEQ_WAITING) {
+        remove_from(s->waiting, &s->num_waiting, seq);
+    }
+}
+
+/* ---------------------------------------------------------------- scheduling */
+
+/* Recompute: the victim keeps its tokens but none of its KV. */
+static void preempt(tram_scheduler *s, tram_seq *victim)
+{
+    tram_scheduler_remove(s, victim);
+    tram_bm_release(s->bm, &victim->table);
+    victim->num_computed = 0;
+    tram_scheduler_add_waiting(s, victim);
+    s->num_preemptions++;
+}
+
+/* How many tokens seq runs this step within the remaining budgets. */
+static int chunk_size(const tram_seq *seq, int budget, int *prompt_rows)
+{
+    int n = TRAM_MIN(seq->num_tokens - seq->num_computed, budget);
+    if (tram_seq_wants_prompt_logprobs(seq)) {
+        n = TRAM_MIN(n, *prompt_rows);
+        *prompt_rows -= n;
+    }
+    return n;
+}
+
+static void push_item(tram_scheduler *s, tram_seq *seq, int n, int *budget)
+{
+    s->items[s->num_items++] = (tram_sched_item){seq, n};
+    *budget -= n;
+}
+
+/* Returns 1 if it had to preempt. */
+static int schedule_running(tram_scheduler *s, int *budget, int *prompt_rows)
+{
+    int preempted = 0;
+    for (int i = 0; i < s->num_running && *budget > 0; i++) {
+        tram_seq *seq = s->running[i];
+        int n = chunk_size(seq, *budget, prompt_rows);
+        if (n == 0)
+            continue;
+        int self = 0;
+        while (!self && tram_bm_grow(s->bm, &seq->table, seq->num_computed + n)) {
+            /* Entries after i are not scheduled yet, so the victim never
+             * takes back blocks promised to this step. */
+            tram_seq *victim = s->running[s->num_running - 1];
+            self = victim == seq;
+            preempt(s, victim);
+            preempted = 1;
+        }
+        if (self)
+            break;
+        push_item(s, seq, n, budget);
+    }
+    return preempted;
+}
+
+/* Tries to admit the head of the waiting queue; 0 when it cannot be. */
+static int admit_one(tram_scheduler *s, int *budget, int *prompt_rows)
+{
+    tram_seq *seq = s->waiting[0];
+    if (s->seats_running + seq->seats > s->max_seqs)
+        return 0;
+    /* Prompt logprobs need every prompt row, so such requests skip the cache. */
+    int hit = seq->req->p.prompt_logprobs >= 0 ? 0
+              : tram_bm_match_prefix(s->bm, &seq->table, seq->tokens, seq->num_tokens);
+    seq->num_computed = hit;
+    int rows = *prompt_rows;
+    int n = chunk_size(seq, *budget, &rows);
+    if (n == 0 || tram_bm_grow(s->bm, &seq->table, seq->num_computed + n)) {
+        tram_bm_release(s->bm, &seq->table);
+        seq->num_computed = 0;
+        return 0;
+    }
+    *prompt_rows = rows;
+    if (tram_bm_caching(s->bm)) {
+        s->cache_queries += (uint64_t)seq->num_tokens;
+        s->cache_hits += (uint64_t)hit;
+    }
+    if (!seq->req->admitted) {
+        seq->req->admitted = 1;
+        seq->req->cached_tokens = hit;
+        s->prompt_tokens += (uint64_t)seq->prompt_len;
+    }
+    remove_from(s->waiting, &s->num_waiting, seq);
+    add_running(s, seq);
+    push_item(s, seq, n, budget);
+    return 1;
+}
+
+void tram_scheduler_schedule(tram_scheduler *s)
+{
+    int budget = s->max_tokens, prompt_rows = s->prompt_rows;
+    s->num_items = 0;
+    if (schedule_running(s, &budget, &prompt_rows))
+        return;
+    while (s->num_waiting > 0 && budget > 0 && admit_one(s, &budget, &prompt_rows))
+        ;
+}

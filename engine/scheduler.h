@@ -1,0 +1,61 @@
+/* scheduler.h — which sequences run in the next step, and how many tokens each.
+ *
+ * One token budget per step (max_num_batched_tokens) and a cap on running
+ * sequences (max_num_seqs).  Running sequences are served first, in key order
+ * (priority under the priority policy, then arrival): one decode token, or the
+ * next chunk of their prompt.  When the pool runs out of blocks, the running
+ * sequence with the largest key is preempted by recompute: it drops its blocks
+ * and goes back to the waiting queue, keeping its generated tokens.  Only if
+ * nothing was preempted are waiting sequences admitted, in order, while budget,
+ * seats and blocks allow (prefix-cache hits first, so they cost nothing). */
+#ifndef TRAM_SCHEDULER_H
+#define TRAM_SCHEDULER_H
+
+#include <stdint.h>
+
+#include "engine/block_manager.h"
+#include "engine/sequence.h"
+
+typedef struct {
+    tram_seq *seq;
+    int num_new;               /* tokens to run, starting at seq->num_computed */
+} tram_sched_item;
+
+typedef struct {
+    tram_sched_policy policy;
+    int max_tokens, max_seqs;  /* per-step token budget, running-seat cap */
+    int prompt_rows;           /* per-step logits rows for prompt logprobs */
+    tram_block_manager *bm;
+    tram_seq **waiting;        /* [cap_waiting], front first */
+    int num_waiting, cap_waiting;
+    tram_seq **running;        /* [max_seqs], in key order */
+    int num_running, seats_running;
+    tram_sched_item *items;    /* [max_seqs]: the last schedule */
+    int num_items;
+    uint64_t num_preemptions;
+    uint64_t cache_queries, cache_hits; /* prompt tokens looked up / found, at admission */
+    uint64_t prompt_tokens;    /* prompts of requests admitted for the first time */
+} tram_scheduler;
+
+int tram_scheduler_init(tram_scheduler *s, tram_block_manager *bm, tram_sched_policy policy,
+                        int max_tokens, int max_seqs, int prompt_rows, tram_error *err);
+void tram_scheduler_free(tram_scheduler *s);
+
+/* Makes room so that `more` further sequences can wait without allocating
+ * during a step (called when a request is added). */
+int tram_scheduler_reserve(tram_scheduler *s, int more, tram_error *err);
+void tram_scheduler_add_waiting(tram_scheduler *s, tram_seq *seq);
+/* The samples forked from a running parent join the running queue in the
+ * seats the parent reserved for them. */
+void tram_scheduler_add_forked(tram_scheduler *s, tram_seq *parent, tram_seq *children, int count);
+/* Takes a sequence out of whichever queue holds it (finish, abort); its
+ * blocks are the caller's to release. */
+void tram_scheduler_remove(tram_scheduler *s, tram_seq *seq);
+
+/* Fills s->items for the next step. */
+void tram_scheduler_schedule(tram_scheduler *s);
+
+/* 1 when the sequence still needs logits rows for prompt logprobs. */
+int tram_seq_wants_prompt_logprobs(const tram_seq *seq);
+
+#endif

@@ -1,0 +1,245 @@
+/* tram.h — the public engine API: requests in, per-step outputs out.
+ *
+ * One engine runs one model with a paged KV cache, a continuous-batching
+ * scheduler and a sampler.  Every call to tram_engine_step() schedules the
+ * waiting and running sequences under a token budget, runs one forward pass
+ * over the unified batch, samples, applies the stop rules and returns what
+ * each request produced in that step.
+ *
+ * THREADING CONTRACT
+ *   - One thread, the engine thread, owns a tram_engine: tram_engine_create,
+ *     _add_request, _abort, _step, _has_unfinished and _destroy are called from
+ *     that thread only, never concurrently.  Nothing in the engine takes locks
+ *     or blocks except the forward pass itself.
+ *   - Callable from ANY thread, at any time between create and destroy:
+ *       tram_engine_validate_params, tram_engine_stats_get, tram_engine_model_config,
+ *       tram_engine_tokenizer, tram_engine_max_model_len, tram_engine_model_name,
+ *       tram_sampling_params_init, tram_finish_reason_name.
+ *     These read only what is immutable after create, or
+ *     (tram_engine_stats_get) a snapshot that the engine thread publishes under
+ *     a mutex at the end of each step.  The tokenizer is immutable after create; see
+ *     tokenizer/tokenizer.h for which of its functions are thread-safe.
+ *   - A server therefore parses and validates on its I/O thread, hands
+ *     requests and aborts to the engine thread through its own queue, and gets
+ *     outputs back from the engine thread after each step.
+ *
+ * MEMORY
+ *   - add_request copies everything it is given (prompt, stop strings, logit
+ *     bias, stop token ids); the caller's buffers may be freed on return.
+ *   - The outputs returned by tram_engine_step (and every pointer inside them)
+ *     belong to the engine and stay valid until the next call to
+ *     tram_engine_step or tram_engine_destroy (adding or aborting requests
+ *     while walking them is fine).
+ *
+ * REQUEST LIFETIME
+ *   - Each sample of a request (0 <= sample_index < n) is reported separately.
+ *     A sample gets at most one output per step, and exactly one output with a
+ *     finish reason other than TRAM_FINISH_NONE, after which it never appears
+ *     again.  A request is finished when all its n samples are.
+ *   - tram_engine_abort frees the request's KV blocks at once; the next step
+ *     then reports each unfinished sample once with TRAM_FINISH_ABORT and no
+ *     new tokens.
+ *
+ * Errors follow engine/common.h: -1 and a message in tram_error. */
+#ifndef TRAM_ENGINE_H
+#define TRAM_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/common.h"
+#include "models/model.h"
+
+struct tram_tokenizer;
+typedef struct tram_engine tram_engine;
+
+/* ------------------------------------------------------------ configuration */
+
+typedef enum {
+    TRAM_POLICY_FCFS = 0,      /* arrival order */
+    TRAM_POLICY_PRIORITY = 1,  /* smaller priority value first, then arrival order */
+} tram_sched_policy;
+
+typedef struct {
+    int block_size;               /* tokens per KV block (16) */
+    size_t kv_cache_memory;       /* bytes of KV cache on the CPU backend (2 GiB) */
+    double gpu_memory_utilization;/* fraction of GPU memory for weights + KV (0.9) */
+    int num_kv_blocks;            /* > 0: exact pool size, overriding both budgets (tests) */
+    int max_num_batched_tokens;   /* token budget of one step (2048) */
+    int max_num_seqs;             /* sequences in one step (256) */
+    int max_model_len;            /* prompt + completion; 0 = the model's context length */
+    int enable_prefix_caching;    /* 1 */
+    tram_sched_policy policy;     /* TRAM_POLICY_FCFS */
+    char device[16];              /* "cpu" or "cuda" ("cpu") */
+    int num_threads;              /* CPU backend threads; 0 = all cores */
+    uint64_t seed;                /* seeds requests that bring no seed of their own (0) */
+} tram_engine_config;
+
+void tram_engine_config_init(tram_engine_config *c);
+
+/* Opens the model file (GGUF or HF directory) and its tokenizer, creates the
+ * backend named by c->device and the model with a KV pool sized from the
+ * budget.  Fails with a clear message when the pool cannot hold one sequence of
+ * max_model_len tokens. */
+int tram_engine_create(tram_engine **out, const tram_engine_config *c, const char *model_path,
+                       tram_error *err);
+void tram_engine_destroy(tram_engine *e);
+
+/* Engine flags shared by `tram generate`, `tram serve` and `tram bench`:
+ * --block-size N, --kv-cache-memory SIZE, --gpu-memory-utilization F,
+ * --num-kv-blocks N, --max-num-batched-tokens N, --max-num-seqs N,
+ * --max-model-len N, --enable-prefix-caching, --no-enable-prefix-caching,
+ * --scheduling-policy fcfs|priority, --device cpu|cuda, --threads N (also -t),
+ * --seed N.  If argv[*i] is one of them, consumes it and its value (advancing
+ * *i past them) and returns 1; returns 0 if argv[*i] is not an engine flag,
+ * and -1 after printing a message when its value is invalid or missing. */
+int tram_engine_parse_flag(tram_engine_config *c, int argc, char **argv, int *i);
+/* Prints the engine flags' help lines (for a subcommand's usage). */
+void tram_engine_print_flags(FILE *out);
+
+/* ------------------------------------------------------------ sampling */
+
+typedef struct {
+    int32_t token;
+    float bias;                   /* added to the logit */
+} tram_logit_bias;
+
+typedef struct {
+    int n;                        /* samples per request (1) */
+    float temperature;            /* 0 = greedy (1.0) */
+    float top_p;                  /* in (0, 1] (1.0) */
+    int top_k;                    /* 0 = off (0) */
+    float min_p;                  /* in [0, 1] (0) */
+    float repetition_penalty;     /* > 0; 1 = off; over prompt and output tokens (1.0) */
+    float presence_penalty;       /* in [-2, 2]; over output tokens (0) */
+    float frequency_penalty;      /* in [-2, 2]; over output tokens (0) */
+    const tram_logit_bias *logit_bias;
+    int num_logit_bias;
+    int has_seed;                 /* 0: the engine picks a seed */
+    uint64_t seed;                /* same seed, same tokens, whatever else is batched */
+    int max_tokens;               /* completion tokens; 0 = until max_model_len (16) */
+    int min_tokens;               /* EOS and stop tokens are masked before this (0) */
+    int ignore_eos;               /* 0 */
+    const char *const *stop;      /* stop strings: matched on the text, never emitted */
+    int num_stop;
+    const int32_t *stop_token_ids;/* finish with reason "stop"; the token is returned */
+    int num_stop_token_ids;
+    int logprobs;                 /* -1 = off; k >= 0: chosen token + k top alternatives (-1) */
+    int prompt_logprobs;          /* -1 = off; k >= 0: per prompt token + k alternatives (-1) */
+    int skip_special_tokens;      /* leave special tokens out of the text (1) */
+} tram_sampling_params;
+
+#define TRAM_MAX_LOGPROBS 20      /* most alternatives for logprobs / prompt_logprobs */
+#define TRAM_MAX_N 128            /* most samples per request */
+
+void tram_sampling_params_init(tram_sampling_params *p);
+
+/* Checks every field against its range (and token ids against the
+ * vocabulary).  On failure returns -1, writes a message naming the parameter
+ * and the allowed range, and sets *param (if not NULL) to the parameter's
+ * OpenAI name, a static string ("temperature", "top_p", "n", "stop", ...). */
+int tram_engine_validate_params(const tram_engine *e, const tram_sampling_params *p,
+                                const char **param, tram_error *err);
+
+/* ------------------------------------------------------------ requests */
+
+typedef struct {
+    const char *text;             /* tokenized by the model's tokenizer, or NULL */
+    const int32_t *token_ids;     /* used when text is NULL */
+    int num_tokens;
+} tram_prompt;
+
+/* Queues a request.  request_id is chosen by the caller and must be unique
+ * among unfinished requests (a pointer cast to uintptr_t is fine).  priority
+ * matters under TRAM_POLICY_PRIORITY: smaller values are served first and
+ * preempted last.  Fails (and queues nothing) on invalid params, an empty
+ * prompt, a token id outside the vocabulary, a duplicate id, or a prompt that
+ * can never fit (the message gives the prompt length and the limit). */
+int tram_engine_add_request(tram_engine *e, uint64_t request_id, const tram_prompt *prompt,
+                            const tram_sampling_params *p, int priority, tram_error *err);
+
+/* Aborts an unfinished request: frees its blocks now; the next step reports
+ * its samples with TRAM_FINISH_ABORT.  Returns 0, or -1 if the id is unknown
+ * or already finished. */
+int tram_engine_abort(tram_engine *e, uint64_t request_id);
+
+/* ------------------------------------------------------------ outputs */
+
+typedef enum {
+    TRAM_FINISH_NONE = 0,         /* still running */
+    TRAM_FINISH_STOP = 1,         /* EOS, a stop token or a stop string */
+    TRAM_FINISH_LENGTH = 2,       /* max_tokens or max_model_len */
+    TRAM_FINISH_ABORT = 3,
+} tram_finish_reason;
+
+/* "stop", "length", "abort", or NULL for TRAM_FINISH_NONE. */
+const char *tram_finish_reason_name(tram_finish_reason r);
+
+typedef struct {
+    int32_t token;
+    float logprob;                /* natural log, of the model's raw distribution */
+} tram_token_logprob;
+
+typedef struct {
+    int32_t token;                /* the chosen (or prompt) token */
+    float logprob;                /* NaN for the first prompt token, which has none */
+    int rank;                     /* 1 = the most likely token */
+    int num_top;
+    const tram_token_logprob *top;/* [num_top] best first */
+} tram_logprob_entry;
+
+typedef struct {
+    uint64_t request_id;
+    int sample_index;             /* 0 .. n-1 */
+    const int32_t *token_ids;     /* tokens generated in this step */
+    int num_tokens;
+    const char *text;             /* new text, NUL-terminated; never part of a stop string */
+    size_t text_len;
+    const tram_logprob_entry *logprobs;         /* [num_tokens], NULL unless asked */
+    const tram_logprob_entry *prompt_logprobs;  /* [prompt_tokens] on a sample's first
+                                                   output when asked, else NULL */
+    tram_finish_reason finish_reason;
+    const char *stop_string;      /* the stop string that finished it, else NULL */
+    int prompt_tokens;
+    int completion_tokens;        /* generated so far by this sample */
+    int cached_tokens;            /* prompt tokens served from the prefix cache */
+} tram_output;
+
+/* Runs one step.  *outs receives the outputs of this step (possibly none, e.g.
+ * while a long prompt is being prefilled in chunks).  Returns -1 only when the
+ * forward pass fails; the engine is then unusable except for destroy. */
+int tram_engine_step(tram_engine *e, const tram_output **outs, int *num_outs, tram_error *err);
+
+/* 1 while any request is waiting or running, or has an abort still to report. */
+int tram_engine_has_unfinished(const tram_engine *e);
+
+/* ------------------------------------------------------------ introspection */
+
+typedef struct {
+    int num_running;              /* requests with a sequence in the running batch */
+    int num_waiting;              /* requests with every sequence waiting */
+    int num_blocks_total;
+    int num_blocks_free;          /* unused, including cached blocks nobody owns */
+    int num_blocks_cached;        /* blocks with a prefix-cache hash */
+    double kv_usage;              /* 1 - free / total */
+    uint64_t prefix_cache_queries;/* prompt tokens looked up in the prefix cache */
+    uint64_t prefix_cache_hits;   /* of those, tokens found */
+    uint64_t num_preemptions;
+    uint64_t prompt_tokens_total;     /* prompt tokens of admitted requests */
+    uint64_t computed_prefill_tokens; /* prompt (and recomputed) tokens run through the model */
+    uint64_t generation_tokens_total; /* tokens sampled */
+    uint64_t requests_finished[4];    /* indexed by tram_finish_reason */
+    uint64_t num_steps;
+} tram_engine_stats;
+
+/* Any thread: the snapshot published at the end of the last step (or create). */
+void tram_engine_stats_get(const tram_engine *e, tram_engine_stats *s);
+
+const tram_model_config *tram_engine_model_config(const tram_engine *e);
+const struct tram_tokenizer *tram_engine_tokenizer(const tram_engine *e);
+int tram_engine_max_model_len(const tram_engine *e);
+/* The file name of the model without directory or extension. */
+const char *tram_engine_model_name(const tram_engine *e);
+
+#endif

@@ -1,0 +1,319 @@
+/* backend_cpu.c — the CPU backend: f32 activations, OpenBLAS GEMMs, OpenMP
+ * threads over tokens and heads.  It is the reference every other backend is
+ * tested against, so each op is the plain math first and fast second. */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+
+typedef struct {
+    int threads;
+    tram_error err;
+    int failed;
+} cpu_state;
+
+static cpu_state *state(tram_backend *be) { return be->impl; }
+
+static void cpu_record(tram_backend *be, const char *msg)
+{
+    cpu_state *s = state(be);
+    if (!s->failed)
+        tram_fail(&s->err, "cpu backend: %s", msg);
+    s->failed = 1;
+}
+
+/* ---------------------------------------------------------------- memory */
+
+static void *cpu_alloc(tram_backend *be, size_t bytes)
+{
+    /* 64-byte alignment keeps AVX-512 loads on one cache line. */
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? (bytes + 63) / 64 * 64 : 64)) {
+        cpu_record(be, "out of memory");
+        return NULL;
+    }
+    return p;
+}
+
+static void cpu_free(tram_backend *be, void *ptr)
+{
+    (void)be;
+    free(ptr);
+}
+
+static void cpu_copy(tram_backend *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    memcpy(dst, src, bytes);
+}
+
+static void cpu_upload_weight(tram_backend *be, tram_weight *w, const float *host, int rows, int cols,
+                              tram_wtype type)
+{
+    memset(w, 0, sizeof(*w));
+    if (type != TRAM_W_F32) {
+        cpu_record(be, "only f32 weights are supported");
+        return;
+    }
+    size_t bytes = (size_t)rows * cols * sizeof(float);
+    w->data = cpu_alloc(be, bytes);
+    if (!w->data)
+        return;
+    memcpy(w->data, host, bytes);
+    w->type = type;
+    w->rows = rows;
+    w->cols = cols;
+}
+
+static void cpu_free_weight(tram_backend *be, tram_weight *w)
+{
+    (void)be;
+    free(w->data);
+    free(w->scales);
+    memset(w, 0, sizeof(*w));
+}
+
+/* ---------------------------------------------------------------- ops */
+
+static void cpu_embed(tram_backend *be, void *x, const tram_weight *table, const int32_t *ids, int n)
+{
+    (void)be;
+    const float *t = table->data;
+    float *out = x;
+    for (int i = 0; i < n; i++)
+        memcpy(out + (size_t)i * table->cols, t + (size_t)ids[i] * table->cols, table->cols * sizeof(float));
+}
+
+static void rmsnorm_row(float *out, const float *x, const float *w, int dim, float eps)
+{
+    float ss = 0.0f;
+    for (int j = 0; j < dim; j++)
+        ss += x[j] * x[j];
+    float inv = 1.0f / sqrtf(ss / dim + eps);
+    for (int j = 0; j < dim; j++)
+        out[j] = x[j] * inv * w[j];
+}
+
+static void cpu_rmsnorm(tram_backend *be, void *out, const void *x, const tram_weight *w, int n, float eps)
+{
+    int dim = w->cols;
+#pragma omp parallel for num_threads(state(be)->threads) if (n > 1)
+    for (int i = 0; i < n; i++)
+        rmsnorm_row((float *)out + (size_t)i * dim, (const float *)x + (size_t)i * dim, w->data, dim, eps);
+}
+
+static void cpu_add_rmsnorm(tram_backend *be, void *residual, void *out, const void *delta,
+                            const tram_weight *w, int n, float eps)
+{
+    int dim = w->cols;
+#pragma omp parallel for num_threads(state(be)->threads) if (n > 1)
+    for (int i = 0; i < n; i++) {
+        float *r = (float *)residual + (size_t)i * dim;
+        const float *d = (const float *)delta + (size_t)i * dim;
+        for (int j = 0; j < dim; j++)
+            r[j] += d[j];
+        rmsnorm_row((float *)out + (size_t)i * dim, r, w->data, dim, eps);
+    }
+}
+
+/* y[n, rows] = x[n, cols] · Wᵀ */
+static void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n)
+{
+    if (w->type != TRAM_W_F32) {
+        cpu_record(be, "matmul: unsupported weight type");
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w->rows, w->cols, 1.0f, x, w->cols,
+                w->data, w->cols, 0.0f, y, w->rows);
+}
+
+static void cpu_add_bias(tram_backend *be, void *y, const tram_weight *bias, int n)
+{
+    (void)be;
+    const float *b = bias->data;
+    for (int i = 0; i < n; i++) {
+        float *row = (float *)y + (size_t)i * bias->cols;
+        for (int j = 0; j < bias->cols; j++)
+            row[j] += b[j];
+    }
+}
+
+static void rope_head(float *h, int head_dim, float pos, const float *inv_freq, tram_rope_style style)
+{
+    int half = head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        float angle = pos * inv_freq[i];
+        float c = cosf(angle), s = sinf(angle);
+        /* interleaved rotates (2i, 2i+1); NeoX rotates (i, i + half) */
+        int a = style == TRAM_ROPE_INTERLEAVED ? 2 * i : i;
+        int b = style == TRAM_ROPE_INTERLEAVED ? 2 * i + 1 : i + half;
+        float x0 = h[a], x1 = h[b];
+        h[a] = x0 * c - x1 * s;
+        h[b] = x0 * s + x1 * c;
+    }
+}
+
+static void cpu_rope(tram_backend *be, void *q, void *k, const int32_t *positions, int n,
+                     const tram_attn_shape *s, const float *inv_freq, tram_rope_style style)
+{
+    int qd = s->n_heads * s->head_dim, kd = s->n_kv_heads * s->head_dim;
+#pragma omp parallel for num_threads(state(be)->threads) if (n > 1)
+    for (int i = 0; i < n; i++) {
+        float pos = (float)positions[i];
+        for (int h = 0; h < s->n_heads; h++)
+            rope_head((float *)q + (size_t)i * qd + h * s->head_dim, s->head_dim, pos, inv_freq, style);
+        for (int h = 0; h < s->n_kv_heads; h++)
+            rope_head((float *)k + (size_t)i * kd + h * s->head_dim, s->head_dim, pos, inv_freq, style);
+    }
+}
+
+static void cpu_kv_store(tram_backend *be, void *k_cache, void *v_cache, const void *k, const void *v,
+                         const int32_t *slot_mapping, int n, const tram_attn_shape *s)
+{
+    (void)be;
+    size_t kd = (size_t)s->n_kv_heads * s->head_dim;
+    for (int i = 0; i < n; i++) {
+        memcpy((float *)k_cache + slot_mapping[i] * kd, (const float *)k + i * kd, kd * sizeof(float));
+        memcpy((float *)v_cache + slot_mapping[i] * kd, (const float *)v + i * kd, kd * sizeof(float));
+    }
+}
+
+static int seq_of_token(const tram_batch *b, int token)
+{
+    int lo = 0, hi = b->num_seqs - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (b->query_start[mid] <= token)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* One query head over its sequence's context, with an online softmax so no
+ * scratch of context length is needed. */
+static void attend_head(float *out, const float *q, const float *k_cache, const float *v_cache,
+                        const int32_t *block_table, int ctx_len, int kv_head, const tram_attn_shape *s)
+{
+    int hd = s->head_dim;
+    size_t kd = (size_t)s->n_kv_heads * hd;
+    float max = -INFINITY, sum = 0.0f;
+    memset(out, 0, hd * sizeof(float));
+    for (int j = 0; j < ctx_len; j++) {
+        size_t slot = (size_t)block_table[j / s->block_size] * s->block_size + j % s->block_size;
+        const float *kr = k_cache + slot * kd + (size_t)kv_head * hd;
+        const float *vr = v_cache + slot * kd + (size_t)kv_head * hd;
+        float score = 0.0f;
+        for (int d = 0; d < hd; d++)
+            score += q[d] * kr[d];
+        score *= s->scale;
+        if (score > max) {
+            float rescale = expf(max - score);
+            sum *= rescale;
+            for (int d = 0; d < hd; d++)
+                out[d] *= rescale;
+            max = score;
+        }
+        float p = expf(score - max);
+        sum += p;
+        for (int d = 0; d < hd; d++)
+            out[d] += p * vr[d];
+    }
+    float inv = 1.0f / sum;
+    for (int d = 0; d < hd; d++)
+        out[d] *= inv;
+}
+
+static void cpu_attention(tram_backend *be, void *out, const void *q, const void *k_cache,
+                          const void *v_cache, const tram_batch *b, const tram_attn_shape *s)
+{
+    int qd = s->n_heads * s->head_dim, group = s->n_heads / s->n_kv_heads;
+    int work = b->num_tokens * s->n_heads;
+#pragma omp parallel for num_threads(state(be)->threads) schedule(dynamic, 4)
+    for (int w = 0; w < work; w++) {
+        int i = w / s->n_heads, h = w % s->n_heads;
+        int seq = seq_of_token(b, i);
+        int ctx_len = TRAM_MIN(b->positions[i] + 1, b->seq_lens[seq]);
+        attend_head((float *)out + (size_t)i * qd + h * s->head_dim, (const float *)q + (size_t)i * qd + h * s->head_dim,
+                    k_cache, v_cache, b->block_tables + (size_t)seq * b->max_blocks_per_seq, ctx_len,
+                    h / group, s);
+    }
+}
+
+static void cpu_silu_mul(tram_backend *be, void *out, const void *gate_up, int n, int ffn)
+{
+#pragma omp parallel for num_threads(state(be)->threads) if (n > 1)
+    for (int i = 0; i < n; i++) {
+        const float *g = (const float *)gate_up + (size_t)i * 2 * ffn, *u = g + ffn;
+        float *o = (float *)out + (size_t)i * ffn;
+        for (int j = 0; j < ffn; j++)
+            o[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+    }
+}
+
+static void cpu_gather_rows(tram_backend *be, void *out, const void *x, const int32_t *rows, int n_rows,
+                            int dim)
+{
+    (void)be;
+    for (int i = 0; i < n_rows; i++)
+        memcpy((float *)out + (size_t)i * dim, (const float *)x + (size_t)rows[i] * dim, dim * sizeof(float));
+}
+
+static void cpu_to_host_f32(tram_backend *be, float *dst, const void *src, size_t n)
+{
+    (void)be;
+    memcpy(dst, src, n * sizeof(float));
+}
+
+static void cpu_all_reduce(tram_backend *be, void *x, size_t n)
+{
+    (void)x;
+    (void)n;
+    if (be->world_size > 1)
+        cpu_record(be, "all_reduce across ranks is not implemented on the CPU yet");
+}
+
+static int cpu_sync(tram_backend *be, tram_error *err)
+{
+    cpu_state *s = state(be);
+    if (!s->failed)
+        return 0;
+    s->failed = 0;
+    return tram_fail(err, "%s", s->err.msg);
+}
+
+static void cpu_destroy(tram_backend *be)
+{
+    if (!be)
+        return;
+    free(be->impl);
+    free(be);
+}
+
+int tram_backend_cpu_create(tram_backend **out, int num_threads, tram_error *err)
+{
+    tram_backend *be = tram_calloc(1, sizeof(*be), err);
+    cpu_state *s = be ? tram_calloc(1, sizeof(*s), err) : NULL;
+    if (!s) {
+        free(be);
+        return -1;
+    }
+    s->threads = num_threads > 0 ? num_threads : omp_get_num_procs();
+    openblas_set_num_threads(s->threads);
+    *be = (tram_backend){
+        .name = "cpu", .act_bytes = sizeof(float), .rank = 0, .world_size = 1, .impl = s,
+        .alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,
+        .upload_weight = cpu_upload_weight, .free_weight = cpu_free_weight,
+        .embed = cpu_embed, .rmsnorm = cpu_rmsnorm, .add_rmsnorm = cpu_add_rmsnorm,
+        .matmul = cpu_matmul, .add_bias = cpu_add_bias, .rope = cpu_rope, .kv_store = cpu_kv_store,
+        .attention = cpu_attention, .silu_mul = cpu_silu_mul, .gather_rows = cpu_gather_rows,
+        .to_host_f32 = cpu_to_host_f32, .all_reduce = cpu_all_reduce, .sync = cpu_sync,
+        .destroy = cpu_destroy,
+    };
+    *out = be;
+    return 0;
+}

@@ -1,0 +1,194 @@
+/* attention.cu — paged attention over the unified batch.
+ *
+ * One launch serves decode rows and prefill chunks alike: block (t, kvh, s)
+ * attends query token t with every query head of KV head kvh's GQA group to
+ * split s of the keys the token may see (positions <= its own, causal within
+ * a chunk), reading K and V through its sequence's block table.  Each warp
+ * takes every WARPS-th key with an online softmax; lanes hold head_dim/32
+ * elements.  With one split the block writes the output; with several
+ * (flash-decoding, for few tokens over long contexts) it writes unnormalized
+ * partials and kernel_attention_combine merges them. */
+#include "kernels/cuda/cuda_impl.cuh"
+#include "kernels/cuda/reduce.cuh"
+
+#define WARPS TRAM_CUDA_ATTN_WARPS
+#define MAXG TRAM_CUDA_ATTN_MAX_GROUP
+
+typedef struct {
+    bf16 *out;                          /* [tokens][n_heads][head_dim] */
+    const bf16 *q;                      /* [tokens][n_heads][head_dim] */
+    const bf16 *k_cache, *v_cache;      /* [slots][n_kv_heads][head_dim] */
+    const int32_t *positions, *query_start, *seq_lens, *block_tables;
+    int num_tokens, num_seqs, max_blocks, n_heads, n_kv_heads, group, block_size, splits;
+    float scale;
+    float *part_acc;                    /* [splits][tokens][n_heads][head_dim] */
+    float *part_ml;                     /* [splits][tokens][n_heads][2]: max, sum */
+} attn_params;
+
+/* Merges the block's per-warp softmax states and writes output or partials. */
+template <int E>
+static __device__ void merge_warps(const attn_params &p, const float (*s_acc)[MAXG][32 * E],
+                                   const float (*s_m)[MAXG], const float (*s_l)[MAXG], int t, int kvh, int split)
+{
+    constexpr int HD = 32 * E;
+    for (int idx = threadIdx.x; idx < p.group * HD; idx += blockDim.x) {
+        int g = idx / HD, d = idx % HD, h = kvh * p.group + g;
+        float M = -INFINITY, L = 0.0f, A = 0.0f;
+        for (int w = 0; w < WARPS; w++)
+            M = fmaxf(M, s_m[w][g]);
+        if (M != -INFINITY)
+            for (int w = 0; w < WARPS; w++) {
+                float f = __expf(s_m[w][g] - M);
+                L += s_l[w][g] * f;
+                A += s_acc[w][g][d] * f;
+            }
+        if (p.splits == 1) {
+            p.out[((size_t)t * p.n_heads + h) * HD + d] = __float2bfloat16(L > 0.0f ? A / L : 0.0f);
+            continue;
+        }
+        size_t row = ((size_t)split * p.num_tokens + t) * p.n_heads + h;
+        p.part_acc[row * HD + d] = A;
+        if (d == 0) {
+            p.part_ml[2 * row] = M;
+            p.part_ml[2 * row + 1] = L;
+        }
+    }
+}
+
+template <int E>
+static __global__ void __launch_bounds__(WARPS * 32) kernel_attention(attn_params p)
+{
+    constexpr int HD = 32 * E;
+    __shared__ float s_acc[WARPS][MAXG][HD];
+    __shared__ float s_m[WARPS][MAXG], s_l[WARPS][MAXG];
+    int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int seq = tram_cuda_seq_of_token(p.query_start, p.num_seqs, t);
+    int ctx = tram_cuda_context_len(p.positions[t], p.seq_lens[seq]);
+    int start, end;
+    tram_cuda_split_range(ctx, p.splits, split, &start, &end);
+    const int32_t *table = p.block_tables + (size_t)seq * p.max_blocks;
+    size_t kd = (size_t)p.n_kv_heads * HD, head_off = (size_t)kvh * HD + lane * E;
+
+    float q[MAXG][E], acc[MAXG][E], m[MAXG], l[MAXG];
+#pragma unroll
+    for (int g = 0; g < MAXG; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+        const bf16 *qh = p.q + ((size_t)t * p.n_heads + kvh * p.group + g) * HD + lane * E;
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            q[g][e] = g < p.group ? __bfloat162float(qh[e]) * p.scale : 0.0f;
+            acc[g][e] = 0.0f;
+        }
+    }
+
+    for (int j = start + warp; j < end; j += WARPS) {
+        int64_t slot = (int64_t)table[j / p.block_size] * p.block_size + j % p.block_size;
+        const bf16 *kr = p.k_cache + slot * kd + head_off, *vr = p.v_cache + slot * kd + head_off;
+        float kf[E], vf[E];
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            kf[e] = __bfloat162float(kr[e]);
+            vf[e] = __bfloat162float(vr[e]);
+        }
+#pragma unroll
+        for (int g = 0; g < MAXG; g++) {
+            if (g >= p.group)
+                break;
+            float s = 0.0f;
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                s += q[g][e] * kf[e];
+            s = warp_sum(s);
+            float m_new = fmaxf(m[g], s);
+            float corr = __expf(m[g] - m_new), pr = __expf(s - m_new);
+            l[g] = l[g] * corr + pr;
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                acc[g][e] = acc[g][e] * corr + pr * vf[e];
+            m[g] = m_new;
+        }
+    }
+
+#pragma unroll
+    for (int g = 0; g < MAXG; g++) {
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            s_acc[warp][g][lane * E + e] = acc[g][e];
+        if (lane == 0) {
+            s_m[warp][g] = m[g];
+            s_l[warp][g] = l[g];
+        }
+    }
+    __syncthreads();
+    merge_warps<E>(p, s_acc, s_m, s_l, t, kvh, split);
+}
+
+/* out = Σ_s exp(m_s − M)·acc_s / Σ_s exp(m_s − M)·l_s over the splits. */
+static __global__ void kernel_attention_combine(attn_params p, int head_dim)
+{
+    int t = blockIdx.x, h = blockIdx.y;
+    float M = -INFINITY;
+    for (int s = 0; s < p.splits; s++)
+        M = fmaxf(M, p.part_ml[2 * (((size_t)s * p.num_tokens + t) * p.n_heads + h)]);
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        float L = 0.0f, A = 0.0f;
+        for (int s = 0; M != -INFINITY && s < p.splits; s++) {
+            size_t row = ((size_t)s * p.num_tokens + t) * p.n_heads + h;
+            float f = __expf(p.part_ml[2 * row] - M);
+            L += p.part_ml[2 * row + 1] * f;
+            A += p.part_acc[row * head_dim + d] * f;
+        }
+        p.out[((size_t)t * p.n_heads + h) * head_dim + d] = __float2bfloat16(L > 0.0f ? A / L : 0.0f);
+    }
+}
+
+static int check_shape(tram_backend *be, const tram_attn_shape *s)
+{
+    if (s->n_kv_heads < 1 || s->n_heads % s->n_kv_heads || s->n_heads / s->n_kv_heads > MAXG) {
+        cuda_fail(be, "attention: %d query heads over %d KV heads is not supported (group of 1..%d)",
+                  s->n_heads, s->n_kv_heads, MAXG);
+        return -1;
+    }
+    if (s->head_dim != 64 && s->head_dim != 128 && s->head_dim != 256) {
+        cuda_fail(be, "attention: head_dim %d is not supported (64, 128 or 256)", s->head_dim);
+        return -1;
+    }
+    if (s->block_size < 1) {
+        cuda_fail(be, "attention: block_size %d", s->block_size);
+        return -1;
+    }
+    return 0;
+}
+
+void cuda_attention(tram_backend *be, void *out, const void *q, const void *k_cache, const void *v_cache,
+                    const tram_batch *b, const tram_attn_shape *s)
+{
+    cuda_state *c = cuda_of(be);
+    if (b->num_tokens <= 0 || b->num_seqs <= 0 || check_shape(be, s))
+        return;
+    int T = b->num_tokens, hd = s->head_dim;
+    int splits = tram_cuda_attn_splits(T, s->n_kv_heads, b->max_blocks_per_seq * s->block_size, c->num_sms);
+    int64_t rows = (int64_t)splits * T * s->n_heads;
+    if (rows > c->attn_partial_rows)
+        splits = 1;  /* cannot happen by tram_cuda_attn_partial_rows; stay correct anyway */
+    attn_params p = {
+        (bf16 *)out, (const bf16 *)q, (const bf16 *)k_cache, (const bf16 *)v_cache,
+        b->positions, b->query_start, b->seq_lens, b->block_tables,
+        T, b->num_seqs, b->max_blocks_per_seq, s->n_heads, s->n_kv_heads, s->n_heads / s->n_kv_heads,
+        s->block_size, splits, s->scale,
+        c->attn_partial, c->attn_partial + rows * hd,
+    };
+    dim3 grid(T, s->n_kv_heads, splits);
+    if (hd == 64)
+        kernel_attention<2><<<grid, WARPS * 32, 0, c->stream>>>(p);
+    else if (hd == 128)
+        kernel_attention<4><<<grid, WARPS * 32, 0, c->stream>>>(p);
+    else
+        kernel_attention<8><<<grid, WARPS * 32, 0, c->stream>>>(p);
+    if (LAUNCH_CHECK(&c->st, "kernel_attention") || splits == 1)
+        return;
+    kernel_attention_combine<<<dim3(T, s->n_heads), hd, 0, c->stream>>>(p, hd);
+    LAUNCH_CHECK(&c->st, "kernel_attention_combine");
+}

@@ -1,0 +1,326 @@
+/* backend_cuda.cu — the CUDA backend's life cycle, memory, weights, errors and
+ * tensor-parallel all-reduce.  Activations are bf16 (act_bytes = 2); weight
+ * matrices are bf16, vectors f32.  All work is queued on one stream; errors
+ * are recorded (check.h) and reported by sync(). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curand_kernel.h>
+
+#include "kernels/cuda/cuda_impl.cuh"
+
+int tram_cuda_record(tram_cuda_status *st, const char *file, int line, const char *call, const char *why)
+{
+    if (!st->failed)
+        tram_fail(&st->err, "cuda backend: %s:%d: %s failed: %s", file, line, call, why);
+    st->failed = 1;
+    return -1;
+}
+
+void cuda_fail(tram_backend *be, const char *fmt, ...)
+{
+    cuda_state *c = cuda_of(be);
+    if (c->st.failed)
+        return;
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    tram_fail(&c->st.err, "cuda backend: %s", msg);
+    c->st.failed = 1;
+}
+
+int cuda_reserve(cuda_state *c, void **buf, size_t *have, size_t bytes)
+{
+    if (*have >= bytes)
+        return 0;
+    if (*buf && CUDA_CHECK(&c->st, cudaFree(*buf)))
+        return -1;
+    *buf = NULL;
+    *have = 0;
+    if (CUDA_CHECK(&c->st, cudaMalloc(buf, bytes)))
+        return -1;
+    *have = bytes;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- memory */
+
+static void *cuda_alloc(tram_backend *be, size_t bytes)
+{
+    void *p = NULL;
+    if (CUDA_CHECK(&cuda_of(be)->st, cudaMalloc(&p, bytes ? bytes : 1)))
+        return NULL;
+    return p;
+}
+
+static void cuda_free(tram_backend *be, void *ptr)
+{
+    if (ptr)
+        CUDA_CHECK(&cuda_of(be)->st, cudaFree(ptr));
+}
+
+/* Stream-ordered.  From pageable host memory the call returns once the source
+ * is staged, so the caller may reuse it at once. */
+static void cuda_upload(tram_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cuda_state *c = cuda_of(be);
+    CUDA_CHECK(&c->st, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
+}
+
+static void cuda_download(tram_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cuda_state *c = cuda_of(be);
+    if (!CUDA_CHECK(&c->st, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream)))
+        CUDA_CHECK(&c->st, cudaStreamSynchronize(c->stream));
+}
+
+/* ---------------------------------------------------------------- weights */
+
+static __global__ void kernel_f32_to_bf16(bf16 *dst, const float *src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __float2bfloat16(src[i]);
+}
+
+void cuda_f32_to_bf16(cuda_state *c, bf16 *dst, const float *src, size_t n)
+{
+    int blocks = tram_cuda_grid_1d((int64_t)n, 256);
+    if (blocks > 65536)
+        blocks = 65536;  /* grid-stride loop covers the rest */
+    kernel_f32_to_bf16<<<blocks, 256, 0, c->stream>>>(dst, src, n);
+    LAUNCH_CHECK(&c->st, "kernel_f32_to_bf16");
+}
+
+/* Matrices run as bf16; vectors (rows == 1: norms, biases) stay f32, as the
+ * interface promises, whatever type is asked. */
+static int weight_storage(tram_backend *be, tram_weight *w, int rows, int cols, tram_wtype type)
+{
+    memset(w, 0, sizeof(*w));
+    tram_wtype stored = rows == 1 ? TRAM_W_F32 : type;
+    if (stored != TRAM_W_F32 && stored != TRAM_W_BF16) {
+        cuda_fail(be, "weight %dx%d: type %d is not supported (bf16 matrices, f32 vectors)", rows, cols, type);
+        return -1;
+    }
+    if (stored == TRAM_W_F32 && rows != 1) {
+        cuda_fail(be, "weight %dx%d: f32 matrices are not supported, ask for bf16", rows, cols);
+        return -1;
+    }
+    size_t bytes = (size_t)rows * cols * (stored == TRAM_W_F32 ? 4 : 2);
+    w->data = cuda_alloc(be, bytes);
+    if (!w->data)
+        return -1;
+    w->type = stored;
+    w->rows = rows;
+    w->cols = cols;
+    return 0;
+}
+
+static void cuda_upload_weight(tram_backend *be, tram_weight *w, const float *host, int rows, int cols,
+                               tram_wtype type)
+{
+    cuda_state *c = cuda_of(be);
+    if (weight_storage(be, w, rows, cols, type))
+        return;
+    size_t n = (size_t)rows * cols;
+    if (w->type == TRAM_W_F32) {
+        cuda_upload(be, w->data, host, n * sizeof(float));
+        return;
+    }
+    /* Convert on the device: one f32 staging copy, freed right after. */
+    float *tmp = NULL;
+    if (CUDA_CHECK(&c->st, cudaMallocAsync((void **)&tmp, n * sizeof(float), c->stream)))
+        return;
+    cuda_upload(be, tmp, host, n * sizeof(float));
+    cuda_f32_to_bf16(c, (bf16 *)w->data, tmp, n);
+    CUDA_CHECK(&c->st, cudaFreeAsync(tmp, c->stream));
+}
+
+static void cuda_free_weight(tram_backend *be, tram_weight *w)
+{
+    cuda_free(be, w->data);
+    cuda_free(be, w->scales);
+    memset(w, 0, sizeof(*w));
+}
+
+/* Counter-based, so any element's value depends only on (seed, index). */
+static __global__ void kernel_random_uniform(void *dst, int is_bf16, size_t n, uint64_t seed, float scale)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (; i < n; i += stride) {
+        curandStatePhilox4_32_10_t rng;
+        curand_init(seed, i, 0, &rng);
+        float v = (2.0f * curand_uniform(&rng) - 1.0f) * scale;
+        if (is_bf16)
+            ((bf16 *)dst)[i] = __float2bfloat16(v);
+        else
+            ((float *)dst)[i] = v;
+    }
+}
+
+extern "C" void tram_cuda_random_weight(tram_backend *be, tram_weight *w, int rows, int cols, tram_wtype type,
+                                        uint64_t seed, float scale)
+{
+    cuda_state *c = cuda_of(be);
+    if (weight_storage(be, w, rows, cols, type))
+        return;
+    size_t n = (size_t)rows * cols;
+    int blocks = tram_cuda_grid_1d((int64_t)n, 256);
+    if (blocks > 65536)
+        blocks = 65536;
+    kernel_random_uniform<<<blocks, 256, 0, c->stream>>>(w->data, w->type == TRAM_W_BF16, n, seed, scale);
+    LAUNCH_CHECK(&c->st, "kernel_random_uniform");
+}
+
+/* ---------------------------------------------------------------- tensor parallel */
+
+static void cuda_all_reduce(tram_backend *be, void *x, size_t n)
+{
+    cuda_state *c = cuda_of(be);
+    if (be->world_size <= 1)
+        return;
+    if (!c->comm) {
+        cuda_fail(be, "all_reduce: world_size %d but no communicator (call tram_cuda_join)", be->world_size);
+        return;
+    }
+    NCCL_CHECK(&c->st, ncclAllReduce(x, x, n, ncclBfloat16, ncclSum, c->comm, c->stream));
+}
+
+extern "C" int tram_cuda_nccl_id(unsigned char id[TRAM_CUDA_NCCL_ID_BYTES], tram_error *err)
+{
+    ncclUniqueId uid;
+    ncclResult_t r = ncclGetUniqueId(&uid);
+    if (r != ncclSuccess)
+        return tram_fail(err, "cuda backend: ncclGetUniqueId failed: %s", ncclGetErrorString(r));
+    static_assert(sizeof(uid) == TRAM_CUDA_NCCL_ID_BYTES, "NCCL unique id size");
+    memcpy(id, &uid, sizeof(uid));
+    return 0;
+}
+
+extern "C" int tram_cuda_join(tram_backend *be, int rank, int world_size,
+                              const unsigned char id[TRAM_CUDA_NCCL_ID_BYTES], tram_error *err)
+{
+    cuda_state *c = cuda_of(be);
+    if (world_size < 1 || rank < 0 || rank >= world_size)
+        return tram_fail(err, "cuda backend: rank %d of world size %d is out of range", rank, world_size);
+    if (world_size > 1) {
+        ncclUniqueId uid;
+        memcpy(&uid, id, sizeof(uid));
+        ncclResult_t r = ncclCommInitRank(&c->comm, world_size, uid, rank);
+        if (r != ncclSuccess)
+            return tram_fail(err, "cuda backend: ncclCommInitRank (rank %d of %d) failed: %s", rank,
+                             world_size, ncclGetErrorString(r));
+    }
+    be->rank = rank;
+    be->world_size = world_size;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- life cycle */
+
+static int cuda_sync(tram_backend *be, tram_error *err)
+{
+    cuda_state *c = cuda_of(be);
+    CUDA_CHECK(&c->st, cudaStreamSynchronize(c->stream));
+    if (!c->st.failed)
+        return 0;
+    c->st.failed = 0;
+    return tram_fail(err, "%s", c->st.err.msg);
+}
+
+static void cuda_destroy(tram_backend *be)
+{
+    if (!be)
+        return;
+    cuda_state *c = cuda_of(be);
+    if (c) {
+        cudaStreamSynchronize(c->stream);
+        for (int i = 0; i < TRAM_CUDA_GRAPH_BUCKETS; i++)
+            if (c->graphs[i])
+                cudaGraphExecDestroy(c->graphs[i]);
+        cuda_gemm_destroy(c);
+        if (c->comm)
+            ncclCommDestroy(c->comm);
+        cudaFree(c->attn_partial);
+        cudaFree(c->stage);
+        cudaFree(c->sample_buf);
+        if (c->stream)
+            cudaStreamDestroy(c->stream);
+        free(c);
+    }
+    free(be);
+}
+
+/* The one sentence a machine without a usable GPU gets. */
+static int pick_device(int device_index, tram_error *err)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess)
+        return tram_fail(err, "no usable NVIDIA GPU: %s", cudaGetErrorString(e));
+    if (device_index < 0 || device_index >= count)
+        return tram_fail(err, "no usable NVIDIA GPU: device %d asked for, %d present", device_index, count);
+    e = cudaSetDevice(device_index);
+    if (e != cudaSuccess)
+        return tram_fail(err, "no usable NVIDIA GPU: device %d: %s", device_index, cudaGetErrorString(e));
+    return 0;
+}
+
+static int cuda_state_init(cuda_state *c, int device_index)
+{
+    c->device = device_index;
+    if (CUDA_CHECK(&c->st, cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount, device_index)) ||
+        CUDA_CHECK(&c->st, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)))
+        return -1;
+    c->attn_partial_rows = tram_cuda_attn_partial_rows(c->num_sms);
+    /* per row: head_dim accumulators, then (max, sum) */
+    size_t bytes = (size_t)c->attn_partial_rows * (TRAM_CUDA_ATTN_MAX_HEAD_DIM + 2) * sizeof(float);
+    if (CUDA_CHECK(&c->st, cudaMalloc((void **)&c->attn_partial, bytes)))
+        return -1;
+    return cuda_gemm_init(c);
+}
+
+extern "C" int tram_backend_cuda_create(tram_backend **out, int device_index, tram_error *err)
+{
+    if (pick_device(device_index, err))
+        return -1;
+    tram_backend *be = (tram_backend *)tram_calloc(1, sizeof(*be), err);
+    cuda_state *c = be ? (cuda_state *)tram_calloc(1, sizeof(*c), err) : NULL;
+    if (!c) {
+        free(be);
+        return -1;
+    }
+    *be = (tram_backend){
+        .name = "cuda", .act_bytes = 2, .rank = 0, .world_size = 1, .impl = c,
+        .alloc = cuda_alloc, .free = cuda_free, .upload = cuda_upload, .download = cuda_download,
+        .upload_weight = cuda_upload_weight, .free_weight = cuda_free_weight,
+        .embed = cuda_embed, .rmsnorm = cuda_rmsnorm, .add_rmsnorm = cuda_add_rmsnorm,
+        .matmul = cuda_matmul, .add_bias = cuda_add_bias, .rope = cuda_rope, .kv_store = cuda_kv_store,
+        .attention = cuda_attention, .silu_mul = cuda_silu_mul, .gather_rows = cuda_gather_rows,
+        .to_host_f32 = cuda_to_host_f32, .all_reduce = cuda_all_reduce, .sync = cuda_sync,
+        .destroy = cuda_destroy,
+    };
+    if (cuda_state_init(c, device_index)) {
+        tram_fail(err, "%s", c->st.err.msg);
+        cuda_destroy(be);
+        return -1;
+    }
+    *out = be;
+    return 0;
+}
+
+extern "C" int tram_cuda_device_info_of(tram_backend *be, tram_cuda_device_info *out, tram_error *err)
+{
+    cuda_state *c = cuda_of(be);
+    cudaDeviceProp p;
+    if (CUDA_CHECK(&c->st, cudaGetDeviceProperties(&p, c->device)) ||
+        CUDA_CHECK(&c->st, cudaMemGetInfo(&out->free_bytes, &out->total_bytes)))
+        return cuda_sync(be, err);
+    snprintf(out->name, sizeof(out->name), "%s", p.name);
+    out->num_sms = c->num_sms;
+    return 0;
+}

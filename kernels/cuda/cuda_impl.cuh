@@ -1,0 +1,79 @@
+/* cuda_impl.cuh — the CUDA backend's private state, shared by its .cu files
+ * (backend_cuda.cu: memory and life cycle; ops.cu: element-wise kernels;
+ * attention.cu; gemm.cu; sampling.cu; graph.cu). */
+#ifndef TRAM_CUDA_IMPL_CUH
+#define TRAM_CUDA_IMPL_CUH
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/cuda.h"
+#include "kernels/cuda/launch_plan.h"
+
+typedef __nv_bfloat16 bf16;
+
+/* One cached GEMM shape: layouts and the algorithm the heuristic chose. */
+typedef struct {
+    int m, n, k, align;  /* align 0: empty slot */
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+} cuda_gemm_plan;
+
+#define CUDA_GEMM_PLANS 1024
+#define CUDA_GEMM_WORKSPACE (32u << 20)  /* what cuBLAS recommends for Hopper */
+
+typedef struct {
+    int device, num_sms;
+    cudaStream_t stream;
+    tram_cuda_status st;
+
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t gemm_op;   /* bf16 in/out, f32 accumulate, Wᵀ·X */
+    void *workspace;
+    cuda_gemm_plan *plans;          /* [CUDA_GEMM_PLANS], open addressing */
+
+    float *attn_partial;            /* split-KV scratch, sized once at create */
+    int64_t attn_partial_rows;
+
+    float *stage;                   /* f32 staging for to_host_f32, grow-only */
+    size_t stage_bytes;
+    void *sample_buf;               /* sampling params and results, grow-only */
+    size_t sample_bytes;
+
+    ncclComm_t comm;                /* NULL when world_size == 1 */
+    cudaGraphExec_t graphs[TRAM_CUDA_GRAPH_BUCKETS];
+} cuda_state;
+
+static inline cuda_state *cuda_of(tram_backend *be) { return (cuda_state *)be->impl; }
+/* Records a failure that is not a CUDA call (bad shape, unsupported type). */
+void cuda_fail(tram_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Grows a device buffer to at least `bytes` (contents are not kept). */
+int cuda_reserve(cuda_state *c, void **buf, size_t *have, size_t bytes);
+
+/* ops, installed in the table by tram_backend_cuda_create */
+void cuda_embed(tram_backend *be, void *x, const tram_weight *table, const int32_t *ids, int n);
+void cuda_rmsnorm(tram_backend *be, void *out, const void *x, const tram_weight *w, int n, float eps);
+void cuda_add_rmsnorm(tram_backend *be, void *residual, void *out, const void *delta,
+                      const tram_weight *w, int n, float eps);
+void cuda_add_bias(tram_backend *be, void *y, const tram_weight *bias, int n);
+void cuda_rope(tram_backend *be, void *q, void *k, const int32_t *positions, int n,
+               const tram_attn_shape *s, const float *inv_freq, tram_rope_style style);
+void cuda_kv_store(tram_backend *be, void *k_cache, void *v_cache, const void *k, const void *v,
+                   const int32_t *slot_mapping, int n, const tram_attn_shape *s);
+void cuda_silu_mul(tram_backend *be, void *out, const void *gate_up, int n, int ffn);
+void cuda_gather_rows(tram_backend *be, void *out, const void *x, const int32_t *rows, int n_rows, int dim);
+void cuda_to_host_f32(tram_backend *be, float *dst, const void *src, size_t n);
+void cuda_attention(tram_backend *be, void *out, const void *q, const void *k_cache,
+                    const void *v_cache, const tram_batch *b, const tram_attn_shape *s);
+void cuda_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n);
+
+/* f32 → bf16 on the device (weight upload, dummy weights) */
+void cuda_f32_to_bf16(cuda_state *c, bf16 *dst, const float *src, size_t n);
+
+int cuda_gemm_init(cuda_state *c);
+void cuda_gemm_destroy(cuda_state *c);
+
+#endif

@@ -1,0 +1,120 @@
+/* launch_plan.h — the host-side arithmetic of the CUDA backend: grid sizes,
+ * the split-KV partition of attention, the token → sequence lookup and the
+ * CUDA-graph bucket choice.  Header-only and plain C so that the kernels (nvcc)
+ * and the unit tests (gcc, tests/unit/test_cuda_host.c) share one copy. */
+#ifndef TRAM_CUDA_LAUNCH_PLAN_H
+#define TRAM_CUDA_LAUNCH_PLAN_H
+
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define TRAM_HD __host__ __device__
+#else
+#define TRAM_HD
+#endif
+
+/* Attention kernel limits: one warp lane holds head_dim/32 elements, a block
+ * serves one KV head and its whole GQA group of query heads. */
+#define TRAM_CUDA_ATTN_WARPS 4
+#define TRAM_CUDA_ATTN_MAX_GROUP 8
+#define TRAM_CUDA_ATTN_MAX_HEAD_DIM 256
+/* Split-KV: split only while the grid is smaller than this many waves of
+ * blocks per multiprocessor, never below this many keys per split, and never
+ * more splits than this. */
+#define TRAM_CUDA_ATTN_WAVES 2
+#define TRAM_CUDA_ATTN_MIN_KEYS 256
+#define TRAM_CUDA_ATTN_MAX_SPLITS 32
+
+/* CUDA graphs are kept for batch sizes 1, 2, 4, ... 2^(this - 1). */
+#define TRAM_CUDA_GRAPH_BUCKETS 12
+
+static inline TRAM_HD int tram_ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+/* Blocks for a 1-D launch over n elements, at least one. */
+static inline int tram_cuda_grid_1d(int64_t n, int threads)
+{
+    int64_t blocks = (n + threads - 1) / threads;
+    return blocks < 1 ? 1 : blocks > 0x7fffffff ? 0x7fffffff : (int)blocks;
+}
+
+/* Number of KV splits for one attention launch.  The grid is tokens × KV heads
+ * × splits; splitting pays only when tokens × KV heads leaves multiprocessors
+ * idle (decode of few sequences over long contexts), and each split must keep
+ * enough keys to amortize its share of the combine pass. */
+static inline int tram_cuda_attn_splits(int num_tokens, int n_kv_heads, int max_context, int num_sms)
+{
+    int64_t blocks = (int64_t)num_tokens * n_kv_heads;
+    int64_t target = (int64_t)TRAM_CUDA_ATTN_WAVES * num_sms;
+    if (blocks <= 0 || blocks >= target)
+        return 1;
+    int s = (int)((target + blocks - 1) / blocks);
+    int by_len = tram_ceil_div(max_context, TRAM_CUDA_ATTN_MIN_KEYS);
+    if (s > by_len)
+        s = by_len;
+    if (s > TRAM_CUDA_ATTN_MAX_SPLITS)
+        s = TRAM_CUDA_ATTN_MAX_SPLITS;
+    return s < 1 ? 1 : s;
+}
+
+/* Rows (token, query head) of split-KV partial results that any launch can
+ * need: splits > 1 only when blocks < target, and then splits × blocks <
+ * 2 × target, each block holding at most MAX_GROUP query heads.  The backend
+ * allocates this once, so no launch allocates (CUDA graphs forbid it). */
+static inline int64_t tram_cuda_attn_partial_rows(int num_sms)
+{
+    return (int64_t)2 * TRAM_CUDA_ATTN_WAVES * num_sms * TRAM_CUDA_ATTN_MAX_GROUP;
+}
+
+/* Keys [*start, *end) of split `s` out of `splits` over a context of n keys:
+ * equal contiguous shares of each token's own context, so every split of a
+ * short sequence still has work. */
+static inline TRAM_HD void tram_cuda_split_range(int n, int splits, int s, int *start, int *end)
+{
+    int chunk = (n + splits - 1) / splits;
+    int lo = s * chunk;
+    *start = lo < n ? lo : n;
+    *end = lo + chunk < n ? lo + chunk : n;
+}
+
+/* Sequence holding token t: the last i with query_start[i] <= t. */
+static inline TRAM_HD int tram_cuda_seq_of_token(const int32_t *query_start, int num_seqs, int t)
+{
+    int lo = 0, hi = num_seqs - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (query_start[mid] <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Keys token t attends to: its position + 1, bounded by the sequence length. */
+static inline TRAM_HD int tram_cuda_context_len(int position, int seq_len)
+{
+    return position + 1 < seq_len ? position + 1 : seq_len;
+}
+
+/* Padded batch size whose graph serves a decode step of n sequences: the
+ * smallest power of two >= n, or -1 when n is out of the graphs' range. */
+static inline int tram_cuda_graph_bucket(int n)
+{
+    if (n < 1 || n > (1 << (TRAM_CUDA_GRAPH_BUCKETS - 1)))
+        return -1;
+    int b = 1;
+    while (b < n)
+        b *= 2;
+    return b;
+}
+
+/* Slot of a bucket in the graph table: log2(bucket). */
+static inline int tram_cuda_graph_slot(int bucket)
+{
+    int slot = 0;
+    while ((1 << slot) < bucket)
+        slot++;
+    return slot;
+}
+
+#endif

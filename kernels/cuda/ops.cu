@@ -1,0 +1,248 @@
+/* ops.cu — the element-wise and row-wise ops of the CUDA backend: embedding
+ * gather, (fused residual-add +) RMSNorm, bias, RoPE, KV store, SiLU·mul,
+ * row gather, and the f32 copy to the host.  bf16 in memory, f32 in
+ * registers; one block per token row where a row reduction is needed. */
+#include "kernels/cuda/cuda_impl.cuh"
+#include "kernels/cuda/reduce.cuh"
+
+#define ROW_THREADS 256
+
+/* ---------------------------------------------------------------- embed */
+
+/* Ids outside the table give a zero row (the host checks ids before upload;
+ * this only keeps a bad id from reading out of bounds). */
+static __global__ void kernel_embed(bf16 *x, const bf16 *table, const int32_t *ids, int vocab, int dim)
+{
+    int t = blockIdx.x, id = ids[t];
+    bf16 *row = x + (size_t)t * dim;
+    const bf16 *src = table + (size_t)id * dim;
+    int valid = id >= 0 && id < vocab;
+    for (int j = threadIdx.x; j < dim; j += blockDim.x)
+        row[j] = valid ? src[j] : __float2bfloat16(0.0f);
+}
+
+void cuda_embed(tram_backend *be, void *x, const tram_weight *table, const int32_t *ids, int n)
+{
+    cuda_state *c = cuda_of(be);
+    if (n <= 0)
+        return;
+    if (table->type != TRAM_W_BF16) {
+        cuda_fail(be, "embed: the table must be bf16");
+        return;
+    }
+    kernel_embed<<<n, ROW_THREADS, 0, c->stream>>>((bf16 *)x, (const bf16 *)table->data, ids, table->rows,
+                                                     table->cols);
+    LAUNCH_CHECK(&c->st, "kernel_embed");
+}
+
+/* ---------------------------------------------------------------- RMSNorm */
+
+static __global__ void kernel_rmsnorm(bf16 *out, const bf16 *x, const float *w, int dim, float eps)
+{
+    const bf16 *xr = x + (size_t)blockIdx.x * dim;
+    bf16 *o = out + (size_t)blockIdx.x * dim;
+    float ss = 0.0f;
+    for (int j = threadIdx.x; j < dim; j += blockDim.x) {
+        float v = __bfloat162float(xr[j]);
+        ss += v * v;
+    }
+    float inv = rsqrtf(block_sum(ss) / dim + eps);
+    for (int j = threadIdx.x; j < dim; j += blockDim.x)
+        o[j] = __float2bfloat16(__bfloat162float(xr[j]) * inv * w[j]);
+}
+
+/* The residual is stored in bf16; the norm reads the stored (rounded) sum so
+ * that this layer and the next see the same residual. */
+static __global__ void kernel_add_rmsnorm(bf16 *residual, bf16 *out, const bf16 *delta, const float *w, int dim,
+                                          float eps)
+{
+    bf16 *r = residual + (size_t)blockIdx.x * dim;
+    const bf16 *d = delta + (size_t)blockIdx.x * dim;
+    bf16 *o = out + (size_t)blockIdx.x * dim;
+    float ss = 0.0f;
+    for (int j = threadIdx.x; j < dim; j += blockDim.x) {
+        bf16 s = __float2bfloat16(__bfloat162float(r[j]) + __bfloat162float(d[j]));
+        r[j] = s;
+        float v = __bfloat162float(s);
+        ss += v * v;
+    }
+    float inv = rsqrtf(block_sum(ss) / dim + eps);
+    /* each thread reads back only the elements it wrote itself */
+    for (int j = threadIdx.x; j < dim; j += blockDim.x)
+        o[j] = __float2bfloat16(__bfloat162float(r[j]) * inv * w[j]);
+}
+
+static int check_vector(tram_backend *be, const char *op, const tram_weight *w)
+{
+    if (w->type == TRAM_W_F32 && w->rows == 1)
+        return 0;
+    cuda_fail(be, "%s: the weight must be an f32 vector (rows = 1), got type %d with %d rows", op, w->type, w->rows);
+    return -1;
+}
+
+void cuda_rmsnorm(tram_backend *be, void *out, const void *x, const tram_weight *w, int n, float eps)
+{
+    cuda_state *c = cuda_of(be);
+    if (n <= 0 || check_vector(be, "rmsnorm", w))
+        return;
+    kernel_rmsnorm<<<n, ROW_THREADS, 0, c->stream>>>((bf16 *)out, (const bf16 *)x, (const float *)w->data,
+                                                       w->cols, eps);
+    LAUNCH_CHECK(&c->st, "kernel_rmsnorm");
+}
+
+void cuda_add_rmsnorm(tram_backend *be, void *residual, void *out, const void *delta, const tram_weight *w,
+                      int n, float eps)
+{
+    cuda_state *c = cuda_of(be);
+    if (n <= 0 || check_vector(be, "add_rmsnorm", w))
+        return;
+    kernel_add_rmsnorm<<<n, ROW_THREADS, 0, c->stream>>>((bf16 *)residual, (bf16 *)out, (const bf16 *)delta,
+                                                           (const float *)w->data, w->cols, eps);
+    LAUNCH_CHECK(&c->st, "kernel_add_rmsnorm");
+}
+
+/* ---------------------------------------------------------------- bias */
+
+static __global__ void kernel_add_bias(bf16 *y, const float *bias, int cols)
+{
+    bf16 *row = y + (size_t)blockIdx.x * cols;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x)
+        row[j] = __float2bfloat16(__bfloat162float(row[j]) + bias[j]);
+}
+
+void cuda_add_bias(tram_backend *be, void *y, const tram_weight *bias, int n)
+{
+    cuda_state *c = cuda_of(be);
+    if (n <= 0 || check_vector(be, "add_bias", bias))
+        return;
+    kernel_add_bias<<<n, ROW_THREADS, 0, c->stream>>>((bf16 *)y, (const float *)bias->data, bias->cols);
+    LAUNCH_CHECK(&c->st, "kernel_add_bias");
+}
+
+/* ---------------------------------------------------------------- RoPE */
+
+/* One block per token; each thread rotates pairs of q heads then k heads.
+ * Interleaved style pairs (2i, 2i+1), NeoX style (i, i + half). */
+static __global__ void kernel_rope(bf16 *q, bf16 *k, const int32_t *positions, const float *inv_freq,
+                                   int n_heads, int n_kv_heads, int head_dim, int neox)
+{
+    int t = blockIdx.x, half = head_dim / 2;
+    float pos = (float)positions[t];
+    int pairs = (n_heads + n_kv_heads) * half;
+    for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+        int head = p / half, i = p % half;
+        bf16 *h = head < n_heads ? q + ((size_t)t * n_heads + head) * head_dim
+                                 : k + ((size_t)t * n_kv_heads + head - n_heads) * head_dim;
+        int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+        float s, cs;
+        sincosf(pos * inv_freq[i], &s, &cs);
+        float x0 = __bfloat162float(h[a]), x1 = __bfloat162float(h[b]);
+        h[a] = __float2bfloat16(x0 * cs - x1 * s);
+        h[b] = __float2bfloat16(x0 * s + x1 * cs);
+    }
+}
+
+void cuda_rope(tram_backend *be, void *q, void *k, const int32_t *positions, int n, const tram_attn_shape *s,
+               const float *inv_freq, tram_rope_style style)
+{
+    cuda_state *c = cuda_of(be);
+    if (n <= 0)
+        return;
+    if (s->head_dim % 2) {
+        cuda_fail(be, "rope: head_dim %d is odd", s->head_dim);
+        return;
+    }
+    kernel_rope<<<n, ROW_THREADS, 0, c->stream>>>((bf16 *)q, (bf16 *)k, positions, inv_freq, s->n_heads,
+                                                    s->n_kv_heads, s->head_dim, style == TRAM_ROPE_NEOX);
+    LAUNCH_CHECK(&c->st, "kernel_rope");
+}
+
+/* ---------------------------------------------------------------- KV store */
+
+/* Negative slots are padding tokens (e.g. a CUDA graph's unused rows): skipped. */
+static __global__ void kernel_kv_store(bf16 *k_cache, bf16 *v_cache, const bf16 *k, const bf16 *v,
+                                       const int32_t *slot_mapping, int kd)
+{
+    int t = blockIdx.x;
+    int64_t slot = slot_mapping[t];
+    if (slot < 0)
+        return;
+    for (int j = threadIdx.x; j < kd; j += blockDim.x) {
+        k_cache[slot * kd + j] = k[(size_t)t * kd + j];
+        v_cache[slot * kd + j] = v[(size_t)t * kd + j];
+    }
+}
+
+void cuda_kv_store(tram_backend *be, void *k_cache, void *v_cache, const void *k, const void *v,
+                   const int32_t *slot_mapping, int n, const tram_attn_shape *s)
+{
+    cuda_state *c = cuda_of(be);
+    if (n <= 0)
+        return;
+    kernel_kv_store<<<n, ROW_THREADS, 0, c->stream>>>((bf16 *)k_cache, (bf16 *)v_cache, (const bf16 *)k,
+                                                        (const bf16 *)v, slot_mapping, s->n_kv_heads * s->head_dim);
+    LAUNCH_CHECK(&c->st, "kernel_kv_store");
+}
+
+/* ---------------------------------------------------------------- SiLU·mul */
+
+static __global__ void kernel_silu_mul(bf16 *out, const bf16 *gate_up, int ffn)
+{
+    const bf16 *g = gate_up + (size_t)blockIdx.x * 2 * ffn, *u = g + ffn;
+    bf16 *o = out + (size_t)blockIdx.x * ffn;
+    for (int j = threadIdx.x; j < ffn; j += blockDim.x) {
+        float gv = __bfloat162float(g[j]);
+        o[j] = __float2bfloat16(gv / (1.0f + __expf(-gv)) * __bfloat162float(u[j]));
+    }
+}
+
+void cuda_silu_mul(tram_backend *be, void *out, const void *gate_up, int n, int ffn)
+{
+    cuda_state *c = cuda_of(be);
+    if (n <= 0)
+        return;
+    kernel_silu_mul<<<n, ROW_THREADS, 0, c->stream>>>((bf16 *)out, (const bf16 *)gate_up, ffn);
+    LAUNCH_CHECK(&c->st, "kernel_silu_mul");
+}
+
+/* ---------------------------------------------------------------- gather */
+
+static __global__ void kernel_gather_rows(bf16 *out, const bf16 *x, const int32_t *rows, int dim)
+{
+    const bf16 *src = x + (size_t)rows[blockIdx.x] * dim;
+    bf16 *dst = out + (size_t)blockIdx.x * dim;
+    for (int j = threadIdx.x; j < dim; j += blockDim.x)
+        dst[j] = src[j];
+}
+
+void cuda_gather_rows(tram_backend *be, void *out, const void *x, const int32_t *rows, int n_rows, int dim)
+{
+    cuda_state *c = cuda_of(be);
+    if (n_rows <= 0)
+        return;
+    kernel_gather_rows<<<n_rows, ROW_THREADS, 0, c->stream>>>((bf16 *)out, (const bf16 *)x, rows, dim);
+    LAUNCH_CHECK(&c->st, "kernel_gather_rows");
+}
+
+/* ---------------------------------------------------------------- to host */
+
+static __global__ void kernel_bf16_to_f32(float *dst, const bf16 *src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __bfloat162float(src[i]);
+}
+
+/* Widened on the device, then one copy; synchronous, since the caller reads
+ * dst right after. */
+void cuda_to_host_f32(tram_backend *be, float *dst, const void *src, size_t n)
+{
+    cuda_state *c = cuda_of(be);
+    if (n == 0 || cuda_reserve(c, (void **)&c->stage, &c->stage_bytes, n * sizeof(float)))
+        return;
+    int blocks = tram_cuda_grid_1d((int64_t)n, 256);
+    kernel_bf16_to_f32<<<blocks > 65536 ? 65536 : blocks, 256, 0, c->stream>>>(c->stage, (const bf16 *)src, n);
+    if (LAUNCH_CHECK(&c->st, "kernel_bf16_to_f32"))
+        return;
+    if (!CUDA_CHECK(&c->st, cudaMemcpyAsync(dst, c->stage, n * sizeof(float), cudaMemcpyDeviceToHost, c->stream)))
+        CUDA_CHECK(&c->st, cudaStreamSynchronize(c->stream));
+}

@@ -1,0 +1,26 @@
+/* dequant.h — ggml tensor types: block geometry and conversion to f32.
+ *
+ * Block layouts are ggml's (ggml-common.h): a block of `block_size` elements
+ * takes `type_size` bytes; scales are little-endian f16.  tram_ggml_type_size,
+ * tram_ggml_type_name (gguf.h) and tram_gguf_dequantize are built on these. */
+#ifndef TRAM_DEQUANT_H
+#define TRAM_DEQUANT_H
+
+#include <stdint.h>
+
+#include "engine/common.h"
+#include "models/gguf.h"
+
+/* Elements per block (1 for plain types), or 0 for a type this reader does
+ * not know. */
+int64_t tram_ggml_block_size(tram_ggml_type type);
+
+/* Dequantizes n elements, a multiple of the block size, from src (any
+ * alignment) into dst.  Fails only on an unknown type or a partial block. */
+int tram_dequantize(tram_ggml_type type, const void *src, float *dst, int64_t n, tram_error *err);
+
+/* IEEE half and bfloat16 to float, exact (subnormals, infinities, NaN). */
+float tram_f16_to_f32(uint16_t h);
+float tram_bf16_to_f32(uint16_t h);
+
+#endif

@@ -1,0 +1,27 @@
+/* json_util.h — reading JSON model files with jansson, with errors that name
+ * the file and the field.
+ *
+ * The typed getters share one rule: a key that is missing or null leaves *out
+ * untouched (the caller sets the default first) unless it is required; a key
+ * of the wrong type or outside [lo, hi] is an error. */
+#ifndef TRAM_JSON_UTIL_H
+#define TRAM_JSON_UTIL_H
+
+#include <jansson.h>
+
+#include "engine/common.h"
+
+/* Parses path, which must hold a JSON object; *out is a new reference. */
+int tram_json_load_object(json_t **out, const char *path, tram_error *err);
+
+int tram_json_get_int(const json_t *obj, const char *key, int required, long long lo, long long hi,
+                      long long *out, const char *file, tram_error *err);
+int tram_json_get_number(const json_t *obj, const char *key, int required, double *out,
+                         const char *file, tram_error *err);
+int tram_json_get_bool(const json_t *obj, const char *key, int required, int *out, const char *file,
+                       tram_error *err);
+/* *out points into obj and lives as long as it. */
+int tram_json_get_string(const json_t *obj, const char *key, int required, const char **out,
+                         const char *file, tram_error *err);
+
+#endif

@@ -1,0 +1,377 @@
+/* llama.c — the Llama-family transformer (Llama 2/3, Mistral, Qwen2, SmolLM2)
+ * written once as calls on the backend op interface, over the unified batch
+ * and a paged KV cache. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/model.h"
+
+typedef struct {
+    tram_weight attn_norm;     /* (1, dim) */
+    tram_weight wq, wk, wv;    /* (n_heads*head_dim, dim), (n_kv_heads*head_dim, dim) x2 */
+    tram_weight bq, bk, bv;    /* Qwen2 biases, (1, out) or empty */
+    tram_weight wo;            /* (dim, n_heads*head_dim) */
+    tram_weight ffn_norm;      /* (1, dim) */
+    tram_weight w_gate_up;     /* (2*ffn, dim): gate rows, then up rows */
+    tram_weight w_down;        /* (dim, ffn) */
+    void *k_cache, *v_cache;   /* (num_blocks*block_size, n_kv_heads*head_dim) */
+} llama_layer;
+
+/* Activations for at most lim.max_tokens rows, allocated once. */
+typedef struct {
+    void *x;        /* (tokens, dim) residual stream */
+    void *xb;       /* (tokens, dim) normalized */
+    void *q;        /* (tokens, n_heads*head_dim) */
+    void *k, *v;    /* (tokens, n_kv_heads*head_dim) */
+    void *att;      /* (tokens, n_heads*head_dim) */
+    void *proj;     /* (tokens, dim) output of o_proj / down_proj */
+    void *gate_up;  /* (tokens, 2*ffn) */
+    void *hidden;   /* (tokens, ffn) */
+    void *last;     /* (max_seqs, dim) rows whose logits are wanted */
+    void *logits;   /* (max_seqs, vocab) */
+} llama_acts;
+
+/* Backend copies of the batch's int32 arrays. */
+typedef struct {
+    int32_t *token_ids, *positions, *slot_mapping, *query_start, *seq_lens, *block_tables, *logits_rows;
+} llama_batch_buf;
+
+struct tram_model {
+    tram_model_config cfg;
+    tram_model_limits lim;
+    tram_backend *be;
+    tram_attn_shape shape;
+    float *inv_freq;           /* backend copy, (head_dim/2) */
+    tram_weight tok_embd;      /* (vocab, dim) */
+    tram_weight output_norm;   /* (1, dim) */
+    tram_weight output;        /* (vocab, dim); aliases tok_embd when tied */
+    llama_layer *layers;
+    llama_acts a;
+    llama_batch_buf bb;
+};
+
+/* ---------------------------------------------------------------- loading */
+
+/* Reads one or more tensors stacked by rows into one weight. */
+static int load_weight(tram_model *m, tram_model_file *f, tram_weight *w, const char *const *names,
+                       int n_names, int rows_each, int cols, tram_wtype type, float *scratch, tram_error *err)
+{
+    size_t each = (size_t)rows_each * cols;
+    for (int i = 0; i < n_names; i++)
+        if (tram_model_file_read_f32(f, names[i], scratch + i * each, (int64_t)each, err))
+            return -1;
+    m->be->upload_weight(m->be, w, scratch, rows_each * n_names, cols, type);
+    return m->be->sync(m->be, err);
+}
+
+static int load_one(tram_model *m, tram_model_file *f, tram_weight *w, const char *name, int rows,
+                    int cols, tram_wtype type, float *scratch, tram_error *err)
+{
+    return load_weight(m, f, w, &name, 1, rows, cols, type, scratch, err);
+}
+
+static int load_layer(tram_model *m, tram_model_file *f, int l, float *scratch, tram_error *err)
+{
+    const tram_model_config *c = &m->cfg;
+    llama_layer *L = &m->layers[l];
+    int qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;
+    tram_wtype wt = m->lim.weight_type;
+    char n[8][64];
+    static const char *const suffix[8] = {"attn_norm.weight", "attn_q.weight", "attn_k.weight",
+                                          "attn_v.weight", "attn_output.weight", "ffn_norm.weight",
+                                          "ffn_gate.weight", "ffn_up.weight"};
+    for (int i = 0; i < 8; i++)
+        snprintf(n[i], sizeof(n[i]), "blk.%d.%s", l, suffix[i]);
+    char down[64];
+    snprintf(down, sizeof(down), "blk.%d.ffn_down.weight", l);
+    const char *gate_up[2] = {n[6], n[7]};
+    if (load_one(m, f, &L->attn_norm, n[0], 1, c->dim, TRAM_W_F32, scratch, err) ||
+        load_one(m, f, &L->wq, n[1], qd, c->dim, wt, scratch, err) ||
+        load_one(m, f, &L->wk, n[2], kd, c->dim, wt, scratch, err) ||
+        load_one(m, f, &L->wv, n[3], kd, c->dim, wt, scratch, err) ||
+        load_one(m, f, &L->wo, n[4], c->dim, qd, wt, scratch, err) ||
+        load_one(m, f, &L->ffn_norm, n[5], 1, c->dim, TRAM_W_F32, scratch, err) ||
+        load_weight(m, f, &L->w_gate_up, gate_up, 2, c->ffn_dim, c->dim, wt, scratch, err) ||
+        load_one(m, f, &L->w_down, down, c->dim, c->ffn_dim, wt, scratch, err))
+        return -1;
+    if (!c->qkv_bias)
+        return 0;
+    char bq[64], bk[64], bv[64];
+    snprintf(bq, sizeof(bq), "blk.%d.attn_q.bias", l);
+    snprintf(bk, sizeof(bk), "blk.%d.attn_k.bias", l);
+    snprintf(bv, sizeof(bv), "blk.%d.attn_v.bias", l);
+    return load_one(m, f, &L->bq, bq, 1, qd, TRAM_W_F32, scratch, err) ||
+           load_one(m, f, &L->bk, bk, 1, kd, TRAM_W_F32, scratch, err) ||
+           load_one(m, f, &L->bv, bv, 1, kd, TRAM_W_F32, scratch, err);
+}
+
+/* Inverse RoPE frequencies, divided by the per-frequency factors that
+ * llama.cpp stores as rope_freqs.weight for llama3-scaled GGUFs. */
+static int load_inv_freq(tram_model *m, tram_model_file *f, float *scratch, tram_error *err)
+{
+    int half = m->cfg.head_dim / 2;
+    tram_rope_inv_freq(&m->cfg, scratch);
+    if (tram_model_file_has_tensor(f, "rope_freqs.weight")) {
+        float *factors = scratch + half;
+        if (tram_model_file_read_f32(f, "rope_freqs.weight", factors, half, err))
+            return -1;
+        for (int i = 0; i < half; i++)
+            scratch[i] /= factors[i];
+    }
+    m->inv_freq = m->be->alloc(m->be, half * sizeof(float));
+    if (m->inv_freq)
+        m->be->upload(m->be, m->inv_freq, scratch, half * sizeof(float));
+    return m->be->sync(m->be, err);
+}
+
+static int load_weights(tram_model *m, tram_model_file *f, tram_error *err)
+{
+    const tram_model_config *c = &m->cfg;
+    size_t biggest = TRAM_MAX((size_t)c->vocab_size * c->dim, (size_t)2 * c->ffn_dim * c->dim);
+    float *scratch = tram_calloc(biggest, sizeof(float), err);
+    if (!scratch)
+        return -1;
+    int rc = load_inv_freq(m, f, scratch, err) ||
+             load_one(m, f, &m->tok_embd, "token_embd.weight", c->vocab_size, c->dim, m->lim.weight_type,
+                      scratch, err) ||
+             load_one(m, f, &m->output_norm, "output_norm.weight", 1, c->dim, TRAM_W_F32, scratch, err);
+    if (!rc && c->tied_embeddings)
+        m->output = m->tok_embd;
+    else if (!rc)
+        rc = load_one(m, f, &m->output, "output.weight", c->vocab_size, c->dim, m->lim.weight_type,
+                      scratch, err);
+    for (int l = 0; !rc && l < c->n_layers; l++)
+        rc = load_layer(m, f, l, scratch, err);
+    free(scratch);
+    return rc ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- buffers */
+
+static int alloc_buffers(tram_model *m, tram_error *err)
+{
+    const tram_model_config *c = &m->cfg;
+    tram_backend *be = m->be;
+    size_t t = m->lim.max_tokens, s = m->lim.max_seqs, ab = be->act_bytes;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
+    struct { void **p; size_t bytes; } bufs[] = {
+        {&m->a.x, t * c->dim * ab}, {&m->a.xb, t * c->dim * ab}, {&m->a.q, t * qd * ab},
+        {&m->a.k, t * kd * ab}, {&m->a.v, t * kd * ab}, {&m->a.att, t * qd * ab},
+        {&m->a.proj, t * c->dim * ab}, {&m->a.gate_up, t * 2 * c->ffn_dim * ab},
+        {&m->a.hidden, t * c->ffn_dim * ab}, {&m->a.last, s * c->dim * ab},
+        {&m->a.logits, s * c->vocab_size * sizeof(float)},  /* act_bytes <= 4 */
+        {(void **)&m->bb.token_ids, t * 4}, {(void **)&m->bb.positions, t * 4},
+        {(void **)&m->bb.slot_mapping, t * 4}, {(void **)&m->bb.query_start, (s + 1) * 4},
+        {(void **)&m->bb.seq_lens, s * 4}, {(void **)&m->bb.block_tables, s * m->lim.max_blocks_per_seq * 4},
+        {(void **)&m->bb.logits_rows, t * 4},
+    };
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
+        if (!(*bufs[i].p = be->alloc(be, bufs[i].bytes)))
+            return be->sync(be, err) ? -1 : tram_fail(err, "out of memory for activations");
+    size_t kv_bytes = (size_t)m->lim.num_blocks * m->lim.block_size * kd * ab;
+    for (int l = 0; l < c->n_layers; l++) {
+        m->layers[l].k_cache = be->alloc(be, kv_bytes);
+        m->layers[l].v_cache = m->layers[l].k_cache ? be->alloc(be, kv_bytes) : NULL;
+        if (!m->layers[l].v_cache)
+            return be->sync(be, err) ? -1 : tram_fail(err, "out of memory for the KV cache");
+    }
+    return 0;
+}
+
+size_t tram_model_kv_block_bytes(const tram_model_config *c, int block_size, int act_bytes)
+{
+    return (size_t)2 * c->n_layers * block_size * c->n_kv_heads * c->head_dim * act_bytes;
+}
+
+static int limits_check(const tram_model_limits *lim, tram_error *err)
+{
+    if (lim->max_tokens < 1 || lim->max_seqs < 1 || lim->max_seqs > lim->max_tokens ||
+        lim->max_blocks_per_seq < 1 || lim->num_blocks < 1 || lim->block_size < 1)
+        return tram_fail(err, "invalid model limits (tokens %d, seqs %d, blocks %d x %d, %d per seq)",
+                         lim->max_tokens, lim->max_seqs, lim->num_blocks, lim->block_size,
+                         lim->max_blocks_per_seq);
+    return 0;
+}
+
+int tram_model_create(tram_model **out, tram_model_file *f, tram_backend *be,
+                      const tram_model_limits *lim, tram_error *err)
+{
+    if (limits_check(lim, err))
+        return -1;
+    tram_model *m = tram_calloc(1, sizeof(*m), err);
+    if (!m)
+        return -1;
+    m->cfg = *tram_model_file_config(f);
+    m->lim = *lim;
+    m->be = be;
+    m->shape = (tram_attn_shape){m->cfg.n_heads, m->cfg.n_kv_heads, m->cfg.head_dim, lim->block_size,
+                                 1.0f / sqrtf((float)m->cfg.head_dim)};
+    m->layers = tram_calloc(m->cfg.n_layers, sizeof(*m->layers), err);
+    if (!m->layers || load_weights(m, f, err) || alloc_buffers(m, err)) {
+        tram_model_destroy(m);
+        return -1;
+    }
+    *out = m;
+    return 0;
+}
+
+void tram_model_destroy(tram_model *m)
+{
+    if (!m)
+        return;
+    tram_backend *be = m->be;
+    if (m->layers) {
+        for (int l = 0; l < m->cfg.n_layers; l++) {
+            llama_layer *L = &m->layers[l];
+            tram_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk, &L->bv,
+                                 &L->wo, &L->ffn_norm, &L->w_gate_up, &L->w_down};
+            for (size_t i = 0; i < TRAM_ARRAY_LEN(ws); i++)
+                if (ws[i]->data)
+                    be->free_weight(be, ws[i]);
+            be->free(be, L->k_cache);
+            be->free(be, L->v_cache);
+        }
+        free(m->layers);
+    }
+    if (m->output.data && m->output.data != m->tok_embd.data)
+        be->free_weight(be, &m->output);
+    if (m->tok_embd.data)
+        be->free_weight(be, &m->tok_embd);
+    if (m->output_norm.data)
+        be->free_weight(be, &m->output_norm);
+    void *bufs[] = {m->inv_freq, m->a.x, m->a.xb, m->a.q, m->a.k, m->a.v, m->a.att, m->a.proj,
+                    m->a.gate_up, m->a.hidden, m->a.last, m->a.logits, m->bb.token_ids,
+                    m->bb.positions, m->bb.slot_mapping, m->bb.query_start, m->bb.seq_lens,
+                    m->bb.block_tables, m->bb.logits_rows};
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
+        be->free(be, bufs[i]);
+    free(m);
+}
+
+const tram_model_config *tram_model_config_of(const tram_model *m) { return &m->cfg; }
+
+/* ---------------------------------------------------------------- forward */
+
+/* The batch comes from the scheduler, but a bug there must not become an
+ * out-of-bounds write here: check every index the kernels will follow. */
+static int batch_check(const tram_model *m, const tram_batch *b, tram_error *err)
+{
+    const tram_model_limits *lim = &m->lim;
+    if (b->num_tokens < 1 || b->num_tokens > lim->max_tokens || b->num_seqs < 1 ||
+        b->num_seqs > lim->max_seqs || b->max_blocks_per_seq != lim->max_blocks_per_seq ||
+        b->num_logits < 0 || b->num_logits > b->num_tokens)
+        return tram_fail(err, "batch of %d tokens / %d sequences / %d logits exceeds the model limits",
+                         b->num_tokens, b->num_seqs, b->num_logits);
+    int slots = lim->num_blocks * lim->block_size;
+    for (int i = 0; i < b->num_tokens; i++)
+        if (b->token_ids[i] < 0 || b->token_ids[i] >= m->cfg.vocab_size || b->positions[i] < 0 ||
+            b->slot_mapping[i] < 0 || b->slot_mapping[i] >= slots)
+            return tram_fail(err, "batch token %d: id %d, position %d or slot %d out of range", i,
+                             b->token_ids[i], b->positions[i], b->slot_mapping[i]);
+    if (b->query_start[0] != 0 || b->query_start[b->num_seqs] != b->num_tokens)
+        return tram_fail(err, "batch query_start does not cover the tokens");
+    for (int s = 0; s < b->num_seqs; s++) {
+        int len = b->seq_lens[s];
+        if (b->query_start[s + 1] <= b->query_start[s] || len < 1 ||
+            len > lim->max_blocks_per_seq * lim->block_size)
+            return tram_fail(err, "batch sequence %d: bad query range or length %d", s, len);
+        for (int j = 0; j < (len + lim->block_size - 1) / lim->block_size; j++) {
+            int blk = b->block_tables[(size_t)s * b->max_blocks_per_seq + j];
+            if (blk < 0 || blk >= lim->num_blocks)
+                return tram_fail(err, "batch sequence %d: block %d out of range", s, blk);
+        }
+    }
+    for (int i = 0; i < b->num_logits; i++)
+        if (b->logits_rows[i] < 0 || b->logits_rows[i] >= b->num_tokens)
+            return tram_fail(err, "batch logits row %d out of range", b->logits_rows[i]);
+    return 0;
+}
+
+/* Copies the batch's arrays to the backend; returns the backend-side view. */
+static tram_batch upload_batch(tram_model *m, const tram_batch *b)
+{
+    tram_backend *be = m->be;
+    size_t t = (size_t)b->num_tokens * 4, s = (size_t)b->num_seqs * 4;
+    be->upload(be, m->bb.token_ids, b->token_ids, t);
+    be->upload(be, m->bb.positions, b->positions, t);
+    be->upload(be, m->bb.slot_mapping, b->slot_mapping, t);
+    be->upload(be, m->bb.query_start, b->query_start, s + 4);
+    be->upload(be, m->bb.seq_lens, b->seq_lens, s);
+    be->upload(be, m->bb.block_tables, b->block_tables, s * b->max_blocks_per_seq);
+    if (b->num_logits)
+        be->upload(be, m->bb.logits_rows, b->logits_rows, (size_t)b->num_logits * 4);
+    tram_batch d = *b;
+    d.token_ids = m->bb.token_ids;
+    d.positions = m->bb.positions;
+    d.slot_mapping = m->bb.slot_mapping;
+    d.query_start = m->bb.query_start;
+    d.seq_lens = m->bb.seq_lens;
+    d.block_tables = m->bb.block_tables;
+    d.logits_rows = m->bb.logits_rows;
+    return d;
+}
+
+static void attention_block(tram_model *m, const llama_layer *L, const tram_batch *d)
+{
+    tram_backend *be = m->be;
+    int n = d->num_tokens;
+    be->matmul(be, m->a.q, m->a.xb, &L->wq, n);
+    be->matmul(be, m->a.k, m->a.xb, &L->wk, n);
+    be->matmul(be, m->a.v, m->a.xb, &L->wv, n);
+    if (m->cfg.qkv_bias) {
+        be->add_bias(be, m->a.q, &L->bq, n);
+        be->add_bias(be, m->a.k, &L->bk, n);
+        be->add_bias(be, m->a.v, &L->bv, n);
+    }
+    be->rope(be, m->a.q, m->a.k, d->positions, n, &m->shape, m->inv_freq, m->cfg.rope_style);
+    be->kv_store(be, L->k_cache, L->v_cache, m->a.k, m->a.v, d->slot_mapping, n, &m->shape);
+    be->attention(be, m->a.att, m->a.q, L->k_cache, L->v_cache, d, &m->shape);
+    be->matmul(be, m->a.proj, m->a.att, &L->wo, n);
+    be->all_reduce(be, m->a.proj, (size_t)n * m->cfg.dim);
+}
+
+static void ffn_block(tram_model *m, const llama_layer *L, int n)
+{
+    tram_backend *be = m->be;
+    be->matmul(be, m->a.gate_up, m->a.xb, &L->w_gate_up, n);
+    be->silu_mul(be, m->a.hidden, m->a.gate_up, n, m->cfg.ffn_dim);
+    be->matmul(be, m->a.proj, m->a.hidden, &L->w_down, n);
+    be->all_reduce(be, m->a.proj, (size_t)n * m->cfg.dim);
+}
+
+/* lm_head over the wanted rows, max_seqs rows at a time. */
+static void logits_block(tram_model *m, const tram_batch *d, float *logits)
+{
+    tram_backend *be = m->be;
+    int vocab = m->cfg.vocab_size;
+    for (int first = 0; first < d->num_logits; first += m->lim.max_seqs) {
+        int rows = TRAM_MIN(m->lim.max_seqs, d->num_logits - first);
+        be->gather_rows(be, m->a.last, m->a.xb, d->logits_rows + first, rows, m->cfg.dim);
+        be->matmul(be, m->a.logits, m->a.last, &m->output, rows);
+        be->to_host_f32(be, logits + (size_t)first * vocab, m->a.logits, (size_t)rows * vocab);
+    }
+}
+
+int tram_model_forward(tram_model *m, const tram_batch *b, float *logits, tram_error *err)
+{
+    if (batch_check(m, b, err))
+        return -1;
+    tram_backend *be = m->be;
+    tram_batch d = upload_batch(m, b);
+    int n = b->num_tokens;
+    float eps = m->cfg.norm_eps;
+    be->embed(be, m->a.x, &m->tok_embd, d.token_ids, n);
+    be->rmsnorm(be, m->a.xb, m->a.x, &m->layers[0].attn_norm, n, eps);
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const llama_layer *L = &m->layers[l];
+        attention_block(m, L, &d);
+        be->add_rmsnorm(be, m->a.x, m->a.xb, m->a.proj, &L->ffn_norm, n, eps);
+        ffn_block(m, L, n);
+        const tram_weight *next_norm = l + 1 < m->cfg.n_layers ? &m->layers[l + 1].attn_norm : &m->output_norm;
+        be->add_rmsnorm(be, m->a.x, m->a.xb, m->a.proj, next_norm, n, eps);
+    }
+    logits_block(m, &d, logits);
+    return be->sync(be, err);
+}

@@ -1,0 +1,175 @@
+/* loader.c — opens a model file (GGUF or Hugging Face directory) and answers
+ * its hyper-parameters and tensors under GGUF names, whatever the format. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "models/gguf.h"
+#include "models/model.h"
+#include "models/safetensors.h"
+
+struct tram_model_file {
+    char path[512];
+    tram_model_config cfg;
+    tram_gguf *gguf;     /* exactly one of gguf / hf is set */
+    tram_hf_model *hf;
+};
+
+/* Reads "<arch>.<suffix>" as an integer in [lo, hi]. */
+static int gguf_arch_int(const tram_gguf *g, const char *arch, const char *suffix, long lo, long hi,
+                         int *out, tram_error *err)
+{
+    char key[128];
+    uint64_t v;
+    snprintf(key, sizeof(key), "%s.%s", arch, suffix);
+    if (tram_gguf_get_u64(g, key, &v, err))
+        return -1;
+    if ((long)v < lo || v > (uint64_t)hi)
+        return tram_fail(err, "%s: %s = %llu is out of range [%ld, %ld]", g->path, key,
+                         (unsigned long long)v, lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
+static float gguf_arch_float_or(const tram_gguf *g, const char *arch, const char *suffix, float dflt)
+{
+    char key[128];
+    double v;
+    snprintf(key, sizeof(key), "%s.%s", arch, suffix);
+    return tram_gguf_find_kv(g, key) && !tram_gguf_get_f64(g, key, &v, NULL) && isfinite(v)
+               ? (float)v : dflt;
+}
+
+static int gguf_read_config(const tram_gguf *g, tram_model_config *c, tram_error *err)
+{
+    char *arch = NULL;
+    if (tram_gguf_get_str(g, "general.architecture", &arch, err))
+        return -1;
+    int known = !strcmp(arch, "llama") || !strcmp(arch, "qwen2") || !strcmp(arch, "mistral");
+    snprintf(c->arch, sizeof(c->arch), "%s", arch);
+    if (!known) {
+        tram_fail(err, "%s: architecture '%s' is not supported (llama, mistral, qwen2 are)", g->path, arch);
+        free(arch);
+        return -1;
+    }
+    int ok = !gguf_arch_int(g, arch, "embedding_length", 1, 1 << 16, &c->dim, err) &&
+             !gguf_arch_int(g, arch, "block_count", 1, 1024, &c->n_layers, err) &&
+             !gguf_arch_int(g, arch, "attention.head_count", 1, 1024, &c->n_heads, err) &&
+             !gguf_arch_int(g, arch, "feed_forward_length", 1, 1 << 20, &c->ffn_dim, err) &&
+             !gguf_arch_int(g, arch, "context_length", 1, 1 << 24, &c->max_seq_len, err);
+    if (ok) {
+        tram_error ignored;
+        if (gguf_arch_int(g, arch, "attention.head_count_kv", 1, c->n_heads, &c->n_kv_heads, &ignored))
+            c->n_kv_heads = c->n_heads;
+        if (gguf_arch_int(g, arch, "attention.key_length", 1, 4096, &c->head_dim, &ignored))
+            c->head_dim = c->dim / c->n_heads;
+        c->norm_eps = gguf_arch_float_or(g, arch, "attention.layer_norm_rms_epsilon", 1e-5f);
+        c->rope_theta = gguf_arch_float_or(g, arch, "rope.freq_base", 10000.0f);
+        /* llama.cpp stores llama/mistral Q and K rows permuted for interleaved
+         * RoPE; qwen2 files keep the NeoX layout. */
+        c->rope_style = strcmp(arch, "qwen2") ? TRAM_ROPE_INTERLEAVED : TRAM_ROPE_NEOX;
+    }
+    free(arch);
+    if (!ok)
+        return -1;
+    const tram_gguf_tensor *emb = tram_gguf_find_tensor(g, "token_embd.weight");
+    if (!emb || emb->n_dims != 2 || emb->ne[0] != c->dim)
+        return tram_fail(err, "%s: token_embd.weight is missing or not [vocab, %d]", g->path, c->dim);
+    c->vocab_size = (int)emb->ne[1];
+    c->tied_embeddings = tram_gguf_find_tensor(g, "output.weight") == NULL;
+    c->qkv_bias = tram_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+    return 0;
+}
+
+static int config_check(const tram_model_config *c, const char *path, tram_error *err)
+{
+    if (c->n_heads % c->n_kv_heads)
+        return tram_fail(err, "%s: %d attention heads are not a multiple of %d KV heads", path,
+                         c->n_heads, c->n_kv_heads);
+    if (c->head_dim % 2 || c->head_dim > 1024)
+        return tram_fail(err, "%s: head dimension %d is not supported", path, c->head_dim);
+    if (c->vocab_size < 1 || c->vocab_size > (1 << 22))
+        return tram_fail(err, "%s: vocabulary size %d is out of range", path, c->vocab_size);
+    return 0;
+}
+
+static int is_directory(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int tram_model_file_open(tram_model_file **out, const char *path, tram_error *err)
+{
+    tram_model_file *f = tram_calloc(1, sizeof(*f), err);
+    if (!f)
+        return -1;
+    snprintf(f->path, sizeof(f->path), "%s", path);
+    int rc = is_directory(path) ? tram_hf_open(&f->hf, path, &f->cfg, err)
+                                : tram_gguf_open(&f->gguf, path, err) || gguf_read_config(f->gguf, &f->cfg, err);
+    if (rc || config_check(&f->cfg, path, err)) {
+        tram_model_file_close(f);
+        return -1;
+    }
+    *out = f;
+    return 0;
+}
+
+void tram_model_file_close(tram_model_file *f)
+{
+    if (!f)
+        return;
+    if (f->gguf)
+        tram_gguf_close(f->gguf);
+    if (f->hf)
+        tram_hf_close(f->hf);
+    free(f);
+}
+
+const tram_model_config *tram_model_file_config(const tram_model_file *f) { return &f->cfg; }
+const char *tram_model_file_path(const tram_model_file *f) { return f->path; }
+struct tram_gguf *tram_model_file_gguf(const tram_model_file *f) { return f->gguf; }
+
+int tram_model_file_has_tensor(const tram_model_file *f, const char *name)
+{
+    return f->gguf ? tram_gguf_find_tensor(f->gguf, name) != NULL : tram_hf_has_tensor(f->hf, name);
+}
+
+int tram_model_file_read_f32(tram_model_file *f, const char *name, float *out, int64_t numel,
+                             tram_error *err)
+{
+    if (f->hf)
+        return tram_hf_read_f32(f->hf, name, out, numel, err);
+    const tram_gguf_tensor *t = tram_gguf_find_tensor(f->gguf, name);
+    if (!t)
+        return tram_fail(err, "%s: tensor %s is missing", f->path, name);
+    if (tram_gguf_tensor_numel(t) != numel)
+        return tram_fail(err, "%s: tensor %s has %lld elements, expected %lld", f->path, name,
+                         (long long)tram_gguf_tensor_numel(t), (long long)numel);
+    return tram_gguf_dequantize(t, out, err);
+}
+
+/* HF's rotary embedding: inv_freq[i] = theta^(-2i/d), reshaped by llama3's
+ * piecewise rule when the config asks for it. */
+void tram_rope_inv_freq(const tram_model_config *c, float *inv_freq)
+{
+    int half = c->head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        float inv = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
+        if (c->rope_scaling_llama3) {
+            float wavelen = 2.0f * (float)M_PI / inv;
+            float low_wavelen = c->rope_original_max_pos / c->rope_low_freq_factor;
+            float high_wavelen = c->rope_original_max_pos / c->rope_high_freq_factor;
+            if (wavelen > low_wavelen) {
+                inv /= c->rope_factor;
+            } else if (wavelen >= high_wavelen) {
+                float smooth = (c->rope_original_max_pos / wavelen - c->rope_low_freq_factor) /
+                               (c->rope_high_freq_factor - c->rope_low_freq_factor);
+                inv = (1.0f - smooth) * inv / c->rope_factor + smooth * inv;
+            }
+        }
+        inv_freq[i] = inv;
+    }
+}

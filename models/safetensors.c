@@ -1,0 +1,520 @@
+/* safetensors.c — Hugging Face model directories: config.json and single or
+ * sharded safetensors files.
+ *
+ * A safetensors file is an 8-byte little-endian header length, a JSON header
+ * naming each tensor's dtype, shape and [begin, end) byte offsets into the
+ * data that follows, then the data.  Every number from the header is checked
+ * against the file before a tensor is indexed, so reads never leave the
+ * mapping whatever the file holds. */
+#include "models/safetensors.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "models/dequant.h"
+#include "models/json_util.h"
+
+/* Every dtype of the safetensors format; only the float ones can be read. */
+enum { ST_F32, ST_F16, ST_BF16 };
+static const struct {
+    const char *name;
+    int size;
+} st_dtypes[] = {
+    {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"F64", 8}, {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1},
+    {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1}, {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
+};
+
+typedef struct {
+    char path[1024];
+    const uint8_t *map;
+    size_t map_len;
+} st_file;
+
+typedef struct {
+    char *name;            /* HF name */
+    int file;              /* index into files */
+    int dtype;             /* index into st_dtypes */
+    int64_t numel;
+    const uint8_t *data;   /* into the file's mapping */
+} st_tensor;
+
+struct tram_hf_model {
+    char dir[512];
+    st_file *files;
+    int n_files;
+    st_tensor *tensors;
+    int n_tensors, cap_tensors;
+};
+
+/* ---------------------------------------------------------------- names */
+
+static const struct {
+    const char *gguf, *hf;
+} global_names[] = {
+    {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"},
+}, layer_names[] = {
+    {"attn_norm", "input_layernorm"},      {"ffn_norm", "post_attention_layernorm"},
+    {"attn_q", "self_attn.q_proj"},        {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},        {"attn_output", "self_attn.o_proj"},
+    {"ffn_gate", "mlp.gate_proj"},         {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"},
+};
+
+int tram_hf_tensor_name(const char *gguf_name, char *out, size_t out_len)
+{
+    const char *suffix = strrchr(gguf_name, '.');
+    if (!suffix || (strcmp(suffix, ".weight") && strcmp(suffix, ".bias")))
+        return -1;
+    int stem_len = (int)(suffix - gguf_name), layer, used = 0;
+    if (sscanf(gguf_name, "blk.%9d.%n", &layer, &used) == 1 && used && layer >= 0) {
+        const char *module = gguf_name + used;
+        int module_len = (int)(suffix - module);
+        for (size_t i = 0; i < TRAM_ARRAY_LEN(layer_names); i++)
+            if ((int)strlen(layer_names[i].gguf) == module_len &&
+                !strncmp(module, layer_names[i].gguf, (size_t)module_len))
+                return snprintf(out, out_len, "model.layers.%d.%s%s", layer, layer_names[i].hf,
+                                suffix) < (int)out_len ? 0 : -1;
+        return -1;
+    }
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(global_names); i++)
+        if ((int)strlen(global_names[i].gguf) == stem_len &&
+            !strncmp(gguf_name, global_names[i].gguf, (size_t)stem_len))
+            return snprintf(out, out_len, "%s%s", global_names[i].hf, suffix) < (int)out_len ? 0 : -1;
+    return -1;
+}
+
+/* ---------------------------------------------------------------- files */
+
+static int st_map(st_file *f, tram_error *err)
+{
+    int fd = open(f->path, O_RDONLY);
+    if (fd < 0)
+        return tram_fail(err, "%s: cannot open", f->path);
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < 8) {
+        close(fd);
+        return tram_fail(err, "%s: not a safetensors file (too short for its header length)", f->path);
+    }
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED)
+        return tram_fail(err, "%s: cannot map the file", f->path);
+    f->map = map;
+    f->map_len = (size_t)st.st_size;
+    return 0;
+}
+
+static int st_dtype_index(const char *name)
+{
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(st_dtypes); i++)
+        if (!strcmp(name, st_dtypes[i].name))
+            return (int)i;
+    return -1;
+}
+
+/* Element count of a shape array, or -1 when it is not one. */
+static int64_t st_numel(const json_t *shape)
+{
+    if (!json_is_array(shape) || json_array_size(shape) > 8)
+        return -1;
+    int64_t numel = 1;
+    for (size_t i = 0; i < json_array_size(shape); i++) {
+        json_t *d = json_array_get(shape, i);
+        int64_t n = json_is_integer(d) ? json_integer_value(d) : -1;
+        if (n < 0 || (n && numel > (1LL << 40) / n))
+            return -1;
+        numel *= n;
+    }
+    return numel;
+}
+
+static int st_offset(const json_t *offsets, size_t i, uint64_t data_len, uint64_t *out)
+{
+    json_t *v = json_array_get(offsets, i);
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || (uint64_t)json_integer_value(v) > data_len)
+        return -1;
+    *out = (uint64_t)json_integer_value(v);
+    return 0;
+}
+
+static int st_push(tram_hf_model *m, const st_tensor *t, tram_error *err)
+{
+    if (m->n_tensors == m->cap_tensors) {
+        int cap = m->cap_tensors ? 2 * m->cap_tensors : 256;
+        st_tensor *grown = realloc(m->tensors, (size_t)cap * sizeof(*grown));
+        if (!grown)
+            return tram_fail(err, "out of memory indexing tensors");
+        m->tensors = grown;
+        m->cap_tensors = cap;
+    }
+    m->tensors[m->n_tensors] = *t;
+    m->tensors[m->n_tensors].name = strdup(t->name);
+    if (!m->tensors[m->n_tensors].name)
+        return tram_fail(err, "out of memory indexing tensors");
+    m->n_tensors++;
+    return 0;
+}
+
+/* Checks one header entry against the data section and indexes it. */
+static int st_add_tensor(tram_hf_model *m, int fi, const char *name, const json_t *info,
+                         const uint8_t *data, uint64_t data_len, tram_error *err)
+{
+    const char *path = m->files[fi].path;
+    json_t *dtype = json_object_get(info, "dtype"), *offsets = json_object_get(info, "data_offsets");
+    st_tensor t = {.name = (char *)name, .file = fi};
+    if (!json_is_object(info) || !json_is_string(dtype))
+        return tram_fail(err, "%s: tensor %s: no dtype", path, name);
+    if ((t.dtype = st_dtype_index(json_string_value(dtype))) < 0)
+        return tram_fail(err, "%s: tensor %s: unknown dtype '%s'", path, name, json_string_value(dtype));
+    if ((t.numel = st_numel(json_object_get(info, "shape"))) < 0)
+        return tram_fail(err, "%s: tensor %s: shape is not a list of sizes", path, name);
+    uint64_t begin, end;
+    if (!json_is_array(offsets) || json_array_size(offsets) != 2 || st_offset(offsets, 0, data_len, &begin) ||
+        st_offset(offsets, 1, data_len, &end) || begin > end)
+        return tram_fail(err, "%s: tensor %s: data_offsets are not [begin, end] within the %llu data bytes",
+                         path, name, (unsigned long long)data_len);
+    if (end - begin != (uint64_t)t.numel * (uint64_t)st_dtypes[t.dtype].size)
+        return tram_fail(err, "%s: tensor %s: %llu data bytes do not hold %lld %s elements", path, name,
+                         (unsigned long long)(end - begin), (long long)t.numel, st_dtypes[t.dtype].name);
+    t.data = data + begin;
+    return st_push(m, &t, err);
+}
+
+static int st_parse_header(tram_hf_model *m, int fi, tram_error *err)
+{
+    const st_file *f = &m->files[fi];
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--)
+        n = n << 8 | f->map[i];
+    if (n > f->map_len - 8)
+        return tram_fail(err, "%s: header length %llu exceeds the file size %zu", f->path,
+                         (unsigned long long)n, f->map_len);
+    json_error_t jerr;
+    json_t *header = json_loadb((const char *)f->map + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+    if (!header)
+        return tram_fail(err, "%s: header is not valid JSON: %s", f->path, jerr.text);
+    int rc = json_is_object(header) ? 0 : tram_fail(err, "%s: header is not a JSON object", f->path);
+    const char *name;
+    json_t *info;
+    json_object_foreach(header, name, info) {
+        if (rc || !strcmp(name, "__metadata__"))
+            continue;
+        rc = st_add_tensor(m, fi, name, info, f->map + 8 + n, f->map_len - 8 - n, err);
+    }
+    json_decref(header);
+    return rc;
+}
+
+static int st_add_file(tram_hf_model *m, const char *file_name, tram_error *err)
+{
+    if (strchr(file_name, '/') || !strcmp(file_name, "..") || !*file_name)
+        return tram_fail(err, "%s: shard name '%s' is not a file name in the directory", m->dir, file_name);
+    for (int i = 0; i < m->n_files; i++)
+        if (!strcmp(strrchr(m->files[i].path, '/') + 1, file_name))
+            return 0;
+    st_file *grown = realloc(m->files, (size_t)(m->n_files + 1) * sizeof(*grown));
+    if (!grown)
+        return tram_fail(err, "out of memory listing shards");
+    m->files = grown;
+    st_file *f = &m->files[m->n_files];
+    memset(f, 0, sizeof(*f));
+    if (snprintf(f->path, sizeof(f->path), "%s/%s", m->dir, file_name) >= (int)sizeof(f->path))
+        return tram_fail(err, "%s/%s: path too long", m->dir, file_name);
+    m->n_files++;
+    return st_map(f, err) || st_parse_header(m, m->n_files - 1, err) ? -1 : 0;
+}
+
+static int st_compare(const void *a, const void *b)
+{
+    return strcmp(((const st_tensor *)a)->name, ((const st_tensor *)b)->name);
+}
+
+static const st_tensor *st_find(const tram_hf_model *m, const char *hf_name)
+{
+    st_tensor key = {.name = (char *)hf_name};
+    return m->n_tensors ? bsearch(&key, m->tensors, (size_t)m->n_tensors, sizeof(key), st_compare) : NULL;
+}
+
+/* Sorted for bsearch; a name in two shards is ambiguous, so it is an error. */
+static int st_sort_unique(tram_hf_model *m, tram_error *err)
+{
+    qsort(m->tensors, (size_t)m->n_tensors, sizeof(st_tensor), st_compare);
+    for (int i = 1; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i - 1].name, m->tensors[i].name))
+            return tram_fail(err, "%s: tensor %s appears in both %s and %s", m->dir, m->tensors[i].name,
+                             m->files[m->tensors[i - 1].file].path, m->files[m->tensors[i].file].path);
+    return 0;
+}
+
+/* Every weight_map entry must name a tensor that its shard really holds. */
+static int st_check_weight_map(const tram_hf_model *m, json_t *map, const char *path, tram_error *err)
+{
+    const char *name;
+    json_t *file;
+    json_object_foreach(map, name, file) {
+        const st_tensor *t = st_find(m, name);
+        if (!t || strcmp(strrchr(m->files[t->file].path, '/') + 1, json_string_value(file)))
+            return tram_fail(err, "%s: weight_map puts %s in %s, which does not hold it", path, name,
+                             json_string_value(file));
+    }
+    return 0;
+}
+
+static int st_open_index(tram_hf_model *m, const char *path, tram_error *err)
+{
+    json_t *root, *map;
+    if (tram_json_load_object(&root, path, err))
+        return -1;
+    int rc = json_is_object(map = json_object_get(root, "weight_map")) && json_object_size(map) > 0
+                 ? 0 : tram_fail(err, "%s: no weight_map object", path);
+    const char *name;
+    json_t *file;
+    json_object_foreach(map, name, file) {
+        if (rc)
+            break;
+        rc = json_is_string(file) ? st_add_file(m, json_string_value(file), err)
+                                  : tram_fail(err, "%s: weight_map entry %s is not a file name", path, name);
+    }
+    if (!rc)
+        rc = st_sort_unique(m, err) || st_check_weight_map(m, map, path, err) ? -1 : 0;
+    json_decref(root);
+    return rc;
+}
+
+static int st_open_tensors(tram_hf_model *m, tram_error *err)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/model.safetensors.index.json", m->dir);
+    if (access(path, F_OK) == 0)
+        return st_open_index(m, path, err);
+    snprintf(path, sizeof(path), "%s/model.safetensors", m->dir);
+    if (access(path, F_OK))
+        return tram_fail(err, "%s: neither model.safetensors nor model.safetensors.index.json exists", m->dir);
+    return st_add_file(m, "model.safetensors", err) || st_sort_unique(m, err) ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- config.json */
+
+static const struct {
+    const char *architecture, *model_type, *arch;
+} hf_archs[] = {
+    {"LlamaForCausalLM", "llama", "llama"},
+    {"MistralForCausalLM", "mistral", "mistral"},
+    {"Qwen2ForCausalLM", "qwen2", "qwen2"},
+};
+
+const char *tram_hf_architecture(const char *arch)
+{
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(hf_archs); i++)
+        if (!strcmp(arch, hf_archs[i].arch))
+            return hf_archs[i].architecture;
+    return NULL;
+}
+
+/* architectures[0] decides; model_type is the fallback for configs without it. */
+static int hf_arch(const json_t *root, tram_model_config *c, const char *path, tram_error *err)
+{
+    json_t *archs = json_object_get(root, "architectures");
+    const char *want = json_is_array(archs) ? json_string_value(json_array_get(archs, 0)) : NULL;
+    const char *type = json_string_value(json_object_get(root, "model_type"));
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(hf_archs); i++) {
+        if (want ? !strcmp(want, hf_archs[i].architecture) : type && !strcmp(type, hf_archs[i].model_type)) {
+            snprintf(c->arch, sizeof(c->arch), "%s", hf_archs[i].arch);
+            c->qkv_bias = !strcmp(hf_archs[i].arch, "qwen2");
+            return 0;
+        }
+    }
+    return tram_fail(err, "%s: architecture '%s' is not supported (LlamaForCausalLM, MistralForCausalLM, "
+                     "Qwen2ForCausalLM are)", path, want ? want : type ? type : "(none given)");
+}
+
+/* rope_scaling (or transformers 5's rope_parameters): absent, "default", or
+ * llama3's piecewise frequency scaling; anything else would silently change
+ * the model, so it is refused. */
+static int hf_rope(const json_t *root, tram_model_config *c, const char *path, tram_error *err)
+{
+    double theta = 10000.0;
+    json_t *rope = json_object_get(root, "rope_scaling");
+    json_t *params = json_object_get(root, "rope_parameters");
+    if (json_is_object(params) && tram_json_get_number(params, "rope_theta", 0, &theta, path, err))
+        return -1;
+    if (tram_json_get_number(root, "rope_theta", 0, &theta, path, err))
+        return -1;
+    if (!(theta > 1.0))
+        return tram_fail(err, "%s: rope_theta %g must be greater than 1", path, theta);
+    c->rope_theta = (float)theta;
+    if (!json_is_object(rope))
+        rope = params;
+    if (!json_is_object(rope))
+        return 0;
+    const char *type = NULL;
+    if (tram_json_get_string(rope, "type", 0, &type, path, err) ||
+        tram_json_get_string(rope, "rope_type", 0, &type, path, err))
+        return -1;
+    if (!type || !strcmp(type, "default"))
+        return 0;
+    if (strcmp(type, "llama3"))
+        return tram_fail(err, "%s: rope_scaling type '%s' is not supported (only llama3 is)", path, type);
+    double factor = 0, low = 0, high = 0;
+    long long orig = 0;
+    if (tram_json_get_number(rope, "factor", 1, &factor, path, err) ||
+        tram_json_get_number(rope, "low_freq_factor", 1, &low, path, err) ||
+        tram_json_get_number(rope, "high_freq_factor", 1, &high, path, err) ||
+        tram_json_get_int(rope, "original_max_position_embeddings", 1, 1, INT_MAX, &orig, path, err))
+        return -1;
+    if (!(factor > 0) || !(low > 0) || !(high > low))
+        return tram_fail(err, "%s: rope_scaling needs factor > 0 and high_freq_factor > low_freq_factor > 0", path);
+    c->rope_scaling_llama3 = 1;
+    c->rope_factor = (float)factor;
+    c->rope_low_freq_factor = (float)low;
+    c->rope_high_freq_factor = (float)high;
+    c->rope_original_max_pos = (int)orig;
+    return 0;
+}
+
+/* Features of these families that tram's forward pass does not compute. */
+static int hf_unsupported(const json_t *root, const char *path, tram_error *err)
+{
+    int attention_bias = 0, mlp_bias = 0;
+    const char *act = "silu";
+    if (tram_json_get_bool(root, "attention_bias", 0, &attention_bias, path, err) ||
+        tram_json_get_bool(root, "mlp_bias", 0, &mlp_bias, path, err) ||
+        tram_json_get_string(root, "hidden_act", 0, &act, path, err))
+        return -1;
+    if (attention_bias || mlp_bias || strcmp(act, "silu"))
+        return tram_fail(err, "%s: attention_bias, mlp_bias or hidden_act '%s' is not supported", path, act);
+    return 0;
+}
+
+/* A sliding window changes nothing while the context fits inside it, so the
+ * window becomes the context limit instead of a feature tram lacks. */
+static int hf_sliding_window(const json_t *root, tram_model_config *c, const char *path, tram_error *err)
+{
+    long long window = 0;
+    int used = strcmp(c->arch, "qwen2") != 0;  /* qwen2 sets use_sliding_window */
+    if (tram_json_get_bool(root, "use_sliding_window", 0, &used, path, err) ||
+        tram_json_get_int(root, "sliding_window", 0, 1, INT_MAX, &window, path, err))
+        return -1;
+    if (used && window && window < c->max_seq_len)
+        c->max_seq_len = (int)window;
+    return 0;
+}
+
+static int hf_sizes(const json_t *root, tram_model_config *c, const char *path, tram_error *err)
+{
+    long long dim, layers, heads, kv = -1, head_dim = -1, ffn, vocab, max_pos = 2048;
+    double eps = 1e-6;
+    int tied = 0;
+    if (tram_json_get_int(root, "hidden_size", 1, 1, 1 << 16, &dim, path, err) ||
+        tram_json_get_int(root, "num_hidden_layers", 1, 1, 1024, &layers, path, err) ||
+        tram_json_get_int(root, "num_attention_heads", 1, 1, 1024, &heads, path, err) ||
+        tram_json_get_int(root, "num_key_value_heads", 0, 1, 1024, &kv, path, err) ||
+        tram_json_get_int(root, "head_dim", 0, 2, 1024, &head_dim, path, err) ||
+        tram_json_get_int(root, "intermediate_size", 1, 1, 1 << 20, &ffn, path, err) ||
+        tram_json_get_int(root, "vocab_size", 1, 1, 1 << 22, &vocab, path, err) ||
+        tram_json_get_int(root, "max_position_embeddings", 0, 1, 1 << 24, &max_pos, path, err) ||
+        tram_json_get_number(root, "rms_norm_eps", 0, &eps, path, err) ||
+        tram_json_get_bool(root, "tie_word_embeddings", 0, &tied, path, err))
+        return -1;
+    if (!(eps > 0 && eps < 1))
+        return tram_fail(err, "%s: rms_norm_eps %g is out of range (0, 1)", path, eps);
+    c->dim = (int)dim;
+    c->n_layers = (int)layers;
+    c->n_heads = (int)heads;
+    c->n_kv_heads = kv > 0 ? (int)kv : (int)heads;
+    c->head_dim = head_dim > 0 ? (int)head_dim : (int)(dim / heads);
+    c->ffn_dim = (int)ffn;
+    c->vocab_size = (int)vocab;
+    c->max_seq_len = (int)max_pos;
+    c->norm_eps = (float)eps;
+    c->tied_embeddings = tied;
+    return 0;
+}
+
+static int hf_read_config(const char *dir, tram_model_config *c, tram_error *err)
+{
+    char path[1024];
+    json_t *root;
+    snprintf(path, sizeof(path), "%s/config.json", dir);
+    if (tram_json_load_object(&root, path, err))
+        return -1;
+    memset(c, 0, sizeof(*c));
+    c->rope_style = TRAM_ROPE_NEOX;
+    int rc = hf_arch(root, c, path, err) || hf_unsupported(root, path, err) || hf_sizes(root, c, path, err) ||
+             hf_rope(root, c, path, err) || hf_sliding_window(root, c, path, err) ? -1 : 0;
+    json_decref(root);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- API */
+
+int tram_hf_open(tram_hf_model **out, const char *dir, tram_model_config *cfg, tram_error *err)
+{
+    tram_hf_model *m = tram_calloc(1, sizeof(*m), err);
+    if (!m)
+        return -1;
+    if (snprintf(m->dir, sizeof(m->dir), "%s", dir) >= (int)sizeof(m->dir)) {
+        free(m);
+        return tram_fail(err, "%s: path too long", dir);
+    }
+    if (hf_read_config(dir, cfg, err) || st_open_tensors(m, err)) {
+        tram_hf_close(m);
+        return -1;
+    }
+    *out = m;
+    return 0;
+}
+
+void tram_hf_close(tram_hf_model *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->n_tensors; i++)
+        free(m->tensors[i].name);
+    for (int i = 0; i < m->n_files; i++)
+        if (m->files[i].map)
+            munmap((void *)m->files[i].map, m->files[i].map_len);
+    free(m->tensors);
+    free(m->files);
+    free(m);
+}
+
+static const st_tensor *hf_lookup(const tram_hf_model *m, const char *gguf_name)
+{
+    char hf_name[256];
+    return tram_hf_tensor_name(gguf_name, hf_name, sizeof(hf_name)) ? NULL : st_find(m, hf_name);
+}
+
+int tram_hf_has_tensor(const tram_hf_model *m, const char *gguf_name)
+{
+    return hf_lookup(m, gguf_name) != NULL;
+}
+
+int tram_hf_read_f32(tram_hf_model *m, const char *gguf_name, float *out, int64_t numel, tram_error *err)
+{
+    const st_tensor *t = hf_lookup(m, gguf_name);
+    if (!t)
+        return tram_fail(err, "%s: tensor %s is missing", m->dir, gguf_name);
+    if (t->numel != numel)
+        return tram_fail(err, "%s: tensor %s has %lld elements, expected %lld", m->files[t->file].path,
+                         t->name, (long long)t->numel, (long long)numel);
+    if (t->dtype == ST_F32) {
+        memcpy(out, t->data, (size_t)numel * sizeof(float));
+        return 0;
+    }
+    if (t->dtype != ST_F16 && t->dtype != ST_BF16)
+        return tram_fail(err, "%s: tensor %s has dtype %s (F32, F16, BF16 can be read)",
+                         m->files[t->file].path, t->name, st_dtypes[t->dtype].name);
+    for (int64_t i = 0; i < numel; i++) {
+        uint16_t h;
+        memcpy(&h, t->data + 2 * i, sizeof(h));   /* the data need not be aligned */
+        out[i] = t->dtype == ST_F16 ? tram_f16_to_f32(h) : tram_bf16_to_f32(h);
+    }
+    return 0;
+}

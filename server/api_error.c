@@ -1,0 +1,34 @@
+#include "server/api_error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int tram_api_fail(tram_api_error *e, int status, const char *param, const char *code,
+                  const char *fmt, ...)
+{
+    if (!e)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    va_end(ap);
+    e->status = status;
+    snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
+    e->code = code;
+    return -1;
+}
+
+const char *tram_api_error_type(int status)
+{
+    return status >= 500 ? "server_error" : "invalid_request_error";
+}
+
+json_t *tram_api_error_json(const tram_api_error *e)
+{
+    json_t *inner = json_pack("{s:s, s:s, s:o, s:o}", "message", e->message, "type",
+                              tram_api_error_type(e->status), "param",
+                              e->param[0] ? json_string(e->param) : json_null(), "code",
+                              e->code ? json_string(e->code) : json_null());
+    return inner ? json_pack("{s:o}", "error", inner) : NULL;
+}

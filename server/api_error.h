@@ -1,0 +1,30 @@
+/* api_error.h — errors as the OpenAI API shapes them:
+ *   {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
+ * with the HTTP status that goes with them.  Messages are written for the
+ * client: they name the field and what is wrong, never a file path or any
+ * internal state. */
+#ifndef TRAM_API_ERROR_H
+#define TRAM_API_ERROR_H
+
+#include <jansson.h>
+
+typedef struct {
+    int status;          /* HTTP status code; 0 while there is no error */
+    char message[512];
+    char param[64];      /* the offending request field; "" is JSON null */
+    const char *code;    /* a static machine-readable code, or NULL */
+} tram_api_error;
+
+/* Fills e and returns -1, so a parser can `return tram_api_fail(...)`.
+ * param and code may be NULL. */
+int tram_api_fail(tram_api_error *e, int status, const char *param, const char *code,
+                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* The OpenAI "type" string for a status: invalid_request_error for 4xx,
+ * server_error for 5xx. */
+const char *tram_api_error_type(int status);
+
+/* The error body; NULL only when out of memory. */
+json_t *tram_api_error_json(const tram_api_error *e);
+
+#endif

@@ -1,0 +1,489 @@
+#include "server/api_request.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Completions may batch prompts; past this many a client should split. */
+#define TRAM_API_MAX_PROMPTS 256
+
+static const char *type_name(const json_t *j)
+{
+    switch (json_typeof(j)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a decimal";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+static int type_error(tram_api_error *e, const char *param, const char *expected, const json_t *got)
+{
+    return tram_api_fail(e, 400, param, "invalid_type",
+                         "Invalid type for '%s': expected %s, but got %s instead.", param, expected,
+                         type_name(got));
+}
+
+json_t *tram_api_parse_object(const char *body, size_t len, tram_api_error *e)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, 0, &jerr);
+    if (!root) {
+        tram_api_fail(e, 400, NULL, NULL,
+                      "We could not parse the JSON body of your request: %s (line %d, column %d).",
+                      jerr.text, jerr.line, jerr.column);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        tram_api_fail(e, 400, NULL, NULL, "The request body must be a JSON object, not %s.",
+                      type_name(root));
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* Field readers: 0 when the field is absent or null (the default stays), 1
+ * when *out was set, -1 on a type or range error. */
+static int get_int(const json_t *o, const char *name, long long lo, long long hi, int *out,
+                   tram_api_error *e)
+{
+    const json_t *v = json_object_get(o, name);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v))
+        return type_error(e, name, "an integer", v);
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return tram_api_fail(e, 400, name, "invalid_value",
+                             "Invalid value for '%s': %lld is outside [%lld, %lld].", name,
+                             (long long)x, lo, hi);
+    *out = (int)x;
+    return 1;
+}
+
+static int get_float(const json_t *o, const char *name, float *out, tram_api_error *e)
+{
+    const json_t *v = json_object_get(o, name);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v))
+        return type_error(e, name, "a decimal", v);
+    double x = json_number_value(v);
+    if (!isfinite(x) || fabs(x) > 1e30)
+        return tram_api_fail(e, 400, name, "invalid_value", "Invalid value for '%s': %g.", name, x);
+    *out = (float)x;
+    return 1;
+}
+
+static int get_bool(const json_t *o, const char *name, int *out, tram_api_error *e)
+{
+    const json_t *v = json_object_get(o, name);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_boolean(v))
+        return type_error(e, name, "a boolean", v);
+    *out = json_is_true(v);
+    return 1;
+}
+
+static int get_string(const json_t *o, const char *name, const char **out, tram_api_error *e)
+{
+    const json_t *v = json_object_get(o, name);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v))
+        return type_error(e, name, "a string", v);
+    *out = json_string_value(v);
+    return 1;
+}
+
+/* Numeric sampling fields shared by both endpoints; their ranges are the
+ * engine's to check. */
+static const struct {
+    const char *name;
+    size_t offset;
+} float_fields[] = {
+    {"temperature", offsetof(tram_sampling_params, temperature)},
+    {"top_p", offsetof(tram_sampling_params, top_p)},
+    {"min_p", offsetof(tram_sampling_params, min_p)},
+    {"presence_penalty", offsetof(tram_sampling_params, presence_penalty)},
+    {"frequency_penalty", offsetof(tram_sampling_params, frequency_penalty)},
+    {"repetition_penalty", offsetof(tram_sampling_params, repetition_penalty)},
+}, int_fields[] = {
+    {"n", offsetof(tram_sampling_params, n)},
+    {"top_k", offsetof(tram_sampling_params, top_k)},
+    {"min_tokens", offsetof(tram_sampling_params, min_tokens)},
+}, bool_fields[] = {
+    {"ignore_eos", offsetof(tram_sampling_params, ignore_eos)},
+    {"skip_special_tokens", offsetof(tram_sampling_params, skip_special_tokens)},
+};
+
+static int parse_scalars(const json_t *o, tram_sampling_params *p, tram_api_error *e)
+{
+    char *base = (char *)p;
+    for (size_t i = 0; i < sizeof(float_fields) / sizeof(float_fields[0]); i++)
+        if (get_float(o, float_fields[i].name, (float *)(base + float_fields[i].offset), e) < 0)
+            return -1;
+    for (size_t i = 0; i < sizeof(int_fields) / sizeof(int_fields[0]); i++)
+        if (get_int(o, int_fields[i].name, INT_MIN, INT_MAX, (int *)(base + int_fields[i].offset),
+                    e) < 0)
+            return -1;
+    for (size_t i = 0; i < sizeof(bool_fields) / sizeof(bool_fields[0]); i++)
+        if (get_bool(o, bool_fields[i].name, (int *)(base + bool_fields[i].offset), e) < 0)
+            return -1;
+    if (p->top_k == -1)  /* vLLM's spelling of "off" */
+        p->top_k = 0;
+    const json_t *seed = json_object_get(o, "seed");
+    if (seed && !json_is_null(seed)) {
+        if (!json_is_integer(seed))
+            return type_error(e, "seed", "an integer", seed);
+        p->has_seed = 1;
+        p->seed = (uint64_t)json_integer_value(seed);
+    }
+    return 0;
+}
+
+/* The first of the names present wins (max_completion_tokens over the
+ * deprecated max_tokens). */
+static int parse_max_tokens(const json_t *o, tram_api_kind kind, tram_sampling_params *p,
+                            tram_api_error *e)
+{
+    const char *names[2] = {"max_completion_tokens", "max_tokens"};
+    for (int i = kind == TRAM_API_CHAT ? 0 : 1; i < 2; i++) {
+        int r = get_int(o, names[i], 1, INT_MAX, &p->max_tokens, e);
+        if (r)
+            return r < 0 ? -1 : 0;
+    }
+    return 0;
+}
+
+int tram_api_token_ids(const json_t *arr, const char *param, int32_t **ids, int *n,
+                       tram_api_error *e)
+{
+    if (!json_is_array(arr))
+        return type_error(e, param, "an array of token ids", arr);
+    size_t count = json_array_size(arr);
+    int32_t *out = malloc((count ? count : 1) * sizeof(*out));
+    if (!out)
+        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+    for (size_t i = 0; i < count; i++) {
+        const json_t *v = json_array_get(arr, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > INT32_MAX) {
+            free(out);
+            return tram_api_fail(e, 400, param, "invalid_value",
+                                 "Invalid value for '%s': item %zu is not a token id.", param, i);
+        }
+        out[i] = (int32_t)json_integer_value(v);
+    }
+    *ids = out;
+    *n = (int)count;
+    return 0;
+}
+
+static int parse_stop(const json_t *o, tram_sampling_params *p, tram_api_error *e)
+{
+    const json_t *v = json_object_get(o, "stop");
+    if (!v || json_is_null(v))
+        return 0;
+    size_t count = json_is_string(v) ? 1 : json_is_array(v) ? json_array_size(v) : 0;
+    if (!json_is_string(v) && !json_is_array(v))
+        return type_error(e, "stop", "a string or an array of strings", v);
+    const char **stops = malloc((count ? count : 1) * sizeof(*stops));
+    if (!stops)
+        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+    for (size_t i = 0; i < count; i++) {
+        const json_t *s = json_is_string(v) ? v : json_array_get(v, i);
+        if (!json_is_string(s) || json_string_length(s) == 0) {
+            free(stops);
+            return tram_api_fail(e, 400, "stop", "invalid_value",
+                                 "Invalid value for 'stop': item %zu is not a non-empty string.", i);
+        }
+        stops[i] = json_string_value(s);
+    }
+    p->stop = stops;
+    p->num_stop = (int)count;
+    return 0;
+}
+
+static int parse_stop_token_ids(const json_t *o, tram_sampling_params *p, tram_api_error *e)
+{
+    const json_t *v = json_object_get(o, "stop_token_ids");
+    if (!v || json_is_null(v))
+        return 0;
+    int32_t *ids;
+    if (tram_api_token_ids(v, "stop_token_ids", &ids, &p->num_stop_token_ids, e))
+        return -1;
+    p->stop_token_ids = ids;
+    return 0;
+}
+
+/* {"token id as a string": bias, ...}, as OpenAI sends it. */
+static int parse_logit_bias(const json_t *o, tram_sampling_params *p, tram_api_error *e)
+{
+    const json_t *v = json_object_get(o, "logit_bias");
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_object(v))
+        return type_error(e, "logit_bias", "an object", v);
+    tram_logit_bias *bias = malloc((json_object_size(v) + 1) * sizeof(*bias));
+    if (!bias)
+        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+    const char *key;
+    const json_t *val;
+    int n = 0;
+    json_object_foreach((json_t *)v, key, val) {
+        char *end;
+        long id = strtol(key, &end, 10);
+        if (end == key || *end || id < 0 || id > INT32_MAX || !json_is_number(val) ||
+            fabs(json_number_value(val)) > 100) {
+            free(bias);
+            return tram_api_fail(e, 400, "logit_bias", "invalid_value",
+                                 "Invalid value for 'logit_bias': keys must be token ids and "
+                                 "values numbers in [-100, 100].");
+        }
+        bias[n].token = (int32_t)id;
+        bias[n++].bias = (float)json_number_value(val);
+    }
+    p->logit_bias = bias;
+    p->num_logit_bias = n;
+    return 0;
+}
+
+static int parse_stream(const json_t *o, tram_api_request *r, tram_api_error *e)
+{
+    if (get_bool(o, "stream", &r->stream, e) < 0)
+        return -1;
+    const json_t *so = json_object_get(o, "stream_options");
+    if (!so || json_is_null(so))
+        return 0;
+    if (!json_is_object(so))
+        return type_error(e, "stream_options", "an object", so);
+    if (!r->stream)
+        return tram_api_fail(e, 400, "stream_options", "invalid_value",
+                             "The 'stream_options' parameter is only allowed when 'stream' is "
+                             "enabled.");
+    return get_bool(so, "include_usage", &r->include_usage, e) < 0 ? -1 : 0;
+}
+
+int tram_api_content_text(const json_t *content, const char *param, char **out, tram_api_error *e)
+{
+    if (json_is_string(content)) {
+        *out = strdup(json_string_value(content));
+        return *out ? 0 : tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+    }
+    if (!json_is_array(content))
+        return type_error(e, param, "a string or an array of content parts", content);
+    size_t total = 1, i;
+    const json_t *part;
+    json_array_foreach(content, i, part) {
+        const json_t *text = json_object_get(part, "text");
+        if (!json_is_object(part) || !json_is_string(json_object_get(part, "type")) ||
+            strcmp(json_string_value(json_object_get(part, "type")), "text") || !json_is_string(text))
+            return tram_api_fail(e, 400, param, "invalid_value",
+                                 "Invalid content part %zu in '%s': only {\"type\": \"text\", "
+                                 "\"text\": ...} parts are supported.", i, param);
+        total += json_string_length(text) + 1;
+    }
+    char *s = malloc(total), *p = s;
+    if (!s)
+        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+    json_array_foreach(content, i, part) {
+        const json_t *text = json_object_get(part, "text");
+        if (i)
+            *p++ = '\n';
+        memcpy(p, json_string_value(text), json_string_length(text));
+        p += json_string_length(text);
+    }
+    *p = 0;
+    *out = s;
+    return 0;
+}
+
+static int parse_message(const json_t *m, int i, tram_api_message *out, tram_api_error *e)
+{
+    char param[64];
+    snprintf(param, sizeof(param), "messages[%d]", i);
+    if (!json_is_object(m))
+        return type_error(e, param, "an object", m);
+    const json_t *role = json_object_get(m, "role");
+    snprintf(param, sizeof(param), "messages[%d].role", i);
+    if (!json_is_string(role))
+        return type_error(e, param, "a string", role ? role : json_null());
+    const char *rs = json_string_value(role);
+    if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant"))
+        return tram_api_fail(e, 400, param, "invalid_value",
+                             "Invalid value for '%s': supported roles are 'system', 'user' and "
+                             "'assistant'.", param);
+    out->role = rs;
+    const json_t *content = json_object_get(m, "content");
+    snprintf(param, sizeof(param), "messages[%d].content", i);
+    if ((!content || json_is_null(content)) && !strcmp(rs, "assistant"))
+        content = json_string("");  /* an assistant turn may carry no text */
+    else
+        json_incref((json_t *)content);
+    if (!content)
+        return tram_api_fail(e, 400, param, "missing_required_parameter",
+                             "Missing required parameter: '%s'.", param);
+    int rc = tram_api_content_text(content, param, &out->content, e);
+    json_decref((json_t *)content);
+    return rc;
+}
+
+static int parse_messages(const json_t *o, tram_api_request *r, tram_api_error *e)
+{
+    const json_t *v = json_object_get(o, "messages");
+    if (!v)
+        return tram_api_fail(e, 400, "messages", "missing_required_parameter",
+                             "Missing required parameter: 'messages'.");
+    if (!json_is_array(v))
+        return type_error(e, "messages", "an array", v);
+    if (json_array_size(v) == 0)
+        return tram_api_fail(e, 400, "messages", "empty_array",
+                             "Invalid 'messages': empty array. Expected an array with minimum "
+                             "length 1.");
+    r->messages = calloc(json_array_size(v), sizeof(*r->messages));
+    if (!r->messages)
+        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        if (parse_message(json_array_get(v, i), (int)i, &r->messages[i], e))
+            return -1;
+        r->num_messages++;
+    }
+    return 0;
+}
+
+/* Chat: logprobs is a boolean and top_logprobs the number of alternatives. */
+static int parse_chat_logprobs(const json_t *o, tram_sampling_params *p, tram_api_error *e)
+{
+    int want = 0, top = 0;
+    if (get_bool(o, "logprobs", &want, e) < 0)
+        return -1;
+    int has_top = get_int(o, "top_logprobs", 0, TRAM_MAX_LOGPROBS, &top, e);
+    if (has_top < 0)
+        return -1;
+    if (has_top && !want)
+        return tram_api_fail(e, 400, "top_logprobs", "invalid_value",
+                             "'top_logprobs' requires 'logprobs' to be true.");
+    p->logprobs = want ? top : -1;
+    return 0;
+}
+
+static int parse_prompt_item(const json_t *item, size_t i, tram_prompt *out, tram_api_error *e)
+{
+    if (json_is_string(item)) {
+        out->text = json_string_value(item);
+        return 0;
+    }
+    char param[32];
+    snprintf(param, sizeof(param), "prompt[%zu]", i);
+    int32_t *ids;
+    if (tram_api_token_ids(item, param, &ids, &out->num_tokens, e))
+        return -1;
+    out->token_ids = ids;
+    return 0;
+}
+
+/* A string, a list of strings, a list of token ids, or a list of lists. */
+static int parse_prompts(const json_t *o, tram_api_request *r, tram_api_error *e)
+{
+    const json_t *v = json_object_get(o, "prompt");
+    if (!v)
+        return tram_api_fail(e, 400, "prompt", "missing_required_parameter",
+                             "Missing required parameter: 'prompt'.");
+    if (!json_is_string(v) && !json_is_array(v))
+        return type_error(e, "prompt", "a string, an array of strings or an array of token ids", v);
+    int single = json_is_string(v) || json_is_integer(json_array_get(v, 0));
+    size_t count = single ? 1 : json_array_size(v);
+    if (json_is_array(v) && json_array_size(v) == 0)
+        return tram_api_fail(e, 400, "prompt", "empty_array", "Invalid 'prompt': empty array.");
+    if (count > TRAM_API_MAX_PROMPTS)
+        return tram_api_fail(e, 400, "prompt", "invalid_value",
+                             "Invalid 'prompt': %zu prompts, at most %d in one request.", count,
+                             TRAM_API_MAX_PROMPTS);
+    r->prompts = calloc(count, sizeof(*r->prompts));
+    if (!r->prompts)
+        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+    for (size_t i = 0; i < count; i++) {
+        const json_t *item = single ? v : json_array_get(v, i);
+        if (!single && !json_is_string(item) && !json_is_array(item))
+            return type_error(e, "prompt", "an array of strings or of token-id arrays", item);
+        if (parse_prompt_item(item, i, &r->prompts[i], e))
+            return -1;
+        r->num_prompts++;
+    }
+    return 0;
+}
+
+/* Completions: logprobs is the number of alternatives; with echo the prompt
+ * tokens get theirs too. */
+static int parse_completion_fields(const json_t *o, tram_api_request *r, tram_api_error *e)
+{
+    if (parse_prompts(o, r, e) || get_bool(o, "echo", &r->echo, e) < 0)
+        return -1;
+    int k;
+    int has = get_int(o, "logprobs", 0, TRAM_MAX_LOGPROBS, &k, e);
+    if (has < 0)
+        return -1;
+    if (has) {
+        r->params.logprobs = k;
+        if (r->echo)
+            r->params.prompt_logprobs = k;
+    }
+    return 0;
+}
+
+static int parse_fields(const json_t *o, tram_api_request *r, tram_api_error *e)
+{
+    if (get_string(o, "model", &r->model, e) < 0 || get_string(o, "user", &r->user, e) < 0 ||
+        get_int(o, "priority", INT_MIN, INT_MAX, &r->priority, e) < 0)
+        return -1;
+    if (parse_scalars(o, &r->params, e) || parse_max_tokens(o, r->kind, &r->params, e) ||
+        parse_stop(o, &r->params, e) || parse_stop_token_ids(o, &r->params, e) ||
+        parse_logit_bias(o, &r->params, e) || parse_stream(o, r, e))
+        return -1;
+    if (r->kind == TRAM_API_CHAT)
+        return parse_messages(o, r, e) || parse_chat_logprobs(o, &r->params, e) ? -1 : 0;
+    return parse_completion_fields(o, r, e);
+}
+
+int tram_api_request_parse(tram_api_request *r, tram_api_kind kind, const char *body, size_t len,
+                           tram_api_error *e)
+{
+    memset(r, 0, sizeof(*r));
+    r->kind = kind;
+    tram_sampling_params_init(&r->params);
+    /* OpenAI's defaults: completions stop after 16 tokens, chat runs until
+     * the context is full. */
+    r->params.max_tokens = kind == TRAM_API_COMPLETION ? 16 : 0;
+    r->root = tram_api_parse_object(body, len, e);
+    if (!r->root)
+        return -1;
+    if (parse_fields(r->root, r, e)) {
+        tram_api_request_free(r);
+        return -1;
+    }
+    return 0;
+}
+
+void tram_api_request_free(tram_api_request *r)
+{
+    for (int i = 0; i < r->num_messages; i++)
+        free(r->messages[i].content);
+    free(r->messages);
+    for (int i = 0; i < r->num_prompts; i++)
+        free((void *)r->prompts[i].token_ids);
+    free(r->prompts);
+    free((void *)r->params.stop);
+    free((void *)r->params.stop_token_ids);
+    free((void *)r->params.logit_bias);
+    json_decref(r->root);
+    memset(r, 0, sizeof(*r));
+}

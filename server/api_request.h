@@ -1,0 +1,65 @@
+/* api_request.h — parsing and validating OpenAI request bodies.
+ *
+ * A body becomes a tram_api_request: JSON types are checked field by field,
+ * values that only this API defines (max_tokens >= 1, top_logprobs without
+ * logprobs, stream_options without stream, roles, message shapes) are checked
+ * here, and ranges the engine defines are checked by
+ * tram_engine_validate_params afterwards.  Every failure fills a
+ * tram_api_error naming the field, as the OpenAI API does. */
+#ifndef TRAM_API_REQUEST_H
+#define TRAM_API_REQUEST_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "engine/tram.h"
+#include "server/api_error.h"
+
+typedef enum {
+    TRAM_API_CHAT,        /* POST /v1/chat/completions */
+    TRAM_API_COMPLETION,  /* POST /v1/completions */
+} tram_api_kind;
+
+typedef struct {
+    const char *role;     /* "system", "user" or "assistant" */
+    char *content;        /* owned; text parts joined by newlines */
+} tram_api_message;
+
+typedef struct {
+    tram_api_kind kind;
+    json_t *root;                   /* owns every const char * below */
+    const char *model;              /* NULL when the client named none */
+    tram_api_message *messages;     /* chat */
+    int num_messages;
+    tram_prompt *prompts;           /* completions: text, or owned token ids */
+    int num_prompts;
+    int echo;                       /* completions: prepend the prompt */
+    int stream, include_usage;
+    int priority;
+    const char *user;
+    tram_sampling_params params;    /* its arrays are owned */
+} tram_api_request;
+
+/* Parses body[0..len).  On failure returns -1 with e filled (status 400) and
+ * leaves nothing to free.  On success the caller frees r with
+ * tram_api_request_free. */
+int tram_api_request_parse(tram_api_request *r, tram_api_kind kind, const char *body, size_t len,
+                           tram_api_error *e);
+void tram_api_request_free(tram_api_request *r);
+
+/* Parses body[0..len) as a JSON object (for /tokenize and /detokenize too);
+ * NULL with e filled when it is not one. */
+json_t *tram_api_parse_object(const char *body, size_t len, tram_api_error *e);
+
+/* A message "content": a string or an array of {"type": "text", "text": ...}
+ * parts, joined by newlines into a new malloc'd string; param names the field
+ * in errors. */
+int tram_api_content_text(const json_t *content, const char *param, char **out, tram_api_error *e);
+
+/* A JSON array of token ids into a new malloc'd array (the caller frees it);
+ * ids are checked against [0, INT32_MAX] here and against the vocabulary by
+ * the engine. */
+int tram_api_token_ids(const json_t *arr, const char *param, int32_t **ids, int *n,
+                       tram_api_error *e);
+
+#endif

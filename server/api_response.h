@@ -1,0 +1,64 @@
+/* api_response.h — response bodies and stream chunks as the OpenAI API
+ * shapes them, for chat ("chatcmpl-" ids, chat.completion[.chunk]) and text
+ * completions ("cmpl-" ids, text_completion). */
+#ifndef TRAM_API_RESPONSE_H
+#define TRAM_API_RESPONSE_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "engine/tram.h"
+#include "server/api_request.h"
+
+struct tram_tokenizer;
+
+/* What one choice has produced so far (non-streamed responses keep all). */
+typedef struct {
+    char *text;
+    size_t len, cap;
+    json_t *logprobs;           /* NULL unless logprobs were asked for */
+    const char *finish_reason;  /* NULL while running */
+    int started;                /* its first output arrived */
+    size_t text_offset;         /* completions logprobs: bytes of text so far */
+} tram_api_choice;
+
+typedef struct {
+    long long prompt_tokens, completion_tokens, cached_tokens;
+} tram_api_usage;
+
+/* The fields every body and chunk starts with. */
+typedef struct {
+    tram_api_kind kind;
+    const char *id;
+    long long created;
+    const char *model;
+} tram_api_envelope;
+
+/* Writes a fresh id ("chatcmpl-" or "cmpl-" and 24 random hex digits). */
+void tram_api_make_id(tram_api_kind kind, char out[48]);
+
+int tram_api_choice_append(tram_api_choice *c, const char *text, size_t len);
+void tram_api_choice_free(tram_api_choice *c);
+
+/* An empty logprobs object of the endpoint's shape: {"content": []} for chat,
+ * {"tokens", "token_logprobs", "top_logprobs", "text_offset"} for completions. */
+json_t *tram_api_logprobs_new(tram_api_kind kind);
+/* Appends n entries; *text_offset (completions) advances by each token's
+ * text length.  Returns -1 when out of memory. */
+int tram_api_logprobs_append(json_t *lp, tram_api_kind kind, const struct tram_tokenizer *t,
+                             const tram_logprob_entry *entries, int n, size_t *text_offset);
+
+/* The whole non-streamed response. */
+json_t *tram_api_response(const tram_api_envelope *env, const tram_api_choice *choices, int n,
+                          const tram_api_usage *u);
+/* One stream chunk for one choice: role (chat, first chunk only) adds
+ * "role": "assistant"; logprobs is stolen (may be NULL); finish_reason NULL
+ * while running; with_usage adds "usage": null as OpenAI does when
+ * stream_options.include_usage is set. */
+json_t *tram_api_chunk(const tram_api_envelope *env, int index, int role, const char *text,
+                       size_t len, json_t *logprobs, const char *finish_reason, int with_usage);
+/* The last chunk when include_usage is set: no choices, the usage. */
+json_t *tram_api_usage_chunk(const tram_api_envelope *env, const tram_api_usage *u);
+json_t *tram_api_usage_json(const tram_api_usage *u);
+
+#endif

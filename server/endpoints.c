@@ -1,0 +1,179 @@
+/* endpoints.c — the small endpoints: models, health, version, metrics,
+ * tokenize and detokenize. */
+#include <event2/http.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/api_request.h"
+#include "server/prompt.h"
+#include "server/server.h"
+#include "tokenizer/tokenizer.h"
+
+int tram_check_model(const tram_server *s, const char *model, tram_api_error *e)
+{
+    if (!model || !strcmp(model, s->model_name))
+        return 0;
+    return tram_api_fail(e, 404, "model", "model_not_found",
+                         "The model '%.200s' does not exist. This server serves '%s'.", model,
+                         s->model_name);
+}
+
+/* 503 until the engine is loaded; the endpoints below need it. */
+static int need_engine(tram_server *s, struct evhttp_request *req)
+{
+    if (s->engine)
+        return 0;
+    tram_api_error e = {0};
+    tram_api_fail(&e, 503, NULL, NULL, "The model is still loading.");
+    tram_http_send_error(req, &e);
+    return -1;
+}
+
+void tram_handle_models(tram_server *s, struct evhttp_request *req)
+{
+    if (need_engine(s, req))
+        return;
+    tram_http_send_json(
+        req, 200,
+        json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:i}]}", "object", "list", "data", "id",
+                  s->model_name, "object", "model", "created",
+                  (json_int_t)s->metrics_info.start_time, "owned_by", "tram", "max_model_len",
+                  tram_engine_max_model_len(s->engine)));
+}
+
+void tram_handle_health(tram_server *s, struct evhttp_request *req)
+{
+    if (s->draining) {
+        tram_api_error e = {0};
+        tram_api_fail(&e, 503, NULL, NULL, "The server is shutting down.");
+        tram_http_send_error(req, &e);
+        return;
+    }
+    if (need_engine(s, req))
+        return;
+    tram_http_send_text(req, 200, "application/json", "{}", 2);
+}
+
+void tram_handle_version(tram_server *s, struct evhttp_request *req)
+{
+    (void)s;
+    tram_http_send_json(req, 200, json_pack("{s:s}", "version", TRAM_SERVER_VERSION));
+}
+
+/* Gauges and the engine's own counters are read at scrape time, from the
+ * snapshot the engine publishes after every step. */
+void tram_handle_metrics(tram_server *s, struct evhttp_request *req)
+{
+    tram_metrics *m = &s->metrics;
+    if (s->engine) {
+        tram_engine_stats st;
+        tram_engine_stats_get(s->engine, &st);
+        m->running = st.num_running;
+        m->waiting = st.num_waiting;
+        m->kv_usage = st.kv_usage;
+        m->prefix_queries = (double)st.prefix_cache_queries;
+        m->prefix_hits = (double)st.prefix_cache_hits;
+        m->preemptions = (double)st.num_preemptions;
+        m->prompt_tokens = (double)st.prompt_tokens_total;
+        m->generation_tokens = (double)st.generation_tokens_total;
+    }
+    char *text = tram_metrics_render(m, &s->metrics_info);
+    if (!text) {
+        tram_http_send_json(req, 500, NULL);
+        return;
+    }
+    tram_http_send_text(req, 200, "text/plain; version=0.0.4; charset=utf-8", text, strlen(text));
+    free(text);
+}
+
+/* vLLM's /tokenize: {"prompt": text} or {"messages": [...]}, with
+ * add_special_tokens (default true). */
+static int tokenize(tram_server *s, const json_t *o, int32_t **ids, int *n, tram_api_error *e)
+{
+    const json_t *prompt = json_object_get(o, "prompt");
+    const json_t *add = json_object_get(o, "add_special_tokens");
+    if (add && !json_is_boolean(add))
+        return tram_api_fail(e, 400, "add_special_tokens", "invalid_type",
+                             "Invalid type for 'add_special_tokens': expected a boolean.");
+    int add_bos = (!add || json_is_true(add)) &&
+                  tram_tokenizer_adds_bos(tram_engine_tokenizer(s->engine));
+    if (json_is_string(prompt))
+        return tram_prompt_encode(s->engine, json_string_value(prompt), add_bos, ids, n, e);
+    if (!json_object_get(o, "messages"))
+        return tram_api_fail(e, 400, "prompt", "missing_required_parameter",
+                             "Missing required parameter: 'prompt' (a string) or 'messages'.");
+    tram_api_request r;
+    char *body = json_dumps(o, JSON_COMPACT);
+    int rc = body ? tram_api_request_parse(&r, TRAM_API_CHAT, body, strlen(body), e)
+                  : tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+    free(body);
+    if (rc)
+        return -1;
+    char *text;
+    rc = tram_prompt_render_chat(s->chat, r.messages, r.num_messages, &text, e);
+    tram_api_request_free(&r);
+    if (rc)
+        return -1;
+    rc = tram_prompt_encode(s->engine, text, 0, ids, n, e);
+    free(text);
+    return rc;
+}
+
+void tram_handle_tokenize(tram_server *s, struct evhttp_request *req)
+{
+    if (need_engine(s, req))
+        return;
+    size_t len;
+    const char *body = tram_http_body(req, &len);
+    tram_api_error e = {0};
+    json_t *o = tram_api_parse_object(body, len, &e);
+    int32_t *ids = NULL;
+    int n = 0;
+    if (!o || tram_check_model(s, json_string_value(json_object_get(o, "model")), &e) ||
+        tokenize(s, o, &ids, &n, &e)) {
+        json_decref(o);
+        tram_http_send_error(req, &e);
+        return;
+    }
+    json_decref(o);
+    json_t *tokens = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(tokens, json_integer(ids[i]));
+    free(ids);
+    tram_http_send_json(req, 200,
+                        json_pack("{s:i, s:i, s:o}", "count", n, "max_model_len",
+                                  tram_engine_max_model_len(s->engine), "tokens", tokens));
+}
+
+void tram_handle_detokenize(tram_server *s, struct evhttp_request *req)
+{
+    if (need_engine(s, req))
+        return;
+    size_t len;
+    const char *body = tram_http_body(req, &len);
+    tram_api_error e = {0};
+    json_t *o = tram_api_parse_object(body, len, &e);
+    int32_t *ids = NULL;
+    int n = 0;
+    char *text = NULL;
+    size_t text_len;
+    if (!o || tram_check_model(s, json_string_value(json_object_get(o, "model")), &e) ||
+        tram_api_token_ids(json_object_get(o, "tokens") ? json_object_get(o, "tokens")
+                                                        : json_null(),
+                           "tokens", &ids, &n, &e) ||
+        tram_prompt_check(s->engine, ids, n, -1, "tokens", &e) ||
+        tram_tokenizer_decode(tram_engine_tokenizer(s->engine), ids, n, 0, &text, &text_len,
+                              NULL)) {
+        if (!e.status)
+            tram_api_fail(&e, 400, "tokens", "invalid_value", "The tokens cannot be decoded.");
+        json_decref(o);
+        free(ids);
+        tram_http_send_error(req, &e);
+        return;
+    }
+    json_decref(o);
+    free(ids);
+    tram_http_send_json(req, 200, json_pack("{s:s%}", "prompt", text, text_len));
+    free(text);
+}

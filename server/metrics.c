@@ -1,0 +1,188 @@
+#include "server/metrics.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/common.h"
+
+/* vLLM's bucket boundaries (vllm/v1/metrics/loggers.py). */
+static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
+                                     0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
+                                     20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
+static const double itl_bounds[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
+                                    0.3,  0.4,   0.5,  0.75,  1.0, 2.5,  5.0,
+                                    7.5,  10.0,  20.0, 40.0,  80.0};
+static const double latency_bounds[] = {0.3,  0.5,  0.8,  1.0,   1.5,   2.0,   2.5,
+                                        5.0,  10.0, 15.0, 20.0,  30.0,  40.0,  50.0,
+                                        60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+
+static const char *const reason_names[TRAM_NUM_REASONS] = {"stop", "length", "abort"};
+
+static const struct {
+    const char *name, *type, *help;
+    size_t offset;
+} scalars[] = {
+    {"num_requests_running", "gauge", "Number of requests in model execution batches.",
+     offsetof(tram_metrics, running)},
+    {"num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+     offsetof(tram_metrics, waiting)},
+    {"kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+     offsetof(tram_metrics, kv_usage)},
+    {"prefix_cache_queries_total", "counter",
+     "Prefix cache queries, in terms of number of queried tokens.",
+     offsetof(tram_metrics, prefix_queries)},
+    {"prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.",
+     offsetof(tram_metrics, prefix_hits)},
+    {"num_preemptions_total", "counter", "Cumulative number of preemption from the engine.",
+     offsetof(tram_metrics, preemptions)},
+    {"prompt_tokens_total", "counter", "Number of prefill tokens processed.",
+     offsetof(tram_metrics, prompt_tokens)},
+    {"generation_tokens_total", "counter", "Number of generation tokens processed.",
+     offsetof(tram_metrics, generation_tokens)},
+};
+
+static const struct {
+    const char *name, *help;
+    size_t offset;
+} histograms[] = {
+    {"time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+     offsetof(tram_metrics, ttft)},
+    {"inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+     offsetof(tram_metrics, itl)},
+    {"e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+     offsetof(tram_metrics, e2e)},
+    {"request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+     offsetof(tram_metrics, queue)},
+};
+
+static void histogram_init(tram_histogram *h, const double *bounds, int n)
+{
+    memset(h, 0, sizeof(*h));
+    h->bounds = bounds;
+    h->n_bounds = n;
+}
+
+void tram_metrics_init(tram_metrics *m)
+{
+    memset(m, 0, sizeof(*m));
+    histogram_init(&m->ttft, ttft_bounds, (int)TRAM_ARRAY_LEN(ttft_bounds));
+    histogram_init(&m->itl, itl_bounds, (int)TRAM_ARRAY_LEN(itl_bounds));
+    histogram_init(&m->e2e, latency_bounds, (int)TRAM_ARRAY_LEN(latency_bounds));
+    histogram_init(&m->queue, latency_bounds, (int)TRAM_ARRAY_LEN(latency_bounds));
+}
+
+void tram_histogram_observe(tram_histogram *h, double value)
+{
+    int i = 0;
+    while (i < h->n_bounds && value > h->bounds[i])
+        i++;
+    h->counts[i]++;
+    h->count++;
+    h->sum += value;
+}
+
+int tram_metrics_count_finish(tram_metrics *m, const char *reason)
+{
+    for (int i = 0; i < TRAM_NUM_REASONS; i++) {
+        if (reason && !strcmp(reason, reason_names[i])) {
+            m->success[i]++;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Label values are escaped as the text format requires. */
+static void put_label_value(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            fprintf(f, "\\%c", *s);
+        else if (*s == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+static void put_header(FILE *f, const char *prefix, const char *name, const char *type,
+                       const char *help)
+{
+    fprintf(f, "# HELP %s:%s %s\n# TYPE %s:%s %s\n", prefix, name, help, prefix, name, type);
+}
+
+/* Starts a sample line, name+suffix{model_name="...": the caller adds any
+ * further labels and closes the braces. */
+static void put_series(FILE *f, const char *prefix, const char *name, const char *suffix,
+                       const char *model)
+{
+    fprintf(f, "%s:%s%s{model_name=\"", prefix, name, suffix);
+    put_label_value(f, model);
+    fputc('"', f);
+}
+
+static void put_histogram(FILE *f, const tram_metrics_info *in, const char *name,
+                          const tram_histogram *h)
+{
+    uint64_t cumulative = 0;
+    for (int i = 0; i <= h->n_bounds; i++) {
+        cumulative += h->counts[i];
+        put_series(f, in->prefix, name, "_bucket", in->model_name);
+        if (i < h->n_bounds)
+            fprintf(f, ",le=\"%g\"} %llu\n", h->bounds[i], (unsigned long long)cumulative);
+        else
+            fprintf(f, ",le=\"+Inf\"} %llu\n", (unsigned long long)cumulative);
+    }
+    put_series(f, in->prefix, name, "_sum", in->model_name);
+    fprintf(f, "} %.17g\n", h->sum);
+    put_series(f, in->prefix, name, "_count", in->model_name);
+    fprintf(f, "} %llu\n", (unsigned long long)h->count);
+}
+
+static void render_body(FILE *f, const tram_metrics *m, const tram_metrics_info *in)
+{
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(scalars); i++) {
+        put_header(f, in->prefix, scalars[i].name, scalars[i].type, scalars[i].help);
+        put_series(f, in->prefix, scalars[i].name, "", in->model_name);
+        fprintf(f, "} %.17g\n", *(const double *)((const char *)m + scalars[i].offset));
+    }
+    put_header(f, in->prefix, "request_success_total", "counter",
+               "Count of successfully processed requests.");
+    for (int r = 0; r < TRAM_NUM_REASONS; r++) {
+        put_series(f, in->prefix, "request_success_total", "", in->model_name);
+        fprintf(f, ",finished_reason=\"%s\"} %.17g\n", reason_names[r], m->success[r]);
+    }
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(histograms); i++) {
+        const tram_histogram *h =
+            (const tram_histogram *)((const char *)m + histograms[i].offset);
+        put_header(f, in->prefix, histograms[i].name, "histogram", histograms[i].help);
+        put_histogram(f, in, histograms[i].name, h);
+    }
+    put_header(f, in->prefix, "build_info", "gauge", "Build information of the server.");
+    put_series(f, in->prefix, "build_info", "", in->model_name);
+    fputs(",version=\"", f);
+    put_label_value(f, in->version);
+    fputs("\",backend=\"", f);
+    put_label_value(f, in->backend);
+    fputs("\"} 1\n", f);
+    fputs("# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
+          "# TYPE process_start_time_seconds gauge\n", f);
+    fprintf(f, "process_start_time_seconds %.3f\n", in->start_time);
+}
+
+char *tram_metrics_render(const tram_metrics *m, const tram_metrics_info *info)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    render_body(f, m, info);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}

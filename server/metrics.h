@@ -1,0 +1,54 @@
+/* metrics.h — the Prometheus registry behind GET /metrics.
+ *
+ * Names, meanings and histogram buckets follow vLLM's V1 metrics so existing
+ * dashboards and autoscalers work unchanged; only the prefix differs ("tram",
+ * or "vllm" for gateways that expect it).  Every series carries a model_name
+ * label.  The registry is plain data owned by the event-loop thread: it is
+ * updated and rendered there, so it needs no lock. */
+#ifndef TRAM_METRICS_H
+#define TRAM_METRICS_H
+
+#include <stdint.h>
+
+#define TRAM_HIST_MAX_BUCKETS 24
+
+typedef struct {
+    const double *bounds;   /* ascending upper bounds; +Inf is implied */
+    int n_bounds;
+    uint64_t counts[TRAM_HIST_MAX_BUCKETS];  /* per bucket, the last is +Inf */
+    uint64_t count;
+    double sum;
+} tram_histogram;
+
+/* finished_reason label values of request_success_total */
+enum { TRAM_REASON_STOP, TRAM_REASON_LENGTH, TRAM_REASON_ABORT, TRAM_NUM_REASONS };
+
+typedef struct {
+    /* copied from the engine's counters after each step */
+    double running, waiting;
+    double kv_usage;                       /* fraction in [0, 1] */
+    double prefix_queries, prefix_hits;    /* in tokens */
+    double preemptions, prompt_tokens, generation_tokens;
+    /* counted by the server as requests finish */
+    double success[TRAM_NUM_REASONS];
+    tram_histogram ttft, itl, e2e, queue;
+} tram_metrics;
+
+typedef struct {
+    const char *prefix;        /* "tram" or "vllm" */
+    const char *model_name;
+    const char *version;
+    const char *backend;       /* "cpu", "cuda" */
+    double start_time;         /* Unix time the process started */
+} tram_metrics_info;
+
+void tram_metrics_init(tram_metrics *m);
+void tram_histogram_observe(tram_histogram *h, double value);
+/* Counts a finished request under its finish reason ("stop", "length",
+ * "abort"); returns -1 for any other reason. */
+int tram_metrics_count_finish(tram_metrics *m, const char *reason);
+/* The exposition text (Prometheus text format 0.0.4), malloc'd; NULL when
+ * out of memory. */
+char *tram_metrics_render(const tram_metrics *m, const tram_metrics_info *info);
+
+#endif

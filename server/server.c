@@ -1,0 +1,214 @@
+/* server.c — tram_server_run: the event loop, the engine's wake-ups,
+ * signals and the graceful drain. */
+#include "server/server.h"
+
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/thread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "server/log.h"
+#include "tokenizer/chat_template.h"
+
+/* How often idle clients are polled and the drain deadline checked. */
+#define TICK_USEC 100000
+/* After the drain deadline, aborted requests get this long to report. */
+#define ABORT_GRACE_S 5.0
+
+void tram_server_config_init(tram_server_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->host = "127.0.0.1";
+    c->port = 8000;
+    c->max_queue = 256;
+    c->max_body_size = 4u << 20;
+    c->drain_timeout = 30;
+    c->read_timeout = 30;
+    c->metrics_prefix = "tram";
+    tram_engine_config_init(&c->engine);
+}
+
+/* Without a template it knows, the model gets ChatML (and a warning). */
+static void on_ready(tram_server *s)
+{
+    tram_error err = {{0}};
+    const tram_engine *e = tram_worker_engine(s->worker);
+    if (tram_chat_template_for(&s->chat, tram_engine_tokenizer(e), 1, &err)) {
+        tram_log(TRAM_LOG_ERROR, "chat template: %s", err.msg);
+        s->exit_code = 1;
+        event_base_loopexit(s->base, NULL);
+        return;
+    }
+    if (tram_chat_template_warning(s->chat))
+        tram_log(TRAM_LOG_WARNING, "%s", tram_chat_template_warning(s->chat));
+    s->engine = e;
+    snprintf(s->model_name, sizeof(s->model_name), "%s",
+             s->cfg.served_model_name ? s->cfg.served_model_name
+                                      : tram_engine_model_name(s->engine));
+    tram_log(TRAM_LOG_INFO, "ready: serving '%s' (max_model_len %d) on http://%s:%d",
+             s->model_name, tram_engine_max_model_len(s->engine), s->cfg.host, s->cfg.port);
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    tram_server *s = arg;
+    for (tram_event *ev = tram_worker_take_events(s->worker), *next; ev; ev = next) {
+        next = ev->next;
+        if (ev->kind == TRAM_EV_READY) {
+            on_ready(s);
+        } else if (ev->kind == TRAM_EV_FAILED) {
+            tram_log(TRAM_LOG_ERROR, "the engine failed; shutting down");
+            s->exit_code = 1;
+            tram_gen_fail_all(s);
+            event_base_loopexit(s->base, NULL);
+        } else {
+            tram_gen_on_event(s, ev);
+        }
+        free(ev);
+    }
+}
+
+/* Called on the engine thread. */
+static void notify(void *arg)
+{
+    tram_server *s = arg;
+    event_active(s->wake, EV_READ, 0);
+}
+
+static void start_drain(tram_server *s)
+{
+    s->draining = 1;
+    s->drain_deadline = tram_now() + s->cfg.drain_timeout;
+    if (s->listener)
+        evhttp_del_accept_socket(s->http, s->listener);
+    s->listener = NULL;
+    tram_log(TRAM_LOG_INFO, "draining: %d request(s) in flight, waiting up to %.0f s",
+             s->num_gens, s->cfg.drain_timeout);
+    if (s->num_gens == 0)
+        event_base_loopexit(s->base, NULL);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    tram_server *s = arg;
+    if (!s->draining) {
+        tram_log(TRAM_LOG_INFO, "received signal %d", (int)sig);
+        start_drain(s);
+    } else {
+        s->drain_deadline = tram_now();  /* a second signal: stop waiting */
+    }
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    tram_server *s = arg;
+    tram_gen_poll_disconnects(s);
+    if (!s->draining || tram_now() < s->drain_deadline)
+        return;
+    tram_gen_abort_all(s);
+    if (tram_now() > s->drain_deadline + ABORT_GRACE_S) {
+        tram_log(TRAM_LOG_WARNING, "drain: %d request(s) did not finish; exiting", s->num_gens);
+        event_base_loopexit(s->base, NULL);
+    }
+}
+
+static int setup_http(tram_server *s)
+{
+    s->http = evhttp_new(s->base);
+    if (!s->http)
+        return -1;
+    /* every method reaches the router, which answers 405 in JSON */
+    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    /* Bodies up to 4x the limit are read and answered 413 in JSON; beyond that
+     * libevent refuses them while reading, so no client can make us buffer more. */
+    evhttp_set_max_body_size(s->http, (ev_ssize_t)s->cfg.max_body_size * 4 + 4096);
+    evhttp_set_max_headers_size(s->http, 64 << 10);
+    evhttp_set_timeout(s->http, s->cfg.read_timeout);
+    evhttp_set_gencb(s->http, tram_http_dispatch, s);
+    s->listener = evhttp_bind_socket_with_handle(s->http, s->cfg.host, (ev_uint16_t)s->cfg.port);
+    if (!s->listener) {
+        tram_log(TRAM_LOG_ERROR, "cannot listen on %s:%d", s->cfg.host, s->cfg.port);
+        return -1;
+    }
+    return 0;
+}
+
+static int setup_events(tram_server *s)
+{
+    struct timeval tick = {0, TICK_USEC};
+    s->wake = event_new(s->base, -1, 0, on_wake, s);
+    s->tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
+    s->sigterm = evsignal_new(s->base, SIGTERM, on_signal, s);
+    s->sigint = evsignal_new(s->base, SIGINT, on_signal, s);
+    if (!s->wake || !s->tick || !s->sigterm || !s->sigint || event_add(s->tick, &tick) ||
+        event_add(s->sigterm, NULL) || event_add(s->sigint, NULL))
+        return -1;
+    return 0;
+}
+
+static int start_worker(tram_server *s)
+{
+    tram_error err = {{0}};
+    tram_worker_config wc = {&s->cfg.engine, s->cfg.model_path, s->cfg.max_queue, notify, s};
+    if (tram_worker_start(&s->worker, &wc, &err)) {
+        tram_log(TRAM_LOG_ERROR, "%s", err.msg);
+        return -1;
+    }
+    tram_log(TRAM_LOG_INFO, "loading %s; listening on http://%s:%d", s->cfg.model_path,
+             s->cfg.host, s->cfg.port);
+    return 0;
+}
+
+/* The engine thread is stopped first, so no event can arrive for a request
+ * freed here; the connections go last. */
+static void teardown(tram_server *s)
+{
+    tram_worker_stop(s->worker);
+    tram_gen_fail_all(s);
+    tram_chat_template_free(s->chat);
+    if (s->http)
+        evhttp_free(s->http);
+    struct event *evs[] = {s->wake, s->tick, s->sigterm, s->sigint};
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+        if (evs[i])
+            event_free(evs[i]);
+    event_base_free(s->base);
+}
+
+int tram_server_run(const tram_server_config *c)
+{
+    static tram_server srv;  /* one per process, reachable from signal events */
+    tram_server *s = &srv;
+    memset(s, 0, sizeof(*s));
+    s->cfg = *c;
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    tram_metrics_init(&s->metrics);
+    s->metrics_info = (tram_metrics_info){c->metrics_prefix, s->model_name, TRAM_SERVER_VERSION,
+                                          s->cfg.engine.device, now.tv_sec + now.tv_usec * 1e-6};
+    signal(SIGPIPE, SIG_IGN);
+    if (evthread_use_pthreads() || !(s->base = event_base_new())) {
+        tram_log(TRAM_LOG_ERROR, "cannot start the event loop");
+        return 1;
+    }
+    s->exit_code = 0;
+    if (setup_events(s) || setup_http(s) || start_worker(s)) {
+        teardown(s);
+        return 1;
+    }
+    event_base_dispatch(s->base);
+    teardown(s);
+    tram_log(TRAM_LOG_INFO, "stopped");
+    return s->exit_code;
+}

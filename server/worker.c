@@ -1,0 +1,321 @@
+#include "server/worker.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct tram_worker {
+    tram_engine_config engine_cfg;
+    char *model_path;
+    int max_queue;
+    void (*notify)(void *arg);
+    void *notify_arg;
+
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;          /* signalled on new submissions and on stop */
+    tram_submission *subs;      /* under mu, oldest first */
+    tram_submission **subs_tail;
+    tram_event *events;         /* under mu, oldest first */
+    tram_event **events_tail;
+    int stopping;               /* under mu */
+
+    tram_engine *engine;        /* engine thread only */
+    _Atomic(const tram_engine *) ready;  /* published once loaded */
+};
+
+/* ------------------------------------------------------------ events */
+
+typedef struct {
+    tram_event *head;
+    tram_event **tail;
+} event_list;
+
+static void list_push(event_list *l, tram_event *ev)
+{
+    if (!ev)
+        return;
+    ev->next = NULL;
+    *l->tail = ev;
+    l->tail = &ev->next;
+}
+
+static tram_event *event_new(tram_event_kind kind, uint64_t id, size_t payload)
+{
+    tram_event *ev = calloc(1, sizeof(*ev) + payload);
+    if (ev) {
+        ev->kind = kind;
+        ev->request_id = id;
+    } else {
+        fprintf(stderr, "tram: out of memory posting an engine event\n");
+    }
+    return ev;
+}
+
+static size_t entries_bytes(const tram_logprob_entry *e, int n)
+{
+    size_t bytes = 0;
+    for (int i = 0; e && i < n; i++)
+        bytes += sizeof(*e) + (size_t)e[i].num_top * sizeof(tram_token_logprob);
+    return bytes;
+}
+
+/* Both entry and alternative sizes are multiples of 8, so laying them out
+ * back to back keeps every one aligned. */
+static const tram_logprob_entry *copy_entries(char **p, const tram_logprob_entry *src, int n)
+{
+    if (!src)
+        return NULL;
+    tram_logprob_entry *dst = (tram_logprob_entry *)*p;
+    memcpy(dst, src, (size_t)n * sizeof(*dst));
+    *p += (size_t)n * sizeof(*dst);
+    for (int i = 0; i < n; i++) {
+        dst[i].top = (const tram_token_logprob *)*p;
+        memcpy(*p, src[i].top, (size_t)src[i].num_top * sizeof(tram_token_logprob));
+        *p += (size_t)src[i].num_top * sizeof(tram_token_logprob);
+    }
+    return dst;
+}
+
+/* A deep copy of o in one allocation, so the loop thread frees it with free(). */
+static tram_event *event_from_output(const tram_output *o)
+{
+    size_t lp = entries_bytes(o->logprobs, o->num_tokens);
+    size_t plp = entries_bytes(o->prompt_logprobs, o->prompt_tokens);
+    size_t ids = (size_t)o->num_tokens * sizeof(int32_t);
+    tram_event *ev = event_new(TRAM_EV_OUTPUT, o->request_id, lp + plp + ids + o->text_len + 1);
+    if (!ev)
+        return NULL;
+    char *p = (char *)(ev + 1);
+    ev->out = *o;
+    ev->out.logprobs = copy_entries(&p, o->logprobs, o->num_tokens);
+    ev->out.prompt_logprobs = copy_entries(&p, o->prompt_logprobs, o->prompt_tokens);
+    ev->out.token_ids = memcpy(p, o->token_ids ? (const void *)o->token_ids : "", ids);
+    p += ids;
+    memcpy(p, o->text ? o->text : "", o->text_len);
+    p[o->text_len] = 0;
+    ev->out.text = p;
+    ev->out.stop_string = NULL;  /* points into the engine; nobody needs it later */
+    return ev;
+}
+
+static void post(tram_worker *w, event_list *l)
+{
+    if (!l->head)
+        return;
+    pthread_mutex_lock(&w->mu);
+    *w->events_tail = l->head;
+    w->events_tail = l->tail;
+    pthread_mutex_unlock(&w->mu);
+    l->head = NULL;
+    l->tail = &l->head;
+    w->notify(w->notify_arg);
+}
+
+static tram_event *error_event(tram_event_kind kind, uint64_t id, int status, const char *msg)
+{
+    tram_event *ev = event_new(kind, id, 0);
+    if (ev)
+        tram_api_fail(&ev->error, status, NULL, NULL, "%s", msg);
+    return ev;
+}
+
+/* ------------------------------------------------------------ engine thread */
+
+/* Adds or aborts what was submitted.  Requests beyond max_queue waiting ones
+ * are rejected here, where the count is exact, rather than piling up. */
+static void admit(tram_worker *w, tram_submission *s, event_list *evs)
+{
+    tram_engine_stats st;
+    tram_engine_stats_get(w->engine, &st);
+    int waiting = st.num_waiting;
+    while (s) {
+        tram_submission *next = s->next;
+        tram_error err = {{0}};
+        if (s->abort) {
+            tram_engine_abort(w->engine, s->request_id);
+        } else if (waiting >= w->max_queue) {
+            list_push(evs, error_event(TRAM_EV_REJECTED, s->request_id, 503,
+                                       "The server is overloaded: too many requests are waiting. "
+                                       "Retry later."));
+        } else if (tram_engine_add_request(w->engine, s->request_id, &s->prompt, s->params,
+                                           s->priority, &err)) {
+            list_push(evs, error_event(TRAM_EV_REJECTED, s->request_id, 400, err.msg));
+        } else {
+            waiting++;
+            list_push(evs, event_new(TRAM_EV_ACCEPTED, s->request_id, 0));
+        }
+        free(s);
+        s = next;
+    }
+}
+
+static int step(tram_worker *w, event_list *evs)
+{
+    const tram_output *outs;
+    int n;
+    tram_error err = {{0}};
+    if (tram_engine_step(w->engine, &outs, &n, &err)) {
+        /* the cause goes to the log, never to clients */
+        fprintf(stderr, "tram: engine step failed: %s\n", err.msg);
+        list_push(evs, error_event(TRAM_EV_FAILED, 0, 500, "The engine failed."));
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        list_push(evs, event_from_output(&outs[i]));
+    return 0;
+}
+
+static void free_submissions(tram_submission *s)
+{
+    while (s) {
+        tram_submission *next = s->next;
+        free(s);
+        s = next;
+    }
+}
+
+/* Takes the submissions; waits for work first when there is nothing to run.
+ * Returns 0 when asked to stop. */
+static int wait_for_work(tram_worker *w, int idle, tram_submission **subs)
+{
+    pthread_mutex_lock(&w->mu);
+    while (!w->stopping && !w->subs && idle)
+        pthread_cond_wait(&w->cv, &w->mu);
+    int running = !w->stopping;
+    *subs = w->subs;
+    w->subs = NULL;
+    w->subs_tail = &w->subs;
+    pthread_mutex_unlock(&w->mu);
+    return running;
+}
+
+static void run(tram_worker *w)
+{
+    event_list evs = {NULL, &evs.head};
+    int failed = 0;
+    for (;;) {
+        tram_submission *subs;
+        int idle = failed || !tram_engine_has_unfinished(w->engine);
+        if (!wait_for_work(w, idle, &subs)) {
+            free_submissions(subs);
+            return;
+        }
+        if (failed) {  /* the loop thread knows; it submits nothing more */
+            free_submissions(subs);
+            continue;
+        }
+        admit(w, subs, &evs);
+        if (tram_engine_has_unfinished(w->engine) && step(w, &evs))
+            failed = 1;
+        post(w, &evs);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    tram_worker *w = arg;
+    event_list evs = {NULL, &evs.head};
+    tram_error err = {{0}};
+    if (tram_engine_create(&w->engine, &w->engine_cfg, w->model_path, &err)) {
+        fprintf(stderr, "tram: %s\n", err.msg);
+        w->engine = NULL;
+        list_push(&evs, error_event(TRAM_EV_FAILED, 0, 500, "The model could not be loaded."));
+        post(w, &evs);
+        return NULL;
+    }
+    atomic_store(&w->ready, w->engine);
+    list_push(&evs, event_new(TRAM_EV_READY, 0, 0));
+    post(w, &evs);
+    run(w);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ loop thread */
+
+int tram_worker_start(tram_worker **out, const tram_worker_config *c, tram_error *err)
+{
+    tram_worker *w = tram_calloc(1, sizeof(*w), err);
+    if (!w)
+        return -1;
+    w->engine_cfg = *c->engine;
+    w->model_path = strdup(c->model_path);
+    w->max_queue = c->max_queue;
+    w->notify = c->notify;
+    w->notify_arg = c->notify_arg;
+    w->subs_tail = &w->subs;
+    w->events_tail = &w->events;
+    atomic_init(&w->ready, NULL);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (!w->model_path || pthread_create(&w->thread, NULL, worker_main, w)) {
+        free(w->model_path);
+        free(w);
+        return tram_fail(err, "cannot start the engine thread");
+    }
+    *out = w;
+    return 0;
+}
+
+void tram_worker_stop(tram_worker *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->stopping = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    tram_engine_destroy(w->engine);
+    free_submissions(w->subs);
+    for (tram_event *ev = w->events, *next; ev; ev = next) {
+        next = ev->next;
+        free(ev);
+    }
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w->model_path);
+    free(w);
+}
+
+const tram_engine *tram_worker_engine(const tram_worker *w)
+{
+    return atomic_load(&((tram_worker *)w)->ready);
+}
+
+void tram_worker_submit(tram_worker *w, tram_submission *list)
+{
+    if (!list)
+        return;
+    tram_submission *last = list;
+    while (last->next)
+        last = last->next;
+    pthread_mutex_lock(&w->mu);
+    *w->subs_tail = list;
+    w->subs_tail = &last->next;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int tram_worker_abort(tram_worker *w, uint64_t request_id)
+{
+    tram_submission *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -1;
+    s->abort = 1;
+    s->request_id = request_id;
+    tram_worker_submit(w, s);
+    return 0;
+}
+
+tram_event *tram_worker_take_events(tram_worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    tram_event *list = w->events;
+    w->events = NULL;
+    w->events_tail = &w->events;
+    pthread_mutex_unlock(&w->mu);
+    return list;
+}

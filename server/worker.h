@@ -1,0 +1,75 @@
+/* worker.h — the engine thread and the two queues that connect it to the
+ * event loop (DESIGN.md, "Data flow of one step").
+ *
+ * The loop thread submits requests and aborts; the engine thread owns the
+ * tram_engine, adds what was submitted, runs steps while anything is
+ * unfinished and posts events back: a deep copy of every output, whether each
+ * request was accepted, and when the engine became ready or failed.  After
+ * posting it calls notify(), which must be safe from any thread (the server
+ * passes event_active() on an event of its base, after
+ * evthread_use_pthreads()). */
+#ifndef TRAM_WORKER_H
+#define TRAM_WORKER_H
+
+#include <stdint.h>
+
+#include "engine/tram.h"
+#include "server/api_error.h"
+
+typedef enum {
+    TRAM_EV_READY,      /* the engine is loaded */
+    TRAM_EV_FAILED,     /* loading or a step failed: the engine is gone */
+    TRAM_EV_ACCEPTED,   /* request_id was added to the engine */
+    TRAM_EV_REJECTED,   /* request_id was not added; see error */
+    TRAM_EV_OUTPUT,     /* one tram_output */
+} tram_event_kind;
+
+typedef struct tram_event {
+    struct tram_event *next;
+    tram_event_kind kind;
+    uint64_t request_id;
+    tram_api_error error;   /* REJECTED, FAILED */
+    tram_output out;        /* OUTPUT: every pointer points into this event */
+} tram_event;
+
+/* One request to add, or (abort set) one to abort.  The prompt and params
+ * must stay valid until the request's ACCEPTED or REJECTED event. */
+typedef struct tram_submission {
+    struct tram_submission *next;
+    int abort;
+    uint64_t request_id;
+    tram_prompt prompt;
+    const tram_sampling_params *params;
+    int priority;
+} tram_submission;
+
+typedef struct tram_worker tram_worker;
+
+typedef struct {
+    const tram_engine_config *engine;
+    const char *model_path;
+    int max_queue;            /* requests allowed to wait; more are rejected with 503 */
+    void (*notify)(void *arg);
+    void *notify_arg;
+} tram_worker_config;
+
+/* Starts the engine thread, which loads the model (READY or FAILED follows). */
+int tram_worker_start(tram_worker **out, const tram_worker_config *c, tram_error *err);
+/* Stops the thread (abandoning whatever is unfinished), destroys the engine
+ * and frees every queued submission and event. */
+void tram_worker_stop(tram_worker *w);
+
+/* The engine once READY, else NULL; only its any-thread functions may be used
+ * (see engine/tram.h). */
+const tram_engine *tram_worker_engine(const tram_worker *w);
+
+/* Queues a list of submissions (linked by next, freed by the worker) as one
+ * batch: the engine thread handles all of them before its next step. */
+void tram_worker_submit(tram_worker *w, tram_submission *list);
+/* Allocates and queues an abort; returns -1 when out of memory. */
+int tram_worker_abort(tram_worker *w, uint64_t request_id);
+
+/* Takes every posted event, oldest first; free each with free(). */
+tram_event *tram_worker_take_events(tram_worker *w);
+
+#endif

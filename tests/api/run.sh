@@ -1,0 +1,20 @@
+#!/bin/sh
+# API tests: a real `tram serve` on a free loopback port, driven by the
+# official openai SDK and raw HTTP.  Called by `make test-api`.
+#   TRAM_BIN     the binary (bin/tram)      TRAM_MODEL  the model (the default one)
+#   PYTEST_ARGS  extra pytest arguments, e.g. "-k errors"
+set -e
+cd "$(dirname "$0")/../.."
+VENV=.venv
+PINS="pytest==9.2.0 openai==3.57.0"
+if ! "$VENV/bin/python" -c 'import pytest, openai; assert pytest.__version__ == "9.2.0" and openai.__version__ == "3.57.0"' 2>/dev/null; then
+    echo "tram: setting up $VENV with $PINS"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check $PINS
+fi
+TRAM_PORT=$("$VENV/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export TRAM_PORT
+export TRAM_BIN="${TRAM_BIN:-bin/tram}"
+export TRAM_MODEL="${TRAM_MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}"
+# shellcheck disable=SC2086
+exec "$VENV/bin/python" -m pytest tests/api -q -p no:cacheprovider $PYTEST_ARGS

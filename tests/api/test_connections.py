@@ -1,0 +1,102 @@
+"""Clients that leave, and the graceful drain on SIGTERM."""
+import http.client
+import json
+import signal
+import socket
+import time
+
+import pytest
+
+from conftest import Server, stream_raw
+
+
+def wait_for(pred, timeout=30):
+    """Polls pred() until it holds; returns the seconds it took."""
+    start = time.time()
+    while not pred():
+        assert time.time() - start < timeout, "condition not reached"
+        time.sleep(0.02)
+    return time.time() - start
+
+
+def test_client_dropping_mid_stream_frees_its_request(server):
+    idle_kv = server.metric("kv_cache_usage_perc")
+    seen = {}
+
+    def on_chunk(i, payload, conn):
+        if i == 3:
+            seen["running"] = server.metric("num_requests_running")
+            seen["kv"] = server.metric("kv_cache_usage_perc")
+            conn.sock.shutdown(socket.SHUT_RDWR)
+            return False
+
+    body = {"model": server.model, "prompt": "Tell me a long story.", "max_tokens": 500,
+            "temperature": 0, "ignore_eos": True, "stream": True}
+    stream_raw(server.port, "/v1/completions", body, on_chunk)
+    assert seen["running"] == 1 and seen["kv"] > idle_kv
+    took = wait_for(lambda: server.metric("num_requests_running") == 0
+                    and server.metric("kv_cache_usage_perc") == idle_kv)
+    print(f"running and KV back to idle {took:.3f} s after the client left")
+    assert server.metric("request_success_total", finished_reason="abort") >= 1
+    assert server.request("GET", "/health")[0] == 200
+
+
+def test_client_dropping_while_queued_or_waiting():
+    s = Server("--max-num-seqs", "1")
+    try:
+        long_body = {"prompt": "Count slowly:", "max_tokens": 400, "temperature": 0, "ignore_eos": True,
+                     "stream": True}
+        first = socket.create_connection(("127.0.0.1", s.port))
+        first.sendall(raw_post("/v1/completions", long_body))
+        wait_for(lambda: s.metric("num_requests_running") == 1)
+        queued = socket.create_connection(("127.0.0.1", s.port))
+        queued.sendall(raw_post("/v1/completions", {**long_body, "stream": False}))
+        wait_for(lambda: s.metric("num_requests_waiting") == 1)
+        queued.close()
+        took = wait_for(lambda: s.metric("num_requests_waiting") == 0)
+        print(f"queued request dropped {took:.3f} s after its client left")
+        assert s.metric("num_requests_running") == 1
+        first.close()
+        wait_for(lambda: s.metric("num_requests_running") == 0 and s.metric("kv_cache_usage_perc") == 0)
+    finally:
+        assert s.stop() == 0
+
+
+def raw_post(path, body):
+    data = json.dumps(body).encode()
+    return (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n").encode() + data
+
+
+def test_sigterm_lets_a_stream_finish_then_exits_0():
+    s = Server("--drain-timeout", "60")
+    body = {"prompt": "Hello", "max_tokens": 12, "temperature": 0, "ignore_eos": True, "stream": True}
+
+    def on_chunk(i, payload, conn):
+        if i == 0:
+            s.proc.send_signal(signal.SIGTERM)
+
+    events = stream_raw(s.port, "/v1/completions", body, on_chunk)
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    assert sum(1 for c in chunks if c["choices"][0]["text"]) >= 1
+    assert s.proc.wait(timeout=60) == 0
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", s.port), timeout=5)
+    s.stop()
+
+
+def test_drain_timeout_aborts_what_is_left():
+    s = Server("--drain-timeout", "0.5")
+    body = {"prompt": "Hello", "max_tokens": 2000, "temperature": 0, "ignore_eos": True, "stream": True}
+
+    def on_chunk(i, payload, conn):
+        if i == 0:
+            s.proc.send_signal(signal.SIGTERM)
+
+    events = stream_raw(s.port, "/v1/completions", body, on_chunk)
+    assert events[-1] == "[DONE]"
+    assert json.loads(events[-2])["choices"][0]["finish_reason"] == "abort"
+    assert s.proc.wait(timeout=60) == 0
+    s.stop()

@@ -1,0 +1,516 @@
+/* check_kernels.c — every op of the CUDA backend against the CPU backend (the
+ * reference), on fresh random inputs of several shapes.
+ *
+ * Inputs are rounded to bf16 once and given to both backends, so the error
+ * measured is the kernels' own (bf16 outputs, f32 accumulation): relative
+ * error ‖gpu − cpu‖ / ‖cpu‖ must stay under 1e-2 (METHOD.md's bf16 band), no
+ * NaN.  Outputs are poisoned (all bits set: NaN in f32 and in bf16) before
+ * each run, so an element a kernel forgets to write fails the check.
+ * Prints one line per case; exit 0 when all pass, 1 on a failure, 2 when no
+ * GPU is usable.  Usage: check_kernels [seed] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda.h"
+
+#define TOL 1e-2
+
+static tram_backend *cpu, *gpu;
+static int failures, cases;
+
+/* ---------------------------------------------------------------- host helpers */
+
+static float frand(void) { return (float)rand() / RAND_MAX * 2.0f - 1.0f; }
+
+static uint16_t bf16_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fff + ((u >> 16) & 1);  /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+static float bf16_round(float f)
+{
+    uint32_t u = (uint32_t)bf16_bits(f) << 16;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static float *random_vec(size_t n, float scale)
+{
+    float *v = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        v[i] = bf16_round(frand() * scale);
+    return v;
+}
+
+static void die_if(int bad, const char *what)
+{
+    if (bad) {
+        fprintf(stderr, "check_kernels: %s\n", what);
+        exit(1);
+    }
+}
+
+static void sync_both(const char *op)
+{
+    tram_error err = {{0}};
+    if (cpu->sync(cpu, &err) || gpu->sync(gpu, &err)) {
+        fprintf(stderr, "check_kernels: %s: %s\n", op, err.msg);
+        exit(1);
+    }
+}
+
+/* ---------------------------------------------------------------- paired buffers */
+
+typedef struct {
+    void *c, *g;  /* f32 on the CPU backend, bf16 on CUDA */
+    size_t n;
+} pair;
+
+static pair pair_new(size_t n)
+{
+    pair p = {cpu->alloc(cpu, n * 4), gpu->alloc(gpu, n * 2), n};
+    die_if(!p.c || !p.g, "out of memory");
+    return p;
+}
+
+static void pair_set(pair p, const float *host)
+{
+    uint16_t *b = malloc(p.n * 2);
+    for (size_t i = 0; i < p.n; i++)
+        b[i] = bf16_bits(host[i]);
+    cpu->upload(cpu, p.c, host, p.n * 4);
+    gpu->upload(gpu, p.g, b, p.n * 2);
+    sync_both("upload");
+    free(b);
+}
+
+static void pair_random(pair p, float scale)
+{
+    float *v = random_vec(p.n, scale);
+    pair_set(p, v);
+    free(v);
+}
+
+static void pair_poison(pair p)
+{
+    void *ff = malloc(p.n * 4);
+    memset(ff, 0xff, p.n * 4);
+    cpu->upload(cpu, p.c, ff, p.n * 4);
+    gpu->upload(gpu, p.g, ff, p.n * 2);
+    sync_both("poison");
+    free(ff);
+}
+
+static void pair_free(pair p)
+{
+    cpu->free(cpu, p.c);
+    gpu->free(gpu, p.g);
+}
+
+/* Compares the first n elements; prints one line and counts a failure. */
+static double pair_check(pair p, size_t n, const char *op, const char *shape)
+{
+    float *c = malloc(n * 4), *g = malloc(n * 4);
+    cpu->to_host_f32(cpu, c, p.c, n);
+    gpu->to_host_f32(gpu, g, p.g, n);
+    sync_both(op);
+    double diff = 0, ref = 0;
+    size_t nan = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(g[i]) || isnan(c[i])) {
+            nan++;
+            continue;
+        }
+        diff += ((double)g[i] - c[i]) * ((double)g[i] - c[i]);
+        ref += (double)c[i] * c[i];
+    }
+    double rel = ref > 0 ? sqrt(diff / ref) : sqrt(diff);
+    int ok = !nan && rel < TOL;
+    printf("%-6s %-14s %-36s rel %.2e  nan %zu\n", ok ? "PASS" : "FAIL", op, shape, rel, nan);
+    failures += !ok;
+    cases++;
+    free(c);
+    free(g);
+    return rel;
+}
+
+typedef struct {
+    tram_weight c, g;
+} wpair;
+
+static wpair wpair_new(int rows, int cols, float scale)
+{
+    float *v = random_vec((size_t)rows * cols, scale);
+    wpair w;
+    cpu->upload_weight(cpu, &w.c, v, rows, cols, TRAM_W_F32);
+    gpu->upload_weight(gpu, &w.g, v, rows, cols, rows == 1 ? TRAM_W_F32 : TRAM_W_BF16);
+    sync_both("upload_weight");
+    free(v);
+    return w;
+}
+
+static void wpair_free(wpair *w)
+{
+    cpu->free_weight(cpu, &w->c);
+    gpu->free_weight(gpu, &w->g);
+}
+
+typedef struct {
+    int32_t *c, *g;
+} ipair;
+
+static ipair ipair_new(const int32_t *host, size_t n)
+{
+    ipair p = {cpu->alloc(cpu, n * 4 + 4), gpu->alloc(gpu, n * 4 + 4)};
+    die_if(!p.c || !p.g, "out of memory");
+    cpu->upload(cpu, p.c, host, n * 4);
+    gpu->upload(gpu, p.g, host, n * 4);
+    sync_both("upload ids");
+    return p;
+}
+
+static void ipair_free(ipair p)
+{
+    cpu->free(cpu, p.c);
+    gpu->free(gpu, p.g);
+}
+
+/* ---------------------------------------------------------------- element-wise ops */
+
+static void check_embed(int vocab, int dim, int n)
+{
+    char shape[64];
+    snprintf(shape, sizeof(shape), "vocab %d dim %d n %d", vocab, dim, n);
+    wpair t = wpair_new(vocab, dim, 1.0f);
+    int32_t *ids = malloc(n * 4);
+    for (int i = 0; i < n; i++)
+        ids[i] = rand() % vocab;
+    ipair id = ipair_new(ids, n);
+    pair x = pair_new((size_t)n * dim);
+    pair_poison(x);
+    cpu->embed(cpu, x.c, &t.c, id.c, n);
+    gpu->embed(gpu, x.g, &t.g, id.g, n);
+    pair_check(x, x.n, "embed", shape);
+    pair_free(x);
+    ipair_free(id);
+    wpair_free(&t);
+    free(ids);
+}
+
+static void check_norms(int dim, int n)
+{
+    char shape[64];
+    snprintf(shape, sizeof(shape), "dim %d n %d", dim, n);
+    wpair w = wpair_new(1, dim, 1.0f);
+    pair x = pair_new((size_t)n * dim), out = pair_new(x.n), delta = pair_new(x.n);
+    pair_random(x, 2.0f);
+    pair_random(delta, 1.0f);
+    pair_poison(out);
+    cpu->rmsnorm(cpu, out.c, x.c, &w.c, n, 1e-5f);
+    gpu->rmsnorm(gpu, out.g, x.g, &w.g, n, 1e-5f);
+    pair_check(out, out.n, "rmsnorm", shape);
+    pair_poison(out);
+    cpu->add_rmsnorm(cpu, x.c, out.c, delta.c, &w.c, n, 1e-5f);
+    gpu->add_rmsnorm(gpu, x.g, out.g, delta.g, &w.g, n, 1e-5f);
+    pair_check(out, out.n, "add_rmsnorm", shape);
+    pair_check(x, x.n, "add_rmsnorm.res", shape);
+    wpair bias = wpair_new(1, dim, 1.0f);
+    cpu->add_bias(cpu, x.c, &bias.c, n);
+    gpu->add_bias(gpu, x.g, &bias.g, n);
+    pair_check(x, x.n, "add_bias", shape);
+    pair_free(x), pair_free(out), pair_free(delta);
+    wpair_free(&w), wpair_free(&bias);
+}
+
+static void check_matmul(int n, int rows, int cols)
+{
+    char shape[64];
+    snprintf(shape, sizeof(shape), "n %d rows %d cols %d", n, rows, cols);
+    wpair w = wpair_new(rows, cols, 1.0f / sqrtf((float)cols));
+    pair x = pair_new((size_t)n * cols), y = pair_new((size_t)n * rows);
+    pair_random(x, 1.0f);
+    pair_poison(y);
+    cpu->matmul(cpu, y.c, x.c, &w.c, n);
+    gpu->matmul(gpu, y.g, x.g, &w.g, n);
+    pair_check(y, y.n, "matmul", shape);
+    pair_free(x), pair_free(y);
+    wpair_free(&w);
+}
+
+static void check_silu_gather(int n, int ffn)
+{
+    char shape[64];
+    snprintf(shape, sizeof(shape), "n %d ffn %d", n, ffn);
+    pair gu = pair_new((size_t)n * 2 * ffn), out = pair_new((size_t)n * ffn);
+    pair_random(gu, 4.0f);
+    pair_poison(out);
+    cpu->silu_mul(cpu, out.c, gu.c, n, ffn);
+    gpu->silu_mul(gpu, out.g, gu.g, n, ffn);
+    pair_check(out, out.n, "silu_mul", shape);
+    int n_rows = 1 + n / 2;
+    int32_t *rows = malloc(n_rows * 4);
+    for (int i = 0; i < n_rows; i++)
+        rows[i] = rand() % n;
+    ipair r = ipair_new(rows, n_rows);
+    pair g = pair_new((size_t)n_rows * ffn);
+    pair_poison(g);
+    cpu->gather_rows(cpu, g.c, out.c, r.c, n_rows, ffn);
+    gpu->gather_rows(gpu, g.g, out.g, r.g, n_rows, ffn);
+    pair_check(g, g.n, "gather_rows", shape);
+    pair_free(gu), pair_free(out), pair_free(g);
+    ipair_free(r);
+    free(rows);
+}
+
+static void check_rope(int n, const tram_attn_shape *s, float theta, tram_rope_style style)
+{
+    char shape[64];
+    snprintf(shape, sizeof(shape), "n %d heads %d/%d hd %d %s", n, s->n_heads, s->n_kv_heads, s->head_dim,
+             style == TRAM_ROPE_NEOX ? "neox" : "inter");
+    int half = s->head_dim / 2;
+    float *inv = malloc(half * 4);
+    for (int i = 0; i < half; i++)
+        inv[i] = powf(theta, -2.0f * i / s->head_dim);
+    float *ic = cpu->alloc(cpu, half * 4), *ig = gpu->alloc(gpu, half * 4);
+    cpu->upload(cpu, ic, inv, half * 4);
+    gpu->upload(gpu, ig, inv, half * 4);
+    int32_t *pos = malloc(n * 4);
+    for (int i = 0; i < n; i++)
+        pos[i] = rand() % 8192;
+    ipair p = ipair_new(pos, n);
+    pair q = pair_new((size_t)n * s->n_heads * s->head_dim), k = pair_new((size_t)n * s->n_kv_heads * s->head_dim);
+    pair_random(q, 1.0f);
+    pair_random(k, 1.0f);
+    cpu->rope(cpu, q.c, k.c, p.c, n, s, ic, style);
+    gpu->rope(gpu, q.g, k.g, p.g, n, s, ig, style);
+    pair_check(q, q.n, "rope.q", shape);
+    pair_check(k, k.n, "rope.k", shape);
+    pair_free(q), pair_free(k);
+    ipair_free(p);
+    cpu->free(cpu, ic);
+    gpu->free(gpu, ig);
+    free(inv), free(pos);
+}
+
+/* ---------------------------------------------------------------- KV cache and attention */
+
+typedef struct {
+    int q_len, ctx;  /* tokens this step, context length after it */
+} seq_spec;
+
+static void check_kv_store(int n, const tram_attn_shape *s, int num_slots)
+{
+    char shape[64];
+    snprintf(shape, sizeof(shape), "n %d kv %d hd %d", n, s->n_kv_heads, s->head_dim);
+    size_t kd = (size_t)s->n_kv_heads * s->head_dim;
+    pair kc = pair_new(num_slots * kd), vc = pair_new(num_slots * kd), k = pair_new(n * kd), v = pair_new(n * kd);
+    pair_random(kc, 1.0f), pair_random(vc, 1.0f), pair_random(k, 1.0f), pair_random(v, 1.0f);
+    int32_t *slots = malloc(num_slots * 4);
+    for (int i = 0; i < num_slots; i++)
+        slots[i] = i;
+    for (int i = 0; i < n; i++) {  /* n distinct random slots */
+        int j = i + rand() % (num_slots - i), t = slots[i];
+        slots[i] = slots[j], slots[j] = t;
+    }
+    ipair sm = ipair_new(slots, n);
+    cpu->kv_store(cpu, kc.c, vc.c, k.c, v.c, sm.c, n, s);
+    gpu->kv_store(gpu, kc.g, vc.g, k.g, v.g, sm.g, n, s);
+    pair_check(kc, kc.n, "kv_store.k", shape);
+    pair_check(vc, vc.n, "kv_store.v", shape);
+    pair_free(kc), pair_free(vc), pair_free(k), pair_free(v);
+    ipair_free(sm);
+    free(slots);
+}
+
+/* A unified batch over random, shuffled block tables; the cache is random
+ * everywhere, so reading a wrong block shows as error. */
+static void check_attention(const char *what, const seq_spec *seqs, int num_seqs, const tram_attn_shape *s)
+{
+    int bs = s->block_size, max_blocks = 1, T = 0;
+    for (int i = 0; i < num_seqs; i++) {
+        max_blocks = TRAM_MAX(max_blocks, (seqs[i].ctx + bs - 1) / bs);
+        T += seqs[i].q_len;
+    }
+    int num_blocks = max_blocks * num_seqs + 3;
+    int32_t *perm = malloc(num_blocks * 4), *tables = calloc((size_t)num_seqs * max_blocks, 4);
+    int32_t *qs = malloc((num_seqs + 1) * 4), *lens = malloc(num_seqs * 4), *pos = malloc(T * 4);
+    for (int i = 0; i < num_blocks; i++)
+        perm[i] = i;
+    for (int i = num_blocks - 1; i > 0; i--) {
+        int j = rand() % (i + 1), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    qs[0] = 0;
+    for (int i = 0, next = 0; i < num_seqs; i++) {
+        for (int j = 0; j < max_blocks; j++)
+            tables[(size_t)i * max_blocks + j] = perm[next++];
+        lens[i] = seqs[i].ctx;
+        qs[i + 1] = qs[i] + seqs[i].q_len;
+        for (int j = 0; j < seqs[i].q_len; j++)
+            pos[qs[i] + j] = seqs[i].ctx - seqs[i].q_len + j;
+    }
+    ipair bt = ipair_new(tables, (size_t)num_seqs * max_blocks), q_s = ipair_new(qs, num_seqs + 1);
+    ipair sl = ipair_new(lens, num_seqs), ps = ipair_new(pos, T);
+    size_t kd = (size_t)s->n_kv_heads * s->head_dim, qd = (size_t)s->n_heads * s->head_dim;
+    pair kc = pair_new((size_t)num_blocks * bs * kd), vc = pair_new(kc.n), q = pair_new(T * qd), out = pair_new(T * qd);
+    pair_random(kc, 1.0f), pair_random(vc, 1.0f), pair_random(q, 1.0f);
+    pair_poison(out);
+    tram_batch bc = {.num_tokens = T, .num_seqs = num_seqs, .positions = ps.c, .query_start = q_s.c,
+                     .seq_lens = sl.c, .block_tables = bt.c, .max_blocks_per_seq = max_blocks};
+    tram_batch bg = {.num_tokens = T, .num_seqs = num_seqs, .positions = ps.g, .query_start = q_s.g,
+                     .seq_lens = sl.g, .block_tables = bt.g, .max_blocks_per_seq = max_blocks};
+    cpu->attention(cpu, out.c, q.c, kc.c, vc.c, &bc, s);
+    gpu->attention(gpu, out.g, q.g, kc.g, vc.g, &bg, s);
+    char shape[64];
+    snprintf(shape, sizeof(shape), "%s T %d h %d/%d hd %d", what, T, s->n_heads, s->n_kv_heads, s->head_dim);
+    pair_check(out, out.n, "attention", shape);
+    pair_free(kc), pair_free(vc), pair_free(q), pair_free(out);
+    ipair_free(bt), ipair_free(q_s), ipair_free(sl), ipair_free(ps);
+    free(perm), free(tables), free(qs), free(lens), free(pos);
+}
+
+static void check_attention_shapes(void)
+{
+    static const tram_attn_shape shapes[] = {
+        {9, 3, 64, 16, 0},    /* SmolLM2-135M */
+        {32, 8, 128, 16, 0},  /* Llama-3.1-8B */
+        {28, 4, 128, 16, 0},  /* Qwen2.5-7B: group of 7 */
+        {8, 8, 256, 16, 0},   /* MHA, widest head */
+    };
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(shapes); i++) {
+        tram_attn_shape s = shapes[i];
+        s.scale = 1.0f / sqrtf((float)s.head_dim);
+        seq_spec decode1[] = {{1, 1 + rand() % 3000}};
+        seq_spec decode_many[] = {{1, 1}, {1, 17}, {1, 200 + rand() % 100}, {1, 1000 + rand() % 2000}, {1, 64}};
+        seq_spec prefill[] = {{100 + rand() % 200, 0}};
+        prefill[0].ctx = prefill[0].q_len;
+        seq_spec mixed[] = {{1, 513}, {37, 37}, {20, 90}, {1, 5}, {64, 64 + rand() % 500}};
+        check_attention("decode-1", decode1, 1, &s);
+        check_attention("decode-5", decode_many, 5, &s);
+        check_attention("prefill", prefill, 1, &s);
+        check_attention("mixed", mixed, 5, &s);
+        check_kv_store(1 + rand() % 100, &s, 512);
+    }
+}
+
+/* ---------------------------------------------------------------- sampling and graphs */
+
+/* Greedy equals the host argmax; with temperature 1 the frequencies of 4096
+ * draws (one per Philox step) follow the softmax; a seed reproduces. */
+static void check_sampling(void)
+{
+    enum { V = 16, ROWS = 4096 };
+    float row[V];
+    double p[V], z = 0;
+    for (int j = 0; j < V; j++)
+        row[j] = bf16_round(frand() * 2.0f);
+    for (int j = 0; j < V; j++)
+        z += p[j] = exp(row[j]);
+    float *logits = malloc(sizeof(float) * V * ROWS);
+    for (int r = 0; r < ROWS; r++)
+        memcpy(logits + r * V, row, sizeof(row));
+    pair l = pair_new((size_t)V * ROWS);
+    pair_set(l, logits);
+    tram_cuda_sampling *sp = calloc(ROWS, sizeof(*sp));
+    int32_t *ids = malloc(ROWS * 4), *again = malloc(ROWS * 4);
+    float *lp = malloc(ROWS * 4);
+    tram_error err = {{0}};
+    int argmax = 0;
+    for (int j = 1; j < V; j++)
+        argmax = row[j] > row[argmax] ? j : argmax;
+    for (int r = 0; r < ROWS; r++)
+        sp[r] = (tram_cuda_sampling){.temperature = 0, .top_p = 1, .seed = 1234, .step = (uint64_t)r};
+    die_if(tram_cuda_sample(gpu, l.g, ROWS, V, sp, ids, lp, &err), err.msg);
+    int greedy_ok = ids[0] == argmax && fabs(lp[0] - (row[argmax] - log(z))) < 1e-3;
+    printf("%-6s %-14s %-36s id %d want %d\n", greedy_ok ? "PASS" : "FAIL", "sample", "greedy", ids[0], argmax);
+    for (int r = 0; r < ROWS; r++)
+        sp[r].temperature = 1.0f;
+    die_if(tram_cuda_sample(gpu, l.g, ROWS, V, sp, ids, NULL, &err), err.msg);
+    die_if(tram_cuda_sample(gpu, l.g, ROWS, V, sp, again, NULL, &err), err.msg);
+    double freq[V] = {0}, worst = 0;
+    for (int r = 0; r < ROWS; r++)
+        freq[ids[r] >= 0 && ids[r] < V ? ids[r] : 0] += 1.0 / ROWS;
+    for (int j = 0; j < V; j++)
+        worst = fmax(worst, fabs(freq[j] - p[j] / z));
+    int repro = !memcmp(ids, again, ROWS * 4);
+    int dist_ok = worst < 0.03 && repro;  /* 4096 draws: 3 sigma of a frequency is < 0.024 */
+    printf("%-6s %-14s %-36s max |freq - p| %.3f  reproducible %d\n", dist_ok ? "PASS" : "FAIL", "sample",
+           "temperature 1", worst, repro);
+    for (int r = 0; r < ROWS; r++)
+        sp[r].top_k = 1;
+    die_if(tram_cuda_sample(gpu, l.g, ROWS, V, sp, ids, NULL, &err), err.msg);
+    int topk_ok = 1;
+    for (int r = 0; r < ROWS; r++)
+        topk_ok &= ids[r] == argmax;
+    printf("%-6s %-14s %-36s\n", topk_ok ? "PASS" : "FAIL", "sample", "top_k 1 = argmax");
+    failures += !greedy_ok + !dist_ok + !topk_ok;
+    cases += 3;
+    pair_free(l);
+    free(logits), free(sp), free(ids), free(again), free(lp);
+}
+
+/* A captured rmsnorm + matmul replays on new input like the direct ops. */
+static void check_graph(void)
+{
+    enum { N = 8, DIM = 576, OUT = 1536 };
+    wpair nw = wpair_new(1, DIM, 1.0f), w = wpair_new(OUT, DIM, 0.05f);
+    pair x = pair_new(N * DIM), h = pair_new(N * DIM), y = pair_new(N * OUT);
+    tram_error err = {{0}};
+    pair_random(x, 1.0f);
+    die_if(tram_cuda_graph_begin(gpu, &err), err.msg);
+    gpu->rmsnorm(gpu, h.g, x.g, &nw.g, N, 1e-5f);
+    gpu->matmul(gpu, y.g, h.g, &w.g, N);
+    die_if(tram_cuda_graph_end(gpu, N, &err), err.msg);
+    pair_random(x, 1.0f);  /* new input after capture */
+    pair_poison(y);
+    die_if(tram_cuda_graph_replay(gpu, N, &err), err.msg);
+    cpu->rmsnorm(cpu, h.c, x.c, &nw.c, N, 1e-5f);
+    cpu->matmul(cpu, y.c, h.c, &w.c, N);
+    pair_check(y, y.n, "graph", "rmsnorm+matmul replay n 8");
+    pair_free(x), pair_free(h), pair_free(y);
+    wpair_free(&nw), wpair_free(&w);
+}
+
+int main(int argc, char **argv)
+{
+    unsigned seed = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : (unsigned)time(NULL);
+    tram_error err = {{0}};
+    if (tram_backend_cuda_create(&gpu, 0, &err)) {
+        fprintf(stderr, "check_kernels: %s\n", err.msg);
+        return 2;
+    }
+    die_if(tram_backend_cpu_create(&cpu, 0, &err), err.msg);
+    srand(seed);
+    printf("check_kernels: seed %u, tolerance %.0e\n", seed, TOL);
+    int dims[] = {576, 4096};
+    for (int i = 0; i < 2; i++) {
+        check_embed(1000, dims[i], 1 + rand() % 300);
+        check_norms(dims[i], 1);
+        check_norms(dims[i], 1 + rand() % 512);
+    }
+    static const int mm[][3] = {{1, 576, 576}, {7, 3072, 576}, {64, 4096, 4096}, {300, 1000, 576},
+                                {1, 49152, 576}, {33, 576, 1536}, {256, 14336, 4096}};
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(mm); i++)
+        check_matmul(mm[i][0], mm[i][1], mm[i][2]);
+    check_silu_gather(1, 1536);
+    check_silu_gather(64, 14336);
+    tram_attn_shape small = {9, 3, 64, 16, 0.125f}, big = {32, 8, 128, 16, 0.0884f};
+    for (int style = 0; style < 2; style++) {
+        check_rope(1 + rand() % 64, &small, 100000.0f, (tram_rope_style)style);
+        check_rope(1 + rand() % 64, &big, 500000.0f, (tram_rope_style)style);
+    }
+    check_attention_shapes();
+    check_sampling();
+    check_graph();
+    printf("check_kernels: %d of %d cases passed\n", cases - failures, cases);
+    gpu->destroy(gpu);
+    cpu->destroy(cpu);
+    return failures ? 1 : 0;
+}

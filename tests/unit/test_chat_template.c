@@ -1,0 +1,98 @@
+/* Chat templates against transformers' apply_chat_template renders
+ * (tests/fixtures/make_tokenizer_fixtures.py). */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/unit/test_tokenizer_util.h"
+#include "tokenizer/chat_template.h"
+
+static const char *str(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+Test(chat_template, renders_like_transformers)
+{
+    json_t *rows = tok_load_jsonl(TOK_FIXTURES "chat_templates.jsonl");
+    cr_assert_geq(json_array_size(rows), 100);
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        tram_chat_template *ct;
+        tram_error err = {{0}};
+        cr_assert_eq(tram_chat_template_create(&ct, str(row, "template"), str(row, "bos"), str(row, "eos"), 0, &err), 0,
+                     "%s: %s", str(row, "name"), err.msg);
+        json_t *jm = json_object_get(row, "messages");
+        int n = (int)json_array_size(jm);
+        tram_chat_msg msgs[16];
+        for (int k = 0; k < n; k++)
+            msgs[k] = (tram_chat_msg){str(json_array_get(jm, (size_t)k), "role"), str(json_array_get(jm, (size_t)k), "content")};
+        char *out;
+        int rc = tram_chat_template_render(ct, msgs, n, json_is_true(json_object_get(row, "add_generation_prompt")), &out, &err);
+        if (json_object_get(row, "error")) {
+            cr_assert_eq(rc, -1, "%s (row %zu) should refuse: %s", str(row, "name"), i, str(row, "error"));
+        } else {
+            cr_assert_eq(rc, 0, "%s (row %zu): %s", str(row, "name"), i, err.msg);
+            cr_assert_str_eq(out, str(row, "rendered"), "%s (row %zu)", str(row, "name"), i);
+            free(out);
+        }
+        tram_chat_template_free(ct);
+    }
+    json_decref(rows);
+}
+
+Test(chat_template, families_and_default_model)
+{
+    json_t *rows = tok_load_jsonl(TOK_FIXTURES "chat_templates.jsonl");
+    const char *names[] = {"smollm2", "chatml", "llama2", "llama3", "mistral-v0.1", "gemma", "phi3"};
+    tram_chat_family fams[] = {TRAM_CHAT_CHATML, TRAM_CHAT_CHATML, TRAM_CHAT_LLAMA2, TRAM_CHAT_LLAMA3,
+                               TRAM_CHAT_MISTRAL, TRAM_CHAT_GEMMA, TRAM_CHAT_PHI3};
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+            if (strcmp(str(row, "name"), names[k]))
+                continue;
+            tram_chat_template *ct;
+            cr_assert_eq(tram_chat_template_create(&ct, str(row, "template"), "", "", 0, NULL), 0);
+            cr_assert_eq(tram_chat_template_family(ct), fams[k], "%s", names[k]);
+            tram_chat_template_free(ct);
+        }
+    }
+    json_decref(rows);
+    /* The default model's own template, with SmolLM2's default system prompt. */
+    tram_tokenizer *t = tok_default();
+    tram_chat_template *ct;
+    tram_error err;
+    cr_assert_eq(tram_chat_template_for(&ct, t, 0, &err), 0, "%s", err.msg);
+    tram_chat_msg m[] = {{"user", "Hi"}};
+    char *out;
+    cr_assert_eq(tram_chat_template_render(ct, m, 1, 1, &out, &err), 0);
+    cr_assert_str_eq(out, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+                          "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    free(out);
+    tram_chat_template_free(ct);
+    tram_tokenizer_free(t);
+}
+
+Test(chat_template, unknown_template)
+{
+    tram_chat_template *ct;
+    tram_error err = {{0}};
+    const char *odd = "{% for m in messages %}### {{ m['role'] }}: {{ m['content'] }}\n{% endfor %}";
+    cr_assert_eq(tram_chat_template_create(&ct, odd, "", "", 0, &err), -1);
+    cr_assert(strstr(err.msg, "not a family"), "%s", err.msg);
+    cr_assert_null(ct);
+    cr_assert_eq(tram_chat_template_create(&ct, NULL, "", "", 0, &err), -1);
+    cr_assert_eq(tram_chat_template_create(&ct, odd, "", "", 1, &err), 0);
+    cr_assert_eq(tram_chat_template_family(ct), TRAM_CHAT_CHATML);
+    cr_assert_not_null(tram_chat_template_warning(ct));
+    tram_chat_msg m[] = {{"user", "x"}, {NULL, "y"}};
+    char *out;
+    cr_assert_eq(tram_chat_template_render(ct, m, 2, 0, &out, &err), -1);
+    cr_assert_eq(tram_chat_template_render(ct, m, 1, 0, &out, &err), 0);
+    cr_assert_str_eq(out, "<|im_start|>user\nx<|im_end|>\n");
+    free(out);
+    tram_chat_template_free(ct);
+}

@@ -1,0 +1,363 @@
+/* Engine equivalences on the real default model: batched = alone, chunked =
+ * whole, prefix-cache hit = miss, preempted = never preempted; seeded sampling
+ * independent of the batch; n samples sharing prompt blocks; no leaked blocks
+ * after any of it.  Outputs are short (8-12 tokens) to keep the suite fast. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/cli.h"
+#include "engine/tram.h"
+#include "tokenizer/tokenizer.h"
+
+#define MAXOUT 32
+
+typedef struct {
+    int32_t toks[4][MAXOUT];
+    int n[4];
+    int finish[4];
+    char text[4][512];
+    int cached;
+} result;
+
+static tram_engine *make_engine(tram_engine_config *c)
+{
+    tram_error err = {{0}};
+    tram_engine *e = NULL;
+    c->num_threads = 1;
+    cr_assert_eq(tram_engine_create(&e, c, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
+    return e;
+}
+
+static tram_engine_config base_config(void)
+{
+    tram_engine_config c;
+    tram_engine_config_init(&c);
+    c.max_model_len = 512;
+    c.kv_cache_memory = (size_t)64 << 20;
+    c.max_num_seqs = 32;
+    return c;
+}
+
+static void collect(const tram_output *o, result *res)
+{
+    result *r = &res[o->request_id];
+    int s = o->sample_index;
+    for (int i = 0; i < o->num_tokens; i++) {
+        cr_assert_lt(r->n[s], MAXOUT);
+        r->toks[s][r->n[s]++] = o->token_ids[i];
+    }
+    cr_assert_lt(strlen(r->text[s]) + o->text_len, sizeof(r->text[s]));
+    strcat(r->text[s], o->text);
+    cr_assert_eq(o->completion_tokens, r->n[s]);
+    r->cached = o->cached_tokens;
+    if (o->finish_reason) {
+        cr_assert_eq(r->finish[s], 0, "a second final output");
+        r->finish[s] = o->finish_reason;
+    }
+}
+
+static void drain(tram_engine *e, result *res)
+{
+    tram_error err = {{0}};
+    while (tram_engine_has_unfinished(e)) {
+        const tram_output *outs;
+        int n;
+        cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
+        for (int i = 0; i < n; i++)
+            collect(&outs[i], res);
+    }
+}
+
+static void add(tram_engine *e, uint64_t id, const char *text, const tram_sampling_params *p)
+{
+    tram_error err = {{0}};
+    tram_prompt pr = {.text = text};
+    cr_assert_eq(tram_engine_add_request(e, id, &pr, p, 0, &err), 0, "%s", err.msg);
+}
+
+static void assert_no_leak(tram_engine *e)
+{
+    tram_engine_stats s;
+    tram_engine_stats_get(e, &s);
+    cr_assert_eq(s.num_blocks_free, s.num_blocks_total, "%d of %d blocks leaked",
+                 s.num_blocks_total - s.num_blocks_free, s.num_blocks_total);
+    cr_assert_eq(s.num_running + s.num_waiting, 0);
+}
+
+static tram_sampling_params greedy(int max_tokens)
+{
+    tram_sampling_params p;
+    tram_sampling_params_init(&p);
+    p.temperature = 0;
+    p.max_tokens = max_tokens;
+    p.ignore_eos = 1;
+    return p;
+}
+
+static void prompt_text(int i, char *buf, size_t n)
+{
+    static const char *const subjects[] = {"The cat", "My teacher", "A robot", "The old king",
+                                           "Every river", "This recipe", "The ocean", "Paris"};
+    static const char *const verbs[] = {"is known for", "always says", "will never", "loves"};
+    snprintf(buf, n, "%s %s %d", subjects[i % 8], verbs[(i / 8) % 4], i);
+}
+
+static void assert_same(const result *a, const result *b, int n, int samples)
+{
+    for (int i = 0; i < n; i++)
+        for (int s = 0; s < samples; s++) {
+            cr_assert_eq(a[i].n[s], b[i].n[s], "request %d sample %d: %d vs %d tokens", i, s,
+                         a[i].n[s], b[i].n[s]);
+            cr_assert_arr_eq(a[i].toks[s], b[i].toks[s], a[i].n[s] * sizeof(int32_t),
+                             "request %d sample %d differs", i, s);
+            cr_assert_str_eq(a[i].text[s], b[i].text[s]);
+        }
+}
+
+Test(engine, batch_invariance_32_prompts, .timeout = 300)
+{
+    tram_engine_config c = base_config();
+    c.enable_prefix_caching = 0;
+    tram_engine *e = make_engine(&c);
+    tram_sampling_params p = greedy(8);
+    static result together[32], alone[32];
+    char buf[128];
+    for (int i = 0; i < 32; i++) {
+        prompt_text(i, buf, sizeof(buf));
+        add(e, (uint64_t)i, buf, &p);
+    }
+    drain(e, together);
+    assert_no_leak(e);
+    for (int i = 0; i < 32; i++) {
+        prompt_text(i, buf, sizeof(buf));
+        add(e, (uint64_t)i, buf, &p);
+        drain(e, alone);
+    }
+    assert_same(together, alone, 32, 1);
+    for (int i = 0; i < 32; i++)
+        cr_assert_eq(together[i].finish[0], TRAM_FINISH_LENGTH);
+    assert_no_leak(e);
+    tram_engine_destroy(e);
+}
+
+static const char *long_prompt =
+    "You are a helpful assistant who answers questions about geography, history and science "
+    "with short, precise sentences. Always mention one surprising fact, and never use lists. "
+    "Keep every answer under fifty words, and end with a question for the reader.";
+
+Test(engine, chunked_prefill_equals_whole, .timeout = 300)
+{
+    static result whole[3], chunked[3];
+    tram_sampling_params p = greedy(8);
+    char buf[3][512];
+    for (int i = 0; i < 3; i++)
+        snprintf(buf[i], sizeof(buf[i]), "%s Question %d: where is the Nile?", long_prompt, i);
+    for (int run = 0; run < 2; run++) {
+        tram_engine_config c = base_config();
+        c.enable_prefix_caching = 0;
+        c.max_num_batched_tokens = run ? 13 : 2048; /* 13: chunks end mid-block */
+        c.max_num_seqs = run ? 4 : 32;
+        tram_engine *e = make_engine(&c);
+        for (int i = 0; i < 3; i++)
+            add(e, (uint64_t)i, buf[i], &p);
+        drain(e, run ? chunked : whole);
+        assert_no_leak(e);
+        tram_engine_destroy(e);
+    }
+    assert_same(whole, chunked, 3, 1);
+}
+
+static int common_prefix_tokens(const tram_tokenizer *t, const char *a, const char *b)
+{
+    int32_t *x, *y;
+    int nx, ny, i = 0;
+    tram_error err;
+    cr_assert_eq(tram_tokenizer_encode(t, a, strlen(a), 1, 1, &x, &nx, &err), 0);
+    cr_assert_eq(tram_tokenizer_encode(t, b, strlen(b), 1, 1, &y, &ny, &err), 0);
+    while (i < nx && i < ny && x[i] == y[i])
+        i++;
+    free(x);
+    free(y);
+    return i;
+}
+
+Test(engine, prefix_caching_same_outputs_fewer_tokens, .timeout = 300)
+{
+    enum { N = 4 };
+    static result res[2][N];
+    uint64_t computed[2], hits[2];
+    char buf[N][512];
+    for (int i = 0; i < N; i++)
+        snprintf(buf[i], sizeof(buf[i]), "%s Now tell me about planet number %d.", long_prompt, i);
+    tram_sampling_params p = greedy(8);
+    int shared = 0, bs = 16;
+    for (int on = 0; on < 2; on++) {
+        tram_engine_config c = base_config();
+        c.enable_prefix_caching = on;
+        tram_engine *e = make_engine(&c);
+        shared = common_prefix_tokens(tram_engine_tokenizer(e), buf[0], buf[1]);
+        add(e, 0, buf[0], &p); /* first alone, so that the others can hit its blocks */
+        drain(e, res[on]);
+        for (int i = 1; i < N; i++)
+            add(e, (uint64_t)i, buf[i], &p);
+        drain(e, res[on]);
+        assert_no_leak(e);
+        tram_engine_stats s;
+        tram_engine_stats_get(e, &s);
+        computed[on] = s.computed_prefill_tokens;
+        hits[on] = s.prefix_cache_hits;
+        for (int i = 1; i < N; i++)
+            cr_assert_eq(res[on][i].cached, on ? shared / bs * bs : 0);
+        tram_engine_destroy(e);
+    }
+    assert_same(res[0], res[1], N, 1);
+    cr_assert_gt(shared, 32, "the shared prefix should span several blocks");
+    uint64_t saved = (uint64_t)(N - 1) * (shared / bs * bs);
+    cr_assert_eq(hits[0], 0);
+    cr_assert_eq(hits[1], saved);
+    cr_assert_eq(computed[0] - computed[1], saved, "computed %llu vs %llu, expected %llu fewer",
+                 (unsigned long long)computed[0], (unsigned long long)computed[1],
+                 (unsigned long long)saved);
+}
+
+Test(engine, preemption_keeps_outputs, .timeout = 300)
+{
+    enum { N = 8 };
+    static result res[2][N];
+    tram_sampling_params p = greedy(12);
+    char buf[N][128];
+    for (int i = 0; i < N; i++)
+        prompt_text(i * 3 + 1, buf[i], sizeof(buf[i]));
+    uint64_t preemptions = 0;
+    for (int tiny = 0; tiny < 2; tiny++) {
+        tram_engine_config c = base_config();
+        c.enable_prefix_caching = 0;
+        c.max_model_len = 64;
+        c.block_size = 4;
+        c.num_kv_blocks = tiny ? 16 : 0; /* 8 requests of ~20 tokens need ~40 */
+        tram_engine *e = make_engine(&c);
+        for (int i = 0; i < N; i++)
+            add(e, (uint64_t)i, buf[i], &p);
+        drain(e, res[tiny]);
+        assert_no_leak(e);
+        tram_engine_stats s;
+        tram_engine_stats_get(e, &s);
+        preemptions = s.num_preemptions;
+        tram_engine_destroy(e);
+    }
+    cr_assert_gt(preemptions, 0, "the tiny pool must force preemptions");
+    assert_same(res[0], res[1], N, 1);
+}
+
+Test(engine, seeded_sampling_ignores_batch_and_n_shares_blocks, .timeout = 300)
+{
+    static result alone[8], crowd[8];
+    tram_engine_config c = base_config();
+    c.enable_prefix_caching = 0;
+    tram_engine *e = make_engine(&c);
+    tram_sampling_params p;
+    tram_sampling_params_init(&p);
+    p.temperature = 0.9f;
+    p.top_p = 0.95f;
+    p.top_k = 40;
+    p.has_seed = 1;
+    p.seed = 77;
+    p.max_tokens = 10;
+    p.ignore_eos = 1;
+    p.n = 4;
+    add(e, 0, long_prompt, &p);
+    /* after the first step the 4 samples exist and share the full prompt blocks */
+    const tram_output *outs;
+    int n;
+    tram_error err;
+    cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 4);
+    for (int i = 0; i < n; i++)
+        collect(&outs[i], alone);
+    tram_engine_stats s;
+    tram_engine_stats_get(e, &s);
+    int prompt_len = outs[0].prompt_tokens, full = prompt_len / 16;
+    cr_assert_eq(s.num_blocks_total - s.num_blocks_free, full + (prompt_len % 16 ? 1 : 0),
+                 "before the samples diverge only the parent holds blocks");
+    drain(e, alone);
+    cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0); /* frees the finished request */
+    assert_no_leak(e);
+    /* the same seeded request amid others, unseeded and seeded differently */
+    tram_sampling_params other = p;
+    other.seed = 5;
+    other.n = 1;
+    add(e, 1, "Once upon a time", &other);
+    other.has_seed = 0;
+    add(e, 2, "The weather today", &other);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0);
+        for (int k = 0; k < n; k++)
+            collect(&outs[k], crowd);
+    }
+    add(e, 0, long_prompt, &p);
+    add(e, 3, "Another story begins", &other);
+    drain(e, crowd);
+    assert_same(alone, crowd, 1, 4);
+    int differ = 0;
+    for (int j = 1; j < 4; j++)
+        differ += memcmp(alone[0].toks[0], alone[0].toks[j], sizeof(alone[0].toks[0])) != 0;
+    cr_assert_gt(differ, 0, "4 samples at temperature 0.9 should not all agree");
+    assert_no_leak(e);
+    tram_engine_destroy(e);
+}
+
+Test(engine, abort_frees_and_reports_once, .timeout = 120)
+{
+    static result res[3];
+    tram_engine_config c = base_config();
+    tram_engine *e = make_engine(&c);
+    tram_sampling_params p = greedy(12);
+    add(e, 0, "Hello there", &p);
+    add(e, 1, "General Kenobi", &p);
+    const tram_output *outs;
+    int n;
+    tram_error err;
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0);
+        for (int k = 0; k < n; k++)
+            collect(&outs[k], res);
+    }
+    cr_assert_eq(tram_engine_abort(e, 1), 0);
+    cr_assert_eq(tram_engine_abort(e, 1), -1, "aborting twice must fail");
+    cr_assert_eq(tram_engine_abort(e, 42), -1);
+    drain(e, res);
+    cr_assert_eq(res[1].finish[0], TRAM_FINISH_ABORT);
+    cr_assert_eq(res[1].n[0], 2);
+    cr_assert_eq(res[0].finish[0], TRAM_FINISH_LENGTH);
+    cr_assert_eq(res[0].n[0], 12);
+    assert_no_leak(e);
+    tram_engine_destroy(e);
+}
+
+Test(engine, rejects_bad_requests, .timeout = 120)
+{
+    tram_engine_config c = base_config();
+    c.max_model_len = 32;
+    tram_engine *e = make_engine(&c);
+    tram_sampling_params p = greedy(4);
+    tram_error err = {{0}};
+    const char *param = NULL;
+    p.temperature = -1;
+    cr_assert_eq(tram_engine_validate_params(e, &p, &param, &err), -1);
+    cr_assert_str_eq(param, "temperature");
+    p = greedy(4);
+    p.top_p = 0;
+    cr_assert_eq(tram_engine_validate_params(e, &p, &param, &err), -1);
+    cr_assert_str_eq(param, "top_p");
+    p = greedy(4);
+    int32_t big[40] = {0};
+    tram_prompt pr = {.token_ids = big, .num_tokens = 40};
+    cr_assert_eq(tram_engine_add_request(e, 1, &pr, &p, 0, &err), -1);
+    cr_assert(strstr(err.msg, "40") && strstr(err.msg, "32"), "%s", err.msg);
+    big[3] = 1 << 20;
+    pr.num_tokens = 8;
+    cr_assert_eq(tram_engine_add_request(e, 1, &pr, &p, 0, &err), -1);
+    cr_assert_eq(tram_engine_has_unfinished(e), 0);
+    tram_engine_destroy(e);
+}

@@ -1,0 +1,166 @@
+/* Sampler against references computed here in double precision: greedy is the
+ * argmax, draws follow softmax(logits / T) restricted by top_k / top_p /
+ * min_p, penalties and bias move the right logits, logprobs are a log-softmax. */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "engine/sampler.h"
+
+enum { V = 8, DRAWS = 20000 };
+static const float logits[V] = {1.0f, 2.5f, 0.3f, 2.0f, -1.0f, 1.7f, 0.0f, 2.4f};
+
+static tram_sampler *sampler(void)
+{
+    tram_sampler *s;
+    tram_error err;
+    cr_assert_eq(tram_sampler_create(&s, V, &err), 0);
+    return s;
+}
+
+/* Empirical frequencies over DRAWS positions of one seeded stream. */
+static void histogram(tram_sampler *s, const tram_sampling_params *p, double *freq)
+{
+    for (int i = 0; i < V; i++)
+        freq[i] = 0;
+    /* output_len is the draw's position; no penalties read the (absent) tokens */
+    for (int pos = 0; pos < DRAWS; pos++) {
+        tram_sample_input in = {p, 99, 0, NULL, 0, NULL, pos, NULL, 0};
+        freq[tram_sample(s, logits, &in)] += 1.0 / DRAWS;
+    }
+}
+
+static void softmax_ref(const int *keep, float t, double *p)
+{
+    double z = 0;
+    for (int i = 0; i < V; i++)
+        z += keep[i] ? exp(logits[i] / t) : 0;
+    for (int i = 0; i < V; i++)
+        p[i] = keep[i] ? exp(logits[i] / t) / z : 0;
+}
+
+static void assert_close(const double *f, const double *p)
+{
+    for (int i = 0; i < V; i++)
+        cr_assert(fabs(f[i] - p[i]) < 0.015 + 0.05 * p[i], "token %d: drawn %.4f, expected %.4f", i,
+                  f[i], p[i]);
+}
+
+Test(sampler, greedy_is_argmax_and_bias_moves_it)
+{
+    tram_sampler *s = sampler();
+    tram_sampling_params p;
+    tram_sampling_params_init(&p);
+    p.temperature = 0;
+    tram_sample_input in = {&p, 1, 0, NULL, 0, NULL, 0, NULL, 0};
+    cr_assert_eq(tram_sample(s, logits, &in), 1);
+    tram_logit_bias b = {6, 3.0f};
+    p.logit_bias = &b;
+    p.num_logit_bias = 1;
+    cr_assert_eq(tram_sample(s, logits, &in), 6);
+    int32_t banned = 6;
+    in.banned = &banned;
+    in.num_banned = 1;
+    cr_assert_eq(tram_sample(s, logits, &in), 1);
+    tram_sampler_destroy(s);
+}
+
+Test(sampler, penalties)
+{
+    tram_sampler *s = sampler();
+    tram_sampling_params p;
+    tram_sampling_params_init(&p);
+    p.temperature = 0;
+    int32_t prompt[] = {1}, out[] = {7, 7};
+    p.repetition_penalty = 1.3f; /* 2.5/1.3 = 1.92 < 2.0 (token 3); 7 is penalized too */
+    tram_sample_input in = {&p, 1, 0, prompt, 1, out, 2, NULL, 0};
+    cr_assert_eq(tram_sample(s, logits, &in), 3);
+    p.repetition_penalty = 1.0f;
+    p.frequency_penalty = 0.3f; /* only token 7 (output): 2.4 - 0.6; token 1 stays best */
+    cr_assert_eq(tram_sample(s, logits, &in), 1);
+    int32_t out1[] = {1};
+    in.output = out1;
+    in.output_len = 1;
+    p.frequency_penalty = 0;
+    p.presence_penalty = 0.2f; /* 2.5 - 0.2 = 2.3 < 2.4 */
+    cr_assert_eq(tram_sample(s, logits, &in), 7);
+    tram_sampler_destroy(s);
+}
+
+Test(sampler, temperature_distribution)
+{
+    tram_sampler *s = sampler();
+    tram_sampling_params p;
+    tram_sampling_params_init(&p);
+    p.temperature = 0.7f;
+    double f[V], ref[V];
+    int all[V] = {1, 1, 1, 1, 1, 1, 1, 1};
+    histogram(s, &p, f);
+    softmax_ref(all, 0.7f, ref);
+    assert_close(f, ref);
+    tram_sampler_destroy(s);
+}
+
+Test(sampler, top_k_top_p_min_p)
+{
+    tram_sampler *s = sampler();
+    tram_sampling_params p;
+    tram_sampling_params_init(&p);
+    double f[V], ref[V];
+    /* top_k = 3: tokens 1, 7, 3 */
+    p.top_k = 3;
+    int k3[V] = {0, 1, 0, 1, 0, 0, 0, 1};
+    histogram(s, &p, f);
+    softmax_ref(k3, 1.0f, ref);
+    assert_close(f, ref);
+    /* top_p = 0.5: sorted probs are .257 (1), .233 (7), .156 (3), ... → {1, 7} reach 0.5 */
+    p.top_k = 0;
+    p.top_p = 0.5f;
+    int p5[V] = {0, 1, 0, 0, 0, 0, 0, 1};
+    int all[V] = {1, 1, 1, 1, 1, 1, 1, 1};
+    softmax_ref(all, 1.0f, ref);
+    cr_assert(ref[1] + ref[7] >= 0.5 && ref[1] < 0.5);
+    histogram(s, &p, f);
+    softmax_ref(p5, 1.0f, ref);
+    assert_close(f, ref);
+    /* min_p = 0.5: keep p >= 0.5 * p_max, i.e. logit >= 2.5 - ln 2 = 1.807 */
+    p.top_p = 1.0f;
+    p.min_p = 0.5f;
+    int m5[V] = {0, 1, 0, 1, 0, 0, 0, 1};
+    histogram(s, &p, f);
+    softmax_ref(m5, 1.0f, ref);
+    assert_close(f, ref);
+    tram_sampler_destroy(s);
+}
+
+Test(sampler, seeded_streams)
+{
+    cr_assert_eq(tram_sample_uniform(5, 0, 3), tram_sample_uniform(5, 0, 3));
+    cr_assert_neq(tram_sample_uniform(5, 0, 3), tram_sample_uniform(5, 1, 3));
+    cr_assert_neq(tram_sample_uniform(5, 0, 3), tram_sample_uniform(6, 0, 3));
+    cr_assert_neq(tram_sample_uniform(5, 0, 3), tram_sample_uniform(5, 0, 4));
+}
+
+Test(sampler, logprobs_are_log_softmax)
+{
+    tram_sampler *s = sampler();
+    double z = 0;
+    for (int i = 0; i < V; i++)
+        z += exp(logits[i]);
+    tram_logprob_entry e;
+    tram_token_logprob top[V];
+    tram_logprobs(s, logits, 3, V, &e, top);
+    cr_assert_float_eq(e.logprob, logits[3] - log(z), 1e-5);
+    cr_assert_eq(e.rank, 3);
+    cr_assert_eq(e.num_top, V);
+    double sum = 0;
+    for (int i = 0; i < V; i++) {
+        sum += exp(top[i].logprob);
+        cr_assert_float_eq(top[i].logprob, logits[top[i].token] - log(z), 1e-5);
+        if (i)
+            cr_assert_geq(top[i - 1].logprob, top[i].logprob);
+    }
+    cr_assert_float_eq(sum, 1.0, 1e-5);
+    cr_assert_eq(top[0].token, 1);
+    cr_assert_eq(top[1].token, 7);
+    tram_sampler_destroy(s);
+}

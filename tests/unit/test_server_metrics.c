@@ -1,0 +1,88 @@
+/* The Prometheus registry (server/metrics.c), checked by parsing its text. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/metrics.h"
+
+/* The value of the sample whose line starts with `series ` (exact match). */
+static double sample(const char *text, const char *series)
+{
+    size_t n = strlen(series);
+    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (!strncmp(line, series, n) && line[n] == ' ')
+            return strtod(line + n + 1, NULL);
+    }
+    cr_assert_fail("no sample %s", series);
+    return 0;
+}
+
+Test(server_metrics, histogram_buckets_are_cumulative)
+{
+    tram_metrics m;
+    tram_metrics_init(&m);
+    const double values[] = {0.0005, 0.003, 0.003, 0.07, 1.0, 3000.0};
+    double sum = 0;
+    for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+        tram_histogram_observe(&m.ttft, values[i]);
+        sum += values[i];
+    }
+    tram_metrics_info info = {"tram", "smol", "1.2", "cpu", 1700000000.0};
+    char *text = tram_metrics_render(&m, &info);
+    const double bounds[] = {0.001, 0.005, 0.1, 1.0, 2560.0};
+    const char *les[] = {"0.001", "0.005", "0.1", "1", "2560"};
+    for (size_t b = 0; b < sizeof(bounds) / sizeof(bounds[0]); b++) {
+        double expect = 0;
+        for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++)
+            expect += values[i] <= bounds[b];
+        char series[160];
+        snprintf(series, sizeof(series),
+                 "tram:time_to_first_token_seconds_bucket{model_name=\"smol\",le=\"%s\"}", les[b]);
+        cr_assert_eq(sample(text, series), expect, "%s", series);
+    }
+    cr_assert_eq(sample(text, "tram:time_to_first_token_seconds_bucket{model_name=\"smol\",le=\"+Inf\"}"), 6);
+    cr_assert_eq(sample(text, "tram:time_to_first_token_seconds_count{model_name=\"smol\"}"), 6);
+    cr_assert_float_eq(sample(text, "tram:time_to_first_token_seconds_sum{model_name=\"smol\"}"), sum, 1e-9);
+    cr_assert(strstr(text, "# TYPE tram:time_to_first_token_seconds histogram\n"));
+    free(text);
+}
+
+Test(server_metrics, vllm_names_and_prefix)
+{
+    tram_metrics m;
+    tram_metrics_init(&m);
+    m.running = 3;
+    m.waiting = 2;
+    m.kv_usage = 0.25;
+    m.prefix_queries = 100;
+    m.prefix_hits = 40;
+    m.generation_tokens = 77;
+    cr_assert_eq(tram_metrics_count_finish(&m, "stop"), 0);
+    cr_assert_eq(tram_metrics_count_finish(&m, "stop"), 0);
+    cr_assert_eq(tram_metrics_count_finish(&m, "abort"), 0);
+    cr_assert_eq(tram_metrics_count_finish(&m, "weird"), -1);
+    tram_metrics_info info = {"vllm", "a\"b\\c\nd", "1.2", "cpu", 1700000000.5};
+    char *text = tram_metrics_render(&m, &info);
+    const char *label = "{model_name=\"a\\\"b\\\\c\\nd\"}";
+    char series[200];
+    const struct { const char *name; double value; } want[] = {
+        {"num_requests_running", 3}, {"num_requests_waiting", 2}, {"kv_cache_usage_perc", 0.25},
+        {"prefix_cache_queries_total", 100}, {"prefix_cache_hits_total", 40},
+        {"generation_tokens_total", 77}, {"num_preemptions_total", 0}, {"prompt_tokens_total", 0},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        snprintf(series, sizeof(series), "vllm:%s%s", want[i].name, label);
+        cr_assert_eq(sample(text, series), want[i].value, "%s", series);
+    }
+    cr_assert_eq(sample(text, "vllm:request_success_total{model_name=\"a\\\"b\\\\c\\nd\",finished_reason=\"stop\"}"), 2);
+    cr_assert_eq(sample(text, "vllm:request_success_total{model_name=\"a\\\"b\\\\c\\nd\",finished_reason=\"abort\"}"), 1);
+    cr_assert_eq(sample(text, "vllm:request_success_total{model_name=\"a\\\"b\\\\c\\nd\",finished_reason=\"length\"}"), 0);
+    cr_assert_float_eq(sample(text, "process_start_time_seconds"), 1700000000.5, 1e-3);
+    cr_assert(strstr(text, "vllm:build_info{"));
+    cr_assert(strstr(text, "vllm:e2e_request_latency_seconds_bucket"));
+    cr_assert(strstr(text, "vllm:request_queue_time_seconds_count"));
+    cr_assert(strstr(text, "vllm:inter_token_latency_seconds_sum"));
+    cr_assert_null(strstr(text, "tram:"), "the prefix applies to every name");
+    free(text);
+}

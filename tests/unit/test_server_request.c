@@ -1,0 +1,230 @@
+/* Parsing and validating OpenAI request bodies (server/api_request.c). */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "server/api_request.h"
+
+static tram_api_request req;
+static tram_api_error err;
+
+static int parse(tram_api_kind kind, const char *body)
+{
+    memset(&err, 0, sizeof(err));
+    return tram_api_request_parse(&req, kind, body, strlen(body), &err);
+}
+
+Test(server_request, chat_fields_reach_the_params)
+{
+    const char *body =
+        "{\"model\": \"m\", \"messages\": [{\"role\": \"system\", \"content\": \"be brief\"},"
+        " {\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"},"
+        " {\"type\": \"text\", \"text\": \"b\"}]}, {\"role\": \"assistant\", \"content\": null}],"
+        " \"max_completion_tokens\": 7, \"max_tokens\": 99, \"temperature\": 0.5, \"top_p\": 0.9,"
+        " \"top_k\": 40, \"min_p\": 0.05, \"n\": 3, \"stop\": \"END\", \"stop_token_ids\": [2, 5],"
+        " \"presence_penalty\": 0.25, \"frequency_penalty\": -0.5, \"repetition_penalty\": 1.1,"
+        " \"logit_bias\": {\"17\": -100, \"42\": 3.5}, \"seed\": 1234, \"logprobs\": true,"
+        " \"top_logprobs\": 4, \"ignore_eos\": true, \"min_tokens\": 2, \"user\": \"u1\","
+        " \"stream\": true, \"stream_options\": {\"include_usage\": true}, \"priority\": -3}";
+    cr_assert_eq(parse(TRAM_API_CHAT, body), 0, "%s", err.message);
+    cr_assert_str_eq(req.model, "m");
+    cr_assert_eq(req.num_messages, 3);
+    cr_assert_str_eq(req.messages[0].role, "system");
+    cr_assert_str_eq(req.messages[1].content, "a\nb");
+    cr_assert_str_eq(req.messages[2].content, "");
+    const tram_sampling_params *p = &req.params;
+    cr_assert_eq(p->max_tokens, 7, "max_completion_tokens wins over max_tokens");
+    cr_assert_float_eq(p->temperature, 0.5f, 1e-6);
+    cr_assert_float_eq(p->top_p, 0.9f, 1e-6);
+    cr_assert_eq(p->top_k, 40);
+    cr_assert_float_eq(p->min_p, 0.05f, 1e-6);
+    cr_assert_eq(p->n, 3);
+    cr_assert_eq(p->num_stop, 1);
+    cr_assert_str_eq(p->stop[0], "END");
+    cr_assert_eq(p->num_stop_token_ids, 2);
+    cr_assert_eq(p->stop_token_ids[1], 5);
+    cr_assert_float_eq(p->presence_penalty, 0.25f, 1e-6);
+    cr_assert_float_eq(p->frequency_penalty, -0.5f, 1e-6);
+    cr_assert_float_eq(p->repetition_penalty, 1.1f, 1e-6);
+    cr_assert_eq(p->num_logit_bias, 2);
+    int seen = 0;
+    for (int i = 0; i < 2; i++) {
+        if (p->logit_bias[i].token == 17)
+            seen += p->logit_bias[i].bias == -100.0f;
+        if (p->logit_bias[i].token == 42)
+            seen += p->logit_bias[i].bias == 3.5f;
+    }
+    cr_assert_eq(seen, 2);
+    cr_assert(p->has_seed);
+    cr_assert_eq(p->seed, 1234u);
+    cr_assert_eq(p->logprobs, 4);
+    cr_assert_eq(p->prompt_logprobs, -1);
+    cr_assert(p->ignore_eos);
+    cr_assert_eq(p->min_tokens, 2);
+    cr_assert_str_eq(req.user, "u1");
+    cr_assert(req.stream && req.include_usage);
+    cr_assert_eq(req.priority, -3);
+    tram_api_request_free(&req);
+}
+
+Test(server_request, defaults_follow_openai)
+{
+    cr_assert_eq(parse(TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}"), 0);
+    cr_assert_eq(req.params.max_tokens, 0, "chat runs to the context limit by default");
+    cr_assert_eq(req.params.logprobs, -1);
+    cr_assert_null(req.model);
+    cr_assert(!req.stream);
+    tram_api_request_free(&req);
+    cr_assert_eq(parse(TRAM_API_COMPLETION, "{\"prompt\": \"x\", \"top_k\": -1}"), 0);
+    cr_assert_eq(req.params.max_tokens, 16, "completions default to 16 tokens");
+    cr_assert_eq(req.params.top_k, 0, "vLLM's top_k -1 means off");
+    tram_api_request_free(&req);
+}
+
+Test(server_request, completion_prompt_forms)
+{
+    cr_assert_eq(parse(TRAM_API_COMPLETION, "{\"prompt\": \"hello\"}"), 0);
+    cr_assert_eq(req.num_prompts, 1);
+    cr_assert_str_eq(req.prompts[0].text, "hello");
+    tram_api_request_free(&req);
+
+    cr_assert_eq(parse(TRAM_API_COMPLETION, "{\"prompt\": [\"a\", \"b\", \"c\"]}"), 0);
+    cr_assert_eq(req.num_prompts, 3);
+    cr_assert_str_eq(req.prompts[2].text, "c");
+    tram_api_request_free(&req);
+
+    cr_assert_eq(parse(TRAM_API_COMPLETION, "{\"prompt\": [1, 2, 3]}"), 0);
+    cr_assert_eq(req.num_prompts, 1);
+    cr_assert_null(req.prompts[0].text);
+    cr_assert_eq(req.prompts[0].num_tokens, 3);
+    cr_assert_eq(req.prompts[0].token_ids[2], 3);
+    tram_api_request_free(&req);
+
+    cr_assert_eq(parse(TRAM_API_COMPLETION,
+                       "{\"prompt\": [[4, 5], [6]], \"echo\": true, \"logprobs\": 2}"), 0);
+    cr_assert_eq(req.num_prompts, 2);
+    cr_assert_eq(req.prompts[1].num_tokens, 1);
+    cr_assert_eq(req.prompts[1].token_ids[0], 6);
+    cr_assert(req.echo);
+    cr_assert_eq(req.params.logprobs, 2);
+    cr_assert_eq(req.params.prompt_logprobs, 2, "echo asks for the prompt's logprobs too");
+    tram_api_request_free(&req);
+}
+
+typedef struct {
+    tram_api_kind kind;
+    const char *body;
+    const char *param;   /* expected "param", NULL for JSON null */
+} bad_case;
+
+static const bad_case bad[] = {
+    {TRAM_API_CHAT, "{\"messages\": [", NULL},
+    {TRAM_API_CHAT, "[1, 2]", NULL},
+    {TRAM_API_CHAT, "", NULL},
+    {TRAM_API_CHAT, "{\"messages\": []}", "messages"},
+    {TRAM_API_CHAT, "{}", "messages"},
+    {TRAM_API_CHAT, "{\"messages\": \"hi\"}", "messages"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"wizard\", \"content\": \"x\"}]}", "messages[0].role"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"content\": \"x\"}]}", "messages[0].role"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\"}]}", "messages[0].content"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", "messages[0].content"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}",
+     "messages[0].content"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"temperature\": \"hot\"}",
+     "temperature"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"n\": 1.5}", "n"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": 0}",
+     "max_tokens"},
+    {TRAM_API_CHAT,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": -4}",
+     "max_completion_tokens"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"n\": 99999999999}", "n"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream\": 1}", "stream"},
+    {TRAM_API_CHAT,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream_options\": {\"include_usage\": true}}",
+     "stream_options"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 2}",
+     "top_logprobs"},
+    {TRAM_API_CHAT,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": true, \"top_logprobs\": 21}",
+     "top_logprobs"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stop\": [\"a\", 3]}", "stop"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stop\": {}}", "stop"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stop_token_ids\": [-1]}",
+     "stop_token_ids"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logit_bias\": {\"x\": 1}}",
+     "logit_bias"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logit_bias\": {\"3\": 101}}",
+     "logit_bias"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"seed\": \"7\"}", "seed"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"model\": 3}", "model"},
+    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"temperature\": 1e400}", NULL},
+    {TRAM_API_COMPLETION, "{}", "prompt"},
+    {TRAM_API_COMPLETION, "{\"prompt\": []}", "prompt"},
+    {TRAM_API_COMPLETION, "{\"prompt\": 12}", "prompt"},
+    {TRAM_API_COMPLETION, "{\"prompt\": [1, \"a\"]}", "prompt[0]"},
+    {TRAM_API_COMPLETION, "{\"prompt\": [\"a\", 1]}", "prompt"},
+    {TRAM_API_COMPLETION, "{\"prompt\": [[1], [\"a\"]]}", "prompt[1]"},
+    {TRAM_API_COMPLETION, "{\"prompt\": \"a\", \"logprobs\": true}", "logprobs"},
+    {TRAM_API_COMPLETION, "{\"prompt\": \"a\", \"echo\": \"yes\"}", "echo"},
+};
+
+Test(server_request, bad_bodies_are_400_naming_the_field)
+{
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cr_assert_eq(parse(bad[i].kind, bad[i].body), -1, "accepted: %s", bad[i].body);
+        cr_assert_eq(err.status, 400, "%s -> %d", bad[i].body, err.status);
+        cr_assert_str_eq(err.param, bad[i].param ? bad[i].param : "", "%s: param '%s'", bad[i].body,
+                         err.param);
+        cr_assert_gt(strlen(err.message), 10);
+        cr_assert_null(req.root, "nothing is left to free after a failure");
+    }
+}
+
+Test(server_request, error_body_has_openai_shape)
+{
+    cr_assert_eq(parse(TRAM_API_CHAT, "{\"messages\": []}"), -1);
+    json_t *j = tram_api_error_json(&err);
+    json_t *e = json_object_get(j, "error");
+    cr_assert(json_is_object(e));
+    cr_assert_str_eq(json_string_value(json_object_get(e, "type")), "invalid_request_error");
+    cr_assert_str_eq(json_string_value(json_object_get(e, "param")), "messages");
+    cr_assert(json_is_string(json_object_get(e, "code")));
+    cr_assert(json_is_string(json_object_get(e, "message")));
+    json_decref(j);
+    tram_api_error e503 = {0};
+    tram_api_fail(&e503, 503, NULL, NULL, "busy");
+    j = tram_api_error_json(&e503);
+    e = json_object_get(j, "error");
+    cr_assert_str_eq(json_string_value(json_object_get(e, "type")), "server_error");
+    cr_assert(json_is_null(json_object_get(e, "param")));
+    cr_assert(json_is_null(json_object_get(e, "code")));
+    json_decref(j);
+}
+
+Test(server_request, invalid_utf8_and_nul_are_rejected)
+{
+    const char body[] = "{\"prompt\": \"a\xff\xfe\"}";
+    memset(&err, 0, sizeof(err));
+    cr_assert_eq(tram_api_request_parse(&req, TRAM_API_COMPLETION, body, sizeof(body) - 1, &err), -1);
+    cr_assert_eq(err.status, 400);
+    const char nul[] = "{\"prompt\": \"a\\u0000b\"}";
+    cr_assert_eq(tram_api_request_parse(&req, TRAM_API_COMPLETION, nul, sizeof(nul) - 1, &err), -1);
+    const char raw_nul[] = "{\"prompt\": \"a\0b\"}";
+    cr_assert_eq(tram_api_request_parse(&req, TRAM_API_COMPLETION, raw_nul, sizeof(raw_nul) - 1, &err), -1);
+}
+
+Test(server_request, deep_nesting_is_an_error_not_a_crash)
+{
+    enum { DEPTH = 100000 };
+    char *body = malloc(2 * DEPTH + 32);
+    size_t n = (size_t)sprintf(body, "{\"prompt\": ");
+    for (int i = 0; i < DEPTH; i++)
+        body[n++] = '[';
+    for (int i = 0; i < DEPTH; i++)
+        body[n++] = ']';
+    body[n++] = '}';
+    memset(&err, 0, sizeof(err));
+    cr_assert_eq(tram_api_request_parse(&req, TRAM_API_COMPLETION, body, n, &err), -1);
+    cr_assert_eq(err.status, 400);
+    free(body);
+}
