@@ -41,6 +41,7 @@ help:
 	@echo "make gpu-check  on a machine with an NVIDIA GPU: kernels vs CPU, end to end, benchmark"
 	@echo "make golden     regenerate golden fixtures with Hugging Face transformers (needs torch)"
 	@echo "make fuzz-gguf  libFuzzer on the GGUF reader (FUZZ_SECONDS=600)"
+	@echo "make fuzz-api   libFuzzer on the API request parser (FUZZ_SECONDS=600)"
 
 # ---------------------------------------------------------------- set-up
 # The stamp records that the Debian packages are present; deps.sh installs
@@ -86,11 +87,22 @@ test-unit: $(BUILD)/tests/unit/run model
 test-api: bin/tram model
 	@sh tests/api/run.sh
 
-test-asan:
-	$(MAKE) BUILD=build/asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
-	        CXXFLAGS="-O1 -g -fsanitize=address,undefined" LDFLAGS="-fsanitize=address,undefined" \
-	        build/asan/tests/unit/run
-	ASAN_OPTIONS=detect_leaks=1 build/asan/tests/unit/run -j1
+# The sanitizer flags travel in the environment, not on make's command line:
+# there they would replace CFLAGS whole, dropping the "+=" part (-std=c11, the
+# warnings, -fopenmp).  UB halts its test like an ASan error.  A leak found as
+# a test's process exits does not fail that test, so every sanitizer writes
+# its reports to files, and any report fails the target.
+SAN_FLAGS   := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer
+SAN_REPORTS := build/asan/reports
+SAN_ENV     := ASAN_OPTIONS=detect_leaks=1:log_path=$(CURDIR)/$(SAN_REPORTS)/asan \
+               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/$(SAN_REPORTS)/ubsan
+test-asan: model
+	CFLAGS="$(SAN_FLAGS)" CXXFLAGS="$(SAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" \
+	        $(MAKE) --no-print-directory BUILD=build/asan build/asan/tests/unit/run
+	@rm -rf $(SAN_REPORTS) && mkdir -p $(SAN_REPORTS)
+	$(SAN_ENV) build/asan/tests/unit/run -j2
+	@if [ -n "$$(ls $(SAN_REPORTS))" ]; then cat $(SAN_REPORTS)/*; \
+	    echo "test-asan: sanitizer reports above (in $(SAN_REPORTS))"; exit 1; fi
 
 golden:
 	@sh tests/fixtures/make_golden.sh
@@ -120,6 +132,7 @@ bin/tram-cuda: $(BUILD)/engine/main.o $(CUDA_OBJ) $(BUILD)/libtram.a
 	@mkdir -p bin
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS) $(CUDA_LIBS)
 
+.PRECIOUS: $(BUILD)/tests/gpu/%.o
 $(BUILD)/tests/gpu/%: $(BUILD)/tests/gpu/%.o $(CUDA_OBJ) $(BUILD)/libtram.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS) $(CUDA_LIBS)
 
@@ -142,6 +155,8 @@ FUZZ_SECONDS ?= 600
 # when there is no list.  UB aborts, so the fuzzer records it as a crash.
 # (A static pattern rule: make skips implicit-rule search for .PHONY targets.)
 FUZZ_SRC_gguf := models/gguf.c models/dequant.c engine/common.c
+# the parser links alone; jansson rides in the list since a list gets no pkg-config libs
+FUZZ_SRC_api  := server/api_request.c server/api_error.c -ljansson
 fuzz-gguf fuzz-api: fuzz-%: tests/fuzz/fuzz_%.c
 	@mkdir -p $(BUILD)/fuzz tests/fuzz/corpus-$*
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. -D_GNU_SOURCE \

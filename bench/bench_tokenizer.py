@@ -22,13 +22,13 @@ if mode == "make":
         s = "\n".join(doc)
         docs.append(s)
         size += len(s.encode()) + 1
-    with open(path, "w", encoding="utf-8") as f:
+    with open(path, "w", encoding="utf-8", newline="") as f:
         f.write("\f".join(docs))
 else:
     from make_tokenizer_fixtures import smollm_tokenizer
     tok = smollm_tokenizer()
     tok.encode_special_tokens = True   # as tram's parse_special = 0
-    data = open(path, encoding="utf-8").read()
+    data = open(path, encoding="utf-8", newline="").read()
     docs = data.split("\f")
     t0 = time.perf_counter()
     tokens = sum(len(tok.encode(d, add_special_tokens=False).ids) for d in docs)

@@ -14,6 +14,12 @@ int tram_cmd_tokenize(int argc, char **argv);
 int tram_cmd_chat_template(int argc, char **argv);
 int tram_cmd_convert(int argc, char **argv);
 int tram_cmd_serve(int argc, char **argv);
+int tram_cmd_perplexity(int argc, char **argv);
+int tram_cmd_quantize(int argc, char **argv);
+/* `tram bench throughput|serve ...` (engine/cmd_bench.c). */
+int tram_cmd_bench(int argc, char **argv);
+/* `tram bench serve`: argv[0] is "serve" (server/cmd_bench_serve.c). */
+int tram_cmd_bench_serve(int argc, char **argv);
 
 /* Parses a base-10 int / float flag value in [lo, hi]; on failure prints
  * "tram: invalid value for FLAG: ..." and returns -1. */

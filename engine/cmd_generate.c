@@ -124,7 +124,7 @@ static int run_single(tram_engine *e, gen_opts *o)
         fprintf(stderr, "tram: %s\n", err.msg);
         return 1;
     }
-    tram_prompt pr = {.text = text};
+    tram_prompt pr = {.text = text, .skip_bos = o->chat}; /* a template writes its own BOS */
     int rc = tram_engine_add_request(e, 0, &pr, &o->p, 0, &err);
     free(text);
     if (rc) {
@@ -165,7 +165,7 @@ typedef struct {
     json_t *ids;
     const char *finish;
     int prompt_tokens, completion_tokens, cached_tokens;
-    char error[256];
+    char error[sizeof(((tram_error *)0)->msg)];
 } gen_result;
 
 static int json_num(json_t *obj, const char *key, double *out)
@@ -220,7 +220,8 @@ static int line_params(json_t *obj, tram_sampling_params *p, const char **stops,
     return 0;
 }
 
-static char *line_prompt(tram_engine *e, json_t *obj, tram_error *err)
+/* The line's prompt text; *chat tells whether a chat template made it. */
+static char *line_prompt(tram_engine *e, json_t *obj, int *chat, tram_error *err)
 {
     json_t *prompt = json_object_get(obj, "prompt"), *msgs = json_object_get(obj, "messages");
     if (json_is_string(prompt))
@@ -240,6 +241,7 @@ static char *line_prompt(tram_engine *e, json_t *obj, tram_error *err)
             return NULL;
         }
     }
+    *chat = 1;
     char *text = m ? render_chat(e, m, (int)n, err) : NULL;
     free(m);
     return text;
@@ -253,10 +255,11 @@ static void add_line(tram_engine *e, const gen_opts *o, const char *line, int id
     tram_sampling_params p = o->p;
     const char *stops[16];
     char *text = NULL;
+    int chat = 0;
     if (!json_is_object(obj))
         tram_fail(&err, "line %d is not a JSON object", idx + 1);
-    else if (!line_params(obj, &p, stops, &err) && (text = line_prompt(e, obj, &err))) {
-        tram_prompt pr = {.text = text};
+    else if (!line_params(obj, &p, stops, &err) && (text = line_prompt(e, obj, &chat, &err))) {
+        tram_prompt pr = {.text = text, .skip_bos = chat};
         if (!tram_engine_add_request(e, (uint64_t)idx, &pr, &p, 0, &err))
             err.msg[0] = 0;
     }

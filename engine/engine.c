@@ -55,6 +55,7 @@ void tram_engine_config_init(tram_engine_config *c)
     c->enable_prefix_caching = 1;
     c->policy = TRAM_POLICY_FCFS;
     strcpy(c->device, "cpu");
+    strcpy(c->quantization, "none");
 }
 
 const char *tram_finish_reason_name(tram_finish_reason r)
@@ -178,7 +179,8 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
     int bs = e->cfg.block_size;
     tram_model_limits lim = {e->cfg.max_num_batched_tokens, e->cfg.max_num_seqs,
                              e->max_blocks_per_seq, e->cfg.num_kv_blocks, bs,
-                             strcmp(e->cfg.device, "cpu") ? TRAM_W_BF16 : TRAM_W_F32};
+                             strcmp(e->cfg.device, "cpu") ? TRAM_W_BF16 : TRAM_W_F32,
+                             !strcmp(e->cfg.quantization, "int8"), NULL};
     if (tram_model_create(&e->model, e->file, e->be, &lim, err) ||
         tram_bm_create(&e->bm, e->cfg.num_kv_blocks, bs, e->cfg.enable_prefix_caching,
                        name_salt(e->model_name), err) ||
@@ -304,7 +306,8 @@ static int tokenize_prompt(tram_engine *e, const tram_prompt *pr, int32_t **ids,
                            tram_error *err)
 {
     if (pr->text)
-        return tram_tokenizer_encode(e->tok, pr->text, strlen(pr->text), 1, 1, ids, n, err);
+        return tram_tokenizer_encode(e->tok, pr->text, strlen(pr->text), !pr->skip_bos, 1, ids, n,
+                                     err);
     if (!pr->token_ids || pr->num_tokens < 1)
         return tram_fail(err, "prompt: give text or at least one token id");
     for (int i = 0; i < pr->num_tokens; i++)
@@ -340,7 +343,8 @@ static int track_request(tram_engine *e, tram_request *r, tram_error *err)
         e->reqs = q;
         e->cap_reqs = cap;
     }
-    if (tram_scheduler_reserve(&e->sched, r->n, err))
+    if (tram_scheduler_check_fits(&e->sched, &r->seqs[0], err) ||
+        tram_scheduler_reserve(&e->sched, r->n, err))
         return -1;
     e->reqs[e->num_reqs++] = r;
     tram_scheduler_add_waiting(&e->sched, &r->seqs[0]);
@@ -365,8 +369,7 @@ int tram_engine_add_request(tram_engine *e, uint64_t request_id, const tram_prom
                             e->cfg.max_num_seqs, e->cfg.seed ^ (arrival * 0x9e3779b97f4a7c15ULL),
                             arrival};
     tram_request *r;
-    int rc = tram_request_create(&r, request_id, p, ids, n,
-                                 e->cfg.policy == TRAM_POLICY_PRIORITY ? priority : 0, &env, err);
+    int rc = tram_request_create(&r, request_id, p, ids, n, priority, &env, err);
     free(ids);
     if (rc)
         return -1;
@@ -519,6 +522,8 @@ static int sample_and_append(tram_engine *e, tram_seq *s, const float *row, tram
     emit(e, s);
     const char *text;
     size_t len;
+    /* vLLM's rule: stop strings, like EOS and stop tokens, only count after min_tokens */
+    tram_detok_check_stops(s->detok, !held);
     int stop = tram_detok_push(s->detok, tok, &text, &len, &s->stop_index, err);
     if (stop < 0 || emit_text(e, s, text, len))
         return -1;
@@ -690,6 +695,7 @@ int tram_engine_step(tram_engine *e, const tram_output **outs, int *num_outs, tr
         tram_batch b = build_batch(e);
         if (tram_model_forward(e->model, &b, e->logits, err))
             return -1;
+        e->stats.forward_tokens_total += (uint64_t)b.num_tokens;
         for (int i = 0; i < e->sched.num_items; i++)
             if (postprocess_item(e, i, err))
                 return -1;

@@ -20,7 +20,8 @@ void tram_engine_print_flags(FILE *out)
             "  --max-model-len N              prompt + completion limit (the model's)\n"
             "  --enable-prefix-caching / --no-enable-prefix-caching   (on)\n"
             "  --scheduling-policy fcfs|priority                      (fcfs)\n"
-            "  --seed N                       seed of requests without one (0)\n");
+            "  --seed N                       seed of requests without one (0)\n"
+            "  --quantization none|int8       int8: W8A8 weights quantized at load (none)\n");
 }
 
 static int int_flag(const char *flag, const char *v, long lo, long hi, int *out)
@@ -75,6 +76,14 @@ static int parse_value(tram_engine_config *c, const char *f, const char *v)
         c->policy = strcmp(v, "fcfs") ? TRAM_POLICY_PRIORITY : TRAM_POLICY_FCFS;
         return 0;
     }
+    if (!strcmp(f, "--quantization")) {
+        if (strcmp(v, "none") && strcmp(v, "int8")) {
+            fprintf(stderr, "tram: invalid value for %s: '%s' (expected none or int8)\n", f, v);
+            return -1;
+        }
+        snprintf(c->quantization, sizeof(c->quantization), "%s", v);
+        return 0;
+    }
     if (strcmp(v, "cpu") && strcmp(v, "cuda")) { /* --device */
         fprintf(stderr, "tram: invalid value for %s: '%s' (expected cpu or cuda)\n", f, v);
         return -1;
@@ -88,7 +97,7 @@ int tram_engine_parse_flag(tram_engine_config *c, int argc, char **argv, int *i)
     static const char *const valued[] = {
         "--block-size", "--num-kv-blocks", "--max-num-batched-tokens", "--max-num-seqs",
         "--max-model-len", "--threads", "-t", "--seed", "--gpu-memory-utilization",
-        "--kv-cache-memory", "--scheduling-policy", "--device",
+        "--kv-cache-memory", "--scheduling-policy", "--device", "--quantization",
     };
     const char *f = argv[*i];
     if (!strcmp(f, "--enable-prefix-caching") || !strcmp(f, "--no-enable-prefix-caching")) {

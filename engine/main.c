@@ -17,6 +17,9 @@ static const tram_command commands[] = {
     {"chat-template", tram_cmd_chat_template, "print the prompt a model's chat template makes of messages"},
     {"convert", tram_cmd_convert, "write a GGUF model as a Hugging Face directory (safetensors)"},
     {"serve", tram_cmd_serve, "serve the OpenAI-compatible HTTP API"},
+    {"bench", tram_cmd_bench, "benchmarks: offline throughput, or a server under load"},
+    {"perplexity", tram_cmd_perplexity, "perplexity over a text; KL and top-1 agreement with another model"},
+    {"quantize", tram_cmd_quantize, "write a W8A8 (int8) GGUF, with SmoothQuant calibrated on a text"},
 };
 
 static void usage(FILE *out)

@@ -95,21 +95,30 @@ int tram_params_check(const tram_sampling_params *p, int vocab, int max_num_seqs
 
 /* ---------------------------------------------------------------- lifetime */
 
+/* Copies n elements of src into dst (if dst is not NULL) and returns dst;
+ * src may be NULL when n is 0, which memcpy itself must never be handed. */
+static void *copy_array(void *dst, const void *src, int n, size_t size)
+{
+    if (dst && n > 0)
+        memcpy(dst, src, (size_t)n * size);
+    return dst;
+}
+
 static int copy_params(tram_request *r, const tram_sampling_params *p, tram_error *err)
 {
     r->p = *p;
     if (r->p.top_k < 0)
         r->p.top_k = 0;
     r->stop = tram_calloc((size_t)p->num_stop, sizeof(char *), err);
-    r->bias = tram_calloc((size_t)p->num_logit_bias, sizeof(*r->bias), err);
-    r->stop_ids = tram_calloc((size_t)p->num_stop_token_ids, sizeof(int32_t), err);
+    r->bias = copy_array(tram_calloc((size_t)p->num_logit_bias, sizeof(*r->bias), err),
+                         p->logit_bias, p->num_logit_bias, sizeof(*r->bias));
+    r->stop_ids = copy_array(tram_calloc((size_t)p->num_stop_token_ids, sizeof(int32_t), err),
+                             p->stop_token_ids, p->num_stop_token_ids, sizeof(int32_t));
     if (!r->stop || !r->bias || !r->stop_ids)
         return -1;
     for (int i = 0; i < p->num_stop; i++)
         if (!(r->stop[i] = strdup(p->stop[i])))
             return tram_fail(err, "out of memory copying stop strings");
-    memcpy(r->bias, p->logit_bias, (size_t)p->num_logit_bias * sizeof(*r->bias));
-    memcpy(r->stop_ids, p->stop_token_ids, (size_t)p->num_stop_token_ids * sizeof(int32_t));
     r->p.stop = (const char *const *)r->stop;
     r->p.logit_bias = r->bias;
     r->p.stop_token_ids = r->stop_ids;
@@ -127,8 +136,8 @@ static int make_banned(tram_request *r, const tram_tokenizer *tok, tram_error *e
     r->banned = tram_calloc((size_t)(n_eog + r->p.num_stop_token_ids), sizeof(int32_t), err);
     if (!r->banned)
         return -1;
-    memcpy(r->banned, eog, (size_t)n_eog * sizeof(int32_t));
-    memcpy(r->banned + n_eog, r->stop_ids, (size_t)r->p.num_stop_token_ids * sizeof(int32_t));
+    copy_array(r->banned, eog, n_eog, sizeof(int32_t));
+    copy_array(r->banned + n_eog, r->stop_ids, r->p.num_stop_token_ids, sizeof(int32_t));
     r->num_banned = n_eog + r->p.num_stop_token_ids;
     return 0;
 }

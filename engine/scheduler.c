@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-int tram_seq_before(const tram_seq *a, const tram_seq *b)
+int tram_seq_before(const tram_seq *a, const tram_seq *b, tram_sched_policy policy)
 {
-    if (a->priority != b->priority)
+    if (policy == TRAM_POLICY_PRIORITY && a->priority != b->priority)
         return a->priority < b->priority;
     if (a->arrival != b->arrival)
         return a->arrival < b->arrival;
@@ -45,6 +45,17 @@ void tram_scheduler_free(tram_scheduler *s)
     memset(s, 0, sizeof(*s));
 }
 
+int tram_scheduler_check_fits(const tram_scheduler *s, const tram_seq *seq, tram_error *err)
+{
+    int bs = tram_bm_block_size(s->bm), longest = seq->prompt_len + seq->req->max_tokens;
+    int need = (longest + bs - 1) / bs, have = TRAM_MIN(seq->table.cap, tram_bm_num_total(s->bm));
+    if (need > have)
+        return tram_fail(err, "prompt: %d tokens plus max_tokens %d need %d KV blocks of %d tokens, "
+                              "but a sequence can hold at most %d", seq->prompt_len,
+                         seq->req->max_tokens, need, bs, have);
+    return 0;
+}
+
 int tram_scheduler_reserve(tram_scheduler *s, int more, tram_error *err)
 {
     int need = s->num_waiting + s->num_running + more;
@@ -78,11 +89,10 @@ static void remove_from(tram_seq **q, int *n, tram_seq *seq)
         }
 }
 
-/* Under FCFS everyone has priority 0, so the key order is arrival order. */
-static int sorted_pos(tram_seq *const *q, int n, const tram_seq *seq)
+static int sorted_pos(const tram_scheduler *s, tram_seq *const *q, int n, const tram_seq *seq)
 {
     int i = n;
-    while (i > 0 && tram_seq_before(seq, q[i - 1]))
+    while (i > 0 && tram_seq_before(seq, q[i - 1], s->policy))
         i--;
     return i;
 }
@@ -90,13 +100,13 @@ static int sorted_pos(tram_seq *const *q, int n, const tram_seq *seq)
 void tram_scheduler_add_waiting(tram_scheduler *s, tram_seq *seq)
 {
     seq->status = TRAM_SEQ_WAITING;
-    insert_at(s->waiting, &s->num_waiting, sorted_pos(s->waiting, s->num_waiting, seq), seq);
+    insert_at(s->waiting, &s->num_waiting, sorted_pos(s, s->waiting, s->num_waiting, seq), seq);
 }
 
 static void add_running(tram_scheduler *s, tram_seq *seq)
 {
     seq->status = TRAM_SEQ_RUNNING;
-    insert_at(s->running, &s->num_running, sorted_pos(s->running, s->num_running, seq), seq);
+    insert_at(s->running, &s->num_running, sorted_pos(s, s->running, s->num_running, seq), seq);
     s->seats_running += seq->seats;
 }
 

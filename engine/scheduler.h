@@ -41,6 +41,11 @@ int tram_scheduler_init(tram_scheduler *s, tram_block_manager *bm, tram_sched_po
                         int max_tokens, int max_seqs, int prompt_rows, tram_error *err);
 void tram_scheduler_free(tram_scheduler *s);
 
+/* Fails, with the lengths and the pool size in the message, when the
+ * sequence could never be served: at its longest (prompt + max_tokens) it
+ * would need more blocks than its table or the whole pool holds. */
+int tram_scheduler_check_fits(const tram_scheduler *s, const tram_seq *seq, tram_error *err);
+
 /* Makes room so that `more` further sequences can wait without allocating
  * during a step (called when a request is added). */
 int tram_scheduler_reserve(tram_scheduler *s, int more, tram_error *err);

@@ -74,6 +74,7 @@ typedef struct {
     char device[16];              /* "cpu" or "cuda" ("cpu") */
     int num_threads;              /* CPU backend threads; 0 = all cores */
     uint64_t seed;                /* seeds requests that bring no seed of their own (0) */
+    char quantization[8];         /* "none", or "int8": W8A8 weights quantized at load ("none") */
 } tram_engine_config;
 
 void tram_engine_config_init(tram_engine_config *c);
@@ -91,7 +92,7 @@ void tram_engine_destroy(tram_engine *e);
  * --num-kv-blocks N, --max-num-batched-tokens N, --max-num-seqs N,
  * --max-model-len N, --enable-prefix-caching, --no-enable-prefix-caching,
  * --scheduling-policy fcfs|priority, --device cpu|cuda, --threads N (also -t),
- * --seed N.  If argv[*i] is one of them, consumes it and its value (advancing
+ * --seed N, --quantization none|int8.  If argv[*i] is one of them, consumes it and its value (advancing
  * *i past them) and returns 1; returns 0 if argv[*i] is not an engine flag,
  * and -1 after printing a message when its value is invalid or missing. */
 int tram_engine_parse_flag(tram_engine_config *c, int argc, char **argv, int *i);
@@ -119,7 +120,8 @@ typedef struct {
     int has_seed;                 /* 0: the engine picks a seed */
     uint64_t seed;                /* same seed, same tokens, whatever else is batched */
     int max_tokens;               /* completion tokens; 0 = until max_model_len (16) */
-    int min_tokens;               /* EOS and stop tokens are masked before this (0) */
+    int min_tokens;               /* EOS, stop tokens and stop strings count only after this many
+                                     tokens (0) */
     int ignore_eos;               /* 0 */
     const char *const *stop;      /* stop strings: matched on the text, never emitted */
     int num_stop;
@@ -148,6 +150,8 @@ typedef struct {
     const char *text;             /* tokenized by the model's tokenizer, or NULL */
     const int32_t *token_ids;     /* used when text is NULL */
     int num_tokens;
+    int skip_bos;                 /* text only: never prepend BOS, e.g. when a chat template
+                                     wrote it already (HF's add_special_tokens=False) */
 } tram_prompt;
 
 /* Queues a request.  request_id is chosen by the caller and must be unique
@@ -231,6 +235,7 @@ typedef struct {
     uint64_t generation_tokens_total; /* tokens sampled */
     uint64_t requests_finished[4];    /* indexed by tram_finish_reason */
     uint64_t num_steps;
+    uint64_t forward_tokens_total;    /* tokens run through the model: prefill, recompute, decode */
 } tram_engine_stats;
 
 /* Any thread: the snapshot published at the end of the last step (or create). */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "models/model.h"
+#include "models/quantize.h"
 
 typedef struct {
     tram_weight attn_norm;     /* (1, dim) */
@@ -50,6 +51,8 @@ struct tram_model {
     llama_layer *layers;
     llama_acts a;
     llama_batch_buf bb;
+    tram_act_observer observe;  /* calibration hook, usually NULL */
+    void *observe_ctx;
 };
 
 /* ---------------------------------------------------------------- loading */
@@ -72,12 +75,21 @@ static int load_one(tram_model *m, tram_model_file *f, tram_weight *w, const cha
     return load_weight(m, f, w, &name, 1, rows, cols, type, scratch, err);
 }
 
+/* Int8 for a matrix the file stores as int8, or one the limits quantize at
+ * load and do not exclude; else the backend's format. */
+static tram_wtype matrix_type(const tram_model *m, tram_model_file *f, const char *name)
+{
+    if (tram_model_file_is_int8(f, name) ||
+        (m->lim.quantize_int8 && !tram_quant_excluded(m->lim.int8_exclude, name)))
+        return TRAM_W_INT8;
+    return m->lim.weight_type;
+}
+
 static int load_layer(tram_model *m, tram_model_file *f, int l, float *scratch, tram_error *err)
 {
     const tram_model_config *c = &m->cfg;
     llama_layer *L = &m->layers[l];
     int qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;
-    tram_wtype wt = m->lim.weight_type;
     char n[8][64];
     static const char *const suffix[8] = {"attn_norm.weight", "attn_q.weight", "attn_k.weight",
                                           "attn_v.weight", "attn_output.weight", "ffn_norm.weight",
@@ -87,14 +99,17 @@ static int load_layer(tram_model *m, tram_model_file *f, int l, float *scratch, 
     char down[64];
     snprintf(down, sizeof(down), "blk.%d.ffn_down.weight", l);
     const char *gate_up[2] = {n[6], n[7]};
+    /* the stacked gate/up weight is int8 only when both halves are */
+    tram_wtype gu = matrix_type(m, f, n[6]) == matrix_type(m, f, n[7]) ? matrix_type(m, f, n[6])
+                                                                        : m->lim.weight_type;
     if (load_one(m, f, &L->attn_norm, n[0], 1, c->dim, TRAM_W_F32, scratch, err) ||
-        load_one(m, f, &L->wq, n[1], qd, c->dim, wt, scratch, err) ||
-        load_one(m, f, &L->wk, n[2], kd, c->dim, wt, scratch, err) ||
-        load_one(m, f, &L->wv, n[3], kd, c->dim, wt, scratch, err) ||
-        load_one(m, f, &L->wo, n[4], c->dim, qd, wt, scratch, err) ||
+        load_one(m, f, &L->wq, n[1], qd, c->dim, matrix_type(m, f, n[1]), scratch, err) ||
+        load_one(m, f, &L->wk, n[2], kd, c->dim, matrix_type(m, f, n[2]), scratch, err) ||
+        load_one(m, f, &L->wv, n[3], kd, c->dim, matrix_type(m, f, n[3]), scratch, err) ||
+        load_one(m, f, &L->wo, n[4], c->dim, qd, matrix_type(m, f, n[4]), scratch, err) ||
         load_one(m, f, &L->ffn_norm, n[5], 1, c->dim, TRAM_W_F32, scratch, err) ||
-        load_weight(m, f, &L->w_gate_up, gate_up, 2, c->ffn_dim, c->dim, wt, scratch, err) ||
-        load_one(m, f, &L->w_down, down, c->dim, c->ffn_dim, wt, scratch, err))
+        load_weight(m, f, &L->w_gate_up, gate_up, 2, c->ffn_dim, c->dim, gu, scratch, err) ||
+        load_one(m, f, &L->w_down, down, c->dim, c->ffn_dim, matrix_type(m, f, down), scratch, err))
         return -1;
     if (!c->qkv_bias)
         return 0;
@@ -133,15 +148,18 @@ static int load_weights(tram_model *m, tram_model_file *f, tram_error *err)
     float *scratch = tram_calloc(biggest, sizeof(float), err);
     if (!scratch)
         return -1;
+    /* A tied table is also the lm_head, and takes its format; an untied one is
+     * only looked up a row at a time and stays at full precision. */
+    tram_wtype embd_type = c->tied_embeddings ? matrix_type(m, f, "token_embd.weight") : m->lim.weight_type;
     int rc = load_inv_freq(m, f, scratch, err) ||
-             load_one(m, f, &m->tok_embd, "token_embd.weight", c->vocab_size, c->dim, m->lim.weight_type,
-                      scratch, err) ||
+             load_one(m, f, &m->tok_embd, "token_embd.weight", c->vocab_size, c->dim, embd_type, scratch,
+                      err) ||
              load_one(m, f, &m->output_norm, "output_norm.weight", 1, c->dim, TRAM_W_F32, scratch, err);
     if (!rc && c->tied_embeddings)
         m->output = m->tok_embd;
     else if (!rc)
-        rc = load_one(m, f, &m->output, "output.weight", c->vocab_size, c->dim, m->lim.weight_type,
-                      scratch, err);
+        rc = load_one(m, f, &m->output, "output.weight", c->vocab_size, c->dim,
+                      matrix_type(m, f, "output.weight"), scratch, err);
     for (int l = 0; !rc && l < c->n_layers; l++)
         rc = load_layer(m, f, l, scratch, err);
     free(scratch);
@@ -252,6 +270,18 @@ void tram_model_destroy(tram_model *m)
 
 const tram_model_config *tram_model_config_of(const tram_model *m) { return &m->cfg; }
 
+void tram_model_set_observer(tram_model *m, tram_act_observer fn, void *ctx)
+{
+    m->observe = fn;
+    m->observe_ctx = ctx;
+}
+
+static void observe(tram_model *m, int layer, tram_act_site site, const void *act, int n, int dim)
+{
+    if (m->observe)
+        m->observe(m->observe_ctx, layer, site, act, n, dim);
+}
+
 /* ---------------------------------------------------------------- forward */
 
 /* The batch comes from the scheduler, but a bug there must not become an
@@ -313,10 +343,12 @@ static tram_batch upload_batch(tram_model *m, const tram_batch *b)
     return d;
 }
 
-static void attention_block(tram_model *m, const llama_layer *L, const tram_batch *d)
+static void attention_block(tram_model *m, int l, const tram_batch *d)
 {
     tram_backend *be = m->be;
+    const llama_layer *L = &m->layers[l];
     int n = d->num_tokens;
+    observe(m, l, TRAM_ACT_ATTN_IN, m->a.xb, n, m->cfg.dim);
     be->matmul(be, m->a.q, m->a.xb, &L->wq, n);
     be->matmul(be, m->a.k, m->a.xb, &L->wk, n);
     be->matmul(be, m->a.v, m->a.xb, &L->wv, n);
@@ -328,15 +360,19 @@ static void attention_block(tram_model *m, const llama_layer *L, const tram_batc
     be->rope(be, m->a.q, m->a.k, d->positions, n, &m->shape, m->inv_freq, m->cfg.rope_style);
     be->kv_store(be, L->k_cache, L->v_cache, m->a.k, m->a.v, d->slot_mapping, n, &m->shape);
     be->attention(be, m->a.att, m->a.q, L->k_cache, L->v_cache, d, &m->shape);
+    observe(m, l, TRAM_ACT_ATTN_OUT, m->a.att, n, m->cfg.n_heads * m->cfg.head_dim);
     be->matmul(be, m->a.proj, m->a.att, &L->wo, n);
     be->all_reduce(be, m->a.proj, (size_t)n * m->cfg.dim);
 }
 
-static void ffn_block(tram_model *m, const llama_layer *L, int n)
+static void ffn_block(tram_model *m, int l, int n)
 {
     tram_backend *be = m->be;
+    const llama_layer *L = &m->layers[l];
+    observe(m, l, TRAM_ACT_FFN_IN, m->a.xb, n, m->cfg.dim);
     be->matmul(be, m->a.gate_up, m->a.xb, &L->w_gate_up, n);
     be->silu_mul(be, m->a.hidden, m->a.gate_up, n, m->cfg.ffn_dim);
+    observe(m, l, TRAM_ACT_FFN_HIDDEN, m->a.hidden, n, m->cfg.ffn_dim);
     be->matmul(be, m->a.proj, m->a.hidden, &L->w_down, n);
     be->all_reduce(be, m->a.proj, (size_t)n * m->cfg.dim);
 }
@@ -365,13 +401,13 @@ int tram_model_forward(tram_model *m, const tram_batch *b, float *logits, tram_e
     be->embed(be, m->a.x, &m->tok_embd, d.token_ids, n);
     be->rmsnorm(be, m->a.xb, m->a.x, &m->layers[0].attn_norm, n, eps);
     for (int l = 0; l < m->cfg.n_layers; l++) {
-        const llama_layer *L = &m->layers[l];
-        attention_block(m, L, &d);
-        be->add_rmsnorm(be, m->a.x, m->a.xb, m->a.proj, &L->ffn_norm, n, eps);
-        ffn_block(m, L, n);
+        attention_block(m, l, &d);
+        be->add_rmsnorm(be, m->a.x, m->a.xb, m->a.proj, &m->layers[l].ffn_norm, n, eps);
+        ffn_block(m, l, n);
         const tram_weight *next_norm = l + 1 < m->cfg.n_layers ? &m->layers[l + 1].attn_norm : &m->output_norm;
         be->add_rmsnorm(be, m->a.x, m->a.xb, m->a.proj, next_norm, n, eps);
     }
+    observe(m, m->cfg.n_layers, TRAM_ACT_HEAD_IN, m->a.xb, n, m->cfg.dim);
     logits_block(m, &d, logits);
     return be->sync(be, err);
 }

@@ -137,6 +137,40 @@ int tram_model_file_has_tensor(const tram_model_file *f, const char *name)
     return f->gguf ? tram_gguf_find_tensor(f->gguf, name) != NULL : tram_hf_has_tensor(f->hf, name);
 }
 
+/* The F32 "<name>.scale" tensor `tram quantize` writes beside an I8 tensor. */
+static const tram_gguf_tensor *int8_scales(const tram_model_file *f, const tram_gguf_tensor *t)
+{
+    char scale_name[sizeof(t->name) + 8];
+    if (!f->gguf || t->type != TRAM_GGML_I8)
+        return NULL;
+    snprintf(scale_name, sizeof(scale_name), "%s.scale", t->name);
+    return tram_gguf_find_tensor(f->gguf, scale_name);
+}
+
+int tram_model_file_is_int8(const tram_model_file *f, const char *name)
+{
+    const tram_gguf_tensor *t = f->gguf ? tram_gguf_find_tensor(f->gguf, name) : NULL;
+    return t && int8_scales(f, t);
+}
+
+/* q * scale[row], rows of t->ne[0] values. */
+static int apply_int8_scales(const tram_model_file *f, const tram_gguf_tensor *t, const tram_gguf_tensor *s,
+                             float *out, tram_error *err)
+{
+    int64_t cols = t->ne[0], rows = cols ? tram_gguf_tensor_numel(t) / cols : 0;
+    if (s->type != TRAM_GGML_F32 || tram_gguf_tensor_numel(s) != rows)
+        return tram_fail(err, "%s: %s is not an F32 tensor of %lld row scales", f->path, s->name,
+                         (long long)rows);
+    const uint8_t *p = s->data;
+    for (int64_t r = 0; r < rows; r++) {
+        float scale;
+        memcpy(&scale, p + r * 4, 4);
+        for (int64_t k = 0; k < cols; k++)
+            out[r * cols + k] *= scale;
+    }
+    return 0;
+}
+
 int tram_model_file_read_f32(tram_model_file *f, const char *name, float *out, int64_t numel,
                              tram_error *err)
 {
@@ -148,7 +182,10 @@ int tram_model_file_read_f32(tram_model_file *f, const char *name, float *out, i
     if (tram_gguf_tensor_numel(t) != numel)
         return tram_fail(err, "%s: tensor %s has %lld elements, expected %lld", f->path, name,
                          (long long)tram_gguf_tensor_numel(t), (long long)numel);
-    return tram_gguf_dequantize(t, out, err);
+    const tram_gguf_tensor *scales = int8_scales(f, t);
+    if (tram_gguf_dequantize(t, out, err))
+        return -1;
+    return scales ? apply_int8_scales(f, t, scales, out, err) : 0;
 }
 
 /* HF's rotary embedding: inv_freq[i] = theta^(-2i/d), reshaped by llama3's

@@ -42,6 +42,9 @@ const char *tram_model_file_path(const tram_model_file *f);
 /* The GGUF behind the file, or NULL for a Hugging Face directory. */
 struct tram_gguf *tram_model_file_gguf(const tram_model_file *f);
 int tram_model_file_has_tensor(const tram_model_file *f, const char *name);
+/* 1 when the file stores `name` as int8 with per-row scales ("<name>.scale",
+ * as `tram quantize` writes); read_f32 then returns q * scale. */
+int tram_model_file_is_int8(const tram_model_file *f, const char *name);
 /* Dequantizes tensor `name` into out[numel]; fails if its size differs. */
 int tram_model_file_read_f32(tram_model_file *f, const char *name, float *out, int64_t numel,
                              tram_error *err);
@@ -57,6 +60,9 @@ typedef struct {
     int max_blocks_per_seq;
     int num_blocks, block_size;  /* KV pool */
     tram_wtype weight_type;  /* TRAM_W_F32 on the CPU, TRAM_W_BF16 on CUDA */
+    int quantize_int8;       /* matrices to TRAM_W_INT8 at load (W8A8, no smoothing); matrices
+                                the file stores as int8 load as int8 regardless */
+    const char *int8_exclude;/* comma-separated names kept at weight_type (models/quantize.h) */
 } tram_model_limits;
 
 typedef struct tram_model tram_model;
@@ -71,5 +77,20 @@ const tram_model_config *tram_model_config_of(const tram_model *m);
 
 /* Runs the batch and writes logits[num_logits][vocab] (host, f32). */
 int tram_model_forward(tram_model *m, const tram_batch *b, float *logits, tram_error *err);
+
+/* Inputs of the linear layers, shown to an observer (calibration). */
+typedef enum {
+    TRAM_ACT_ATTN_IN = 0,     /* normed input of q/k/v, [n, dim] */
+    TRAM_ACT_ATTN_OUT = 1,    /* attention output, input of o_proj, [n, n_heads*head_dim] */
+    TRAM_ACT_FFN_IN = 2,      /* normed input of gate/up, [n, dim] */
+    TRAM_ACT_FFN_HIDDEN = 3,  /* silu(gate)*up, input of down_proj, [n, ffn] */
+    TRAM_ACT_HEAD_IN = 4,     /* final normed rows of every token, [n, dim]; layer = n_layers */
+} tram_act_site;
+
+/* act is backend memory (f32 host rows on the CPU backend). */
+typedef void (*tram_act_observer)(void *ctx, int layer, tram_act_site site, const void *act, int n,
+                                  int dim);
+/* Calls fn during every later forward pass; NULL stops. */
+void tram_model_set_observer(tram_model *m, tram_act_observer fn, void *ctx);
 
 #endif

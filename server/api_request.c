@@ -454,12 +454,13 @@ static int parse_fields(const json_t *o, tram_api_request *r, tram_api_error *e)
     return parse_completion_fields(o, r, e);
 }
 
-int tram_api_request_parse(tram_api_request *r, tram_api_kind kind, const char *body, size_t len,
+int tram_api_request_parse(tram_api_request *r, tram_api_kind kind,
+                           const tram_sampling_params *defaults, const char *body, size_t len,
                            tram_api_error *e)
 {
     memset(r, 0, sizeof(*r));
     r->kind = kind;
-    tram_sampling_params_init(&r->params);
+    r->params = *defaults;
     /* OpenAI's defaults: completions stop after 16 tokens, chat runs until
      * the context is full. */
     r->params.max_tokens = kind == TRAM_API_COMPLETION ? 16 : 0;

@@ -40,10 +40,12 @@ typedef struct {
     tram_sampling_params params;    /* its arrays are owned */
 } tram_api_request;
 
-/* Parses body[0..len).  On failure returns -1 with e filled (status 400) and
- * leaves nothing to free.  On success the caller frees r with
+/* Parses body[0..len) over the engine's default params (from
+ * tram_sampling_params_init).  On failure returns -1 with e filled (status
+ * 400) and leaves nothing to free.  On success the caller frees r with
  * tram_api_request_free. */
-int tram_api_request_parse(tram_api_request *r, tram_api_kind kind, const char *body, size_t len,
+int tram_api_request_parse(tram_api_request *r, tram_api_kind kind,
+                           const tram_sampling_params *defaults, const char *body, size_t len,
                            tram_api_error *e);
 void tram_api_request_free(tram_api_request *r);
 

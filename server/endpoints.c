@@ -105,7 +105,7 @@ static int tokenize(tram_server *s, const json_t *o, int32_t **ids, int *n, tram
                              "Missing required parameter: 'prompt' (a string) or 'messages'.");
     tram_api_request r;
     char *body = json_dumps(o, JSON_COMPACT);
-    int rc = body ? tram_api_request_parse(&r, TRAM_API_CHAT, body, strlen(body), e)
+    int rc = body ? tram_api_request_parse(&r, TRAM_API_CHAT, &s->defaults, body, strlen(body), e)
                   : tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     free(body);
     if (rc)

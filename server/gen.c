@@ -103,8 +103,7 @@ static void gen_unlink(tram_gen *g)
     if (g->next)
         g->next->prev = g->prev;
     s->num_gens--;
-    if (s->draining && s->num_gens == 0)
-        event_base_loopexit(s->base, NULL);
+    tram_server_check_drained(s);
 }
 
 /* ------------------------------------------------------------ preparation */
@@ -157,7 +156,7 @@ static int prepare(tram_gen *g, tram_api_kind kind, tram_api_error *e)
     tram_server *s = g->srv;
     size_t len;
     const char *body = tram_http_body(g->req, &len);
-    if (tram_api_request_parse(&g->api, kind, body, len, e) ||
+    if (tram_api_request_parse(&g->api, kind, &s->defaults, body, len, e) ||
         tram_check_model(s, g->api.model, e))
         return -1;
     const char *param = NULL;
@@ -197,7 +196,7 @@ static int submit(tram_gen *g)
         p->index = i;
         p->samples_left = g->n;
         sub->request_id = (uint64_t)(uintptr_t)p;
-        sub->prompt = (tram_prompt){NULL, p->ids, p->num_ids};
+        sub->prompt = (tram_prompt){NULL, p->ids, p->num_ids, 0};
         sub->params = &g->api.params;
         sub->priority = g->api.priority;
         *tail = sub;
@@ -278,6 +277,16 @@ static void count_metrics(tram_gen *g, double now)
             tram_metrics_count_finish(m, g->choices[i].finish_reason);
 }
 
+/* libevent wrote the whole reply (it does not call this when the write fails;
+ * the drain deadline covers that case). */
+static void on_flushed(struct evhttp_request *req, void *arg)
+{
+    (void)req;
+    tram_server *s = arg;
+    s->num_flushing--;
+    tram_server_check_drained(s);
+}
+
 /* Every engine request has settled: answer (if the client is still there),
  * count, log and free. */
 static void finish(tram_gen *g)
@@ -288,6 +297,8 @@ static void finish(tram_gen *g)
     int status = g->error.status && !g->streaming ? g->error.status : 200;
     if (g->req) {
         evhttp_connection_set_closecb(evhttp_request_get_connection(g->req), NULL, NULL);
+        evhttp_request_set_on_complete_cb(g->req, on_flushed, g->srv);
+        g->srv->num_flushing++;
         respond(g, &u);
     } else {
         status = 499;  /* nginx's "client closed request" */

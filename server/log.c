@@ -7,6 +7,7 @@
 #include <time.h>
 
 static const char *const level_names[] = {"debug", "info", "warning", "error"};
+static const char *const level_tags[] = {"DEBUG", "INFO", "WARNING", "ERROR"};
 static tram_log_level min_level = TRAM_LOG_INFO;
 
 int tram_log_parse_level(const char *s, tram_log_level *out)
@@ -43,7 +44,7 @@ void tram_log(tram_log_level level, const char *fmt, ...)
     /* one write per line, so lines from several threads never interleave */
     char line[2048];
     int n = snprintf(line, sizeof(line), "%s.%03d %-7s ", stamp, (int)(tv.tv_usec / 1000),
-                     level_names[level]);
+                     level_tags[level]);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);

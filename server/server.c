@@ -81,6 +81,12 @@ static void notify(void *arg)
     event_active(s->wake, EV_READ, 0);
 }
 
+void tram_server_check_drained(tram_server *s)
+{
+    if (s->draining && s->num_gens == 0 && s->num_flushing == 0)
+        event_base_loopexit(s->base, NULL);
+}
+
 static void start_drain(tram_server *s)
 {
     s->draining = 1;
@@ -90,8 +96,7 @@ static void start_drain(tram_server *s)
     s->listener = NULL;
     tram_log(TRAM_LOG_INFO, "draining: %d request(s) in flight, waiting up to %.0f s",
              s->num_gens, s->cfg.drain_timeout);
-    if (s->num_gens == 0)
-        event_base_loopexit(s->base, NULL);
+    tram_server_check_drained(s);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -192,6 +197,7 @@ int tram_server_run(const tram_server_config *c)
     tram_server *s = &srv;
     memset(s, 0, sizeof(*s));
     s->cfg = *c;
+    tram_sampling_params_init(&s->defaults);
     struct timeval now;
     gettimeofday(&now, NULL);
     tram_metrics_init(&s->metrics);

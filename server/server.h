@@ -60,12 +60,17 @@ typedef struct tram_server {
     struct tram_chat_template *chat; /* the model's, made when it is loaded */
     tram_gen *gens;                  /* requests in flight */
     int num_gens;
+    int num_flushing;                /* final replies not yet fully written */
     int draining;
     double drain_deadline;           /* tram_now() time */
     int exit_code;
+    tram_sampling_params defaults;   /* the engine's, for parsing requests */
     tram_metrics metrics;
     tram_metrics_info metrics_info;
 } tram_server;
+
+/* server.c: ends the loop once draining and every reply is written. */
+void tram_server_check_drained(tram_server *s);
 
 /* http.c: replies (each also writes the request's log line at debug level) */
 void tram_http_send_json(struct evhttp_request *req, int status, json_t *body);  /* steals */

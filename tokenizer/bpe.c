@@ -135,9 +135,9 @@ static heap_item heap_pop(bpe_state *s)
 
 static void push_pair(bpe_state *s, int32_t pos)
 {
-    int32_t merged, nx = s->next[pos];
-    if (pos < 0 || nx < 0)
+    if (pos < 0 || s->next[pos] < 0)
         return;
+    int32_t merged, nx = s->next[pos];
     int32_t rank = tram_pairmap_get(&s->t->merges, s->id[pos], s->id[nx], &merged);
     if (rank >= 0)
         heap_push(s, rank, pos);

@@ -12,6 +12,7 @@
 struct tram_detok {
     const tram_tokenizer *t;
     int skip_special, first, stopped;
+    int stops_paused;     /* tram_detok_check_stops(d, 0) */
     char **stops;
     size_t *stop_len;
     int n_stops;
@@ -131,6 +132,10 @@ static int take_bytes(tram_detok *d, const char *raw, size_t n, int final)
 
 static int emit(tram_detok *d, int final, const char **text, size_t *len, int *stop_index)
 {
+    if (d->stops_paused) {
+        release(d, d->n_hold, text, len);
+        return 0;
+    }
     int which = -1;
     long at = find_stop(d, &which);
     if (at >= 0) {
@@ -144,6 +149,8 @@ static int emit(tram_detok *d, int final, const char **text, size_t *len, int *s
     release(d, d->n_hold - (final ? 0 : stop_prefix_len(d)), text, len);
     return 0;
 }
+
+void tram_detok_check_stops(tram_detok *d, int on) { d->stops_paused = !on; }
 
 int tram_detok_push(tram_detok *d, int32_t id, const char **text, size_t *len, int *stop_index, tram_error *err)
 {

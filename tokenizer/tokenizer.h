@@ -83,6 +83,9 @@ void tram_detok_free(tram_detok *d);
  * nothing), 0 otherwise, -1 on a bad id. */
 int tram_detok_push(tram_detok *d, int32_t id, const char **text, size_t *len, int *stop_index,
                     tram_error *err);
+/* on = 0 pauses stop strings (min_tokens): no text is held back for them and
+ * none matches; on = 1 resumes with the text pushed from then on. */
+void tram_detok_check_stops(tram_detok *d, int on);
 /* End of stream: returns the held-back text (an incomplete UTF-8 tail
  * becomes U+FFFD, a partial stop string is released). */
 void tram_detok_finish(tram_detok *d, const char **text, size_t *len);

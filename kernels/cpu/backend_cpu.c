@@ -8,11 +8,16 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/int8_gemm.h"
 
 typedef struct {
     int threads;
     tram_error err;
     int failed;
+    tram_i8_kernel i8_kernel;  /* the best this CPU runs */
+    int8_t *xq;                /* activations quantized for int8 matmuls, grown to the largest */
+    float *xs;                 /* their per-row scales */
+    size_t xq_cap, xs_cap;     /* bytes */
 } cpu_state;
 
 static cpu_state *state(tram_backend *be) { return be->impl; }
@@ -50,12 +55,34 @@ static void cpu_copy(tram_backend *be, void *dst, const void *src, size_t bytes)
     memcpy(dst, src, bytes);
 }
 
+/* Int8 weights: each row quantized symmetric and packed for the kernels
+ * (kernels/cpu/int8_gemm.h); data holds the packed tram_i8_matrix. */
+static void upload_int8(tram_backend *be, tram_weight *w, const float *host, int rows, int cols)
+{
+    if (cols > TRAM_I8_MAX_COLS) {
+        cpu_record(be, "int8 weights wider than 65536 columns could overflow int32 sums");
+        return;
+    }
+    w->data = cpu_alloc(be, tram_i8_matrix_bytes(rows, cols));
+    w->scales = w->data ? cpu_alloc(be, rows * sizeof(float)) : NULL;
+    if (!w->scales)
+        return;
+    tram_i8_matrix_pack(w->data, host, rows, cols, w->scales);
+    w->type = TRAM_W_INT8;
+    w->rows = rows;
+    w->cols = cols;
+}
+
 static void cpu_upload_weight(tram_backend *be, tram_weight *w, const float *host, int rows, int cols,
                               tram_wtype type)
 {
     memset(w, 0, sizeof(*w));
-    if (type != TRAM_W_F32) {
-        cpu_record(be, "only f32 weights are supported");
+    if (type == TRAM_W_INT8 && rows > 1) {
+        upload_int8(be, w, host, rows, cols);
+        return;
+    }
+    if (type != TRAM_W_F32 && type != TRAM_W_INT8) {
+        cpu_record(be, "only f32 and int8 weights are supported");
         return;
     }
     size_t bytes = (size_t)rows * cols * sizeof(float);
@@ -63,7 +90,7 @@ static void cpu_upload_weight(tram_backend *be, tram_weight *w, const float *hos
     if (!w->data)
         return;
     memcpy(w->data, host, bytes);
-    w->type = type;
+    w->type = TRAM_W_F32;
     w->rows = rows;
     w->cols = cols;
 }
@@ -83,8 +110,13 @@ static void cpu_embed(tram_backend *be, void *x, const tram_weight *table, const
     (void)be;
     const float *t = table->data;
     float *out = x;
-    for (int i = 0; i < n; i++)
-        memcpy(out + (size_t)i * table->cols, t + (size_t)ids[i] * table->cols, table->cols * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        if (table->type == TRAM_W_INT8) /* tied to an int8 lm_head */
+            tram_i8_matrix_row(table->data, ids[i], table->scales[ids[i]], out + (size_t)i * table->cols);
+        else
+            memcpy(out + (size_t)i * table->cols, t + (size_t)ids[i] * table->cols,
+                   table->cols * sizeof(float));
+    }
 }
 
 static void rmsnorm_row(float *out, const float *x, const float *w, int dim, float eps)
@@ -119,11 +151,60 @@ static void cpu_add_rmsnorm(tram_backend *be, void *residual, void *out, const v
     }
 }
 
+/* Grows the scratch for quantized activations; only the first forward
+ * passes of a new largest batch allocate. */
+static int i8_scratch(tram_backend *be, int n, int kp)
+{
+    cpu_state *s = state(be);
+    size_t q_bytes = (size_t)n * kp, s_bytes = (size_t)n * sizeof(float);
+    if (q_bytes > s->xq_cap) {
+        free(s->xq);
+        s->xq = cpu_alloc(be, q_bytes);
+        s->xq_cap = s->xq ? q_bytes : 0;
+    }
+    if (s_bytes > s->xs_cap) {
+        free(s->xs);
+        s->xs = cpu_alloc(be, s_bytes);
+        s->xs_cap = s->xs ? s_bytes : 0;
+    }
+    return s->xq && s->xs ? 0 : -1;
+}
+
+/* W8A8: each token row is quantized here, at the start of the product, not
+ * fused into the op that produced it; on the CPU that pass reads n*cols floats
+ * once, against rows*cols weight bytes for the product itself. */
+static void matmul_int8(tram_backend *be, float *y, const float *x, const tram_weight *w, int n)
+{
+    cpu_state *s = state(be);
+    const tram_i8_matrix *m = w->data;
+    if (i8_scratch(be, n, m->kp))
+        return;
+#pragma omp parallel for num_threads(s->threads) if (n > 1)
+    for (int i = 0; i < n; i++)
+        s->xs[i] = tram_i8_quantize(x + (size_t)i * w->cols, w->cols, m->kp, s->xq + (size_t)i * m->kp);
+    tram_i8_gemm_f32(s->i8_kernel, y, s->xq, s->xs, n, m, w->scales, s->threads);
+}
+
+/* Rows up to which matmul runs as matrix-vector products (see cpu_matmul). */
+#define GEMV_MAX_ROWS 2
+
 /* y[n, rows] = x[n, cols] · Wᵀ */
 static void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n)
 {
+    if (w->type == TRAM_W_INT8) {
+        matmul_int8(be, y, x, w, n);
+        return;
+    }
     if (w->type != TRAM_W_F32) {
         cpu_record(be, "matmul: unsupported weight type");
+        return;
+    }
+    /* For a few rows, sgemm spends more time packing W than multiplying:
+     * one matrix-vector product per row reads W once each, unpacked. */
+    if (n <= GEMV_MAX_ROWS) {
+        for (int i = 0; i < n; i++)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, w->rows, w->cols, 1.0f, w->data, w->cols,
+                        (const float *)x + (size_t)i * w->cols, 1, 0.0f, (float *)y + (size_t)i * w->rows, 1);
         return;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w->rows, w->cols, 1.0f, x, w->cols,
@@ -290,7 +371,10 @@ static void cpu_destroy(tram_backend *be)
 {
     if (!be)
         return;
-    free(be->impl);
+    cpu_state *s = state(be);
+    free(s->xq);
+    free(s->xs);
+    free(s);
     free(be);
 }
 
@@ -303,6 +387,7 @@ int tram_backend_cpu_create(tram_backend **out, int num_threads, tram_error *err
         return -1;
     }
     s->threads = num_threads > 0 ? num_threads : omp_get_num_procs();
+    s->i8_kernel = tram_i8_kernel_best();
     openblas_set_num_threads(s->threads);
     *be = (tram_backend){
         .name = "cpu", .act_bytes = sizeof(float), .rank = 0, .world_size = 1, .impl = s,

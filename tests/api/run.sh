@@ -16,5 +16,7 @@ TRAM_PORT=$("$VENV/bin/python" -c 'import socket; s = socket.socket(); s.bind(("
 export TRAM_PORT
 export TRAM_BIN="${TRAM_BIN:-bin/tram}"
 export TRAM_MODEL="${TRAM_MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}"
+# one engine thread per server: OpenMP spinning on a shared 2-core box costs more than it gives
+export TRAM_TEST_THREADS="${TRAM_TEST_THREADS:-1}"
 # shellcheck disable=SC2086
 exec "$VENV/bin/python" -m pytest tests/api -q -p no:cacheprovider $PYTEST_ARGS

@@ -1,8 +1,11 @@
 """Chat and text completions through the official openai SDK."""
 import math
+import subprocess
 import time
 
 import pytest
+
+from conftest import BIN, MODEL, THREADS
 
 CHAT = [{"role": "user", "content": "Name three colors."}]
 
@@ -157,3 +160,19 @@ def test_metrics_count_requests(server, client):
     assert m[f'tram:generation_tokens_total{{model_name="{server.model}"}}'] >= 2
     assert m[f'tram:num_requests_running{{model_name="{server.model}"}}'] == 0
     assert "process_start_time_seconds" in m
+
+
+@pytest.mark.parametrize("chat", [False, True], ids=["completion", "chat"])
+def test_greedy_equals_tram_generate(server, client, chat):
+    prompt = "Give me a fun fact about octopuses."
+    cmd = [BIN, "generate", "-m", MODEL, "-p", prompt, "-n", "12", "--temperature", "0"]
+    cmd += (["--chat"] if chat else []) + (["--threads", THREADS] if THREADS else [])
+    out = subprocess.run(cmd, capture_output=True, timeout=300, check=True).stdout.decode()
+    if chat:
+        r = client.chat.completions.create(model=server.model, messages=[{"role": "user", "content": prompt}],
+                                           max_tokens=12, temperature=0)
+        text = r.choices[0].message.content
+    else:
+        text = client.completions.create(model=server.model, prompt=prompt, max_tokens=12,
+                                         temperature=0).choices[0].text
+    assert out == text + "\n"  # generate ends its output with a newline

@@ -1,7 +1,8 @@
 /* Engine equivalences on the real default model: batched = alone, chunked =
  * whole, prefix-cache hit = miss, preempted = never preempted; seeded sampling
  * independent of the batch; n samples sharing prompt blocks; no leaked blocks
- * after any of it.  Outputs are short (8-12 tokens) to keep the suite fast. */
+ * after any of it; min_tokens holding back stop strings.  Outputs are short
+ * (4-12 tokens: enough for several decode steps) to keep the suite fast. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -120,7 +121,7 @@ Test(engine, batch_invariance_32_prompts, .timeout = 300)
     tram_engine_config c = base_config();
     c.enable_prefix_caching = 0;
     tram_engine *e = make_engine(&c);
-    tram_sampling_params p = greedy(8);
+    tram_sampling_params p = greedy(4);
     static result together[32], alone[32];
     char buf[128];
     for (int i = 0; i < 32; i++) {
@@ -149,7 +150,7 @@ static const char *long_prompt =
 Test(engine, chunked_prefill_equals_whole, .timeout = 300)
 {
     static result whole[3], chunked[3];
-    tram_sampling_params p = greedy(8);
+    tram_sampling_params p = greedy(4);
     char buf[3][512];
     for (int i = 0; i < 3; i++)
         snprintf(buf[i], sizeof(buf[i]), "%s Question %d: where is the Nile?", long_prompt, i);
@@ -190,7 +191,7 @@ Test(engine, prefix_caching_same_outputs_fewer_tokens, .timeout = 300)
     char buf[N][512];
     for (int i = 0; i < N; i++)
         snprintf(buf[i], sizeof(buf[i]), "%s Now tell me about planet number %d.", long_prompt, i);
-    tram_sampling_params p = greedy(8);
+    tram_sampling_params p = greedy(4);
     int shared = 0, bs = 16;
     for (int on = 0; on < 2; on++) {
         tram_engine_config c = base_config();
@@ -359,5 +360,51 @@ Test(engine, rejects_bad_requests, .timeout = 120)
     pr.num_tokens = 8;
     cr_assert_eq(tram_engine_add_request(e, 1, &pr, &p, 0, &err), -1);
     cr_assert_eq(tram_engine_has_unfinished(e), 0);
+    tram_engine_destroy(e);
+}
+
+/* The text of the first n generated tokens, as the tokenizer decodes them. */
+static size_t decoded_len(tram_engine *e, const int32_t *ids, int n)
+{
+    char *text;
+    size_t len;
+    tram_error err;
+    cr_assert_eq(tram_tokenizer_decode(tram_engine_tokenizer(e), ids, n, 1, &text, &len, &err), 0);
+    free(text);
+    return len;
+}
+
+Test(engine, min_tokens_holds_back_stop_strings, .timeout = 120)
+{
+    static result plain[1], early[1], held[1];
+    enum { MIN = 6 };
+    tram_engine_config c = base_config();
+    tram_engine *e = make_engine(&c);
+    const char *prompt = "Count with me: 1, 2, 3, 4, 5, 6,";
+    tram_sampling_params p = greedy(12);
+    add(e, 0, prompt, &p);
+    drain(e, plain);
+    const char *text = plain[0].text[0], *stops[] = {","};
+    size_t prefix = decoded_len(e, plain[0].toks[0], MIN);
+    const char *first = strstr(text, stops[0]), *later = strstr(text + prefix, stops[0]);
+    cr_assert(first && (size_t)(first - text) < prefix,
+              "the stop string should occur within the first %d tokens of '%s'", MIN, text);
+    p.stop = stops;
+    p.num_stop = 1;
+    add(e, 0, prompt, &p);
+    drain(e, early);
+    cr_assert_eq(early[0].finish[0], TRAM_FINISH_STOP);
+    cr_assert_eq(strlen(early[0].text[0]), (size_t)(first - text));
+    cr_assert_eq(strncmp(early[0].text[0], text, (size_t)(first - text)), 0);
+    p.min_tokens = MIN;
+    add(e, 0, prompt, &p);
+    drain(e, held);
+    size_t want = later ? (size_t)(later - text) : strlen(text);
+    cr_assert_geq(held[0].n[0], MIN);
+    cr_assert_arr_eq(held[0].toks[0], plain[0].toks[0], held[0].n[0] * sizeof(int32_t));
+    cr_assert_eq(held[0].finish[0], later ? TRAM_FINISH_STOP : TRAM_FINISH_LENGTH);
+    cr_assert_eq(strlen(held[0].text[0]), want, "'%s' vs '%s'", held[0].text[0], text);
+    cr_assert_eq(strncmp(held[0].text[0], text, want), 0);
+    assert_no_leak(e);
     tram_engine_destroy(e);
 }

@@ -7,10 +7,19 @@
 static tram_api_request req;
 static tram_api_error err;
 
+static tram_sampling_params defaults;
+
+static void init_defaults(void)
+{
+    tram_sampling_params_init(&defaults);
+}
+
+TestSuite(server_request, .init = init_defaults);
+
 static int parse(tram_api_kind kind, const char *body)
 {
     memset(&err, 0, sizeof(err));
-    return tram_api_request_parse(&req, kind, body, strlen(body), &err);
+    return tram_api_request_parse(&req, kind, &defaults, body, strlen(body), &err);
 }
 
 Test(server_request, chat_fields_reach_the_params)
@@ -205,12 +214,12 @@ Test(server_request, invalid_utf8_and_nul_are_rejected)
 {
     const char body[] = "{\"prompt\": \"a\xff\xfe\"}";
     memset(&err, 0, sizeof(err));
-    cr_assert_eq(tram_api_request_parse(&req, TRAM_API_COMPLETION, body, sizeof(body) - 1, &err), -1);
+    cr_assert_eq(tram_api_request_parse(&req, TRAM_API_COMPLETION, &defaults, body, sizeof(body) - 1, &err), -1);
     cr_assert_eq(err.status, 400);
     const char nul[] = "{\"prompt\": \"a\\u0000b\"}";
-    cr_assert_eq(tram_api_request_parse(&req, TRAM_API_COMPLETION, nul, sizeof(nul) - 1, &err), -1);
+    cr_assert_eq(tram_api_request_parse(&req, TRAM_API_COMPLETION, &defaults, nul, sizeof(nul) - 1, &err), -1);
     const char raw_nul[] = "{\"prompt\": \"a\0b\"}";
-    cr_assert_eq(tram_api_request_parse(&req, TRAM_API_COMPLETION, raw_nul, sizeof(raw_nul) - 1, &err), -1);
+    cr_assert_eq(tram_api_request_parse(&req, TRAM_API_COMPLETION, &defaults, raw_nul, sizeof(raw_nul) - 1, &err), -1);
 }
 
 Test(server_request, deep_nesting_is_an_error_not_a_crash)
@@ -224,7 +233,7 @@ Test(server_request, deep_nesting_is_an_error_not_a_crash)
         body[n++] = ']';
     body[n++] = '}';
     memset(&err, 0, sizeof(err));
-    cr_assert_eq(tram_api_request_parse(&req, TRAM_API_COMPLETION, body, n, &err), -1);
+    cr_assert_eq(tram_api_request_parse(&req, TRAM_API_COMPLETION, &defaults, body, n, &err), -1);
     cr_assert_eq(err.status, 400);
     free(body);
 }

@@ -1,0 +1,342 @@
+/* int8_gemm.c — W8A8 GEMM/GEMV kernels for the CPU (see int8_gemm.h).
+ *
+ * A kernel computes one tile: mr token rows × one packed group of 64 output
+ * rows, over all of K, into int32 tile[mr][64].  The driver walks the tiles,
+ * split over threads, and writes each through the epilogue (dequantized f32,
+ * or the raw int32 for tests).  AVX2 and AVX-512 kernels carry target
+ * attributes, so the file builds for any x86-64 and picks at run time. */
+#include "kernels/cpu/int8_gemm.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#define G TRAM_I8_GROUP
+#define CHUNK 64   /* token rows per work item: a group's weights are reused this often */
+#define MAX_MR 4
+
+/* ---------------------------------------------------------------- layout */
+
+static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
+static int round4(int x) { return (x + 3) & ~3; }
+static int groups_of(int rows) { return (rows + G - 1) / G; }
+
+size_t tram_i8_matrix_bytes(int rows, int cols)
+{
+    size_t padded = (size_t)groups_of(rows) * G;
+    return align64(sizeof(tram_i8_matrix)) + align64(padded * sizeof(int32_t)) + padded * round4(cols);
+}
+
+static tram_i8_matrix *matrix_init(void *mem, int rows, int cols)
+{
+    tram_i8_matrix *m = mem;
+    size_t padded;
+    m->rows = rows;
+    m->cols = cols;
+    m->kp = round4(cols);
+    m->groups = groups_of(rows);
+    padded = (size_t)m->groups * G;
+    m->row_sums = (int32_t *)((char *)mem + align64(sizeof(*m)));
+    m->q = (int8_t *)((char *)m->row_sums + align64(padded * sizeof(int32_t)));
+    memset(m->row_sums, 0, padded * sizeof(int32_t));
+    memset(m->q, 0, padded * m->kp);
+    return m;
+}
+
+/* Where element (row, k) lives in the packed array. */
+static size_t packed_index(const tram_i8_matrix *m, int row, int k)
+{
+    return ((size_t)(row / G) * (m->kp / 4) + k / 4) * (4 * G) + (row % G) * 4 + k % 4;
+}
+
+static void set(tram_i8_matrix *m, int row, int k, int8_t v)
+{
+    m->q[packed_index(m, row, k)] = v;
+    m->row_sums[row] += v;
+}
+
+/* ---------------------------------------------------------------- quantization */
+
+/* max|x| / 127, and its inverse for the multiply (0 for a zero row). */
+static float row_scale(const float *x, int n, float *inv)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < n; j++)
+        amax = fmaxf(amax, fabsf(x[j]));
+    *inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    return amax / 127.0f;
+}
+
+/* Rounds to nearest even; the clamp only guards against x*inv landing a
+ * rounding error above 127. */
+static int8_t quant(float x, float inv)
+{
+    float v = nearbyintf(x * inv);
+    return (int8_t)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v);
+}
+
+float tram_i8_quantize(const float *x, int cols, int kp, int8_t *q)
+{
+    float inv, scale = row_scale(x, cols, &inv);
+    for (int j = 0; j < cols; j++)
+        q[j] = quant(x[j], inv);
+    memset(q + cols, 0, kp - cols);
+    return scale;
+}
+
+tram_i8_matrix *tram_i8_matrix_pack(void *mem, const float *w, int rows, int cols, float *scales)
+{
+    tram_i8_matrix *m = matrix_init(mem, rows, cols);
+    for (int r = 0; r < rows; r++) {
+        const float *wr = w + (size_t)r * cols;
+        float inv;
+        scales[r] = row_scale(wr, cols, &inv);
+        for (int k = 0; k < cols; k++)
+            set(m, r, k, quant(wr[k], inv));
+    }
+    return m;
+}
+
+tram_i8_matrix *tram_i8_matrix_pack_q(void *mem, const int8_t *q, int rows, int cols)
+{
+    tram_i8_matrix *m = matrix_init(mem, rows, cols);
+    for (int r = 0; r < rows; r++)
+        for (int k = 0; k < cols; k++)
+            set(m, r, k, q[(size_t)r * cols + k]);
+    return m;
+}
+
+void tram_i8_matrix_row(const tram_i8_matrix *m, int row, float scale, float *out)
+{
+    for (int k = 0; k < m->cols; k++)
+        out[k] = m->q[packed_index(m, row, k)] * scale;
+}
+
+/* ---------------------------------------------------------------- kernels */
+
+typedef void (*tile_fn)(int32_t *tile, const int8_t *x, int ldx, const int8_t *wg, const int32_t *sums,
+                        int k4s);
+
+static void generic_tile(int32_t *tile, const int8_t *x, int ldx, const int8_t *wg, const int32_t *sums,
+                         int k4s)
+{
+    (void)ldx;
+    (void)sums;
+    memset(tile, 0, G * sizeof(int32_t));
+    for (int k4 = 0; k4 < k4s; k4++) {
+        const int8_t *wk = wg + (size_t)k4 * 4 * G, *xk = x + 4 * k4;
+        for (int c = 0; c < G; c++)
+            for (int b = 0; b < 4; b++)
+                tile[c] += xk[b] * wk[c * 4 + b];
+    }
+}
+
+#if defined(__x86_64__)
+static int32_t load4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* AVX2: |a| (u8) times sign(w, a) (s8) is a*w, so vpmaddubsw's unsigned ×
+ * signed product works for two signed operands; pairs of products stay within
+ * int16 (2 * 127 * 127 < 32768), vpmaddwd against ones widens to int32.  Each
+ * half group (32 rows) takes 4 accumulators per token row. */
+__attribute__((target("avx2"), always_inline)) static inline void
+avx2_tile(int mr, int32_t *tile, const int8_t *x, int ldx, const int8_t *wg, int k4s)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int half = 0; half < 2; half++) {
+        __m256i acc[2][4];
+        for (int r = 0; r < mr; r++)
+            for (int p = 0; p < 4; p++)
+                acc[r][p] = _mm256_setzero_si256();
+        for (int k4 = 0; k4 < k4s; k4++) {
+            const int8_t *wk = wg + (size_t)k4 * 4 * G + half * 2 * G;
+            __m256i w[4];
+            for (int p = 0; p < 4; p++)
+                w[p] = _mm256_loadu_si256((const __m256i *)(wk + 32 * p));
+            for (int r = 0; r < mr; r++) {
+                __m256i a = _mm256_set1_epi32(load4(x + (size_t)r * ldx + 4 * k4));
+                __m256i abs_a = _mm256_abs_epi8(a);
+                for (int p = 0; p < 4; p++) {
+                    __m256i prod = _mm256_maddubs_epi16(abs_a, _mm256_sign_epi8(w[p], a));
+                    acc[r][p] = _mm256_add_epi32(acc[r][p], _mm256_madd_epi16(prod, ones));
+                }
+            }
+        }
+        for (int r = 0; r < mr; r++)
+            for (int p = 0; p < 4; p++)
+                _mm256_storeu_si256((__m256i *)(tile + r * G + half * 32 + 8 * p), acc[r][p]);
+    }
+}
+
+__attribute__((target("avx2"))) static void avx2_tile2(int32_t *tile, const int8_t *x, int ldx,
+                                                        const int8_t *wg, const int32_t *sums, int k4s)
+{
+    (void)sums;
+    avx2_tile(2, tile, x, ldx, wg, k4s);
+}
+
+__attribute__((target("avx2"))) static void avx2_tile1(int32_t *tile, const int8_t *x, int ldx,
+                                                        const int8_t *wg, const int32_t *sums, int k4s)
+{
+    (void)sums;
+    avx2_tile(1, tile, x, ldx, wg, k4s);
+}
+
+/* AVX-512 VNNI: vpdpbusd multiplies unsigned by signed bytes, so activations
+ * enter as a + 128 (an xor of the sign bit) and 128 * Σ_k w is taken off at the
+ * end: Σ (a + 128) w - 128 Σ w = Σ a w, exactly. */
+#define VNNI_TARGET "avx512f,avx512bw,avx512vnni"
+
+__attribute__((target(VNNI_TARGET), always_inline)) static inline void
+vnni_tile(int mr, int32_t *tile, const int8_t *x, int ldx, const int8_t *wg, const int32_t *sums, int k4s)
+{
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512i acc[MAX_MR][4];
+    for (int r = 0; r < mr; r++)
+        for (int p = 0; p < 4; p++)
+            acc[r][p] = _mm512_setzero_si512();
+    for (int k4 = 0; k4 < k4s; k4++) {
+        const int8_t *wk = wg + (size_t)k4 * 4 * G;
+        __m512i w[4];
+        for (int p = 0; p < 4; p++)
+            w[p] = _mm512_loadu_si512(wk + 64 * p);
+        for (int r = 0; r < mr; r++) {
+            __m512i a = _mm512_xor_si512(_mm512_set1_epi32(load4(x + (size_t)r * ldx + 4 * k4)), flip);
+            for (int p = 0; p < 4; p++)
+                acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], a, w[p]);
+        }
+    }
+    for (int p = 0; p < 4; p++) {
+        __m512i offset = _mm512_slli_epi32(_mm512_loadu_si512(sums + 16 * p), 7);
+        for (int r = 0; r < mr; r++)
+            _mm512_storeu_si512(tile + r * G + 16 * p, _mm512_sub_epi32(acc[r][p], offset));
+    }
+}
+
+__attribute__((target(VNNI_TARGET))) static void vnni_tile4(int32_t *tile, const int8_t *x, int ldx,
+                                                             const int8_t *wg, const int32_t *sums, int k4s)
+{
+    vnni_tile(4, tile, x, ldx, wg, sums, k4s);
+}
+
+__attribute__((target(VNNI_TARGET))) static void vnni_tile1(int32_t *tile, const int8_t *x, int ldx,
+                                                             const int8_t *wg, const int32_t *sums, int k4s)
+{
+    vnni_tile(1, tile, x, ldx, wg, sums, k4s);
+}
+#endif
+
+typedef struct {
+    int mr;          /* token rows of the wide tile */
+    tile_fn wide;    /* mr rows */
+    tile_fn one;     /* one row, for the remainder */
+} kernel_desc;
+
+static kernel_desc describe(tram_i8_kernel k)
+{
+#if defined(__x86_64__)
+    if (k == TRAM_I8_VNNI)
+        return (kernel_desc){4, vnni_tile4, vnni_tile1};
+    if (k == TRAM_I8_AVX2)
+        return (kernel_desc){2, avx2_tile2, avx2_tile1};
+#endif
+    (void)k;
+    return (kernel_desc){1, generic_tile, generic_tile};
+}
+
+int tram_i8_kernel_available(tram_i8_kernel k)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (k == TRAM_I8_VNNI)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vnni");
+    if (k == TRAM_I8_AVX2)
+        return __builtin_cpu_supports("avx2");
+#endif
+    return k == TRAM_I8_GENERIC;
+}
+
+tram_i8_kernel tram_i8_kernel_best(void)
+{
+    if (tram_i8_kernel_available(TRAM_I8_VNNI))
+        return TRAM_I8_VNNI;
+    return tram_i8_kernel_available(TRAM_I8_AVX2) ? TRAM_I8_AVX2 : TRAM_I8_GENERIC;
+}
+
+const char *tram_i8_kernel_name(tram_i8_kernel k)
+{
+    static const char *const names[] = {"generic", "avx2", "avx512-vnni"};
+    return (unsigned)k < sizeof(names) / sizeof(names[0]) ? names[k] : "unknown";
+}
+
+/* ---------------------------------------------------------------- driver */
+
+typedef struct {
+    float *y;                     /* f32 output, or NULL */
+    const float *x_scales, *w_scales;
+    int32_t *acc;                 /* int32 output when y is NULL */
+} epilogue;
+
+static void store_tile(const epilogue *e, const int32_t *tile, int row0, int mr, int col0, int ld)
+{
+    int ncols = ld - col0 < G ? ld - col0 : G;
+    for (int r = 0; r < mr; r++) {
+        const int32_t *t = tile + r * G;
+        size_t base = (size_t)(row0 + r) * ld + col0;
+        if (e->y) {
+            float xs = e->x_scales[row0 + r];
+            const float *ws = e->w_scales + col0;
+            for (int c = 0; c < ncols; c++)
+                e->y[base + c] = (float)t[c] * xs * ws[c];
+        } else {
+            memcpy(e->acc + base, t, ncols * sizeof(int32_t));
+        }
+    }
+}
+
+/* Work item = (group, chunk of CHUNK token rows), numbered group-major so a
+ * thread's consecutive items reuse one group's weights from cache. */
+static void run(tram_i8_kernel k, const epilogue *e, const int8_t *xq, int n, const tram_i8_matrix *w,
+                int threads)
+{
+    kernel_desc kd = describe(k);
+    int chunks = (n + CHUNK - 1) / CHUNK, items = w->groups * chunks, k4s = w->kp / 4;
+#pragma omp parallel for num_threads(threads) schedule(static) if (items > 1)
+    for (int it = 0; it < items; it++) {
+        _Alignas(64) int32_t tile[MAX_MR * G];
+        int g = it / chunks, first = it % chunks * CHUNK, last = first + CHUNK < n ? first + CHUNK : n;
+        const int8_t *wg = w->q + (size_t)g * G * w->kp;
+        const int32_t *sums = w->row_sums + (size_t)g * G;
+        int i = first;
+        for (; i + kd.mr <= last; i += kd.mr) {
+            kd.wide(tile, xq + (size_t)i * w->kp, w->kp, wg, sums, k4s);
+            store_tile(e, tile, i, kd.mr, g * G, w->rows);
+        }
+        for (; i < last; i++) {
+            kd.one(tile, xq + (size_t)i * w->kp, w->kp, wg, sums, k4s);
+            store_tile(e, tile, i, 1, g * G, w->rows);
+        }
+    }
+}
+
+void tram_i8_gemm_f32(tram_i8_kernel k, float *y, const int8_t *xq, const float *x_scales, int n,
+                      const tram_i8_matrix *w, const float *w_scales, int threads)
+{
+    epilogue e = {y, x_scales, w_scales, NULL};
+    run(k, &e, xq, n, w, threads);
+}
+
+void tram_i8_gemm_i32(tram_i8_kernel k, int32_t *acc, const int8_t *xq, int n, const tram_i8_matrix *w,
+                      int threads)
+{
+    epilogue e = {NULL, NULL, NULL, acc};
+    run(k, &e, xq, n, w, threads);
+}

@@ -1,0 +1,129 @@
+/* cmd_quantize.c — `tram quantize`: W8A8 GGUF from a model, with SmoothQuant
+ * calibrated on a text (see models/quantize.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cli.h"
+#include "models/gguf.h"
+#include "models/perplexity.h"
+#include "models/quantize.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct {
+    const char *model, *out, *calib, *exclude;
+    double alpha;
+    int calib_tokens, ctx, threads;
+} quant_args;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: tram quantize [-m MODEL] -o OUT.gguf [--calib TEXT] [--smoothquant-alpha A]\n"
+            "       [--exclude LIST] [--calib-tokens N] [--ctx N] [-t N]\n\n"
+            "Writes MODEL (a GGUF) with its matrices in int8, one scale per output row (W8A8: the\n"
+            "activations are quantized per token when the model runs).\n"
+            "  --calib TEXT            run TEXT through the model to measure each input channel's\n"
+            "                          range and apply SmoothQuant (without it: no smoothing)\n"
+            "  --smoothquant-alpha A   migration strength in [0, 1] (0.5)\n"
+            "  --exclude LIST          matrices kept as they are, comma-separated: lm_head,\n"
+            "                          layers.0.mlp, layers.3.self_attn.o_proj, blk.3.ffn_down, ...\n"
+            "  --calib-tokens N        calibration tokens used from TEXT (8192)\n"
+            "  --ctx N                 calibration window (512)\n");
+}
+
+static int parse_args(quant_args *a, int argc, char **argv)
+{
+    *a = (quant_args){.model = TRAM_DEFAULT_MODEL, .alpha = 0.5, .calib_tokens = 8192, .ctx = 512};
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long x = 0;
+        if (!strcmp(f, "-h") || !strcmp(f, "--help"))
+            return usage(stdout), 1;
+        if (!v) {
+            fprintf(stderr, "tram quantize: %s needs a value\n", f);
+            return -1;
+        }
+        i++;
+        if (!strcmp(f, "-m") || !strcmp(f, "--model"))
+            a->model = v;
+        else if (!strcmp(f, "-o") || !strcmp(f, "--output"))
+            a->out = v;
+        else if (!strcmp(f, "--calib"))
+            a->calib = v;
+        else if (!strcmp(f, "--exclude"))
+            a->exclude = v;
+        else if (!strcmp(f, "--smoothquant-alpha")) {
+            if (tram_cli_float(f, v, 0.0, 1.0, &a->alpha))
+                return -1;
+        } else if (!strcmp(f, "--calib-tokens") || !strcmp(f, "--ctx") || !strcmp(f, "-t") ||
+                   !strcmp(f, "--threads")) {
+            if (tram_cli_int(f, v, 1, 1 << 24, &x))
+                return -1;
+            *(!strcmp(f, "--calib-tokens") ? &a->calib_tokens : !strcmp(f, "--ctx") ? &a->ctx : &a->threads) = (int)x;
+        } else {
+            fprintf(stderr, "tram quantize: unknown option '%s'\n\n", f);
+            usage(stderr);
+            return -1;
+        }
+    }
+    if (!a->out) {
+        usage(stderr);
+        return -1;
+    }
+    return 0;
+}
+
+static int calibrate(tram_model_file *f, const quant_args *a, tram_calib_stats *st, tram_error *err)
+{
+    tram_tokenizer *tok = NULL;
+    int32_t *ids = NULL;
+    int n = 0;
+    int rc = tram_tokenizer_from_gguf(&tok, tram_model_file_gguf(f), err) ||
+             tram_tokenize_file(tok, a->calib, &ids, &n, err);
+    if (!rc) {
+        n = TRAM_MIN(n, a->calib_tokens);
+        fprintf(stderr, "quantize: calibrating on %d tokens of %s\n", n, a->calib);
+        rc = tram_calibrate(f, ids, n, a->ctx, a->threads, st, err);
+    }
+    free(ids);
+    tram_tokenizer_free(tok);
+    return rc;
+}
+
+static int run(const quant_args *a, tram_error *err)
+{
+    tram_model_file *f = NULL;
+    tram_calib_stats st = {0};
+    double t0 = tram_now();
+    int rc = tram_model_file_open(&f, a->model, err) || (a->exclude && tram_quant_check_exclude(a->exclude, f, err));
+    if (!rc && !tram_model_file_gguf(f))
+        rc = tram_fail(err, "%s: quantize reads GGUF files only", a->model);
+    if (!rc && a->calib)
+        rc = calibrate(f, a, &st, err);
+    if (!rc) {
+        tram_quant_opts o = {.out_path = a->out, .exclude = a->exclude, .stats = a->calib ? &st : NULL,
+                             .alpha = (float)a->alpha};
+        rc = tram_quantize_model(f, &o, err);
+    }
+    if (!rc)
+        fprintf(stderr, "quantize: wrote %s (%s) in %.1f s\n", a->out,
+                a->calib ? "W8A8, SmoothQuant" : "W8A8, no smoothing", tram_now() - t0);
+    tram_calib_stats_free(&st);
+    tram_model_file_close(f);
+    return rc ? -1 : 0;
+}
+
+int tram_cmd_quantize(int argc, char **argv)
+{
+    quant_args a;
+    int p = parse_args(&a, argc, argv);
+    if (p)
+        return p > 0 ? 0 : TRAM_EXIT_USAGE;
+    tram_error err;
+    if (run(&a, &err)) {
+        fprintf(stderr, "tram quantize: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,407 @@
+/* quantize.c — W8A8 models: calibration statistics, SmoothQuant, and the int8
+ * GGUF (format in quantize.h).
+ *
+ * SmoothQuant moves activation outliers into the weights through a factor s_j
+ * per input channel of a linear layer, X·Wᵀ = (X / s)·(W * s)ᵀ, and X / s is
+ * paid for by whatever produced X:
+ *   q/k/v and gate/up: X = rmsnorm(x) * g, so g / s (norm weight);
+ *   o_proj: X is attention's output, per channel a weighted sum of V's rows,
+ *     so V's output rows / s (one s per KV channel, shared by its query heads);
+ *   down_proj: X = silu(gate) * up, linear in up, so up's output rows / s.
+ * Every fold is exact in real arithmetic, so the f32 model computes the same
+ * function before quantization (tested). */
+#include "models/quantize.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/int8_gemm.h"
+#include "models/gguf.h"
+#include "models/gguf_writer.h"
+
+/* ---------------------------------------------------------------- SmoothQuant math */
+
+void tram_smooth_factors(const float *x_amax, const float *w_amax, int n, float alpha, float *s)
+{
+    for (int j = 0; j < n; j++) {
+        if (!(x_amax[j] > 0.0f) || !(w_amax[j] > 0.0f)) {
+            s[j] = 1.0f;
+            continue;
+        }
+        float v = powf(x_amax[j], alpha) / powf(w_amax[j], 1.0f - alpha);
+        s[j] = fminf(fmaxf(v, 1e-5f), 1e5f);
+    }
+}
+
+void tram_col_amax(const float *w, int rows, int cols, float *amax)
+{
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++)
+            amax[j] = fmaxf(amax[j], fabsf(w[(size_t)i * cols + j]));
+}
+
+void tram_scale_cols(float *w, int rows, int cols, const float *s)
+{
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++)
+            w[(size_t)i * cols + j] *= s[j];
+}
+
+void tram_unscale_rows(float *w, int rows, int cols, const float *s)
+{
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++)
+            w[(size_t)i * cols + j] /= s[i];
+}
+
+/* ---------------------------------------------------------------- calibration */
+
+static float *site_stats(tram_calib_stats *st, int layer, tram_act_site site)
+{
+    switch (site) {
+    case TRAM_ACT_ATTN_IN: return st->attn_in + (size_t)layer * st->dim;
+    case TRAM_ACT_ATTN_OUT: return st->attn_out + (size_t)layer * st->qd;
+    case TRAM_ACT_FFN_IN: return st->ffn_in + (size_t)layer * st->dim;
+    case TRAM_ACT_FFN_HIDDEN: return st->ffn_hidden + (size_t)layer * st->ffn;
+    default: return st->head_in;
+    }
+}
+
+static void calib_observe(void *ctx, int layer, tram_act_site site, const void *act, int n, int dim)
+{
+    tram_calib_stats *st = ctx;
+    float *amax = site_stats(st, layer, site);
+    const float *x = act;  /* the CPU backend: f32 host rows */
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < dim; j++)
+            amax[j] = fmaxf(amax[j], fabsf(x[(size_t)i * dim + j]));
+    if (site == TRAM_ACT_HEAD_IN)
+        st->tokens += n;
+}
+
+static int stats_alloc(tram_calib_stats *st, const tram_model_config *c, tram_error *err)
+{
+    memset(st, 0, sizeof(*st));
+    st->n_layers = c->n_layers, st->dim = c->dim, st->qd = c->n_heads * c->head_dim, st->ffn = c->ffn_dim;
+    st->attn_in = tram_calloc((size_t)c->n_layers * st->dim, sizeof(float), err);
+    st->attn_out = tram_calloc((size_t)c->n_layers * st->qd, sizeof(float), err);
+    st->ffn_in = tram_calloc((size_t)c->n_layers * st->dim, sizeof(float), err);
+    st->ffn_hidden = tram_calloc((size_t)c->n_layers * st->ffn, sizeof(float), err);
+    st->head_in = tram_calloc(st->dim, sizeof(float), err);
+    return st->attn_in && st->attn_out && st->ffn_in && st->ffn_hidden && st->head_in ? 0 : -1;
+}
+
+void tram_calib_stats_free(tram_calib_stats *st)
+{
+    free(st->attn_in);
+    free(st->attn_out);
+    free(st->ffn_in);
+    free(st->ffn_hidden);
+    free(st->head_in);
+    memset(st, 0, sizeof(*st));
+}
+
+/* One sequence of len tokens at positions 0..len-1; blocks[max_blocks] in order. */
+static int run_window(tram_model *m, const int32_t *tokens, int len, int32_t *pos, const int32_t *blocks,
+                      int max_blocks, tram_error *err)
+{
+    int32_t qs[2] = {0, len}, seq_len = len;
+    for (int i = 0; i < len; i++)
+        pos[i] = i;
+    tram_batch b = {.num_tokens = len, .num_seqs = 1, .token_ids = tokens, .positions = pos,
+                    .slot_mapping = pos, .query_start = qs, .seq_lens = &seq_len, .block_tables = blocks,
+                    .max_blocks_per_seq = max_blocks, .num_logits = 0, .logits_rows = pos};
+    float no_logits;
+    return tram_model_forward(m, &b, &no_logits, err);
+}
+
+/* A CPU model that runs one sequence of up to ctx tokens. */
+static int window_model(tram_model **m, tram_model_file *f, tram_backend *be, int ctx, tram_error *err)
+{
+    int blocks = (ctx + 15) / 16;
+    tram_model_limits lim = {.max_tokens = ctx, .max_seqs = 1, .max_blocks_per_seq = blocks,
+                             .num_blocks = blocks, .block_size = 16, .weight_type = TRAM_W_F32};
+    return tram_model_create(m, f, be, &lim, err);
+}
+
+int tram_calibrate(tram_model_file *f, const int32_t *tokens, int n, int ctx, int threads,
+                   tram_calib_stats *st, tram_error *err)
+{
+    if (n < 1 || ctx < 1)
+        return tram_fail(err, "calibration needs at least one token and a window of one");
+    if (stats_alloc(st, tram_model_file_config(f), err))
+        return -1;
+    ctx = TRAM_MIN(ctx, n);
+    int blocks = (ctx + 15) / 16;
+    tram_backend *be = NULL;
+    tram_model *m = NULL;
+    int32_t *pos = tram_calloc((size_t)ctx + blocks, sizeof(int32_t), err), *table = pos + ctx;
+    int rc = !pos || tram_backend_cpu_create(&be, threads, err) || window_model(&m, f, be, ctx, err) ? -1 : 0;
+    for (int b = 0; !rc && b < blocks; b++)
+        table[b] = b;
+    if (!rc)
+        tram_model_set_observer(m, calib_observe, st);
+    for (int w = 0; !rc && w * ctx < n; w++)
+        rc = run_window(m, tokens + (size_t)w * ctx, TRAM_MIN(ctx, n - w * ctx), pos, table, blocks, err);
+    tram_model_destroy(m);
+    if (be)
+        be->destroy(be);
+    free(pos);
+    if (rc)
+        tram_calib_stats_free(st);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- a layer in f32 */
+
+enum { T_ATTN_NORM, T_Q, T_K, T_V, T_O, T_FFN_NORM, T_GATE, T_UP, T_DOWN, T_BV, N_LAYER_TENSORS };
+static const char *const layer_suffix[N_LAYER_TENSORS] = {
+    "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
+    "ffn_norm.weight",  "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight", "attn_v.bias"};
+static const int is_matrix[N_LAYER_TENSORS] = {0, 1, 1, 1, 1, 0, 1, 1, 1, 0};
+
+typedef struct {
+    tram_model_file *f;
+    const tram_model_config *c;
+    const tram_quant_opts *o;
+    int tied;
+    int layer;                        /* the layer in buf, or -1 */
+    float *buf[N_LAYER_TENSORS];      /* NULL for a bias the model lacks */
+    int rows[N_LAYER_TENSORS], cols[N_LAYER_TENSORS];
+    float *tmp[5];                    /* SmoothQuant scratch, widest channel count each */
+    float *big;                       /* one whole tensor in f32 */
+    int8_t *q;                        /* its int8 values */
+    float *scales;                    /* its row scales */
+} quant_job;
+
+/* Index of `name` among a layer's tensors (and its layer), or -1. */
+static int layer_tensor(const char *name, int *layer)
+{
+    int used = 0;
+    if (sscanf(name, "blk.%d.%n", layer, &used) != 1 || !used)
+        return -1;
+    for (int i = 0; i < N_LAYER_TENSORS; i++)
+        if (!strcmp(name + used, layer_suffix[i]))
+            return i;
+    return -1;
+}
+
+static void layer_shapes(quant_job *j)
+{
+    const tram_model_config *c = j->c;
+    int dim = c->dim, qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim, ffn = c->ffn_dim;
+    const int shape[N_LAYER_TENSORS][2] = {{1, dim}, {qd, dim}, {kd, dim}, {kd, dim}, {dim, qd},
+                                           {1, dim}, {ffn, dim}, {ffn, dim}, {dim, ffn}, {1, kd}};
+    for (int i = 0; i < N_LAYER_TENSORS; i++)
+        j->rows[i] = shape[i][0], j->cols[i] = shape[i][1];
+}
+
+/* V rows / s and o_proj columns * s, one s per KV channel shared by the
+ * query heads of its group. */
+static void smooth_v_o(quant_job *j, int l)
+{
+    const tram_model_config *c = j->c;
+    int hd = c->head_dim, qd = c->n_heads * hd, kd = c->n_kv_heads * hd, group = c->n_heads / c->n_kv_heads;
+    float *xa = j->tmp[0], *wa = j->tmp[1], *s = j->tmp[2], *s_q = j->tmp[3], *wo = j->tmp[4];
+    const float *att = j->o->stats->attn_out + (size_t)l * qd;
+    memset(xa, 0, kd * sizeof(float));
+    memset(wa, 0, kd * sizeof(float));
+    memset(wo, 0, qd * sizeof(float));
+    tram_col_amax(j->buf[T_O], c->dim, qd, wo);
+    for (int h = 0; h < c->n_heads; h++)
+        for (int d = 0; d < hd; d++) {
+            int kv = (h / group) * hd + d;
+            xa[kv] = fmaxf(xa[kv], att[h * hd + d]);
+            wa[kv] = fmaxf(wa[kv], wo[h * hd + d]);
+        }
+    tram_smooth_factors(xa, wa, kd, j->o->alpha, s);
+    for (int q = 0; q < qd; q++)
+        s_q[q] = s[(q / hd / group) * hd + q % hd];
+    tram_unscale_rows(j->buf[T_V], kd, c->dim, s);
+    if (j->buf[T_BV])
+        tram_unscale_rows(j->buf[T_BV], kd, 1, s);
+    tram_scale_cols(j->buf[T_O], c->dim, qd, s_q);
+}
+
+/* One input shared by `n` matrices (q/k/v, gate/up, or down alone), produced
+ * by `producer`: a norm weight (rows = channels, cols = 1) or the rows of a
+ * matrix (up, for down_proj). */
+static void smooth_input(quant_job *j, const float *x_amax, const int *mats, int n, int producer)
+{
+    int ch = j->cols[mats[0]];
+    float *wa = j->tmp[0], *s = j->tmp[1];
+    memset(wa, 0, ch * sizeof(float));
+    for (int i = 0; i < n; i++)
+        tram_col_amax(j->buf[mats[i]], j->rows[mats[i]], ch, wa);
+    tram_smooth_factors(x_amax, wa, ch, j->o->alpha, s);
+    tram_unscale_rows(j->buf[producer], ch, j->rows[producer] == 1 ? 1 : j->cols[producer], s);
+    for (int i = 0; i < n; i++)
+        tram_scale_cols(j->buf[mats[i]], j->rows[mats[i]], ch, s);
+}
+
+/* V and up rows change first, so that the column maxima q/k/v and gate/up
+ * are smoothed against are those of the matrices that get quantized. */
+static void smooth_layer(quant_job *j, int l)
+{
+    const tram_calib_stats *st = j->o->stats;
+    static const int down[] = {T_DOWN}, qkv[] = {T_Q, T_K, T_V}, gate_up[] = {T_GATE, T_UP};
+    smooth_v_o(j, l);
+    smooth_input(j, st->ffn_hidden + (size_t)l * st->ffn, down, 1, T_UP);
+    smooth_input(j, st->attn_in + (size_t)l * st->dim, qkv, 3, T_ATTN_NORM);
+    smooth_input(j, st->ffn_in + (size_t)l * st->dim, gate_up, 2, T_FFN_NORM);
+}
+
+static int load_layer(quant_job *j, int l, tram_error *err)
+{
+    if (j->layer == l)
+        return 0;
+    j->layer = -1;
+    for (int i = 0; i < N_LAYER_TENSORS; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "blk.%d.%s", l, layer_suffix[i]);
+        if (j->buf[i] && tram_model_file_read_f32(j->f, name, j->buf[i], (int64_t)j->rows[i] * j->cols[i], err))
+            return -1;
+    }
+    if (j->o->stats)
+        smooth_layer(j, l);
+    j->layer = l;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the int8 GGUF */
+
+typedef enum { OUT_RAW, OUT_F32, OUT_I8 } out_kind;
+
+static int is_global_matrix(const quant_job *j, const char *name)
+{
+    return !strcmp(name, "output.weight") || (j->tied && !strcmp(name, "token_embd.weight"));
+}
+
+static out_kind tensor_kind(const quant_job *j, const char *name)
+{
+    int layer, idx = layer_tensor(name, &layer);
+    int matrix = idx >= 0 ? is_matrix[idx] : is_global_matrix(j, name);
+    if (matrix && !j->o->keep_f32 && !tram_quant_excluded(j->o->exclude, name))
+        return OUT_I8;
+    return idx >= 0 && j->o->stats ? OUT_F32 : OUT_RAW;  /* smoothing changes every layer tensor */
+}
+
+static int declare(quant_job *j, tram_gguf_writer *w, const tram_gguf *g, tram_error *err)
+{
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        const tram_gguf_kv *kv = &g->kv[i];
+        char key[256];
+        snprintf(key, sizeof(key), "%.*s", (int)TRAM_MIN(kv->key.len, 255), kv->key.ptr);
+        if (strncmp(key, "tram.", 5) && tram_gguf_writer_add_kv(w, key, &kv->value, err))
+            return -1;
+    }
+    if (!j->o->keep_f32 && tram_gguf_writer_add_str(w, "tram.quantization", "w8a8", err))
+        return -1;
+    if (j->o->stats && tram_gguf_writer_add_f32(w, "tram.smoothquant_alpha", j->o->alpha, err))
+        return -1;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const tram_gguf_tensor *t = &g->tensors[i];
+        out_kind k = tensor_kind(j, t->name);
+        tram_ggml_type type = k == OUT_RAW ? t->type : k == OUT_F32 ? TRAM_GGML_F32 : TRAM_GGML_I8;
+        if (tram_gguf_writer_add_tensor(w, t->name, type, (int)t->n_dims, t->ne, err))
+            return -1;
+        char scale[sizeof(t->name) + 8];
+        int64_t rows = t->ne[1];  /* an OUT_I8 tensor is a matrix (check_source) */
+        snprintf(scale, sizeof(scale), "%s.scale", t->name);
+        if (k == OUT_I8 && tram_gguf_writer_add_tensor(w, scale, TRAM_GGML_F32, 1, &rows, err))
+            return -1;
+    }
+    return 0;
+}
+
+/* The tensor in f32: from the (smoothed) layer, or read whole. */
+static const float *tensor_f32(quant_job *j, const tram_gguf_tensor *t, tram_error *err)
+{
+    int layer, idx = layer_tensor(t->name, &layer);
+    if (idx >= 0 && j->o->stats)
+        return load_layer(j, layer, err) ? NULL : j->buf[idx];
+    return tram_model_file_read_f32(j->f, t->name, j->big, tram_gguf_tensor_numel(t), err) ? NULL : j->big;
+}
+
+static int write_tensor(quant_job *j, tram_gguf_writer *w, const tram_gguf_tensor *t, tram_error *err)
+{
+    out_kind k = tensor_kind(j, t->name);
+    int64_t numel = tram_gguf_tensor_numel(t), cols = t->ne[0], rows = t->ne[1];
+    if (k == OUT_RAW)
+        return tram_gguf_writer_write(w, t->data, t->nbytes, err);
+    const float *x = tensor_f32(j, t, err);
+    if (!x)
+        return -1;
+    if (k == OUT_F32)
+        return tram_gguf_writer_write(w, x, (size_t)numel * sizeof(float), err);
+    for (int64_t r = 0; r < rows; r++)
+        j->scales[r] = tram_i8_quantize(x + r * cols, (int)cols, (int)cols, j->q + r * cols);
+    return tram_gguf_writer_write(w, j->q, (size_t)numel, err) ||
+           tram_gguf_writer_write(w, j->scales, (size_t)rows * sizeof(float), err);
+}
+
+static int check_source(quant_job *j, const tram_gguf *g, tram_error *err)
+{
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const tram_gguf_tensor *t = &g->tensors[i];
+        if (tram_model_file_is_int8(j->f, t->name))
+            return tram_fail(err, "%s is already quantized to int8 (%s)", g->path, t->name);
+        if (tensor_kind(j, t->name) == OUT_I8 && (t->n_dims != 2 || t->ne[0] < 1 || t->ne[0] > TRAM_I8_MAX_COLS))
+            return tram_fail(err, "%s: %s is not a matrix of at most %d columns", g->path, t->name,
+                             TRAM_I8_MAX_COLS);
+    }
+    return tram_quant_check_exclude(j->o->exclude, j->f, err);
+}
+
+static int job_alloc(quant_job *j, const tram_gguf *g, tram_error *err)
+{
+    const tram_model_config *c = j->c;
+    int64_t biggest = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        biggest = TRAM_MAX(biggest, tram_gguf_tensor_numel(&g->tensors[i]));
+    int widest = TRAM_MAX(TRAM_MAX(c->dim, c->ffn_dim), c->n_heads * c->head_dim);
+    layer_shapes(j);
+    for (int i = 0; i < N_LAYER_TENSORS; i++)
+        if ((i != T_BV || c->qkv_bias) && !(j->buf[i] = tram_calloc((size_t)j->rows[i] * j->cols[i], 4, err)))
+            return -1;
+    for (int i = 0; i < 5; i++)
+        if (!(j->tmp[i] = tram_calloc(widest, sizeof(float), err)))
+            return -1;
+    j->big = tram_calloc(biggest, sizeof(float), err);
+    j->q = j->big ? tram_calloc(biggest, 1, err) : NULL;
+    j->scales = j->q ? tram_calloc(biggest, sizeof(float), err) : NULL;
+    return j->scales ? 0 : -1;
+}
+
+static void job_free(quant_job *j)
+{
+    for (int i = 0; i < N_LAYER_TENSORS; i++)
+        free(j->buf[i]);
+    for (int i = 0; i < 5; i++)
+        free(j->tmp[i]);
+    free(j->big);
+    free(j->q);
+    free(j->scales);
+}
+
+int tram_quantize_model(tram_model_file *f, const tram_quant_opts *o, tram_error *err)
+{
+    const tram_gguf *g = tram_model_file_gguf(f);
+    if (!g)
+        return tram_fail(err, "%s: quantize reads GGUF files only", tram_model_file_path(f));
+    quant_job j = {.f = f, .c = tram_model_file_config(f), .o = o, .layer = -1};
+    j.tied = j.c->tied_embeddings;
+    tram_gguf_writer *w = NULL;
+    int rc = check_source(&j, g, err) || job_alloc(&j, g, err) ||
+             tram_gguf_writer_create(&w, o->out_path, err) || declare(&j, w, g, err);
+    for (uint64_t i = 0; !rc && i < g->n_tensors; i++)
+        rc = write_tensor(&j, w, &g->tensors[i], err);
+    job_free(&j);
+    if (rc) {
+        tram_gguf_writer_abort(w);
+        return -1;
+    }
+    return tram_gguf_writer_finish(w, err);
+}

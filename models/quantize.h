@@ -1,0 +1,72 @@
+/* quantize.h — W8A8 models: which matrices stay at full precision,
+ * calibration statistics, SmoothQuant, and the int8 GGUF `tram quantize`
+ * writes.
+ *
+ * The file format (also in README.md): every quantized matrix keeps its GGUF
+ * name and shape with ggml type I8 (24), values in [-127, 127], and gains an
+ * F32 tensor "<name>.scale" of one scale per output row: w = q * scale[row].
+ * Norm weights into which SmoothQuant folded its factors are F32; every other
+ * tensor is copied as it was.  The metadata gains tram.quantization = "w8a8"
+ * and tram.smoothquant_alpha (f32, absent without smoothing). */
+#ifndef TRAM_QUANTIZE_H
+#define TRAM_QUANTIZE_H
+
+#include <stdint.h>
+
+#include "engine/common.h"
+#include "models/model.h"
+
+/* 1 when the comma-separated list names the GGUF tensor `name`.  An entry
+ * names every tensor whose GGUF name (blk.3, blk.3.ffn_down, output) or
+ * Hugging Face name (layers.3, layers.3.mlp, layers.3.mlp.down_proj, lm_head,
+ * embed_tokens; "model." optional) it equals or is a dotted prefix of.  With
+ * tied embeddings token_embd.weight is also the lm_head and answers to both. */
+int tram_quant_excluded(const char *list, const char *name);
+
+/* Fails naming the first entry of the list that matches no matrix of f (a
+ * typo would otherwise quantize what was meant to stay). */
+int tram_quant_check_exclude(const char *list, tram_model_file *f, tram_error *err);
+
+/* Per input channel max |x| of every linear layer's input, over the
+ * calibration tokens. */
+typedef struct {
+    int n_layers, dim, qd, ffn;
+    float *attn_in;     /* [n_layers][dim]  input of q/k/v   */
+    float *attn_out;    /* [n_layers][qd]   input of o_proj  */
+    float *ffn_in;      /* [n_layers][dim]  input of gate/up */
+    float *ffn_hidden;  /* [n_layers][ffn]  input of down    */
+    float *head_in;     /* [dim]            input of lm_head */
+    int64_t tokens;
+} tram_calib_stats;
+
+/* Runs tokens[n] through the f32 model on the CPU in windows of ctx tokens. */
+int tram_calibrate(tram_model_file *f, const int32_t *tokens, int n, int ctx, int threads,
+                   tram_calib_stats *st, tram_error *err);
+void tram_calib_stats_free(tram_calib_stats *st);
+
+/* ---- SmoothQuant: Y = X·Wᵀ = (X / s)·(W * s)ᵀ for any s > 0 per input channel ---- */
+
+/* s_j = max|X_j|^α / max|W_j|^(1-α), clamped to [1e-5, 1e5]; channels never
+ * seen (x_amax 0) or empty weight columns get 1. */
+void tram_smooth_factors(const float *x_amax, const float *w_amax, int n, float alpha, float *s);
+/* amax[j] = max(amax[j], max_i |w[i][j]|) over rows of w[rows][cols]. */
+void tram_col_amax(const float *w, int rows, int cols, float *amax);
+/* w[i][j] *= s[j] */
+void tram_scale_cols(float *w, int rows, int cols, const float *s);
+/* w[i][j] /= s[i] (also a vector: rows = n, cols = 1) */
+void tram_unscale_rows(float *w, int rows, int cols, const float *s);
+
+/* ---- the int8 GGUF ---- */
+
+typedef struct {
+    const char *out_path;
+    const char *exclude;          /* NULL or a list as above */
+    const tram_calib_stats *stats;/* NULL: no smoothing */
+    float alpha;                  /* SmoothQuant migration strength */
+    int keep_f32;                 /* smooth but write F32 matrices (tests the identity) */
+} tram_quant_opts;
+
+/* Reads f (a GGUF), smooths and quantizes its matrices, writes o->out_path. */
+int tram_quantize_model(tram_model_file *f, const tram_quant_opts *o, tram_error *err);
+
+#endif
