@@ -1,6 +1,8 @@
 /* main.c — bin/tram: one binary, one subcommand per job (like `git commit`). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/cli.h"
 
@@ -29,8 +31,22 @@ static void usage(FILE *out)
         fprintf(out, "  %-14s %s\n", commands[i].name, commands[i].help);
 }
 
+/* OpenMP workers that spin between parallel regions steal the cores from
+ * everything else (the HTTP thread, other processes): measured here, a loaded
+ * 2-core machine decoded 5x slower with spinning workers.  libgomp reads its
+ * wait policy once, at start-up, so set it and execute ourselves again; an
+ * explicit OMP_WAIT_POLICY from the user wins. */
+static void prefer_passive_openmp(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY"))
+        return;
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv); /* returns only on failure: keep the default */
+}
+
 int main(int argc, char **argv)
 {
+    prefer_passive_openmp(argv);
     if (argc < 2) {
         usage(stderr);
         return TRAM_EXIT_USAGE;

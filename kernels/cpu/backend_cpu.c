@@ -185,10 +185,28 @@ static void matmul_int8(tram_backend *be, float *y, const float *x, const tram_w
     tram_i8_gemm_f32(s->i8_kernel, y, s->xq, s->xs, n, m, w->scales, s->threads);
 }
 
-/* Rows up to which matmul runs as matrix-vector products (see cpu_matmul). */
+/* Rows up to which matmul runs as matrix-vector products (see sgemm_rows). */
 #define GEMV_MAX_ROWS 2
 
-/* y[n, rows] = x[n, cols] · Wᵀ */
+/* y[:, r0:r1] = x · W[r0:r1]ᵀ with single-threaded OpenBLAS.  For a few rows
+ * sgemm spends more time packing W than multiplying, so those go through
+ * sgemv, which streams W once, unpacked. */
+static void sgemm_rows(float *y, const float *x, const float *w, int n, int rows, int cols, int r0, int r1)
+{
+    if (n <= GEMV_MAX_ROWS) {
+        for (int i = 0; i < n; i++)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, r1 - r0, cols, 1.0f, w + (size_t)r0 * cols, cols,
+                        x + (size_t)i * cols, 1, 0.0f, y + (size_t)i * rows + r0, 1);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, r1 - r0, cols, 1.0f, x, cols,
+                w + (size_t)r0 * cols, cols, 0.0f, y + r0, rows);
+}
+
+/* y[n, rows] = x[n, cols] · Wᵀ.  The output columns are split across our
+ * OpenMP threads and OpenBLAS runs single-threaded inside each: one pool of
+ * threads on the cores, instead of OpenBLAS's pool fighting OpenMP's spinning
+ * workers for them. */
 static void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n)
 {
     if (w->type == TRAM_W_INT8) {
@@ -199,16 +217,17 @@ static void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weig
         cpu_record(be, "matmul: unsupported weight type");
         return;
     }
-    /* For a few rows, sgemm spends more time packing W than multiplying:
-     * one matrix-vector product per row reads W once each, unpacked. */
-    if (n <= GEMV_MAX_ROWS) {
-        for (int i = 0; i < n; i++)
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, w->rows, w->cols, 1.0f, w->data, w->cols,
-                        (const float *)x + (size_t)i * w->cols, 1, 0.0f, (float *)y + (size_t)i * w->rows, 1);
-        return;
+    int threads = state(be)->threads;
+#pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        /* slices on 16-row boundaries keep each thread's rows cache-line aligned */
+        int chunk = (w->rows + nt - 1) / nt;
+        chunk = (chunk + 15) / 16 * 16;
+        int r0 = TRAM_MIN(t * chunk, w->rows), r1 = TRAM_MIN(r0 + chunk, w->rows);
+        if (r1 > r0)
+            sgemm_rows(y, x, w->data, n, w->rows, w->cols, r0, r1);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, w->rows, w->cols, 1.0f, x, w->cols,
-                w->data, w->cols, 0.0f, y, w->rows);
 }
 
 static void cpu_add_bias(tram_backend *be, void *y, const tram_weight *bias, int n)
@@ -388,7 +407,7 @@ int tram_backend_cpu_create(tram_backend **out, int num_threads, tram_error *err
     }
     s->threads = num_threads > 0 ? num_threads : omp_get_num_procs();
     s->i8_kernel = tram_i8_kernel_best();
-    openblas_set_num_threads(s->threads);
+    openblas_set_num_threads(1); /* we thread around it: see cpu_matmul */
     *be = (tram_backend){
         .name = "cpu", .act_bytes = sizeof(float), .rank = 0, .world_size = 1, .impl = s,
         .alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,

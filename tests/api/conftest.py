@@ -98,6 +98,7 @@ class Server:
             self.proc.kill()
             raise
         finally:
+            self.final_log = self.log_text()
             self.log.close()
             os.unlink(self.log.name)
 
@@ -107,7 +108,7 @@ def server():
     port = int(os.environ["TRAM_PORT"]) if os.environ.get("TRAM_PORT") else None
     s = Server(port=port)
     yield s
-    assert s.stop() == 0
+    assert s.stop() == 0, s.final_log
 
 
 @pytest.fixture(scope="session")

@@ -59,7 +59,7 @@ def test_client_dropping_while_queued_or_waiting():
         first.close()
         wait_for(lambda: s.metric("num_requests_running") == 0 and s.metric("kv_cache_usage_perc") == 0)
     finally:
-        assert s.stop() == 0
+        assert s.stop() == 0, s.final_log
 
 
 def raw_post(path, body):

@@ -96,7 +96,7 @@ def strict():
     s = Server("--api-key", "sk-secret", "--metrics-prefix", "vllm", "--read-timeout", "1",
                "--max-body-size", "64KiB")
     yield s
-    assert s.stop() == 0
+    assert s.stop() == 0, s.final_log
 
 
 def test_401_with_api_key(strict):
@@ -207,7 +207,7 @@ def test_503_when_the_queue_is_full():
                 assert int(hdrs["retry-after"]) >= 1
         assert s.request("GET", "/health")[0] == 200
     finally:
-        assert s.stop() == 0
+        assert s.stop() == 0, s.final_log
 
 
 def malformed_corpus():

@@ -226,7 +226,7 @@ Test(engine, preemption_keeps_outputs, .timeout = 300)
 {
     enum { N = 8 };
     static result res[2][N];
-    tram_sampling_params p = greedy(12);
+    tram_sampling_params p = greedy(8);
     char buf[N][128];
     for (int i = 0; i < N; i++)
         prompt_text(i * 3 + 1, buf[i], sizeof(buf[i]));
@@ -264,7 +264,7 @@ Test(engine, seeded_sampling_ignores_batch_and_n_shares_blocks, .timeout = 300)
     p.top_k = 40;
     p.has_seed = 1;
     p.seed = 77;
-    p.max_tokens = 10;
+    p.max_tokens = 8;
     p.ignore_eos = 1;
     p.n = 4;
     add(e, 0, long_prompt, &p);

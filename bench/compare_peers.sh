@@ -1,0 +1,57 @@
+#!/bin/sh
+# Installs the peers that `make compare` measures tram against, under
+# bench/peers/ (git-ignored), skipping every step whose result is already there:
+#   - llama.cpp's own llama-server, llama-batched-bench and llama-bench, built
+#     with CMake (CPU, Release, GGML_NATIVE) from the llama.cpp source that the
+#     llama-cpp-python sdist vendors;
+#   - a virtual environment with transformers + torch (+ accelerate, gguf).
+# Versions are pinned so that two runs of `make compare` measure the same code.
+set -e
+cd "$(dirname "$0")/.."
+
+LLAMA_CPP_PYTHON_VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
+PEER_PIP_PACKAGES="${PEER_PIP_PACKAGES:-torch==2.15.0 transformers==5.24.0 accelerate==1.15.0 gguf==0.19.0 sentencepiece protobuf}"
+PEERS=bench/peers
+PY="${PYTHON:-python3}"
+JOBS="${JOBS:-2}"
+
+SRC="$PEERS/src/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION"
+BUILD="$PEERS/llama-build-$LLAMA_CPP_PYTHON_VERSION"
+LLAMA_TARGETS="llama-server llama-batched-bench llama-bench"
+mkdir -p "$PEERS/dl" "$PEERS/src"
+
+if [ ! -d "$SRC/vendor/llama.cpp" ]; then
+    SDIST="$PEERS/dl/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz"
+    if [ ! -f "$SDIST" ]; then
+        echo "compare: downloading the llama-cpp-python $LLAMA_CPP_PYTHON_VERSION sdist"
+        "$PY" -m pip download --quiet --no-binary :all: --no-deps \
+            "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$PEERS/dl"
+    fi
+    tar -xzf "$SDIST" -C "$PEERS/src"
+fi
+
+built=1
+for t in $LLAMA_TARGETS; do [ -x "$BUILD/bin/$t" ] || built=0; done
+if [ $built = 0 ]; then
+    echo "compare: building $LLAMA_TARGETS (CPU, Release, native) with -j$JOBS"
+    # No curl (models are local files), no shared libraries (the binaries run
+    # from anywhere), no tests or examples beyond the three targets.
+    cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+        -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DGGML_CUDA=OFF \
+        >"$PEERS/cmake-configure.log" 2>&1 || { cat "$PEERS/cmake-configure.log"; exit 1; }
+    # shellcheck disable=SC2086
+    cmake --build "$BUILD" -j "$JOBS" --target $LLAMA_TARGETS >"$PEERS/cmake-build.log" 2>&1 ||
+        { tail -40 "$PEERS/cmake-build.log"; exit 1; }
+fi
+
+# The stamp names the packages it was made for: changing a pin reinstalls.
+STAMP="$PEERS/venv/.installed"
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$PEER_PIP_PACKAGES" ]; then
+    echo "compare: installing $PEER_PIP_PACKAGES into $PEERS/venv (torch is large: minutes)"
+    [ -x "$PEERS/venv/bin/python" ] || "$PY" -m venv "$PEERS/venv"
+    "$PEERS/venv/bin/python" -m pip install --quiet --upgrade pip
+    # shellcheck disable=SC2086
+    "$PEERS/venv/bin/python" -m pip install --quiet $PEER_PIP_PACKAGES
+    echo "$PEER_PIP_PACKAGES" >"$STAMP"
+fi
+echo "compare: peers ready (llama.cpp from llama-cpp-python $LLAMA_CPP_PYTHON_VERSION, $PEERS/venv)"
