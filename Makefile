@@ -39,9 +39,10 @@ help:
 	@echo "make            build bin/tram (CPU backend); installs missing packages first"
 	@echo "make serve      fetch the default model, build, and serve it on 127.0.0.1:8000"
 	@echo "make test       every test (unit, API, and 'make cuda' when nvcc exists)"
-	@echo "make test-asan  the unit suite under AddressSanitizer"
+	@echo "make test-asan  the unit suite under AddressSanitizer, UBSan and LeakSanitizer"
 	@echo "make cuda       also compile and link the CUDA backend (bin/tram-cuda, sm_90a)"
 	@echo "make gpu-check  on a machine with an NVIDIA GPU: kernels vs CPU, end to end, benchmark"
+	@echo "make compare    tram beside llama.cpp and transformers on this CPU (bench/results/compare-cpu.md)"
 	@echo "make golden     regenerate golden fixtures with Hugging Face transformers (needs torch)"
 	@echo "make fuzz-gguf  libFuzzer on the GGUF reader (FUZZ_SECONDS=600)"
 	@echo "make fuzz-api   libFuzzer on the API request parser (FUZZ_SECONDS=600)"
@@ -123,7 +124,7 @@ CUDA_SRC   := $(wildcard kernels/cuda/*.cu)
 CUDA_OBJ   := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 CUDA_LIBDIR = $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
 CUDA_LIBS   = -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lnccl -lcudart
-GPU_PROGS  := $(BUILD)/tests/gpu/check_kernels $(BUILD)/tests/gpu/bench_device
+GPU_PROGS  := $(BUILD)/tests/gpu/check_kernels $(BUILD)/tests/gpu/check_e2e $(BUILD)/tests/gpu/bench_device
 
 cuda: $(BUILD)/.deps-ok
 	$(MAKE) --no-print-directory BUILD=build/cuda CPPFLAGS_EXTRA=-DTRAM_CUDA cuda-build
@@ -151,6 +152,17 @@ gpu-check:
 # ---------------------------------------------------------------- run
 serve: deps all
 	bin/tram serve -m $(DEFAULT_MODEL)
+
+# ---------------------------------------------------------------- compare
+# Side by side with llama.cpp and transformers on this machine (installs the
+# peers under bench/peers/ first); writes bench/results/compare-cpu.md.
+# COMPARE_QUICK=1 for a smoke run; bench/compare.sh lists the other knobs.
+.PHONY: compare
+compare: all model $(BUILD)/bench/stream
+	@sh bench/compare.sh
+
+$(BUILD)/bench/stream: $(BUILD)/bench/stream.o $(BUILD)/libtram.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
 # ---------------------------------------------------------------- fuzz
 FUZZ_SECONDS ?= 600

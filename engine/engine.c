@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/gpu.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
@@ -22,6 +23,10 @@ struct tram_engine {
     tram_scheduler sched;
     tram_sampler *sampler;
     int vocab, max_model_len, max_blocks_per_seq, max_rows;
+    int gpu_pool;              /* the KV pool is sized after a profiling pass (engine/gpu.h) */
+    int logits_width;          /* the model's vocabulary; vocab is the part the tokenizer
+                                  decodes, the only ids sampled or accepted (dummy weights
+                                  may have more rows than their tokenizer has tokens) */
     char model_name[128];
 
     tram_request **reqs;       /* live requests, in arrival order */
@@ -31,7 +36,7 @@ struct tram_engine {
     /* per-step arrays, sized at create */
     int32_t *tok_ids, *positions, *slots, *query_start, *seq_lens, *block_tables, *rows;
     int *item_row0, *item_nrows;
-    float *logits;             /* [max_rows][vocab] */
+    float *logits;             /* [max_rows][logits_width] */
     tram_seq **emitted;        /* sequences with an output this step */
     int num_emitted, cap_emitted;
     tram_output *outs;
@@ -56,6 +61,7 @@ void tram_engine_config_init(tram_engine_config *c)
     c->policy = TRAM_POLICY_FCFS;
     strcpy(c->device, "cpu");
     strcpy(c->quantization, "none");
+    strcpy(c->load_format, "auto");
 }
 
 const char *tram_finish_reason_name(tram_finish_reason r)
@@ -78,6 +84,9 @@ static int check_config(const tram_engine_config *c, tram_error *err)
                          c->max_num_seqs, c->max_num_batched_tokens);
     if (c->max_model_len < 0 || c->num_kv_blocks < 0 || c->num_threads < 0)
         return tram_fail(err, "max_model_len, num_kv_blocks and num_threads must be >= 0");
+    if (!strcmp(c->load_format, "dummy") != !!c->preset[0])
+        return tram_fail(err, c->preset[0] ? "a preset needs --load-format dummy"
+                                           : "--load-format dummy needs --preset NAME");
     if (!(c->gpu_memory_utilization > 0 && c->gpu_memory_utilization <= 1))
         return tram_fail(err, "gpu_memory_utilization must be in (0, 1], got %g",
                          c->gpu_memory_utilization);
@@ -98,19 +107,53 @@ static int open_backend(tram_engine *e, tram_error *err)
     return tram_fail(err, "unknown device '%s' (expected cpu or cuda)", e->cfg.device);
 }
 
+/* Dummy weights (--load-format dummy) have no tokenizer of their own: they
+ * take --tokenizer's, or the model path's (by default the default model's). */
+static int open_tokenizer(tram_engine *e, const char *path, int dummy, tram_error *err)
+{
+    struct tram_gguf *g = tram_model_file_gguf(e->file);
+    if (e->cfg.tokenizer[0] || dummy) {
+        if (!tram_tokenizer_load(&e->tok, e->cfg.tokenizer[0] ? e->cfg.tokenizer : path, err))
+            return 0;
+        tram_error inner = *err;
+        return tram_fail(err, "%s (the tokenizer comes from --tokenizer PATH, else from -m MODEL)",
+                         inner.msg);
+    }
+    return g ? tram_tokenizer_from_gguf(&e->tok, g, err) : tram_tokenizer_from_dir(&e->tok, path, err);
+}
+
 static int open_model_file(tram_engine *e, const char *path, tram_error *err)
 {
-    if (tram_model_file_open(&e->file, path, err))
+    int dummy = !strcmp(e->cfg.load_format, "dummy");
+    if ((dummy ? tram_model_file_open_dummy(&e->file, e->cfg.preset, err)
+               : tram_model_file_open(&e->file, path, err)) ||
+        open_tokenizer(e, path, dummy, err))
         return -1;
-    struct tram_gguf *g = tram_model_file_gguf(e->file);
-    if (g ? tram_tokenizer_from_gguf(&e->tok, g, err) : tram_tokenizer_from_dir(&e->tok, path, err))
-        return -1;
-    const char *base = strrchr(path, '/');
-    base = base && base[1] ? base + 1 : path;
-    snprintf(e->model_name, sizeof(e->model_name), "%s", base);
+    const char *name = dummy ? e->cfg.preset : path, *base = strrchr(name, '/');
+    base = base && base[1] ? base + 1 : name;
+    snprintf(e->model_name, sizeof(e->model_name), "%s%.100s", dummy ? "dummy-" : "", base);
     char *dot = strrchr(e->model_name, '.');
-    if (dot && !strcmp(dot, ".gguf"))
+    if (dot && (!strcmp(dot, ".gguf") || !strcmp(dot, ".json")))
         *dot = 0;
+    return 0;
+}
+
+static tram_gpu_pool_spec gpu_pool_spec(const tram_engine *e)
+{
+    return (tram_gpu_pool_spec){e->cfg.max_num_batched_tokens, e->cfg.max_num_seqs, e->cfg.block_size,
+                                e->max_blocks_per_seq, e->max_model_len, e->cfg.gpu_memory_utilization};
+}
+
+/* On a GPU (no exact count given), the pool starts at what the profiling pass
+ * needs and is refitted once the weights are in (fit_gpu_pool). */
+static int fit_gpu_pool(tram_engine *e, tram_error *err)
+{
+    tram_gpu_pool_spec spec = gpu_pool_spec(e);
+    int blocks;
+    if (tram_gpu_fit_pool(e->model, e->be, &spec, &blocks, err) ||
+        tram_model_resize_kv(e->model, blocks, err))
+        return -1;
+    e->cfg.num_kv_blocks = blocks;
     return 0;
 }
 
@@ -125,6 +168,12 @@ static int size_pool(tram_engine *e, tram_error *err)
                          e->max_model_len, model_len);
     int bs = e->cfg.block_size;
     e->max_blocks_per_seq = (e->max_model_len + bs - 1) / bs;
+    e->gpu_pool = !strcmp(e->cfg.device, "cuda") && !e->cfg.num_kv_blocks;
+    if (e->gpu_pool) {
+        tram_gpu_pool_spec spec = gpu_pool_spec(e);
+        e->cfg.num_kv_blocks = tram_gpu_profile_blocks(&spec);
+        return 0;
+    }
     size_t block_bytes = tram_model_kv_block_bytes(mc, bs, e->be->act_bytes);
     size_t blocks = e->cfg.num_kv_blocks ? (size_t)e->cfg.num_kv_blocks
                                          : e->cfg.kv_cache_memory / block_bytes;
@@ -151,7 +200,7 @@ static int alloc_step_arrays(tram_engine *e, tram_error *err)
     e->block_tables = tram_calloc(s * e->max_blocks_per_seq, sizeof(int32_t), err);
     e->item_row0 = tram_calloc(s, sizeof(int), err);
     e->item_nrows = tram_calloc(s, sizeof(int), err);
-    e->logits = tram_calloc((size_t)e->max_rows * e->vocab, sizeof(float), err);
+    e->logits = tram_calloc((size_t)e->max_rows * e->logits_width, sizeof(float), err);
     e->emitted = tram_calloc(s, sizeof(*e->emitted), err);
     e->outs = tram_calloc(s, sizeof(*e->outs), err);
     e->text = tram_calloc(e->text_cap, 1, err);
@@ -175,13 +224,15 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
     if (check_config(&e->cfg, err) || open_model_file(e, path, err) || open_backend(e, err) ||
         size_pool(e, err))
         return -1;
-    e->vocab = tram_model_file_config(e->file)->vocab_size;
+    e->logits_width = tram_model_file_config(e->file)->vocab_size;
+    e->vocab = TRAM_MIN(e->logits_width, tram_tokenizer_vocab_size(e->tok));
     int bs = e->cfg.block_size;
     tram_model_limits lim = {e->cfg.max_num_batched_tokens, e->cfg.max_num_seqs,
                              e->max_blocks_per_seq, e->cfg.num_kv_blocks, bs,
                              strcmp(e->cfg.device, "cpu") ? TRAM_W_BF16 : TRAM_W_F32,
                              !strcmp(e->cfg.quantization, "int8"), NULL};
     if (tram_model_create(&e->model, e->file, e->be, &lim, err) ||
+        (e->gpu_pool && fit_gpu_pool(e, err)) ||
         tram_bm_create(&e->bm, e->cfg.num_kv_blocks, bs, e->cfg.enable_prefix_caching,
                        name_salt(e->model_name), err) ||
         tram_scheduler_init(&e->sched, e->bm, e->cfg.policy, e->cfg.max_num_batched_tokens,
@@ -563,7 +614,7 @@ static void prompt_logprobs(tram_engine *e, tram_seq *s, int start, int row0)
         r->prompt_lp[0] = (tram_logprob_entry){s->tokens[0], NAN, 0, 0, r->prompt_top};
     int end = TRAM_MIN(s->num_computed, s->prompt_len - 1);
     for (int p = start; p < end; p++)
-        tram_logprobs(e->sampler, e->logits + (size_t)(row0 + p - start) * e->vocab,
+        tram_logprobs(e->sampler, e->logits + (size_t)(row0 + p - start) * e->logits_width,
                       s->tokens[p + 1], k, &r->prompt_lp[p + 1], r->prompt_top + (size_t)(p + 1) * kk);
     r->prompt_lp_done = TRAM_MIN(s->num_computed + 1, s->prompt_len);
 }
@@ -581,7 +632,7 @@ static int postprocess_item(tram_engine *e, int i, tram_error *err)
         prompt_logprobs(e, s, start, row0);
     if (s->num_computed < s->num_tokens || nrows == 0)
         return 0;
-    const float *row = e->logits + (size_t)(row0 + nrows - 1) * e->vocab;
+    const float *row = e->logits + (size_t)(row0 + nrows - 1) * e->logits_width;
     tram_request *r = s->req;
     if (r->num_seqs < r->n) {
         fork_samples(e, s);

@@ -21,7 +21,11 @@ void tram_engine_print_flags(FILE *out)
             "  --enable-prefix-caching / --no-enable-prefix-caching   (on)\n"
             "  --scheduling-policy fcfs|priority                      (fcfs)\n"
             "  --seed N                       seed of requests without one (0)\n"
-            "  --quantization none|int8       int8: W8A8 weights quantized at load (none)\n");
+            "  --quantization none|int8       int8: W8A8 weights quantized at load (none)\n"
+            "  --load-format auto|dummy       dummy: random weights of --preset's shape; the\n"
+            "                                 model (-m) then only gives the tokenizer (auto)\n"
+            "  --preset NAME                  models/presets/NAME.json, or a .json path\n"
+            "  --tokenizer PATH               tokenizer .gguf or directory (the model's)\n");
 }
 
 static int int_flag(const char *flag, const char *v, long lo, long hi, int *out)
@@ -84,6 +88,24 @@ static int parse_value(tram_engine_config *c, const char *f, const char *v)
         snprintf(c->quantization, sizeof(c->quantization), "%s", v);
         return 0;
     }
+    if (!strcmp(f, "--load-format")) {
+        if (strcmp(v, "auto") && strcmp(v, "dummy")) {
+            fprintf(stderr, "tram: invalid value for %s: '%s' (expected auto or dummy)\n", f, v);
+            return -1;
+        }
+        snprintf(c->load_format, sizeof(c->load_format), "%s", v);
+        return 0;
+    }
+    if (!strcmp(f, "--preset") || !strcmp(f, "--tokenizer")) {
+        char *dst = f[2] == 'p' ? c->preset : c->tokenizer;
+        size_t cap = f[2] == 'p' ? sizeof(c->preset) : sizeof(c->tokenizer);
+        if (!*v || strlen(v) >= cap) {
+            fprintf(stderr, "tram: invalid value for %s: '%s' (empty, or longer than %zu)\n", f, v, cap - 1);
+            return -1;
+        }
+        memcpy(dst, v, strlen(v) + 1);
+        return 0;
+    }
     if (strcmp(v, "cpu") && strcmp(v, "cuda")) { /* --device */
         fprintf(stderr, "tram: invalid value for %s: '%s' (expected cpu or cuda)\n", f, v);
         return -1;
@@ -98,6 +120,7 @@ int tram_engine_parse_flag(tram_engine_config *c, int argc, char **argv, int *i)
         "--block-size", "--num-kv-blocks", "--max-num-batched-tokens", "--max-num-seqs",
         "--max-model-len", "--threads", "-t", "--seed", "--gpu-memory-utilization",
         "--kv-cache-memory", "--scheduling-policy", "--device", "--quantization",
+        "--load-format", "--preset", "--tokenizer",
     };
     const char *f = argv[*i];
     if (!strcmp(f, "--enable-prefix-caching") || !strcmp(f, "--no-enable-prefix-caching")) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "engine/cli.h"
+#include "engine/gpu.h"
 
 typedef struct {
     const char *name;
@@ -44,6 +45,19 @@ static void prefer_passive_openmp(char **argv)
     execv("/proc/self/exe", argv); /* returns only on failure: keep the default */
 }
 
+/* `--device cuda` without a usable GPU: one sentence and exit status 2,
+ * before any work starts. */
+static int gpu_missing(int argc, char **argv)
+{
+    tram_error err;
+    for (int i = 2; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--device") && !strcmp(argv[i + 1], "cuda") && tram_gpu_probe(&err)) {
+            fprintf(stderr, "tram: %s\n", err.msg);
+            return 1;
+        }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     prefer_passive_openmp(argv);
@@ -55,6 +69,8 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (gpu_missing(argc, argv))
+        return TRAM_EXIT_NO_GPU;
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 1, argv + 1);

@@ -75,6 +75,11 @@ typedef struct {
     int num_threads;              /* CPU backend threads; 0 = all cores */
     uint64_t seed;                /* seeds requests that bring no seed of their own (0) */
     char quantization[8];         /* "none", or "int8": W8A8 weights quantized at load ("none") */
+    char load_format[8];          /* "auto": weights from the model path; "dummy": random weights
+                                     of `preset` (models/dummy.h), and the model path only gives
+                                     the tokenizer ("auto") */
+    char preset[256];             /* dummy weights' shape: a name in models/presets or a .json */
+    char tokenizer[512];          /* tokenizer file or directory; "" = the model path's own */
 } tram_engine_config;
 
 void tram_engine_config_init(tram_engine_config *c);
@@ -92,7 +97,8 @@ void tram_engine_destroy(tram_engine *e);
  * --num-kv-blocks N, --max-num-batched-tokens N, --max-num-seqs N,
  * --max-model-len N, --enable-prefix-caching, --no-enable-prefix-caching,
  * --scheduling-policy fcfs|priority, --device cpu|cuda, --threads N (also -t),
- * --seed N, --quantization none|int8.  If argv[*i] is one of them, consumes it and its value (advancing
+ * --seed N, --quantization none|int8, --load-format auto|dummy, --preset NAME,
+ * --tokenizer PATH.  If argv[*i] is one of them, consumes it and its value (advancing
  * *i past them) and returns 1; returns 0 if argv[*i] is not an engine flag,
  * and -1 after printing a message when its value is invalid or missing. */
 int tram_engine_parse_flag(tram_engine_config *c, int argc, char **argv, int *i);

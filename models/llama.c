@@ -168,6 +168,20 @@ static int load_weights(tram_model *m, tram_model_file *f, tram_error *err)
 
 /* ---------------------------------------------------------------- buffers */
 
+static int alloc_kv(tram_model *m, tram_error *err)
+{
+    tram_backend *be = m->be;
+    size_t kd = (size_t)m->cfg.n_kv_heads * m->cfg.head_dim;
+    size_t kv_bytes = (size_t)m->lim.num_blocks * m->lim.block_size * kd * be->act_bytes;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        m->layers[l].k_cache = be->alloc(be, kv_bytes);
+        m->layers[l].v_cache = m->layers[l].k_cache ? be->alloc(be, kv_bytes) : NULL;
+        if (!m->layers[l].v_cache)
+            return be->sync(be, err) ? -1 : tram_fail(err, "out of memory for the KV cache");
+    }
+    return 0;
+}
+
 static int alloc_buffers(tram_model *m, tram_error *err)
 {
     const tram_model_config *c = &m->cfg;
@@ -188,14 +202,25 @@ static int alloc_buffers(tram_model *m, tram_error *err)
     for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
         if (!(*bufs[i].p = be->alloc(be, bufs[i].bytes)))
             return be->sync(be, err) ? -1 : tram_fail(err, "out of memory for activations");
-    size_t kv_bytes = (size_t)m->lim.num_blocks * m->lim.block_size * kd * ab;
-    for (int l = 0; l < c->n_layers; l++) {
-        m->layers[l].k_cache = be->alloc(be, kv_bytes);
-        m->layers[l].v_cache = m->layers[l].k_cache ? be->alloc(be, kv_bytes) : NULL;
-        if (!m->layers[l].v_cache)
-            return be->sync(be, err) ? -1 : tram_fail(err, "out of memory for the KV cache");
+    return alloc_kv(m, err);
+}
+
+static void free_kv(tram_model *m)
+{
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        m->be->free(m->be, m->layers[l].k_cache);
+        m->be->free(m->be, m->layers[l].v_cache);
+        m->layers[l].k_cache = m->layers[l].v_cache = NULL;
     }
-    return 0;
+}
+
+int tram_model_resize_kv(tram_model *m, int num_blocks, tram_error *err)
+{
+    if (num_blocks < 1)
+        return tram_fail(err, "a KV pool of %d blocks is too small", num_blocks);
+    free_kv(m);
+    m->lim.num_blocks = num_blocks;
+    return alloc_kv(m, err);
 }
 
 size_t tram_model_kv_block_bytes(const tram_model_config *c, int block_size, int act_bytes)

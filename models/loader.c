@@ -6,15 +6,18 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "models/dummy.h"
 #include "models/gguf.h"
 #include "models/model.h"
+#include "models/presets.h"
 #include "models/safetensors.h"
 
 struct tram_model_file {
     char path[512];
     tram_model_config cfg;
-    tram_gguf *gguf;     /* exactly one of gguf / hf is set */
+    tram_gguf *gguf;     /* at most one of gguf / hf is set; neither for dummy weights */
     tram_hf_model *hf;
+    int dummy;           /* random weights of a preset's shape (models/dummy.h) */
 };
 
 /* Reads "<arch>.<suffix>" as an integer in [lo, hi]. */
@@ -117,6 +120,21 @@ int tram_model_file_open(tram_model_file **out, const char *path, tram_error *er
     return 0;
 }
 
+int tram_model_file_open_dummy(tram_model_file **out, const char *preset, tram_error *err)
+{
+    tram_model_file *f = tram_calloc(1, sizeof(*f), err);
+    if (!f)
+        return -1;
+    snprintf(f->path, sizeof(f->path), "dummy:%s", preset);
+    f->dummy = 1;
+    if (tram_preset_load(preset, &f->cfg, err) || config_check(&f->cfg, f->path, err)) {
+        tram_model_file_close(f);
+        return -1;
+    }
+    *out = f;
+    return 0;
+}
+
 void tram_model_file_close(tram_model_file *f)
 {
     if (!f)
@@ -134,6 +152,8 @@ struct tram_gguf *tram_model_file_gguf(const tram_model_file *f) { return f->ggu
 
 int tram_model_file_has_tensor(const tram_model_file *f, const char *name)
 {
+    if (f->dummy)
+        return tram_dummy_has_tensor(&f->cfg, name);
     return f->gguf ? tram_gguf_find_tensor(f->gguf, name) != NULL : tram_hf_has_tensor(f->hf, name);
 }
 
@@ -174,6 +194,8 @@ static int apply_int8_scales(const tram_model_file *f, const tram_gguf_tensor *t
 int tram_model_file_read_f32(tram_model_file *f, const char *name, float *out, int64_t numel,
                              tram_error *err)
 {
+    if (f->dummy)
+        return tram_dummy_read_f32(&f->cfg, name, out, numel, err);
     if (f->hf)
         return tram_hf_read_f32(f->hf, name, out, numel, err);
     const tram_gguf_tensor *t = tram_gguf_find_tensor(f->gguf, name);

@@ -36,6 +36,10 @@ struct tram_gguf;
 
 /* path: a .gguf file, or a directory with config.json + *.safetensors. */
 int tram_model_file_open(tram_model_file **out, const char *path, tram_error *err);
+/* Random weights of a preset's shape (--load-format dummy, models/dummy.h);
+ * preset: a name in models/presets or a .json path.  Its path reads
+ * "dummy:<preset>"; it has no GGUF. */
+int tram_model_file_open_dummy(tram_model_file **out, const char *preset, tram_error *err);
 void tram_model_file_close(tram_model_file *f);
 const tram_model_config *tram_model_file_config(const tram_model_file *f);
 const char *tram_model_file_path(const tram_model_file *f);
@@ -73,6 +77,9 @@ size_t tram_model_kv_block_bytes(const tram_model_config *c, int block_size, int
 int tram_model_create(tram_model **out, tram_model_file *f, tram_backend *be,
                       const tram_model_limits *lim, tram_error *err);
 void tram_model_destroy(tram_model *m);
+/* Replaces the KV pool by one of num_blocks blocks (its contents are lost): a
+ * GPU engine sizes the pool after a profiling forward pass. */
+int tram_model_resize_kv(tram_model *m, int num_blocks, tram_error *err);
 const tram_model_config *tram_model_config_of(const tram_model *m);
 
 /* Runs the batch and writes logits[num_logits][vocab] (host, f32). */

@@ -93,7 +93,9 @@ static int parse_args(tram_server_config *c, int argc, char **argv)
         if (r > 0)
             continue;
         if (i + 1 >= argc || argv[i][0] != '-') {
-            fprintf(stderr, "tram: %s '%s'\n", argv[i][0] == '-' ? "missing value for" : "unexpected argument", argv[i]);
+            fprintf(stderr, "tram: %s '%s'\n",
+                    argv[i][0] == '-' ? "unknown option or missing value:" : "unexpected argument:",
+                    argv[i]);
             return -1;
         }
         if (parse_server_flag(c, argv[i], argv[i + 1]))

@@ -260,8 +260,11 @@ static void respond(tram_gen *g, const tram_api_usage *u)
     if (g->error.status && !g->streaming) {
         tram_http_send_error(g->req, &g->error);
     } else if (g->streaming) {
-        if (g->api.include_usage)
-            tram_http_sse_send(g->req, tram_api_usage_chunk(&g->env, u));
+        if (g->api.include_usage) {
+            json_t *usage = tram_api_usage_chunk(&g->env, u);
+            tram_http_sse_send(g->req, usage);
+            json_decref(usage);
+        }
         tram_http_sse_done(g->req);
     } else {
         tram_http_send_json(g->req, 200, tram_api_response(&g->env, g->choices, g->num_choices, u));

@@ -63,7 +63,8 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
         if (ev->kind == TRAM_EV_READY) {
             on_ready(s);
         } else if (ev->kind == TRAM_EV_FAILED) {
-            tram_log(TRAM_LOG_ERROR, "the engine failed; shutting down");
+            tram_log(TRAM_LOG_ERROR, "%s; shutting down",
+                     s->engine ? "the engine failed" : "the model could not be loaded");
             s->exit_code = 1;
             tram_gen_fail_all(s);
             event_base_loopexit(s->base, NULL);

@@ -284,6 +284,8 @@ static int cuda_state_init(cuda_state *c, int device_index)
     return cuda_gemm_init(c);
 }
 
+extern "C" int tram_cuda_probe(int device_index, tram_error *err) { return pick_device(device_index, err); }
+
 extern "C" int tram_backend_cuda_create(tram_backend **out, int device_index, tram_error *err)
 {
     if (pick_device(device_index, err))

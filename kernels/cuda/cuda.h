@@ -16,6 +16,11 @@ extern "C" {
 #include "engine/common.h"
 #include "kernels/backend.h"
 
+/* ---- presence ---- */
+
+/* 0 when GPU device_index is usable; else -1 and one sentence saying why. */
+int tram_cuda_probe(int device_index, tram_error *err);
+
 /* ---- dummy weights ---- */
 
 /* Fills w (rows × cols) with uniform random values in [-scale, scale] drawn

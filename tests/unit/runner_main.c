@@ -7,7 +7,9 @@
  * started after the relink would exec a different binary, jump to a stale
  * address and be reported as "crashed during its setup or teardown".  So the
  * runner first copies itself to a file of its own, re-executes from there and
- * removes the copy at the end.
+ * removes the copy at the end.  The re-execution also sets OMP_WAIT_POLICY
+ * to passive (unless set), as bin/tram does: OpenMP workers spinning between
+ * parallel regions slow everything down on a loaded 2-core machine.
  *
  * Under LeakSanitizer (make test-asan) only the tests' processes are checked
  * for leaks: the runner process runs nothing of tram's, and Criterion itself
@@ -57,6 +59,7 @@ int main(int argc, char *argv[])
     const char *snapshot = getenv(SNAPSHOT_ENV);
     char path[4096];
     if (!snapshot) {
+        setenv("OMP_WAIT_POLICY", "passive", 0); /* libgomp reads it at start-up */
         if (snapshot_self(path, sizeof(path)) == 0 && setenv(SNAPSHOT_ENV, path, 1) == 0) {
             execv(path, argv);
             unlink(path);

@@ -20,9 +20,11 @@
 
 #define GOLDEN "tests/fixtures/golden/smollm2.json"
 #define CALIB "tests/fixtures/int8/calib.txt"
-#define CALIB_TOKENS 512
-/* Measured: 0.9xx on the 211 golden positions (see bench/results/int8.md); the
- * on-the-fly int8 model without smoothing reaches 0.9xx. */
+#define CALIB_TOKENS 256
+/* Measured on the 211 golden positions: this model 196 (0.929); int8
+ * without smoothing 187 (0.886); f32 all 211.  The floor sits between the
+ * first two, so losing the smoothing fails the test, and leaves 6 tokens for
+ * calibration sums that vary with the thread count. */
 #define MIN_AGREEMENT 0.90
 
 typedef struct {

@@ -1,0 +1,16 @@
+#!/bin/sh
+# `make compare`: installs the peers (bench/compare_peers.sh, skipped when
+# present), then runs bench/compare.py, which prints the table and writes
+# bench/results/compare-cpu.md.  Knobs (environment; defaults in compare.py):
+#   COMPARE_QUICK=1            a smoke run of a few minutes (1 run, tiny sizes)
+#   COMPARE_RUNS=3             timed runs per figure (the median is reported)
+#   COMPARE_ENGINES="tram llama.cpp transformers"
+#   COMPARE_OFFLINE_PROMPTS="64 256"  COMPARE_INPUT_LEN=128  COMPARE_OUTPUT_LEN=128
+#   COMPARE_PREFILL_LEN=512  COMPARE_DECODE_LEN=128
+#   COMPARE_SERVE_RATES="0.25 0.5 1"  COMPARE_SERVE_PROMPTS=32
+#   COMPARE_SERVE_INPUT_LEN=128  COMPARE_SERVE_OUTPUT_LEN=64  COMPARE_LLAMA_SLOTS=32
+#   COMPARE_TRAM_FLAGS="--quantization int8"  COMPARE_THREADS=N  COMPARE_OUT=path.md
+set -e
+cd "$(dirname "$0")/.."
+sh bench/compare_peers.sh
+exec "${PYTHON:-python3}" bench/compare.py

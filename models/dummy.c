@@ -1,0 +1,109 @@
+/* dummy.c — random weights of a preset's shape (see dummy.h). */
+#include "models/dummy.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef enum { DUMMY_MATRIX, DUMMY_NORM, DUMMY_BIAS } dummy_kind;
+
+typedef struct {
+    int64_t rows, cols;
+    dummy_kind kind;
+} dummy_shape;
+
+/* Shape of a per-layer tensor, from its name after "blk.N.". */
+static int layer_shape(const tram_model_config *c, const char *suffix, dummy_shape *s)
+{
+    int64_t dim = c->dim, qd = (int64_t)c->n_heads * c->head_dim, kd = (int64_t)c->n_kv_heads * c->head_dim;
+    const struct {
+        const char *name;
+        int64_t rows, cols;
+        dummy_kind kind;
+    } t[] = {
+        {"attn_norm.weight", 1, dim, DUMMY_NORM},       {"ffn_norm.weight", 1, dim, DUMMY_NORM},
+        {"attn_q.weight", qd, dim, DUMMY_MATRIX},       {"attn_k.weight", kd, dim, DUMMY_MATRIX},
+        {"attn_v.weight", kd, dim, DUMMY_MATRIX},       {"attn_output.weight", dim, qd, DUMMY_MATRIX},
+        {"ffn_gate.weight", c->ffn_dim, dim, DUMMY_MATRIX}, {"ffn_up.weight", c->ffn_dim, dim, DUMMY_MATRIX},
+        {"ffn_down.weight", dim, c->ffn_dim, DUMMY_MATRIX}, {"attn_q.bias", 1, qd, DUMMY_BIAS},
+        {"attn_k.bias", 1, kd, DUMMY_BIAS},             {"attn_v.bias", 1, kd, DUMMY_BIAS},
+    };
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(t); i++) {
+        if (strcmp(suffix, t[i].name))
+            continue;
+        if (t[i].kind == DUMMY_BIAS && !c->qkv_bias)
+            return -1;
+        *s = (dummy_shape){t[i].rows, t[i].cols, t[i].kind};
+        return 0;
+    }
+    return -1;
+}
+
+static int tensor_shape(const tram_model_config *c, const char *name, dummy_shape *s)
+{
+    int layer, used = 0;
+    if (sscanf(name, "blk.%d.%n", &layer, &used) == 1 && used > 0)
+        return layer >= 0 && layer < c->n_layers ? layer_shape(c, name + used, s) : -1;
+    if (!strcmp(name, "token_embd.weight") || (!strcmp(name, "output.weight") && !c->tied_embeddings)) {
+        *s = (dummy_shape){c->vocab_size, c->dim, DUMMY_MATRIX};
+        return 0;
+    }
+    if (!strcmp(name, "output_norm.weight")) {
+        *s = (dummy_shape){1, c->dim, DUMMY_NORM};
+        return 0;
+    }
+    return -1;
+}
+
+int tram_dummy_has_tensor(const tram_model_config *c, const char *name)
+{
+    dummy_shape s;
+    return tensor_shape(c, name, &s) == 0;
+}
+
+static uint64_t name_key(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;  /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+/* splitmix64 of (key, i): uniform in [-1, 1), 24 random bits. */
+static float uniform_at(uint64_t key, uint64_t i)
+{
+    uint64_t z = key + (i + 1) * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 8388608.0f) - 1.0f;
+}
+
+/* Nearest bf16 value (ties to even), as an f32. */
+static float bf16_round(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+int tram_dummy_read_f32(const tram_model_config *c, const char *name, float *out, int64_t numel,
+                        tram_error *err)
+{
+    dummy_shape s;
+    if (tensor_shape(c, name, &s))
+        return tram_fail(err, "dummy weights: %s has no tensor %s", c->arch, name);
+    if (s.rows * s.cols != numel)
+        return tram_fail(err, "dummy weights: tensor %s has %lld elements, expected %lld", name,
+                         (long long)(s.rows * s.cols), (long long)numel);
+    /* uniform on [-a, a] has variance a^2 / 3 */
+    float scale = s.kind == DUMMY_MATRIX ? sqrtf(3.0f / (float)s.cols) : 0.1f;
+    float offset = s.kind == DUMMY_NORM ? 1.0f : 0.0f;
+    uint64_t key = name_key(name);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < numel; i++)
+        out[i] = bf16_round(offset + scale * uniform_at(key, (uint64_t)i));
+    return 0;
+}

@@ -1,0 +1,29 @@
+/* dummy.h — the tensors of `--load-format dummy`: random weights of a preset's
+ * shape (models/presets.h), under the GGUF tensor names the loader answers.
+ *
+ * Values come from a counter-based generator keyed by the tensor's name, so a
+ * tensor's values depend on nothing else (not on the order of reads, the
+ * backend or the thread count): the CPU and CUDA backends get the same model.
+ * Every value is exactly representable in bf16, so uploading as bf16 loses
+ * nothing and both backends compute with identical weights.
+ *
+ * Scales keep activations of order one through any depth: matrices are
+ * uniform with variance 1/cols (unit-variance outputs from unit-variance
+ * inputs; the embedding table too, so tied logits have unit spread), norm
+ * weights are 1 ± 0.1, biases ± 0.1. */
+#ifndef TRAM_DUMMY_H
+#define TRAM_DUMMY_H
+
+#include <stdint.h>
+
+#include "engine/common.h"
+#include "models/model.h"
+
+/* 1 when a model of config c has a tensor of that name. */
+int tram_dummy_has_tensor(const tram_model_config *c, const char *name);
+/* Fills out[numel] with the tensor's values; fails on an unknown name or a
+ * size that differs from the tensor's. */
+int tram_dummy_read_f32(const tram_model_config *c, const char *name, float *out, int64_t numel,
+                        tram_error *err);
+
+#endif

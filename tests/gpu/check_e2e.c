@@ -1,0 +1,290 @@
+/* check_e2e.c — the whole model and the engine on the GPU, without model files:
+ * dummy weights of a preset (models/dummy.h: the same bf16-exact values on
+ * both backends) stand in for the default model, which is too large to carry
+ * to the device machine.
+ *
+ *   greedy   8 token-id prompts, 16 greedy tokens each, decoded as one batch
+ *            on the CPU backend (f32, the reference) and on CUDA (bf16).
+ *            While a sequence's tokens agree, its logits rows must agree:
+ *            ‖cuda − cpu‖ / ‖cpu‖ under LOGITS_TOL, no NaN.  Tokens must be
+ *            equal, except where the reference's own margin between the two
+ *            choices is smaller than the largest logit difference measured in
+ *            that very row (a near-tie that bf16 rounding may flip, reported
+ *            as such, after which that sequence is no longer compared).
+ *   engine   64 concurrent requests (shared prefixes, sampled and greedy, a
+ *            few aborted midway) through tram_engine on CUDA, twice: with the
+ *            KV pool sized from --gpu-memory-utilization after the profiling
+ *            pass, and with a pool so small that the scheduler must preempt.
+ *            Every request must finish with its token count and every block
+ *            must be free again at the end.
+ *
+ * One line per case (PASS/FAIL); exit 0 when all pass, 1 on a failure, 2 when
+ * no GPU is usable.  Usage: check_e2e [preset] [tokenizer] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/tram.h"
+#include "kernels/cuda/cuda.h"
+#include "models/model.h"
+#include "tokenizer/tokenizer.h"
+
+/* 30 layers of bf16 activations: each op stays within METHOD.md's 1e-2 bf16
+ * band, and the errors of a deep stack add up without growing much, since
+ * every RMSNorm rescales them with the signal. */
+#define LOGITS_TOL 3e-2
+#define PROMPTS 8
+#define GEN 16
+#define BLOCK 16
+#define MAX_BLOCKS 8 /* 128 tokens per sequence */
+#define REQUESTS 64
+
+static int failures, cases;
+
+static void report(int ok, const char *what, const char *detail)
+{
+    printf("%-6s %-10s %s\n", ok ? "PASS" : "FAIL", what, detail);
+    failures += !ok;
+    cases++;
+}
+
+static void die(const char *what, const tram_error *err)
+{
+    fprintf(stderr, "check_e2e: %s: %s\n", what, err->msg);
+    exit(1);
+}
+
+/* ---------------------------------------------------------------- greedy */
+
+typedef struct {
+    tram_backend *be;
+    tram_model *m;
+    int32_t tokens[PROMPTS][MAX_BLOCKS * BLOCK];
+    int len[PROMPTS];
+    float *logits;  /* [PROMPTS][vocab] of the last step */
+} runner;
+
+/* Prompt p: 5 + 4p tokens from a fixed LCG, the same on every machine. */
+static void make_prompts(runner *r, int vocab)
+{
+    uint32_t x = 12345;
+    for (int p = 0; p < PROMPTS; p++) {
+        r->len[p] = 5 + 4 * p;
+        for (int i = 0; i < r->len[p]; i++) {
+            x = x * 1664525u + 1013904223u;
+            r->tokens[p][i] = (int32_t)((x >> 8) % (uint32_t)vocab);
+        }
+    }
+}
+
+/* One step over every sequence: the tokens from `from[p]` on (the whole
+ * prompt first, then the last token), logits of each sequence's last row. */
+static void step(runner *r, const int *from)
+{
+    static int32_t ids[PROMPTS * 64], pos[PROMPTS * 64], slots[PROMPTS * 64], tables[PROMPTS * MAX_BLOCKS];
+    int32_t qs[PROMPTS + 1] = {0}, lens[PROMPTS], rows[PROMPTS];
+    int n = 0;
+    for (int p = 0; p < PROMPTS; p++) {
+        for (int j = 0; j < MAX_BLOCKS; j++)
+            tables[p * MAX_BLOCKS + j] = (PROMPTS - 1 - p) * MAX_BLOCKS + j;  /* not the identity */
+        for (int i = from[p]; i < r->len[p]; i++, n++) {
+            ids[n] = r->tokens[p][i];
+            pos[n] = i;
+            slots[n] = tables[p * MAX_BLOCKS + i / BLOCK] * BLOCK + i % BLOCK;
+        }
+        qs[p + 1] = n;
+        lens[p] = r->len[p];
+        rows[p] = n - 1;
+    }
+    tram_batch b = {n, PROMPTS, ids, pos, slots, qs, lens, tables, MAX_BLOCKS, rows, PROMPTS};
+    tram_error err = {{0}};
+    if (tram_model_forward(r->m, &b, r->logits, &err))
+        die(r->be->name, &err);
+}
+
+static int argmax(const float *x, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        best = x[i] > x[best] ? i : best;
+    return best;
+}
+
+static void runner_init(runner *r, tram_backend *be, tram_model_file *f, tram_wtype type)
+{
+    tram_model_limits lim = {.max_tokens = PROMPTS * 64, .max_seqs = PROMPTS, .max_blocks_per_seq = MAX_BLOCKS,
+                             .num_blocks = PROMPTS * MAX_BLOCKS, .block_size = BLOCK, .weight_type = type};
+    tram_error err = {{0}};
+    memset(r, 0, sizeof(*r));
+    r->be = be;
+    if (tram_model_create(&r->m, f, be, &lim, &err))
+        die("model", &err);
+    int vocab = tram_model_file_config(f)->vocab_size;
+    r->logits = malloc((size_t)PROMPTS * vocab * sizeof(float));
+    make_prompts(r, vocab);
+}
+
+/* Compares one step's rows of the sequences still in agreement; appends each
+ * backend's greedy token; a divergence ends that sequence's comparison. */
+static void compare_step(runner *c, runner *g, int vocab, int *live, double *worst_rel, int *nan,
+                         int *ties, int *splits)
+{
+    for (int p = 0; p < PROMPTS; p++) {
+        if (!live[p])
+            continue;
+        const float *a = c->logits + (size_t)p * vocab, *b = g->logits + (size_t)p * vocab;
+        double diff = 0, ref = 0, maxdiff = 0;
+        for (int i = 0; i < vocab; i++) {
+            double d = (double)b[i] - a[i];
+            *nan += isnan(b[i]);
+            diff += d * d;
+            ref += (double)a[i] * a[i];
+            maxdiff = fmax(maxdiff, fabs(d));
+        }
+        *worst_rel = fmax(*worst_rel, sqrt(diff / ref));
+        int tc = argmax(a, vocab), tg = argmax(b, vocab);
+        c->tokens[p][c->len[p]++] = tc;
+        g->tokens[p][g->len[p]++] = tg;
+        if (tc != tg) {
+            live[p] = 0;
+            if (a[tc] - a[tg] <= maxdiff)
+                (*ties)++;
+            else
+                (*splits)++;
+        }
+    }
+}
+
+static void check_greedy(tram_backend *cpu, tram_backend *gpu, tram_model_file *f)
+{
+    int vocab = tram_model_file_config(f)->vocab_size;
+    static runner c, g;
+    runner_init(&c, cpu, f, TRAM_W_F32);
+    runner_init(&g, gpu, f, TRAM_W_BF16);
+    int from[PROMPTS] = {0}, live[PROMPTS], nan = 0, ties = 0, splits = 0;
+    double worst = 0;
+    for (int p = 0; p < PROMPTS; p++)
+        live[p] = 1;
+    for (int t = 0; t < GEN; t++) {
+        step(&c, from);
+        step(&g, from);
+        compare_step(&c, &g, vocab, live, &worst, &nan, &ties, &splits);
+        for (int p = 0; p < PROMPTS; p++)
+            from[p] = c.len[p] - 1;
+    }
+    int equal = 0;
+    for (int p = 0; p < PROMPTS; p++)
+        equal += live[p];
+    char line[256];
+    snprintf(line, sizeof(line), "worst logits rel %.2e (tol %.0e), nan %d", worst, LOGITS_TOL, nan);
+    report(worst < LOGITS_TOL && !nan, "logits", line);
+    snprintf(line, sizeof(line), "%d of %d prompts: %d greedy tokens equal; %d near-tie flips, %d real", equal,
+             PROMPTS, GEN, ties, splits);
+    report(splits == 0, "greedy", line);
+    tram_model_destroy(c.m);
+    tram_model_destroy(g.m);
+    free(c.logits);
+    free(g.logits);
+}
+
+/* ---------------------------------------------------------------- engine */
+
+/* Request i: a prompt of 16..100 tokens, the first 32 shared by every fourth
+ * request (prefix-cache hits), max_tokens 8..71; even ones greedy, odd ones
+ * sampled with a seed. */
+static void request_of(int i, int vocab, int32_t *ids, int *n, tram_sampling_params *p)
+{
+    uint32_t x = 777u + (uint32_t)(i % 4 == 0 ? 0 : i);
+    *n = 16 + (i * 37) % 85;
+    for (int k = 0; k < *n; k++) {
+        if (k == 32 && i % 4 == 0)
+            x ^= (uint32_t)i;
+        x = x * 1664525u + 1013904223u;
+        ids[k] = (int32_t)((x >> 8) % (uint32_t)vocab);
+    }
+    tram_sampling_params_init(p);
+    p->max_tokens = 8 + (i * 13) % 64;
+    p->ignore_eos = 1;
+    p->temperature = i % 2 ? 0.8f : 0.0f;
+    p->has_seed = 1;
+    p->seed = (uint64_t)i;
+}
+
+static void check_engine(const char *preset, const char *tokenizer, int num_kv_blocks, const char *what)
+{
+    tram_engine_config ec;
+    tram_engine_config_init(&ec);
+    snprintf(ec.device, sizeof(ec.device), "cuda");
+    snprintf(ec.load_format, sizeof(ec.load_format), "dummy");
+    snprintf(ec.preset, sizeof(ec.preset), "%s", preset);
+    snprintf(ec.tokenizer, sizeof(ec.tokenizer), "%s", tokenizer);
+    ec.max_model_len = 256;
+    ec.num_kv_blocks = num_kv_blocks;
+    tram_engine *e;
+    tram_error err = {{0}};
+    if (tram_engine_create(&e, &ec, "", &err))
+        die(what, &err);
+    /* the engine takes the ids its tokenizer decodes (the preset's vocabulary may be larger) */
+    int vocab = tram_tokenizer_vocab_size(tram_engine_tokenizer(e)), want[REQUESTS], got[REQUESTS] = {0}, done = 0, bad = 0;
+    for (int i = 0; i < REQUESTS; i++) {
+        int32_t ids[128];
+        int n;
+        tram_sampling_params p;
+        request_of(i, vocab, ids, &n, &p);
+        want[i] = p.max_tokens;
+        tram_prompt pr = {.token_ids = ids, .num_tokens = n};
+        if (tram_engine_add_request(e, (uint64_t)i, &pr, &p, 0, &err))
+            die("add_request", &err);
+    }
+    for (int steps = 0; tram_engine_has_unfinished(e); steps++) {
+        const tram_output *outs;
+        int n;
+        if (tram_engine_step(e, &outs, &n, &err))
+            die("step", &err);
+        if (steps == 5)  /* every ninth request is aborted while it runs */
+            for (int i = 0; i < REQUESTS; i += 9)
+                tram_engine_abort(e, (uint64_t)i);
+        for (int k = 0; k < n; k++) {
+            int i = (int)outs[k].request_id;
+            got[i] = outs[k].completion_tokens;
+            if (outs[k].finish_reason == TRAM_FINISH_NONE)
+                continue;
+            done++;
+            bad += outs[k].finish_reason == TRAM_FINISH_ABORT ? i % 9 != 0 : got[i] != want[i];
+        }
+    }
+    tram_engine_stats s;
+    tram_engine_stats_get(e, &s);
+    char line[256];
+    snprintf(line, sizeof(line), "%s: %d of %d finished, %d wrong lengths, blocks free %d of %d, %llu preemptions",
+             what, done, REQUESTS, bad, s.num_blocks_free, s.num_blocks_total, (unsigned long long)s.num_preemptions);
+    report(done == REQUESTS && !bad && s.num_blocks_free == s.num_blocks_total, "engine", line);
+    tram_engine_destroy(e);
+}
+
+int main(int argc, char **argv)
+{
+    const char *preset = argc > 1 ? argv[1] : "smollm2-135m";
+    const char *tokenizer = argc > 2 ? argv[2] : "tests/fixtures/tokenizer/spm/spm.gguf";
+    tram_backend *cpu, *gpu;
+    tram_error err = {{0}};
+    if (tram_backend_cuda_create(&gpu, 0, &err)) {
+        fprintf(stderr, "check_e2e: %s\n", err.msg);
+        return 2;
+    }
+    if (tram_backend_cpu_create(&cpu, 0, &err))
+        die("cpu backend", &err);
+    tram_model_file *f;
+    if (tram_model_file_open_dummy(&f, preset, &err))
+        die("dummy weights", &err);
+    printf("check_e2e: dummy %s, logits tolerance %.0e\n", preset, LOGITS_TOL);
+    check_greedy(cpu, gpu, f);
+    tram_model_file_close(f);
+    cpu->destroy(cpu);
+    gpu->destroy(gpu);
+    check_engine(preset, tokenizer, 0, "pool from --gpu-memory-utilization");
+    check_engine(preset, tokenizer, 48, "48 blocks, preempting");
+    printf("check_e2e: %d of %d cases passed\n", cases - failures, cases);
+    return failures ? 1 : 0;
+}
