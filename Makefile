@@ -126,14 +126,19 @@ CUDA_LIBDIR = $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
 CUDA_LIBS   = -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lnccl -lcudart
 GPU_PROGS  := $(BUILD)/tests/gpu/check_kernels $(BUILD)/tests/gpu/check_e2e $(BUILD)/tests/gpu/bench_device
 
-cuda: $(BUILD)/.deps-ok
-	$(MAKE) --no-print-directory BUILD=build/cuda CPPFLAGS_EXTRA=-DTRAM_CUDA cuda-build
+# CUDA_BUILD and CUDA_BIN let tests/gpu/run.sh build its portable bundle
+# beside this build.
+CUDA_BUILD ?= build/cuda
+CUDA_BIN   ?= bin/tram-cuda
 
-cuda-build: bin/tram-cuda $(GPU_PROGS)
+cuda: $(BUILD)/.deps-ok
+	$(MAKE) --no-print-directory BUILD=$(CUDA_BUILD) CPPFLAGS_EXTRA=-DTRAM_CUDA cuda-build
+
+cuda-build: $(CUDA_BIN) $(GPU_PROGS)
 
 # CUDA objects before the archive: they call into it (tram_fail, ...).
-bin/tram-cuda: $(BUILD)/engine/main.o $(CUDA_OBJ) $(BUILD)/libtram.a
-	@mkdir -p bin
+$(CUDA_BIN): $(BUILD)/engine/main.o $(CUDA_OBJ) $(BUILD)/libtram.a
+	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS) $(CUDA_LIBS)
 
 .PRECIOUS: $(BUILD)/tests/gpu/%.o

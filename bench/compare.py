@@ -72,13 +72,14 @@ class Harness:
 
     # ------------------------------------------------------------ running
 
-    def run(self, what, argv, timeout=7200):
+    def run(self, what, argv, timeout=7200, merge=False):
+        """stdout of argv (with stderr after it when merge: llama.cpp logs its tables there)."""
         self.commands.setdefault(what, " ".join(shlex.quote(a) for a in argv))
         print(f"compare: {what}: {' '.join(argv)}", file=sys.stderr, flush=True)
         p = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
         if p.returncode:
             raise RuntimeError(f"{argv[0]} exited {p.returncode}: {(p.stderr or p.stdout)[-800:]}")
-        return p.stdout
+        return p.stdout + "\n" + p.stderr if merge else p.stdout
 
     def median_of_runs(self, what, fn):
         """fn() -> one figure; the median of self.runs calls (each engine warmed up before)."""
@@ -163,7 +164,7 @@ class Harness:
                 out = self.run(what, [f"{self.llama_bin}/llama-batched-bench", "-m", self.model,
                                       "-t", str(self.threads), "-c", str(n * (in_len + out_len)),
                                       "-b", "2048", "-ub", "512", "-npp", str(in_len),
-                                      "-ntg", str(out_len), "-npl", str(n)])
+                                      "-ntg", str(out_len), "-npl", str(n)], merge=True)
                 return batched_bench_seconds(out, in_len, out_len, n)
 
             def one(n=n, once=once):

@@ -1,12 +1,14 @@
 /* Dummy weights (--load-format dummy, models/dummy.h): the preset's shapes under
  * the loader's tensor names, values with the promised statistics, exactly bf16,
  * the same on every read; and the smollm2-135m preset runs a forward pass on
- * the CPU backend with finite, repeatable logits of unit spread. */
+ * the CPU backend with finite, repeatable logits of unit spread; the engine
+ * runs them with another model's tokenizer. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/tram.h"
 #include "models/model.h"
 #include "models/presets.h"
 
@@ -151,4 +153,51 @@ Test(dummy, smollm2_forward_is_finite_and_repeatable, .timeout = 120)
     tram_model_file_close(f);
     be->destroy(be);
     free(l1), free(l2), free(l3);
+}
+
+/* The engine on dummy weights whose tokenizer (the 1200-token SentencePiece
+ * fixture) is smaller than the preset's 49152-row LM head: it accepts and
+ * samples only ids the tokenizer decodes, and finishes the request. */
+Test(dummy, engine_samples_only_ids_its_tokenizer_decodes, .timeout = 120)
+{
+    tram_engine_config ec;
+    tram_engine_config_init(&ec);
+    ec.num_kv_blocks = 16;
+    ec.max_model_len = 256;
+    ec.num_threads = 2;
+    tram_engine *e = NULL;
+    tram_error err = {{0}};
+    strcpy(ec.preset, "smollm2-135m");
+    cr_assert_eq(tram_engine_create(&e, &ec, "", &err), -1, "a preset without --load-format dummy");
+    cr_assert(strstr(err.msg, "--load-format dummy"), "%s", err.msg);
+    strcpy(ec.load_format, "dummy");
+    ec.preset[0] = 0;
+    cr_assert_eq(tram_engine_create(&e, &ec, "", &err), -1, "dummy weights without a preset");
+    cr_assert(strstr(err.msg, "--preset"), "%s", err.msg);
+    strcpy(ec.preset, "smollm2-135m");
+    strcpy(ec.tokenizer, "tests/fixtures/tokenizer/spm/spm.gguf");
+    cr_assert_eq(tram_engine_create(&e, &ec, "", &err), 0, "%s", err.msg);
+    cr_assert_str_eq(tram_engine_model_name(e), "dummy-smollm2-135m");
+    tram_sampling_params p;
+    tram_sampling_params_init(&p);
+    p.max_tokens = 24;
+    p.ignore_eos = 1;
+    p.temperature = 5.0f; /* near-uniform draws would hit ids >= 1200 at once if allowed */
+    int32_t ids[3] = {5, 700, 1199}, bad[1] = {1200};
+    tram_prompt pr = {.token_ids = bad, .num_tokens = 1};
+    cr_assert_eq(tram_engine_add_request(e, 1, &pr, &p, 0, &err), -1);
+    pr = (tram_prompt){.token_ids = ids, .num_tokens = 3};
+    cr_assert_eq(tram_engine_add_request(e, 1, &pr, &p, 0, &err), 0, "%s", err.msg);
+    int got = 0;
+    while (tram_engine_has_unfinished(e)) {
+        const tram_output *outs;
+        int n;
+        cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
+        for (int k = 0; k < n; k++)
+            for (int t = 0; t < outs[k].num_tokens; t++, got++)
+                cr_assert(outs[k].token_ids[t] >= 0 && outs[k].token_ids[t] < 1200, "sampled id %d",
+                          outs[k].token_ids[t]);
+    }
+    cr_assert_eq(got, 24);
+    tram_engine_destroy(e);
 }
