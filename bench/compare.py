@@ -41,6 +41,7 @@ CONFIG = {
     "COMPARE_LLAMA_SLOTS": ("32", "4"),          # llama-server -np
     "COMPARE_TRAM_FLAGS": ("", None),            # extra engine flags, e.g. --quantization int8
     "COMPARE_LLAMA_VERSION": ("0.3.36", None),   # llama-cpp-python sdist whose llama.cpp is built
+    "COMPARE_NOTE": ("", None),                  # a sentence for the report (why settings differ, ...)
     "COMPARE_OUT": ("bench/results/compare-cpu.md", "build/compare/compare-quick.md"),
 }
 
@@ -68,6 +69,9 @@ class Harness:
         self.rows = []       # (group, metric, lower_is_better, {engine: value})
         self.missing = []    # (engine, what, why)
         self.versions = {}
+        for e in ("tram",) + PEERS:
+            if e not in self.engines:
+                self.missing.append((e, "every row", "not in COMPARE_ENGINES for this run"))
         os.makedirs(os.path.join(ROOT, "build/compare"), exist_ok=True)
 
     # ------------------------------------------------------------ running
@@ -348,13 +352,14 @@ def table(h):
 def report(h, m, load_before, load_after, started, seconds):
     f = m["floors"]
     commit = sh("git rev-parse --short HEAD") + (" (uncommitted changes in the tree)" if sh("git status --porcelain -uno") else "")
-    cfg = " ".join(f"{k}={shlex.quote(conf(k))}" for k in CONFIG if k not in ("COMPARE_OUT",))
+    cfg = " ".join(f"{k}={shlex.quote(conf(k))}" for k in CONFIG if k not in ("COMPARE_OUT", "COMPARE_NOTE"))
     out = [
         "# tram beside llama.cpp and transformers (CPU)",
         "",
         f"Made by `make compare` ({'COMPARE_QUICK=1, ' if QUICK else ''}{seconds / 60:.0f} min) on "
         f"{started:%Y-%m-%d %H:%M} UTC, tram commit {commit}.",
         "",
+    ] + ([conf("COMPARE_NOTE"), ""] if conf("COMPARE_NOTE") else []) + [
         "## Machine",
         "",
         f"- CPU: {m['cpu']}, {m['cores']} cores ({m['flags']}), {m['mem_gib']:.1f} GiB memory",

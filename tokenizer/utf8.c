@@ -34,6 +34,7 @@ static int lead_info(unsigned char c, int *need, unsigned char *lo, unsigned cha
 static size_t valid_prefix(const unsigned char *s, size_t n, int *need)
 {
     unsigned char lo, hi;
+    *need = 1;  /* a byte that cannot lead is an invalid sequence of its own */
     if (!n || !lead_info(s[0], need, &lo, &hi))
         return 0;
     size_t k = 1;
