@@ -21,6 +21,7 @@
 typedef struct {
     const char *model, *dataset;
     int num_prompts, input_len, output_len, compare_sequential;
+    int no_peak;   /* skip the sgemm / memcpy measurement (harnesses that call us often) */
     long seed;
     tram_engine_config ec;
 } bench_opts;
@@ -48,7 +49,8 @@ static void usage(FILE *out)
             "  --dataset FILE          JSONL lines {\"prompt\": \"...\", \"output_len\": N}\n"
             "                          instead of random prompts (output_len optional)\n"
             "  --seed S                seed of the random prompts and of sampling (0)\n"
-            "  --compare-sequential    also run the requests one at a time; print the ratio\n\n");
+            "  --compare-sequential    also run the requests one at a time; print the ratio\n"
+            "  --no-peak               skip measuring the sgemm peak and memcpy bandwidth\n\n");
     tram_engine_print_flags(out);
 }
 
@@ -86,8 +88,8 @@ static int parse_args(bench_opts *o, int argc, char **argv)
             return -1;
         if (r > 0)
             continue;
-        if (!strcmp(argv[i], "--compare-sequential")) {
-            o->compare_sequential = 1;
+        if (!strcmp(argv[i], "--compare-sequential") || !strcmp(argv[i], "--no-peak")) {
+            *(argv[i][2] == 'c' ? &o->compare_sequential : &o->no_peak) = 1;
             i++;
             continue;
         }
@@ -285,7 +287,7 @@ static int run(tram_engine *e, const bench_req *reqs, int n, int sequential, lon
 /* ---------------------------------------------------------------- report */
 
 /* FLOPs of the weight matmuls: per token through the layers, and per row of
- * logits (the LM head).  Attention scores are left out (see print_report). */
+ * logits (the LM head).  Attention scores are left out (print_header says so). */
 static void matmul_flops(const tram_model_config *c, double *per_token, double *per_row)
 {
     double q = (double)c->n_heads * c->head_dim, kv = (double)c->n_kv_heads * c->head_dim;
@@ -294,48 +296,57 @@ static void matmul_flops(const tram_model_config *c, double *per_token, double *
     *per_row = 2.0 * c->dim * c->vocab_size;
 }
 
-static void print_row(const char *mode, const bench_run *r, int n, double per_token,
-                      double per_row, double peak, double weight_bytes)
+/* What every row of the table is measured against. */
+typedef struct {
+    int n;
+    double per_token, per_row;  /* matmul FLOPs */
+    double weight_bytes;        /* f32 weights, read once per step */
+    double peak, bandwidth;
+} bench_frame;
+
+/* Printed before the runs, so that each row can follow as soon as it is known. */
+static void print_header(const tram_engine *e, const bench_opts *o, const bench_req *reqs,
+                         bench_frame *f)
 {
-    const tram_engine_stats *s = &r->s;
-    double flops = per_token * (double)s->forward_tokens_total +
-                   per_row * (double)s->generation_tokens_total;
-    double tokens = (double)(s->prompt_tokens_total + s->generation_tokens_total);
-    printf("| %-10s | %8.3f | %9.1f | %9.1f | %8.1f | %6llu | %5llu | %7.2f | %5.1f%% | %6.2f |\n",
-           mode, n / r->seconds, tokens / r->seconds, s->generation_tokens_total / r->seconds,
-           r->seconds, (unsigned long long)s->num_steps, (unsigned long long)s->num_preemptions,
-           flops / r->seconds * 1e-9, 100 * flops / r->seconds / peak,
-           weight_bytes * (double)s->num_steps / r->seconds * 1e-9);
+    matmul_flops(tram_engine_model_config(e), &f->per_token, &f->per_row);
+    f->weight_bytes = 4 * (f->per_token + f->per_row) / 2;
+    double in = 0, out = 0;
+    for (int i = 0; i < f->n; i++) {
+        in += reqs[i].num_ids;
+        out += reqs[i].output_len;
+    }
+    printf("tram bench throughput: %s, %d requests, %.1f prompt + %.1f output tokens on average "
+           "(%s, ignore_eos), %d threads\n",
+           tram_engine_model_name(e), f->n, in / f->n, out / f->n,
+           o->dataset ? o->dataset : "random token ids", o->ec.num_threads);
+    if (f->peak > 0)
+        printf("OpenBLAS sgemm peak (2048^3 split over the threads, best of 3): %.1f GFLOP/s; "
+               "memcpy bandwidth (256 MiB): %.1f GB/s\n", f->peak * 1e-9, f->bandwidth * 1e-9);
+    else
+        printf("sgemm peak and memcpy bandwidth not measured (--no-peak): \"of peak\" reads 0.\n");
+    printf("FLOPs counted: 2 x %.1fM weight params per token run through the model + 2 x %.1fM "
+           "(LM head) per sampled token; attention scores not counted.\n"
+           "weights GB/s: %.0f MB of f32 weights, read once per step, times steps per second.\n\n",
+           f->per_token / 2e6, f->per_row / 2e6, f->weight_bytes * 1e-6);
+    printf("| mode       | req/s | total tok/s | output tok/s | time (s) | steps | preempt | "
+           "GFLOP/s | of peak | weights GB/s |\n"
+           "|------------|------:|------------:|-------------:|---------:|------:|--------:|"
+           "--------:|--------:|-------------:|\n");
+    fflush(stdout);
 }
 
-static void print_report(const tram_engine *e, const bench_opts *o, int n, const bench_run *runs,
-                         int num_runs, double peak, double bandwidth)
+static void print_row(const char *mode, const bench_run *r, const bench_frame *f)
 {
-    const tram_model_config *c = tram_engine_model_config(e);
-    double per_token, per_row;
-    matmul_flops(c, &per_token, &per_row);
-    double weight_bytes = 4 * (per_token + per_row) / 2; /* f32 weights read once per step */
-    uint64_t in = runs[0].s.prompt_tokens_total, out = runs[0].s.generation_tokens_total;
-    printf("\ntram bench throughput: %s, %d requests, %.1f prompt + %.1f output tokens on average "
-           "(%s, ignore_eos), %d threads\n",
-           tram_engine_model_name(e), n, (double)in / n, (double)out / n,
-           o->dataset ? o->dataset : "random token ids", o->ec.num_threads);
-    printf("OpenBLAS sgemm peak (2048^3 split over the threads, best of 3): %.1f GFLOP/s; memcpy bandwidth (256 MiB): "
-           "%.1f GB/s\n", peak * 1e-9, bandwidth * 1e-9);
-    printf("FLOPs counted: 2 x %.1fM weight params per token run through the model + 2 x %.1fM "
-           "(LM head) per sampled token; attention scores not counted\n\n",
-           per_token / 2e6, per_row / 2e6);
-    printf("| mode       |  req/s   | total tok/s | output tok/s | time (s) | steps  | preempt | "
-           "GFLOP/s | of peak | weights GB/s |\n"
-           "|------------|---------:|------------:|-------------:|---------:|-------:|--------:|"
-           "--------:|--------:|-------------:|\n");
-    static const char *const modes[] = {"batched", "sequential"};
-    for (int i = 0; i < num_runs; i++)
-        print_row(modes[i], &runs[i], n, per_token, per_row, peak, weight_bytes);
-    printf("\n(weights GB/s: %.0f MB of f32 weights read once per step, times steps per second)\n",
-           weight_bytes * 1e-6);
-    if (num_runs == 2)
-        printf("ratio: %.2f\n", runs[1].seconds / runs[0].seconds);
+    const tram_engine_stats *s = &r->s;
+    double flops = f->per_token * (double)s->forward_tokens_total +
+                   f->per_row * (double)s->generation_tokens_total;
+    double tokens = (double)(s->prompt_tokens_total + s->generation_tokens_total);
+    printf("| %-10s | %5.2f | %11.1f | %12.1f | %8.1f | %5llu | %7llu | %7.2f | %6.1f%% | %12.2f |\n",
+           mode, f->n / r->seconds, tokens / r->seconds, s->generation_tokens_total / r->seconds,
+           r->seconds, (unsigned long long)s->num_steps, (unsigned long long)s->num_preemptions,
+           flops / r->seconds * 1e-9, f->peak > 0 ? 100 * flops / r->seconds / f->peak : 0.0,
+           f->weight_bytes * (double)s->num_steps / r->seconds * 1e-9);
+    fflush(stdout);
 }
 
 /* ---------------------------------------------------------------- command */
@@ -355,30 +366,41 @@ static int load_requests(tram_engine *e, const bench_opts *o, bench_req *reqs, i
     return 0;
 }
 
+/* The sequential run gets a fresh engine: the batched run's blocks would be
+ * prefix-cache hits. */
+static int run_sequential(tram_engine **e, bench_opts *o, const bench_req *reqs, int n,
+                          bench_run *r, tram_error *err)
+{
+    tram_engine_destroy(*e);
+    if (tram_engine_create(e, &o->ec, o->model, err))
+        return -1;
+    return run(*e, reqs, n, 1, o->seed, r, err);
+}
+
 static int bench_throughput(bench_opts *o, bench_req *reqs, tram_error *err)
 {
     tram_engine *e;
     bench_run runs[2];
-    int n = 0, rc = -1;
+    bench_frame f = {0};
     if (tram_engine_create(&e, &o->ec, o->model, err))
         return -1;
     if (!o->ec.num_threads)
         o->ec.num_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    double peak = sgemm_peak(o->ec.num_threads, err), bandwidth = peak > 0 ? copy_bandwidth(err) : 0;
-    if (bandwidth > 0 && !load_requests(e, o, reqs, &n, err) &&
-        !run(e, reqs, n, 0, o->seed, &runs[0], err)) {
-        if (!o->compare_sequential)
-            rc = 0;
-        else {
-            /* a fresh engine: the batched run's blocks would be prefix-cache hits */
-            tram_engine_destroy(e);
-            if (tram_engine_create(&e, &o->ec, o->model, err))
-                return -1;
-            rc = run(e, reqs, n, 1, o->seed, &runs[1], err);
-        }
+    if (!o->no_peak) {
+        f.peak = sgemm_peak(o->ec.num_threads, err);
+        f.bandwidth = f.peak > 0 ? copy_bandwidth(err) : 0;
+    }
+    int rc = o->no_peak || f.bandwidth > 0 ? load_requests(e, o, reqs, &f.n, err) : -1;
+    if (!rc) {
+        print_header(e, o, reqs, &f);
+        rc = run(e, reqs, f.n, 0, o->seed, &runs[0], err);
     }
     if (!rc)
-        print_report(e, o, n, runs, o->compare_sequential ? 2 : 1, peak, bandwidth);
+        print_row("batched", &runs[0], &f);
+    if (!rc && o->compare_sequential && !(rc = run_sequential(&e, o, reqs, f.n, &runs[1], err))) {
+        print_row("sequential", &runs[1], &f);
+        printf("ratio: %.2f\n", runs[1].seconds / runs[0].seconds);
+    }
     tram_engine_destroy(e);
     return rc;
 }

@@ -22,6 +22,8 @@ void tram_engine_print_flags(FILE *out)
             "  --scheduling-policy fcfs|priority                      (fcfs)\n"
             "  --seed N                       seed of requests without one (0)\n"
             "  --quantization none|int8       int8: W8A8 weights quantized at load (none)\n"
+            "  --weight-format auto|f32       auto: Q8_0/Q4_0/Q4_1 matrices of a GGUF run as\n"
+            "                                 stored on the CPU; f32: dequantized at load (auto)\n"
             "  --load-format auto|dummy       dummy: random weights of --preset's shape; the\n"
             "                                 model (-m) then only gives the tokenizer (auto)\n"
             "  --preset NAME                  models/presets/NAME.json, or a .json path\n"
@@ -88,6 +90,14 @@ static int parse_value(tram_engine_config *c, const char *f, const char *v)
         snprintf(c->quantization, sizeof(c->quantization), "%s", v);
         return 0;
     }
+    if (!strcmp(f, "--weight-format")) {
+        if (strcmp(v, "auto") && strcmp(v, "f32")) {
+            fprintf(stderr, "tram: invalid value for %s: '%s' (expected auto or f32)\n", f, v);
+            return -1;
+        }
+        snprintf(c->weight_format, sizeof(c->weight_format), "%s", v);
+        return 0;
+    }
     if (!strcmp(f, "--load-format")) {
         if (strcmp(v, "auto") && strcmp(v, "dummy")) {
             fprintf(stderr, "tram: invalid value for %s: '%s' (expected auto or dummy)\n", f, v);
@@ -120,7 +130,7 @@ int tram_engine_parse_flag(tram_engine_config *c, int argc, char **argv, int *i)
         "--block-size", "--num-kv-blocks", "--max-num-batched-tokens", "--max-num-seqs",
         "--max-model-len", "--threads", "-t", "--seed", "--gpu-memory-utilization",
         "--kv-cache-memory", "--scheduling-policy", "--device", "--quantization",
-        "--load-format", "--preset", "--tokenizer",
+        "--load-format", "--preset", "--tokenizer", "--weight-format",
     };
     const char *f = argv[*i];
     if (!strcmp(f, "--enable-prefix-caching") || !strcmp(f, "--no-enable-prefix-caching")) {

@@ -24,6 +24,11 @@ typedef enum {
     TRAM_W_BF16 = 1,  /* CUDA */
     TRAM_W_F16 = 2,
     TRAM_W_INT8 = 3,  /* symmetric, per output row: w = q * scales[row] */
+    /* GGUF blocks of 32 weights along a row, as the file stores them (CPU):
+     * rows * cols/32 blocks, row-major; see kernels/cpu/quant_gemm.h. */
+    TRAM_W_Q8_0 = 4,  /* f16 d, int8 q[32]:            w = q * d           */
+    TRAM_W_Q4_0 = 5,  /* f16 d, 16 bytes of nibbles:   w = (q - 8) * d     */
+    TRAM_W_Q4_1 = 6,  /* f16 d, f16 m, nibbles:        w = q * d + m       */
 } tram_wtype;
 
 /* A weight matrix: y[n, rows] = x[n, cols] · Wᵀ.  Vectors (norm weights,
@@ -64,6 +69,10 @@ struct tram_backend {
     void (*upload_weight)(tram_backend *be, tram_weight *w, const float *host, int rows, int cols,
                           tram_wtype type);
     void (*free_weight)(tram_backend *be, tram_weight *w);
+    /* Creates w from host blocks of a GGUF block type (TRAM_W_Q8_0 ...),
+     * rows * cols/32 of them; NULL for backends that only take f32. */
+    void (*upload_weight_blocks)(tram_backend *be, tram_weight *w, const void *blocks, int rows,
+                                 int cols, tram_wtype type);
 
     /* ops; n is the number of token rows */
     void (*embed)(tram_backend *be, void *x, const tram_weight *table, const int32_t *ids, int n);

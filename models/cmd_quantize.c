@@ -12,29 +12,35 @@
 
 typedef struct {
     const char *model, *out, *calib, *exclude;
-    double alpha;
-    int calib_tokens, ctx, threads;
+    double alpha;  /* < 0: searched per layer input */
+    int calib_tokens, ctx, threads, samples;
 } quant_args;
 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: tram quantize [-m MODEL] -o OUT.gguf [--calib TEXT] [--smoothquant-alpha A]\n"
-            "       [--exclude LIST] [--calib-tokens N] [--ctx N] [-t N]\n\n"
+            "usage: tram quantize [-m MODEL] -o OUT.gguf [--calib TEXT] [--smoothquant-alpha A|auto]\n"
+            "       [--exclude LIST] [--calib-tokens N] [--calib-samples N] [--ctx N] [-t N]\n\n"
             "Writes MODEL (a GGUF) with its matrices in int8, one scale per output row (W8A8: the\n"
             "activations are quantized per token when the model runs).\n"
             "  --calib TEXT            run TEXT through the model to measure each input channel's\n"
             "                          range and apply SmoothQuant (without it: no smoothing)\n"
-            "  --smoothquant-alpha A   migration strength in [0, 1] (0.5)\n"
+            "  --smoothquant-alpha A   migration strength in [0, 1], or auto (the default): for\n"
+            "                          each layer input the α of 0, 0.1, ..., 1 whose W8A8 product\n"
+            "                          is closest to f32 on calibration rows\n"
             "  --exclude LIST          matrices kept as they are, comma-separated: lm_head,\n"
             "                          layers.0.mlp, layers.3.self_attn.o_proj, blk.3.ffn_down, ...\n"
+            "                          or none (lm_head: an int8 head costs as much perplexity as\n"
+            "                          all the layers together, see bench/results/int8.md)\n"
             "  --calib-tokens N        calibration tokens used from TEXT (8192)\n"
+            "  --calib-samples N       calibration rows the auto search measures on (256)\n"
             "  --ctx N                 calibration window (512)\n");
 }
 
 static int parse_args(quant_args *a, int argc, char **argv)
 {
-    *a = (quant_args){.model = TRAM_DEFAULT_MODEL, .alpha = 0.5, .calib_tokens = 8192, .ctx = 512};
+    *a = (quant_args){.model = TRAM_DEFAULT_MODEL, .exclude = "lm_head", .alpha = -1, .calib_tokens = 8192,
+                      .ctx = 512, .samples = 256};
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x = 0;
@@ -52,15 +58,20 @@ static int parse_args(quant_args *a, int argc, char **argv)
         else if (!strcmp(f, "--calib"))
             a->calib = v;
         else if (!strcmp(f, "--exclude"))
-            a->exclude = v;
+            a->exclude = strcmp(v, "none") ? v : NULL;
+        else if (!strcmp(f, "--smoothquant-alpha") && !strcmp(v, "auto"))
+            a->alpha = -1;
         else if (!strcmp(f, "--smoothquant-alpha")) {
             if (tram_cli_float(f, v, 0.0, 1.0, &a->alpha))
                 return -1;
-        } else if (!strcmp(f, "--calib-tokens") || !strcmp(f, "--ctx") || !strcmp(f, "-t") ||
-                   !strcmp(f, "--threads")) {
+        } else if (!strcmp(f, "--calib-tokens") || !strcmp(f, "--calib-samples") || !strcmp(f, "--ctx") ||
+                   !strcmp(f, "-t") || !strcmp(f, "--threads")) {
             if (tram_cli_int(f, v, 1, 1 << 24, &x))
                 return -1;
-            *(!strcmp(f, "--calib-tokens") ? &a->calib_tokens : !strcmp(f, "--ctx") ? &a->ctx : &a->threads) = (int)x;
+            *(!strcmp(f, "--calib-tokens")    ? &a->calib_tokens
+              : !strcmp(f, "--calib-samples") ? &a->samples
+              : !strcmp(f, "--ctx")           ? &a->ctx
+                                              : &a->threads) = (int)x;
         } else {
             fprintf(stderr, "tram quantize: unknown option '%s'\n\n", f);
             usage(stderr);
@@ -84,7 +95,7 @@ static int calibrate(tram_model_file *f, const quant_args *a, tram_calib_stats *
     if (!rc) {
         n = TRAM_MIN(n, a->calib_tokens);
         fprintf(stderr, "quantize: calibrating on %d tokens of %s\n", n, a->calib);
-        rc = tram_calibrate(f, ids, n, a->ctx, a->threads, st, err);
+        rc = tram_calibrate(f, ids, n, a->ctx, a->threads, a->alpha < 0 ? a->samples : 0, st, err);
     }
     free(ids);
     tram_tokenizer_free(tok);
@@ -103,12 +114,13 @@ static int run(const quant_args *a, tram_error *err)
         rc = calibrate(f, a, &st, err);
     if (!rc) {
         tram_quant_opts o = {.out_path = a->out, .exclude = a->exclude, .stats = a->calib ? &st : NULL,
-                             .alpha = (float)a->alpha};
+                             .alpha = (float)a->alpha, .threads = a->threads, .verbose = 1};
         rc = tram_quantize_model(f, &o, err);
     }
     if (!rc)
-        fprintf(stderr, "quantize: wrote %s (%s) in %.1f s\n", a->out,
-                a->calib ? "W8A8, SmoothQuant" : "W8A8, no smoothing", tram_now() - t0);
+        fprintf(stderr, "quantize: wrote %s (W8A8, %s) in %.1f s\n", a->out,
+                !a->calib ? "no smoothing" : a->alpha < 0 ? "SmoothQuant, α searched" : "SmoothQuant",
+                tram_now() - t0);
     tram_calib_stats_free(&st);
     tram_model_file_close(f);
     return rc ? -1 : 0;

@@ -57,11 +57,27 @@ struct tram_model {
 
 /* ---------------------------------------------------------------- loading */
 
+/* GGUF blocks kept as stored: the rows of each tensor are whole blocks, so
+ * stacking tensors by rows is concatenating their bytes. */
+static int load_blocks(tram_model *m, tram_model_file *f, tram_weight *w, const char *const *names,
+                       int n_names, int rows_each, int cols, tram_wtype type, float *scratch, tram_error *err)
+{
+    size_t off = 0, bytes;
+    for (int i = 0; i < n_names; i++, off += bytes)
+        if (tram_model_file_read_blocks(f, names[i], (char *)scratch + off, (int64_t)rows_each * cols,
+                                        &bytes, err))
+            return -1;
+    m->be->upload_weight_blocks(m->be, w, scratch, rows_each * n_names, cols, type);
+    return m->be->sync(m->be, err);
+}
+
 /* Reads one or more tensors stacked by rows into one weight. */
 static int load_weight(tram_model *m, tram_model_file *f, tram_weight *w, const char *const *names,
                        int n_names, int rows_each, int cols, tram_wtype type, float *scratch, tram_error *err)
 {
     size_t each = (size_t)rows_each * cols;
+    if (type >= TRAM_W_Q8_0)
+        return load_blocks(m, f, w, names, n_names, rows_each, cols, type, scratch, err);
     for (int i = 0; i < n_names; i++)
         if (tram_model_file_read_f32(f, names[i], scratch + i * each, (int64_t)each, err))
             return -1;
@@ -76,12 +92,16 @@ static int load_one(tram_model *m, tram_model_file *f, tram_weight *w, const cha
 }
 
 /* Int8 for a matrix the file stores as int8, or one the limits quantize at
- * load and do not exclude; else the backend's format. */
+ * load and do not exclude; else the file's block format when the limits keep
+ * blocks and the backend runs them; else the backend's format. */
 static tram_wtype matrix_type(const tram_model *m, tram_model_file *f, const char *name)
 {
     if (tram_model_file_is_int8(f, name) ||
         (m->lim.quantize_int8 && !tram_quant_excluded(m->lim.int8_exclude, name)))
         return TRAM_W_INT8;
+    tram_wtype blocks = tram_model_file_block_type(f, name);
+    if (m->lim.keep_blocks && m->be->upload_weight_blocks && blocks != TRAM_W_F32)
+        return blocks;
     return m->lim.weight_type;
 }
 

@@ -210,6 +210,34 @@ int tram_model_file_read_f32(tram_model_file *f, const char *name, float *out, i
     return scales ? apply_int8_scales(f, t, scales, out, err) : 0;
 }
 
+tram_wtype tram_model_file_block_type(const tram_model_file *f, const char *name)
+{
+    const tram_gguf_tensor *t = f->gguf ? tram_gguf_find_tensor(f->gguf, name) : NULL;
+    if (!t)
+        return TRAM_W_F32;
+    switch (t->type) {
+    case TRAM_GGML_Q8_0: return TRAM_W_Q8_0;
+    case TRAM_GGML_Q4_0: return TRAM_W_Q4_0;
+    case TRAM_GGML_Q4_1: return TRAM_W_Q4_1;
+    default: return TRAM_W_F32;
+    }
+}
+
+int tram_model_file_read_blocks(tram_model_file *f, const char *name, void *out, int64_t numel,
+                                size_t *bytes, tram_error *err)
+{
+    const tram_gguf_tensor *t = f->gguf ? tram_gguf_find_tensor(f->gguf, name) : NULL;
+    if (!t || tram_model_file_block_type(f, name) == TRAM_W_F32)
+        return tram_fail(err, "%s: tensor %s is missing or not in a block format", f->path, name);
+    int64_t size = tram_ggml_type_size(t->type, numel);
+    if (tram_gguf_tensor_numel(t) != numel || size < 0)
+        return tram_fail(err, "%s: tensor %s has %lld elements, expected %lld", f->path, name,
+                         (long long)tram_gguf_tensor_numel(t), (long long)numel);
+    memcpy(out, t->data, (size_t)size);
+    *bytes = (size_t)size;
+    return 0;
+}
+
 /* HF's rotary embedding: inv_freq[i] = theta^(-2i/d), reshaped by llama3's
  * piecewise rule when the config asks for it. */
 void tram_rope_inv_freq(const tram_model_config *c, float *inv_freq)

@@ -53,6 +53,15 @@ int tram_model_file_is_int8(const tram_model_file *f, const char *name);
 int tram_model_file_read_f32(tram_model_file *f, const char *name, float *out, int64_t numel,
                              tram_error *err);
 
+/* The weight type of `name` when the file stores it in a GGUF block format
+ * that backends can run as stored (TRAM_W_Q8_0, TRAM_W_Q4_0, TRAM_W_Q4_1);
+ * TRAM_W_F32 for every other tensor (read those with read_f32). */
+tram_wtype tram_model_file_block_type(const tram_model_file *f, const char *name);
+/* Copies the blocks of such a tensor into out and sets *bytes to their size;
+ * fails if it does not hold numel weights. */
+int tram_model_file_read_blocks(tram_model_file *f, const char *name, void *out, int64_t numel,
+                                size_t *bytes, tram_error *err);
+
 /* Inverse RoPE frequencies [head_dim/2], with llama3 scaling applied. */
 void tram_rope_inv_freq(const tram_model_config *c, float *inv_freq);
 
@@ -67,6 +76,8 @@ typedef struct {
     int quantize_int8;       /* matrices to TRAM_W_INT8 at load (W8A8, no smoothing); matrices
                                 the file stores as int8 load as int8 regardless */
     const char *int8_exclude;/* comma-separated names kept at weight_type (models/quantize.h) */
+    int keep_blocks;         /* matrices the file stores in GGUF block formats stay in them on a
+                                backend with upload_weight_blocks (--weight-format auto) */
 } tram_model_limits;
 
 typedef struct tram_model tram_model;

@@ -69,6 +69,20 @@ static float *site_stats(tram_calib_stats *st, int layer, tram_act_site site)
     }
 }
 
+static int site_width(const tram_calib_stats *st, tram_act_site site)
+{
+    return site == TRAM_ACT_ATTN_OUT ? st->qd : site == TRAM_ACT_FFN_HIDDEN ? st->ffn : st->dim;
+}
+
+/* Every stride-th calibration token's row, while there is room. */
+static void keep_rows(tram_calib_stats *st, int layer, tram_act_site site, const float *x, int n, int dim)
+{
+    int64_t first = (st->tokens + st->stride - 1) / st->stride * st->stride;  /* next kept token */
+    float *base = st->rows[site] + (size_t)(site == TRAM_ACT_HEAD_IN ? 0 : layer) * st->samples * dim;
+    for (int64_t t = first; t < st->tokens + n && t / st->stride < st->samples; t += st->stride)
+        memcpy(base + (size_t)(t / st->stride) * dim, x + (size_t)(t - st->tokens) * dim, dim * sizeof(float));
+}
+
 static void calib_observe(void *ctx, int layer, tram_act_site site, const void *act, int n, int dim)
 {
     tram_calib_stats *st = ctx;
@@ -77,11 +91,13 @@ static void calib_observe(void *ctx, int layer, tram_act_site site, const void *
     for (int i = 0; i < n; i++)
         for (int j = 0; j < dim; j++)
             amax[j] = fmaxf(amax[j], fabsf(x[(size_t)i * dim + j]));
+    if (st->samples)
+        keep_rows(st, layer, site, x, n, dim);
     if (site == TRAM_ACT_HEAD_IN)
-        st->tokens += n;
+        st->tokens += n;  /* the last site of a pass */
 }
 
-static int stats_alloc(tram_calib_stats *st, const tram_model_config *c, tram_error *err)
+static int stats_alloc(tram_calib_stats *st, const tram_model_config *c, int n, int samples, tram_error *err)
 {
     memset(st, 0, sizeof(*st));
     st->n_layers = c->n_layers, st->dim = c->dim, st->qd = c->n_heads * c->head_dim, st->ffn = c->ffn_dim;
@@ -90,7 +106,19 @@ static int stats_alloc(tram_calib_stats *st, const tram_model_config *c, tram_er
     st->ffn_in = tram_calloc((size_t)c->n_layers * st->dim, sizeof(float), err);
     st->ffn_hidden = tram_calloc((size_t)c->n_layers * st->ffn, sizeof(float), err);
     st->head_in = tram_calloc(st->dim, sizeof(float), err);
-    return st->attn_in && st->attn_out && st->ffn_in && st->ffn_hidden && st->head_in ? 0 : -1;
+    if (!st->attn_in || !st->attn_out || !st->ffn_in || !st->ffn_hidden || !st->head_in)
+        return -1;
+    if (samples < 1)
+        return 0;
+    st->stride = (n + samples - 1) / samples;
+    st->samples = samples;
+    st->n_samples = (n + st->stride - 1) / st->stride;
+    for (int site = 0; site <= TRAM_ACT_HEAD_IN; site++) {
+        size_t layers = site == TRAM_ACT_HEAD_IN ? 1 : (size_t)c->n_layers;
+        if (!(st->rows[site] = tram_calloc(layers * samples * site_width(st, site), sizeof(float), err)))
+            return -1;
+    }
+    return 0;
 }
 
 void tram_calib_stats_free(tram_calib_stats *st)
@@ -100,6 +128,8 @@ void tram_calib_stats_free(tram_calib_stats *st)
     free(st->ffn_in);
     free(st->ffn_hidden);
     free(st->head_in);
+    for (int site = 0; site <= TRAM_ACT_HEAD_IN; site++)
+        free(st->rows[site]);
     memset(st, 0, sizeof(*st));
 }
 
@@ -126,13 +156,15 @@ static int window_model(tram_model **m, tram_model_file *f, tram_backend *be, in
     return tram_model_create(m, f, be, &lim, err);
 }
 
-int tram_calibrate(tram_model_file *f, const int32_t *tokens, int n, int ctx, int threads,
+int tram_calibrate(tram_model_file *f, const int32_t *tokens, int n, int ctx, int threads, int samples,
                    tram_calib_stats *st, tram_error *err)
 {
     if (n < 1 || ctx < 1)
         return tram_fail(err, "calibration needs at least one token and a window of one");
-    if (stats_alloc(st, tram_model_file_config(f), err))
+    if (stats_alloc(st, tram_model_file_config(f), n, samples, err)) {
+        tram_calib_stats_free(st);
         return -1;
+    }
     ctx = TRAM_MIN(ctx, n);
     int blocks = (ctx + 15) / 16;
     tram_backend *be = NULL;
@@ -170,7 +202,10 @@ typedef struct {
     int layer;                        /* the layer in buf, or -1 */
     float *buf[N_LAYER_TENSORS];      /* NULL for a bias the model lacks */
     int rows[N_LAYER_TENSORS], cols[N_LAYER_TENSORS];
-    float *tmp[5];                    /* SmoothQuant scratch, widest channel count each */
+    float *tmp[3];                    /* SmoothQuant scratch, widest channel count each */
+    int *kv_map;                      /* [qd] query channel → its KV channel */
+    int untie;                        /* a smoothed output.weight beside token_embd */
+    float *head_s;                    /* [dim] the lm_head's factors when untie */
     float *big;                       /* one whole tensor in f32 */
     int8_t *q;                        /* its int8 values */
     float *scales;                    /* its row scales */
@@ -198,59 +233,91 @@ static void layer_shapes(quant_job *j)
         j->rows[i] = shape[i][0], j->cols[i] = shape[i][1];
 }
 
+/* Factors for one input: at the fixed α, or searched (and shown). */
+static int choose(quant_job *j, tram_act_site site, int l, const float *x_amax, const tram_smooth_mat *mats,
+                  int n, const int *map, int ns, float *s, tram_error *err)
+{
+    static const char *const what[] = {"q/k/v", "o_proj", "gate/up", "down", "lm_head"};
+    const tram_calib_stats *st = j->o->stats;
+    int cin = map ? st->qd : ns;
+    size_t layer = site == TRAM_ACT_HEAD_IN ? 0 : (size_t)l;
+    tram_smooth_group g = {.x = st->rows[site] ? st->rows[site] + layer * st->samples * cin : NULL,
+                           .n = st->n_samples, .cin = cin, .x_amax = x_amax, .mats = mats, .n_mats = n,
+                           .map = map, .ns = ns};
+    float alpha = j->o->alpha;
+    double rel;
+    if (tram_smooth_choose(&g, j->o->threads, &alpha, s, &rel, err))
+        return -1;
+    if (j->o->verbose && j->o->alpha < 0 && site == TRAM_ACT_HEAD_IN)
+        fprintf(stderr, "quantize: lm_head: alpha %.1f, relative error %.2e\n", alpha, rel);
+    else if (j->o->verbose && j->o->alpha < 0)
+        fprintf(stderr, "quantize: layer %d %s: alpha %.1f, relative error %.2e\n", l, what[site], alpha, rel);
+    return 0;
+}
+
 /* V rows / s and o_proj columns * s, one s per KV channel shared by the
  * query heads of its group. */
-static void smooth_v_o(quant_job *j, int l)
+static int smooth_v_o(quant_job *j, int l, tram_error *err)
 {
     const tram_model_config *c = j->c;
-    int hd = c->head_dim, qd = c->n_heads * hd, kd = c->n_kv_heads * hd, group = c->n_heads / c->n_kv_heads;
-    float *xa = j->tmp[0], *wa = j->tmp[1], *s = j->tmp[2], *s_q = j->tmp[3], *wo = j->tmp[4];
+    int qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;
+    float *xa = j->tmp[0], *s = j->tmp[1], *s_q = j->tmp[2];
     const float *att = j->o->stats->attn_out + (size_t)l * qd;
     memset(xa, 0, kd * sizeof(float));
-    memset(wa, 0, kd * sizeof(float));
-    memset(wo, 0, qd * sizeof(float));
-    tram_col_amax(j->buf[T_O], c->dim, qd, wo);
-    for (int h = 0; h < c->n_heads; h++)
-        for (int d = 0; d < hd; d++) {
-            int kv = (h / group) * hd + d;
-            xa[kv] = fmaxf(xa[kv], att[h * hd + d]);
-            wa[kv] = fmaxf(wa[kv], wo[h * hd + d]);
-        }
-    tram_smooth_factors(xa, wa, kd, j->o->alpha, s);
     for (int q = 0; q < qd; q++)
-        s_q[q] = s[(q / hd / group) * hd + q % hd];
+        xa[j->kv_map[q]] = fmaxf(xa[j->kv_map[q]], att[q]);
+    tram_smooth_mat wo = {j->buf[T_O], c->dim};
+    if (choose(j, TRAM_ACT_ATTN_OUT, l, xa, &wo, 1, j->kv_map, kd, s, err))
+        return -1;
+    for (int q = 0; q < qd; q++)
+        s_q[q] = s[j->kv_map[q]];
     tram_unscale_rows(j->buf[T_V], kd, c->dim, s);
     if (j->buf[T_BV])
         tram_unscale_rows(j->buf[T_BV], kd, 1, s);
     tram_scale_cols(j->buf[T_O], c->dim, qd, s_q);
+    return 0;
 }
 
 /* One input shared by `n` matrices (q/k/v, gate/up, or down alone), produced
  * by `producer`: a norm weight (rows = channels, cols = 1) or the rows of a
  * matrix (up, for down_proj). */
-static void smooth_input(quant_job *j, const float *x_amax, const int *mats, int n, int producer)
+static int smooth_input(quant_job *j, tram_act_site site, int l, const float *x_amax, const int *mats, int n,
+                        int producer, tram_error *err)
 {
     int ch = j->cols[mats[0]];
-    float *wa = j->tmp[0], *s = j->tmp[1];
-    memset(wa, 0, ch * sizeof(float));
+    float *s = j->tmp[1];
+    tram_smooth_mat m[3];
     for (int i = 0; i < n; i++)
-        tram_col_amax(j->buf[mats[i]], j->rows[mats[i]], ch, wa);
-    tram_smooth_factors(x_amax, wa, ch, j->o->alpha, s);
+        m[i] = (tram_smooth_mat){j->buf[mats[i]], j->rows[mats[i]]};
+    if (choose(j, site, l, x_amax, m, n, NULL, ch, s, err))
+        return -1;
     tram_unscale_rows(j->buf[producer], ch, j->rows[producer] == 1 ? 1 : j->cols[producer], s);
     for (int i = 0; i < n; i++)
         tram_scale_cols(j->buf[mats[i]], j->rows[mats[i]], ch, s);
+    return 0;
 }
 
 /* V and up rows change first, so that the column maxima q/k/v and gate/up
  * are smoothed against are those of the matrices that get quantized. */
-static void smooth_layer(quant_job *j, int l)
+static int smooth_layer(quant_job *j, int l, tram_error *err)
 {
     const tram_calib_stats *st = j->o->stats;
     static const int down[] = {T_DOWN}, qkv[] = {T_Q, T_K, T_V}, gate_up[] = {T_GATE, T_UP};
-    smooth_v_o(j, l);
-    smooth_input(j, st->ffn_hidden + (size_t)l * st->ffn, down, 1, T_UP);
-    smooth_input(j, st->attn_in + (size_t)l * st->dim, qkv, 3, T_ATTN_NORM);
-    smooth_input(j, st->ffn_in + (size_t)l * st->dim, gate_up, 2, T_FFN_NORM);
+    return smooth_v_o(j, l, err) ||
+           smooth_input(j, TRAM_ACT_FFN_HIDDEN, l, st->ffn_hidden + (size_t)l * st->ffn, down, 1, T_UP, err) ||
+           smooth_input(j, TRAM_ACT_ATTN_IN, l, st->attn_in + (size_t)l * st->dim, qkv, 3, T_ATTN_NORM, err) ||
+           smooth_input(j, TRAM_ACT_FFN_IN, l, st->ffn_in + (size_t)l * st->dim, gate_up, 2, T_FFN_NORM, err)
+               ? -1 : 0;
+}
+
+/* The untied lm_head's factors, from the table it starts as (in j->big). */
+static int smooth_head(quant_job *j, tram_error *err)
+{
+    int vocab = j->c->vocab_size, dim = j->c->dim;
+    if (tram_model_file_read_f32(j->f, "token_embd.weight", j->big, (int64_t)vocab * dim, err))
+        return -1;
+    tram_smooth_mat head = {j->big, vocab};
+    return choose(j, TRAM_ACT_HEAD_IN, j->c->n_layers, j->o->stats->head_in, &head, 1, NULL, dim, j->head_s, err);
 }
 
 static int load_layer(quant_job *j, int l, tram_error *err)
@@ -264,8 +331,8 @@ static int load_layer(quant_job *j, int l, tram_error *err)
         if (j->buf[i] && tram_model_file_read_f32(j->f, name, j->buf[i], (int64_t)j->rows[i] * j->cols[i], err))
             return -1;
     }
-    if (j->o->stats)
-        smooth_layer(j, l);
+    if (j->o->stats && smooth_layer(j, l, err))
+        return -1;
     j->layer = l;
     return 0;
 }
@@ -276,7 +343,7 @@ typedef enum { OUT_RAW, OUT_F32, OUT_I8 } out_kind;
 
 static int is_global_matrix(const quant_job *j, const char *name)
 {
-    return !strcmp(name, "output.weight") || (j->tied && !strcmp(name, "token_embd.weight"));
+    return !strcmp(name, "output.weight") || (j->tied && !j->untie && !strcmp(name, "token_embd.weight"));
 }
 
 static out_kind tensor_kind(const quant_job *j, const char *name)
@@ -285,7 +352,23 @@ static out_kind tensor_kind(const quant_job *j, const char *name)
     int matrix = idx >= 0 ? is_matrix[idx] : is_global_matrix(j, name);
     if (matrix && !j->o->keep_f32 && !tram_quant_excluded(j->o->exclude, name))
         return OUT_I8;
+    if (j->untie && (!strcmp(name, "output_norm.weight") || !strcmp(name, "output.weight")))
+        return OUT_F32;
     return idx >= 0 && j->o->stats ? OUT_F32 : OUT_RAW;  /* smoothing changes every layer tensor */
+}
+
+/* Declares a tensor and, for an int8 one, its scales. */
+static int declare_tensor(quant_job *j, tram_gguf_writer *w, const char *name, tram_ggml_type raw_type,
+                          int n_dims, const int64_t *ne, tram_error *err)
+{
+    out_kind k = tensor_kind(j, name);
+    tram_ggml_type type = k == OUT_RAW ? raw_type : k == OUT_F32 ? TRAM_GGML_F32 : TRAM_GGML_I8;
+    char scale[sizeof(((tram_gguf_tensor *)0)->name) + 8];
+    int64_t rows = ne[1];  /* an OUT_I8 tensor is a matrix (check_source) */
+    snprintf(scale, sizeof(scale), "%s.scale", name);
+    return tram_gguf_writer_add_tensor(w, name, type, n_dims, ne, err) ||
+                   (k == OUT_I8 && tram_gguf_writer_add_tensor(w, scale, TRAM_GGML_F32, 1, &rows, err))
+               ? -1 : 0;
 }
 
 static int declare(quant_job *j, tram_gguf_writer *w, const tram_gguf *g, tram_error *err)
@@ -299,39 +382,43 @@ static int declare(quant_job *j, tram_gguf_writer *w, const tram_gguf *g, tram_e
     }
     if (!j->o->keep_f32 && tram_gguf_writer_add_str(w, "tram.quantization", "w8a8", err))
         return -1;
-    if (j->o->stats && tram_gguf_writer_add_f32(w, "tram.smoothquant_alpha", j->o->alpha, err))
+    float alpha = j->o->alpha < 0 ? -1.0f : j->o->alpha;  /* -1: searched per input */
+    if (j->o->stats && tram_gguf_writer_add_f32(w, "tram.smoothquant_alpha", alpha, err))
         return -1;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const tram_gguf_tensor *t = &g->tensors[i];
-        out_kind k = tensor_kind(j, t->name);
-        tram_ggml_type type = k == OUT_RAW ? t->type : k == OUT_F32 ? TRAM_GGML_F32 : TRAM_GGML_I8;
-        if (tram_gguf_writer_add_tensor(w, t->name, type, (int)t->n_dims, t->ne, err))
-            return -1;
-        char scale[sizeof(t->name) + 8];
-        int64_t rows = t->ne[1];  /* an OUT_I8 tensor is a matrix (check_source) */
-        snprintf(scale, sizeof(scale), "%s.scale", t->name);
-        if (k == OUT_I8 && tram_gguf_writer_add_tensor(w, scale, TRAM_GGML_F32, 1, &rows, err))
+        if (declare_tensor(j, w, t->name, t->type, (int)t->n_dims, t->ne, err))
             return -1;
     }
-    return 0;
+    int64_t head[2] = {j->c->dim, j->c->vocab_size};
+    return j->untie ? declare_tensor(j, w, "output.weight", TRAM_GGML_F32, 2, head, err) : 0;
 }
 
-/* The tensor in f32: from the (smoothed) layer, or read whole. */
-static const float *tensor_f32(quant_job *j, const tram_gguf_tensor *t, tram_error *err)
+/* The tensor in f32: from the (smoothed) layer, or read whole; the untied
+ * head's tensors with its factors folded in. */
+static const float *tensor_f32(quant_job *j, const char *name, int64_t numel, tram_error *err)
 {
-    int layer, idx = layer_tensor(t->name, &layer);
+    int layer, idx = layer_tensor(name, &layer), dim = j->c->dim;
     if (idx >= 0 && j->o->stats)
         return load_layer(j, layer, err) ? NULL : j->buf[idx];
-    return tram_model_file_read_f32(j->f, t->name, j->big, tram_gguf_tensor_numel(t), err) ? NULL : j->big;
+    int head = j->untie && !strcmp(name, "output.weight");
+    if (tram_model_file_read_f32(j->f, head ? "token_embd.weight" : name, j->big, numel, err))
+        return NULL;
+    if (head)
+        tram_scale_cols(j->big, (int)(numel / dim), dim, j->head_s);
+    else if (j->untie && !strcmp(name, "output_norm.weight"))
+        tram_unscale_rows(j->big, dim, 1, j->head_s);
+    return j->big;
 }
 
-static int write_tensor(quant_job *j, tram_gguf_writer *w, const tram_gguf_tensor *t, tram_error *err)
+static int write_tensor(quant_job *j, tram_gguf_writer *w, const char *name, int64_t numel, int64_t cols,
+                        const tram_gguf_tensor *raw, tram_error *err)
 {
-    out_kind k = tensor_kind(j, t->name);
-    int64_t numel = tram_gguf_tensor_numel(t), cols = t->ne[0], rows = t->ne[1];
+    out_kind k = tensor_kind(j, name);
+    int64_t rows = numel / cols;
     if (k == OUT_RAW)
-        return tram_gguf_writer_write(w, t->data, t->nbytes, err);
-    const float *x = tensor_f32(j, t, err);
+        return tram_gguf_writer_write(w, raw->data, raw->nbytes, err);
+    const float *x = tensor_f32(j, name, numel, err);
     if (!x)
         return -1;
     if (k == OUT_F32)
@@ -362,11 +449,16 @@ static int job_alloc(quant_job *j, const tram_gguf *g, tram_error *err)
     for (uint64_t i = 0; i < g->n_tensors; i++)
         biggest = TRAM_MAX(biggest, tram_gguf_tensor_numel(&g->tensors[i]));
     int widest = TRAM_MAX(TRAM_MAX(c->dim, c->ffn_dim), c->n_heads * c->head_dim);
+    int qd = c->n_heads * c->head_dim, group = c->n_heads / c->n_kv_heads;
     layer_shapes(j);
+    if (!(j->kv_map = tram_calloc(qd, sizeof(int), err)) || !(j->head_s = tram_calloc(c->dim, sizeof(float), err)))
+        return -1;
+    for (int q = 0; q < qd; q++)
+        j->kv_map[q] = (q / c->head_dim / group) * c->head_dim + q % c->head_dim;
     for (int i = 0; i < N_LAYER_TENSORS; i++)
         if ((i != T_BV || c->qkv_bias) && !(j->buf[i] = tram_calloc((size_t)j->rows[i] * j->cols[i], 4, err)))
             return -1;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 3; i++)
         if (!(j->tmp[i] = tram_calloc(widest, sizeof(float), err)))
             return -1;
     j->big = tram_calloc(biggest, sizeof(float), err);
@@ -379,8 +471,10 @@ static void job_free(quant_job *j)
 {
     for (int i = 0; i < N_LAYER_TENSORS; i++)
         free(j->buf[i]);
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 3; i++)
         free(j->tmp[i]);
+    free(j->kv_map);
+    free(j->head_s);
     free(j->big);
     free(j->q);
     free(j->scales);
@@ -393,11 +487,17 @@ int tram_quantize_model(tram_model_file *f, const tram_quant_opts *o, tram_error
         return tram_fail(err, "%s: quantize reads GGUF files only", tram_model_file_path(f));
     quant_job j = {.f = f, .c = tram_model_file_config(f), .o = o, .layer = -1};
     j.tied = j.c->tied_embeddings;
+    /* the lookup table cannot take the head's factors: the head gets its own copy */
+    j.untie = j.tied && o->stats && !tram_quant_excluded(o->exclude, "output.weight");
     tram_gguf_writer *w = NULL;
-    int rc = check_source(&j, g, err) || job_alloc(&j, g, err) ||
+    int rc = check_source(&j, g, err) || job_alloc(&j, g, err) || (j.untie && smooth_head(&j, err)) ||
              tram_gguf_writer_create(&w, o->out_path, err) || declare(&j, w, g, err);
-    for (uint64_t i = 0; !rc && i < g->n_tensors; i++)
-        rc = write_tensor(&j, w, &g->tensors[i], err);
+    for (uint64_t i = 0; !rc && i < g->n_tensors; i++) {
+        const tram_gguf_tensor *t = &g->tensors[i];
+        rc = write_tensor(&j, w, t->name, tram_gguf_tensor_numel(t), t->ne[0], t, err);
+    }
+    if (!rc && j.untie)
+        rc = write_tensor(&j, w, "output.weight", (int64_t)j.c->vocab_size * j.c->dim, j.c->dim, NULL, err);
     job_free(&j);
     if (rc) {
         tram_gguf_writer_abort(w);

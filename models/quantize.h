@@ -6,8 +6,11 @@
  * name and shape with ggml type I8 (24), values in [-127, 127], and gains an
  * F32 tensor "<name>.scale" of one scale per output row: w = q * scale[row].
  * Norm weights into which SmoothQuant folded its factors are F32; every other
- * tensor is copied as it was.  The metadata gains tram.quantization = "w8a8"
- * and tram.smoothquant_alpha (f32, absent without smoothing). */
+ * tensor is copied as it was.  With smoothing, a model whose lm_head is tied
+ * to token_embd gets its own smoothed I8 output.weight (the lookup table
+ * cannot take the head's factors) and output_norm turns F32; token_embd stays
+ * as it was.  The metadata gains tram.quantization = "w8a8" and, with
+ * smoothing, tram.smoothquant_alpha (f32; -1 when searched per layer). */
 #ifndef TRAM_QUANTIZE_H
 #define TRAM_QUANTIZE_H
 
@@ -28,7 +31,7 @@ int tram_quant_excluded(const char *list, const char *name);
 int tram_quant_check_exclude(const char *list, tram_model_file *f, tram_error *err);
 
 /* Per input channel max |x| of every linear layer's input, over the
- * calibration tokens. */
+ * calibration tokens; and, for the α search, some of those inputs whole. */
 typedef struct {
     int n_layers, dim, qd, ffn;
     float *attn_in;     /* [n_layers][dim]  input of q/k/v   */
@@ -37,10 +40,14 @@ typedef struct {
     float *ffn_hidden;  /* [n_layers][ffn]  input of down    */
     float *head_in;     /* [dim]            input of lm_head */
     int64_t tokens;
+    int samples;        /* input rows kept per site: every stride-th token, at most `samples` */
+    int stride, n_samples;
+    float *rows[TRAM_ACT_HEAD_IN + 1];  /* by tram_act_site: [layers][samples][width], head: [samples][dim] */
 } tram_calib_stats;
 
-/* Runs tokens[n] through the f32 model on the CPU in windows of ctx tokens. */
-int tram_calibrate(tram_model_file *f, const int32_t *tokens, int n, int ctx, int threads,
+/* Runs tokens[n] through the f32 model on the CPU in windows of ctx tokens,
+ * keeping up to `samples` input rows of every linear layer (0: none). */
+int tram_calibrate(tram_model_file *f, const int32_t *tokens, int n, int ctx, int threads, int samples,
                    tram_calib_stats *st, tram_error *err);
 void tram_calib_stats_free(tram_calib_stats *st);
 
@@ -56,13 +63,46 @@ void tram_scale_cols(float *w, int rows, int cols, const float *s);
 /* w[i][j] /= s[i] (also a vector: rows = n, cols = 1) */
 void tram_unscale_rows(float *w, int rows, int cols, const float *s);
 
+/* ---- α searched per layer, on the calibration rows ---- */
+
+#define TRAM_SMOOTH_GRID 11  /* α = 0, 0.1, ..., 1 */
+
+typedef struct {
+    const float *w;  /* [rows][cin] */
+    int rows;
+} tram_smooth_mat;
+
+/* One input X shared by n_mats matrices.  Smoothing channels may be fewer than
+ * input channels (o_proj: one factor per KV channel): map[c] names channel c's
+ * factor, or map is NULL and ns = cin. */
+typedef struct {
+    const float *x;          /* [n][cin] calibration rows */
+    int n, cin;
+    const float *x_amax;     /* [ns] over all calibration tokens */
+    const tram_smooth_mat *mats;
+    int n_mats;
+    const int *map;
+    int ns;
+} tram_smooth_group;
+
+/* SmoothQuant factors s[ns] for the group at *alpha when it is >= 0; else
+ * the α of the grid (written to *alpha) whose factors minimize
+ * Σ ‖X·Wᵀ − Q(X/s)·Q(W*s)ᵀ‖² over the group's matrices, with Q the W8A8
+ * quantization the model runs (per token, per output row); rel_error (may be
+ * NULL) gets that error over Σ ‖X·Wᵀ‖² (0 at a fixed α). */
+int tram_smooth_choose(const tram_smooth_group *g, int threads, float *alpha, float *s, double *rel_error,
+                       tram_error *err);
+
 /* ---- the int8 GGUF ---- */
 
 typedef struct {
     const char *out_path;
     const char *exclude;          /* NULL or a list as above */
     const tram_calib_stats *stats;/* NULL: no smoothing */
-    float alpha;                  /* SmoothQuant migration strength */
+    float alpha;                  /* SmoothQuant migration strength; < 0: searched per input
+                                     (needs stats->n_samples) */
+    int threads;                  /* for the search (0: OpenMP's default) */
+    int verbose;                  /* the searched α of every input to stderr */
     int keep_f32;                 /* smooth but write F32 matrices (tests the identity) */
 } tram_quant_opts;
 

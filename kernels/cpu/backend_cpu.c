@@ -9,6 +9,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/int8_gemm.h"
+#include "kernels/cpu/quant_gemm.h"
 
 typedef struct {
     int threads;
@@ -18,9 +19,17 @@ typedef struct {
     int8_t *xq;                /* activations quantized for int8 matmuls, grown to the largest */
     float *xs;                 /* their per-row scales */
     size_t xq_cap, xs_cap;     /* bytes */
+    tram_q_kernel q_kernel;    /* the best this CPU runs, for GGUF block weights */
+    tram_q8_block *xb;         /* activations quantized for block matmuls, grown to the largest */
+    size_t xb_cap;             /* bytes */
 } cpu_state;
 
 static cpu_state *state(tram_backend *be) { return be->impl; }
+
+/* Row-parallel element-wise ops fork only from this many token rows: below
+ * it a fork/join (a futex round trip per thread, more when the cores are
+ * shared) costs more than the op itself. */
+#define PAR_MIN_ROWS 8
 
 static void cpu_record(tram_backend *be, const char *msg)
 {
@@ -95,6 +104,26 @@ static void cpu_upload_weight(tram_backend *be, tram_weight *w, const float *hos
     w->cols = cols;
 }
 
+/* GGUF blocks as stored: the rows of a block weight are whole blocks. */
+static void cpu_upload_weight_blocks(tram_backend *be, tram_weight *w, const void *blocks, int rows,
+                                     int cols, tram_wtype type)
+{
+    memset(w, 0, sizeof(*w));
+    size_t bb = tram_q_block_bytes(type);
+    if (!bb || cols % TRAM_QK || rows < 1) {
+        cpu_record(be, "block weights need a GGUF block type and a multiple of 32 columns");
+        return;
+    }
+    size_t bytes = (size_t)rows * (cols / TRAM_QK) * bb;
+    w->data = cpu_alloc(be, bytes);
+    if (!w->data)
+        return;
+    memcpy(w->data, blocks, bytes);
+    w->type = type;
+    w->rows = rows;
+    w->cols = cols;
+}
+
 static void cpu_free_weight(tram_backend *be, tram_weight *w)
 {
     (void)be;
@@ -113,6 +142,8 @@ static void cpu_embed(tram_backend *be, void *x, const tram_weight *table, const
     for (int i = 0; i < n; i++) {
         if (table->type == TRAM_W_INT8) /* tied to an int8 lm_head */
             tram_i8_matrix_row(table->data, ids[i], table->scales[ids[i]], out + (size_t)i * table->cols);
+        else if (tram_q_block_bytes(table->type)) /* tied to a block lm_head */
+            tram_q_row_f32(table, ids[i], out + (size_t)i * table->cols);
         else
             memcpy(out + (size_t)i * table->cols, t + (size_t)ids[i] * table->cols,
                    table->cols * sizeof(float));
@@ -132,7 +163,7 @@ static void rmsnorm_row(float *out, const float *x, const float *w, int dim, flo
 static void cpu_rmsnorm(tram_backend *be, void *out, const void *x, const tram_weight *w, int n, float eps)
 {
     int dim = w->cols;
-#pragma omp parallel for num_threads(state(be)->threads) if (n > 1)
+#pragma omp parallel for num_threads(state(be)->threads) if (n >= PAR_MIN_ROWS)
     for (int i = 0; i < n; i++)
         rmsnorm_row((float *)out + (size_t)i * dim, (const float *)x + (size_t)i * dim, w->data, dim, eps);
 }
@@ -141,7 +172,7 @@ static void cpu_add_rmsnorm(tram_backend *be, void *residual, void *out, const v
                             const tram_weight *w, int n, float eps)
 {
     int dim = w->cols;
-#pragma omp parallel for num_threads(state(be)->threads) if (n > 1)
+#pragma omp parallel for num_threads(state(be)->threads) if (n >= PAR_MIN_ROWS)
     for (int i = 0; i < n; i++) {
         float *r = (float *)residual + (size_t)i * dim;
         const float *d = (const float *)delta + (size_t)i * dim;
@@ -179,10 +210,30 @@ static void matmul_int8(tram_backend *be, float *y, const float *x, const tram_w
     const tram_i8_matrix *m = w->data;
     if (i8_scratch(be, n, m->kp))
         return;
-#pragma omp parallel for num_threads(s->threads) if (n > 1)
+#pragma omp parallel for num_threads(s->threads) if (n >= PAR_MIN_ROWS)
     for (int i = 0; i < n; i++)
         s->xs[i] = tram_i8_quantize(x + (size_t)i * w->cols, w->cols, m->kp, s->xq + (size_t)i * m->kp);
     tram_i8_gemm_f32(s->i8_kernel, y, s->xq, s->xs, n, m, w->scales, s->threads);
+}
+
+/* Block weights: activations quantized per 32 like the weights, then integer
+ * block dots (kernels/cpu/quant_gemm.h).  Only a new largest batch allocates. */
+static void matmul_blocks(tram_backend *be, float *y, const float *x, const tram_weight *w, int n)
+{
+    cpu_state *s = state(be);
+    int nb = w->cols / TRAM_QK;
+    size_t bytes = (size_t)n * nb * sizeof(tram_q8_block);
+    if (bytes > s->xb_cap) {
+        free(s->xb);
+        s->xb = cpu_alloc(be, bytes);
+        s->xb_cap = s->xb ? bytes : 0;
+        if (!s->xb)
+            return;
+    }
+#pragma omp parallel for num_threads(s->threads) if (n >= PAR_MIN_ROWS)
+    for (int i = 0; i < n; i++)
+        tram_q8_quantize_row(x + (size_t)i * w->cols, w->cols, s->xb + (size_t)i * nb);
+    tram_q_gemm(s->q_kernel, y, s->xb, n, w, s->threads);
 }
 
 /* Rows up to which matmul runs as matrix-vector products (see sgemm_rows). */
@@ -211,6 +262,10 @@ static void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weig
 {
     if (w->type == TRAM_W_INT8) {
         matmul_int8(be, y, x, w, n);
+        return;
+    }
+    if (tram_q_block_bytes(w->type)) {
+        matmul_blocks(be, y, x, w, n);
         return;
     }
     if (w->type != TRAM_W_F32) {
@@ -260,7 +315,7 @@ static void cpu_rope(tram_backend *be, void *q, void *k, const int32_t *position
                      const tram_attn_shape *s, const float *inv_freq, tram_rope_style style)
 {
     int qd = s->n_heads * s->head_dim, kd = s->n_kv_heads * s->head_dim;
-#pragma omp parallel for num_threads(state(be)->threads) if (n > 1)
+#pragma omp parallel for num_threads(state(be)->threads) if (n >= PAR_MIN_ROWS)
     for (int i = 0; i < n; i++) {
         float pos = (float)positions[i];
         for (int h = 0; h < s->n_heads; h++)
@@ -294,59 +349,128 @@ static int seq_of_token(const tram_batch *b, int token)
     return lo;
 }
 
-/* One query head over its sequence's context, with an online softmax so no
- * scratch of context length is needed. */
-static void attend_head(float *out, const float *q, const float *k_cache, const float *v_cache,
-                        const int32_t *block_table, int ctx_len, int kv_head, const tram_attn_shape *s)
+/* Attention works on a tile of query rows (token x head) that share one KV
+ * head and one sequence: the query heads of a GQA group and up to a few
+ * consecutive prefill tokens.  Each chunk of keys is read from memory once for
+ * the whole tile, scored for all its rows, and folded into each row's softmax
+ * with one max and one exp per score (the online softmax, by chunk). */
+#define ATT_ROWS 48   /* query rows of one tile */
+#define ATT_KEYS 32   /* keys scored at once (within one KV block) */
+
+typedef struct {
+    const float *q[ATT_ROWS];
+    float *out[ATT_ROWS];    /* accumulates Σ p·v, then divided by Σ p */
+    int ctx[ATT_ROWS];       /* keys this row sees (causal) */
+    float max[ATT_ROWS], sum[ATT_ROWS];
+    int n, max_ctx;
+} att_tile;
+
+/* The reduction lets the compiler split the sum over SIMD lanes. */
+static float dot(const float *restrict a, const float *restrict b, int n)
 {
-    int hd = s->head_dim;
-    size_t kd = (size_t)s->n_kv_heads * hd;
-    float max = -INFINITY, sum = 0.0f;
-    memset(out, 0, hd * sizeof(float));
-    for (int j = 0; j < ctx_len; j++) {
-        size_t slot = (size_t)block_table[j / s->block_size] * s->block_size + j % s->block_size;
-        const float *kr = k_cache + slot * kd + (size_t)kv_head * hd;
-        const float *vr = v_cache + slot * kd + (size_t)kv_head * hd;
-        float score = 0.0f;
-        for (int d = 0; d < hd; d++)
-            score += q[d] * kr[d];
-        score *= s->scale;
-        if (score > max) {
-            float rescale = expf(max - score);
-            sum *= rescale;
-            for (int d = 0; d < hd; d++)
-                out[d] *= rescale;
-            max = score;
-        }
-        float p = expf(score - max);
-        sum += p;
-        for (int d = 0; d < hd; d++)
-            out[d] += p * vr[d];
-    }
-    float inv = 1.0f / sum;
-    for (int d = 0; d < hd; d++)
-        out[d] *= inv;
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int d = 0; d < n; d++)
+        s += a[d] * b[d];
+    return s;
 }
 
+static void axpy(float *restrict y, float a, const float *restrict x, int n)
+{
+#pragma omp simd
+    for (int d = 0; d < n; d++)
+        y[d] += a * x[d];
+}
+
+/* Row r's scores of keys [j0, j0+nk) become softmax weights under the row's
+ * running max (rescaling what it accumulated when the max grows). */
+static void score_chunk(att_tile *t, int r, float *p, const float *kb, size_t kd, int nk,
+                        const tram_attn_shape *s)
+{
+    float m = t->max[r];
+    for (int j = 0; j < nk; j++) {
+        p[j] = dot(t->q[r], kb + j * kd, s->head_dim) * s->scale;
+        m = fmaxf(m, p[j]);
+    }
+    if (m > t->max[r]) {
+        float c = expf(t->max[r] - m); /* 0 on the first chunk: out and sum are 0 */
+        t->sum[r] *= c;
+        for (int d = 0; d < s->head_dim; d++)
+            t->out[r][d] *= c;
+        t->max[r] = m;
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < nk; j++) {
+        p[j] = expf(p[j] - m);
+        sum += p[j];
+    }
+    t->sum[r] += sum;
+}
+
+static void attend_tile(att_tile *t, const float *k_cache, const float *v_cache, const int32_t *block_table,
+                        int kv_head, const tram_attn_shape *s)
+{
+    int hd = s->head_dim, bs = s->block_size;
+    size_t kd = (size_t)s->n_kv_heads * hd;
+    float p[ATT_ROWS][ATT_KEYS];
+    for (int r = 0; r < t->n; r++) {
+        t->max[r] = -INFINITY;
+        t->sum[r] = 0.0f;
+        memset(t->out[r], 0, hd * sizeof(float));
+    }
+    for (int j0 = 0; j0 < t->max_ctx;) {
+        int off = j0 % bs, nk = TRAM_MIN(TRAM_MIN(ATT_KEYS, bs - off), t->max_ctx - j0);
+        size_t slot = (size_t)block_table[j0 / bs] * bs + off;
+        const float *kb = k_cache + slot * kd + (size_t)kv_head * hd;
+        const float *vb = v_cache + slot * kd + (size_t)kv_head * hd;
+        for (int r = 0; r < t->n; r++)
+            if (t->ctx[r] > j0)
+                score_chunk(t, r, p[r], kb, kd, TRAM_MIN(nk, t->ctx[r] - j0), s);
+        for (int j = 0; j < nk; j++)
+            for (int r = 0; r < t->n; r++)
+                if (t->ctx[r] > j0 + j)
+                    axpy(t->out[r], p[r][j], vb + j * kd, hd);
+        j0 += nk;
+    }
+    for (int r = 0; r < t->n; r++) {
+        float inv = 1.0f / t->sum[r];
+        for (int d = 0; d < hd; d++)
+            t->out[r][d] *= inv;
+    }
+}
+
+/* Work item = (tile of consecutive tokens, KV head, chunk of that head's query
+ * heads).  A token tile that spans sequences is attended one sequence's run
+ * at a time. */
 static void cpu_attention(tram_backend *be, void *out, const void *q, const void *k_cache,
                           const void *v_cache, const tram_batch *b, const tram_attn_shape *s)
 {
-    int qd = s->n_heads * s->head_dim, group = s->n_heads / s->n_kv_heads;
-    int work = b->num_tokens * s->n_heads;
-#pragma omp parallel for num_threads(state(be)->threads) schedule(dynamic, 4)
+    int hd = s->head_dim, qd = s->n_heads * hd, group = s->n_heads / s->n_kv_heads;
+    int hq = TRAM_MIN(group, ATT_ROWS), hchunks = (group + hq - 1) / hq, tt = ATT_ROWS / hq;
+    int per_tile = s->n_kv_heads * hchunks, work = (b->num_tokens + tt - 1) / tt * per_tile;
+#pragma omp parallel for num_threads(state(be)->threads) schedule(dynamic, 1)
     for (int w = 0; w < work; w++) {
-        int i = w / s->n_heads, h = w % s->n_heads;
-        int seq = seq_of_token(b, i);
-        int ctx_len = TRAM_MIN(b->positions[i] + 1, b->seq_lens[seq]);
-        attend_head((float *)out + (size_t)i * qd + h * s->head_dim, (const float *)q + (size_t)i * qd + h * s->head_dim,
-                    k_cache, v_cache, b->block_tables + (size_t)seq * b->max_blocks_per_seq, ctx_len,
-                    h / group, s);
+        int kvh = w % per_tile / hchunks, h0 = kvh * group + w % hchunks * hq;
+        int h1 = TRAM_MIN(h0 + hq, (kvh + 1) * group);
+        int i = w / per_tile * tt, end = TRAM_MIN(i + tt, b->num_tokens);
+        while (i < end) {
+            int seq = seq_of_token(b, i), run_end = TRAM_MIN(end, b->query_start[seq + 1]);
+            att_tile t = {.n = 0, .max_ctx = 0};
+            for (; i < run_end; i++)
+                for (int h = h0; h < h1; h++, t.n++) {
+                    t.q[t.n] = (const float *)q + (size_t)i * qd + h * hd;
+                    t.out[t.n] = (float *)out + (size_t)i * qd + h * hd;
+                    t.ctx[t.n] = TRAM_MIN(b->positions[i] + 1, b->seq_lens[seq]);
+                    t.max_ctx = TRAM_MAX(t.max_ctx, t.ctx[t.n]);
+                }
+            attend_tile(&t, k_cache, v_cache, b->block_tables + (size_t)seq * b->max_blocks_per_seq, kvh, s);
+        }
     }
 }
 
 static void cpu_silu_mul(tram_backend *be, void *out, const void *gate_up, int n, int ffn)
 {
-#pragma omp parallel for num_threads(state(be)->threads) if (n > 1)
+#pragma omp parallel for num_threads(state(be)->threads) if (n >= PAR_MIN_ROWS)
     for (int i = 0; i < n; i++) {
         const float *g = (const float *)gate_up + (size_t)i * 2 * ffn, *u = g + ffn;
         float *o = (float *)out + (size_t)i * ffn;
@@ -393,6 +517,7 @@ static void cpu_destroy(tram_backend *be)
     cpu_state *s = state(be);
     free(s->xq);
     free(s->xs);
+    free(s->xb);
     free(s);
     free(be);
 }
@@ -407,11 +532,13 @@ int tram_backend_cpu_create(tram_backend **out, int num_threads, tram_error *err
     }
     s->threads = num_threads > 0 ? num_threads : omp_get_num_procs();
     s->i8_kernel = tram_i8_kernel_best();
+    s->q_kernel = tram_q_kernel_best();
     openblas_set_num_threads(1); /* we thread around it: see cpu_matmul */
     *be = (tram_backend){
         .name = "cpu", .act_bytes = sizeof(float), .rank = 0, .world_size = 1, .impl = s,
         .alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,
         .upload_weight = cpu_upload_weight, .free_weight = cpu_free_weight,
+        .upload_weight_blocks = cpu_upload_weight_blocks,
         .embed = cpu_embed, .rmsnorm = cpu_rmsnorm, .add_rmsnorm = cpu_add_rmsnorm,
         .matmul = cpu_matmul, .add_bias = cpu_add_bias, .rope = cpu_rope, .kv_store = cpu_kv_store,
         .attention = cpu_attention, .silu_mul = cpu_silu_mul, .gather_rows = cpu_gather_rows,

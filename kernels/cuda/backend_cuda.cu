@@ -123,6 +123,10 @@ static void cuda_upload_weight(tram_backend *be, tram_weight *w, const float *ho
                                tram_wtype type)
 {
     cuda_state *c = cuda_of(be);
+    if (type == TRAM_W_INT8 && rows > 1) {
+        tram_cuda_int8_upload(be, w, host, rows, cols);
+        return;
+    }
     if (weight_storage(be, w, rows, cols, type))
         return;
     size_t n = (size_t)rows * cols;
@@ -242,6 +246,7 @@ static void cuda_destroy(tram_backend *be)
         for (int i = 0; i < TRAM_CUDA_GRAPH_BUCKETS; i++)
             if (c->graphs[i])
                 cudaGraphExecDestroy(c->graphs[i]);
+        tram_cuda_int8_destroy(be);
         cuda_gemm_destroy(c);
         if (c->comm)
             ncclCommDestroy(c->comm);

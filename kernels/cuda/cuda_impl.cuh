@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda.h"
+#include "kernels/cuda/int8.h"
 #include "kernels/cuda/launch_plan.h"
 
 typedef __nv_bfloat16 bf16;
@@ -24,6 +25,8 @@ typedef struct {
 
 #define CUDA_GEMM_PLANS 1024
 #define CUDA_GEMM_WORKSPACE (32u << 20)  /* what cuBLAS recommends for Hopper */
+
+typedef struct cuda_int8 cuda_int8;  /* int8.cu's scratch and plans */
 
 typedef struct {
     int device, num_sms;
@@ -45,6 +48,7 @@ typedef struct {
 
     ncclComm_t comm;                /* NULL when world_size == 1 */
     cudaGraphExec_t graphs[TRAM_CUDA_GRAPH_BUCKETS];
+    cuda_int8 *int8;                /* NULL until the first int8 weight */
 } cuda_state;
 
 static inline cuda_state *cuda_of(tram_backend *be) { return (cuda_state *)be->impl; }

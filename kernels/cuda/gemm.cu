@@ -110,6 +110,10 @@ void cuda_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w,
     cuda_state *c = cuda_of(be);
     if (n <= 0)
         return;
+    if (w->type == TRAM_W_INT8) {
+        tram_cuda_int8_matmul(be, y, x, w, n);
+        return;
+    }
     if (w->type != TRAM_W_BF16) {
         cuda_fail(be, "matmul: weight %dx%d has type %d, only bf16 runs on CUDA", w->rows, w->cols, w->type);
         return;

@@ -26,6 +26,10 @@ void cuda_embed(tram_backend *be, void *x, const tram_weight *table, const int32
     cuda_state *c = cuda_of(be);
     if (n <= 0)
         return;
+    if (table->type == TRAM_W_INT8) {
+        tram_cuda_int8_embed(be, x, table, ids, n);
+        return;
+    }
     if (table->type != TRAM_W_BF16) {
         cuda_fail(be, "embed: the table must be bf16");
         return;

@@ -15,7 +15,9 @@
 #include <time.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/int8_gemm.h"
 #include "kernels/cuda/cuda.h"
+#include "kernels/cuda/int8.h"
 
 #define TOL 1e-2
 
@@ -242,6 +244,100 @@ static void check_matmul(int n, int rows, int cols)
     pair_check(y, y.n, "matmul", shape);
     pair_free(x), pair_free(y);
     wpair_free(&w);
+}
+
+/* ---------------------------------------------------------------- int8 (W8A8) */
+
+static void int8_result(int ok, const char *op, const char *shape, size_t bad)
+{
+    printf("%-6s %-14s %-36s mismatches %zu\n", ok ? "PASS" : "FAIL", op, shape, bad);
+    failures += !ok;
+    cases++;
+}
+
+/* Weights whose row maxima are ±127 quantize to themselves (scale 1), so
+ * both backends hold exactly these int8 values. */
+static float *int8_valued(int rows, int cols)
+{
+    float *w = malloc((size_t)rows * cols * sizeof(float));
+    for (size_t i = 0; i < (size_t)rows * cols; i++)
+        w[i] = (float)(rand() % 255 - 127);
+    for (int r = 0; r < rows; r++)
+        w[(size_t)r * cols + rand() % cols] = rand() % 2 ? 127.0f : -127.0f;
+    return w;
+}
+
+/* int32 sums equal to the CPU kernel's, bit for bit. */
+static void check_int8_products(int n, int rows, int cols, const char *shape)
+{
+    float *wv = int8_valued(rows, cols);
+    tram_weight wc, wg;
+    cpu->upload_weight(cpu, &wc, wv, rows, cols, TRAM_W_INT8);
+    gpu->upload_weight(gpu, &wg, wv, rows, cols, TRAM_W_INT8);
+    sync_both("upload_weight int8");
+    const tram_i8_matrix *m = wc.data;
+    int8_t *xq = malloc((size_t)n * cols), *xp = calloc((size_t)n * m->kp, 1);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < cols; k++)
+            xp[(size_t)i * m->kp + k] = xq[(size_t)i * cols + k] = (int8_t)(rand() % 255 - 127);
+    int32_t *ac = malloc((size_t)n * rows * 4), *ag = malloc((size_t)n * rows * 4);
+    tram_i8_gemm_i32(tram_i8_kernel_best(), ac, xp, n, m, 4);
+    tram_error err = {{0}};
+    die_if(tram_cuda_int8_products(gpu, ag, xq, n, &wg, &err), err.msg);
+    size_t bad = 0;
+    for (size_t i = 0; i < (size_t)n * rows; i++)
+        bad += ac[i] != ag[i];
+    int8_result(!bad, "int8 int32", shape, bad);
+    free(wv), free(xq), free(xp), free(ac), free(ag);
+    cpu->free_weight(cpu, &wc);
+    gpu->free_weight(gpu, &wg);
+}
+
+/* Per-token activation quantization equal to tram_i8_quantize, bit for bit. */
+static void check_int8_quantize(int n, int cols, const char *shape)
+{
+    float *x = random_vec((size_t)n * cols, 3.0f);
+    pair p = pair_new((size_t)n * cols);
+    pair_set(p, x);
+    int8_t *qc = malloc((size_t)n * cols), *qg = malloc((size_t)n * cols);
+    float *sc = malloc(n * sizeof(float)), *sg = malloc(n * sizeof(float));
+    for (int i = 0; i < n; i++)
+        sc[i] = tram_i8_quantize(x + (size_t)i * cols, cols, cols, qc + (size_t)i * cols);
+    tram_error err = {{0}};
+    die_if(tram_cuda_int8_quantize(gpu, qg, sg, p.g, n, cols, &err), err.msg);
+    size_t bad = 0;
+    for (size_t i = 0; i < (size_t)n * cols; i++)
+        bad += qc[i] != qg[i];
+    for (int i = 0; i < n; i++)
+        bad += memcmp(&sc[i], &sg[i], sizeof(float)) != 0;
+    int8_result(!bad, "int8 quantize", shape, bad);
+    free(x), free(qc), free(qg), free(sc), free(sg);
+    pair_free(p);
+}
+
+/* The whole W8A8 matmul (quantize, int32 GEMM, dequant into bf16) close to
+ * the CPU's f32 output: the same int32 sums, rounded once more. */
+static void check_int8_matmul(int n, int rows, int cols)
+{
+    char shape[64];
+    snprintf(shape, sizeof(shape), "n %d rows %d cols %d", n, rows, cols);
+    float *wv = random_vec((size_t)rows * cols, 1.0f / sqrtf((float)cols));
+    tram_weight wc, wg;
+    cpu->upload_weight(cpu, &wc, wv, rows, cols, TRAM_W_INT8);
+    gpu->upload_weight(gpu, &wg, wv, rows, cols, TRAM_W_INT8);
+    sync_both("upload_weight int8");
+    pair x = pair_new((size_t)n * cols), y = pair_new((size_t)n * rows);
+    pair_random(x, 1.0f);
+    pair_poison(y);
+    cpu->matmul(cpu, y.c, x.c, &wc, n);
+    gpu->matmul(gpu, y.g, x.g, &wg, n);
+    pair_check(y, y.n, "int8 matmul", shape);
+    check_int8_products(n, rows, cols, shape);
+    check_int8_quantize(n, cols, shape);
+    pair_free(x), pair_free(y);
+    free(wv);
+    cpu->free_weight(cpu, &wc);
+    gpu->free_weight(gpu, &wg);
 }
 
 static void check_silu_gather(int n, int ffn)
@@ -499,6 +595,10 @@ int main(int argc, char **argv)
                                 {1, 49152, 576}, {33, 576, 1536}, {256, 14336, 4096}};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(mm); i++)
         check_matmul(mm[i][0], mm[i][1], mm[i][2]);
+    static const int mm8[][3] = {{1, 576, 576}, {7, 3072, 576}, {64, 4096, 4096}, {33, 578, 1538},
+                                 {5, 49152, 576}, {256, 14336, 4096}};
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(mm8); i++)
+        check_int8_matmul(mm8[i][0], mm8[i][1], mm8[i][2]);
     check_silu_gather(1, 1536);
     check_silu_gather(64, 14336);
     tram_attn_shape small = {9, 3, 64, 16, 0.125f}, big = {32, 8, 128, 16, 0.0884f};

@@ -156,16 +156,15 @@ static void naive_attention(float *out, const float *q, const float *K, const fl
     free(p);
 }
 
-Test(cpu_backend, paged_attention_matches_contiguous_attention)
+/* Three sequences of the given lengths, each with its last n_new tokens in
+ * the batch, over scattered blocks, against naive attention on contiguous K/V. */
+static void check_paged_attention(const tram_attn_shape *sh, const int seq_len[3], const int n_new[3])
 {
-    /* Three sequences: a decode token with long context, a prefill chunk that
-     * starts mid-sequence, and a fresh prompt.  Blocks are scattered. */
-    tram_attn_shape s = {.n_heads = 6, .n_kv_heads = 2, .head_dim = 8, .block_size = 4};
+    tram_attn_shape s = *sh;
     s.scale = 1.0f / sqrtf((float)s.head_dim);
-    enum { SEQS = 3, MAXB = 16, NBLOCKS = SEQS * MAXB };
-    int seq_len[SEQS] = {45, 30, 9}, n_new[SEQS] = {1, 11, 9};
+    enum { SEQS = 3, MAXB = 64, NBLOCKS = SEQS * MAXB, MAXT = 512 };
     int kd = s.n_kv_heads * s.head_dim, qd = s.n_heads * s.head_dim;
-    int32_t tables[SEQS * MAXB], qstart[SEQS + 1] = {0}, positions[32];
+    int32_t tables[SEQS * MAXB], qstart[SEQS + 1] = {0}, positions[MAXT];
     for (int i = 0; i < SEQS * MAXB; i++)
         tables[i] = (i * 17 + 5) % NBLOCKS; /* a permutation of the blocks */
     float *kc = calloc((size_t)NBLOCKS * s.block_size * kd, sizeof(float));
@@ -173,6 +172,7 @@ Test(cpu_backend, paged_attention_matches_contiguous_attention)
     float *K[SEQS], *V[SEQS];
     int t = 0;
     for (int q = 0; q < SEQS; q++) {
+        cr_assert(seq_len[q] <= MAXB * s.block_size && t + n_new[q] <= MAXT);
         K[q] = random_vec((size_t)seq_len[q] * kd, 10 + q);
         V[q] = random_vec((size_t)seq_len[q] * kd, 20 + q);
         for (int j = 0; j < seq_len[q]; j++) {
@@ -198,4 +198,20 @@ Test(cpu_backend, paged_attention_matches_contiguous_attention)
     for (int q = 0; q < SEQS; q++)
         free(K[q]), free(V[q]);
     free(kc), free(vc), free(qv), free(out), free(ref);
+}
+
+Test(cpu_backend, paged_attention_matches_contiguous_attention)
+{
+    /* A decode token with long context, a prefill chunk that starts
+     * mid-sequence, and a fresh prompt, over blocks of 4. */
+    tram_attn_shape s = {.n_heads = 6, .n_kv_heads = 2, .head_dim = 8, .block_size = 4};
+    check_paged_attention(&s, (int[]){45, 30, 9}, (int[]){1, 11, 9});
+}
+
+Test(cpu_backend, paged_attention_with_large_blocks_and_long_prefill)
+{
+    /* Blocks longer than the kernel's key chunk, prompts longer than its
+     * query tile, and GQA groups that fill the tile unevenly (7 heads / 1). */
+    tram_attn_shape s = {.n_heads = 7, .n_kv_heads = 1, .head_dim = 64, .block_size = 80};
+    check_paged_attention(&s, (int[]){300, 170, 61}, (int[]){2, 150, 61});
 }

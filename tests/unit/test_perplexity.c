@@ -146,6 +146,7 @@ Test(perplexity, kl_and_top1_match_a_direct_computation)
     cr_assert(kl > 0, "int8 should differ from f32 a little");
     cr_assert(fabs(st.kl - kl) <= 1e-3 * kl, "KL %g vs %g", st.kl / n, kl / n);
     cr_assert(abs((int)st.top1_same - same) <= 1, "top-1 %lld vs %d", (long long)st.top1_same, same);
+    free(lq), free(lf);
 }
 
 Test(perplexity, refuses_texts_shorter_than_a_window_and_bad_windows)

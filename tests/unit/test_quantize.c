@@ -169,14 +169,16 @@ Test(quantize, smooth_factors_leave_unseen_channels_alone)
     cr_assert_float_eq(s[2], powf(4.0f, 0.8f), 1e-6f);
 }
 
-/* The whole identity on a model: the four folds (norms into q/k/v and
- * gate/up, V rows into o_proj, up rows into down_proj) written as F32 give the
- * same logits as the original. */
-Test(quantize, smoothed_f32_model_computes_the_same_logits, .timeout = 60)
+/* The whole identity on a model: the five folds (norms into q/k/v and
+ * gate/up, V rows into o_proj, up rows into down_proj, the final norm into
+ * the untied lm_head) written as F32 give the same logits as the original;
+ * at a fixed α, or at the α searched per input (samples > 0). */
+static void check_smoothed_identity(float alpha, int samples, const char *tag)
 {
-    char orig[128], smooth[128];
-    tmp_path(orig, sizeof(orig), "tiny");
-    tmp_path(smooth, sizeof(smooth), "tiny-smooth");
+    char orig[128], smooth[128], smooth_tag[32];
+    snprintf(smooth_tag, sizeof(smooth_tag), "%s-smooth", tag);
+    tmp_path(orig, sizeof(orig), tag);
+    tmp_path(smooth, sizeof(smooth), smooth_tag);
     tiny_model_write(orig, 42);
     tram_error err;
     tram_model_file *f, *sf;
@@ -186,9 +188,10 @@ Test(quantize, smoothed_f32_model_computes_the_same_logits, .timeout = 60)
     for (int i = 0; i < 200; i++)
         ids[i] = (int32_t)((urand(&seed) + 1.0f) * 0.5f * (TINY_VOCAB - 1));
     tram_calib_stats st;
-    cr_assert(!tram_calibrate(f, ids, 200, 64, 2, &st, &err), "%s", err.msg);
+    cr_assert(!tram_calibrate(f, ids, 200, 64, 2, samples, &st, &err), "%s", err.msg);
     cr_assert_eq(st.tokens, 200);
-    tram_quant_opts o = {.out_path = smooth, .stats = &st, .alpha = 0.8f, .keep_f32 = 1};
+    cr_assert_eq(st.n_samples, samples ? 200 / ((200 + samples - 1) / samples) : 0);
+    tram_quant_opts o = {.out_path = smooth, .stats = &st, .alpha = alpha, .keep_f32 = 1, .threads = 2};
     cr_assert(!tram_quantize_model(f, &o, &err), "%s", err.msg);
     cr_assert(!tram_model_file_open(&sf, smooth, &err), "%s", err.msg);
 
@@ -210,6 +213,10 @@ Test(quantize, smoothed_f32_model_computes_the_same_logits, .timeout = 60)
     cr_assert(!tram_model_file_read_f32(f, "blk.1.attn_norm.weight", n0, TINY_DIM, &err));
     cr_assert(!tram_model_file_read_f32(sf, "blk.1.attn_norm.weight", n1, TINY_DIM, &err));
     cr_assert(memcmp(n0, n1, sizeof(n0)), "attn_norm was not smoothed");
+    cr_assert(!tram_model_file_read_f32(f, "output_norm.weight", n0, TINY_DIM, &err));
+    cr_assert(!tram_model_file_read_f32(sf, "output_norm.weight", n1, TINY_DIM, &err));
+    cr_assert(memcmp(n0, n1, sizeof(n0)), "output_norm was not smoothed");
+    cr_assert(tram_model_file_config(sf)->tied_embeddings == 0, "the smoothed lm_head is a tensor of its own");
 
     free(a), free(b);
     tram_model_destroy(m), tram_model_destroy(sm);
@@ -217,6 +224,16 @@ Test(quantize, smoothed_f32_model_computes_the_same_logits, .timeout = 60)
     tram_calib_stats_free(&st);
     tram_model_file_close(f), tram_model_file_close(sf);
     unlink(orig), unlink(smooth);
+}
+
+Test(quantize, smoothed_f32_model_computes_the_same_logits, .timeout = 60)
+{
+    check_smoothed_identity(0.8f, 0, "tiny");
+}
+
+Test(quantize, searched_smoothing_computes_the_same_logits, .timeout = 60)
+{
+    check_smoothed_identity(-1.0f, 64, "tiny3");
 }
 
 /* The int8 file: I8 matrices with per-row scales read back within half a

@@ -1,0 +1,50 @@
+/* quant_gemm.h — matmuls on GGUF block-quantized weights as the file stores
+ * them (Q8_0, Q4_0, Q4_1), against activations quantized to int8 per block of
+ * 32, the scheme llama.cpp uses (its q8_0 / q8_1 activations).
+ *
+ * One decode step then reads 0.56-1.06 bytes per weight instead of the 4 of
+ * dequantized f32: decode on the CPU is memory-bandwidth bound, so that ratio
+ * is its speed-up.  Each block's product is an exact int32 sum of int8 x int8
+ * (or nibble x int8); only the activation rounding differs from the f32 path. */
+#ifndef TRAM_QUANT_GEMM_H
+#define TRAM_QUANT_GEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+
+#define TRAM_QK 32   /* weights per block */
+
+/* An activation block: x ≈ q * d, with s = d * Σq kept for the offsets of
+ * Q4_0 (-8 per nibble) and Q4_1 (+m per weight). */
+typedef struct {
+    float d, s;
+    int8_t q[TRAM_QK];
+} tram_q8_block;
+
+typedef enum {
+    TRAM_Q_GENERIC = 0,
+    TRAM_Q_AVX2 = 1,        /* vpmaddubsw */
+    TRAM_Q_VNNI = 2,        /* AVX-512 VNNI on 256-bit vectors (vpdpbusd) */
+} tram_q_kernel;
+
+int tram_q_kernel_available(tram_q_kernel k);
+tram_q_kernel tram_q_kernel_best(void);
+const char *tram_q_kernel_name(tram_q_kernel k);
+
+/* Bytes of one block of 32 weights of type t; 0 when t is not a block type. */
+size_t tram_q_block_bytes(tram_wtype t);
+
+/* Quantizes x[cols] (cols a multiple of 32) into cols/32 blocks. */
+void tram_q8_quantize_row(const float *x, int cols, tram_q8_block *out);
+
+/* y[n, w->rows] = x · Wᵀ with x given as n rows of cols/32 blocks; threaded
+ * over W's rows. */
+void tram_q_gemm(tram_q_kernel k, float *y, const tram_q8_block *xq, int n, const tram_weight *w,
+                 int threads);
+
+/* Row `row` of W dequantized to f32 (the embedding lookup of a tied table). */
+void tram_q_row_f32(const tram_weight *w, int row, float *out);
+
+#endif

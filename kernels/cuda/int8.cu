@@ -1,0 +1,313 @@
+/* int8.cu — W8A8 matrix products on CUDA (kernels/cuda/int8.h).
+ *
+ * A product runs in three launches: the activations are quantized per token
+ * row (bf16 → int8 + one f32 scale), cuBLASLt multiplies int8 × int8 into
+ * int32, and an epilogue kernel writes y = acc · x_scale[token] · w_scale[row]
+ * as bf16.  cuBLASLt's int8 path on Hopper takes only the TN layout with m, k
+ * and the leading dimensions multiples of 4 and 16-byte aligned pointers, so
+ * weights are stored padded to [mp][kp] (rows and columns rounded up to 4,
+ * zeros after), activations quantized into a [n][kp] scratch and the int32
+ * sums land in a [n][mp] scratch: both scratch buffers are cudaMalloc'ed
+ * (256-byte aligned) and grow only.  Column-major cuBLASLt then sees
+ * Yᵀ[mp, n] = op_T(W)[mp, kp] · Xᵀ[kp, n] with A = W (ld kp), B = X (ld kp),
+ * C = Y (ld mp).  The algorithm is chosen once per (m, n, k) and cached. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_impl.cuh"
+#include "kernels/cuda/int8.h"
+#include "kernels/cuda/reduce.cuh"
+
+extern "C" {
+#include "kernels/cpu/int8_gemm.h"
+}
+
+#define ROW_THREADS 256
+#define INT8_PLANS 64
+
+typedef struct {
+    int m, n, k;  /* m 0: empty */
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+} int8_plan;
+
+struct cuda_int8 {
+    cublasLtMatmulDesc_t op;      /* int8 in, int32 out and compute, Wᵀ·X */
+    int8_plan plans[INT8_PLANS];
+    int next_evict;               /* round robin once every slot is taken */
+    void *xq, *x_scales, *acc;    /* scratch, grow-only */
+    size_t xq_bytes, x_scales_bytes, acc_bytes;
+};
+
+static int round4(int x) { return (x + 3) & ~3; }
+
+/* ---------------------------------------------------------------- state and plans */
+
+static cuda_int8 *int8_state(tram_backend *be)
+{
+    cuda_state *c = cuda_of(be);
+    if (c->int8)
+        return c->int8;
+    cuda_int8 *s = (cuda_int8 *)calloc(1, sizeof(*s));
+    if (!s) {
+        cuda_fail(be, "int8: out of host memory");
+        return NULL;
+    }
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    if (CUBLAS_CHECK(&c->st, cublasLtMatmulDescCreate(&s->op, CUBLAS_COMPUTE_32I, CUDA_R_32I)) ||
+        CUBLAS_CHECK(&c->st, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta))) ||
+        CUBLAS_CHECK(&c->st, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)))) {
+        if (s->op)
+            cublasLtMatmulDescDestroy(s->op);
+        free(s);
+        return NULL;
+    }
+    return c->int8 = s;
+}
+
+static void plan_clear(int8_plan *p)
+{
+    if (p->m) {
+        cublasLtMatrixLayoutDestroy(p->a);
+        cublasLtMatrixLayoutDestroy(p->b);
+        cublasLtMatrixLayoutDestroy(p->c);
+    }
+    memset(p, 0, sizeof(*p));
+}
+
+extern "C" void tram_cuda_int8_destroy(tram_backend *be)
+{
+    cuda_state *c = cuda_of(be);
+    cuda_int8 *s = c->int8;
+    if (!s)
+        return;
+    for (int i = 0; i < INT8_PLANS; i++)
+        plan_clear(&s->plans[i]);
+    cublasLtMatmulDescDestroy(s->op);
+    cudaFree(s->xq);
+    cudaFree(s->x_scales);
+    cudaFree(s->acc);
+    free(s);
+    c->int8 = NULL;
+}
+
+static int plan_build(cuda_state *c, cuda_int8 *s, int8_plan *p, int m, int n, int k)
+{
+    uint64_t ws = CUDA_GEMM_WORKSPACE;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    p->m = m, p->n = n, p->k = k;
+    int rc = CUBLAS_CHECK(&c->st, cublasLtMatrixLayoutCreate(&p->a, CUDA_R_8I, k, m, k)) ||
+             CUBLAS_CHECK(&c->st, cublasLtMatrixLayoutCreate(&p->b, CUDA_R_8I, k, n, k)) ||
+             CUBLAS_CHECK(&c->st, cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32I, m, n, m)) ||
+             CUBLAS_CHECK(&c->st, cublasLtMatmulPreferenceCreate(&pref)) ||
+             CUBLAS_CHECK(&c->st, cublasLtMatmulPreferenceSetAttribute(
+                                      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws))) ||
+             CUBLAS_CHECK(&c->st, cublasLtMatmulAlgoGetHeuristic(c->lt, s->op, p->a, p->b, p->c, p->c, pref, 1, &res,
+                                                                 &found));
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+    if (!rc && !found)
+        rc = tram_cuda_record(&c->st, __FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic",
+                              "no int8 algorithm for this shape");
+    if (rc) {
+        plan_clear(p);
+        return -1;
+    }
+    p->algo = res.algo;
+    return 0;
+}
+
+/* Few distinct shapes occur (a model's matrices × batch sizes): a short
+ * list searched in order is enough. */
+static int8_plan *plan_for(cuda_state *c, cuda_int8 *s, int m, int n, int k)
+{
+    int8_plan *free_slot = NULL;
+    for (int i = 0; i < INT8_PLANS; i++) {
+        int8_plan *p = &s->plans[i];
+        if (p->m == m && p->n == n && p->k == k)
+            return p;
+        if (!p->m && !free_slot)
+            free_slot = p;
+    }
+    int8_plan *p = free_slot ? free_slot : &s->plans[s->next_evict++ % INT8_PLANS];
+    plan_clear(p);
+    return plan_build(c, s, p, m, n, k) ? NULL : p;
+}
+
+/* ---------------------------------------------------------------- kernels */
+
+/* One block per token row; the same arithmetic as tram_i8_quantize (IEEE
+ * division and product, rint = round half to even), so the int8 values match
+ * the CPU's bit for bit. */
+static __global__ void kernel_quantize_rows(int8_t *q, float *scales, const bf16 *x, int cols, int kp)
+{
+    const bf16 *xr = x + (size_t)blockIdx.x * cols;
+    int8_t *qr = q + (size_t)blockIdx.x * kp;
+    float amax = 0.0f;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x)
+        amax = fmaxf(amax, fabsf(__bfloat162float(xr[j])));
+    amax = block_max(amax);
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int j = threadIdx.x; j < kp; j += blockDim.x) {
+        float v = j < cols ? rintf(__bfloat162float(xr[j]) * inv) : 0.0f;
+        qr[j] = (int8_t)fminf(fmaxf(v, -127.0f), 127.0f);
+    }
+    if (threadIdx.x == 0)
+        scales[blockIdx.x] = amax / 127.0f;
+}
+
+/* y[i][r] = acc[i][r] · x_scale[i] · w_scale[r], in the CPU epilogue's order. */
+static __global__ void kernel_dequant(bf16 *y, const int32_t *acc, const float *x_scales, const float *w_scales,
+                                      int n, int rows, int ld)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= (int64_t)n * rows)
+        return;
+    int t = (int)(i / rows), r = (int)(i % rows);
+    y[i] = __float2bfloat16((float)acc[(size_t)t * ld + r] * x_scales[t] * w_scales[r]);
+}
+
+static __global__ void kernel_embed_int8(bf16 *x, const int8_t *table, const float *scales, const int32_t *ids,
+                                         int vocab, int dim, int kp)
+{
+    int t = blockIdx.x, id = ids[t];
+    int valid = id >= 0 && id < vocab;
+    for (int j = threadIdx.x; j < dim; j += blockDim.x)
+        x[(size_t)t * dim + j] = __float2bfloat16(valid ? table[(size_t)id * kp + j] * scales[id] : 0.0f);
+}
+
+/* ---------------------------------------------------------------- upload */
+
+extern "C" void tram_cuda_int8_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols)
+{
+    cuda_state *c = cuda_of(be);
+    memset(w, 0, sizeof(*w));
+    if (!int8_state(be))
+        return;
+    if (cols > TRAM_I8_MAX_COLS) {
+        cuda_fail(be, "int8 weight %dx%d: more than %d columns could overflow int32 sums", rows, cols,
+                  TRAM_I8_MAX_COLS);
+        return;
+    }
+    int mp = round4(rows), kp = round4(cols);
+    size_t bytes = (size_t)mp * kp;
+    int8_t *q = (int8_t *)calloc(bytes, 1);
+    float *scales = (float *)malloc((size_t)rows * sizeof(float));
+    if (!q || !scales) {
+        cuda_fail(be, "int8 weight %dx%d: out of host memory", rows, cols);
+    } else {
+        for (int r = 0; r < rows; r++)
+            scales[r] = tram_i8_quantize(host + (size_t)r * cols, cols, kp, q + (size_t)r * kp);
+        w->data = be->alloc(be, bytes);
+        w->scales = w->data ? (float *)be->alloc(be, (size_t)rows * sizeof(float)) : NULL;
+    }
+    if (w->scales) {
+        w->type = TRAM_W_INT8, w->rows = rows, w->cols = cols;
+        be->upload(be, w->data, q, bytes);
+        be->upload(be, w->scales, scales, (size_t)rows * sizeof(float));
+        CUDA_CHECK(&c->st, cudaStreamSynchronize(c->stream));  /* before the host copies go */
+    }
+    free(q);
+    free(scales);
+}
+
+/* ---------------------------------------------------------------- products */
+
+/* acc[n][mp] = xq[n][kp] · Wᵀ, the activations already in s->xq. */
+static int gemm_i32(tram_backend *be, cuda_int8 *s, const tram_weight *w, int n)
+{
+    cuda_state *c = cuda_of(be);
+    int mp = round4(w->rows), kp = round4(w->cols);
+    if (cuda_reserve(c, &s->acc, &s->acc_bytes, (size_t)n * mp * sizeof(int32_t)))
+        return -1;
+    int8_plan *p = plan_for(c, s, mp, n, kp);
+    if (!p)
+        return -1;
+    const int32_t one = 1, zero = 0;
+    return CUBLAS_CHECK(&c->st, cublasLtMatmul(c->lt, s->op, &one, w->data, p->a, s->xq, p->b, &zero, s->acc, p->c,
+                                               s->acc, p->c, &p->algo, c->workspace, CUDA_GEMM_WORKSPACE,
+                                               c->stream));
+}
+
+/* Quantizes bf16 rows x[n][cols] into s->xq and s->x_scales. */
+static int quantize_rows(tram_backend *be, cuda_int8 *s, const void *x, int n, int cols)
+{
+    cuda_state *c = cuda_of(be);
+    int kp = round4(cols);
+    if (cuda_reserve(c, &s->xq, &s->xq_bytes, (size_t)n * kp) ||
+        cuda_reserve(c, &s->x_scales, &s->x_scales_bytes, (size_t)n * sizeof(float)))
+        return -1;
+    kernel_quantize_rows<<<n, ROW_THREADS, 0, c->stream>>>((int8_t *)s->xq, (float *)s->x_scales, (const bf16 *)x,
+                                                            cols, kp);
+    return LAUNCH_CHECK(&c->st, "kernel_quantize_rows");
+}
+
+extern "C" void tram_cuda_int8_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n)
+{
+    cuda_state *c = cuda_of(be);
+    cuda_int8 *s = int8_state(be);
+    if (n <= 0 || !s || quantize_rows(be, s, x, n, w->cols) || gemm_i32(be, s, w, n))
+        return;
+    int64_t total = (int64_t)n * w->rows;
+    kernel_dequant<<<tram_cuda_grid_1d(total, 256), 256, 0, c->stream>>>(
+        (bf16 *)y, (const int32_t *)s->acc, (const float *)s->x_scales, w->scales, n, w->rows, round4(w->rows));
+    LAUNCH_CHECK(&c->st, "kernel_dequant");
+}
+
+extern "C" void tram_cuda_int8_embed(tram_backend *be, void *x, const tram_weight *table, const int32_t *ids, int n)
+{
+    cuda_state *c = cuda_of(be);
+    if (n <= 0)
+        return;
+    kernel_embed_int8<<<n, ROW_THREADS, 0, c->stream>>>((bf16 *)x, (const int8_t *)table->data, table->scales, ids,
+                                                         table->rows, table->cols, round4(table->cols));
+    LAUNCH_CHECK(&c->st, "kernel_embed_int8");
+}
+
+/* ---------------------------------------------------------------- test entry points */
+
+extern "C" int tram_cuda_int8_products(tram_backend *be, int32_t *acc, const int8_t *xq, int n,
+                                       const tram_weight *w, tram_error *err)
+{
+    cuda_state *c = cuda_of(be);
+    cuda_int8 *s = int8_state(be);
+    int mp = round4(w->rows), kp = round4(w->cols);
+    int32_t *all = (int32_t *)malloc((size_t)n * mp * sizeof(int32_t));
+    int8_t *padded = (int8_t *)calloc((size_t)n * kp, 1);
+    if (!all || !padded)
+        cuda_fail(be, "int8 products: out of host memory");
+    else if (s && !cuda_reserve(c, &s->xq, &s->xq_bytes, (size_t)n * kp)) {
+        for (int i = 0; i < n; i++)
+            memcpy(padded + (size_t)i * kp, xq + (size_t)i * w->cols, w->cols);
+        be->upload(be, s->xq, padded, (size_t)n * kp);
+        if (!gemm_i32(be, s, w, n))
+            be->download(be, all, s->acc, (size_t)n * mp * sizeof(int32_t));
+    }
+    int rc = be->sync(be, err);
+    for (int i = 0; !rc && i < n; i++)
+        memcpy(acc + (size_t)i * w->rows, all + (size_t)i * mp, w->rows * sizeof(int32_t));
+    free(all);
+    free(padded);
+    return rc;
+}
+
+extern "C" int tram_cuda_int8_quantize(tram_backend *be, int8_t *q, float *scales, const void *x, int n, int cols,
+                                       tram_error *err)
+{
+    cuda_int8 *s = int8_state(be);
+    int kp = round4(cols);
+    int8_t *all = (int8_t *)malloc((size_t)n * kp);
+    if (!all)
+        cuda_fail(be, "int8 quantize: out of host memory");
+    else if (s && !quantize_rows(be, s, x, n, cols)) {
+        be->download(be, all, s->xq, (size_t)n * kp);
+        be->download(be, scales, s->x_scales, (size_t)n * sizeof(float));
+    }
+    int rc = be->sync(be, err);
+    for (int i = 0; !rc && i < n; i++)
+        memcpy(q + (size_t)i * cols, all + (size_t)i * kp, cols);
+    free(all);
+    return rc;
+}
