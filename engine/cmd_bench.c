@@ -300,7 +300,6 @@ static void matmul_flops(const tram_model_config *c, double *per_token, double *
 typedef struct {
     int n;
     double per_token, per_row;  /* matmul FLOPs */
-    double weight_bytes;        /* f32 weights, read once per step */
     double peak, bandwidth;
 } bench_frame;
 
@@ -309,7 +308,6 @@ static void print_header(const tram_engine *e, const bench_opts *o, const bench_
                          bench_frame *f)
 {
     matmul_flops(tram_engine_model_config(e), &f->per_token, &f->per_row);
-    f->weight_bytes = 4 * (f->per_token + f->per_row) / 2;
     double in = 0, out = 0;
     for (int i = 0; i < f->n; i++) {
         in += reqs[i].num_ids;
@@ -325,13 +323,12 @@ static void print_header(const tram_engine *e, const bench_opts *o, const bench_
     else
         printf("sgemm peak and memcpy bandwidth not measured (--no-peak): \"of peak\" reads 0.\n");
     printf("FLOPs counted: 2 x %.1fM weight params per token run through the model + 2 x %.1fM "
-           "(LM head) per sampled token; attention scores not counted.\n"
-           "weights GB/s: %.0f MB of f32 weights, read once per step, times steps per second.\n\n",
-           f->per_token / 2e6, f->per_row / 2e6, f->weight_bytes * 1e-6);
-    printf("| mode       | req/s | total tok/s | output tok/s | time (s) | steps | preempt | "
-           "GFLOP/s | of peak | weights GB/s |\n"
+           "(LM head) per sampled token; attention scores not counted.\n\n",
+           f->per_token / 2e6, f->per_row / 2e6);
+    printf("| mode       | req/s | total tok/s | output tok/s | time (s) | steps | ms/step | "
+           "preempt | GFLOP/s | of peak |\n"
            "|------------|------:|------------:|-------------:|---------:|------:|--------:|"
-           "--------:|--------:|-------------:|\n");
+           "--------:|--------:|--------:|\n");
     fflush(stdout);
 }
 
@@ -341,11 +338,11 @@ static void print_row(const char *mode, const bench_run *r, const bench_frame *f
     double flops = f->per_token * (double)s->forward_tokens_total +
                    f->per_row * (double)s->generation_tokens_total;
     double tokens = (double)(s->prompt_tokens_total + s->generation_tokens_total);
-    printf("| %-10s | %5.2f | %11.1f | %12.1f | %8.1f | %5llu | %7llu | %7.2f | %6.1f%% | %12.2f |\n",
+    printf("| %-10s | %5.2f | %11.1f | %12.1f | %8.1f | %5llu | %7.1f | %7llu | %7.2f | %6.1f%% |\n",
            mode, f->n / r->seconds, tokens / r->seconds, s->generation_tokens_total / r->seconds,
-           r->seconds, (unsigned long long)s->num_steps, (unsigned long long)s->num_preemptions,
-           flops / r->seconds * 1e-9, f->peak > 0 ? 100 * flops / r->seconds / f->peak : 0.0,
-           f->weight_bytes * (double)s->num_steps / r->seconds * 1e-9);
+           r->seconds, (unsigned long long)s->num_steps, 1e3 * r->seconds / (double)s->num_steps,
+           (unsigned long long)s->num_preemptions, flops / r->seconds * 1e-9,
+           f->peak > 0 ? 100 * flops / r->seconds / f->peak : 0.0);
     fflush(stdout);
 }
 

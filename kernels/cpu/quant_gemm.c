@@ -38,19 +38,22 @@ static uint16_t load_u16(const uint8_t *p)
     return v;
 }
 
-/* Rounds to nearest (ties away from zero, as llama.cpp's reference does);
- * d = max|x| / 127 keeps every q within [-127, 127]. */
+/* d = max|x| / 127 keeps every q within [-127, 127].  Rounding is to
+ * nearest even (nearbyintf, one vector instruction; roundf would be a libm
+ * call per element), as llama.cpp's SIMD quantizers round. */
 void tram_q8_quantize_row(const float *x, int cols, tram_q8_block *out)
 {
     for (int b = 0; b < cols / QK; b++) {
         const float *xb = x + b * QK;
         float amax = 0.0f;
-        for (int j = 0; j < QK; j++)
-            amax = fmaxf(amax, fabsf(xb[j]));
+#pragma omp simd reduction(max : amax)
+        for (int j = 0; j < QK; j++) /* not fmaxf: its NaN rules keep it a libm call */
+            amax = fabsf(xb[j]) > amax ? fabsf(xb[j]) : amax;
         float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
         int sum = 0;
+#pragma omp simd reduction(+ : sum)
         for (int j = 0; j < QK; j++) {
-            out[b].q[j] = (int8_t)roundf(xb[j] * id);
+            out[b].q[j] = (int8_t)nearbyintf(xb[j] * id);
             sum += out[b].q[j];
         }
         out[b].d = d;
