@@ -83,20 +83,11 @@ static void list_push(tram_block_manager *bm, int b, int at_tail)
 
 /* ---------------------------------------------------------------- hash map */
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 static uint64_t block_hash(uint64_t parent, const int32_t *tokens, int n)
 {
-    uint64_t h = mix64(parent + 0x9e3779b97f4a7c15ULL);
+    uint64_t h = tram_mix64(parent + 0x9e3779b97f4a7c15ULL);
     for (int i = 0; i < n; i++)
-        h = mix64(h ^ ((uint64_t)(uint32_t)tokens[i] + 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1)));
+        h = tram_mix64(h ^ ((uint64_t)(uint32_t)tokens[i] + 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1)));
     return h;
 }
 
@@ -170,7 +161,7 @@ int tram_bm_create(tram_block_manager **out, int num_blocks, int block_size, int
     bm->num_blocks = num_blocks;
     bm->block_size = block_size;
     bm->caching = enable_caching;
-    bm->salt = mix64(salt);
+    bm->salt = tram_mix64(salt);
     bm->free_head = bm->free_tail = -1;
     for (int b = 0; b < num_blocks; b++) {
         bm->blocks[b].hnext = -1;

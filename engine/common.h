@@ -26,6 +26,17 @@ double tram_now(void);
 /* Parses sizes like "2GiB", "512MiB", "1.5G", "4096" into bytes. */
 int tram_parse_size(const char *s, size_t *out);
 
+/* splitmix64's finalizer: a cheap, well-mixed 64-bit hash of x, used for
+ * hash tables, block hashes and counter-based random numbers. */
+static inline uint64_t tram_mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
 #define TRAM_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define TRAM_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define TRAM_MAX(a, b) ((a) > (b) ? (a) : (b))

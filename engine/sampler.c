@@ -47,19 +47,10 @@ void tram_sampler_destroy(tram_sampler *s)
     free(s);
 }
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 double tram_sample_uniform(uint64_t seed, int sample_index, int position)
 {
-    uint64_t x = mix64(seed ^ mix64(0x9e3779b97f4a7c15ULL * (uint64_t)(sample_index + 1)));
-    x = mix64(x ^ mix64(0xd1b54a32d192ed03ULL * (uint64_t)(position + 1)));
+    uint64_t x = tram_mix64(seed ^ tram_mix64(0x9e3779b97f4a7c15ULL * (uint64_t)(sample_index + 1)));
+    x = tram_mix64(x ^ tram_mix64(0xd1b54a32d192ed03ULL * (uint64_t)(position + 1)));
     return (double)(x >> 11) * 0x1.0p-53;
 }
 

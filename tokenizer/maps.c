@@ -22,15 +22,6 @@ static uint64_t hash_bytes(const char *s, uint32_t len)
     return h ^ (h >> 29);
 }
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 int tram_strmap_init(tram_strmap *m, uint32_t n_entries, tram_error *err)
 {
     m->cap = cap_for(n_entries);
@@ -100,7 +91,7 @@ void tram_pairmap_free(tram_pairmap *m)
 void tram_pairmap_put(tram_pairmap *m, int32_t left, int32_t right, int32_t rank, int32_t merged)
 {
     uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
-    uint32_t i = (uint32_t)mix64(key) & (m->cap - 1);
+    uint32_t i = (uint32_t)tram_mix64(key) & (m->cap - 1);
     while (m->keys[i] != UINT64_MAX) {
         if (m->keys[i] == key)
             return;
@@ -116,7 +107,7 @@ int32_t tram_pairmap_get(const tram_pairmap *m, int32_t left, int32_t right, int
     if (!m->cap)
         return -1;
     uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
-    uint32_t i = (uint32_t)mix64(key) & (m->cap - 1);
+    uint32_t i = (uint32_t)tram_mix64(key) & (m->cap - 1);
     while (m->keys[i] != UINT64_MAX) {
         if (m->keys[i] == key) {
             *merged = m->merged[i];
