@@ -356,6 +356,10 @@ static int seq_of_token(const tram_batch *b, int token)
  * with one max and one exp per score (the online softmax, by chunk). */
 #define ATT_ROWS 48   /* query rows of one tile */
 #define ATT_KEYS 32   /* keys scored at once (within one KV block) */
+/* Multiply-adds below which attention runs on one thread: a fork/join with
+ * passive OpenMP waits costs tens of microseconds, what one core needs for
+ * about this much work (a decode token over a few hundred positions). */
+#define ATT_PAR_MIN_MACS (1L << 20)
 
 typedef struct {
     const float *q[ATT_ROWS];
@@ -448,7 +452,11 @@ static void cpu_attention(tram_backend *be, void *out, const void *q, const void
     int hd = s->head_dim, qd = s->n_heads * hd, group = s->n_heads / s->n_kv_heads;
     int hq = TRAM_MIN(group, ATT_ROWS), hchunks = (group + hq - 1) / hq, tt = ATT_ROWS / hq;
     int per_tile = s->n_kv_heads * hchunks, work = (b->num_tokens + tt - 1) / tt * per_tile;
-#pragma omp parallel for num_threads(state(be)->threads) schedule(dynamic, 1)
+    long keys = 0; /* an upper bound: a token sees at most position + 1 keys */
+    for (int i = 0; i < b->num_tokens; i++)
+        keys += b->positions[i] + 1;
+#pragma omp parallel for num_threads(state(be)->threads) schedule(dynamic, 1) \
+    if (keys * 2 * qd >= ATT_PAR_MIN_MACS)
     for (int w = 0; w < work; w++) {
         int kvh = w % per_tile / hchunks, h0 = kvh * group + w % hchunks * hq;
         int h1 = TRAM_MIN(h0 + hq, (kvh + 1) * group);
