@@ -10,8 +10,6 @@ NVCC     ?= nvcc
 BUILD    ?= build
 PYTHON   ?= python3
 
-# See engine/main.c: spinning OpenMP workers starve everything else.
-export OMP_WAIT_POLICY ?= passive
 
 DEFAULT_MODEL := models/SmolLM2-135M-Instruct.Q4_1.gguf
 PKGS          := openblas jansson libevent libevent_pthreads libpcre2-8 sentencepiece

@@ -39,7 +39,8 @@ CONFIG = {
     "COMPARE_SERVE_INPUT_LEN": ("128", "32"),
     "COMPARE_SERVE_OUTPUT_LEN": ("64", "8"),
     "COMPARE_LLAMA_SLOTS": ("32", "4"),          # llama-server -np
-    "COMPARE_TRAM_FLAGS": ("", None),            # extra engine flags, e.g. --quantization int8
+    # tram runs the GGUF's blocks as stored, with int8 activations: the scheme llama.cpp runs.
+    "COMPARE_TRAM_FLAGS": ("--weight-format native", None),  # engine flags, e.g. --quantization int8
     "COMPARE_LLAMA_VERSION": ("0.3.36", None),   # llama-cpp-python sdist whose llama.cpp is built
     "COMPARE_NOTE": ("", None),                  # a sentence for the report (why settings differ, ...)
     "COMPARE_OUT": ("bench/results/compare-cpu.md", "build/compare/compare-quick.md"),

@@ -7,6 +7,8 @@
 
 #define TRAM_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 #define TRAM_EXIT_USAGE 2
+/* OpenMP spin count between parallel regions (see engine/main.c). */
+#define TRAM_GOMP_SPINCOUNT "10000"
 #define TRAM_EXIT_NO_GPU 2   /* --device cuda without a usable GPU (engine/gpu.h) */
 
 int tram_cmd_generate(int argc, char **argv);

@@ -62,7 +62,7 @@ void tram_engine_config_init(tram_engine_config *c)
     strcpy(c->device, "cpu");
     strcpy(c->quantization, "none");
     strcpy(c->load_format, "auto");
-    strcpy(c->weight_format, "auto");
+    strcpy(c->weight_format, "f32");
 }
 
 const char *tram_finish_reason_name(tram_finish_reason r)
@@ -232,7 +232,7 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
                              e->max_blocks_per_seq, e->cfg.num_kv_blocks, bs,
                              strcmp(e->cfg.device, "cpu") ? TRAM_W_BF16 : TRAM_W_F32,
                              !strcmp(e->cfg.quantization, "int8"), NULL,
-                             !strcmp(e->cfg.weight_format, "auto")};
+                             !strcmp(e->cfg.weight_format, "native")};
     if (tram_model_create(&e->model, e->file, e->be, &lim, err) ||
         (e->gpu_pool && fit_gpu_pool(e, err)) ||
         tram_bm_create(&e->bm, e->cfg.num_kv_blocks, bs, e->cfg.enable_prefix_caching,

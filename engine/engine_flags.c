@@ -22,8 +22,10 @@ void tram_engine_print_flags(FILE *out)
             "  --scheduling-policy fcfs|priority                      (fcfs)\n"
             "  --seed N                       seed of requests without one (0)\n"
             "  --quantization none|int8       int8: W8A8 weights quantized at load (none)\n"
-            "  --weight-format auto|f32       auto: Q8_0/Q4_0/Q4_1 matrices of a GGUF run as\n"
-            "                                 stored on the CPU; f32: dequantized at load (auto)\n"
+            "  --weight-format f32|native     native: Q8_0/Q4_0/Q4_1 matrices of a GGUF run as\n"
+            "                                 stored on the CPU, activations rounded to int8 as\n"
+            "                                 llama.cpp does (4x less memory, faster, not exact);\n"
+            "                                 f32: dequantized at load, exact (f32)\n"
             "  --load-format auto|dummy       dummy: random weights of --preset's shape; the\n"
             "                                 model (-m) then only gives the tokenizer (auto)\n"
             "  --preset NAME                  models/presets/NAME.json, or a .json path\n"
@@ -91,8 +93,8 @@ static int parse_value(tram_engine_config *c, const char *f, const char *v)
         return 0;
     }
     if (!strcmp(f, "--weight-format")) {
-        if (strcmp(v, "auto") && strcmp(v, "f32")) {
-            fprintf(stderr, "tram: invalid value for %s: '%s' (expected auto or f32)\n", f, v);
+        if (strcmp(v, "native") && strcmp(v, "f32")) {
+            fprintf(stderr, "tram: invalid value for %s: '%s' (expected f32 or native)\n", f, v);
             return -1;
         }
         snprintf(c->weight_format, sizeof(c->weight_format), "%s", v);

@@ -32,16 +32,18 @@ static void usage(FILE *out)
         fprintf(out, "  %-14s %s\n", commands[i].name, commands[i].help);
 }
 
-/* OpenMP workers that spin between parallel regions steal the cores from
- * everything else (the HTTP thread, other processes): measured here, a loaded
- * 2-core machine decoded 5x slower with spinning workers.  libgomp reads its
- * wait policy once, at start-up, so set it and execute ourselves again; an
- * explicit OMP_WAIT_POLICY from the user wins. */
-static void prefer_passive_openmp(char **argv)
+/* How long OpenMP workers spin between parallel regions.  A forward pass
+ * opens ~200 of them per token: sleeping workers (passive) pay a futex wake
+ * each time, decoding 2.5x slower on an idle machine, while workers spinning
+ * for long (libgomp's default) starve everything else on a busy one, 2x
+ * slower again.  A short spin wins both (bench/NOTES.md).  libgomp reads the
+ * setting once, at start-up, so set it and execute ourselves again; an
+ * explicit OMP_WAIT_POLICY or GOMP_SPINCOUNT from the user wins. */
+static void set_openmp_spin(char **argv)
 {
-    if (getenv("OMP_WAIT_POLICY"))
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT"))
         return;
-    setenv("OMP_WAIT_POLICY", "passive", 1);
+    setenv("GOMP_SPINCOUNT", TRAM_GOMP_SPINCOUNT, 1);
     execv("/proc/self/exe", argv); /* returns only on failure: keep the default */
 }
 
@@ -60,7 +62,7 @@ static int gpu_missing(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    prefer_passive_openmp(argv);
+    set_openmp_spin(argv);
     if (argc < 2) {
         usage(stderr);
         return TRAM_EXIT_USAGE;

@@ -78,9 +78,10 @@ typedef struct {
     char load_format[8];          /* "auto": weights from the model path; "dummy": random weights
                                      of `preset` (models/dummy.h), and the model path only gives
                                      the tokenizer ("auto") */
-    char weight_format[8];        /* "auto": matrices the file stores as GGUF Q8_0/Q4_0/Q4_1 blocks
-                                     run as stored where the backend can (the CPU); "f32": all
-                                     dequantized at load ("auto") */
+    char weight_format[8];        /* "f32": every matrix dequantized at load, exact ("f32");
+                                     "native": matrices the file stores as GGUF Q8_0/Q4_0/Q4_1
+                                     blocks run as stored where the backend can (the CPU), against
+                                     activations rounded to int8 per 32 values, as llama.cpp does */
     char preset[256];             /* dummy weights' shape: a name in models/presets or a .json */
     char tokenizer[512];          /* tokenizer file or directory; "" = the model path's own */
 } tram_engine_config;
@@ -100,7 +101,7 @@ void tram_engine_destroy(tram_engine *e);
  * --num-kv-blocks N, --max-num-batched-tokens N, --max-num-seqs N,
  * --max-model-len N, --enable-prefix-caching, --no-enable-prefix-caching,
  * --scheduling-policy fcfs|priority, --device cpu|cuda, --threads N (also -t),
- * --seed N, --quantization none|int8, --weight-format auto|f32, --load-format auto|dummy, --preset NAME,
+ * --seed N, --quantization none|int8, --weight-format f32|native, --load-format auto|dummy, --preset NAME,
  * --tokenizer PATH.  If argv[*i] is one of them, consumes it and its value (advancing
  * *i past them) and returns 1; returns 0 if argv[*i] is not an engine flag,
  * and -1 after printing a message when its value is invalid or missing. */

@@ -7,8 +7,8 @@
  * started after the relink would exec a different binary, jump to a stale
  * address and be reported as "crashed during its setup or teardown".  So the
  * runner first copies itself to a file of its own, re-executes from there and
- * removes the copy at the end.  The re-execution also sets OMP_WAIT_POLICY
- * to passive (unless set), as bin/tram does: OpenMP workers spinning between
+ * removes the copy at the end.  The re-execution also sets GOMP_SPINCOUNT
+ * (unless set) as bin/tram does: OpenMP workers spinning long between
  * parallel regions slow everything down on a loaded 2-core machine.
  *
  * Under LeakSanitizer (make test-asan) only the tests' processes are checked
@@ -22,6 +22,8 @@
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "engine/cli.h"
 
 #define SNAPSHOT_ENV "TRAM_UNIT_SNAPSHOT"
 
@@ -59,7 +61,8 @@ int main(int argc, char *argv[])
     const char *snapshot = getenv(SNAPSHOT_ENV);
     char path[4096];
     if (!snapshot) {
-        setenv("OMP_WAIT_POLICY", "passive", 0); /* libgomp reads it at start-up */
+        if (!getenv("OMP_WAIT_POLICY"))
+            setenv("GOMP_SPINCOUNT", TRAM_GOMP_SPINCOUNT, 0); /* libgomp reads it at start-up */
         if (snapshot_self(path, sizeof(path)) == 0 && setenv(SNAPSHOT_ENV, path, 1) == 0) {
             execv(path, argv);
             unlink(path);
