@@ -305,6 +305,7 @@ extern "C" int tram_backend_cuda_create(tram_backend **out, int device_index, tr
         .name = "cuda", .act_bytes = 2, .rank = 0, .world_size = 1, .impl = c,
         .alloc = cuda_alloc, .free = cuda_free, .upload = cuda_upload, .download = cuda_download,
         .upload_weight = cuda_upload_weight, .free_weight = cuda_free_weight,
+        .upload_weight_blocks = NULL, /* GGUF blocks are dequantized to bf16 at load */
         .embed = cuda_embed, .rmsnorm = cuda_rmsnorm, .add_rmsnorm = cuda_add_rmsnorm,
         .matmul = cuda_matmul, .add_bias = cuda_add_bias, .rope = cuda_rope, .kv_store = cuda_kv_store,
         .attention = cuda_attention, .silu_mul = cuda_silu_mul, .gather_rows = cuda_gather_rows,
