@@ -426,6 +426,7 @@ int tram_engine_add_request(tram_engine *e, uint64_t request_id, const tram_prom
     free(ids);
     if (rc)
         return -1;
+    r->added_at = tram_now();
     if (track_request(e, r, err)) {
         tram_request_free(r);
         return -1;
@@ -693,6 +694,7 @@ static void fill_output(tram_engine *e, tram_seq *s, tram_output *o)
     o->prompt_tokens = r->seqs[0].prompt_len;
     o->completion_tokens = s->num_tokens - s->prompt_len;
     o->cached_tokens = r->cached_tokens;
+    o->queue_time = r->scheduled_at > 0 ? r->scheduled_at - r->added_at : 0;
 }
 
 static int collect_outputs(tram_engine *e, const tram_output **outs, int *num_outs,
@@ -734,6 +736,17 @@ static int reserve_emitted(tram_engine *e, tram_error *err)
     return 0;
 }
 
+/* Stamps requests scheduled for the first time: their queue time ends here. */
+static void mark_scheduled(tram_engine *e)
+{
+    double now = tram_now();
+    for (int i = 0; i < e->sched.num_items; i++) {
+        tram_request *r = e->sched.items[i].seq->req;
+        if (r->scheduled_at == 0)
+            r->scheduled_at = now;
+    }
+}
+
 int tram_engine_step(tram_engine *e, const tram_output **outs, int *num_outs, tram_error *err)
 {
     *outs = NULL;
@@ -744,6 +757,7 @@ int tram_engine_step(tram_engine *e, const tram_output **outs, int *num_outs, tr
     if (reserve_emitted(e, err) || emit_aborts(e, err))
         return -1;
     tram_scheduler_schedule(&e->sched);
+    mark_scheduled(e);
     if (e->sched.num_items > 0) {
         tram_batch b = build_batch(e);
         if (tram_model_forward(e->model, &b, e->logits, err))

@@ -52,6 +52,8 @@ struct tram_request {
     int32_t *banned;           /* end-of-generation and stop tokens, masked before min_tokens */
     int num_banned;
     uint64_t seed;
+    double added_at;           /* tram_now() at add_request */
+    double scheduled_at;       /* tram_now() when first scheduled; 0 until then */
     int max_tokens;            /* effective: never past max_model_len */
     int n, num_seqs, num_finished;
     int num_reported;          /* samples whose final output has gone out */

@@ -218,6 +218,7 @@ typedef struct {
     int prompt_tokens;
     int completion_tokens;        /* generated so far by this sample */
     int cached_tokens;            /* prompt tokens served from the prefix cache */
+    double queue_time;            /* seconds from add_request to the request's first step */
 } tram_output;
 
 /* Runs one step.  *outs receives the outputs of this step (possibly none, e.g.

@@ -379,12 +379,13 @@ static void emit(tram_gen *g, int ci, const char *text, size_t len,
     json_decref(chunk);
 }
 
-static void observe_latency(tram_gen *g, int ci, double now)
+static void observe_latency(tram_gen *g, int ci, double now, double queue_time)
 {
     tram_metrics *m = &g->srv->metrics;
     if (!g->first_token) {
         g->first_token = now;
         tram_histogram_observe(&m->ttft, now - g->arrived);
+        tram_histogram_observe(&m->queue, queue_time);
     }
     if (g->last_token_at[ci])
         tram_histogram_observe(&m->itl, now - g->last_token_at[ci]);
@@ -398,7 +399,7 @@ static void on_output(tram_gen *g, gen_prompt *p, const tram_output *o)
     p->prompt_tokens = o->prompt_tokens;
     p->cached_tokens = o->cached_tokens;
     if (o->num_tokens > 0)
-        observe_latency(g, ci, tram_now());
+        observe_latency(g, ci, tram_now(), o->queue_time);
     const char *reason = tram_finish_reason_name(o->finish_reason);
     if (!c->started) {
         c->started = 1;

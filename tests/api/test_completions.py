@@ -150,6 +150,7 @@ def test_models_version_tokenize(server, client):
 
 def test_metrics_count_requests(server, client):
     before = server.metric("request_success_total", finished_reason="length")
+    queued_before = server.metric("request_queue_time_seconds_count")
     client.completions.create(model=server.model, prompt="Hi", max_tokens=2, temperature=0,
                               extra_body={"ignore_eos": True})
     m = server.metrics()
@@ -157,6 +158,8 @@ def test_metrics_count_requests(server, client):
     assert m["tram:request_success_total" + label] == before + 1
     assert m[f'tram:e2e_request_latency_seconds_count{{model_name="{server.model}"}}'] >= 1
     assert m[f'tram:time_to_first_token_seconds_count{{model_name="{server.model}"}}'] >= 1
+    assert m[f'tram:request_queue_time_seconds_count{{model_name="{server.model}"}}'] == queued_before + 1
+    assert m[f'tram:request_queue_time_seconds_sum{{model_name="{server.model}"}}'] >= 0
     assert m[f'tram:generation_tokens_total{{model_name="{server.model}"}}'] >= 2
     assert m[f'tram:num_requests_running{{model_name="{server.model}"}}'] == 0
     assert "process_start_time_seconds" in m
