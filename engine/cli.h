@@ -24,6 +24,10 @@ int tram_cmd_bench(int argc, char **argv);
 /* `tram bench serve`: argv[0] is "serve" (server/cmd_bench_serve.c). */
 int tram_cmd_bench_serve(int argc, char **argv);
 
+/* 1 when any argument is -h or --help: checked before parsing, so that help
+ * wins over errors in the other flags. */
+int tram_cli_wants_help(int argc, char **argv);
+
 /* Parses a base-10 int / float flag value in [lo, hi]; on failure prints
  * "tram: invalid value for FLAG: ..." and returns -1. */
 int tram_cli_int(const char *flag, const char *s, long lo, long hi, long *out);

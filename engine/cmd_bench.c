@@ -407,11 +407,10 @@ static int cmd_throughput(int argc, char **argv)
     bench_opts o = {.model = TRAM_DEFAULT_MODEL, .num_prompts = 64, .input_len = 128,
                     .output_len = 128};
     tram_engine_config_init(&o.ec);
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        }
+    if (tram_cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
     if (parse_args(&o, argc, argv)) {
         usage(stderr);
         return TRAM_EXIT_USAGE;

@@ -407,11 +407,10 @@ int tram_cmd_generate(int argc, char **argv)
     tram_sampling_params_init(&o.p);
     o.p.max_tokens = 128;
     tram_engine_config_init(&o.ec);
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        }
+    if (tram_cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
     if (parse_args(&o, argc, argv)) {
         usage(stderr);
         return TRAM_EXIT_USAGE;

@@ -107,11 +107,9 @@ static int parse_args(tram_server_config *c, int argc, char **argv)
 
 int tram_cmd_serve(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        }
+    if (tram_cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
     }
     tram_server_config c;
     tram_server_config_init(&c);
