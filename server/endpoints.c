@@ -120,18 +120,33 @@ static int tokenize(tram_server *s, const json_t *o, int32_t **ids, int *n, tram
     return rc;
 }
 
-void tram_handle_tokenize(tram_server *s, struct evhttp_request *req)
+/* The body of a request that names a model, as a JSON object, once the
+ * engine is up and the model (if named) is ours; NULL after sending the error. */
+static json_t *model_request(tram_server *s, struct evhttp_request *req)
 {
     if (need_engine(s, req))
-        return;
+        return NULL;
     size_t len;
     const char *body = tram_http_body(req, &len);
     tram_api_error e = {0};
     json_t *o = tram_api_parse_object(body, len, &e);
+    if (!o || tram_check_model(s, json_string_value(json_object_get(o, "model")), &e)) {
+        json_decref(o);
+        tram_http_send_error(req, &e);
+        return NULL;
+    }
+    return o;
+}
+
+void tram_handle_tokenize(tram_server *s, struct evhttp_request *req)
+{
+    json_t *o = model_request(s, req);
+    if (!o)
+        return;
+    tram_api_error e = {0};
     int32_t *ids = NULL;
     int n = 0;
-    if (!o || tram_check_model(s, json_string_value(json_object_get(o, "model")), &e) ||
-        tokenize(s, o, &ids, &n, &e)) {
+    if (tokenize(s, o, &ids, &n, &e)) {
         json_decref(o);
         tram_http_send_error(req, &e);
         return;
@@ -148,18 +163,15 @@ void tram_handle_tokenize(tram_server *s, struct evhttp_request *req)
 
 void tram_handle_detokenize(tram_server *s, struct evhttp_request *req)
 {
-    if (need_engine(s, req))
+    json_t *o = model_request(s, req);
+    if (!o)
         return;
-    size_t len;
-    const char *body = tram_http_body(req, &len);
     tram_api_error e = {0};
-    json_t *o = tram_api_parse_object(body, len, &e);
     int32_t *ids = NULL;
     int n = 0;
     char *text = NULL;
     size_t text_len;
-    if (!o || tram_check_model(s, json_string_value(json_object_get(o, "model")), &e) ||
-        tram_api_token_ids(json_object_get(o, "tokens") ? json_object_get(o, "tokens")
+    if (tram_api_token_ids(json_object_get(o, "tokens") ? json_object_get(o, "tokens")
                                                         : json_null(),
                            "tokens", &ids, &n, &e) ||
         tram_prompt_check(s->engine, ids, n, -1, "tokens", &e) ||
