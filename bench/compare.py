@@ -34,13 +34,20 @@ CONFIG = {
     "COMPARE_OUTPUT_LEN": ("128", "16"),
     "COMPARE_PREFILL_LEN": ("512", "64"),        # single stream: prompt tokens for prefill tok/s
     "COMPARE_DECODE_LEN": ("128", "16"),         # single stream: tokens for decode tok/s
-    "COMPARE_SERVE_RATES": ("0.25 0.5 1", "1"),  # requests/s (Poisson)
-    "COMPARE_SERVE_PROMPTS": ("32", "4"),
+    "COMPARE_SERVE_RATES": ("0.5 1 2", "1"),     # requests/s (Poisson)
+    "COMPARE_SERVE_PROMPTS": ("24", "4"),
     "COMPARE_SERVE_INPUT_LEN": ("128", "32"),
     "COMPARE_SERVE_OUTPUT_LEN": ("64", "8"),
     "COMPARE_LLAMA_SLOTS": ("32", "4"),          # llama-server -np
     # tram runs the GGUF's blocks as stored, with int8 activations: the scheme llama.cpp runs.
-    "COMPARE_TRAM_FLAGS": ("--weight-format native", None),  # engine flags, e.g. --quantization int8
+    # Engine flags, given to `tram bench throughput` and `tram serve` alike.
+    "COMPARE_TRAM_FLAGS": ("--weight-format native", None),
+    # transformers: offline sizes above this are left out (float32 eager PyTorch on 2 cores:
+    # 3 runs of 256 requests would take about a third of the run's time budget)
+    "COMPARE_HF_MAX_PROMPTS": ("64", None),
+    # prompts per generate() call, 0: all N in one (its time is mostly GEMMs, which
+    # favour more rows; the KV cache's per-step copies cost the same split or not)
+    "COMPARE_HF_BATCH": ("0", None),
     "COMPARE_LLAMA_VERSION": ("0.3.36", None),   # llama-cpp-python sdist whose llama.cpp is built
     "COMPARE_NOTE": ("", None),                  # a sentence for the report (why settings differ, ...)
     "COMPARE_OUT": ("bench/results/compare-cpu.md", "build/compare/compare-quick.md"),
@@ -73,6 +80,9 @@ class Harness:
         for e in ("tram",) + PEERS:
             if e not in self.engines:
                 self.missing.append((e, "every row", "not in COMPARE_ENGINES for this run"))
+        if "transformers" in self.engines:
+            self.missing.append(("transformers", "serving", "transformers has no HTTP server of its own; "
+                                 "a wrapper written for this harness would measure the wrapper"))
         os.makedirs(os.path.join(ROOT, "build/compare"), exist_ok=True)
 
     # ------------------------------------------------------------ running
@@ -114,10 +124,10 @@ class Harness:
 
     def tram_bench(self, what, n, in_len, out_len):
         """Seconds of one `tram bench throughput` run (from its total tok/s, the column with
-        the most digits)."""
+        the most digits).  --no-peak: build/bench/stream measures the floors once per run."""
         out = self.run(what, ["bin/tram", "bench", "throughput", "-m", self.model, "-t", str(self.threads),
                               "--num-prompts", str(n), "--input-len", str(in_len),
-                              "--output-len", str(out_len)] + self.tram_flags)
+                              "--output-len", str(out_len), "--no-peak"] + self.tram_flags)
         row = next(line for line in out.splitlines() if line.startswith("| batched"))
         total_tok_s = float(row.split("|")[3])
         return n * (in_len + out_len) / total_tok_s
@@ -200,12 +210,20 @@ class Harness:
     def hf_all(self):
         in_len, out_len = int(conf("COMPARE_INPUT_LEN")), int(conf("COMPARE_OUTPUT_LEN"))
         pp, tg = int(conf("COMPARE_PREFILL_LEN")), int(conf("COMPARE_DECODE_LEN"))
-        offline = {f"offline:{n}:{in_len}:{out_len}": n for n in ints("COMPARE_OFFLINE_PROMPTS")}
+        most = int(conf("COMPARE_HF_MAX_PROMPTS"))
+        offline = {f"offline:{n}:{in_len}:{out_len}": n for n in ints("COMPARE_OFFLINE_PROMPTS") if n <= most}
+        for n in ints("COMPARE_OFFLINE_PROMPTS"):
+            if n > most and "transformers" in self.engines:
+                self.missing.append(("transformers", f"offline {n} requests",
+                                     f"left out (COMPARE_HF_MAX_PROMPTS={most}) to keep `make compare` within "
+                                     f"its time budget: float32 eager PyTorch, {n / most:g}x the work of the "
+                                     f"{most}-request row per run"))
         single = [f"single:{pp}:1", f"single:1:{tg + 1}", "single:1:1"]
 
         def one():
             out = self.run("transformers", [self.hf_python, "bench/compare_hf.py", "--gguf", self.model,
-                                            "--runs", str(self.runs), "--threads", str(self.threads)]
+                                            "--runs", str(self.runs), "--threads", str(self.threads),
+                                            "--batch", conf("COMPARE_HF_BATCH")]
                            + list(offline) + single, timeout=6 * 3600)
             res = json.loads(out.strip().splitlines()[-1])
             med = {k: statistics.median(v) for k, v in res.items() if k != "versions"}
@@ -352,6 +370,7 @@ def table(h):
 
 def report(h, m, load_before, load_after, started, seconds):
     f = m["floors"]
+    hf_batch = "all N" if conf("COMPARE_HF_BATCH") == "0" else f"at most {conf('COMPARE_HF_BATCH')} of the N"
     commit = sh("git rev-parse --short HEAD") + (" (uncommitted changes in the tree)" if sh("git status --porcelain -uno") else "")
     cfg = " ".join(f"{k}={shlex.quote(conf(k))}" for k in CONFIG if k not in ("COMPARE_OUT", "COMPARE_NOTE"))
     out = [
@@ -393,8 +412,11 @@ def report(h, m, load_before, load_after, started, seconds):
     out += [
         "Batch settings: tram defaults (`--max-num-seqs 256 --max-num-batched-tokens 2048`, every request "
         "admitted at once, chunked prefill); llama.cpp `llama-batched-bench -b 2048 -ub 512` with all N "
-        "sequences decoding together and `-c` sized to hold them; transformers one `generate()` over all N "
-        "prompts (equal lengths, no padding). Single-stream decode: llama-bench's tg (empty context); tram "
+        "sequences decoding together and `-c` sized to hold them; transformers `generate()` (greedy, dynamic "
+        "KV cache, SDPA attention, float32, `torch.inference_mode`, `torch.set_num_threads` as above, "
+        f"`GOMP_SPINCOUNT=10000` as bin/tram sets for itself) over {hf_batch} prompts per call (equal "
+        f"lengths, no padding), offline up to {conf('COMPARE_HF_MAX_PROMPTS')} requests. "
+        "Single-stream decode: llama-bench's tg (empty context); tram "
         "and transformers: a 1-token prompt with N+1 tokens out less the same with 1 token out. Serving: "
         "`tram bench serve` (Poisson arrivals, streaming /v1/completions, greedy, ignore_eos, "
         f"{conf('COMPARE_SERVE_PROMPTS')} prompts of {conf('COMPARE_SERVE_INPUT_LEN')} random words, "

@@ -7,9 +7,11 @@
 #   COMPARE_ENGINES="tram llama.cpp transformers"
 #   COMPARE_OFFLINE_PROMPTS="64 256"  COMPARE_INPUT_LEN=128  COMPARE_OUTPUT_LEN=128
 #   COMPARE_PREFILL_LEN=512  COMPARE_DECODE_LEN=128
-#   COMPARE_SERVE_RATES="0.25 0.5 1"  COMPARE_SERVE_PROMPTS=32
+#   COMPARE_SERVE_RATES="0.5 1 2"  COMPARE_SERVE_PROMPTS=24
 #   COMPARE_SERVE_INPUT_LEN=128  COMPARE_SERVE_OUTPUT_LEN=64  COMPARE_LLAMA_SLOTS=32
-#   COMPARE_TRAM_FLAGS="--quantization int8"  COMPARE_THREADS=N  COMPARE_OUT=path.md
+#   COMPARE_TRAM_FLAGS="--weight-format native"  (engine flags: bench and serve)
+#   COMPARE_HF_MAX_PROMPTS=64  COMPARE_HF_BATCH=0  (transformers: offline sizes; prompts per generate(), 0 all)
+#   COMPARE_THREADS=N  COMPARE_OUT=path.md
 set -e
 cd "$(dirname "$0")/.."
 sh bench/compare_peers.sh

@@ -6,11 +6,16 @@
 #     llama-cpp-python sdist vendors;
 #   - a virtual environment with transformers + torch (+ accelerate, gguf).
 # Versions are pinned so that two runs of `make compare` measure the same code.
+# PyPI's Linux torch wheel is the CUDA build (about 5 GB installed with its
+# nvidia-* packages; it runs on the CPU all the same).  Where PyTorch's own
+# index is reachable, the CPU-only build of the same version is smaller:
+#   PEER_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple"
 set -e
 cd "$(dirname "$0")/.."
 
 LLAMA_CPP_PYTHON_VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
-PEER_PIP_PACKAGES="${PEER_PIP_PACKAGES:-torch==2.15.0 transformers==5.24.0 accelerate==1.15.0 gguf==0.19.0 sentencepiece protobuf}"
+PEER_PIP_PACKAGES="${PEER_PIP_PACKAGES:-torch==2.15.0 transformers==5.24.0 accelerate==1.15.0 gguf==0.19.0 sentencepiece==0.2.3 protobuf==7.36.2}"
+PEER_PIP_ARGS="${PEER_PIP_ARGS:-}"
 PEERS=bench/peers
 PY="${PYTHON:-python3}"
 JOBS="${JOBS:-2}"
@@ -46,12 +51,12 @@ fi
 
 # The stamp names the packages it was made for: changing a pin reinstalls.
 STAMP="$PEERS/venv/.installed"
-if [ "$(cat "$STAMP" 2>/dev/null)" != "$PEER_PIP_PACKAGES" ]; then
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$PEER_PIP_ARGS $PEER_PIP_PACKAGES" ]; then
     echo "compare: installing $PEER_PIP_PACKAGES into $PEERS/venv (torch is large: minutes)"
     [ -x "$PEERS/venv/bin/python" ] || "$PY" -m venv "$PEERS/venv"
     "$PEERS/venv/bin/python" -m pip install --quiet --upgrade pip
     # shellcheck disable=SC2086
-    "$PEERS/venv/bin/python" -m pip install --quiet $PEER_PIP_PACKAGES
-    echo "$PEER_PIP_PACKAGES" >"$STAMP"
+    "$PEERS/venv/bin/python" -m pip install --quiet $PEER_PIP_ARGS $PEER_PIP_PACKAGES
+    echo "$PEER_PIP_ARGS $PEER_PIP_PACKAGES" >"$STAMP"
 fi
 echo "compare: peers ready (llama.cpp from llama-cpp-python $LLAMA_CPP_PYTHON_VERSION, $PEERS/venv)"

@@ -24,6 +24,8 @@ struct tram_engine {
     tram_sampler *sampler;
     int vocab, max_model_len, max_blocks_per_seq, max_rows;
     int gpu_pool;              /* the KV pool is sized after a profiling pass (engine/gpu.h) */
+    tram_gpu_runner *gpu;      /* --device cuda: CUDA graphs and sampling on the device */
+    int pad_blocks;            /* KV blocks past the block manager's: the graphs' pad rows' */
     int logits_width;          /* the model's vocabulary; vocab is the part the tokenizer
                                   decodes, the only ids sampled or accepted (dummy weights
                                   may have more rows than their tokenizer has tokens) */
@@ -142,7 +144,8 @@ static int open_model_file(tram_engine *e, const char *path, tram_error *err)
 static tram_gpu_pool_spec gpu_pool_spec(const tram_engine *e)
 {
     return (tram_gpu_pool_spec){e->cfg.max_num_batched_tokens, e->cfg.max_num_seqs, e->cfg.block_size,
-                                e->max_blocks_per_seq, e->max_model_len, e->cfg.gpu_memory_utilization};
+                                e->max_blocks_per_seq, e->max_model_len, e->cfg.gpu_memory_utilization,
+                                e->pad_blocks};
 }
 
 /* On a GPU (no exact count given), the pool starts at what the profiling pass
@@ -152,7 +155,7 @@ static int fit_gpu_pool(tram_engine *e, tram_error *err)
     tram_gpu_pool_spec spec = gpu_pool_spec(e);
     int blocks;
     if (tram_gpu_fit_pool(e->model, e->be, &spec, &blocks, err) ||
-        tram_model_resize_kv(e->model, blocks, err))
+        tram_model_resize_kv(e->model, blocks + e->pad_blocks, err))
         return -1;
     e->cfg.num_kv_blocks = blocks;
     return 0;
@@ -220,8 +223,20 @@ static uint64_t name_salt(const char *s)
     return h;
 }
 
+/* --device cuda: created before the pool is fitted, so its device buffers
+ * count; it learns the pad block once the pool is sized. */
+static int open_gpu_runner(tram_engine *e, tram_error *err)
+{
+    if (strcmp(e->cfg.device, "cuda"))
+        return 0;
+    tram_gpu_runner_spec spec = {e->cfg.max_num_seqs, e->max_rows, e->vocab, e->logits_width,
+                                 e->max_model_len, e->cfg.block_size, -1};
+    return tram_gpu_runner_create(&e->gpu, e->be, &spec, err);
+}
+
 static int create_parts(tram_engine *e, const char *path, tram_error *err)
 {
+    e->pad_blocks = !strcmp(e->cfg.device, "cuda") && !e->cfg.enforce_eager;
     if (check_config(&e->cfg, err) || open_model_file(e, path, err) || open_backend(e, err) ||
         size_pool(e, err))
         return -1;
@@ -229,18 +244,20 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
     e->vocab = TRAM_MIN(e->logits_width, tram_tokenizer_vocab_size(e->tok));
     int bs = e->cfg.block_size;
     tram_model_limits lim = {e->cfg.max_num_batched_tokens, e->cfg.max_num_seqs,
-                             e->max_blocks_per_seq, e->cfg.num_kv_blocks, bs,
+                             e->max_blocks_per_seq, e->cfg.num_kv_blocks + e->pad_blocks, bs,
                              strcmp(e->cfg.device, "cpu") ? TRAM_W_BF16 : TRAM_W_F32,
                              !strcmp(e->cfg.quantization, "int8"), NULL,
                              !strcmp(e->cfg.weight_format, "native")};
-    if (tram_model_create(&e->model, e->file, e->be, &lim, err) ||
-        (e->gpu_pool && fit_gpu_pool(e, err)) ||
+    if (alloc_step_arrays(e, err) || tram_model_create(&e->model, e->file, e->be, &lim, err) ||
+        open_gpu_runner(e, err) || (e->gpu_pool && fit_gpu_pool(e, err)) ||
         tram_bm_create(&e->bm, e->cfg.num_kv_blocks, bs, e->cfg.enable_prefix_caching,
                        name_salt(e->model_name), err) ||
         tram_scheduler_init(&e->sched, e->bm, e->cfg.policy, e->cfg.max_num_batched_tokens,
                             e->cfg.max_num_seqs, PROMPT_LOGPROB_ROWS, err) ||
-        tram_sampler_create(&e->sampler, e->vocab, err) || alloc_step_arrays(e, err))
+        tram_sampler_create(&e->sampler, e->vocab, err))
         return -1;
+    if (e->gpu && e->pad_blocks)
+        tram_gpu_runner_set_pad_block(e->gpu, e->cfg.num_kv_blocks);
     return 0;
 }
 
@@ -274,6 +291,7 @@ void tram_engine_destroy(tram_engine *e)
     tram_scheduler_free(&e->sched);
     tram_bm_destroy(e->bm);
     tram_sampler_destroy(e->sampler);
+    tram_gpu_runner_destroy(e->gpu);
     tram_model_destroy(e->model);
     if (e->be)
         e->be->destroy(e->be);
@@ -332,6 +350,12 @@ static void publish_stats(tram_engine *e)
     s->prefix_cache_hits = e->sched.cache_hits;
     s->num_preemptions = e->sched.num_preemptions;
     s->prompt_tokens_total = e->sched.prompt_tokens;
+    if (e->gpu) {
+        tram_gpu_runner_stats g;
+        tram_gpu_runner_stats_get(e->gpu, &g);
+        s->graph_steps = g.graph_steps;
+        s->device_samples = g.device_rows;
+    }
     pthread_mutex_lock(&e->lock);
     e->published = *s;
     pthread_mutex_unlock(&e->lock);
@@ -560,7 +584,8 @@ static tram_finish_reason stop_reason(const tram_engine *e, const tram_seq *s, i
     return TRAM_FINISH_NONE;
 }
 
-static int sample_and_append(tram_engine *e, tram_seq *s, const float *row, tram_error *err)
+/* drawn: the token the device drew for this row, or -1: the host draws. */
+static int sample_and_append(tram_engine *e, tram_seq *s, const float *row, int32_t drawn, tram_error *err)
 {
     const tram_request *r = s->req;
     int out_len = s->num_tokens - s->prompt_len;
@@ -568,7 +593,7 @@ static int sample_and_append(tram_engine *e, tram_seq *s, const float *row, tram
     tram_sample_input in = {&r->p, r->seed, s->sample_index, s->tokens, s->prompt_len,
                             s->tokens + s->prompt_len, out_len, held ? r->banned : NULL,
                             held ? r->num_banned : 0};
-    int32_t tok = tram_sample(e->sampler, row, &in);
+    int32_t tok = drawn >= 0 ? drawn : tram_sample(e->sampler, row, &in);
     if (r->p.logprobs >= 0)
         tram_logprobs(e->sampler, row, tok, r->p.logprobs, &s->lp, s->top);
     s->tokens[s->num_tokens++] = tok;
@@ -640,10 +665,11 @@ static int postprocess_item(tram_engine *e, int i, tram_error *err)
     if (r->num_seqs < r->n) {
         fork_samples(e, s);
         for (int j = 1; j < r->n; j++)
-            if (sample_and_append(e, &r->seqs[j], row, err))
+            if (sample_and_append(e, &r->seqs[j], row, -1, err))
                 return -1;
     }
-    return sample_and_append(e, s, row, err);
+    int32_t drawn = e->gpu ? tram_gpu_runner_token(e->gpu, row0 + nrows - 1) : -1;
+    return sample_and_append(e, s, row, drawn, err);
 }
 
 /* Finished requests stay one step after their last output (it points into
@@ -760,7 +786,9 @@ int tram_engine_step(tram_engine *e, const tram_output **outs, int *num_outs, tr
     mark_scheduled(e);
     if (e->sched.num_items > 0) {
         tram_batch b = build_batch(e);
-        if (tram_model_forward(e->model, &b, e->logits, err))
+        if (e->gpu ? tram_gpu_runner_step(e->gpu, e->model, &b, e->sched.items, e->item_row0,
+                                          e->item_nrows, e->logits, err)
+                   : tram_model_forward(e->model, &b, e->logits, err))
             return -1;
         e->stats.forward_tokens_total += (uint64_t)b.num_tokens;
         for (int i = 0; i < e->sched.num_items; i++)

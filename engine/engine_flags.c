@@ -14,6 +14,7 @@ void tram_engine_print_flags(FILE *out)
             "  --block-size N                 tokens per KV block (16)\n"
             "  --kv-cache-memory SIZE         KV cache budget on the CPU, e.g. 2GiB (2GiB)\n"
             "  --gpu-memory-utilization F     GPU memory fraction for weights and KV (0.9)\n"
+            "  --enforce-eager                CUDA: no CUDA graphs for decode steps (off)\n"
             "  --num-kv-blocks N              exact KV pool size, overriding the budgets\n"
             "  --max-num-batched-tokens N     token budget of one step (2048)\n"
             "  --max-num-seqs N               sequences in one step (256)\n"
@@ -135,6 +136,11 @@ int tram_engine_parse_flag(tram_engine_config *c, int argc, char **argv, int *i)
         "--load-format", "--preset", "--tokenizer", "--weight-format",
     };
     const char *f = argv[*i];
+    if (!strcmp(f, "--enforce-eager")) {
+        c->enforce_eager = 1;
+        (*i)++;
+        return 1;
+    }
     if (!strcmp(f, "--enable-prefix-caching") || !strcmp(f, "--no-enable-prefix-caching")) {
         c->enable_prefix_caching = f[2] != 'n';
         (*i)++;

@@ -84,6 +84,7 @@ typedef struct {
                                      activations rounded to int8 per 32 values, as llama.cpp does */
     char preset[256];             /* dummy weights' shape: a name in models/presets or a .json */
     char tokenizer[512];          /* tokenizer file or directory; "" = the model path's own */
+    int enforce_eager;            /* CUDA: run decode steps op by op, no CUDA graphs (0) */
 } tram_engine_config;
 
 void tram_engine_config_init(tram_engine_config *c);
@@ -247,6 +248,8 @@ typedef struct {
     uint64_t requests_finished[4];    /* indexed by tram_finish_reason */
     uint64_t num_steps;
     uint64_t forward_tokens_total;    /* tokens run through the model: prefill, recompute, decode */
+    uint64_t graph_steps;             /* CUDA: steps replayed from a CUDA graph */
+    uint64_t device_samples;          /* CUDA: tokens drawn on the device (the rest on the host) */
 } tram_engine_stats;
 
 /* Any thread: the snapshot published at the end of the last step (or create). */

@@ -51,6 +51,21 @@ typedef struct {
     float scale;             /* 1/sqrt(head_dim) */
 } tram_attn_shape;
 
+/* Activations quantized for W8A8 matmuls (TRAM_W_INT8 weights): int8
+ * symmetric per token row, x[i][j] ≈ q[i][j] * scales[i], with q in [-127,
+ * 127] and scales[i] = max_j |x[i][j]| / 127.  Rows are kp = tram_qact_stride
+ * (cols) bytes apart, zero after cols.  Both arrays are backend memory
+ * (alloc) for as many rows as the ops are given.  The ops that produce an int8
+ * matmul's input write it (rmsnorm_q, add_rmsnorm_q, silu_mul_q) while the row
+ * is still in registers or cache, instead of the matmul reading it again. */
+typedef struct {
+    int8_t *q;        /* [rows][kp] */
+    float *scales;    /* [rows] */
+    int cols, kp;
+} tram_qact;
+
+static inline int tram_qact_stride(int cols) { return (cols + 3) & ~3; }
+
 typedef struct tram_backend tram_backend;
 
 struct tram_backend {
@@ -95,6 +110,19 @@ struct tram_backend {
                       const void *v_cache, const tram_batch *b, const tram_attn_shape *s);
     /* out[n, ffn] = silu(gate_up[:, :ffn]) * gate_up[:, ffn:] */
     void (*silu_mul)(tram_backend *be, void *out, const void *gate_up, int n, int ffn);
+    /* The three ops above that also write their output quantized into qa
+     * (qa->cols = the output's width); out is written as well. */
+    void (*rmsnorm_q)(tram_backend *be, void *out, const tram_qact *qa, const void *x, const tram_weight *w,
+                      int n, float eps);
+    void (*add_rmsnorm_q)(tram_backend *be, void *residual, void *out, const tram_qact *qa, const void *delta,
+                          const tram_weight *w, int n, float eps);
+    void (*silu_mul_q)(tram_backend *be, void *out, const tram_qact *qa, const void *gate_up, int n, int ffn);
+    /* matmul of an int8 w whose input rows are already quantized in qa
+     * (qa->cols = w->cols); matmul itself quantizes an int8 w's input first. */
+    void (*matmul_q)(tram_backend *be, void *y, const tram_qact *qa, const tram_weight *w, int n);
+    /* Splits the rows of a fused q/k/v product qkv[n, qd + 2*kd] into q[n, qd],
+     * k[n, kd] and v[n, kd]. */
+    void (*split_qkv)(tram_backend *be, void *q, void *k, void *v, const void *qkv, int n, int qd, int kd);
     /* out[i] = x[rows[i]] for i < n_rows */
     void (*gather_rows)(tram_backend *be, void *out, const void *x, const int32_t *rows, int n_rows,
                         int dim);

@@ -11,8 +11,9 @@
 
 typedef struct {
     tram_weight attn_norm;     /* (1, dim) */
-    tram_weight wq, wk, wv;    /* (n_heads*head_dim, dim), (n_kv_heads*head_dim, dim) x2 */
-    tram_weight bq, bk, bv;    /* Qwen2 biases, (1, out) or empty */
+    tram_weight wqkv;          /* (qd + 2*kd, dim): q rows, then k, then v (qd = n_heads*head_dim,
+                                  kd = n_kv_heads*head_dim) */
+    tram_weight bqkv;          /* Qwen2 biases, (1, qd + 2*kd) in the same order, or empty */
     tram_weight wo;            /* (dim, n_heads*head_dim) */
     tram_weight ffn_norm;      /* (1, dim) */
     tram_weight w_gate_up;     /* (2*ffn, dim): gate rows, then up rows */
@@ -24,6 +25,7 @@ typedef struct {
 typedef struct {
     void *x;        /* (tokens, dim) residual stream */
     void *xb;       /* (tokens, dim) normalized */
+    void *qkv;      /* (tokens, qd + 2*kd) the fused q/k/v product */
     void *q;        /* (tokens, n_heads*head_dim) */
     void *k, *v;    /* (tokens, n_kv_heads*head_dim) */
     void *att;      /* (tokens, n_heads*head_dim) */
@@ -50,7 +52,11 @@ struct tram_model {
     tram_weight output;        /* (vocab, dim); aliases tok_embd when tied */
     llama_layer *layers;
     llama_acts a;
+    /* int8 copies of xb and hidden for W8A8 matrices, written by the norm and
+     * SiLU ops; NULL arrays when no layer matrix is int8 */
+    tram_qact xq_dim, xq_ffn;
     llama_batch_buf bb;
+    tram_batch prepared;       /* the batch of tram_model_prepare, on the backend */
     tram_act_observer observe;  /* calibration hook, usually NULL */
     void *observe_ctx;
 };
@@ -60,35 +66,38 @@ struct tram_model {
 /* GGUF blocks kept as stored: the rows of each tensor are whole blocks, so
  * stacking tensors by rows is concatenating their bytes. */
 static int load_blocks(tram_model *m, tram_model_file *f, tram_weight *w, const char *const *names,
-                       int n_names, int rows_each, int cols, tram_wtype type, float *scratch, tram_error *err)
+                       const int64_t *counts, int n_names, int rows, int cols, tram_wtype type, float *scratch,
+                       tram_error *err)
 {
     size_t off = 0, bytes;
     for (int i = 0; i < n_names; i++, off += bytes)
-        if (tram_model_file_read_blocks(f, names[i], (char *)scratch + off, (int64_t)rows_each * cols,
-                                        &bytes, err))
+        if (tram_model_file_read_blocks(f, names[i], (char *)scratch + off, counts[i], &bytes, err))
             return -1;
-    m->be->upload_weight_blocks(m->be, w, scratch, rows_each * n_names, cols, type);
+    m->be->upload_weight_blocks(m->be, w, scratch, rows, cols, type);
     return m->be->sync(m->be, err);
 }
 
-/* Reads one or more tensors stacked by rows into one weight. */
+/* Reads tensors of counts[i] values each, one after the other, into one
+ * rows x cols weight: matrices stacked by rows, vectors end to end. */
 static int load_weight(tram_model *m, tram_model_file *f, tram_weight *w, const char *const *names,
-                       int n_names, int rows_each, int cols, tram_wtype type, float *scratch, tram_error *err)
+                       const int64_t *counts, int n_names, int rows, int cols, tram_wtype type, float *scratch,
+                       tram_error *err)
 {
-    size_t each = (size_t)rows_each * cols;
     if (type >= TRAM_W_Q8_0)
-        return load_blocks(m, f, w, names, n_names, rows_each, cols, type, scratch, err);
-    for (int i = 0; i < n_names; i++)
-        if (tram_model_file_read_f32(f, names[i], scratch + i * each, (int64_t)each, err))
+        return load_blocks(m, f, w, names, counts, n_names, rows, cols, type, scratch, err);
+    size_t off = 0;
+    for (int i = 0; i < n_names; off += counts[i++])
+        if (tram_model_file_read_f32(f, names[i], scratch + off, counts[i], err))
             return -1;
-    m->be->upload_weight(m->be, w, scratch, rows_each * n_names, cols, type);
+    m->be->upload_weight(m->be, w, scratch, rows, cols, type);
     return m->be->sync(m->be, err);
 }
 
 static int load_one(tram_model *m, tram_model_file *f, tram_weight *w, const char *name, int rows,
                     int cols, tram_wtype type, float *scratch, tram_error *err)
 {
-    return load_weight(m, f, w, &name, 1, rows, cols, type, scratch, err);
+    int64_t count = (int64_t)rows * cols;
+    return load_weight(m, f, w, &name, &count, 1, rows, cols, type, scratch, err);
 }
 
 /* Int8 for a matrix the file stores as int8, or one the limits quantize at
@@ -105,41 +114,57 @@ static tram_wtype matrix_type(const tram_model *m, tram_model_file *f, const cha
     return m->lim.weight_type;
 }
 
-static int load_layer(tram_model *m, tram_model_file *f, int l, float *scratch, tram_error *err)
+/* Matrices fused into one (q/k/v, gate/up) keep a shared format only when
+ * all their parts have it; else they run in the backend's format. */
+static tram_wtype stacked_type(const tram_model *m, tram_model_file *f, const char *const *names, int n)
+{
+    tram_wtype t = matrix_type(m, f, names[0]);
+    for (int i = 1; i < n; i++)
+        if (matrix_type(m, f, names[i]) != t)
+            return m->lim.weight_type;
+    return t;
+}
+
+/* q, k and v are read into one matrix (vLLM's QKVParallelLinear): one product
+ * and one pass over the input instead of three.  Every format's rows are
+ * independent (int8 rows keep their own scales, GGUF blocks never cross a
+ * row), so stacking rows is exact. */
+static int load_qkv(tram_model *m, tram_model_file *f, int l, float *scratch, tram_error *err)
 {
     const tram_model_config *c = &m->cfg;
     llama_layer *L = &m->layers[l];
     int qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;
-    char n[8][64];
-    static const char *const suffix[8] = {"attn_norm.weight", "attn_q.weight", "attn_k.weight",
-                                          "attn_v.weight", "attn_output.weight", "ffn_norm.weight",
-                                          "ffn_gate.weight", "ffn_up.weight"};
-    for (int i = 0; i < 8; i++)
+    char n[6][64];
+    static const char *const suffix[6] = {"attn_q.weight", "attn_k.weight", "attn_v.weight",
+                                          "attn_q.bias", "attn_k.bias", "attn_v.bias"};
+    for (int i = 0; i < 6; i++)
         snprintf(n[i], sizeof(n[i]), "blk.%d.%s", l, suffix[i]);
-    char down[64];
-    snprintf(down, sizeof(down), "blk.%d.ffn_down.weight", l);
-    const char *gate_up[2] = {n[6], n[7]};
-    /* the stacked gate/up weight is int8 only when both halves are */
-    tram_wtype gu = matrix_type(m, f, n[6]) == matrix_type(m, f, n[7]) ? matrix_type(m, f, n[6])
-                                                                        : m->lim.weight_type;
-    if (load_one(m, f, &L->attn_norm, n[0], 1, c->dim, TRAM_W_F32, scratch, err) ||
-        load_one(m, f, &L->wq, n[1], qd, c->dim, matrix_type(m, f, n[1]), scratch, err) ||
-        load_one(m, f, &L->wk, n[2], kd, c->dim, matrix_type(m, f, n[2]), scratch, err) ||
-        load_one(m, f, &L->wv, n[3], kd, c->dim, matrix_type(m, f, n[3]), scratch, err) ||
-        load_one(m, f, &L->wo, n[4], c->dim, qd, matrix_type(m, f, n[4]), scratch, err) ||
-        load_one(m, f, &L->ffn_norm, n[5], 1, c->dim, TRAM_W_F32, scratch, err) ||
-        load_weight(m, f, &L->w_gate_up, gate_up, 2, c->ffn_dim, c->dim, gu, scratch, err) ||
-        load_one(m, f, &L->w_down, down, c->dim, c->ffn_dim, matrix_type(m, f, down), scratch, err))
+    const char *w[3] = {n[0], n[1], n[2]}, *b[3] = {n[3], n[4], n[5]};
+    int64_t wc[3] = {(int64_t)qd * c->dim, (int64_t)kd * c->dim, (int64_t)kd * c->dim}, bc[3] = {qd, kd, kd};
+    if (load_weight(m, f, &L->wqkv, w, wc, 3, qd + 2 * kd, c->dim, stacked_type(m, f, w, 3), scratch, err))
         return -1;
-    if (!c->qkv_bias)
-        return 0;
-    char bq[64], bk[64], bv[64];
-    snprintf(bq, sizeof(bq), "blk.%d.attn_q.bias", l);
-    snprintf(bk, sizeof(bk), "blk.%d.attn_k.bias", l);
-    snprintf(bv, sizeof(bv), "blk.%d.attn_v.bias", l);
-    return load_one(m, f, &L->bq, bq, 1, qd, TRAM_W_F32, scratch, err) ||
-           load_one(m, f, &L->bk, bk, 1, kd, TRAM_W_F32, scratch, err) ||
-           load_one(m, f, &L->bv, bv, 1, kd, TRAM_W_F32, scratch, err);
+    return c->qkv_bias ? load_weight(m, f, &L->bqkv, b, bc, 3, 1, qd + 2 * kd, TRAM_W_F32, scratch, err) : 0;
+}
+
+static int load_layer(tram_model *m, tram_model_file *f, int l, float *scratch, tram_error *err)
+{
+    const tram_model_config *c = &m->cfg;
+    llama_layer *L = &m->layers[l];
+    int qd = c->n_heads * c->head_dim;
+    char n[6][64];
+    static const char *const suffix[6] = {"attn_norm.weight", "attn_output.weight", "ffn_norm.weight",
+                                          "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
+    for (int i = 0; i < 6; i++)
+        snprintf(n[i], sizeof(n[i]), "blk.%d.%s", l, suffix[i]);
+    const char *gate_up[2] = {n[3], n[4]};
+    int64_t half = (int64_t)c->ffn_dim * c->dim, gu_counts[2] = {half, half};
+    return load_one(m, f, &L->attn_norm, n[0], 1, c->dim, TRAM_W_F32, scratch, err) ||
+           load_qkv(m, f, l, scratch, err) ||
+           load_one(m, f, &L->wo, n[1], c->dim, qd, matrix_type(m, f, n[1]), scratch, err) ||
+           load_one(m, f, &L->ffn_norm, n[2], 1, c->dim, TRAM_W_F32, scratch, err) ||
+           load_weight(m, f, &L->w_gate_up, gate_up, gu_counts, 2, 2 * c->ffn_dim, c->dim,
+                       stacked_type(m, f, gate_up, 2), scratch, err) ||
+           load_one(m, f, &L->w_down, n[5], c->dim, c->ffn_dim, matrix_type(m, f, n[5]), scratch, err);
 }
 
 /* Inverse RoPE frequencies, divided by the per-frequency factors that
@@ -164,7 +189,8 @@ static int load_inv_freq(tram_model *m, tram_model_file *f, float *scratch, tram
 static int load_weights(tram_model *m, tram_model_file *f, tram_error *err)
 {
     const tram_model_config *c = &m->cfg;
-    size_t biggest = TRAM_MAX((size_t)c->vocab_size * c->dim, (size_t)2 * c->ffn_dim * c->dim);
+    size_t qkv = (size_t)(c->n_heads + 2 * c->n_kv_heads) * c->head_dim * c->dim;
+    size_t biggest = TRAM_MAX(TRAM_MAX((size_t)c->vocab_size * c->dim, (size_t)2 * c->ffn_dim * c->dim), qkv);
     float *scratch = tram_calloc(biggest, sizeof(float), err);
     if (!scratch)
         return -1;
@@ -202,6 +228,28 @@ static int alloc_kv(tram_model *m, tram_error *err)
     return 0;
 }
 
+static int alloc_qact(tram_model *m, tram_qact *qa, int cols, tram_error *err)
+{
+    tram_backend *be = m->be;
+    *qa = (tram_qact){.cols = cols, .kp = tram_qact_stride(cols)};
+    qa->q = be->alloc(be, (size_t)m->lim.max_tokens * qa->kp);
+    qa->scales = qa->q ? be->alloc(be, (size_t)m->lim.max_tokens * sizeof(float)) : NULL;
+    return qa->scales ? 0 : be->sync(be, err) ? -1 : tram_fail(err, "out of memory for int8 activations");
+}
+
+/* The int8 copies exist only when a layer matrix reading xb or hidden is int8. */
+static int alloc_qacts(tram_model *m, tram_error *err)
+{
+    int any = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const llama_layer *L = &m->layers[l];
+        any |= L->wqkv.type == TRAM_W_INT8 || L->w_gate_up.type == TRAM_W_INT8 || L->w_down.type == TRAM_W_INT8;
+    }
+    if (!any)
+        return 0;
+    return alloc_qact(m, &m->xq_dim, m->cfg.dim, err) || alloc_qact(m, &m->xq_ffn, m->cfg.ffn_dim, err) ? -1 : 0;
+}
+
 static int alloc_buffers(tram_model *m, tram_error *err)
 {
     const tram_model_config *c = &m->cfg;
@@ -209,7 +257,8 @@ static int alloc_buffers(tram_model *m, tram_error *err)
     size_t t = m->lim.max_tokens, s = m->lim.max_seqs, ab = be->act_bytes;
     size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
     struct { void **p; size_t bytes; } bufs[] = {
-        {&m->a.x, t * c->dim * ab}, {&m->a.xb, t * c->dim * ab}, {&m->a.q, t * qd * ab},
+        {&m->a.x, t * c->dim * ab}, {&m->a.xb, t * c->dim * ab}, {&m->a.qkv, t * (qd + 2 * kd) * ab},
+        {&m->a.q, t * qd * ab},
         {&m->a.k, t * kd * ab}, {&m->a.v, t * kd * ab}, {&m->a.att, t * qd * ab},
         {&m->a.proj, t * c->dim * ab}, {&m->a.gate_up, t * 2 * c->ffn_dim * ab},
         {&m->a.hidden, t * c->ffn_dim * ab}, {&m->a.last, s * c->dim * ab},
@@ -222,7 +271,7 @@ static int alloc_buffers(tram_model *m, tram_error *err)
     for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
         if (!(*bufs[i].p = be->alloc(be, bufs[i].bytes)))
             return be->sync(be, err) ? -1 : tram_fail(err, "out of memory for activations");
-    return alloc_kv(m, err);
+    return alloc_qacts(m, err) || alloc_kv(m, err) ? -1 : 0;
 }
 
 static void free_kv(tram_model *m)
@@ -288,8 +337,8 @@ void tram_model_destroy(tram_model *m)
     if (m->layers) {
         for (int l = 0; l < m->cfg.n_layers; l++) {
             llama_layer *L = &m->layers[l];
-            tram_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk, &L->bv,
-                                 &L->wo, &L->ffn_norm, &L->w_gate_up, &L->w_down};
+            tram_weight *ws[] = {&L->attn_norm, &L->wqkv, &L->bqkv, &L->wo, &L->ffn_norm, &L->w_gate_up,
+                                 &L->w_down};
             for (size_t i = 0; i < TRAM_ARRAY_LEN(ws); i++)
                 if (ws[i]->data)
                     be->free_weight(be, ws[i]);
@@ -304,10 +353,11 @@ void tram_model_destroy(tram_model *m)
         be->free_weight(be, &m->tok_embd);
     if (m->output_norm.data)
         be->free_weight(be, &m->output_norm);
-    void *bufs[] = {m->inv_freq, m->a.x, m->a.xb, m->a.q, m->a.k, m->a.v, m->a.att, m->a.proj,
+    void *bufs[] = {m->inv_freq, m->a.x, m->a.xb, m->a.qkv, m->a.q, m->a.k, m->a.v, m->a.att, m->a.proj,
                     m->a.gate_up, m->a.hidden, m->a.last, m->a.logits, m->bb.token_ids,
                     m->bb.positions, m->bb.slot_mapping, m->bb.query_start, m->bb.seq_lens,
-                    m->bb.block_tables, m->bb.logits_rows};
+                    m->bb.block_tables, m->bb.logits_rows, m->xq_dim.q, m->xq_dim.scales,
+                    m->xq_ffn.q, m->xq_ffn.scales};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
         be->free(be, bufs[i]);
     free(m);
@@ -388,24 +438,47 @@ static tram_batch upload_batch(tram_model *m, const tram_batch *b)
     return d;
 }
 
+/* W8A8: the op producing a matrix's input also writes its int8 copy when the
+ * matrix is int8 (NULL: no copy wanted, or no consumer matrix). */
+static const tram_qact *qact_for(const tram_qact *qa, const tram_weight *consumer)
+{
+    return consumer && consumer->type == TRAM_W_INT8 ? qa : NULL;
+}
+
+/* y = x · Wᵀ, from the int8 copy of x that its producer wrote when w is int8. */
+static void matmul_in(tram_model *m, void *y, const void *x, const tram_qact *qa, const tram_weight *w, int n)
+{
+    if (w->type == TRAM_W_INT8)
+        m->be->matmul_q(m->be, y, qa, w, n);
+    else
+        m->be->matmul(m->be, y, x, w, n);
+}
+
+/* x += proj; xb = rmsnorm(x) * w, and its int8 copy for an int8 consumer. */
+static void add_norm(tram_model *m, const tram_weight *w, const tram_weight *consumer, int n)
+{
+    tram_backend *be = m->be;
+    const tram_qact *qa = qact_for(&m->xq_dim, consumer);
+    if (qa)
+        be->add_rmsnorm_q(be, m->a.x, m->a.xb, qa, m->a.proj, w, n, m->cfg.norm_eps);
+    else
+        be->add_rmsnorm(be, m->a.x, m->a.xb, m->a.proj, w, n, m->cfg.norm_eps);
+}
+
 static void attention_block(tram_model *m, int l, const tram_batch *d)
 {
     tram_backend *be = m->be;
     const llama_layer *L = &m->layers[l];
-    int n = d->num_tokens;
+    int n = d->num_tokens, qd = m->cfg.n_heads * m->cfg.head_dim, kd = m->cfg.n_kv_heads * m->cfg.head_dim;
     observe(m, l, TRAM_ACT_ATTN_IN, m->a.xb, n, m->cfg.dim);
-    be->matmul(be, m->a.q, m->a.xb, &L->wq, n);
-    be->matmul(be, m->a.k, m->a.xb, &L->wk, n);
-    be->matmul(be, m->a.v, m->a.xb, &L->wv, n);
-    if (m->cfg.qkv_bias) {
-        be->add_bias(be, m->a.q, &L->bq, n);
-        be->add_bias(be, m->a.k, &L->bk, n);
-        be->add_bias(be, m->a.v, &L->bv, n);
-    }
+    matmul_in(m, m->a.qkv, m->a.xb, &m->xq_dim, &L->wqkv, n);
+    if (m->cfg.qkv_bias)
+        be->add_bias(be, m->a.qkv, &L->bqkv, n);
+    be->split_qkv(be, m->a.q, m->a.k, m->a.v, m->a.qkv, n, qd, kd);
     be->rope(be, m->a.q, m->a.k, d->positions, n, &m->shape, m->inv_freq, m->cfg.rope_style);
     be->kv_store(be, L->k_cache, L->v_cache, m->a.k, m->a.v, d->slot_mapping, n, &m->shape);
     be->attention(be, m->a.att, m->a.q, L->k_cache, L->v_cache, d, &m->shape);
-    observe(m, l, TRAM_ACT_ATTN_OUT, m->a.att, n, m->cfg.n_heads * m->cfg.head_dim);
+    observe(m, l, TRAM_ACT_ATTN_OUT, m->a.att, n, qd);
     be->matmul(be, m->a.proj, m->a.att, &L->wo, n);
     be->all_reduce(be, m->a.proj, (size_t)n * m->cfg.dim);
 }
@@ -415,10 +488,14 @@ static void ffn_block(tram_model *m, int l, int n)
     tram_backend *be = m->be;
     const llama_layer *L = &m->layers[l];
     observe(m, l, TRAM_ACT_FFN_IN, m->a.xb, n, m->cfg.dim);
-    be->matmul(be, m->a.gate_up, m->a.xb, &L->w_gate_up, n);
-    be->silu_mul(be, m->a.hidden, m->a.gate_up, n, m->cfg.ffn_dim);
+    matmul_in(m, m->a.gate_up, m->a.xb, &m->xq_dim, &L->w_gate_up, n);
+    const tram_qact *qa = qact_for(&m->xq_ffn, &L->w_down);
+    if (qa)
+        be->silu_mul_q(be, m->a.hidden, qa, m->a.gate_up, n, m->cfg.ffn_dim);
+    else
+        be->silu_mul(be, m->a.hidden, m->a.gate_up, n, m->cfg.ffn_dim);
     observe(m, l, TRAM_ACT_FFN_HIDDEN, m->a.hidden, n, m->cfg.ffn_dim);
-    be->matmul(be, m->a.proj, m->a.hidden, &L->w_down, n);
+    matmul_in(m, m->a.proj, m->a.hidden, &m->xq_ffn, &L->w_down, n);
     be->all_reduce(be, m->a.proj, (size_t)n * m->cfg.dim);
 }
 
@@ -435,24 +512,59 @@ static void logits_block(tram_model *m, const tram_batch *d, float *logits)
     }
 }
 
+/* Every layer over the uploaded batch, up to the final norm (m->a.xb).
+ * Device work only: a CUDA graph can capture it. */
+static void run_layers(tram_model *m, const tram_batch *uploaded)
+{
+    tram_backend *be = m->be;
+    tram_batch d = *uploaded;
+    int n = d.num_tokens;
+    float eps = m->cfg.norm_eps;
+    be->embed(be, m->a.x, &m->tok_embd, d.token_ids, n);
+    const tram_qact *qa = qact_for(&m->xq_dim, &m->layers[0].wqkv);
+    if (qa)
+        be->rmsnorm_q(be, m->a.xb, qa, m->a.x, &m->layers[0].attn_norm, n, eps);
+    else
+        be->rmsnorm(be, m->a.xb, m->a.x, &m->layers[0].attn_norm, n, eps);
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        attention_block(m, l, &d);
+        add_norm(m, &m->layers[l].ffn_norm, &m->layers[l].w_gate_up, n);
+        ffn_block(m, l, n);
+        /* the last norm feeds the lm_head through a row gather: no int8 copy */
+        int last = l + 1 == m->cfg.n_layers;
+        add_norm(m, last ? &m->output_norm : &m->layers[l + 1].attn_norm, last ? NULL : &m->layers[l + 1].wqkv,
+                 n);
+    }
+    observe(m, m->cfg.n_layers, TRAM_ACT_HEAD_IN, m->a.xb, n, m->cfg.dim);
+}
+
 int tram_model_forward(tram_model *m, const tram_batch *b, float *logits, tram_error *err)
 {
     if (batch_check(m, b, err))
         return -1;
-    tram_backend *be = m->be;
     tram_batch d = upload_batch(m, b);
-    int n = b->num_tokens;
-    float eps = m->cfg.norm_eps;
-    be->embed(be, m->a.x, &m->tok_embd, d.token_ids, n);
-    be->rmsnorm(be, m->a.xb, m->a.x, &m->layers[0].attn_norm, n, eps);
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        attention_block(m, l, &d);
-        be->add_rmsnorm(be, m->a.x, m->a.xb, m->a.proj, &m->layers[l].ffn_norm, n, eps);
-        ffn_block(m, l, n);
-        const tram_weight *next_norm = l + 1 < m->cfg.n_layers ? &m->layers[l + 1].attn_norm : &m->output_norm;
-        be->add_rmsnorm(be, m->a.x, m->a.xb, m->a.proj, next_norm, n, eps);
-    }
-    observe(m, m->cfg.n_layers, TRAM_ACT_HEAD_IN, m->a.xb, n, m->cfg.dim);
+    run_layers(m, &d);
     logits_block(m, &d, logits);
-    return be->sync(be, err);
+    return m->be->sync(m->be, err);
+}
+
+int tram_model_prepare(tram_model *m, const tram_batch *b, tram_error *err)
+{
+    if (batch_check(m, b, err))
+        return -1;
+    if (b->num_logits > m->lim.max_seqs)
+        return tram_fail(err, "batch of %d logits rows: at most %d stay on the device", b->num_logits,
+                         m->lim.max_seqs);
+    m->prepared = upload_batch(m, b);
+    return 0;
+}
+
+const void *tram_model_run(tram_model *m)
+{
+    tram_backend *be = m->be;
+    const tram_batch *d = &m->prepared;
+    run_layers(m, d);
+    be->gather_rows(be, m->a.last, m->a.xb, d->logits_rows, d->num_logits, m->cfg.dim);
+    be->matmul(be, m->a.logits, m->a.last, &m->output, d->num_logits);
+    return m->a.logits;
 }

@@ -96,6 +96,16 @@ const tram_model_config *tram_model_config_of(const tram_model *m);
 /* Runs the batch and writes logits[num_logits][vocab] (host, f32). */
 int tram_model_forward(tram_model *m, const tram_batch *b, float *logits, tram_error *err);
 
+/* The same pass in two halves, for a GPU engine that samples on the device
+ * and replays CUDA graphs: prepare checks the batch (at most max_seqs logits
+ * rows) and uploads its arrays into buffers whose addresses never change;
+ * run queues the whole forward pass on those buffers (device work only, so a
+ * graph can capture it) and returns the logits, backend memory
+ * [num_logits][vocab] in the backend's activation type, valid until the next
+ * pass.  Neither syncs. */
+int tram_model_prepare(tram_model *m, const tram_batch *b, tram_error *err);
+const void *tram_model_run(tram_model *m);
+
 /* Inputs of the linear layers, shown to an observer (calibration). */
 typedef enum {
     TRAM_ACT_ATTN_IN = 0,     /* normed input of q/k/v, [n, dim] */

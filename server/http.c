@@ -1,10 +1,14 @@
 /* http.c — routing, the checks every request passes, replies and SSE. */
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "server/auth.h"
 #include "server/log.h"
@@ -159,8 +163,21 @@ void tram_http_dispatch(struct evhttp_request *req, void *arg)
     r->handle(s, req);
 }
 
+/* A stream writes one small chunk per token: without TCP_NODELAY, Nagle's
+ * algorithm may hold a chunk back until the client acknowledges the one
+ * before, which a delayed ACK can stretch to tens of milliseconds. */
+static void send_without_delay(struct evhttp_request *req)
+{
+    struct evhttp_connection *conn = evhttp_request_get_connection(req);
+    evutil_socket_t fd = conn ? bufferevent_getfd(evhttp_connection_get_bufferevent(conn)) : -1;
+    int on = 1;
+    if (fd >= 0 && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on)))
+        tram_log(TRAM_LOG_DEBUG, "TCP_NODELAY not set on a stream's socket");
+}
+
 void tram_http_sse_start(struct evhttp_request *req)
 {
+    send_without_delay(req);
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     evhttp_add_header(h, "Content-Type", "text/event-stream; charset=utf-8");
     evhttp_add_header(h, "Cache-Control", "no-cache");

@@ -58,8 +58,8 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     tram_server *s = arg;
-    for (tram_event *ev = tram_worker_take_events(s->worker), *next; ev; ev = next) {
-        next = ev->next;
+    tram_event *taken = tram_worker_take_events(s->worker);
+    for (tram_event *ev = taken; ev; ev = ev->next) {
         if (ev->kind == TRAM_EV_READY) {
             on_ready(s);
         } else if (ev->kind == TRAM_EV_FAILED) {
@@ -71,8 +71,8 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
         } else {
             tram_gen_on_event(s, ev);
         }
-        free(ev);
     }
+    tram_worker_give_back(s->worker, taken);
 }
 
 /* Called on the engine thread. */

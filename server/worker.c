@@ -18,9 +18,16 @@ struct tram_worker {
     pthread_cond_t cv;          /* signalled on new submissions and on stop */
     tram_submission *subs;      /* under mu, oldest first */
     tram_submission **subs_tail;
-    tram_event *events;         /* under mu, oldest first */
-    tram_event **events_tail;
     int stopping;               /* under mu */
+    atomic_int inbox;           /* set under mu with subs or stopping: a busy engine
+                                   thread reads it instead of taking mu every step */
+
+    /* The engine thread never takes a lock the loop thread holds: it pushes
+     * events onto a stack the loop thread empties in one exchange, and wakes
+     * the loop only when the stack was empty (the loop takes all at once). */
+    _Atomic(tram_event *) events;  /* newest first */
+    _Atomic(tram_event *) spare;   /* events the loop thread gave back */
+    tram_event *cache;          /* engine thread only: spare events to reuse */
 
     tram_engine *engine;        /* engine thread only */
     _Atomic(const tram_engine *) ready;  /* published once loaded */
@@ -42,15 +49,46 @@ static void list_push(event_list *l, tram_event *ev)
     l->tail = &ev->next;
 }
 
-static tram_event *event_new(tram_event_kind kind, uint64_t id, size_t payload)
+/* Payload bytes every event is given at least, so that most outputs (a
+ * token's ids and text) fit in a reused one. */
+#define EVENT_MIN_PAYLOAD 256
+
+static void free_events(tram_event *ev)
 {
-    tram_event *ev = calloc(1, sizeof(*ev) + payload);
-    if (ev) {
-        ev->kind = kind;
-        ev->request_id = id;
-    } else {
-        fprintf(stderr, "tram: out of memory posting an engine event\n");
+    while (ev) {
+        tram_event *next = ev->next;
+        free(ev);
+        ev = next;
     }
+}
+
+/* An event with room for payload bytes: a spare one when one is big enough,
+ * so a step allocates only while the pool grows to what is in flight. */
+static tram_event *event_new(tram_worker *w, tram_event_kind kind, uint64_t id, size_t payload)
+{
+    if (!w->cache)
+        w->cache = atomic_exchange(&w->spare, NULL);
+    tram_event *ev = w->cache;
+    if (ev)
+        w->cache = ev->next;
+    if (ev && ev->cap < payload) {
+        free(ev);
+        ev = NULL;
+    }
+    if (!ev) {
+        size_t cap = TRAM_MAX(payload, EVENT_MIN_PAYLOAD);
+        ev = malloc(sizeof(*ev) + cap);
+        if (!ev) {
+            fprintf(stderr, "tram: out of memory posting an engine event\n");
+            return NULL;
+        }
+        ev->cap = cap;
+    }
+    size_t cap = ev->cap;
+    memset(ev, 0, sizeof(*ev));
+    ev->cap = cap;
+    ev->kind = kind;
+    ev->request_id = id;
     return ev;
 }
 
@@ -79,13 +117,13 @@ static const tram_logprob_entry *copy_entries(char **p, const tram_logprob_entry
     return dst;
 }
 
-/* A deep copy of o in one allocation, so the loop thread frees it with free(). */
-static tram_event *event_from_output(const tram_output *o)
+/* A deep copy of o in one event, so it outlives the step. */
+static tram_event *event_from_output(tram_worker *w, const tram_output *o)
 {
     size_t lp = entries_bytes(o->logprobs, o->num_tokens);
     size_t plp = entries_bytes(o->prompt_logprobs, o->prompt_tokens);
     size_t ids = (size_t)o->num_tokens * sizeof(int32_t);
-    tram_event *ev = event_new(TRAM_EV_OUTPUT, o->request_id, lp + plp + ids + o->text_len + 1);
+    tram_event *ev = event_new(w, TRAM_EV_OUTPUT, o->request_id, lp + plp + ids + o->text_len + 1);
     if (!ev)
         return NULL;
     char *p = (char *)(ev + 1);
@@ -101,22 +139,31 @@ static tram_event *event_from_output(const tram_output *o)
     return ev;
 }
 
+/* Hands the list to the loop thread, newest first on the stack. */
 static void post(tram_worker *w, event_list *l)
 {
-    if (!l->head)
+    tram_event *newest = NULL;
+    for (tram_event *ev = l->head, *next; ev; ev = next) {
+        next = ev->next;
+        ev->next = newest;
+        newest = ev;
+    }
+    if (!newest)
         return;
-    pthread_mutex_lock(&w->mu);
-    *w->events_tail = l->head;
-    w->events_tail = l->tail;
-    pthread_mutex_unlock(&w->mu);
+    tram_event *oldest = l->head, *seen = atomic_load(&w->events);
+    do
+        oldest->next = seen;
+    while (!atomic_compare_exchange_weak(&w->events, &seen, newest));
     l->head = NULL;
     l->tail = &l->head;
-    w->notify(w->notify_arg);
+    if (!seen)  /* else a wake-up is pending, and the loop takes everything */
+        w->notify(w->notify_arg);
 }
 
-static tram_event *error_event(tram_event_kind kind, uint64_t id, int status, const char *msg)
+static tram_event *error_event(tram_worker *w, tram_event_kind kind, uint64_t id, int status,
+                               const char *msg)
 {
-    tram_event *ev = event_new(kind, id, 0);
+    tram_event *ev = event_new(w, kind, id, 0);
     if (ev)
         tram_api_fail(&ev->error, status, NULL, NULL, "%s", msg);
     return ev;
@@ -137,15 +184,15 @@ static void admit(tram_worker *w, tram_submission *s, event_list *evs)
         if (s->abort) {
             tram_engine_abort(w->engine, s->request_id);
         } else if (waiting >= w->max_queue) {
-            list_push(evs, error_event(TRAM_EV_REJECTED, s->request_id, 503,
+            list_push(evs, error_event(w, TRAM_EV_REJECTED, s->request_id, 503,
                                        "The server is overloaded: too many requests are waiting. "
                                        "Retry later."));
         } else if (tram_engine_add_request(w->engine, s->request_id, &s->prompt, s->params,
                                            s->priority, &err)) {
-            list_push(evs, error_event(TRAM_EV_REJECTED, s->request_id, 400, err.msg));
+            list_push(evs, error_event(w, TRAM_EV_REJECTED, s->request_id, 400, err.msg));
         } else {
             waiting++;
-            list_push(evs, event_new(TRAM_EV_ACCEPTED, s->request_id, 0));
+            list_push(evs, event_new(w, TRAM_EV_ACCEPTED, s->request_id, 0));
         }
         free(s);
         s = next;
@@ -160,11 +207,11 @@ static int step(tram_worker *w, event_list *evs)
     if (tram_engine_step(w->engine, &outs, &n, &err)) {
         /* the cause goes to the log, never to clients */
         fprintf(stderr, "tram: engine step failed: %s\n", err.msg);
-        list_push(evs, error_event(TRAM_EV_FAILED, 0, 500, "The engine failed."));
+        list_push(evs, error_event(w, TRAM_EV_FAILED, 0, 500, "The engine failed."));
         return -1;
     }
     for (int i = 0; i < n; i++)
-        list_push(evs, event_from_output(&outs[i]));
+        list_push(evs, event_from_output(w, &outs[i]));
     return 0;
 }
 
@@ -181,6 +228,9 @@ static void free_submissions(tram_submission *s)
  * Returns 0 when asked to stop. */
 static int wait_for_work(tram_worker *w, int idle, tram_submission **subs)
 {
+    *subs = NULL;
+    if (!idle && !atomic_load(&w->inbox))
+        return 1;
     pthread_mutex_lock(&w->mu);
     while (!w->stopping && !w->subs && idle)
         pthread_cond_wait(&w->cv, &w->mu);
@@ -188,6 +238,7 @@ static int wait_for_work(tram_worker *w, int idle, tram_submission **subs)
     *subs = w->subs;
     w->subs = NULL;
     w->subs_tail = &w->subs;
+    atomic_store(&w->inbox, w->stopping);
     pthread_mutex_unlock(&w->mu);
     return running;
 }
@@ -222,12 +273,12 @@ static void *worker_main(void *arg)
     if (tram_engine_create(&w->engine, &w->engine_cfg, w->model_path, &err)) {
         fprintf(stderr, "tram: %s\n", err.msg);
         w->engine = NULL;
-        list_push(&evs, error_event(TRAM_EV_FAILED, 0, 500, "The model could not be loaded."));
+        list_push(&evs, error_event(w, TRAM_EV_FAILED, 0, 500, "The model could not be loaded."));
         post(w, &evs);
         return NULL;
     }
     atomic_store(&w->ready, w->engine);
-    list_push(&evs, event_new(TRAM_EV_READY, 0, 0));
+    list_push(&evs, event_new(w, TRAM_EV_READY, 0, 0));
     post(w, &evs);
     run(w);
     return NULL;
@@ -246,8 +297,10 @@ int tram_worker_start(tram_worker **out, const tram_worker_config *c, tram_error
     w->notify = c->notify;
     w->notify_arg = c->notify_arg;
     w->subs_tail = &w->subs;
-    w->events_tail = &w->events;
     atomic_init(&w->ready, NULL);
+    atomic_init(&w->inbox, 0);
+    atomic_init(&w->events, NULL);
+    atomic_init(&w->spare, NULL);
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     if (!w->model_path || pthread_create(&w->thread, NULL, worker_main, w)) {
@@ -265,15 +318,15 @@ void tram_worker_stop(tram_worker *w)
         return;
     pthread_mutex_lock(&w->mu);
     w->stopping = 1;
+    atomic_store(&w->inbox, 1);
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
     pthread_join(w->thread, NULL);
     tram_engine_destroy(w->engine);
     free_submissions(w->subs);
-    for (tram_event *ev = w->events, *next; ev; ev = next) {
-        next = ev->next;
-        free(ev);
-    }
+    free_events(atomic_load(&w->events));
+    free_events(atomic_load(&w->spare));
+    free_events(w->cache);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     free(w->model_path);
@@ -295,6 +348,7 @@ void tram_worker_submit(tram_worker *w, tram_submission *list)
     pthread_mutex_lock(&w->mu);
     *w->subs_tail = list;
     w->subs_tail = &last->next;
+    atomic_store(&w->inbox, 1);
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
 }
@@ -312,10 +366,23 @@ int tram_worker_abort(tram_worker *w, uint64_t request_id)
 
 tram_event *tram_worker_take_events(tram_worker *w)
 {
-    pthread_mutex_lock(&w->mu);
-    tram_event *list = w->events;
-    w->events = NULL;
-    w->events_tail = &w->events;
-    pthread_mutex_unlock(&w->mu);
-    return list;
+    tram_event *oldest = NULL;
+    for (tram_event *ev = atomic_exchange(&w->events, NULL), *next; ev; ev = next) {
+        next = ev->next;
+        ev->next = oldest;
+        oldest = ev;
+    }
+    return oldest;
+}
+
+void tram_worker_give_back(tram_worker *w, tram_event *list)
+{
+    if (!list)
+        return;
+    tram_event *last = list, *seen = atomic_load(&w->spare);
+    while (last->next)
+        last = last->next;
+    do
+        last->next = seen;
+    while (!atomic_compare_exchange_weak(&w->spare, &seen, list));
 }

@@ -7,7 +7,11 @@
  * request was accepted, and when the engine became ready or failed.  After
  * posting it calls notify(), which must be safe from any thread (the server
  * passes event_active() on an event of its base, after
- * evthread_use_pthreads()). */
+ * evthread_use_pthreads()).  The engine thread takes no lock that the loop
+ * thread holds while it has running requests, notifies only when the loop
+ * thread has taken every earlier event, and reuses the events the loop thread
+ * gives back, so a decode step neither blocks on nor allocates for the HTTP
+ * side. */
 #ifndef TRAM_WORKER_H
 #define TRAM_WORKER_H
 
@@ -30,6 +34,7 @@ typedef struct tram_event {
     uint64_t request_id;
     tram_api_error error;   /* REJECTED, FAILED */
     tram_output out;        /* OUTPUT: every pointer points into this event */
+    size_t cap;             /* payload bytes after the struct (the worker's) */
 } tram_event;
 
 /* One request to add, or (abort set) one to abort.  The prompt and params
@@ -69,7 +74,9 @@ void tram_worker_submit(tram_worker *w, tram_submission *list);
 /* Allocates and queues an abort; returns -1 when out of memory. */
 int tram_worker_abort(tram_worker *w, uint64_t request_id);
 
-/* Takes every posted event, oldest first; free each with free(). */
+/* Takes every posted event, oldest first.  Give them back when done. */
 tram_event *tram_worker_take_events(tram_worker *w);
+/* Returns a list of taken events (linked by next) for reuse. */
+void tram_worker_give_back(tram_worker *w, tram_event *list);
 
 #endif

@@ -104,21 +104,20 @@ static void cpu_upload_weight(tram_backend *be, tram_weight *w, const float *hos
     w->cols = cols;
 }
 
-/* GGUF blocks as stored: the rows of a block weight are whole blocks. */
+/* GGUF blocks as stored, regrouped by 8 rows for the kernels (tram_q_pack):
+ * the rows of a block weight are whole blocks. */
 static void cpu_upload_weight_blocks(tram_backend *be, tram_weight *w, const void *blocks, int rows,
                                      int cols, tram_wtype type)
 {
     memset(w, 0, sizeof(*w));
-    size_t bb = tram_q_block_bytes(type);
-    if (!bb || cols % TRAM_QK || rows < 1) {
+    if (!tram_q_block_bytes(type) || cols % TRAM_QK || rows < 1) {
         cpu_record(be, "block weights need a GGUF block type and a multiple of 32 columns");
         return;
     }
-    size_t bytes = (size_t)rows * (cols / TRAM_QK) * bb;
-    w->data = cpu_alloc(be, bytes);
+    w->data = cpu_alloc(be, tram_q_packed_bytes(type, rows, cols));
     if (!w->data)
         return;
-    memcpy(w->data, blocks, bytes);
+    tram_q_pack(type, rows, cols, blocks, w->data);
     w->type = type;
     w->rows = rows;
     w->cols = cols;
@@ -160,26 +159,73 @@ static void rmsnorm_row(float *out, const float *x, const float *w, int dim, flo
         out[j] = x[j] * inv * w[j];
 }
 
-static void cpu_rmsnorm(tram_backend *be, void *out, const void *x, const tram_weight *w, int n, float eps)
+/* A W8A8 op's quantized copy of its output: checked against the row width the
+ * op produces, so a mis-sized buffer is an error, not an overrun. */
+static int qact_check(tram_backend *be, const tram_qact *qa, int cols)
+{
+    if (qa->cols == cols && qa->kp == tram_qact_stride(cols))
+        return 0;
+    cpu_record(be, "quantized activations of the wrong width for this op");
+    return -1;
+}
+
+/* Row i quantized for an int8 matmul right after it was computed, while it is
+ * still in cache; nothing without qa. */
+static void qact_row(const tram_qact *qa, int i, const float *row)
+{
+    if (qa)
+        qa->scales[i] = tram_i8_quantize(row, qa->cols, qa->kp, qa->q + (size_t)i * qa->kp);
+}
+
+static void rmsnorm_rows(tram_backend *be, float *out, const tram_qact *qa, const float *x, const tram_weight *w,
+                         int n, float eps)
 {
     int dim = w->cols;
 #pragma omp parallel for num_threads(state(be)->threads) if (n >= PAR_MIN_ROWS)
-    for (int i = 0; i < n; i++)
-        rmsnorm_row((float *)out + (size_t)i * dim, (const float *)x + (size_t)i * dim, w->data, dim, eps);
+    for (int i = 0; i < n; i++) {
+        rmsnorm_row(out + (size_t)i * dim, x + (size_t)i * dim, w->data, dim, eps);
+        qact_row(qa, i, out + (size_t)i * dim);
+    }
+}
+
+static void cpu_rmsnorm(tram_backend *be, void *out, const void *x, const tram_weight *w, int n, float eps)
+{
+    rmsnorm_rows(be, out, NULL, x, w, n, eps);
+}
+
+static void cpu_rmsnorm_q(tram_backend *be, void *out, const tram_qact *qa, const void *x, const tram_weight *w,
+                          int n, float eps)
+{
+    if (!qact_check(be, qa, w->cols))
+        rmsnorm_rows(be, out, qa, x, w, n, eps);
+}
+
+static void add_rmsnorm_rows(tram_backend *be, float *residual, float *out, const tram_qact *qa,
+                             const float *delta, const tram_weight *w, int n, float eps)
+{
+    int dim = w->cols;
+#pragma omp parallel for num_threads(state(be)->threads) if (n >= PAR_MIN_ROWS)
+    for (int i = 0; i < n; i++) {
+        float *r = residual + (size_t)i * dim;
+        const float *d = delta + (size_t)i * dim;
+        for (int j = 0; j < dim; j++)
+            r[j] += d[j];
+        rmsnorm_row(out + (size_t)i * dim, r, w->data, dim, eps);
+        qact_row(qa, i, out + (size_t)i * dim);
+    }
 }
 
 static void cpu_add_rmsnorm(tram_backend *be, void *residual, void *out, const void *delta,
                             const tram_weight *w, int n, float eps)
 {
-    int dim = w->cols;
-#pragma omp parallel for num_threads(state(be)->threads) if (n >= PAR_MIN_ROWS)
-    for (int i = 0; i < n; i++) {
-        float *r = (float *)residual + (size_t)i * dim;
-        const float *d = (const float *)delta + (size_t)i * dim;
-        for (int j = 0; j < dim; j++)
-            r[j] += d[j];
-        rmsnorm_row((float *)out + (size_t)i * dim, r, w->data, dim, eps);
-    }
+    add_rmsnorm_rows(be, residual, out, NULL, delta, w, n, eps);
+}
+
+static void cpu_add_rmsnorm_q(tram_backend *be, void *residual, void *out, const tram_qact *qa,
+                              const void *delta, const tram_weight *w, int n, float eps)
+{
+    if (!qact_check(be, qa, w->cols))
+        add_rmsnorm_rows(be, residual, out, qa, delta, w, n, eps);
 }
 
 /* Grows the scratch for quantized activations; only the first forward
@@ -201,19 +247,36 @@ static int i8_scratch(tram_backend *be, int n, int kp)
     return s->xq && s->xs ? 0 : -1;
 }
 
-/* W8A8: each token row is quantized here, at the start of the product, not
- * fused into the op that produced it; on the CPU that pass reads n*cols floats
- * once, against rows*cols weight bytes for the product itself. */
+static void matmul_qact(tram_backend *be, float *y, const tram_qact *qa, const tram_weight *w, int n)
+{
+    cpu_state *s = state(be);
+    tram_i8_gemm_f32(s->i8_kernel, y, qa->q, qa->scales, n, w->data, w->scales, s->threads);
+}
+
+/* W8A8 on an input that no op quantized for us (the attention output, the
+ * lm_head's rows): each token row is quantized here first, one more pass over
+ * n*cols floats against rows*cols weight bytes for the product itself. */
 static void matmul_int8(tram_backend *be, float *y, const float *x, const tram_weight *w, int n)
 {
     cpu_state *s = state(be);
     const tram_i8_matrix *m = w->data;
     if (i8_scratch(be, n, m->kp))
         return;
+    tram_qact qa = {s->xq, s->xs, w->cols, m->kp};
 #pragma omp parallel for num_threads(s->threads) if (n >= PAR_MIN_ROWS)
     for (int i = 0; i < n; i++)
-        s->xs[i] = tram_i8_quantize(x + (size_t)i * w->cols, w->cols, m->kp, s->xq + (size_t)i * m->kp);
-    tram_i8_gemm_f32(s->i8_kernel, y, s->xq, s->xs, n, m, w->scales, s->threads);
+        qact_row(&qa, i, x + (size_t)i * w->cols);
+    matmul_qact(be, y, &qa, w, n);
+}
+
+static void cpu_matmul_q(tram_backend *be, void *y, const tram_qact *qa, const tram_weight *w, int n)
+{
+    if (w->type != TRAM_W_INT8) {
+        cpu_record(be, "matmul_q: the weight must be int8");
+        return;
+    }
+    if (!qact_check(be, qa, w->cols))
+        matmul_qact(be, y, qa, w, n);
 }
 
 /* Block weights: activations quantized per 32 like the weights, then integer
@@ -476,14 +539,37 @@ static void cpu_attention(tram_backend *be, void *out, const void *q, const void
     }
 }
 
-static void cpu_silu_mul(tram_backend *be, void *out, const void *gate_up, int n, int ffn)
+static void silu_mul_rows(tram_backend *be, float *out, const tram_qact *qa, const float *gate_up, int n, int ffn)
 {
 #pragma omp parallel for num_threads(state(be)->threads) if (n >= PAR_MIN_ROWS)
     for (int i = 0; i < n; i++) {
-        const float *g = (const float *)gate_up + (size_t)i * 2 * ffn, *u = g + ffn;
-        float *o = (float *)out + (size_t)i * ffn;
+        const float *g = gate_up + (size_t)i * 2 * ffn, *u = g + ffn;
+        float *o = out + (size_t)i * ffn;
         for (int j = 0; j < ffn; j++)
             o[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+        qact_row(qa, i, o);
+    }
+}
+
+static void cpu_silu_mul(tram_backend *be, void *out, const void *gate_up, int n, int ffn)
+{
+    silu_mul_rows(be, out, NULL, gate_up, n, ffn);
+}
+
+static void cpu_silu_mul_q(tram_backend *be, void *out, const tram_qact *qa, const void *gate_up, int n, int ffn)
+{
+    if (!qact_check(be, qa, ffn))
+        silu_mul_rows(be, out, qa, gate_up, n, ffn);
+}
+
+static void cpu_split_qkv(tram_backend *be, void *q, void *k, void *v, const void *qkv, int n, int qd, int kd)
+{
+    (void)be;
+    for (int i = 0; i < n; i++) {
+        const float *src = (const float *)qkv + (size_t)i * (qd + 2 * kd);
+        memcpy((float *)q + (size_t)i * qd, src, qd * sizeof(float));
+        memcpy((float *)k + (size_t)i * kd, src + qd, kd * sizeof(float));
+        memcpy((float *)v + (size_t)i * kd, src + qd + kd, kd * sizeof(float));
     }
 }
 
@@ -549,7 +635,9 @@ int tram_backend_cpu_create(tram_backend **out, int num_threads, tram_error *err
         .upload_weight_blocks = cpu_upload_weight_blocks,
         .embed = cpu_embed, .rmsnorm = cpu_rmsnorm, .add_rmsnorm = cpu_add_rmsnorm,
         .matmul = cpu_matmul, .add_bias = cpu_add_bias, .rope = cpu_rope, .kv_store = cpu_kv_store,
-        .attention = cpu_attention, .silu_mul = cpu_silu_mul, .gather_rows = cpu_gather_rows,
+        .attention = cpu_attention, .silu_mul = cpu_silu_mul, .rmsnorm_q = cpu_rmsnorm_q,
+        .add_rmsnorm_q = cpu_add_rmsnorm_q, .silu_mul_q = cpu_silu_mul_q, .matmul_q = cpu_matmul_q,
+        .split_qkv = cpu_split_qkv, .gather_rows = cpu_gather_rows,
         .to_host_f32 = cpu_to_host_f32, .all_reduce = cpu_all_reduce, .sync = cpu_sync,
         .destroy = cpu_destroy,
     };

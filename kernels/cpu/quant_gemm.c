@@ -1,11 +1,18 @@
 /* quant_gemm.c — block-quantized weight × int8 activation products (see
  * quant_gemm.h).
  *
- * A kernel computes one weight row against up to NR token rows, unpacking
- * each weight block once for all of them.  The driver hands threads chunks of
- * ROWS weight rows; a chunk stays in L1/L2 while every token tile passes over
- * it.  AVX2 and VNNI kernels carry target attributes, so the file builds for
- * any x86-64 and picks at run time, like int8_gemm.c. */
+ * Weights are repacked at load so that G = 8 rows sit side by side: for each
+ * block index, the 8 rows' f16 scales (and Q4_1 mins), then their quants
+ * interleaved 4 at a time.  One 256-bit dot instruction then adds 4 products
+ * to each of 8 rows, one vcvtph2ps converts 8 scales and one FMA scales 8 block
+ * sums: the per-block work that bounded a kernel walking one row at a time (a
+ * scalar f16 convert, a horizontal int->float and an FMA per 32 weights) is
+ * shared by 8 rows, and no horizontal sum is left.  A kernel computes one
+ * group against up to NR token rows, unpacking each block once for all of
+ * them.  The driver hands threads chunks of GROUPS groups; a chunk stays in
+ * L1/L2 while every token tile passes over it.  AVX2 and VNNI kernels carry
+ * target attributes, so the file builds for any x86-64 and picks at run time,
+ * like int8_gemm.c. */
 #include "kernels/cpu/quant_gemm.h"
 
 #include <math.h>
@@ -18,8 +25,9 @@
 #endif
 
 #define QK TRAM_QK
+#define G 8       /* weight rows interleaved in one group */
 #define NR 8      /* token rows per kernel call */
-#define ROWS 32   /* weight rows per work item */
+#define GROUPS 4  /* groups per work item */
 
 size_t tram_q_block_bytes(tram_wtype t)
 {
@@ -58,139 +66,231 @@ void tram_q8_quantize_row(const float *x, int cols, tram_q8_block *out)
         }
         out[b].d = d;
         out[b].s = d * (float)sum;
+        out[b].sum = sum;
     }
+}
+
+/* ---------------------------------------------------------------- layout */
+
+/* A group block holds block b of the G rows of one group: G f16 scales
+ * (d of row i at byte 2i), for Q4_1 then G f16 mins, then the quants.  Q8_0:
+ * 8 chunks of 4G bytes, chunk k holding weights 4k..4k+3 of every row (row i
+ * at byte 4i).  Q4_0/Q4_1: 4 chunks of 4G bytes, byte 4i + j of chunk c
+ * holding weight 8c + j of row i in its low nibble and 8c + 4 + j in its high
+ * one, so one AND and one shift give the two 4-weight operands. */
+static size_t group_block_bytes(tram_wtype t)
+{
+    return G * tram_q_block_bytes(t);
+}
+
+static size_t header_bytes(tram_wtype t)
+{
+    return t == TRAM_W_Q4_1 ? 4 * G : 2 * G;
+}
+
+size_t tram_q_packed_bytes(tram_wtype t, int rows, int cols)
+{
+    return (size_t)((rows + G - 1) / G) * (cols / QK) * group_block_bytes(t);
+}
+
+/* Where weight j of a block sits: byte and bit shift in the file's block,
+ * and in the group block for row i. */
+typedef struct {
+    size_t file, packed;
+    int file_shift, packed_shift;
+} quant_place;
+
+static quant_place place_of(tram_wtype t, int i, int j)
+{
+    if (t == TRAM_W_Q8_0)
+        return (quant_place){2 + j, header_bytes(t) + (j / 4) * 4 * G + 4 * i + j % 4, 0, 0};
+    return (quant_place){(t == TRAM_W_Q4_1 ? 4 : 2) + j % (QK / 2), header_bytes(t) + (j / 8) * 4 * G + 4 * i + j % 4,
+                         j < QK / 2 ? 0 : 4, j % 8 < 4 ? 0 : 4};
+}
+
+/* Copies one block of row i between the file's layout and its group block,
+ * in the direction to_group says; the destination's quant bytes must be zero.
+ * Runs of 4 weights from a multiple of 4 are consecutive bytes with one shift
+ * in both layouts. */
+static void move_block(tram_wtype t, uint8_t *file, uint8_t *group, int i, int to_group)
+{
+    int mask = t == TRAM_W_Q8_0 ? 0xff : 0x0f;
+    uint8_t *fs = file, *gs = group + 2 * i;
+    for (int k = 0; k < (t == TRAM_W_Q4_1 ? 2 : 1); k++, fs += 2, gs += 2 * G)
+        memcpy(to_group ? gs : fs, to_group ? fs : gs, 2);
+    for (int j = 0; j < QK; j += 4) {
+        quant_place p = place_of(t, i, j);
+        for (int e = 0; e < 4; e++)
+            if (to_group)
+                group[p.packed + e] |= (uint8_t)((file[p.file + e] >> p.file_shift & mask) << p.packed_shift);
+            else
+                file[p.file + e] |= (uint8_t)((group[p.packed + e] >> p.packed_shift & mask) << p.file_shift);
+    }
+}
+
+void tram_q_pack(tram_wtype t, int rows, int cols, const void *blocks, void *out)
+{
+    size_t bb = tram_q_block_bytes(t), nb = (size_t)cols / QK;
+    memset(out, 0, tram_q_packed_bytes(t, rows, cols)); /* padding rows: d = 0, no contribution */
+    for (int r = 0; r < rows; r++)
+        for (size_t b = 0; b < nb; b++)
+            move_block(t, (uint8_t *)blocks + ((size_t)r * nb + b) * bb,
+                       (uint8_t *)out + ((size_t)(r / G) * nb + b) * group_block_bytes(t), r % G, 1);
 }
 
 /* ---------------------------------------------------------------- kernels */
 
-/* out[r] = Σ_blocks (weight row w) · (token row r of x), r < nr; x rows are
- * ldx blocks apart. */
-typedef void (*rows_fn)(tram_wtype t, int nr, float *out, const uint8_t *w, int nb,
-                        const tram_q8_block *x, int ldx);
+/* out[r * G + i] = Σ_blocks (row i of the group at g) · (token row r of x),
+ * r < nr; x rows are ldx blocks apart. */
+typedef void (*group_fn)(tram_wtype t, int nr, float *out, const uint8_t *g, int nb,
+                         const tram_q8_block *x, int ldx);
 
-/* Weight j of a block as an integer, and the block's d and m (m = 0 unless Q4_1). */
-static int generic_weight(tram_wtype t, const uint8_t *blk, int j)
+/* Weight j of row i of a group block as an integer. */
+static int packed_weight(tram_wtype t, const uint8_t *gb, int i, int j)
 {
+    quant_place p = place_of(t, i, j);
     if (t == TRAM_W_Q8_0)
-        return (int8_t)blk[2 + j];
-    const uint8_t *qs = blk + (t == TRAM_W_Q4_1 ? 4 : 2);
-    return j < QK / 2 ? qs[j] & 0x0f : qs[j - QK / 2] >> 4;
+        return (int8_t)gb[p.packed];
+    return gb[p.packed] >> p.packed_shift & 0x0f;
 }
 
-static void generic_rows(tram_wtype t, int nr, float *out, const uint8_t *w, int nb,
-                         const tram_q8_block *x, int ldx)
+static void generic_group(tram_wtype t, int nr, float *out, const uint8_t *g, int nb,
+                          const tram_q8_block *x, int ldx)
 {
-    size_t bb = tram_q_block_bytes(t);
-    for (int r = 0; r < nr; r++) {
-        float sum = 0.0f;
-        for (int b = 0; b < nb; b++) {
-            const uint8_t *blk = w + b * bb;
-            const tram_q8_block *xb = x + (size_t)r * ldx + b;
-            int isum = 0;
-            for (int j = 0; j < QK; j++)
-                isum += generic_weight(t, blk, j) * xb->q[j];
-            float d = tram_f16_to_f32(load_u16(blk));
-            sum += d * xb->d * (float)isum;
-            if (t == TRAM_W_Q4_0)
-                sum -= 8.0f * d * xb->s;
-            else if (t == TRAM_W_Q4_1)
-                sum += tram_f16_to_f32(load_u16(blk + 2)) * xb->s;
+    for (int r = 0; r < nr; r++)
+        for (int i = 0; i < G; i++) {
+            float sum = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                const uint8_t *gb = g + b * group_block_bytes(t);
+                const tram_q8_block *xb = x + (size_t)r * ldx + b;
+                int isum = 0;
+                for (int j = 0; j < QK; j++)
+                    isum += packed_weight(t, gb, i, j) * xb->q[j];
+                float d = tram_f16_to_f32(load_u16(gb + 2 * i));
+                sum += d * xb->d * (float)isum;
+                if (t == TRAM_W_Q4_0)
+                    sum -= 8.0f * d * xb->s;
+                else if (t == TRAM_W_Q4_1)
+                    sum += tram_f16_to_f32(load_u16(gb + 2 * G + 2 * i)) * xb->s;
+            }
+            out[r * G + i] = sum;
         }
-        out[r] = sum;
-    }
 }
 
 #if defined(__x86_64__)
 #define AVX2_TARGET "avx2,fma,f16c"
 #define VNNI_TARGET "avx2,fma,f16c,avx512vl,avx512vnni"
 
-/* 16 bytes of nibbles as 32 unsigned bytes in element order: low nibbles are
- * elements 0..15, high nibbles 16..31. */
-__attribute__((target(AVX2_TARGET), always_inline)) static inline __m256i unpack_nibbles(const uint8_t *qs)
-{
-    __m128i b = _mm_loadu_si128((const __m128i *)qs), m = _mm_set1_epi8(0x0f);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
-}
-
-__attribute__((target(AVX2_TARGET), always_inline)) static inline float hsum(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
-
-/* Eight int32 sums of 4 products each, unsigned u times signed s bytes.
+/* acc + eight int32 sums of 4 products each, unsigned u times signed s bytes.
  * AVX2: pairs of products stay within int16 (2 * 255 * 127 would not, but our
  * u is at most 128: a nibble or |int8|), then widen against ones. */
-__attribute__((target(AVX2_TARGET), always_inline)) static inline __m256i avx2_dot(__m256i u, __m256i s)
+__attribute__((target(AVX2_TARGET), always_inline)) static inline __m256i avx2_dot(__m256i acc, __m256i u,
+                                                                                    __m256i s)
 {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 }
 
-__attribute__((target(VNNI_TARGET), always_inline)) static inline __m256i vnni_dot(__m256i u, __m256i s)
+__attribute__((target(VNNI_TARGET), always_inline)) static inline __m256i vnni_dot(__m256i acc, __m256i u,
+                                                                                    __m256i s)
 {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+    return _mm256_dpbusd_epi32(acc, u, s);
+}
+
+/* The 8 weight operands of a group block, operand k holding weights
+ * 4k..4k+3 of each row.  The dot instructions take one unsigned side, so Q8_0
+ * weights go in biased (w + 128, the product corrected by 128 Σq per block)
+ * where the sums cannot saturate (VNNI), else as magnitudes with the signed
+ * bytes in sgn for x_operand (AVX2's int16 pairs would overflow on 255 * 127). */
+__attribute__((target(AVX2_TARGET), always_inline)) static inline void load_quants(tram_wtype t, int biased,
+                                                                                    const uint8_t *q, __m256i *u,
+                                                                                    __m256i *sgn)
+{
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    if (t == TRAM_W_Q8_0) {
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            sgn[k] = _mm256_loadu_si256((const __m256i *)(q + k * 4 * G));
+            u[k] = biased ? _mm256_xor_si256(sgn[k], _mm256_set1_epi8(-128)) : _mm256_sign_epi8(sgn[k], sgn[k]);
+        }
+        return;
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(q + c * 4 * G));
+        u[2 * c] = _mm256_and_si256(v, low);
+        u[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+    }
+}
+
+/* Activations 4k..4k+3 in every lane, carrying the weights' signs for
+ * unbiased Q8_0. */
+__attribute__((target(AVX2_TARGET), always_inline)) static inline __m256i x_operand(tram_wtype t, int biased,
+                                                                                     const tram_q8_block *xb,
+                                                                                     int k, __m256i sgn)
+{
+    int32_t four;
+    memcpy(&four, xb->q + 4 * k, 4);
+    __m256i x = _mm256_set1_epi32(four);
+    return t == TRAM_W_Q8_0 && !biased ? _mm256_sign_epi8(x, sgn) : x;
 }
 
 /* One body for both instruction sets; t and nr are constants at every call,
- * so each instance compiles to straight-line code for its type. */
-#define ROWS_BODY(TARGET, NAME, DOT)                                                                   \
+ * so each instance compiles to straight-line code for its type (unrolled, so
+ * that the arrays of vectors live in registers).  Two integer accumulators
+ * halve the chain of dependent dot instructions. */
+#define UNROLLED _Pragma("GCC unroll 8")
+#define GROUP_BODY(TARGET, NAME, DOT, BIASED)                                                          \
     __attribute__((target(TARGET), always_inline)) static inline void NAME(                            \
-        tram_wtype t, int nr, float *out, const uint8_t *w, int nb, const tram_q8_block *x, int ldx)   \
+        tram_wtype t, int nr, float *out, const uint8_t *g, int nb, const tram_q8_block *x, int ldx)   \
     {                                                                                                  \
-        size_t bb = tram_q_block_bytes(t);                                                             \
         __m256 acc[NR];                                                                                \
-        float off[NR] = {0};                                                                           \
-        for (int r = 0; r < nr; r++)                                                                   \
+        UNROLLED for (int r = 0; r < nr; r++)                                                          \
             acc[r] = _mm256_setzero_ps();                                                              \
         for (int b = 0; b < nb; b++) {                                                                 \
-            const uint8_t *blk = w + b * bb;                                                           \
-            float d = _cvtsh_ss(load_u16(blk)), m = 0.0f;                                              \
-            __m256i wq;                                                                                \
-            if (t == TRAM_W_Q8_0) {                                                                    \
-                wq = _mm256_loadu_si256((const __m256i *)(blk + 2));                                   \
-            } else if (t == TRAM_W_Q4_0) {                                                             \
-                wq = unpack_nibbles(blk + 2);                                                          \
-            } else {                                                                                   \
-                m = _cvtsh_ss(load_u16(blk + 2));                                                      \
-                wq = unpack_nibbles(blk + 4);                                                          \
-            }                                                                                          \
-            /* signed weights: |w| times x carrying w's sign */                                        \
-            __m256i wu = t == TRAM_W_Q8_0 ? _mm256_sign_epi8(wq, wq) : wq;                             \
-            for (int r = 0; r < nr; r++) {                                                             \
+            const uint8_t *gb = g + b * group_block_bytes(t);                                          \
+            __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb));                          \
+            /* the block's offset per Σq: Q4_0's nibbles are q + 8, Q4_1 adds m per weight */         \
+            __m256 m = t == TRAM_W_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 2 * G))) \
+                                        : _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));                     \
+            __m256i u[8], sgn[8];                                                                      \
+            load_quants(t, BIASED, gb + header_bytes(t), u, sgn);                                      \
+            UNROLLED for (int r = 0; r < nr; r++) {                                                    \
                 const tram_q8_block *xb = x + (size_t)r * ldx + b;                                     \
-                __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);                               \
-                if (t == TRAM_W_Q8_0)                                                                  \
-                    xv = _mm256_sign_epi8(xv, wq);                                                     \
-                __m256 p = _mm256_cvtepi32_ps(DOT(wu, xv));                                            \
-                acc[r] = _mm256_fmadd_ps(p, _mm256_set1_ps(d * xb->d), acc[r]);                        \
-                if (t == TRAM_W_Q4_0)                                                                  \
-                    off[r] -= 8.0f * d * xb->s;                                                        \
-                else if (t == TRAM_W_Q4_1)                                                             \
-                    off[r] += m * xb->s;                                                               \
+                __m256i s0 = _mm256_setzero_si256(), s1 = s0;                                          \
+                UNROLLED for (int k = 0; k < 8; k += 2) {                                              \
+                    s0 = DOT(s0, u[k], x_operand(t, BIASED, xb, k, sgn[k]));                           \
+                    s1 = DOT(s1, u[k + 1], x_operand(t, BIASED, xb, k + 1, sgn[k + 1]));               \
+                }                                                                                      \
+                __m256i isum = _mm256_add_epi32(s0, s1);                                               \
+                if (t == TRAM_W_Q8_0 && BIASED)                                                        \
+                    isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(128 * xb->sum));                   \
+                __m256 p = _mm256_cvtepi32_ps(isum);                                                   \
+                acc[r] = _mm256_fmadd_ps(p, _mm256_mul_ps(d, _mm256_set1_ps(xb->d)), acc[r]);          \
+                if (t != TRAM_W_Q8_0)                                                                  \
+                    acc[r] = _mm256_fmadd_ps(m, _mm256_set1_ps(xb->s), acc[r]);                        \
             }                                                                                          \
         }                                                                                              \
-        for (int r = 0; r < nr; r++)                                                                   \
-            out[r] = hsum(acc[r]) + off[r];                                                            \
+        UNROLLED for (int r = 0; r < nr; r++)                                                          \
+            _mm256_storeu_ps(out + r * G, acc[r]);                                                     \
     }
 
-ROWS_BODY(AVX2_TARGET, avx2_body, avx2_dot)
-ROWS_BODY(VNNI_TARGET, vnni_body, vnni_dot)
+GROUP_BODY(AVX2_TARGET, avx2_body, avx2_dot, 0)
+GROUP_BODY(VNNI_TARGET, vnni_body, vnni_dot, 1)
 
 #define CASE_NR(BODY, T)                                                                               \
     switch (nr) {                                                                                      \
-    case 8: BODY(T, 8, out, w, nb, x, ldx); return;                                                    \
-    case 7: BODY(T, 7, out, w, nb, x, ldx); return;                                                    \
-    case 6: BODY(T, 6, out, w, nb, x, ldx); return;                                                    \
-    case 5: BODY(T, 5, out, w, nb, x, ldx); return;                                                    \
-    case 4: BODY(T, 4, out, w, nb, x, ldx); return;                                                    \
-    case 3: BODY(T, 3, out, w, nb, x, ldx); return;                                                    \
-    case 2: BODY(T, 2, out, w, nb, x, ldx); return;                                                    \
-    default: BODY(T, 1, out, w, nb, x, ldx); return;                                                   \
+    case 8: BODY(T, 8, out, g, nb, x, ldx); return;                                                    \
+    case 7: BODY(T, 7, out, g, nb, x, ldx); return;                                                    \
+    case 6: BODY(T, 6, out, g, nb, x, ldx); return;                                                    \
+    case 5: BODY(T, 5, out, g, nb, x, ldx); return;                                                    \
+    case 4: BODY(T, 4, out, g, nb, x, ldx); return;                                                    \
+    case 3: BODY(T, 3, out, g, nb, x, ldx); return;                                                    \
+    case 2: BODY(T, 2, out, g, nb, x, ldx); return;                                                    \
+    default: BODY(T, 1, out, g, nb, x, ldx); return;                                                   \
     }
 
 #define DISPATCH(TARGET, NAME, BODY)                                                                   \
-    __attribute__((target(TARGET))) static void NAME(tram_wtype t, int nr, float *out, const uint8_t *w, \
+    __attribute__((target(TARGET))) static void NAME(tram_wtype t, int nr, float *out, const uint8_t *g, \
                                                      int nb, const tram_q8_block *x, int ldx)          \
     {                                                                                                  \
         if (t == TRAM_W_Q8_0)                                                                          \
@@ -200,20 +300,20 @@ ROWS_BODY(VNNI_TARGET, vnni_body, vnni_dot)
         CASE_NR(BODY, TRAM_W_Q4_1)                                                                     \
     }
 
-DISPATCH(AVX2_TARGET, avx2_rows, avx2_body)
-DISPATCH(VNNI_TARGET, vnni_rows, vnni_body)
+DISPATCH(AVX2_TARGET, avx2_group, avx2_body)
+DISPATCH(VNNI_TARGET, vnni_group, vnni_body)
 #endif
 
-static rows_fn kernel_fn(tram_q_kernel k)
+static group_fn kernel_fn(tram_q_kernel k)
 {
 #if defined(__x86_64__)
     if (k == TRAM_Q_VNNI)
-        return vnni_rows;
+        return vnni_group;
     if (k == TRAM_Q_AVX2)
-        return avx2_rows;
+        return avx2_group;
 #endif
     (void)k;
-    return generic_rows;
+    return generic_group;
 }
 
 int tram_q_kernel_available(tram_q_kernel k)
@@ -248,20 +348,21 @@ const char *tram_q_kernel_name(tram_q_kernel k)
 void tram_q_gemm(tram_q_kernel k, float *y, const tram_q8_block *xq, int n, const tram_weight *w,
                  int threads)
 {
-    rows_fn fn = kernel_fn(k);
-    int nb = w->cols / QK, chunks = (w->rows + ROWS - 1) / ROWS;
-    size_t row_bytes = (size_t)nb * tram_q_block_bytes(w->type);
+    group_fn fn = kernel_fn(k);
+    int nb = w->cols / QK, groups = (w->rows + G - 1) / G, chunks = (groups + GROUPS - 1) / GROUPS;
+    size_t group_bytes = (size_t)nb * group_block_bytes(w->type);
     const uint8_t *data = w->data;
 #pragma omp parallel for num_threads(threads) schedule(static) if (chunks > 1)
     for (int c = 0; c < chunks; c++) {
-        int r1 = (c + 1) * ROWS < w->rows ? (c + 1) * ROWS : w->rows;
+        int g1 = (c + 1) * GROUPS < groups ? (c + 1) * GROUPS : groups;
         for (int i0 = 0; i0 < n; i0 += NR) {
             int nr = n - i0 < NR ? n - i0 : NR;
-            for (int r = c * ROWS; r < r1; r++) {
-                float out[NR];
-                fn(w->type, nr, out, data + r * row_bytes, nb, xq + (size_t)i0 * nb, nb);
+            for (int g = c * GROUPS; g < g1; g++) {
+                float out[NR * G];
+                int valid = w->rows - g * G < G ? w->rows - g * G : G; /* the last group's padding */
+                fn(w->type, nr, out, data + g * group_bytes, nb, xq + (size_t)i0 * nb, nb);
                 for (int i = 0; i < nr; i++)
-                    y[(size_t)(i0 + i) * w->rows + r] = out[i];
+                    memcpy(y + (size_t)(i0 + i) * w->rows + g * G, out + i * G, valid * sizeof(float));
             }
         }
     }
@@ -272,9 +373,15 @@ static tram_ggml_type ggml_type_of(tram_wtype t)
     return t == TRAM_W_Q8_0 ? TRAM_GGML_Q8_0 : t == TRAM_W_Q4_0 ? TRAM_GGML_Q4_0 : TRAM_GGML_Q4_1;
 }
 
+/* Block by block back to the file's layout, then the one dequantizer. */
 void tram_q_row_f32(const tram_weight *w, int row, float *out)
 {
-    size_t row_bytes = (size_t)(w->cols / QK) * tram_q_block_bytes(w->type);
-    /* the type and size were checked at upload, so this cannot fail */
-    tram_dequantize(ggml_type_of(w->type), (const uint8_t *)w->data + row * row_bytes, out, w->cols, NULL);
+    size_t nb = (size_t)w->cols / QK;
+    const uint8_t *group = (const uint8_t *)w->data + (size_t)(row / G) * nb * group_block_bytes(w->type);
+    for (size_t b = 0; b < nb; b++) {
+        uint8_t blk[2 + QK] = {0};
+        move_block(w->type, blk, (uint8_t *)group + b * group_block_bytes(w->type), row % G, 0);
+        /* the type was checked at upload, so this cannot fail */
+        tram_dequantize(ggml_type_of(w->type), blk, out + b * QK, QK, NULL);
+    }
 }

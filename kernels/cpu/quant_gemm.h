@@ -17,9 +17,11 @@
 #define TRAM_QK 32   /* weights per block */
 
 /* An activation block: x ≈ q * d, with s = d * Σq kept for the offsets of
- * Q4_0 (-8 per nibble) and Q4_1 (+m per weight). */
+ * Q4_0 (-8 per nibble) and Q4_1 (+m per weight), and sum = Σq for Q8_0
+ * weights that a kernel takes biased by +128. */
 typedef struct {
     float d, s;
+    int32_t sum;
     int8_t q[TRAM_QK];
 } tram_q8_block;
 
@@ -39,8 +41,16 @@ size_t tram_q_block_bytes(tram_wtype t);
 /* Quantizes x[cols] (cols a multiple of 32) into cols/32 blocks. */
 void tram_q8_quantize_row(const float *x, int cols, tram_q8_block *out);
 
-/* y[n, w->rows] = x · Wᵀ with x given as n rows of cols/32 blocks; threaded
- * over W's rows. */
+/* The kernels read W repacked: groups of 8 rows interleaved block by block
+ * (layout in quant_gemm.c), the last group padded with zero rows.  Same bytes
+ * per weight as the file.  tram_q_pack writes rows x cols of type t, given as
+ * the file stores them (row after row of blocks), into out's
+ * tram_q_packed_bytes. */
+size_t tram_q_packed_bytes(tram_wtype t, int rows, int cols);
+void tram_q_pack(tram_wtype t, int rows, int cols, const void *blocks, void *out);
+
+/* y[n, w->rows] = x · Wᵀ with x given as n rows of cols/32 blocks and
+ * w->data as tram_q_pack wrote it; threaded over W's rows. */
 void tram_q_gemm(tram_q_kernel k, float *y, const tram_q8_block *xq, int n, const tram_weight *w,
                  int threads);
 

@@ -252,7 +252,7 @@ static void cuda_destroy(tram_backend *be)
             ncclCommDestroy(c->comm);
         cudaFree(c->attn_partial);
         cudaFree(c->stage);
-        cudaFree(c->sample_buf);
+        cuda_sampler_free(c);
         if (c->stream)
             cudaStreamDestroy(c->stream);
         free(c);
@@ -308,7 +308,9 @@ extern "C" int tram_backend_cuda_create(tram_backend **out, int device_index, tr
         .upload_weight_blocks = NULL, /* GGUF blocks are dequantized to bf16 at load */
         .embed = cuda_embed, .rmsnorm = cuda_rmsnorm, .add_rmsnorm = cuda_add_rmsnorm,
         .matmul = cuda_matmul, .add_bias = cuda_add_bias, .rope = cuda_rope, .kv_store = cuda_kv_store,
-        .attention = cuda_attention, .silu_mul = cuda_silu_mul, .gather_rows = cuda_gather_rows,
+        .attention = cuda_attention, .silu_mul = cuda_silu_mul, .rmsnorm_q = cuda_rmsnorm_q,
+        .add_rmsnorm_q = cuda_add_rmsnorm_q, .silu_mul_q = cuda_silu_mul_q, .matmul_q = tram_cuda_int8_matmul_q,
+        .split_qkv = cuda_split_qkv, .gather_rows = cuda_gather_rows,
         .to_host_f32 = cuda_to_host_f32, .all_reduce = cuda_all_reduce, .sync = cuda_sync,
         .destroy = cuda_destroy,
     };

@@ -14,6 +14,7 @@ extern "C" {
 #endif
 
 #include "engine/common.h"
+#include "engine/tram.h"
 #include "kernels/backend.h"
 
 /* ---- presence ---- */
@@ -39,21 +40,47 @@ int tram_cuda_join(tram_backend *be, int rank, int world_size,
 
 /* ---- sampling on the device ---- */
 
+/* One row to draw from, with engine/sampler.c's semantics: logit bias, then
+ * presence/frequency penalties over the output, then the repetition penalty
+ * over prompt and output, then temperature, min-p, top-k, top-p. */
 typedef struct {
     float temperature;     /* 0: greedy (argmax, lowest id on ties) */
     int top_k;             /* 0: off */
     float top_p;           /* 1: off */
     float min_p;           /* 0: off */
+    float repetition_penalty, presence_penalty, frequency_penalty;  /* 1, 0, 0: off */
+    int row;               /* row of the logits to draw from */
+    int seat;              /* token counts of this sequence (tram_cuda_seat_load); -1: none,
+                              then the penalties must be off */
+    int bias_start, num_bias;  /* its entries of the call's bias list (-INFINITY bans) */
     uint64_t seed;         /* Philox key of the request */
-    uint64_t step;         /* Philox subsequence: the index of the token drawn */
+    uint64_t step;         /* Philox subsequence: sample index << 32 | output position */
 } tram_cuda_sampling;
 
-/* Draws one token per row of logits (bf16 [rows][vocab], backend memory).
- * params[rows], ids[rows] and logprobs[rows] are host arrays; logprobs
- * (log-softmax of the raw logits at the drawn id) may be NULL.  Only the ids
- * and logprobs cross to the host. */
-int tram_cuda_sample(tram_backend *be, const void *logits, int rows, int vocab,
-                     const tram_cuda_sampling *params, int32_t *ids, float *logprobs,
+/* Sizes the sampler once, so that no later call allocates: at most `rows`
+ * rows and `max_bias` bias entries per call, `seats` sequences of token
+ * counts over `vocab` ids, histories of at most `max_history` tokens. */
+int tram_cuda_sampler_reserve(tram_backend *be, int rows, int max_bias, int seats, int vocab,
+                              int max_history, tram_error *err);
+
+/* Sets seat's counts from a sequence's tokens: prompt [0, prompt_len) marks
+ * ids seen, output [prompt_len, num_tokens) counts them.  Queued, no sync. */
+int tram_cuda_seat_load(tram_backend *be, int seat, const int32_t *tokens, int prompt_len,
+                        int num_tokens, tram_error *err);
+
+/* Logits on the device: bf16 [rows][stride], of which ids [0, vocab) are
+ * drawn from (a model may have more rows in lm_head than its tokenizer ids). */
+typedef struct {
+    const void *data;
+    int rows, stride, vocab;
+} tram_cuda_logits;
+
+/* Draws one token per params[i] into ids[i]; logprobs[i] (may be NULL) is the
+ * log-softmax of the raw row at that id.  A seat's count of its drawn id
+ * grows by one.  Only ids and logprobs cross to the host.  Rows with bias or
+ * penalties are processed in f32 scratch: the logits stay unchanged. */
+int tram_cuda_sample(tram_backend *be, const tram_cuda_logits *logits, const tram_cuda_sampling *params,
+                     int n, const tram_logit_bias *bias, int num_bias, int32_t *ids, float *logprobs,
                      tram_error *err);
 
 /* ---- CUDA graphs of decode steps ---- */

@@ -27,6 +27,7 @@ typedef struct {
 #define CUDA_GEMM_WORKSPACE (32u << 20)  /* what cuBLAS recommends for Hopper */
 
 typedef struct cuda_int8 cuda_int8;  /* int8.cu's scratch and plans */
+typedef struct cuda_sampler cuda_sampler;
 
 typedef struct {
     int device, num_sms;
@@ -43,8 +44,7 @@ typedef struct {
 
     float *stage;                   /* f32 staging for to_host_f32, grow-only */
     size_t stage_bytes;
-    void *sample_buf;               /* sampling params and results, grow-only */
-    size_t sample_bytes;
+    cuda_sampler *sampler;          /* sampling.cu's buffers; NULL until reserved */
 
     ncclComm_t comm;                /* NULL when world_size == 1 */
     cudaGraphExec_t graphs[TRAM_CUDA_GRAPH_BUCKETS];
@@ -68,11 +68,20 @@ void cuda_rope(tram_backend *be, void *q, void *k, const int32_t *positions, int
 void cuda_kv_store(tram_backend *be, void *k_cache, void *v_cache, const void *k, const void *v,
                    const int32_t *slot_mapping, int n, const tram_attn_shape *s);
 void cuda_silu_mul(tram_backend *be, void *out, const void *gate_up, int n, int ffn);
+void cuda_rmsnorm_q(tram_backend *be, void *out, const tram_qact *qa, const void *x, const tram_weight *w, int n,
+                    float eps);
+void cuda_add_rmsnorm_q(tram_backend *be, void *residual, void *out, const tram_qact *qa, const void *delta,
+                        const tram_weight *w, int n, float eps);
+void cuda_silu_mul_q(tram_backend *be, void *out, const tram_qact *qa, const void *gate_up, int n, int ffn);
+void cuda_split_qkv(tram_backend *be, void *q, void *k, void *v, const void *qkv, int n, int qd, int kd);
 void cuda_gather_rows(tram_backend *be, void *out, const void *x, const int32_t *rows, int n_rows, int dim);
 void cuda_to_host_f32(tram_backend *be, float *dst, const void *src, size_t n);
 void cuda_attention(tram_backend *be, void *out, const void *q, const void *k_cache,
                     const void *v_cache, const tram_batch *b, const tram_attn_shape *s);
 void cuda_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n);
+
+/* Frees sampling.cu's buffers (tram_cuda_sampler_reserve). */
+void cuda_sampler_free(cuda_state *c);
 
 /* f32 → bf16 on the device (weight upload, dummy weights) */
 void cuda_f32_to_bf16(cuda_state *c, bf16 *dst, const float *src, size_t n);

@@ -1,7 +1,8 @@
 /* int8.cu — W8A8 matrix products on CUDA (kernels/cuda/int8.h).
  *
  * A product runs in three launches: the activations are quantized per token
- * row (bf16 → int8 + one f32 scale), cuBLASLt multiplies int8 × int8 into
+ * row (bf16 → int8 + one f32 scale; matmul_q skips this, its input was
+ * quantized by the op that produced it, see tram_qact), cuBLASLt multiplies int8 × int8 into
  * int32, and an epilogue kernel writes y = acc · x_scale[token] · w_scale[row]
  * as bf16.  cuBLASLt's int8 path on Hopper takes only the TN layout with m, k
  * and the leading dimensions multiples of 4 and 16-byte aligned pointers, so
@@ -16,7 +17,7 @@
 
 #include "kernels/cuda/cuda_impl.cuh"
 #include "kernels/cuda/int8.h"
-#include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/quant_row.cuh"
 
 extern "C" {
 #include "kernels/cpu/int8_gemm.h"
@@ -138,24 +139,14 @@ static int8_plan *plan_for(cuda_state *c, cuda_int8 *s, int m, int n, int k)
 
 /* ---------------------------------------------------------------- kernels */
 
-/* One block per token row; the same arithmetic as tram_i8_quantize (IEEE
- * division and product, rint = round half to even), so the int8 values match
- * the CPU's bit for bit. */
+/* One block per token row (quant_row.cuh). */
 static __global__ void kernel_quantize_rows(int8_t *q, float *scales, const bf16 *x, int cols, int kp)
 {
     const bf16 *xr = x + (size_t)blockIdx.x * cols;
-    int8_t *qr = q + (size_t)blockIdx.x * kp;
     float amax = 0.0f;
     for (int j = threadIdx.x; j < cols; j += blockDim.x)
         amax = fmaxf(amax, fabsf(__bfloat162float(xr[j])));
-    amax = block_max(amax);
-    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    for (int j = threadIdx.x; j < kp; j += blockDim.x) {
-        float v = j < cols ? rintf(__bfloat162float(xr[j]) * inv) : 0.0f;
-        qr[j] = (int8_t)fminf(fmaxf(v, -127.0f), 127.0f);
-    }
-    if (threadIdx.x == 0)
-        scales[blockIdx.x] = amax / 127.0f;
+    quantize_row(q + (size_t)blockIdx.x * kp, scales + blockIdx.x, xr, cols, kp, amax);
 }
 
 /* y[i][r] = acc[i][r] · x_scale[i] · w_scale[r], in the CPU epilogue's order. */
@@ -215,8 +206,8 @@ extern "C" void tram_cuda_int8_upload(tram_backend *be, tram_weight *w, const fl
 
 /* ---------------------------------------------------------------- products */
 
-/* acc[n][mp] = xq[n][kp] · Wᵀ, the activations already in s->xq. */
-static int gemm_i32(tram_backend *be, cuda_int8 *s, const tram_weight *w, int n)
+/* acc[n][mp] = xq[n][kp] · Wᵀ into s->acc. */
+static int gemm_i32(tram_backend *be, cuda_int8 *s, const int8_t *xq, const tram_weight *w, int n)
 {
     cuda_state *c = cuda_of(be);
     int mp = round4(w->rows), kp = round4(w->cols);
@@ -226,7 +217,7 @@ static int gemm_i32(tram_backend *be, cuda_int8 *s, const tram_weight *w, int n)
     if (!p)
         return -1;
     const int32_t one = 1, zero = 0;
-    return CUBLAS_CHECK(&c->st, cublasLtMatmul(c->lt, s->op, &one, w->data, p->a, s->xq, p->b, &zero, s->acc, p->c,
+    return CUBLAS_CHECK(&c->st, cublasLtMatmul(c->lt, s->op, &one, w->data, p->a, xq, p->b, &zero, s->acc, p->c,
                                                s->acc, p->c, &p->algo, c->workspace, CUDA_GEMM_WORKSPACE,
                                                c->stream));
 }
@@ -244,16 +235,37 @@ static int quantize_rows(tram_backend *be, cuda_int8 *s, const void *x, int n, i
     return LAUNCH_CHECK(&c->st, "kernel_quantize_rows");
 }
 
-extern "C" void tram_cuda_int8_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n)
+/* y (bf16) = dequant(xq · Wᵀ): the int32 GEMM, then the epilogue. */
+static void product(tram_backend *be, cuda_int8 *s, void *y, const int8_t *xq, const float *x_scales,
+                    const tram_weight *w, int n)
 {
     cuda_state *c = cuda_of(be);
-    cuda_int8 *s = int8_state(be);
-    if (n <= 0 || !s || quantize_rows(be, s, x, n, w->cols) || gemm_i32(be, s, w, n))
+    if (gemm_i32(be, s, xq, w, n))
         return;
     int64_t total = (int64_t)n * w->rows;
     kernel_dequant<<<tram_cuda_grid_1d(total, 256), 256, 0, c->stream>>>(
-        (bf16 *)y, (const int32_t *)s->acc, (const float *)s->x_scales, w->scales, n, w->rows, round4(w->rows));
+        (bf16 *)y, (const int32_t *)s->acc, x_scales, w->scales, n, w->rows, round4(w->rows));
     LAUNCH_CHECK(&c->st, "kernel_dequant");
+}
+
+extern "C" void tram_cuda_int8_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n)
+{
+    cuda_int8 *s = int8_state(be);
+    if (n <= 0 || !s || quantize_rows(be, s, x, n, w->cols))
+        return;
+    product(be, s, y, (const int8_t *)s->xq, (const float *)s->x_scales, w, n);
+}
+
+extern "C" void tram_cuda_int8_matmul_q(tram_backend *be, void *y, const tram_qact *qa, const tram_weight *w, int n)
+{
+    if (w->type != TRAM_W_INT8 || qa->cols != w->cols || qa->kp != round4(w->cols)) {
+        cuda_fail(be, "matmul_q: needs an int8 weight and activations quantized at its width %d (got %d)",
+                  w->cols, qa->cols);
+        return;
+    }
+    cuda_int8 *s = int8_state(be);
+    if (n > 0 && s)
+        product(be, s, y, qa->q, qa->scales, w, n);
 }
 
 extern "C" void tram_cuda_int8_embed(tram_backend *be, void *x, const tram_weight *table, const int32_t *ids, int n)
@@ -282,7 +294,7 @@ extern "C" int tram_cuda_int8_products(tram_backend *be, int32_t *acc, const int
         for (int i = 0; i < n; i++)
             memcpy(padded + (size_t)i * kp, xq + (size_t)i * w->cols, w->cols);
         be->upload(be, s->xq, padded, (size_t)n * kp);
-        if (!gemm_i32(be, s, w, n))
+        if (!gemm_i32(be, s, (const int8_t *)s->xq, w, n))
             be->download(be, all, s->acc, (size_t)n * mp * sizeof(int32_t));
     }
     int rc = be->sync(be, err);

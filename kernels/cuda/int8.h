@@ -24,6 +24,8 @@ extern "C" {
 void tram_cuda_int8_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols);
 /* y[n, rows] (bf16) = x[n, cols] (bf16) · Wᵀ for an int8 w. */
 void tram_cuda_int8_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n);
+/* The same from activations already quantized by the op that produced them. */
+void tram_cuda_int8_matmul_q(tram_backend *be, void *y, const tram_qact *qa, const tram_weight *w, int n);
 /* x[i] = row ids[i] of an int8 table, dequantized to bf16 (a tied lm_head). */
 void tram_cuda_int8_embed(tram_backend *be, void *x, const tram_weight *table, const int32_t *ids, int n);
 /* Frees the scratch buffers and cached plans (backend destroy). */

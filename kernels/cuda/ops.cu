@@ -1,9 +1,12 @@
 /* ops.cu — the element-wise and row-wise ops of the CUDA backend: embedding
  * gather, (fused residual-add +) RMSNorm, bias, RoPE, KV store, SiLU·mul,
- * row gather, and the f32 copy to the host.  bf16 in memory, f32 in
- * registers; one block per token row where a row reduction is needed. */
+ * row gather, q/k/v split, and the f32 copy to the host.  bf16 in memory,
+ * f32 in registers; one block per token row where a row reduction is needed.
+ * The RMSNorm and SiLU·mul kernels come in two instances: QUANT also writes
+ * the row's int8 copy for a W8A8 matmul (quant_row.cuh) from the values each
+ * thread just wrote, so the row is not read back from another kernel. */
 #include "kernels/cuda/cuda_impl.cuh"
-#include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/quant_row.cuh"
 
 #define ROW_THREADS 256
 
@@ -41,29 +44,53 @@ void cuda_embed(tram_backend *be, void *x, const tram_weight *table, const int32
 
 /* ---------------------------------------------------------------- RMSNorm */
 
-static __global__ void kernel_rmsnorm(bf16 *out, const bf16 *x, const float *w, int dim, float eps)
+/* Where a QUANT kernel writes row blockIdx.x's int8 copy. */
+typedef struct {
+    int8_t *q;
+    float *scales;
+    int kp;
+} qrow_out;
+
+static qrow_out qrow_of(const tram_qact *qa)
+{
+    return qa ? qrow_out{qa->q, qa->scales, qa->kp} : qrow_out{NULL, NULL, 0};
+}
+
+/* Stores v as bf16 at o[j]; returns |stored value| for the row's max. */
+static __device__ __forceinline__ float store_abs(bf16 *o, int j, float v)
+{
+    bf16 b = __float2bfloat16(v);
+    o[j] = b;
+    return fabsf(__bfloat162float(b));
+}
+
+template <bool QUANT>
+static __global__ void kernel_rmsnorm(bf16 *out, const bf16 *x, const float *w, int dim, float eps, qrow_out qo)
 {
     const bf16 *xr = x + (size_t)blockIdx.x * dim;
     bf16 *o = out + (size_t)blockIdx.x * dim;
-    float ss = 0.0f;
+    float ss = 0.0f, amax = 0.0f;
     for (int j = threadIdx.x; j < dim; j += blockDim.x) {
         float v = __bfloat162float(xr[j]);
         ss += v * v;
     }
     float inv = rsqrtf(block_sum(ss) / dim + eps);
     for (int j = threadIdx.x; j < dim; j += blockDim.x)
-        o[j] = __float2bfloat16(__bfloat162float(xr[j]) * inv * w[j]);
+        amax = fmaxf(amax, store_abs(o, j, __bfloat162float(xr[j]) * inv * w[j]));
+    if (QUANT)
+        quantize_row(qo.q + (size_t)blockIdx.x * qo.kp, qo.scales + blockIdx.x, o, dim, qo.kp, amax);
 }
 
 /* The residual is stored in bf16; the norm reads the stored (rounded) sum so
  * that this layer and the next see the same residual. */
+template <bool QUANT>
 static __global__ void kernel_add_rmsnorm(bf16 *residual, bf16 *out, const bf16 *delta, const float *w, int dim,
-                                          float eps)
+                                          float eps, qrow_out qo)
 {
     bf16 *r = residual + (size_t)blockIdx.x * dim;
     const bf16 *d = delta + (size_t)blockIdx.x * dim;
     bf16 *o = out + (size_t)blockIdx.x * dim;
-    float ss = 0.0f;
+    float ss = 0.0f, amax = 0.0f;
     for (int j = threadIdx.x; j < dim; j += blockDim.x) {
         bf16 s = __float2bfloat16(__bfloat162float(r[j]) + __bfloat162float(d[j]));
         r[j] = s;
@@ -73,7 +100,9 @@ static __global__ void kernel_add_rmsnorm(bf16 *residual, bf16 *out, const bf16 
     float inv = rsqrtf(block_sum(ss) / dim + eps);
     /* each thread reads back only the elements it wrote itself */
     for (int j = threadIdx.x; j < dim; j += blockDim.x)
-        o[j] = __float2bfloat16(__bfloat162float(r[j]) * inv * w[j]);
+        amax = fmaxf(amax, store_abs(o, j, __bfloat162float(r[j]) * inv * w[j]));
+    if (QUANT)
+        quantize_row(qo.q + (size_t)blockIdx.x * qo.kp, qo.scales + blockIdx.x, o, dim, qo.kp, amax);
 }
 
 static int check_vector(tram_backend *be, const char *op, const tram_weight *w)
@@ -84,25 +113,60 @@ static int check_vector(tram_backend *be, const char *op, const tram_weight *w)
     return -1;
 }
 
-void cuda_rmsnorm(tram_backend *be, void *out, const void *x, const tram_weight *w, int n, float eps)
+/* An int8 copy must have the op's output width (NULL: none wanted). */
+static int check_qact(tram_backend *be, const char *op, const tram_qact *qa, int cols)
+{
+    if (!qa || (qa->cols == cols && qa->kp == tram_qact_stride(cols)))
+        return 0;
+    cuda_fail(be, "%s: int8 activations of width %d for an output of width %d", op, qa->cols, cols);
+    return -1;
+}
+
+static void rmsnorm(tram_backend *be, void *out, const tram_qact *qa, const void *x, const tram_weight *w, int n,
+                    float eps)
 {
     cuda_state *c = cuda_of(be);
-    if (n <= 0 || check_vector(be, "rmsnorm", w))
+    if (n <= 0 || check_vector(be, "rmsnorm", w) || check_qact(be, "rmsnorm_q", qa, w->cols))
         return;
-    kernel_rmsnorm<<<n, ROW_THREADS, 0, c->stream>>>((bf16 *)out, (const bf16 *)x, (const float *)w->data,
-                                                       w->cols, eps);
+    auto kernel = qa ? kernel_rmsnorm<true> : kernel_rmsnorm<false>;
+    kernel<<<n, ROW_THREADS, 0, c->stream>>>((bf16 *)out, (const bf16 *)x, (const float *)w->data, w->cols, eps,
+                                             qrow_of(qa));
     LAUNCH_CHECK(&c->st, "kernel_rmsnorm");
+}
+
+void cuda_rmsnorm(tram_backend *be, void *out, const void *x, const tram_weight *w, int n, float eps)
+{
+    rmsnorm(be, out, NULL, x, w, n, eps);
+}
+
+void cuda_rmsnorm_q(tram_backend *be, void *out, const tram_qact *qa, const void *x, const tram_weight *w, int n,
+                    float eps)
+{
+    rmsnorm(be, out, qa, x, w, n, eps);
+}
+
+static void add_rmsnorm(tram_backend *be, void *residual, void *out, const tram_qact *qa, const void *delta,
+                        const tram_weight *w, int n, float eps)
+{
+    cuda_state *c = cuda_of(be);
+    if (n <= 0 || check_vector(be, "add_rmsnorm", w) || check_qact(be, "add_rmsnorm_q", qa, w->cols))
+        return;
+    auto kernel = qa ? kernel_add_rmsnorm<true> : kernel_add_rmsnorm<false>;
+    kernel<<<n, ROW_THREADS, 0, c->stream>>>((bf16 *)residual, (bf16 *)out, (const bf16 *)delta,
+                                             (const float *)w->data, w->cols, eps, qrow_of(qa));
+    LAUNCH_CHECK(&c->st, "kernel_add_rmsnorm");
 }
 
 void cuda_add_rmsnorm(tram_backend *be, void *residual, void *out, const void *delta, const tram_weight *w,
                       int n, float eps)
 {
-    cuda_state *c = cuda_of(be);
-    if (n <= 0 || check_vector(be, "add_rmsnorm", w))
-        return;
-    kernel_add_rmsnorm<<<n, ROW_THREADS, 0, c->stream>>>((bf16 *)residual, (bf16 *)out, (const bf16 *)delta,
-                                                           (const float *)w->data, w->cols, eps);
-    LAUNCH_CHECK(&c->st, "kernel_add_rmsnorm");
+    add_rmsnorm(be, residual, out, NULL, delta, w, n, eps);
+}
+
+void cuda_add_rmsnorm_q(tram_backend *be, void *residual, void *out, const tram_qact *qa, const void *delta,
+                        const tram_weight *w, int n, float eps)
+{
+    add_rmsnorm(be, residual, out, qa, delta, w, n, eps);
 }
 
 /* ---------------------------------------------------------------- bias */
@@ -190,23 +254,61 @@ void cuda_kv_store(tram_backend *be, void *k_cache, void *v_cache, const void *k
 
 /* ---------------------------------------------------------------- SiLU·mul */
 
-static __global__ void kernel_silu_mul(bf16 *out, const bf16 *gate_up, int ffn)
+template <bool QUANT>
+static __global__ void kernel_silu_mul(bf16 *out, const bf16 *gate_up, int ffn, qrow_out qo)
 {
     const bf16 *g = gate_up + (size_t)blockIdx.x * 2 * ffn, *u = g + ffn;
     bf16 *o = out + (size_t)blockIdx.x * ffn;
+    float amax = 0.0f;
     for (int j = threadIdx.x; j < ffn; j += blockDim.x) {
         float gv = __bfloat162float(g[j]);
-        o[j] = __float2bfloat16(gv / (1.0f + __expf(-gv)) * __bfloat162float(u[j]));
+        amax = fmaxf(amax, store_abs(o, j, gv / (1.0f + __expf(-gv)) * __bfloat162float(u[j])));
     }
+    if (QUANT)
+        quantize_row(qo.q + (size_t)blockIdx.x * qo.kp, qo.scales + blockIdx.x, o, ffn, qo.kp, amax);
+}
+
+static void silu_mul(tram_backend *be, void *out, const tram_qact *qa, const void *gate_up, int n, int ffn)
+{
+    cuda_state *c = cuda_of(be);
+    if (n <= 0 || check_qact(be, "silu_mul_q", qa, ffn))
+        return;
+    auto kernel = qa ? kernel_silu_mul<true> : kernel_silu_mul<false>;
+    kernel<<<n, ROW_THREADS, 0, c->stream>>>((bf16 *)out, (const bf16 *)gate_up, ffn, qrow_of(qa));
+    LAUNCH_CHECK(&c->st, "kernel_silu_mul");
 }
 
 void cuda_silu_mul(tram_backend *be, void *out, const void *gate_up, int n, int ffn)
 {
+    silu_mul(be, out, NULL, gate_up, n, ffn);
+}
+
+void cuda_silu_mul_q(tram_backend *be, void *out, const tram_qact *qa, const void *gate_up, int n, int ffn)
+{
+    silu_mul(be, out, qa, gate_up, n, ffn);
+}
+
+/* ---------------------------------------------------------------- q/k/v split */
+
+static __global__ void kernel_split_qkv(bf16 *q, bf16 *k, bf16 *v, const bf16 *qkv, int qd, int kd)
+{
+    int t = blockIdx.x, width = qd + 2 * kd;
+    const bf16 *src = qkv + (size_t)t * width;
+    for (int j = threadIdx.x; j < width; j += blockDim.x) {
+        bf16 *dst = j < qd ? q + (size_t)t * qd + j
+                  : j < qd + kd ? k + (size_t)t * kd + j - qd
+                                : v + (size_t)t * kd + j - qd - kd;
+        *dst = src[j];
+    }
+}
+
+void cuda_split_qkv(tram_backend *be, void *q, void *k, void *v, const void *qkv, int n, int qd, int kd)
+{
     cuda_state *c = cuda_of(be);
     if (n <= 0)
         return;
-    kernel_silu_mul<<<n, ROW_THREADS, 0, c->stream>>>((bf16 *)out, (const bf16 *)gate_up, ffn);
-    LAUNCH_CHECK(&c->st, "kernel_silu_mul");
+    kernel_split_qkv<<<n, ROW_THREADS, 0, c->stream>>>((bf16 *)q, (bf16 *)k, (bf16 *)v, (const bf16 *)qkv, qd, kd);
+    LAUNCH_CHECK(&c->st, "kernel_split_qkv");
 }
 
 /* ---------------------------------------------------------------- gather */

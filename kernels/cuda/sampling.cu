@@ -1,13 +1,21 @@
 /* sampling.cu — one token per row of logits, drawn on the device, so only ids
  * (and log-probabilities) cross to the host.
  *
- * One block per row.  Greedy is an argmax.  Otherwise the kept set is every
- * logit >= a threshold θ, found by bisection on logit values instead of a
- * sort: top-k takes the largest θ keeping >= k tokens, top-p then the largest
- * θ keeping >= top_p of that mass, min-p keeps p >= min_p · p_max.  The draw
- * walks the kept probabilities with a block-wide prefix sum, using a Philox
- * stream keyed by the request's seed and the token's index, so a seed
- * reproduces whatever else shares the batch. */
+ * One block per row.  Rows with logit bias or penalties are first processed
+ * into f32 scratch (engine/sampler.c's order: bias and bans, presence and
+ * frequency penalties from the sequence's output counts, the repetition
+ * penalty over prompt and output); the others are read as they are.  Greedy
+ * is an argmax.  Otherwise the kept set is every logit >= a threshold θ,
+ * found by bisection on logit values instead of a sort: min-p keeps
+ * p >= min_p · p_max, top-k then the largest θ keeping >= k tokens, top-p the
+ * largest θ keeping >= top_p of that mass.  The draw walks the kept
+ * probabilities with a block-wide prefix sum, using a Philox stream keyed by
+ * the request's seed and the token's (sample, position), so a seed
+ * reproduces whatever else shares the batch.
+ *
+ * Token counts per sequence ("seats") live on the device: a seat is loaded
+ * once from the sequence's tokens, and each draw adds its own token, so the
+ * history never crosses again. */
 #include <curand_kernel.h>
 
 #include "kernels/cuda/cuda_impl.cuh"
@@ -15,21 +23,37 @@
 
 #define SAMPLE_THREADS 1024
 #define BISECT_STEPS 32
+#define PROMPT_BIT 0x80000000u  /* in a seat's count: the id is in the prompt */
 
 typedef struct {
     int32_t id;
     float logprob;
 } sample_result;
 
+struct cuda_sampler {
+    int rows, max_bias, seats, vocab, max_history;
+    tram_cuda_sampling *params;  /* [rows] */
+    tram_logit_bias *bias;       /* [max_bias] */
+    sample_result *out;          /* [rows] */
+    sample_result *host;         /* [rows], pinned */
+    float *scratch;              /* [rows][vocab] processed logits */
+    uint32_t *counts;            /* [seats][vocab]: PROMPT_BIT | output count */
+    int32_t *history;            /* [max_history] tokens of a seat being loaded */
+};
+
+static __device__ __forceinline__ float ld(bf16 v) { return __bfloat162float(v); }
+static __device__ __forceinline__ float ld(float v) { return v; }
+
 /* Argmax with the lowest index on ties, over the block. */
-static __device__ int block_argmax(const bf16 *x, int vocab, float *max_out)
+template <typename T>
+static __device__ int block_argmax(const T *x, int vocab, float *max_out)
 {
     __shared__ float s_v[SAMPLE_THREADS / 32];
     __shared__ int s_i[SAMPLE_THREADS / 32];
     float best = -INFINITY;
     int arg = vocab;
     for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
-        float v = __bfloat162float(x[j]);
+        float v = ld(x[j]);
         if (v > best)
             best = v, arg = j;
     }
@@ -52,27 +76,30 @@ static __device__ int block_argmax(const bf16 *x, int vocab, float *max_out)
 }
 
 /* Number of logits >= theta (as a float, to share block_sum). */
-static __device__ float count_at_least(const bf16 *x, int vocab, float theta)
+template <typename T>
+static __device__ float count_at_least(const T *x, int vocab, float theta)
 {
     float n = 0.0f;
     for (int j = threadIdx.x; j < vocab; j += blockDim.x)
-        n += __bfloat162float(x[j]) >= theta ? 1.0f : 0.0f;
+        n += ld(x[j]) >= theta ? 1.0f : 0.0f;
     return block_sum(n);
 }
 
 /* Σ exp((x − M)/T) over logits >= theta. */
-static __device__ float mass_at_least(const bf16 *x, int vocab, float theta, float M, float inv_t)
+template <typename T>
+static __device__ float mass_at_least(const T *x, int vocab, float theta, float M, float inv_t)
 {
     float s = 0.0f;
     for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
-        float v = __bfloat162float(x[j]);
+        float v = ld(x[j]);
         s += v >= theta ? __expf((v - M) * inv_t) : 0.0f;
     }
     return block_sum(s);
 }
 
 /* Largest θ in [lo, M] with count(θ) >= k; count(lo) >= k holds. */
-static __device__ float top_k_threshold(const bf16 *x, int vocab, int k, float lo, float M)
+template <typename T>
+static __device__ float top_k_threshold(const T *x, int vocab, int k, float lo, float M)
 {
     if (count_at_least(x, vocab, M) >= k)
         return M;
@@ -88,7 +115,8 @@ static __device__ float top_k_threshold(const bf16 *x, int vocab, int k, float l
 }
 
 /* Largest θ in [lo, M] keeping at least `want` of the mass. */
-static __device__ float top_p_threshold(const bf16 *x, int vocab, float want, float lo, float M, float inv_t)
+template <typename T>
+static __device__ float top_p_threshold(const T *x, int vocab, float want, float lo, float M, float inv_t)
 {
     if (mass_at_least(x, vocab, M, M, inv_t) >= want)
         return M;
@@ -129,14 +157,15 @@ static __device__ float block_exclusive_scan(float v, float *total)
 /* Draws from the kept set {x >= theta}; each thread owns one contiguous chunk
  * of the vocabulary.  Falls back to `fallback` (the argmax, always kept) if
  * rounding leaves u past the last kept token. */
-static __device__ int draw(const bf16 *x, int vocab, float theta, float M, float inv_t, float uniform, int fallback)
+template <typename T>
+static __device__ int draw(const T *x, int vocab, float theta, float M, float inv_t, float uniform, int fallback)
 {
     __shared__ int s_pick;
     int chunk = (vocab + blockDim.x - 1) / blockDim.x;
     int lo = threadIdx.x * chunk, hi = min(vocab, lo + chunk);
     float own = 0.0f;
     for (int j = lo; j < hi; j++) {
-        float v = __bfloat162float(x[j]);
+        float v = ld(x[j]);
         own += v >= theta ? __expf((v - M) * inv_t) : 0.0f;
     }
     if (threadIdx.x == 0)
@@ -148,7 +177,7 @@ static __device__ int draw(const bf16 *x, int vocab, float theta, float M, float
         float run = before;
         int pick = -1;
         for (int j = lo; j < hi; j++) {
-            float v = __bfloat162float(x[j]);
+            float v = ld(x[j]);
             if (v < theta)
                 continue;
             pick = j;
@@ -162,68 +191,236 @@ static __device__ int draw(const bf16 *x, int vocab, float theta, float M, float
     return s_pick;
 }
 
-static __global__ void __launch_bounds__(SAMPLE_THREADS)
-kernel_sample(const bf16 *logits, int vocab, const tram_cuda_sampling *params, sample_result *out)
+/* Full-vocabulary row processing into f32: bias entries in order (thread 0,
+ * so repeated ids add up as on the host), then the penalties per id. */
+static __device__ void process_row(const bf16 *raw, float *f, int vocab, const tram_cuda_sampling &sp,
+                                   const tram_logit_bias *bias, const uint32_t *counts, int seat_stride)
 {
-    const bf16 *x = logits + (size_t)blockIdx.x * vocab;
-    tram_cuda_sampling sp = params[blockIdx.x];
+    for (int j = threadIdx.x; j < vocab; j += blockDim.x)
+        f[j] = __bfloat162float(raw[j]);
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int i = sp.bias_start; i < sp.bias_start + sp.num_bias; i++)
+            if (bias[i].token >= 0 && bias[i].token < vocab)
+                f[bias[i].token] += bias[i].bias;
+    __syncthreads();
+    if (sp.seat < 0)
+        return;
+    const uint32_t *cnt = counts + (size_t)sp.seat * seat_stride;
+    for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
+        uint32_t c = cnt[j], out = c & ~PROMPT_BIT;
+        float v = f[j];
+        if (out)  /* rounded step by step as the host does (no fused multiply-add) */
+            v = __fsub_rn(v, __fadd_rn(__fmul_rn(sp.frequency_penalty, (float)out), sp.presence_penalty));
+        if (c && sp.repetition_penalty != 1.0f)
+            v = v > 0 ? v / sp.repetition_penalty : v * sp.repetition_penalty;
+        f[j] = v;
+    }
+    __syncthreads();
+}
+
+template <typename T>
+static __device__ int sample_row(const T *x, int vocab, const tram_cuda_sampling &sp)
+{
     float M;
     int arg = block_argmax(x, vocab, &M);
-    float z = 0.0f, lowest = INFINITY;
-    for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
-        float v = __bfloat162float(x[j]);
-        z += __expf(v - M);
-        lowest = fminf(lowest, v);
-    }
-    z = block_sum(z);
+    arg = arg < vocab ? arg : 0;  /* every logit -inf: id 0, as the host's argmax */
+    if (!(sp.temperature > 0.0f) || M == -INFINITY)
+        return arg;
+    float lowest = INFINITY;
+    for (int j = threadIdx.x; j < vocab; j += blockDim.x)
+        lowest = fminf(lowest, ld(x[j]));
     /* Bisection starts from the lowest logit, bounded so that its steps stay
      * fine; logits further below M have no probability in f32 anyway. */
-    float floor_ = fmaxf(-block_max(-lowest), M - 1e4f);
-    int id = arg;
-    if (sp.temperature > 0.0f) {
-        float inv_t = 1.0f / sp.temperature, theta = floor_;
-        if (sp.top_k > 0 && sp.top_k < vocab)
-            theta = top_k_threshold(x, vocab, sp.top_k, theta, M);
-        if (sp.top_p < 1.0f) {
-            float want = sp.top_p * mass_at_least(x, vocab, theta, M, inv_t);
-            theta = top_p_threshold(x, vocab, want, theta, M, inv_t);
-        }
-        if (sp.min_p > 0.0f)
-            theta = fmaxf(theta, M + sp.temperature * logf(sp.min_p));
-        curandStatePhilox4_32_10_t rng;
-        curand_init(sp.seed, sp.step, 0, &rng);
-        id = draw(x, vocab, theta, M, inv_t, curand_uniform(&rng), arg);
+    float inv_t = 1.0f / sp.temperature, theta = fmaxf(-block_max(-lowest), M - 1e4f);
+    if (sp.min_p > 0.0f)
+        theta = fmaxf(theta, M + sp.temperature * logf(sp.min_p));
+    if (sp.top_k > 0 && sp.top_k < vocab)
+        theta = top_k_threshold(x, vocab, sp.top_k, theta, M);
+    if (sp.top_p < 1.0f) {
+        float want = sp.top_p * mass_at_least(x, vocab, theta, M, inv_t);
+        theta = top_p_threshold(x, vocab, want, theta, M, inv_t);
     }
+    curandStatePhilox4_32_10_t rng;
+    curand_init(sp.seed, sp.step, 0, &rng);
+    return draw(x, vocab, theta, M, inv_t, curand_uniform(&rng), arg);
+}
+
+/* log-softmax of the raw row at id */
+static __device__ float raw_logprob(const bf16 *x, int vocab, int id)
+{
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < vocab; j += blockDim.x)
+        m = fmaxf(m, __bfloat162float(x[j]));
+    m = block_max(m);
+    float z = 0.0f;
+    for (int j = threadIdx.x; j < vocab; j += blockDim.x)
+        z += __expf(__bfloat162float(x[j]) - m);
+    return __bfloat162float(x[id]) - m - logf(block_sum(z));
+}
+
+typedef struct {
+    const bf16 *logits;
+    int stride, vocab, want_logprobs, seat_stride;
+    const tram_cuda_sampling *params;
+    const tram_logit_bias *bias;
+    uint32_t *counts;
+    float *scratch;
+    sample_result *out;
+} sample_args;
+
+static __global__ void __launch_bounds__(SAMPLE_THREADS) kernel_sample(sample_args a)
+{
+    const tram_cuda_sampling sp = a.params[blockIdx.x];
+    const bf16 *raw = a.logits + (size_t)sp.row * a.stride;
+    int id;
+    if (sp.num_bias > 0 || sp.seat >= 0) {
+        float *f = a.scratch + (size_t)blockIdx.x * a.vocab;
+        process_row(raw, f, a.vocab, sp, a.bias, a.counts, a.seat_stride);
+        id = sample_row(f, a.vocab, sp);
+    } else {
+        id = sample_row(raw, a.vocab, sp);
+    }
+    float lp = a.want_logprobs ? raw_logprob(raw, a.vocab, id) : 0.0f;
     if (threadIdx.x == 0) {
-        out[blockIdx.x].id = id;
-        out[blockIdx.x].logprob = __bfloat162float(x[id]) - M - logf(z);
+        a.out[blockIdx.x].id = id;
+        a.out[blockIdx.x].logprob = lp;
+        if (sp.seat >= 0)
+            a.counts[(size_t)sp.seat * a.seat_stride + id]++;
     }
 }
 
-extern "C" int tram_cuda_sample(tram_backend *be, const void *logits, int rows, int vocab,
-                                const tram_cuda_sampling *params, int32_t *ids, float *logprobs, tram_error *err)
+/* Marks prompt ids, counts output ids. */
+static __global__ void kernel_seat_load(uint32_t *row, const int32_t *tokens, int prompt_len, int n, int vocab)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        int32_t t = tokens[i];
+        if (t < 0 || t >= vocab)
+            continue;
+        if (i < prompt_len)
+            atomicOr(&row[t], PROMPT_BIT);
+        else
+            atomicAdd(&row[t], 1u);
+    }
+}
+
+/* ---------------------------------------------------------------- host side */
+
+void cuda_sampler_free(cuda_state *c)
+{
+    cuda_sampler *s = c->sampler;
+    if (!s)
+        return;
+    cudaFree(s->params);
+    cudaFree(s->bias);
+    cudaFree(s->out);
+    cudaFreeHost(s->host);
+    cudaFree(s->scratch);
+    cudaFree(s->counts);
+    cudaFree(s->history);
+    free(s);
+    c->sampler = NULL;
+}
+
+static int sampler_error(tram_backend *be, tram_error *err)
+{
+    return be->sync(be, err) ? -1 : tram_fail(err, "cuda backend: sampler failed");
+}
+
+extern "C" int tram_cuda_sampler_reserve(tram_backend *be, int rows, int max_bias, int seats, int vocab,
+                                         int max_history, tram_error *err)
 {
     cuda_state *c = cuda_of(be);
-    if (rows <= 0)
-        return 0;
-    size_t pbytes = (size_t)rows * sizeof(tram_cuda_sampling), rbytes = (size_t)rows * sizeof(sample_result);
-    if (cuda_reserve(c, &c->sample_buf, &c->sample_bytes, pbytes + rbytes))
-        return be->sync(be, err);
-    tram_cuda_sampling *d_params = (tram_cuda_sampling *)c->sample_buf;
-    sample_result *d_out = (sample_result *)((char *)c->sample_buf + pbytes);
-    sample_result *host = (sample_result *)tram_calloc((size_t)rows, sizeof(sample_result), err);
-    if (!host)
+    if (rows < 1 || max_bias < 0 || seats < 0 || vocab < 1 || max_history < 0)
+        return tram_fail(err, "cuda backend: sampler sizes %d rows, %d bias, %d seats, vocab %d, history %d",
+                         rows, max_bias, seats, vocab, max_history);
+    cuda_sampler_free(c);
+    cuda_sampler *s = (cuda_sampler *)tram_calloc(1, sizeof(*s), err);
+    if (!s)
         return -1;
-    CUDA_CHECK(&c->st, cudaMemcpyAsync(d_params, params, pbytes, cudaMemcpyHostToDevice, c->stream));
-    kernel_sample<<<rows, SAMPLE_THREADS, 0, c->stream>>>((const bf16 *)logits, vocab, d_params, d_out);
-    if (!LAUNCH_CHECK(&c->st, "kernel_sample"))
-        CUDA_CHECK(&c->st, cudaMemcpyAsync(host, d_out, rbytes, cudaMemcpyDeviceToHost, c->stream));
-    int rc = be->sync(be, err);
-    for (int i = 0; !rc && i < rows; i++) {
-        ids[i] = host[i].id;
-        if (logprobs)
-            logprobs[i] = host[i].logprob;
+    c->sampler = s;
+    s->rows = rows, s->max_bias = max_bias, s->seats = seats, s->vocab = vocab, s->max_history = max_history;
+    size_t counts = (size_t)seats * vocab * sizeof(uint32_t);
+    if (CUDA_CHECK(&c->st, cudaMalloc((void **)&s->params, rows * sizeof(tram_cuda_sampling))) ||
+        CUDA_CHECK(&c->st, cudaMalloc((void **)&s->bias, (max_bias + 1) * sizeof(tram_logit_bias))) ||
+        CUDA_CHECK(&c->st, cudaMalloc((void **)&s->out, rows * sizeof(sample_result))) ||
+        CUDA_CHECK(&c->st, cudaMallocHost((void **)&s->host, rows * sizeof(sample_result))) ||
+        CUDA_CHECK(&c->st, cudaMalloc((void **)&s->scratch, (size_t)rows * vocab * sizeof(float))) ||
+        CUDA_CHECK(&c->st, cudaMalloc((void **)&s->counts, counts + sizeof(uint32_t))) ||
+        CUDA_CHECK(&c->st, cudaMalloc((void **)&s->history, (max_history + 1) * sizeof(int32_t))) ||
+        CUDA_CHECK(&c->st, cudaMemsetAsync(s->counts, 0, counts, c->stream))) {
+        cuda_sampler_free(c);
+        return sampler_error(be, err);
     }
-    free(host);
-    return rc;
+    return 0;
+}
+
+extern "C" int tram_cuda_seat_load(tram_backend *be, int seat, const int32_t *tokens, int prompt_len,
+                                   int num_tokens, tram_error *err)
+{
+    cuda_state *c = cuda_of(be);
+    cuda_sampler *s = c->sampler;
+    if (!s || seat < 0 || seat >= s->seats || prompt_len < 0 || prompt_len > num_tokens ||
+        num_tokens > s->max_history)
+        return tram_fail(err, "cuda backend: seat %d with %d tokens (prompt %d) is outside the sampler's "
+                              "reserve (%d seats, %d tokens)", seat, num_tokens, prompt_len,
+                         s ? s->seats : 0, s ? s->max_history : 0);
+    uint32_t *row = s->counts + (size_t)seat * s->vocab;
+    CUDA_CHECK(&c->st, cudaMemsetAsync(row, 0, (size_t)s->vocab * sizeof(uint32_t), c->stream));
+    if (num_tokens > 0 &&
+        !CUDA_CHECK(&c->st, cudaMemcpyAsync(s->history, tokens, (size_t)num_tokens * sizeof(int32_t),
+                                            cudaMemcpyHostToDevice, c->stream))) {
+        kernel_seat_load<<<tram_cuda_grid_1d(num_tokens, 256), 256, 0, c->stream>>>(row, s->history, prompt_len,
+                                                                                  num_tokens, s->vocab);
+        LAUNCH_CHECK(&c->st, "kernel_seat_load");
+    }
+    return c->st.failed ? sampler_error(be, err) : 0;
+}
+
+/* Every index the kernel follows, checked on the host. */
+static int check_call(const cuda_sampler *s, const tram_cuda_logits *l, const tram_cuda_sampling *params, int n,
+                      int num_bias, tram_error *err)
+{
+    if (!s || n > s->rows || num_bias < 0 || num_bias > s->max_bias || l->vocab < 1 || l->vocab > s->vocab ||
+        l->vocab > l->stride)
+        return tram_fail(err, "cuda backend: sample: %d rows, %d bias entries, vocab %d (stride %d) exceed the "
+                              "sampler's reserve (tram_cuda_sampler_reserve)", n, num_bias, l->vocab, l->stride);
+    for (int i = 0; i < n; i++) {
+        const tram_cuda_sampling *p = &params[i];
+        int no_penalty = p->repetition_penalty == 1.0f && p->presence_penalty == 0 && p->frequency_penalty == 0;
+        if (p->row < 0 || p->row >= l->rows || p->seat >= s->seats || (p->seat < 0 && !no_penalty) ||
+            p->bias_start < 0 || p->num_bias < 0 || p->bias_start + p->num_bias > num_bias)
+            return tram_fail(err, "cuda backend: sample %d: row %d (of %d), seat %d (of %d) or bias [%d, +%d) "
+                                  "(of %d) out of range, or penalties without a seat", i, p->row, l->rows, p->seat,
+                             s->seats, p->bias_start, p->num_bias, num_bias);
+    }
+    return 0;
+}
+
+extern "C" int tram_cuda_sample(tram_backend *be, const tram_cuda_logits *logits, const tram_cuda_sampling *params,
+                                int n, const tram_logit_bias *bias, int num_bias, int32_t *ids, float *logprobs,
+                                tram_error *err)
+{
+    cuda_state *c = cuda_of(be);
+    cuda_sampler *s = c->sampler;
+    if (n <= 0)
+        return 0;
+    if (check_call(s, logits, params, n, num_bias, err))
+        return -1;
+    CUDA_CHECK(&c->st, cudaMemcpyAsync(s->params, params, n * sizeof(*params), cudaMemcpyHostToDevice, c->stream));
+    if (num_bias > 0)
+        CUDA_CHECK(&c->st, cudaMemcpyAsync(s->bias, bias, num_bias * sizeof(*bias), cudaMemcpyHostToDevice, c->stream));
+    sample_args a = {(const bf16 *)logits->data, logits->stride, logits->vocab, logprobs != NULL, s->vocab,
+                     s->params, s->bias, s->counts, s->scratch, s->out};
+    kernel_sample<<<n, SAMPLE_THREADS, 0, c->stream>>>(a);
+    if (!LAUNCH_CHECK(&c->st, "kernel_sample"))
+        CUDA_CHECK(&c->st, cudaMemcpyAsync(s->host, s->out, n * sizeof(sample_result), cudaMemcpyDeviceToHost, c->stream));
+    if (be->sync(be, err))
+        return -1;
+    for (int i = 0; i < n; i++) {
+        ids[i] = s->host[i].id;
+        if (logprobs)
+            logprobs[i] = s->host[i].logprob;
+    }
+    return 0;
 }

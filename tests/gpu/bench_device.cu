@@ -5,16 +5,24 @@
  *   decode  one decode step of a preset model (random weights made on the
  *           device) at several batch sizes, context 512, run op by op in the
  *           order models/llama.c uses them, eager and replayed from a CUDA
- *           graph, beside its floor: (weight + KV bytes) / copy bandwidth
+ *           graph, beside its floors: (weight + KV bytes) / copy bandwidth
+ *           and FLOPs / matrix rate
+ *   offline the floor of an offline run of N requests (IN prompt tokens, OUT
+ *           output tokens, at most SEQS at a time) on that model: all its
+ *           FLOPs / matrix rate, or the bytes its decode steps must read
+ *           (weights once per step, each sequence's KV) / bandwidth, the
+ *           larger; tests/gpu/run.sh sets the measured run beside it
  *
  * It times the backend alone, without model files or the scheduler; the
  * engine's own numbers come from `tram bench`.  Medians of repeated runs,
- * after warm-up.  Usage: bench_device [preset] [batch sizes...] */
+ * after warm-up.
+ * Usage: bench_device [preset] [--offline N,IN,OUT,SEQS] [batch sizes...] */
 #include <algorithm>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <string>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -111,8 +119,32 @@ struct model {
     void *x, *xb, *q, *k, *v, *att, *proj, *gu, *hidden, *logits;
     int32_t *ids, *pos, *slots, *qs, *lens, *tables;
     int max_batch, blocks_per_seq;
-    double weight_bytes;
+    double weight_bytes;  /* what a decode step reads: matrices, lm_head, no embedding table */
 };
+
+/* FLOPs of one token through the matrices, and of attention over ctx keys. */
+static double token_flops(const model &m, double ctx)
+{
+    const tram_model_config &c = m.c;
+    return m.weight_bytes + 4.0 * ctx * c.n_heads * c.head_dim * c.n_layers;  /* 2 FLOPs per bf16 weight */
+}
+
+/* KV bytes of one token over every layer. */
+static double kv_token_bytes(const model &m)
+{
+    return 2.0 * m.c.n_layers * m.c.n_kv_heads * m.c.head_dim * 2;
+}
+
+/* Floor of the offline run: seconds. */
+static double offline_floor(const model &m, double n, double in, double out, double seqs, double bw, double rate)
+{
+    double len = in + out, head = 2.0 * m.c.vocab_size * m.c.dim;  /* lm_head FLOPs: output tokens only */
+    double flops = n * len * (token_flops(m, 0) - head) + n * out * head +
+                   n * 4.0 * m.c.n_heads * m.c.head_dim * m.c.n_layers * len * len / 2;
+    double steps = ceil(n / seqs) * out;
+    double bytes = steps * m.weight_bytes + n * out * (in + out / 2) * kv_token_bytes(m);
+    return fmax(flops / rate, bytes / bw);
+}
 
 static void *dev(size_t bytes)
 {
@@ -229,8 +261,22 @@ int main(int argc, char **argv)
 {
     const char *preset = argc > 1 ? argv[1] : "llama-3.1-8b";
     std::vector<int> batches;
-    for (int i = 2; i < argc; i++)
-        batches.push_back(atoi(argv[i]));
+    double off[4] = {0, 0, 0, 0};  /* N, IN, OUT, SEQS */
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--offline") && i + 1 < argc) {
+            if (sscanf(argv[++i], "%lf,%lf,%lf,%lf", &off[0], &off[1], &off[2], &off[3]) != 4 || off[3] < 1) {
+                fprintf(stderr, "bench_device: --offline wants N,IN,OUT,SEQS\n");
+                return 1;
+            }
+            continue;
+        }
+        int b = atoi(argv[i]);
+        if (b < 1) {
+            fprintf(stderr, "bench_device: batch size '%s' is not a positive number\n", argv[i]);
+            return 1;
+        }
+        batches.push_back(b);
+    }
     if (batches.empty())
         batches = {1, 8, 64, 256};
     tram_error err = {{0}};
@@ -244,10 +290,10 @@ int main(int argc, char **argv)
     model m;
     must(tram_preset_load(preset, &m.c, &err), "preset", &err);
     build(m, *std::max_element(batches.begin(), batches.end()));
-    double kv_per_seq = 2.0 * CTX * m.c.n_kv_heads * m.c.head_dim * 2 * m.c.n_layers;
-    printf("\n| %s, %d SMs | copy %.0f GB/s | bf16 GEMM 8192^3 %.0f TFLOP/s |\n", info.name, info.num_sms, bw / 1e9,
-           flops / 1e12);
-    printf("| %s decode, ctx %d | batch | eager ms | graph ms | floor ms | tokens/s (graph) |\n", preset, CTX);
+    double kv_per_seq = CTX * kv_token_bytes(m);
+    /* The table is printed after every measurement, so that it comes last. */
+    std::vector<std::string> rows;
+    char line[400];
     for (int b : batches) {
         tram_batch d = upload_batch(m, b);
         sync_or_die("batch upload");
@@ -259,8 +305,22 @@ int main(int argc, char **argv)
             must(tram_cuda_graph_end(be, b, &err), "graph end", &err);
             graph = time_it([&] { must(tram_cuda_graph_replay(be, b, &err), "replay", &err); }, 20);
         }
-        double floor_s = (m.weight_bytes + b * kv_per_seq) / bw;
-        printf("| | %5d | %8.3f | %8.3f | %8.3f | %10.0f |\n", b, eager * 1e3, graph * 1e3, floor_s * 1e3, b / (isnan(graph) ? eager : graph));
+        double bytes_s = (m.weight_bytes + b * kv_per_seq) / bw, flops_s = b * token_flops(m, CTX) / flops;
+        double best = isnan(graph) ? eager : graph;
+        snprintf(line, sizeof(line), "| | %5d | %8.3f | %8.3f | %8.3f | %8.3f | %5.0f%% | %10.0f |", b, eager * 1e3,
+                 graph * 1e3, bytes_s * 1e3, flops_s * 1e3, 100 * fmax(bytes_s, flops_s) / best, b / best);
+        rows.push_back(line);
+    }
+    printf("\n| %s, %d SMs | copy %.0f GB/s | bf16 GEMM 8192^3 %.0f TFLOP/s |\n", info.name, info.num_sms, bw / 1e9,
+           flops / 1e12);
+    printf("| %s decode step, ctx %d | batch | eager ms | graph ms | floor ms (bytes) | floor ms (FLOPs) | floor / "
+           "time | tokens/s |\n", preset, CTX);
+    for (const std::string &r : rows)
+        printf("%s\n", r.c_str());
+    if (off[0] > 0) {
+        double fs = offline_floor(m, off[0], off[1], off[2], off[3], bw, flops);
+        printf("| offline floor | %.0f x (%.0f in, %.0f out), %.0f at a time | %.1f s | %.0f output tok/s |\n", off[0],
+               off[1], off[2], off[3], fs, off[0] * off[2] / fs);
     }
     be->destroy(be);
     return 0;

@@ -11,12 +11,19 @@
  *            choices is smaller than the largest logit difference measured in
  *            that very row (a near-tie that bf16 rounding may flip, reported
  *            as such, after which that sequence is no longer compared).
+ *   graph    a decode step of the same model captured as a CUDA graph and
+ *            replayed on new token ids: its logits must equal, bit for bit,
+ *            those of the eager pass on the same ids.
  *   engine   64 concurrent requests (shared prefixes, sampled and greedy, a
- *            few aborted midway) through tram_engine on CUDA, twice: with the
- *            KV pool sized from --gpu-memory-utilization after the profiling
- *            pass, and with a pool so small that the scheduler must preempt.
- *            Every request must finish with its token count and every block
- *            must be free again at the end.
+ *            few aborted midway) through tram_engine on CUDA, three times:
+ *            with the KV pool sized from --gpu-memory-utilization after the
+ *            profiling pass, with a pool so small that the scheduler must
+ *            preempt, and with --enforce-eager.  Every request must finish
+ *            with its token count and every block must be free again at the
+ *            end; with graphs on, steps must have replayed graphs and tokens
+ *            must have been drawn on the device.  How many greedy requests
+ *            agree between graphs and eager is printed (INFO): padding
+ *            changes GEMM shapes, so bf16 near-ties may flip.
  *
  * One line per case (PASS/FAIL); exit 0 when all pass, 1 on a failure, 2 when
  * no GPU is usable.  Usage: check_e2e [preset] [tokenizer] */
@@ -156,6 +163,63 @@ static void compare_step(runner *c, runner *g, int vocab, int *live, double *wor
     }
 }
 
+/* Logits of one decode step at every sequence's last position with ids
+ * shifted by `shift`: eagerly, or by replaying the graph of PROMPTS rows. */
+static void decode_logits(runner *g, int vocab, int shift, int replay, float *out)
+{
+    int32_t ids[PROMPTS], pos[PROMPTS], slots[PROMPTS], qs[PROMPTS + 1] = {0}, lens[PROMPTS], rows[PROMPTS];
+    int32_t tables[PROMPTS * MAX_BLOCKS];
+    for (int p = 0; p < PROMPTS; p++) {
+        for (int j = 0; j < MAX_BLOCKS; j++)
+            tables[p * MAX_BLOCKS + j] = (PROMPTS - 1 - p) * MAX_BLOCKS + j;  /* as step() wrote the KV */
+        pos[p] = g->len[p] - 1;
+        ids[p] = (g->tokens[p][pos[p]] + shift) % vocab;
+        slots[p] = tables[p * MAX_BLOCKS + pos[p] / BLOCK] * BLOCK + pos[p] % BLOCK;
+        qs[p + 1] = p + 1;
+        lens[p] = g->len[p];
+        rows[p] = p;
+    }
+    tram_batch b = {PROMPTS, PROMPTS, ids, pos, slots, qs, lens, tables, MAX_BLOCKS, rows, PROMPTS};
+    tram_error err = {{0}};
+    if (tram_model_prepare(g->m, &b, &err))
+        die("prepare", &err);
+    static const void *dev;  /* the model's logits buffer: the same for every pass */
+    if (!replay)
+        dev = tram_model_run(g->m);
+    else if (tram_cuda_graph_replay(g->be, PROMPTS, &err))
+        die("graph replay", &err);
+    g->be->to_host_f32(g->be, out, dev, (size_t)PROMPTS * vocab);
+    if (g->be->sync(g->be, &err))
+        die("decode step", &err);
+}
+
+/* Eager pass, capture, then replays on other ids against eager passes on them. */
+static void check_graph_replay(runner *g, int vocab)
+{
+    size_t n = (size_t)PROMPTS * vocab;
+    float *eager = malloc(n * sizeof(float)), *graph = malloc(n * sizeof(float));
+    tram_error err = {{0}};
+    decode_logits(g, vocab, 0, 0, eager);
+    if (tram_cuda_graph_begin(g->be, &err))
+        die("graph begin", &err);
+    tram_model_run(g->m);
+    if (tram_cuda_graph_end(g->be, PROMPTS, &err))
+        die("graph end", &err);
+    size_t differ = 0;
+    for (int shift = 1; shift <= 3; shift++) {
+        decode_logits(g, vocab, shift, 0, eager);
+        memset(graph, 0xff, n * sizeof(float));
+        decode_logits(g, vocab, shift, 1, graph);
+        differ += memcmp(eager, graph, n * sizeof(float)) != 0;
+    }
+    char line[160];
+    snprintf(line, sizeof(line), "%d rows replayed on 3 new id sets: %zu differ from eager bit for bit", PROMPTS,
+             differ);
+    report(differ == 0, "graph", line);
+    free(eager);
+    free(graph);
+}
+
 static void check_greedy(tram_backend *cpu, tram_backend *gpu, tram_model_file *f)
 {
     int vocab = tram_model_file_config(f)->vocab_size;
@@ -182,6 +246,7 @@ static void check_greedy(tram_backend *cpu, tram_backend *gpu, tram_model_file *
     snprintf(line, sizeof(line), "%d of %d prompts: %d greedy tokens equal; %d near-tie flips, %d real", equal,
              PROMPTS, GEN, ties, splits);
     report(splits == 0, "greedy", line);
+    check_graph_replay(&g, vocab);
     tram_model_destroy(c.m);
     tram_model_destroy(g.m);
     free(c.logits);
@@ -211,7 +276,14 @@ static void request_of(int i, int vocab, int32_t *ids, int *n, tram_sampling_par
     p->seed = (uint64_t)i;
 }
 
-static void check_engine(const char *preset, const char *tokenizer, int num_kv_blocks, const char *what)
+/* The tokens each request got, for comparing runs. */
+typedef struct {
+    int32_t tok[REQUESTS][80];
+    int n[REQUESTS];
+} engine_tokens;
+
+static void check_engine(const char *preset, const char *tokenizer, int num_kv_blocks, int eager, const char *what,
+                         engine_tokens *toks)
 {
     tram_engine_config ec;
     tram_engine_config_init(&ec);
@@ -221,6 +293,8 @@ static void check_engine(const char *preset, const char *tokenizer, int num_kv_b
     snprintf(ec.tokenizer, sizeof(ec.tokenizer), "%s", tokenizer);
     ec.max_model_len = 256;
     ec.num_kv_blocks = num_kv_blocks;
+    ec.enforce_eager = eager;
+    memset(toks, 0, sizeof(*toks));
     tram_engine *e;
     tram_error err = {{0}};
     if (tram_engine_create(&e, &ec, "", &err))
@@ -248,6 +322,8 @@ static void check_engine(const char *preset, const char *tokenizer, int num_kv_b
         for (int k = 0; k < n; k++) {
             int i = (int)outs[k].request_id;
             got[i] = outs[k].completion_tokens;
+            for (int t = 0; t < outs[k].num_tokens && toks->n[i] < 80; t++)
+                toks->tok[i][toks->n[i]++] = outs[k].token_ids[t];
             if (outs[k].finish_reason == TRAM_FINISH_NONE)
                 continue;
             done++;
@@ -256,10 +332,13 @@ static void check_engine(const char *preset, const char *tokenizer, int num_kv_b
     }
     tram_engine_stats s;
     tram_engine_stats_get(e, &s);
-    char line[256];
-    snprintf(line, sizeof(line), "%s: %d of %d finished, %d wrong lengths, blocks free %d of %d, %llu preemptions",
-             what, done, REQUESTS, bad, s.num_blocks_free, s.num_blocks_total, (unsigned long long)s.num_preemptions);
-    report(done == REQUESTS && !bad && s.num_blocks_free == s.num_blocks_total, "engine", line);
+    char line[320];
+    snprintf(line, sizeof(line), "%s: %d of %d finished, %d wrong lengths, blocks free %d of %d, %llu preemptions, "
+             "%llu graph steps, %llu device draws", what, done, REQUESTS, bad, s.num_blocks_free, s.num_blocks_total,
+             (unsigned long long)s.num_preemptions, (unsigned long long)s.graph_steps,
+             (unsigned long long)s.device_samples);
+    int used = eager ? s.graph_steps == 0 : s.graph_steps > 0 && s.device_samples > 0;
+    report(done == REQUESTS && !bad && s.num_blocks_free == s.num_blocks_total && used, "engine", line);
     tram_engine_destroy(e);
 }
 
@@ -283,8 +362,19 @@ int main(int argc, char **argv)
     tram_model_file_close(f);
     cpu->destroy(cpu);
     gpu->destroy(gpu);
-    check_engine(preset, tokenizer, 0, "pool from --gpu-memory-utilization");
-    check_engine(preset, tokenizer, 48, "48 blocks, preempting");
+    static engine_tokens graphs, other;
+    check_engine(preset, tokenizer, 0, 0, "pool from --gpu-memory-utilization", &graphs);
+    check_engine(preset, tokenizer, 48, 0, "48 blocks, preempting", &other);
+    check_engine(preset, tokenizer, 0, 1, "--enforce-eager", &other);
+    int same = 0, greedy = 0;
+    for (int i = 0; i < REQUESTS; i += 2) {
+        if (i % 9 == 0)
+            continue;  /* aborted */
+        greedy++;
+        same += graphs.n[i] == other.n[i] && !memcmp(graphs.tok[i], other.tok[i], graphs.n[i] * sizeof(int32_t));
+    }
+    printf("INFO   graphs     %d of %d greedy requests identical with CUDA graphs and with --enforce-eager\n", same,
+           greedy);
     printf("check_e2e: %d of %d cases passed\n", cases - failures, cases);
     return failures ? 1 : 0;
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/sampler.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/int8_gemm.h"
 #include "kernels/cuda/cuda.h"
@@ -340,6 +341,115 @@ static void check_int8_matmul(int n, int rows, int cols)
     gpu->free_weight(gpu, &wg);
 }
 
+/* ---------------------------------------------------------------- fused W8A8 activation quantization */
+
+typedef struct {
+    tram_qact c, g;  /* the same shape on each backend */
+} qpair;
+
+static qpair qpair_new(int n, int cols)
+{
+    qpair p;
+    p.c = p.g = (tram_qact){.cols = cols, .kp = tram_qact_stride(cols)};
+    p.c.q = cpu->alloc(cpu, (size_t)n * p.c.kp), p.c.scales = cpu->alloc(cpu, n * sizeof(float));
+    p.g.q = gpu->alloc(gpu, (size_t)n * p.g.kp), p.g.scales = gpu->alloc(gpu, n * sizeof(float));
+    die_if(!p.c.q || !p.c.scales || !p.g.q || !p.g.scales, "out of memory");
+    return p;
+}
+
+static void qpair_free(qpair *p)
+{
+    cpu->free(cpu, p->c.q), cpu->free(cpu, p->c.scales);
+    gpu->free(gpu, p->g.q), gpu->free(gpu, p->g.scales);
+}
+
+/* The GPU's int8 copy is exactly tram_i8_quantize of the bf16 output the same
+ * kernel wrote (what the unfused int8 matmul would have quantized). */
+static void check_qact_copy(const tram_qact *qa, const void *out_g, int n, const char *op, const char *shape)
+{
+    int cols = qa->cols, kp = qa->kp;
+    float *out = malloc((size_t)n * cols * 4), *sg = malloc(n * sizeof(float));
+    int8_t *qg = malloc((size_t)n * kp), *qc = malloc(kp);
+    gpu->to_host_f32(gpu, out, out_g, (size_t)n * cols);
+    gpu->download(gpu, qg, qa->q, (size_t)n * kp);
+    gpu->download(gpu, sg, qa->scales, n * sizeof(float));
+    sync_both(op);
+    size_t bad = 0;
+    for (int i = 0; i < n; i++) {
+        float sc = tram_i8_quantize(out + (size_t)i * cols, cols, kp, qc);
+        bad += memcmp(&sc, &sg[i], sizeof(float)) != 0;
+        for (int j = 0; j < kp; j++)
+            bad += qc[j] != qg[(size_t)i * kp + j];
+    }
+    int8_result(!bad, op, shape, bad);
+    free(out), free(sg), free(qg), free(qc);
+}
+
+static void int8_weight_pair(tram_weight *wc, tram_weight *wg, int rows, int cols)
+{
+    float *wv = random_vec((size_t)rows * cols, 1.0f / sqrtf((float)cols));
+    cpu->upload_weight(cpu, wc, wv, rows, cols, TRAM_W_INT8);
+    gpu->upload_weight(gpu, wg, wv, rows, cols, TRAM_W_INT8);
+    sync_both("upload_weight int8");
+    free(wv);
+}
+
+/* rmsnorm_q, add_rmsnorm_q and silu_mul_q against the CPU's, each followed
+ * by matmul_q on its int8 copy, as a W8A8 layer runs them. */
+static void check_int8_fused(int n, int dim, int ffn)
+{
+    char shape[64];
+    snprintf(shape, sizeof(shape), "n %d dim %d ffn %d", n, dim, ffn);
+    wpair nw = wpair_new(1, dim, 1.0f);
+    tram_weight up_c, up_g, down_c, down_g;
+    int8_weight_pair(&up_c, &up_g, ffn, dim);
+    int8_weight_pair(&down_c, &down_g, dim, ffn);
+    qpair qd = qpair_new(n, dim), qf = qpair_new(n, ffn);
+    pair x = pair_new((size_t)n * dim), out = pair_new(x.n), delta = pair_new(x.n);
+    pair gu = pair_new((size_t)n * 2 * ffn), hid = pair_new((size_t)n * ffn), y = pair_new((size_t)n * ffn);
+    pair_random(x, 2.0f), pair_random(delta, 1.0f), pair_random(gu, 4.0f);
+    cpu->rmsnorm_q(cpu, out.c, &qd.c, x.c, &nw.c, n, 1e-5f);
+    gpu->rmsnorm_q(gpu, out.g, &qd.g, x.g, &nw.g, n, 1e-5f);
+    pair_check(out, out.n, "rmsnorm_q", shape);
+    check_qact_copy(&qd.g, out.g, n, "rmsnorm_q int8", shape);
+    cpu->matmul_q(cpu, y.c, &qd.c, &up_c, n);
+    gpu->matmul_q(gpu, y.g, &qd.g, &up_g, n);
+    pair_check(y, y.n, "matmul_q", shape);
+    cpu->add_rmsnorm_q(cpu, x.c, out.c, &qd.c, delta.c, &nw.c, n, 1e-5f);
+    gpu->add_rmsnorm_q(gpu, x.g, out.g, &qd.g, delta.g, &nw.g, n, 1e-5f);
+    pair_check(out, out.n, "add_rmsnorm_q", shape);
+    pair_check(x, x.n, "add_rmsnorm_q.res", shape);
+    check_qact_copy(&qd.g, out.g, n, "add_rms_q int8", shape);
+    cpu->silu_mul_q(cpu, hid.c, &qf.c, gu.c, n, ffn);
+    gpu->silu_mul_q(gpu, hid.g, &qf.g, gu.g, n, ffn);
+    pair_check(hid, hid.n, "silu_mul_q", shape);
+    check_qact_copy(&qf.g, hid.g, n, "silu_mul_q int8", shape);
+    cpu->matmul_q(cpu, out.c, &qf.c, &down_c, n);
+    gpu->matmul_q(gpu, out.g, &qf.g, &down_g, n);
+    pair_check(out, out.n, "matmul_q down", shape);
+    pair_free(x), pair_free(out), pair_free(delta), pair_free(gu), pair_free(hid), pair_free(y);
+    qpair_free(&qd), qpair_free(&qf);
+    wpair_free(&nw);
+    cpu->free_weight(cpu, &up_c), cpu->free_weight(cpu, &down_c);
+    gpu->free_weight(gpu, &up_g), gpu->free_weight(gpu, &down_g);
+}
+
+/* The fused q/k/v product's rows split into q, k and v, bit for bit. */
+static void check_split_qkv(int n, int qd, int kd)
+{
+    char shape[64];
+    snprintf(shape, sizeof(shape), "n %d qd %d kd %d", n, qd, kd);
+    pair qkv = pair_new((size_t)n * (qd + 2 * kd)), q = pair_new((size_t)n * qd), k = pair_new((size_t)n * kd),
+         v = pair_new((size_t)n * kd);
+    pair_random(qkv, 1.0f);
+    cpu->split_qkv(cpu, q.c, k.c, v.c, qkv.c, n, qd, kd);
+    gpu->split_qkv(gpu, q.g, k.g, v.g, qkv.g, n, qd, kd);
+    pair_check(q, q.n, "split_qkv.q", shape);
+    pair_check(k, k.n, "split_qkv.k", shape);
+    pair_check(v, v.n, "split_qkv.v", shape);
+    pair_free(qkv), pair_free(q), pair_free(k), pair_free(v);
+}
+
 static void check_silu_gather(int n, int ffn)
 {
     char shape[64];
@@ -498,58 +608,198 @@ static void check_attention_shapes(void)
 
 /* ---------------------------------------------------------------- sampling and graphs */
 
-/* Greedy equals the host argmax; with temperature 1 the frequencies of 4096
- * draws (one per Philox step) follow the softmax; a seed reproduces. */
+/* The device sampler against engine/sampler.c on the same bf16 logits: greedy
+ * ids equal exactly (bias, bans and penalties included, and again after a
+ * draw has grown the seat's counts on the device); seeded draws reproduce; and
+ * the frequencies of SROWS device draws (one Philox step each) match those
+ * of SROWS host draws (one seed each) within 0.05 everywhere, about five
+ * standard deviations of the difference of two such frequencies. */
+enum { SV = 64, SROWS = 4096, HIST = 12 };
+
+typedef struct {
+    const char *name;
+    tram_sampling_params p;
+    int ban;                   /* a banned id (min_tokens), or -1 */
+} sample_case;
+
+static void sampler_reserve(int rows, int seats, int vocab)
+{
+    tram_error err = {{0}};
+    die_if(tram_cuda_sampler_reserve(gpu, rows, rows * 4, seats, vocab, HIST, &err), err.msg);
+}
+
+static int uses_seat(const tram_sampling_params *p)
+{
+    return p->repetition_penalty != 1.0f || p->presence_penalty != 0 || p->frequency_penalty != 0;
+}
+
+/* Device parameters of one row, as engine/gpu.c derives them. */
+static tram_cuda_sampling device_params(const sample_case *c, int seat, uint64_t step)
+{
+    const tram_sampling_params *p = &c->p;
+    return (tram_cuda_sampling){p->temperature < 1e-5f ? 0 : p->temperature, p->top_k > 0 ? p->top_k : 0, p->top_p,
+                                p->min_p, p->repetition_penalty, p->presence_penalty, p->frequency_penalty, 0,
+                                uses_seat(p) ? seat : -1, 0, p->num_logit_bias + (c->ban >= 0), 1234, step};
+}
+
+/* The case's bias list for the device: its logit bias, then the ban. */
+static int device_bias(const sample_case *c, tram_logit_bias *out)
+{
+    memcpy(out, c->p.logit_bias, c->p.num_logit_bias * sizeof(*out));
+    if (c->ban >= 0)
+        out[c->p.num_logit_bias] = (tram_logit_bias){c->ban, -INFINITY};
+    return c->p.num_logit_bias + (c->ban >= 0);
+}
+
+static int32_t host_draw(tram_sampler *hs, const float *row, const sample_case *c, const int32_t *hist, int n,
+                         uint64_t seed)
+{
+    tram_sample_input in = {&c->p, seed, 0, hist, HIST / 2, hist + HIST / 2, n - HIST / 2,
+                            c->ban >= 0 ? &c->ban : NULL, c->ban >= 0};
+    return tram_sample(hs, row, &in);
+}
+
+/* rows draws of one case from the logits row 0; seats 0..rows-1 loaded from hist. */
+static void device_draws(const pair *l, int vocab, const sample_case *c, const int32_t *hist, int n, int rows,
+                         int load, int32_t *ids)
+{
+    tram_error err = {{0}};
+    tram_cuda_sampling *sp = calloc(rows, sizeof(*sp));
+    tram_logit_bias bias[8];
+    int nb = device_bias(c, bias);
+    for (int r = 0; r < rows; r++) {
+        sp[r] = device_params(c, r, (uint64_t)r);
+        if (load && sp[r].seat >= 0)
+            die_if(tram_cuda_seat_load(gpu, r, hist, HIST / 2, n, &err), err.msg);
+    }
+    tram_cuda_logits lg = {l->g, 1, vocab, vocab};
+    die_if(tram_cuda_sample(gpu, &lg, sp, rows, bias, nb, ids, NULL, &err), err.msg);
+    free(sp);
+}
+
+static void sample_result_line(int ok, const char *name, const char *fmt, double a, double b)
+{
+    char detail[96];
+    snprintf(detail, sizeof(detail), fmt, a, b);
+    printf("%-6s %-14s %-36s %s\n", ok ? "PASS" : "FAIL", "sample", name, detail);
+    failures += !ok;
+    cases++;
+}
+
+/* Greedy twice: the second draw sees the first one's token in the counts. */
+static void check_greedy(const pair *l, const float *row, int vocab, const sample_case *c, tram_sampler *hs)
+{
+    int32_t hist[HIST + 2], dev[2], host[2];
+    for (int i = 0; i < HIST; i++)
+        hist[i] = rand() % vocab;
+    sample_case g = *c;
+    g.p.temperature = 0;
+    for (int k = 0; k < 2; k++) {
+        host[k] = host_draw(hs, row, &g, hist, HIST + k, 1);
+        device_draws(l, vocab, &g, hist, HIST + k, 1, k == 0, &dev[k]);
+        hist[HIST + k] = host[k];
+    }
+    char name[64];
+    snprintf(name, sizeof(name), "greedy %s v %d", c->name, vocab);
+    sample_result_line(dev[0] == host[0] && dev[1] == host[1], name, "ids %.0f, %.0f", dev[0], dev[1]);
+}
+
+static void check_distribution(const pair *l, const float *row, const sample_case *c, tram_sampler *hs)
+{
+    int32_t hist[HIST], *ids = malloc(SROWS * 4), *again = malloc(SROWS * 4);
+    for (int i = 0; i < HIST; i++)
+        hist[i] = rand() % SV;
+    double fd[SV] = {0}, fh[SV] = {0}, worst = 0;
+    device_draws(l, SV, c, hist, HIST, SROWS, 1, ids);
+    device_draws(l, SV, c, hist, HIST, SROWS, 1, again);
+    int in_range = 1;
+    for (int r = 0; r < SROWS; r++) {
+        in_range &= ids[r] >= 0 && ids[r] < SV && ids[r] != c->ban;
+        fd[ids[r] >= 0 && ids[r] < SV ? ids[r] : 0] += 1.0 / SROWS;
+        fh[host_draw(hs, row, c, hist, HIST, 1000 + r)] += 1.0 / SROWS;
+    }
+    for (int j = 0; j < SV; j++)
+        worst = fmax(worst, fabs(fd[j] - fh[j]));
+    int repro = !memcmp(ids, again, SROWS * 4);
+    char name[64];
+    snprintf(name, sizeof(name), "draws %s", c->name);
+    sample_result_line(worst < 0.05 && repro && in_range, name, "max |freq - host| %.3f  reproducible %.0f",
+                       worst, repro);
+    free(ids), free(again);
+}
+
+/* Rows of a wider stride than the vocabulary, each greedy on its own row. */
+static void check_rows_stride(void)
+{
+    enum { R = 5, V = 1000, STRIDE = 1003 };
+    float *v = random_vec((size_t)R * STRIDE, 3.0f);
+    for (int i = 0; i < R * STRIDE; i++)
+        v[i] = bf16_round(v[i]);
+    pair l = pair_new((size_t)R * STRIDE);
+    pair_set(l, v);
+    tram_cuda_sampling sp[R];
+    int32_t ids[R];
+    float lp[R];
+    int ok = 1;
+    for (int r = 0; r < R; r++)
+        sp[r] = (tram_cuda_sampling){0, 0, 1, 0, 1, 0, 0, R - 1 - r, -1, 0, 0, 1, 0};
+    tram_cuda_logits lg = {l.g, R, STRIDE, V};
+    tram_error err = {{0}};
+    die_if(tram_cuda_sample(gpu, &lg, sp, R, NULL, 0, ids, lp, &err), err.msg);
+    for (int r = 0; r < R; r++) {
+        const float *row = v + (size_t)(R - 1 - r) * STRIDE;
+        int best = 0;
+        double z = 0;
+        for (int j = 0; j < V; j++)
+            best = row[j] > row[best] ? j : best;
+        for (int j = 0; j < V; j++)
+            z += exp(row[j] - row[best]);
+        ok &= ids[r] == best && fabs(lp[r] - (-log(z))) < 1e-3;
+    }
+    sample_result_line(ok, "greedy rows, stride > vocab", "logprob of row 0 %.4f", lp[0], 0);
+    pair_free(l);
+    free(v);
+}
+
 static void check_sampling(void)
 {
-    enum { V = 16, ROWS = 4096 };
-    float row[V];
-    double p[V], z = 0;
-    for (int j = 0; j < V; j++)
-        row[j] = bf16_round(frand() * 2.0f);
-    for (int j = 0; j < V; j++)
-        z += p[j] = exp(row[j]);
-    float *logits = malloc(sizeof(float) * V * ROWS);
-    for (int r = 0; r < ROWS; r++)
-        memcpy(logits + r * V, row, sizeof(row));
-    pair l = pair_new((size_t)V * ROWS);
-    pair_set(l, logits);
-    tram_cuda_sampling *sp = calloc(ROWS, sizeof(*sp));
-    int32_t *ids = malloc(ROWS * 4), *again = malloc(ROWS * 4);
-    float *lp = malloc(ROWS * 4);
+    static const tram_logit_bias bias[] = {{3, 2.5f}, {17, -1.0f}, {3, 0.5f}};
+    tram_sampling_params base;
+    tram_sampling_params_init(&base);
+    sample_case cs[] = {
+        {"temperature 0.7", base, -1}, {"top_k 5", base, -1}, {"top_p 0.8", base, -1},
+        {"min_p 0.1 top_p 0.9", base, -1}, {"penalties bias ban top_k 20", base, 5},
+    };
+    cs[0].p.temperature = 0.7f;
+    cs[1].p.top_k = 5;
+    cs[2].p.top_p = 0.8f;
+    cs[3].p.min_p = 0.1f, cs[3].p.top_p = 0.9f;
+    tram_sampling_params *pen = &cs[4].p;
+    pen->repetition_penalty = 1.3f, pen->presence_penalty = 0.5f, pen->frequency_penalty = 0.4f, pen->top_k = 20;
+    pen->logit_bias = bias, pen->num_logit_bias = 3;
     tram_error err = {{0}};
-    int argmax = 0;
-    for (int j = 1; j < V; j++)
-        argmax = row[j] > row[argmax] ? j : argmax;
-    for (int r = 0; r < ROWS; r++)
-        sp[r] = (tram_cuda_sampling){.temperature = 0, .top_p = 1, .seed = 1234, .step = (uint64_t)r};
-    die_if(tram_cuda_sample(gpu, l.g, ROWS, V, sp, ids, lp, &err), err.msg);
-    int greedy_ok = ids[0] == argmax && fabs(lp[0] - (row[argmax] - log(z))) < 1e-3;
-    printf("%-6s %-14s %-36s id %d want %d\n", greedy_ok ? "PASS" : "FAIL", "sample", "greedy", ids[0], argmax);
-    for (int r = 0; r < ROWS; r++)
-        sp[r].temperature = 1.0f;
-    die_if(tram_cuda_sample(gpu, l.g, ROWS, V, sp, ids, NULL, &err), err.msg);
-    die_if(tram_cuda_sample(gpu, l.g, ROWS, V, sp, again, NULL, &err), err.msg);
-    double freq[V] = {0}, worst = 0;
-    for (int r = 0; r < ROWS; r++)
-        freq[ids[r] >= 0 && ids[r] < V ? ids[r] : 0] += 1.0 / ROWS;
-    for (int j = 0; j < V; j++)
-        worst = fmax(worst, fabs(freq[j] - p[j] / z));
-    int repro = !memcmp(ids, again, ROWS * 4);
-    int dist_ok = worst < 0.03 && repro;  /* 4096 draws: 3 sigma of a frequency is < 0.024 */
-    printf("%-6s %-14s %-36s max |freq - p| %.3f  reproducible %d\n", dist_ok ? "PASS" : "FAIL", "sample",
-           "temperature 1", worst, repro);
-    for (int r = 0; r < ROWS; r++)
-        sp[r].top_k = 1;
-    die_if(tram_cuda_sample(gpu, l.g, ROWS, V, sp, ids, NULL, &err), err.msg);
-    int topk_ok = 1;
-    for (int r = 0; r < ROWS; r++)
-        topk_ok &= ids[r] == argmax;
-    printf("%-6s %-14s %-36s\n", topk_ok ? "PASS" : "FAIL", "sample", "top_k 1 = argmax");
-    failures += !greedy_ok + !dist_ok + !topk_ok;
-    cases += 3;
-    pair_free(l);
-    free(logits), free(sp), free(ids), free(again), free(lp);
+    int big = 128256;
+    tram_sampler *hs_small, *hs_big;
+    die_if(tram_sampler_create(&hs_small, SV, &err) || tram_sampler_create(&hs_big, big, &err), err.msg);
+    float *small = random_vec(SV, 2.0f), *large = random_vec(big, 4.0f);
+    for (int j = 0; j < SV; j++)
+        small[j] = bf16_round(small[j]);
+    for (int j = 0; j < big; j++)
+        large[j] = bf16_round(large[j]);
+    pair ls = pair_new(SV), lb = pair_new(big);
+    pair_set(ls, small);
+    pair_set(lb, large);
+    sampler_reserve(SROWS, SROWS, SV);
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(cs); i++) {
+        check_greedy(&ls, small, SV, &cs[i], hs_small);
+        check_distribution(&ls, small, &cs[i], hs_small);
+    }
+    sampler_reserve(8, 8, big);
+    check_greedy(&lb, large, big, &cs[4], hs_big);
+    check_rows_stride();
+    pair_free(ls), pair_free(lb);
+    free(small), free(large);
+    tram_sampler_destroy(hs_small), tram_sampler_destroy(hs_big);
 }
 
 /* A captured rmsnorm + matmul replays on new input like the direct ops. */
@@ -599,6 +849,10 @@ int main(int argc, char **argv)
                                  {5, 49152, 576}, {256, 14336, 4096}};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(mm8); i++)
         check_int8_matmul(mm8[i][0], mm8[i][1], mm8[i][2]);
+    check_int8_fused(1, 576, 1536);
+    check_int8_fused(1 + rand() % 256, 4096, 14336);
+    check_int8_fused(33, 578, 1538);
+    check_split_qkv(1 + rand() % 64, 4096, 1024);
     check_silu_gather(1, 1536);
     check_silu_gather(64, 14336);
     tram_attn_shape small = {9, 3, 64, 16, 0.125f}, big = {32, 8, 128, 16, 0.0884f};

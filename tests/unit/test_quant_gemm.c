@@ -62,6 +62,7 @@ Test(quant_gemm, activation_blocks_round_to_the_nearest_step)
             sum += q[b].q[j];
         }
         cr_expect_float_eq(q[b].s, q[b].d * sum, 1e-6f);
+        cr_expect_eq(q[b].sum, sum);
     }
 }
 
@@ -75,12 +76,14 @@ Test(quant_gemm, zero_activations_give_zero_scale)
         cr_expect_eq(q.q[j], 0);
 }
 
-/* y = x · Wᵀ for every type and kernel, with row counts off the 32-row chunks
- * and token counts off the 4-token tiles. */
+/* y = x · Wᵀ for every type and kernel, with row counts off the 8-row groups
+ * and 32-row chunks, and token counts off the 8-token tiles; and every row of
+ * the repacked weights dequantizes to the file's values. */
 Test(quant_gemm, every_kernel_matches_the_dequantized_product)
 {
-    enum { ROWS = 70, COLS = 160, N = 7, NB = COLS / 32 };
-    static uint8_t w[ROWS * NB * 34];
+    enum { ROWS = 70, COLS = 160, N = 11, NB = COLS / 32 };
+    static uint8_t w[ROWS * NB * 34], packed[(ROWS + 7) / 8 * 8 * NB * 34];
+    static float row[COLS];
     static float wf[ROWS * COLS], x[N * COLS], xf[N * COLS], y[N * ROWS];
     tram_q8_block xq[N * NB];
     srand(7);
@@ -94,7 +97,13 @@ Test(quant_gemm, every_kernel_matches_the_dequantized_product)
         tram_wtype t = types[ti];
         random_blocks(t, w, ROWS * NB);
         cr_assert(!tram_dequantize(ggml_of(t), w, wf, ROWS * COLS, NULL));
-        tram_weight tw = {.type = t, .rows = ROWS, .cols = COLS, .data = w};
+        cr_assert_leq(tram_q_packed_bytes(t, ROWS, COLS), sizeof(packed));
+        tram_q_pack(t, ROWS, COLS, w, packed);
+        tram_weight tw = {.type = t, .rows = ROWS, .cols = COLS, .data = packed};
+        for (int r = 0; r < ROWS; r++) {
+            tram_q_row_f32(&tw, r, row);
+            cr_expect(!memcmp(row, wf + r * COLS, sizeof(row)), "type %d: row %d differs after packing", (int)t, r);
+        }
         for (tram_q_kernel k = TRAM_Q_GENERIC; k <= TRAM_Q_VNNI; k++) {
             if (!tram_q_kernel_available(k))
                 continue;

@@ -1,0 +1,174 @@
+/* The engine thread's hand-off (server/worker.c): submissions are accepted
+ * or rejected, each request's outputs arrive in order, after its ACCEPTED,
+ * and carry what the engine makes on its own, although the events are given
+ * back and reused all along; stopping with requests in flight frees them. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "engine/cli.h"
+#include "server/worker.h"
+
+#define NREQ 3
+#define NTOK 12
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int wakes;
+} waker;
+
+static void wake(void *arg)
+{
+    waker *k = arg;
+    pthread_mutex_lock(&k->mu);
+    k->wakes++;
+    pthread_cond_signal(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+}
+
+/* Waits for a wake-up newer than *seen and takes the events. */
+static tram_event *next_events(tram_worker *w, waker *k, int *seen)
+{
+    pthread_mutex_lock(&k->mu);
+    while (k->wakes == *seen)
+        pthread_cond_wait(&k->cv, &k->mu);
+    *seen = k->wakes;
+    pthread_mutex_unlock(&k->mu);
+    return tram_worker_take_events(w);
+}
+
+static tram_engine_config config(void)
+{
+    tram_engine_config c;
+    tram_engine_config_init(&c);
+    c.num_threads = 1;
+    c.max_model_len = 256;
+    c.kv_cache_memory = (size_t)32 << 20;
+    c.max_num_seqs = 8;
+    return c;
+}
+
+static tram_sampling_params greedy(void)
+{
+    tram_sampling_params p;
+    tram_sampling_params_init(&p);
+    p.temperature = 0;
+    p.max_tokens = NTOK;
+    p.ignore_eos = 1;
+    return p;
+}
+
+static const char *const prompts[NREQ] = {"The cat is known for", "Every river loves", "Paris"};
+
+/* The text each prompt gets from the engine stepped directly. */
+static void expected_texts(char out[NREQ][256])
+{
+    tram_engine_config c = config();
+    tram_sampling_params p = greedy();
+    tram_error err = {{0}};
+    tram_engine *e;
+    cr_assert_eq(tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
+    for (int i = 0; i < NREQ; i++) {
+        tram_prompt pr = {.text = prompts[i]};
+        cr_assert_eq(tram_engine_add_request(e, (uint64_t)i, &pr, &p, 0, &err), 0, "%s", err.msg);
+        out[i][0] = 0;
+    }
+    while (tram_engine_has_unfinished(e)) {
+        const tram_output *o;
+        int n;
+        cr_assert_eq(tram_engine_step(e, &o, &n, &err), 0, "%s", err.msg);
+        for (int j = 0; j < n; j++)
+            strncat(out[o[j].request_id], o[j].text, 255 - strlen(out[o[j].request_id]));
+    }
+    tram_engine_destroy(e);
+}
+
+static tram_worker *start(waker *k, const tram_engine_config *c, int *seen)
+{
+    pthread_mutex_init(&k->mu, NULL);
+    pthread_cond_init(&k->cv, NULL);
+    tram_worker_config wc = {c, TRAM_DEFAULT_MODEL, 4, wake, k};
+    tram_error err = {{0}};
+    tram_worker *w;
+    cr_assert_eq(tram_worker_start(&w, &wc, &err), 0, "%s", err.msg);
+    tram_event *ev = next_events(w, k, seen);
+    cr_assert(ev && ev->kind == TRAM_EV_READY && !ev->next);
+    tram_worker_give_back(w, ev);
+    return w;
+}
+
+/* Requests 0..NREQ-1 from prompts, then one with a token outside the vocabulary. */
+static void submit_all(tram_worker *w, const tram_sampling_params *p)
+{
+    static const int32_t bad = 1 << 30;
+    tram_submission *list = NULL;
+    for (int i = NREQ; i >= 0; i--) {
+        tram_submission *s = calloc(1, sizeof(*s));
+        cr_assert(s);
+        s->request_id = (uint64_t)i;
+        s->prompt = i < NREQ ? (tram_prompt){.text = prompts[i]} : (tram_prompt){.token_ids = &bad, .num_tokens = 1};
+        s->params = p;
+        s->next = list;
+        list = s;
+    }
+    tram_worker_submit(w, list);
+}
+
+Test(server_worker, outputs_in_order_through_reused_events, .timeout = 120)
+{
+    char want[NREQ][256], got[NREQ][256] = {{0}};
+    expected_texts(want);
+    tram_engine_config c = config();
+    tram_sampling_params p = greedy();
+    waker k = {0};
+    int seen = 0;
+    tram_worker *w = start(&k, &c, &seen);
+    submit_all(w, &p);
+    int accepted[NREQ] = {0}, tokens[NREQ] = {0}, rejected = 0, finished = 0, events = 0;
+    while (finished < NREQ || !rejected) {
+        tram_event *list = next_events(w, &k, &seen);
+        for (tram_event *ev = list; ev; ev = ev->next, events++) {
+            int id = (int)ev->request_id;
+            if (ev->kind == TRAM_EV_REJECTED) {
+                cr_assert_eq(id, NREQ);
+                cr_assert_eq(ev->error.status, 400);
+                rejected = 1;
+                continue;
+            }
+            cr_assert(id >= 0 && id < NREQ, "event for request %d", id);
+            if (ev->kind == TRAM_EV_ACCEPTED) {
+                cr_assert_eq(accepted[id]++, 0, "request %d accepted twice", id);
+                continue;
+            }
+            cr_assert_eq(ev->kind, TRAM_EV_OUTPUT);
+            cr_assert(accepted[id], "request %d: an output before ACCEPTED", id);
+            cr_assert_eq(ev->out.num_tokens, 1);
+            cr_assert_eq(ev->out.completion_tokens, ++tokens[id], "request %d out of order", id);
+            strncat(got[id], ev->out.text, 255 - strlen(got[id]));
+            finished += ev->out.finish_reason != TRAM_FINISH_NONE;
+        }
+        tram_worker_give_back(w, list);
+    }
+    for (int i = 0; i < NREQ; i++) {
+        cr_assert_eq(tokens[i], NTOK);
+        cr_assert_str_eq(got[i], want[i], "request %d", i);
+    }
+    cr_assert_geq(events, NREQ * (NTOK + 1) + 1);
+    tram_worker_stop(w);
+}
+
+/* Under ASan this also checks that queued events and requests are freed. */
+Test(server_worker, stop_with_requests_in_flight, .timeout = 120)
+{
+    tram_engine_config c = config();
+    tram_sampling_params p = greedy();
+    waker k = {0};
+    int seen = 0;
+    tram_worker *w = start(&k, &c, &seen);
+    submit_all(w, &p);
+    tram_worker_give_back(w, next_events(w, &k, &seen));
+    cr_assert_eq(tram_worker_abort(w, 0), 0);
+    tram_worker_stop(w);
+}
