@@ -78,6 +78,8 @@ def main():
     p.add_argument("--warmup", type=int, default=1, help="untimed warm-up generate() calls first")
     p.add_argument("workloads", nargs="+")
     args = p.parse_args()
+    if args.runs < 1 or args.threads < 1 or args.batch < 0:
+        p.error("--runs and --threads must be at least 1, --batch at least 0")
     workloads = [(w, *parse_workload(w)) for w in args.workloads]  # bad input fails before the load
     torch.set_num_threads(args.threads)
     model = AutoModelForCausalLM.from_pretrained(os.path.dirname(os.path.abspath(args.gguf)),
