@@ -89,7 +89,8 @@ int tram_gpu_fit_pool(tram_model *m, tram_backend *be, const tram_gpu_pool_spec 
     if (profile_forward(m, s, err) || device_memory(be, &free_bytes, &total, err))
         return -1;
     double block = (double)tram_model_kv_block_bytes(tram_model_config_of(m), s->block_size, be->act_bytes);
-    double in_use = (double)(total - free_bytes) - tram_gpu_profile_blocks(s) * block;
+    /* the profiling pool holds the profile's blocks and the reserved ones */
+    double in_use = (double)(total - free_bytes) - (tram_gpu_profile_blocks(s) + s->reserved_blocks) * block;
     double budget = s->utilization * (double)total - in_use, blocks = budget / block - s->reserved_blocks;
     if (blocks < s->max_blocks_per_seq)
         return tram_fail(err, "the model does not fit: weights and activations take %.2f GiB of the "

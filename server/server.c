@@ -5,11 +5,15 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/thread.h>
+#include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include "server/log.h"
 #include "tokenizer/chat_template.h"
@@ -55,9 +59,11 @@ static void on_ready(tram_server *s)
 
 static void on_wake(evutil_socket_t fd, short what, void *arg)
 {
-    (void)fd;
     (void)what;
     tram_server *s = arg;
+    uint64_t count;
+    if (read(fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+        tram_log(TRAM_LOG_WARNING, "reading the engine's wake-up: %s", strerror(errno));
     tram_event *taken = tram_worker_take_events(s->worker);
     for (tram_event *ev = taken; ev; ev = ev->next) {
         if (ev->kind == TRAM_EV_READY) {
@@ -75,11 +81,15 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
     tram_worker_give_back(s->worker, taken);
 }
 
-/* Called on the engine thread. */
+/* Called on the engine thread: a write to an eventfd the loop polls, not
+ * event_active(), which takes the lock of the loop's base, held by a loop
+ * thread that may be preempted. */
 static void notify(void *arg)
 {
     tram_server *s = arg;
-    event_active(s->wake, EV_READ, 0);
+    uint64_t one = 1;
+    if (write(s->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        fprintf(stderr, "tram: waking the event loop: %s\n", strerror(errno));
 }
 
 void tram_server_check_drained(tram_server *s)
@@ -153,11 +163,13 @@ static int setup_http(tram_server *s)
 static int setup_events(tram_server *s)
 {
     struct timeval tick = {0, TICK_USEC};
-    s->wake = event_new(s->base, -1, 0, on_wake, s);
+    s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    s->wake = s->wake_fd < 0 ? NULL : event_new(s->base, s->wake_fd, EV_READ | EV_PERSIST, on_wake, s);
     s->tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
     s->sigterm = evsignal_new(s->base, SIGTERM, on_signal, s);
     s->sigint = evsignal_new(s->base, SIGINT, on_signal, s);
-    if (!s->wake || !s->tick || !s->sigterm || !s->sigint || event_add(s->tick, &tick) ||
+    if (!s->wake || !s->tick || !s->sigterm || !s->sigint || event_add(s->wake, NULL) ||
+        event_add(s->tick, &tick) ||
         event_add(s->sigterm, NULL) || event_add(s->sigint, NULL))
         return -1;
     return 0;
@@ -189,6 +201,8 @@ static void teardown(tram_server *s)
     for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
         if (evs[i])
             event_free(evs[i]);
+    if (s->wake_fd >= 0)
+        close(s->wake_fd);
     event_base_free(s->base);
 }
 
@@ -197,6 +211,7 @@ int tram_server_run(const tram_server_config *c)
     static tram_server srv;  /* one per process, reachable from signal events */
     tram_server *s = &srv;
     memset(s, 0, sizeof(*s));
+    s->wake_fd = -1;
     s->cfg = *c;
     tram_sampling_params_init(&s->defaults);
     struct timeval now;

@@ -52,7 +52,8 @@ typedef struct tram_server {
     struct event_base *base;
     struct evhttp *http;
     struct evhttp_bound_socket *listener;
-    struct event *wake;              /* made active by the engine thread */
+    struct event *wake;              /* reads wake_fd */
+    int wake_fd;                     /* eventfd the engine thread writes */
     struct event *tick;              /* disconnect polling and the drain deadline */
     struct event *sigterm, *sigint;
     tram_worker *worker;

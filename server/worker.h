@@ -6,8 +6,7 @@
  * unfinished and posts events back: a deep copy of every output, whether each
  * request was accepted, and when the engine became ready or failed.  After
  * posting it calls notify(), which must be safe from any thread (the server
- * passes event_active() on an event of its base, after
- * evthread_use_pthreads()).  The engine thread takes no lock that the loop
+ * writes an eventfd that its event loop polls).  The engine thread takes no lock that the loop
  * thread holds while it has running requests, notifies only when the loop
  * thread has taken every earlier event, and reuses the events the loop thread
  * gives back, so a decode step neither blocks on nor allocates for the HTTP

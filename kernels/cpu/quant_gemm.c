@@ -6,8 +6,8 @@
  * interleaved 4 at a time.  One 256-bit dot instruction then adds 4 products
  * to each of 8 rows, one vcvtph2ps converts 8 scales and one FMA scales 8 block
  * sums: the per-block work that bounded a kernel walking one row at a time (a
- * scalar f16 convert, a horizontal int->float and an FMA per 32 weights) is
- * shared by 8 rows, and no horizontal sum is left.  A kernel computes one
+ * scalar f16 convert, an int->float convert and an FMA per 32 weights, and a
+ * horizontal sum per row) is shared by 8 rows, lanes being rows.  A kernel computes one
  * group against up to NR token rows, unpacking each block once for all of
  * them.  The driver hands threads chunks of GROUPS groups; a chunk stays in
  * L1/L2 while every token tile passes over it.  AVX2 and VNNI kernels carry
@@ -104,8 +104,9 @@ static quant_place place_of(tram_wtype t, int i, int j)
 {
     if (t == TRAM_W_Q8_0)
         return (quant_place){2 + j, header_bytes(t) + (j / 4) * 4 * G + 4 * i + j % 4, 0, 0};
-    return (quant_place){(t == TRAM_W_Q4_1 ? 4 : 2) + j % (QK / 2), header_bytes(t) + (j / 8) * 4 * G + 4 * i + j % 4,
-                         j < QK / 2 ? 0 : 4, j % 8 < 4 ? 0 : 4};
+    size_t qs = t == TRAM_W_Q4_1 ? 4 : 2;
+    size_t packed = header_bytes(t) + (j / 8) * 4 * G + 4 * i + j % 4;
+    return (quant_place){qs + j % (QK / 2), packed, j < QK / 2 ? 0 : 4, j % 8 < 4 ? 0 : 4};
 }
 
 /* Copies one block of row i between the file's layout and its group block,
@@ -184,14 +185,14 @@ static void generic_group(tram_wtype t, int nr, float *out, const uint8_t *g, in
 /* acc + eight int32 sums of 4 products each, unsigned u times signed s bytes.
  * AVX2: pairs of products stay within int16 (2 * 255 * 127 would not, but our
  * u is at most 128: a nibble or |int8|), then widen against ones. */
-__attribute__((target(AVX2_TARGET), always_inline)) static inline __m256i avx2_dot(__m256i acc, __m256i u,
-                                                                                    __m256i s)
+__attribute__((target(AVX2_TARGET), always_inline)) static inline __m256i
+avx2_dot(__m256i acc, __m256i u, __m256i s)
 {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 }
 
-__attribute__((target(VNNI_TARGET), always_inline)) static inline __m256i vnni_dot(__m256i acc, __m256i u,
-                                                                                    __m256i s)
+__attribute__((target(VNNI_TARGET), always_inline)) static inline __m256i
+vnni_dot(__m256i acc, __m256i u, __m256i s)
 {
     return _mm256_dpbusd_epi32(acc, u, s);
 }
@@ -201,16 +202,16 @@ __attribute__((target(VNNI_TARGET), always_inline)) static inline __m256i vnni_d
  * weights go in biased (w + 128, the product corrected by 128 Σq per block)
  * where the sums cannot saturate (VNNI), else as magnitudes with the signed
  * bytes in sgn for x_operand (AVX2's int16 pairs would overflow on 255 * 127). */
-__attribute__((target(AVX2_TARGET), always_inline)) static inline void load_quants(tram_wtype t, int biased,
-                                                                                    const uint8_t *q, __m256i *u,
-                                                                                    __m256i *sgn)
+__attribute__((target(AVX2_TARGET), always_inline)) static inline void
+load_quants(tram_wtype t, int biased, const uint8_t *q, __m256i *u, __m256i *sgn)
 {
     const __m256i low = _mm256_set1_epi8(0x0f);
     if (t == TRAM_W_Q8_0) {
 #pragma GCC unroll 8
         for (int k = 0; k < 8; k++) {
             sgn[k] = _mm256_loadu_si256((const __m256i *)(q + k * 4 * G));
-            u[k] = biased ? _mm256_xor_si256(sgn[k], _mm256_set1_epi8(-128)) : _mm256_sign_epi8(sgn[k], sgn[k]);
+            u[k] = biased ? _mm256_xor_si256(sgn[k], _mm256_set1_epi8(-128)) /* w + 128 */
+                          : _mm256_sign_epi8(sgn[k], sgn[k]);
         }
         return;
     }
@@ -224,9 +225,8 @@ __attribute__((target(AVX2_TARGET), always_inline)) static inline void load_quan
 
 /* Activations 4k..4k+3 in every lane, carrying the weights' signs for
  * unbiased Q8_0. */
-__attribute__((target(AVX2_TARGET), always_inline)) static inline __m256i x_operand(tram_wtype t, int biased,
-                                                                                     const tram_q8_block *xb,
-                                                                                     int k, __m256i sgn)
+__attribute__((target(AVX2_TARGET), always_inline)) static inline __m256i
+x_operand(tram_wtype t, int biased, const tram_q8_block *xb, int k, __m256i sgn)
 {
     int32_t four;
     memcpy(&four, xb->q + 4 * k, 4);

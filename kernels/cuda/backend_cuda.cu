@@ -37,8 +37,11 @@ int cuda_reserve(cuda_state *c, void **buf, size_t *have, size_t bytes)
 {
     if (*have >= bytes)
         return 0;
-    if (*buf && CUDA_CHECK(&c->st, cudaFree(*buf)))
-        return -1;
+    if (*buf) {
+        if (CUDA_CHECK(&c->st, cudaFree(*buf)))
+            return -1;
+        cuda_graphs_drop(c);  /* their kernels may point at the freed buffer */
+    }
     *buf = NULL;
     *have = 0;
     if (CUDA_CHECK(&c->st, cudaMalloc(buf, bytes)))

@@ -54,8 +54,11 @@ typedef struct {
 static inline cuda_state *cuda_of(tram_backend *be) { return (cuda_state *)be->impl; }
 /* Records a failure that is not a CUDA call (bad shape, unsupported type). */
 void cuda_fail(tram_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Grows a device buffer to at least `bytes` (contents are not kept). */
+/* Grows a device buffer to at least `bytes` (contents are not kept).  A
+ * graph may hold the old address, so growing drops every captured graph. */
 int cuda_reserve(cuda_state *c, void **buf, size_t *have, size_t bytes);
+/* Destroys the captured graphs; each bucket is captured again when next met. */
+void cuda_graphs_drop(cuda_state *c);
 
 /* ops, installed in the table by tram_backend_cuda_create */
 void cuda_embed(tram_backend *be, void *x, const tram_weight *table, const int32_t *ids, int n);

@@ -18,6 +18,15 @@ static int slot_of(int bucket, tram_error *err)
     return tram_cuda_graph_slot(bucket);
 }
 
+void cuda_graphs_drop(cuda_state *c)
+{
+    for (int i = 0; i < TRAM_CUDA_GRAPH_BUCKETS; i++)
+        if (c->graphs[i]) {
+            CUDA_CHECK(&c->st, cudaGraphExecDestroy(c->graphs[i]));
+            c->graphs[i] = NULL;
+        }
+}
+
 extern "C" int tram_cuda_graph_begin(tram_backend *be, tram_error *err)
 {
     cuda_state *c = cuda_of(be);

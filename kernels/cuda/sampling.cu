@@ -5,11 +5,13 @@
  * into f32 scratch (engine/sampler.c's order: bias and bans, presence and
  * frequency penalties from the sequence's output counts, the repetition
  * penalty over prompt and output); the others are read as they are.  Greedy
- * is an argmax.  Otherwise the kept set is every logit >= a threshold θ,
- * found by bisection on logit values instead of a sort: min-p keeps
- * p >= min_p · p_max, top-k then the largest θ keeping >= k tokens, top-p the
- * largest θ keeping >= top_p of that mass.  The draw walks the kept
- * probabilities with a block-wide prefix sum, using a Philox stream keyed by
+ * is an argmax.  Otherwise the kept set is what the host's sort keeps: a
+ * prefix of the order (logit descending, id ascending), so ties at a top-k or
+ * top-p boundary go to the lower ids.  It is found by bisection instead of a
+ * sort: min-p keeps p >= min_p · p_max, top-k then the shortest prefix of
+ * >= k tokens, top-p the shortest holding >= top_p of that mass.  The draw
+ * walks the kept probabilities with a block-wide prefix sum, using a Philox
+ * stream keyed by
  * the request's seed and the token's (sample, position), so a seed
  * reproduces whatever else shares the batch.
  *
@@ -22,7 +24,6 @@
 #include "kernels/cuda/reduce.cuh"
 
 #define SAMPLE_THREADS 1024
-#define BISECT_STEPS 32
 #define PROMPT_BIT 0x80000000u  /* in a seat's count: the id is in the prompt */
 
 typedef struct {
@@ -75,90 +76,107 @@ static __device__ int block_argmax(const T *x, int vocab, float *max_out)
     return arg;
 }
 
-/* Number of logits >= theta (as a float, to share block_sum). */
-template <typename T>
-static __device__ float count_at_least(const T *x, int vocab, float theta)
+/* A prefix of the order (logit descending, id ascending): the ids whose
+ * logit has a larger order key than `key`, and those with that key below idc. */
+typedef struct {
+    uint32_t key;
+    int idc;
+} cutoff;
+
+/* Unsigned keys in the order of the floats (-0 just below +0). */
+static __device__ __forceinline__ uint32_t order_key(float f)
 {
-    float n = 0.0f;
-    for (int j = threadIdx.x; j < vocab; j += blockDim.x)
-        n += ld(x[j]) >= theta ? 1.0f : 0.0f;
-    return block_sum(n);
+    uint32_t b = __float_as_uint(f);
+    return b & 0x80000000u ? ~b : b | 0x80000000u;
 }
 
-/* Σ exp((x − M)/T) over logits >= theta. */
+static __device__ __forceinline__ bool kept(float v, int j, cutoff c)
+{
+    uint32_t k = order_key(v);
+    return k > c.key || (k == c.key && j < c.idc);
+}
+
+/* Over the prefix: its size (mass false; a float, to share block_sum) or
+ * Σ exp((x − M)/T). */
 template <typename T>
-static __device__ float mass_at_least(const T *x, int vocab, float theta, float M, float inv_t)
+static __device__ float prefix_sum(const T *x, int vocab, cutoff c, bool mass, float M, float inv_t)
 {
     float s = 0.0f;
     for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
         float v = ld(x[j]);
-        s += v >= theta ? __expf((v - M) * inv_t) : 0.0f;
+        if (kept(v, j, c))
+            s += mass ? __expf((v - M) * inv_t) : 1.0f;
     }
     return block_sum(s);
 }
 
-/* Largest θ in [lo, M] with count(θ) >= k; count(lo) >= k holds. */
+/* The shortest prefix inside c whose sum reaches want, given that c's does:
+ * the largest key whose prefix still does (bisection on the keys, exact in
+ * at most 32 steps; `top` is the key of the largest logit), then the fewest
+ * ids among the ties at that key. */
 template <typename T>
-static __device__ float top_k_threshold(const T *x, int vocab, int k, float lo, float M)
+static __device__ cutoff shortest_prefix(const T *x, int vocab, cutoff c, uint32_t top, float want, bool mass,
+                                         float M, float inv_t)
 {
-    if (count_at_least(x, vocab, M) >= k)
-        return M;
-    float hi = M;
-    for (int i = 0; i < BISECT_STEPS; i++) {
-        float mid = 0.5f * (lo + hi);
-        if (count_at_least(x, vocab, mid) >= k)
+    uint32_t lo = c.key, hi = top;  /* the prefix at lo reaches want; past hi none does */
+    if (hi > lo && prefix_sum(x, vocab, cutoff{hi, vocab}, mass, M, inv_t) >= want)
+        lo = hi;
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (prefix_sum(x, vocab, cutoff{mid, vocab}, mass, M, inv_t) >= want)
             lo = mid;
         else
             hi = mid;
     }
-    return lo;
-}
-
-/* Largest θ in [lo, M] keeping at least `want` of the mass. */
-template <typename T>
-static __device__ float top_p_threshold(const T *x, int vocab, float want, float lo, float M, float inv_t)
-{
-    if (mass_at_least(x, vocab, M, M, inv_t) >= want)
-        return M;
-    float hi = M;
-    for (int i = 0; i < BISECT_STEPS; i++) {
-        float mid = 0.5f * (lo + hi);
-        if (mass_at_least(x, vocab, mid, M, inv_t) >= want)
-            lo = mid;
+    int a = 0, b = lo == c.key ? c.idc : vocab;  /* the smallest idc in [a, b] that reaches want */
+    while (a < b) {
+        int mid = a + (b - a) / 2;
+        if (prefix_sum(x, vocab, cutoff{lo, mid}, mass, M, inv_t) >= want)
+            b = mid;
         else
-            hi = mid;
+            a = mid + 1;
     }
-    return lo;
+    return cutoff{lo, a};
 }
 
-/* Exclusive prefix sum of v over the block. */
-static __device__ float block_exclusive_scan(float v, float *total)
+/* Prefix sums of v >= 0 over the block: returns the sum before this thread
+ * and sets *incl to the sum through it.  Lane by lane within a warp (a tree
+ * scan rounds differently per lane, so its sums need not even grow), then
+ * warp by warp: each thread's *incl is the very float the next thread
+ * returns, and the sums never decrease, so the intervals (before, incl] tile
+ * (0, *total] with no gap or overlap and exactly one thread claims any u in
+ * that range (a seeded draw must not depend on a race). */
+static __device__ float block_scan(float v, float *incl, float *total)
 {
     __shared__ float s_warp[SAMPLE_THREADS / 32];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    float inc = v;
-    for (int o = 1; o < 32; o *= 2) {
-        float n = __shfl_up_sync(0xffffffffu, inc, o);
-        if (lane >= o)
-            inc += n;
+    float before = 0.0f, inc = 0.0f;
+    for (int l = 0; l < 32; l++) {
+        float prev = __shfl_up_sync(0xffffffffu, inc, 1);
+        if (lane == l) {
+            before = l ? prev : 0.0f;
+            inc = before + v;
+        }
     }
     if (lane == 31)
         s_warp[warp] = inc;
     __syncthreads();
-    float before = 0.0f, all = 0.0f;
+    float off = 0.0f, all = 0.0f;
     for (int w = 0; w < (int)(blockDim.x / 32); w++) {
-        before += w < warp ? s_warp[w] : 0.0f;
+        if (w == warp)
+            off = all;
         all += s_warp[w];
     }
+    *incl = off + inc;
     *total = all;
-    return before + inc - v;
+    return off + before;
 }
 
-/* Draws from the kept set {x >= theta}; each thread owns one contiguous chunk
- * of the vocabulary.  Falls back to `fallback` (the argmax, always kept) if
- * rounding leaves u past the last kept token. */
+/* Draws from the kept prefix c; each thread owns one contiguous chunk of the
+ * vocabulary.  Falls back to `fallback` (the argmax, always kept) when no
+ * thread claims u (u or the total underflowed to 0). */
 template <typename T>
-static __device__ int draw(const T *x, int vocab, float theta, float M, float inv_t, float uniform, int fallback)
+static __device__ int draw(const T *x, int vocab, cutoff c, float M, float inv_t, float uniform, int fallback)
 {
     __shared__ int s_pick;
     int chunk = (vocab + blockDim.x - 1) / blockDim.x;
@@ -166,19 +184,19 @@ static __device__ int draw(const T *x, int vocab, float theta, float M, float in
     float own = 0.0f;
     for (int j = lo; j < hi; j++) {
         float v = ld(x[j]);
-        own += v >= theta ? __expf((v - M) * inv_t) : 0.0f;
+        own += kept(v, j, c) ? __expf((v - M) * inv_t) : 0.0f;
     }
     if (threadIdx.x == 0)
         s_pick = fallback;
-    float total, before = block_exclusive_scan(own, &total);
+    float incl, total, before = block_scan(own, &incl, &total);
     float u = uniform * total;
     __syncthreads();
-    if (own > 0.0f && before < u && u <= before + own) {
+    if (before < u && u <= incl) {
         float run = before;
         int pick = -1;
         for (int j = lo; j < hi; j++) {
             float v = ld(x[j]);
-            if (v < theta)
+            if (!kept(v, j, c))
                 continue;
             pick = j;
             run += __expf((v - M) * inv_t);
@@ -227,23 +245,16 @@ static __device__ int sample_row(const T *x, int vocab, const tram_cuda_sampling
     arg = arg < vocab ? arg : 0;  /* every logit -inf: id 0, as the host's argmax */
     if (!(sp.temperature > 0.0f) || M == -INFINITY)
         return arg;
-    float lowest = INFINITY;
-    for (int j = threadIdx.x; j < vocab; j += blockDim.x)
-        lowest = fminf(lowest, ld(x[j]));
-    /* Bisection starts from the lowest logit, bounded so that its steps stay
-     * fine; logits further below M have no probability in f32 anyway. */
-    float inv_t = 1.0f / sp.temperature, theta = fmaxf(-block_max(-lowest), M - 1e4f);
-    if (sp.min_p > 0.0f)
-        theta = fmaxf(theta, M + sp.temperature * logf(sp.min_p));
-    if (sp.top_k > 0 && sp.top_k < vocab)
-        theta = top_k_threshold(x, vocab, sp.top_k, theta, M);
-    if (sp.top_p < 1.0f) {
-        float want = sp.top_p * mass_at_least(x, vocab, theta, M, inv_t);
-        theta = top_p_threshold(x, vocab, want, theta, M, inv_t);
-    }
+    float inv_t = 1.0f / sp.temperature;
+    cutoff c = {order_key(sp.min_p > 0.0f ? M + sp.temperature * logf(sp.min_p) : -INFINITY), vocab};
+    uint32_t top = order_key(M);
+    if (sp.top_k > 0 && prefix_sum(x, vocab, c, false, M, inv_t) > (float)sp.top_k)
+        c = shortest_prefix(x, vocab, c, top, (float)sp.top_k, false, M, inv_t);
+    if (sp.top_p < 1.0f)
+        c = shortest_prefix(x, vocab, c, top, sp.top_p * prefix_sum(x, vocab, c, true, M, inv_t), true, M, inv_t);
     curandStatePhilox4_32_10_t rng;
     curand_init(sp.seed, sp.step, 0, &rng);
-    return draw(x, vocab, theta, M, inv_t, curand_uniform(&rng), arg);
+    return draw(x, vocab, c, M, inv_t, curand_uniform(&rng), arg);
 }
 
 /* log-softmax of the raw row at id */

@@ -82,7 +82,16 @@ static double copy_bandwidth(void)
         fprintf(stderr, "bench_device: cannot allocate copy buffers\n");
         exit(1);
     }
-    double s = time_it([&] { cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice); }, 10);
+    /* A device-to-device cudaMemcpy returns before the copy is done, on the
+     * legacy stream, which the backend's sync (its own non-blocking stream)
+     * does not wait for: wait for the device here. */
+    double s = time_it([&] {
+        if (cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice) != cudaSuccess ||
+            cudaDeviceSynchronize() != cudaSuccess) {
+            fprintf(stderr, "bench_device: copy failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+            exit(1);
+        }
+    }, 10);
     cudaFree(a);
     cudaFree(b);
     return 2.0 * bytes / s;

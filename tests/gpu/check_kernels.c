@@ -442,6 +442,7 @@ static void check_split_qkv(int n, int qd, int kd)
     pair qkv = pair_new((size_t)n * (qd + 2 * kd)), q = pair_new((size_t)n * qd), k = pair_new((size_t)n * kd),
          v = pair_new((size_t)n * kd);
     pair_random(qkv, 1.0f);
+    pair_poison(q), pair_poison(k), pair_poison(v);
     cpu->split_qkv(cpu, q.c, k.c, v.c, qkv.c, n, qd, kd);
     gpu->split_qkv(gpu, q.g, k.g, v.g, qkv.g, n, qd, kd);
     pair_check(q, q.n, "split_qkv.q", shape);
@@ -794,6 +795,19 @@ static void check_sampling(void)
         check_greedy(&ls, small, SV, &cs[i], hs_small);
         check_distribution(&ls, small, &cs[i], hs_small);
     }
+    /* Four distinct logits only: the top-k and top-p boundaries fall inside
+     * ties, which the host's sort breaks by id (a threshold would keep all). */
+    float tied[SV];
+    for (int j = 0; j < SV; j++)
+        tied[j] = (float)(rand() % 4) - 1.0f;
+    pair lt = pair_new(SV);
+    pair_set(lt, tied);
+    sample_case ties[] = {{"ties top_k 5", base, -1}, {"ties top_p 0.3", base, -1}};
+    ties[0].p.top_k = 5;
+    ties[1].p.top_p = 0.3f;
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(ties); i++)
+        check_distribution(&lt, tied, &ties[i], hs_small);
+    pair_free(lt);
     sampler_reserve(8, 8, big);
     check_greedy(&lb, large, big, &cs[4], hs_big);
     check_rows_stride();
@@ -802,7 +816,10 @@ static void check_sampling(void)
     tram_sampler_destroy(hs_small), tram_sampler_destroy(hs_big);
 }
 
-/* A captured rmsnorm + matmul replays on new input like the direct ops. */
+/* A captured rmsnorm + matmul replays on new input like the direct ops,
+ * after one eager pass as the engine runs it (the GEMM plan is then made
+ * outside the capture); a grown scratch buffer then drops the graph, whose
+ * kernels could point at the freed one. */
 static void check_graph(void)
 {
     enum { N = 8, DIM = 576, OUT = 1536 };
@@ -810,6 +827,9 @@ static void check_graph(void)
     pair x = pair_new(N * DIM), h = pair_new(N * DIM), y = pair_new(N * OUT);
     tram_error err = {{0}};
     pair_random(x, 1.0f);
+    gpu->rmsnorm(gpu, h.g, x.g, &nw.g, N, 1e-5f);
+    gpu->matmul(gpu, y.g, h.g, &w.g, N);
+    sync_both("graph warm-up");
     die_if(tram_cuda_graph_begin(gpu, &err), err.msg);
     gpu->rmsnorm(gpu, h.g, x.g, &nw.g, N, 1e-5f);
     gpu->matmul(gpu, y.g, h.g, &w.g, N);
@@ -820,6 +840,20 @@ static void check_graph(void)
     cpu->rmsnorm(cpu, h.c, x.c, &nw.c, N, 1e-5f);
     cpu->matmul(cpu, y.c, h.c, &w.c, N);
     pair_check(y, y.n, "graph", "rmsnorm+matmul replay n 8");
+    /* larger than any earlier download: to_host_f32 grows its staging buffer */
+    size_t big = (size_t)1 << 26;
+    void *src = gpu->alloc(gpu, big * 2);
+    float *host = malloc(big * sizeof(float));
+    die_if(!src || !host, "out of memory");
+    gpu->to_host_f32(gpu, host, src, big);
+    sync_both("staging growth");
+    int dropped = !tram_cuda_graph_ready(gpu, N);
+    printf("%-6s %-14s %-36s ready after growth %d\n", dropped ? "PASS" : "FAIL", "graph", "dropped on buffer growth",
+           !dropped);
+    failures += !dropped;
+    cases++;
+    gpu->free(gpu, src);
+    free(host);
     pair_free(x), pair_free(h), pair_free(y);
     wpair_free(&nw), wpair_free(&w);
 }

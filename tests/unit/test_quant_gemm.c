@@ -77,13 +77,15 @@ Test(quant_gemm, zero_activations_give_zero_scale)
 }
 
 /* y = x · Wᵀ for every type and kernel, with row counts off the 8-row groups
- * and 32-row chunks, and token counts off the 8-token tiles; and every row of
- * the repacked weights dequantizes to the file's values. */
+ * and 32-row chunks, and token counts off the 8-token tiles; each token row
+ * alone equals its row of the batch bit for bit; and every row of the
+ * repacked weights dequantizes to the file's values. */
 Test(quant_gemm, every_kernel_matches_the_dequantized_product)
 {
     enum { ROWS = 70, COLS = 160, N = 11, NB = COLS / 32 };
-    static uint8_t w[ROWS * NB * 34], packed[(ROWS + 7) / 8 * 8 * NB * 34];
-    static float row[COLS];
+    static uint8_t w[ROWS * NB * 34];
+    static uint8_t packed[(ROWS + 7) / 8 * 8 * NB * 34]; /* rows padded to groups of 8 */
+    static float row[COLS], alone[ROWS];
     static float wf[ROWS * COLS], x[N * COLS], xf[N * COLS], y[N * ROWS];
     tram_q8_block xq[N * NB];
     srand(7);
@@ -102,7 +104,8 @@ Test(quant_gemm, every_kernel_matches_the_dequantized_product)
         tram_weight tw = {.type = t, .rows = ROWS, .cols = COLS, .data = packed};
         for (int r = 0; r < ROWS; r++) {
             tram_q_row_f32(&tw, r, row);
-            cr_expect(!memcmp(row, wf + r * COLS, sizeof(row)), "type %d: row %d differs after packing", (int)t, r);
+            cr_expect(!memcmp(row, wf + r * COLS, sizeof(row)), "type %d: row %d differs after packing", (int)t,
+                      r);
         }
         for (tram_q_kernel k = TRAM_Q_GENERIC; k <= TRAM_Q_VNNI; k++) {
             if (!tram_q_kernel_available(k))
@@ -120,6 +123,12 @@ Test(quant_gemm, every_kernel_matches_the_dequantized_product)
                               "%s kernel, type %d: y[%d][%d] = %g, reference %g", tram_q_kernel_name(k),
                               (int)t, i, r, y[i * ROWS + r], ref);
                 }
+            /* a token row alone gives the very bits it gets in a batch */
+            for (int i = 0; i < N; i++) {
+                tram_q_gemm(k, alone, xq + i * NB, 1, &tw, 1);
+                cr_expect(!memcmp(alone, y + i * ROWS, sizeof(alone)),
+                          "%s kernel, type %d: token %d alone differs", tram_q_kernel_name(k), (int)t, i);
+            }
         }
     }
 }
