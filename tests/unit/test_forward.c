@@ -10,6 +10,7 @@
 
 #include "engine/cli.h"
 #include "models/model.h"
+#include "tests/unit/test_util.h"
 
 #define GOLDEN "tests/fixtures/golden/smollm2.json"
 #define BLOCK 16
@@ -120,15 +121,6 @@ static void bb_add(batch_builder *bb, int slot, const int32_t *ids, int n, int s
     bb->rows[b->num_logits++] = b->num_tokens - 1;
 }
 
-static int argmax(const float *x, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
 static void forward(const tram_batch *b, float *logits)
 {
     tram_error err;
@@ -153,7 +145,7 @@ Test(forward, top20_logits_and_greedy_tokens_match_transformers)
         }
         int pos = g->n_prompt;
         for (int t = 0; t < g->n_greedy; t++) {
-            int32_t next = argmax(logits, vocab);
+            int32_t next = test_argmax(logits, vocab);
             cr_assert_eq(next, g->greedy[t], "case %d token %d: %d, transformers %d", c, t, next, g->greedy[t]);
             bb_init(&bb);
             bb_add(&bb, 0, &next, 1, pos++);

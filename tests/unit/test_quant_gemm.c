@@ -12,6 +12,7 @@
 #include "kernels/cpu/quant_gemm.h"
 #include "models/dequant.h"
 #include "models/model.h"
+#include "tests/unit/test_util.h"
 
 static const tram_wtype types[] = {TRAM_W_Q8_0, TRAM_W_Q4_0, TRAM_W_Q4_1};
 
@@ -199,15 +200,6 @@ static void prefill(tram_model *m, const int32_t *ids, int n, float *logits)
     cr_assert(!tram_model_forward(m, &b, logits, &err), "%s", err.msg);
 }
 
-static int argmax(const float *x, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
 /* The native path differs from f32 by the rounding of activations to 8 bits
  * per block of 32 (relative step 1/254 of each block's max) in every matmul;
  * llama.cpp runs the same file the same way.  Measured on the golden prompts
@@ -253,7 +245,7 @@ Test(quant_gemm, native_blocks_agree_with_the_f32_path_on_the_golden_prompts, .t
             maxdiff = fmaxf(maxdiff, fabsf((float)(a[v] - shift) - b[v]));
         }
         cr_expect(maxdiff <= 0.05f * (hi - lo), "case %zu: logits differ by %g, spread %g", c, maxdiff, hi - lo);
-        int top = argmax(b, vocab), got = argmax(a, vocab);
+        int top = test_argmax(b, vocab), got = test_argmax(a, vocab);
         float second = -INFINITY;
         for (int v = 0; v < vocab; v++)
             if (v != top)

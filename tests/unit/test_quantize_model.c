@@ -16,6 +16,7 @@
 #include "models/perplexity.h"
 #include "models/quantize.h"
 #include "tests/unit/test_quantize_util.h"
+#include "tests/unit/test_util.h"
 #include "tokenizer/tokenizer.h"
 
 #define GOLDEN "tests/fixtures/golden/smollm2.json"
@@ -76,15 +77,6 @@ static void quantize_default_model(const char *out)
     tram_model_file_close(f);
 }
 
-static int argmax(const float *x, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
 Test(quantize_model, w8a8_smoothquant_agrees_with_the_golden_greedy_tokens, .timeout = 300)
 {
     char path[128];
@@ -105,7 +97,7 @@ Test(quantize_model, w8a8_smoothquant_agrees_with_the_golden_greedy_tokens, .tim
         golden_seq *s = &seqs[c];
         test_forward_all(m, s->ids, s->n - 1, logits);
         for (int p = s->n_prompt - 1; p < s->n - 1; p++, total++)
-            same += argmax(logits + (size_t)p * vocab, vocab) == s->ids[p + 1];
+            same += test_argmax(logits + (size_t)p * vocab, vocab) == s->ids[p + 1];
     }
     double agreement = (double)same / total;
     cr_log_info("W8A8 SmoothQuant: %d of %d golden greedy tokens (%.3f)", same, total, agreement);
