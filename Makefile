@@ -1,8 +1,8 @@
 # tram — build, set-up and tests.  `make help` lists the targets.
 #
 # Sources are picked up by wildcard: a new module is a new .c file in its
-# directory, nothing to register here.  engine/main.c is the CLI entry point;
-# everything else goes into build/libtram.a, which the tests link too.
+# directory, nothing to register here.  server/cli/main.c is the CLI entry
+# point; everything else goes into build/libtram.a, which the tests link too.
 
 CC       ?= gcc
 CXX      ?= g++
@@ -22,7 +22,7 @@ CXXFLAGS ?= -O2 -g -march=native
 CXXFLAGS += -std=c++17 $(WARN)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lstdc++ -lm -lpthread -fopenmp
 
-LIB_C   := $(filter-out engine/main.c,$(wildcard engine/*.c models/*.c kernels/cpu/*.c tokenizer/*.c server/*.c))
+LIB_C   := $(filter-out server/cli/main.c,$(wildcard kernels/*.c kernels/cpu/*.c models/*.c tokenizer/*.c engine/*.c server/*.c server/cli/*.c))
 LIB_CXX := $(wildcard tokenizer/*.cc)
 LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 TEST_C  := $(wildcard tests/unit/*.c)
@@ -59,7 +59,7 @@ $(DEFAULT_MODEL): models/fetch_default_model.sh
 	@sh models/fetch_default_model.sh $@
 
 # ---------------------------------------------------------------- build
-bin/tram: $(BUILD)/engine/main.o $(BUILD)/libtram.a
+bin/tram: $(BUILD)/server/cli/main.o $(BUILD)/libtram.a
 	@mkdir -p bin
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
@@ -135,7 +135,7 @@ cuda: $(BUILD)/.deps-ok
 cuda-build: $(CUDA_BIN) $(GPU_PROGS)
 
 # CUDA objects before the archive: they call into it (tram_fail, ...).
-$(CUDA_BIN): $(BUILD)/engine/main.o $(CUDA_OBJ) $(BUILD)/libtram.a
+$(CUDA_BIN): $(BUILD)/server/cli/main.o $(CUDA_OBJ) $(BUILD)/libtram.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS) $(CUDA_LIBS)
 
@@ -172,7 +172,7 @@ FUZZ_SECONDS ?= 600
 # A target links the sources listed in FUZZ_SRC_<name>, or the whole library
 # when there is no list.  UB aborts, so the fuzzer records it as a crash.
 # (A static pattern rule: make skips implicit-rule search for .PHONY targets.)
-FUZZ_SRC_gguf := models/gguf.c models/dequant.c engine/common.c
+FUZZ_SRC_gguf := models/gguf.c kernels/dequant.c kernels/base.c
 # the parser links alone; jansson rides in the list since a list gets no pkg-config libs
 FUZZ_SRC_api  := server/api_request.c server/api_error.c -ljansson
 fuzz-gguf fuzz-api: fuzz-%: tests/fuzz/fuzz_%.c

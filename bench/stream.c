@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/common.h"
+#include "kernels/base.h"
 
 typedef struct {
     double copy, triad; /* bytes per second, best of reps */

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "engine/common.h"
+#include "kernels/base.h"
 
 typedef struct tram_block_manager tram_block_manager;
 

@@ -4,7 +4,7 @@
 #ifndef TRAM_GPU_H
 #define TRAM_GPU_H
 
-#include "engine/common.h"
+#include "kernels/base.h"
 #include "engine/scheduler.h"
 #include "kernels/cuda/cuda.h"
 #include "models/model.h"

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "engine/common.h"
+#include "kernels/base.h"
 #include "engine/tram.h"
 
 typedef struct tram_sampler tram_sampler;

@@ -40,7 +40,7 @@
  *     then reports each unfinished sample once with TRAM_FINISH_ABORT and no
  *     new tokens.
  *
- * Errors follow engine/common.h: -1 and a message in tram_error. */
+ * Errors follow kernels/base.h: -1 and a message in tram_error. */
 #ifndef TRAM_ENGINE_H
 #define TRAM_ENGINE_H
 
@@ -48,7 +48,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "engine/common.h"
+#include "kernels/base.h"
 #include "models/model.h"
 
 struct tram_tokenizer;

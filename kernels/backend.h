@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/batch.h"
-#include "engine/common.h"
+#include "kernels/batch.h"
+#include "kernels/base.h"
 
 typedef enum {
     TRAM_W_F32 = 0,   /* CPU reference format */

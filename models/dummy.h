@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "engine/common.h"
+#include "kernels/base.h"
 #include "models/model.h"
 
 /* 1 when a model of config c has a tensor of that name. */

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "models/dequant.h"
+#include "kernels/dequant.h"
 
 typedef unsigned long long ull;
 

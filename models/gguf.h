@@ -10,7 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/common.h"
+#include "kernels/base.h"
+#include "kernels/dequant.h"
 
 typedef enum {
     TRAM_GGUF_UINT8 = 0, TRAM_GGUF_INT8 = 1, TRAM_GGUF_UINT16 = 2, TRAM_GGUF_INT16 = 3,
@@ -18,13 +19,6 @@ typedef enum {
     TRAM_GGUF_STRING = 8, TRAM_GGUF_ARRAY = 9, TRAM_GGUF_UINT64 = 10, TRAM_GGUF_INT64 = 11,
     TRAM_GGUF_FLOAT64 = 12,
 } tram_gguf_type;
-
-/* ggml tensor types this reader knows (numbering as in ggml). */
-typedef enum {
-    TRAM_GGML_F32 = 0, TRAM_GGML_F16 = 1, TRAM_GGML_Q4_0 = 2, TRAM_GGML_Q4_1 = 3,
-    TRAM_GGML_Q8_0 = 8, TRAM_GGML_Q4_K = 12, TRAM_GGML_Q6_K = 14, TRAM_GGML_I8 = 24,
-    TRAM_GGML_BF16 = 30,
-} tram_ggml_type;
 
 typedef struct {
     const char *ptr;   /* not NUL-terminated */

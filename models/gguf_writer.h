@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/common.h"
+#include "kernels/base.h"
 #include "models/gguf.h"
 
 typedef struct tram_gguf_writer tram_gguf_writer;

@@ -6,7 +6,7 @@
 #ifndef TRAM_HF_WRITER_H
 #define TRAM_HF_WRITER_H
 
-#include "engine/common.h"
+#include "kernels/base.h"
 #include "models/model.h"
 
 typedef enum {

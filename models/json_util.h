@@ -9,7 +9,7 @@
 
 #include <jansson.h>
 
-#include "engine/common.h"
+#include "kernels/base.h"
 
 /* Parses path, which must hold a JSON object; *out is a new reference. */
 int tram_json_load_object(json_t **out, const char *path, tram_error *err);

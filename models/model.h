@@ -9,8 +9,8 @@
 
 #include <stdint.h>
 
-#include "engine/batch.h"
-#include "engine/common.h"
+#include "kernels/batch.h"
+#include "kernels/base.h"
 #include "kernels/backend.h"
 
 typedef struct {

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "engine/common.h"
+#include "kernels/base.h"
 #include "models/model.h"
 
 struct tram_tokenizer;

@@ -5,7 +5,7 @@
 #ifndef TRAM_PRESETS_H
 #define TRAM_PRESETS_H
 
-#include "engine/common.h"
+#include "kernels/base.h"
 #include "models/model.h"
 
 /* Directory searched for NAME.json unless TRAM_PRESET_DIR is set. */

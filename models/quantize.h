@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "engine/common.h"
+#include "kernels/base.h"
 #include "models/model.h"
 
 /* 1 when the comma-separated list names the GGUF tensor `name`.  An entry

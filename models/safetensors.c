@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "models/dequant.h"
+#include "kernels/dequant.h"
 #include "models/json_util.h"
 
 /* Every dtype of the safetensors format; only the float ones can be read. */

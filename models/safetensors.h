@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/common.h"
+#include "kernels/base.h"
 #include "models/model.h"
 
 typedef struct tram_hf_model tram_hf_model;

@@ -7,7 +7,7 @@
 #ifndef TRAM_CHAT_TEMPLATE_H
 #define TRAM_CHAT_TEMPLATE_H
 
-#include "engine/common.h"
+#include "kernels/base.h"
 #include "tokenizer/tokenizer.h"
 
 typedef enum {

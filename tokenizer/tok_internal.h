@@ -10,7 +10,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include "engine/common.h"
+#include "kernels/base.h"
 #include "tokenizer/tokenizer.h"
 
 /* ---- hash maps ---- */

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/common.h"
+#include "kernels/base.h"
 
 typedef struct tram_tokenizer tram_tokenizer;
 struct tram_gguf;

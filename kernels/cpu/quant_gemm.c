@@ -18,7 +18,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "models/dequant.h"
+#include "kernels/dequant.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -11,7 +11,7 @@
 #include <nccl.h>
 
 extern "C" {
-#include "engine/common.h"
+#include "kernels/base.h"
 }
 
 typedef struct {

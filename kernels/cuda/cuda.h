@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-#include "engine/common.h"
+#include "kernels/base.h"
 #include "engine/tram.h"
 #include "kernels/backend.h"
 

@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-#include "engine/common.h"
+#include "kernels/base.h"
 #include "kernels/backend.h"
 
 /* ---- used by the backend's op table (backend_cuda.cu, gemm.cu, ops.cu) ---- */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/dequant.h"
+#include "kernels/dequant.h"
 #include "models/gguf.h"
 
 enum { MAX_ELEMS = 16, MAX_DEQUANT = 1 << 16 };

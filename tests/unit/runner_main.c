@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/cli.h"
+#include "server/cli/cli.h"
 
 #define SNAPSHOT_ENV "TRAM_UNIT_SNAPSHOT"
 

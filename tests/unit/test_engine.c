@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/cli.h"
+#include "server/cli/cli.h"
 #include "engine/tram.h"
 #include "tokenizer/tokenizer.h"
 

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cli.h"
-#include "models/dequant.h"
+#include "server/cli/cli.h"
+#include "kernels/dequant.h"
 #include "models/gguf.h"
 
 #define FIXTURES "tests/fixtures/gguf/"

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cli.h"
+#include "server/cli/cli.h"
 #include "kernels/cpu/quant_gemm.h"
-#include "models/dequant.h"
+#include "kernels/dequant.h"
 #include "models/model.h"
 #include "tests/unit/test_util.h"
 

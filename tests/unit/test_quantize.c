@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/cli.h"
+#include "server/cli/cli.h"
 #include "models/gguf.h"
 #include "models/gguf_writer.h"
 #include "models/perplexity.h"

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/cli.h"
+#include "server/cli/cli.h"
 #include "models/perplexity.h"
 #include "models/quantize.h"
 #include "tests/unit/test_quantize_util.h"

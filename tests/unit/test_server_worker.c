@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/cli.h"
+#include "server/cli/cli.h"
 #include "server/worker.h"
 
 #define NREQ 3

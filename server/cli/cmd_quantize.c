@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cli.h"
+#include "server/cli/cli.h"
 #include "models/gguf.h"
 #include "models/perplexity.h"
 #include "models/quantize.h"

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/cli.h"
+#include "server/cli/cli.h"
 #include "engine/gpu.h"
 
 typedef struct {

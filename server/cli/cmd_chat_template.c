@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cli.h"
+#include "server/cli/cli.h"
 #include "tokenizer/chat_template.h"
 
 static void usage(FILE *out)

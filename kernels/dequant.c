@@ -6,7 +6,7 @@
  * quant), so results agree with them bit for bit where no FMA is fused.
  * Loads go through memcpy: tensor data in a caller's buffer may be unaligned.
  * The host is assumed little-endian, as GGUF files are. */
-#include "models/dequant.h"
+#include "kernels/dequant.h"
 
 #include <string.h>
 

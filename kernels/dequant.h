@@ -2,14 +2,20 @@
  *
  * Block layouts are ggml's (ggml-common.h): a block of `block_size` elements
  * takes `type_size` bytes; scales are little-endian f16.  tram_ggml_type_size,
- * tram_ggml_type_name (gguf.h) and tram_gguf_dequantize are built on these. */
+ * tram_ggml_type_name (models/gguf.h) and tram_gguf_dequantize are built on these. */
 #ifndef TRAM_DEQUANT_H
 #define TRAM_DEQUANT_H
 
 #include <stdint.h>
 
-#include "engine/common.h"
-#include "models/gguf.h"
+#include "kernels/base.h"
+
+/* ggml tensor types this reader knows (numbering as in ggml). */
+typedef enum {
+    TRAM_GGML_F32 = 0, TRAM_GGML_F16 = 1, TRAM_GGML_Q4_0 = 2, TRAM_GGML_Q4_1 = 3,
+    TRAM_GGML_Q8_0 = 8, TRAM_GGML_Q4_K = 12, TRAM_GGML_Q6_K = 14, TRAM_GGML_I8 = 24,
+    TRAM_GGML_BF16 = 30,
+} tram_ggml_type;
 
 /* Elements per block (1 for plain types), or 0 for a type this reader does
  * not know. */

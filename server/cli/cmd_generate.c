@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/cli.h"
+#include "server/cli/cli.h"
 #include "engine/tram.h"
 #include "tokenizer/chat_template.h"
 

@@ -1,4 +1,4 @@
-#include "engine/cli.h"
+#include "server/cli/cli.h"
 
 #include <errno.h>
 #include <math.h>

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/cli.h"
+#include "server/cli/cli.h"
 #include "models/gguf.h"
 
 enum { TEMPLATE_LINE_MAX = 160 };

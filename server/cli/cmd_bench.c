@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/cli.h"
+#include "server/cli/cli.h"
 #include "engine/sampler.h"
 #include "engine/tram.h"
 #include "tokenizer/tokenizer.h"

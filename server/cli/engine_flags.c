@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/cli.h"
+#include "server/cli/cli.h"
 #include "engine/tram.h"
 
 void tram_engine_print_flags(FILE *out)

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cli.h"
+#include "server/cli/cli.h"
 #include "tokenizer/tokenizer.h"
 
 static void usage(FILE *out)

@@ -1,10 +1,10 @@
-/* common.h — error reporting and small helpers shared by every module.
+/* base.h — error reporting and small helpers shared by every module.
  *
  * Convention: a function that can fail returns 0 on success and -1 on error,
  * after filling a tram_error with a message a user can act on (it names the
  * file or field and what is wrong).  Bad input is never an abort(). */
-#ifndef TRAM_COMMON_H
-#define TRAM_COMMON_H
+#ifndef TRAM_BASE_H
+#define TRAM_BASE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cli.h"
+#include "server/cli/cli.h"
 #include "models/perplexity.h"
 #include "tokenizer/tokenizer.h"
 

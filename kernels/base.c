@@ -1,4 +1,4 @@
-#include "engine/common.h"
+#include "kernels/base.h"
 
 #include <stdarg.h>
 #include <stdio.h>
