@@ -28,7 +28,7 @@ LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 TEST_C  := $(wildcard tests/unit/*.c)
 TEST_OBJ:= $(TEST_C:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps model test test-unit test-api test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api gpu-check clean help
+.PHONY: all deps model test test-layering test-unit test-api test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api gpu-check clean help
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/.deps-ok bin/tram
@@ -36,7 +36,7 @@ all: $(BUILD)/.deps-ok bin/tram
 help:
 	@echo "make            build bin/tram (CPU backend); installs missing packages first"
 	@echo "make serve      fetch the default model, build, and serve it on 127.0.0.1:8000"
-	@echo "make test       every test (unit, API, and 'make cuda' when nvcc exists)"
+	@echo "make test       every test (layering, unit, API, and 'make cuda' when nvcc exists)"
 	@echo "make test-asan  the unit suite under AddressSanitizer, UBSan and LeakSanitizer"
 	@echo "make cuda       also compile and link the CUDA backend (bin/tram-cuda, sm_90a)"
 	@echo "make gpu-check  on a machine with an NVIDIA GPU: kernels vs CPU, end to end, benchmark"
@@ -79,9 +79,14 @@ $(BUILD)/%.o: %.cc | $(BUILD)/.deps-ok
 $(BUILD)/tests/unit/run: $(TEST_OBJ) $(BUILD)/libtram.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS) -lcriterion
 
-test: deps all test-unit test-api
+test: deps all test-layering test-unit test-api
 	@if command -v $(NVCC) >/dev/null 2>&1; then $(MAKE) --no-print-directory cuda; \
 	 else echo "nvcc not found: skipping the CUDA compile check"; fi
+
+# Each include points down the layers (docs/ARCHITECTURE.md); the script's own
+# test plants upward includes into a copy of the sources.
+test-layering:
+	@sh tests/layering/test.sh
 
 test-unit: $(BUILD)/tests/unit/run model
 	$(BUILD)/tests/unit/run -j2
