@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "engine/gpu.h"
-#include "engine/sampler.h"
+#include "kernels/cpu/sampling.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "models/gguf.h"

@@ -156,7 +156,7 @@ int tram_gpu_sampling_of(const tram_seq *s, tram_cuda_sampling *sp, tram_logit_b
     for (int i = p->num_logit_bias; i < nb; i++)
         bias[i] = (tram_logit_bias){r->banned[i - p->num_logit_bias], -INFINITY};
     *num_bias = nb;
-    /* engine/sampler.c's reading of the parameters */
+    /* kernels/cpu/sampling.c's reading of the parameters */
     *sp = (tram_cuda_sampling){
         .temperature = p->temperature < 1e-5f ? 0.0f : p->temperature,
         .top_k = p->top_k > 0 ? p->top_k : 0,

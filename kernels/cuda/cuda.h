@@ -40,7 +40,7 @@ int tram_cuda_join(tram_backend *be, int rank, int world_size,
 
 /* ---- sampling on the device ---- */
 
-/* One row to draw from, with engine/sampler.c's semantics: logit bias, then
+/* One row to draw from, with kernels/cpu/sampling.c's semantics: logit bias, then
  * presence/frequency penalties over the output, then the repetition penalty
  * over prompt and output, then temperature, min-p, top-k, top-p. */
 typedef struct {

@@ -2,7 +2,7 @@
  * (and log-probabilities) cross to the host.
  *
  * One block per row.  Rows with logit bias or penalties are first processed
- * into f32 scratch (engine/sampler.c's order: bias and bans, presence and
+ * into f32 scratch (kernels/cpu/sampling.c's order: bias and bans, presence and
  * frequency penalties from the sequence's output counts, the repetition
  * penalty over prompt and output); the others are read as they are.  Greedy
  * is an argmax.  Otherwise the kept set is what the host's sort keeps: a

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/sampler.h"
+#include "kernels/cpu/sampling.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/int8_gemm.h"
 #include "kernels/cuda/cuda.h"
@@ -609,7 +609,7 @@ static void check_attention_shapes(void)
 
 /* ---------------------------------------------------------------- sampling and graphs */
 
-/* The device sampler against engine/sampler.c on the same bf16 logits: greedy
+/* The device sampler against kernels/cpu/sampling.c on the same bf16 logits: greedy
  * ids equal exactly (bias, bans and penalties included, and again after a
  * draw has grown the seat's counts on the device); seeded draws reproduce; and
  * the frequencies of SROWS device draws (one Philox step each) match those

@@ -4,7 +4,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
-#include "engine/sampler.h"
+#include "kernels/cpu/sampling.h"
 
 enum { V = 8, DRAWS = 20000 };
 static const float logits[V] = {1.0f, 2.5f, 0.3f, 2.0f, -1.0f, 1.7f, 0.0f, 2.4f};

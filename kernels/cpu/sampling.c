@@ -1,4 +1,4 @@
-#include "engine/sampler.h"
+#include "kernels/cpu/sampling.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,12 +1,12 @@
-/* sampler.h — picks the next token from one row of host f32 logits, and
+/* sampling.h — picks the next token from one row of host f32 logits, and
  * computes logprobs.
  *
  * Randomness is counter-based: the uniform number used for a token is a hash
  * of (seed, sample index, completion position), so a seeded request gets the
  * same tokens whatever else shares its batch, and preemption (which recomputes
  * but never resamples) changes nothing. */
-#ifndef TRAM_SAMPLER_H
-#define TRAM_SAMPLER_H
+#ifndef TRAM_CPU_SAMPLING_H
+#define TRAM_CPU_SAMPLING_H
 
 #include <stdint.h>
 
