@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "engine/gpu.h"
-#include "kernels/cpu/sampling.h"
+#include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "models/gguf.h"
@@ -588,11 +588,8 @@ static tram_finish_reason stop_reason(const tram_engine *e, const tram_seq *s, i
 static int sample_and_append(tram_engine *e, tram_seq *s, const float *row, int32_t drawn, tram_error *err)
 {
     const tram_request *r = s->req;
-    int out_len = s->num_tokens - s->prompt_len;
-    int held = out_len < r->p.min_tokens;
-    tram_sample_input in = {&r->p, r->seed, s->sample_index, s->tokens, s->prompt_len,
-                            s->tokens + s->prompt_len, out_len, held ? r->banned : NULL,
-                            held ? r->num_banned : 0};
+    int held = tram_seq_holds_stops(s);
+    tram_sample_input in = tram_seq_sample_input(s);
     int32_t tok = drawn >= 0 ? drawn : tram_sample(e->sampler, row, &in);
     if (r->p.logprobs >= 0)
         tram_logprobs(e->sampler, row, tok, r->p.logprobs, &s->lp, s->top);

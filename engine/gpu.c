@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/sampler.h"
 #include "kernels/cuda/launch_plan.h"
 
 #define NO_CUDA "device cuda: this binary was built without CUDA (`make cuda` builds bin/tram-cuda)"
@@ -147,8 +148,7 @@ int tram_gpu_sampling_of(const tram_seq *s, tram_cuda_sampling *sp, tram_logit_b
 {
     const tram_request *r = s->req;
     const tram_sampling_params *p = &r->p;
-    int out_len = s->num_tokens - s->prompt_len, held = out_len < p->min_tokens;
-    int nb = p->num_logit_bias + (held ? r->num_banned : 0);
+    int nb = p->num_logit_bias + (tram_seq_holds_stops(s) ? r->num_banned : 0);
     if (p->logprobs >= 0 || r->num_seqs < r->n || tram_seq_wants_prompt_logprobs(s) || nb > TRAM_GPU_MAX_BIAS)
         return 0;
     if (p->num_logit_bias > 0)
@@ -156,19 +156,11 @@ int tram_gpu_sampling_of(const tram_seq *s, tram_cuda_sampling *sp, tram_logit_b
     for (int i = p->num_logit_bias; i < nb; i++)
         bias[i] = (tram_logit_bias){r->banned[i - p->num_logit_bias], -INFINITY};
     *num_bias = nb;
-    /* kernels/cpu/sampling.c's reading of the parameters */
     *sp = (tram_cuda_sampling){
-        .temperature = p->temperature < 1e-5f ? 0.0f : p->temperature,
-        .top_k = p->top_k > 0 ? p->top_k : 0,
-        .top_p = p->top_p,
-        .min_p = p->min_p,
-        .repetition_penalty = p->repetition_penalty,
-        .presence_penalty = p->presence_penalty,
-        .frequency_penalty = p->frequency_penalty,
+        .p = tram_seq_sample_params(s),
         .seat = -1,
         .num_bias = nb,
-        .seed = r->seed,
-        .step = (uint64_t)s->sample_index << 32 | (uint32_t)out_len,
+        .step = (uint64_t)s->sample_index << 32 | (uint32_t)(s->num_tokens - s->prompt_len),
     };
     return 1;
 }
@@ -298,7 +290,7 @@ static int forward(tram_gpu_runner *g, tram_model *m, int bucket, tram_error *er
 /* 0: sp has its seat (or needs none); 1: no seat free, the host draws; -1: error. */
 static int claim_seat(tram_gpu_runner *g, const tram_seq *s, tram_cuda_sampling *sp, tram_error *err)
 {
-    if (sp->repetition_penalty == 1.0f && sp->presence_penalty == 0 && sp->frequency_penalty == 0)
+    if (!tram_sample_has_penalties(&sp->p))
         return 0;
     int load;
     sp->seat = tram_gpu_seat_for(g->seats, g->spec.max_seqs, tram_gpu_seq_key(s), s->num_tokens, g->step, &load);

@@ -60,7 +60,7 @@ double tram_sample_uniform(uint64_t seed, int sample_index, int position)
  * out so the scratch stays zero between calls without a vocab-wide clear. */
 static void apply_penalties(tram_sampler *s, const tram_sample_input *in)
 {
-    const tram_sampling_params *p = in->p;
+    const tram_sample_params *p = &in->p;
     float *w = s->work;
     if (p->presence_penalty != 0 || p->frequency_penalty != 0) {
         for (int i = 0; i < in->output_len; i++)
@@ -92,10 +92,9 @@ static void apply_penalties(tram_sampler *s, const tram_sample_input *in)
 
 static void process_logits(tram_sampler *s, const float *logits, const tram_sample_input *in)
 {
-    const tram_sampling_params *p = in->p;
     memcpy(s->work, logits, (size_t)s->vocab * sizeof(float));
-    for (int i = 0; i < p->num_logit_bias; i++)
-        s->work[p->logit_bias[i].token] += p->logit_bias[i].bias;
+    for (int i = 0; i < in->num_bias; i++)
+        s->work[in->bias[i].token] += in->bias[i].bias;
     for (int i = 0; i < in->num_banned; i++)
         s->work[in->banned[i]] = -INFINITY;
     apply_penalties(s, in);
@@ -168,7 +167,7 @@ static double to_probs(tram_sampler *s, float temperature, float min_p)
 }
 
 /* Candidates after min_p, top_k and top_p, best first; returns how many. */
-static int truncate_dist(tram_sampler *s, const tram_sampling_params *p, double norm)
+static int truncate_dist(tram_sampler *s, const tram_sample_params *p, double norm)
 {
     float thr = p->min_p;
     /* Without top_k, tokens below this bound hold less than 1 - top_p of the
@@ -228,11 +227,11 @@ static int32_t draw_full(const float *w, int n, double sum, double u)
 
 int32_t tram_sample(tram_sampler *s, const float *logits, const tram_sample_input *in)
 {
-    const tram_sampling_params *p = in->p;
+    const tram_sample_params *p = &in->p;
     process_logits(s, logits, in);
-    if (p->temperature < 1e-5f)
+    if (p->temperature < TRAM_SAMPLE_GREEDY_BELOW)
         return argmax(s->work, s->vocab);
-    double u = tram_sample_uniform(in->seed, in->sample_index, in->output_len);
+    double u = tram_sample_uniform(p->seed, in->sample_index, in->output_len);
     double norm = to_probs(s, p->temperature, p->min_p);
     if (p->top_k == 0 && p->top_p >= 1.0f && p->min_p <= 0)
         return draw_full(s->work, s->vocab, norm, u);
