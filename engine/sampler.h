@@ -1,7 +1,7 @@
 /* sampler.h — a sequence's next draw in the samplers' terms: its request's
  * parameters as kernels/sampling.h reads them, and the input of the host
  * sampler (kernels/cpu/sampling.h).  The CUDA runner builds its device rows
- * from the same parameters (engine/gpu.c). */
+ * from the same parameters (engine/cuda_runner.c). */
 #ifndef TRAM_ENGINE_SAMPLER_H
 #define TRAM_ENGINE_SAMPLER_H
 

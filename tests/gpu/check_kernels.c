@@ -631,7 +631,7 @@ static void sampler_reserve(int rows, int seats, int vocab)
     die_if(tram_cuda_sampler_reserve(gpu, rows, rows * 4, seats, vocab, HIST, &err), err.msg);
 }
 
-/* Device parameters of one row, as engine/gpu.c derives them. */
+/* Device parameters of one row, as engine/cuda_runner.c derives them. */
 static tram_cuda_sampling device_params(const sample_case *c, int seat, uint64_t step)
 {
     tram_cuda_sampling sp = {
