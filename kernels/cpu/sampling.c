@@ -177,7 +177,7 @@ static int truncate_dist(tram_sampler *s, const tram_sample_params *p, double no
     int n = 0;
     for (int i = 0; i < s->vocab; i++)
         if (s->work[i] >= thr && s->work[i] > 0)
-            s->cands[n++] = (cand){s->work[i], i};
+            s->cands[n++] = (cand){.p = s->work[i], .id = i};
     if (p->top_k > 0 && p->top_k < n) {
         select_top(s->cands, n, p->top_k);
         n = p->top_k;
@@ -257,7 +257,7 @@ void tram_logprobs(tram_sampler *s, const float *logits, int32_t token, int k,
                 top[j] = top[j - 1];
                 j--;
             }
-            top[j] = (tram_token_logprob){i, logits[i]};
+            top[j] = (tram_token_logprob){.token = i, .logprob = logits[i]};
         }
     }
     float lse = mx + (float)log(sum);
