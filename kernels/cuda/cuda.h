@@ -1,7 +1,7 @@
 /* cuda.h — what the CUDA backend offers beyond the op table of backend.h:
- * random weights made on the device (--load-format dummy), tensor-parallel
- * set-up, sampling on the device, and CUDA graphs of decode steps.  Plain C
- * prototypes; only compiled into bin/tram-cuda (TRAM_CUDA). */
+ * random weights made on the device (--load-format dummy), sampling on the
+ * device, and CUDA graphs of decode steps.  Plain C prototypes; only
+ * compiled into bin/tram-cuda (TRAM_CUDA). */
 #ifndef TRAM_CUDA_H
 #define TRAM_CUDA_H
 
@@ -35,15 +35,6 @@ int tram_cuda_probe(int device_index, tram_error *err);
  * on the device from `seed`, in `type` (rows == 1: f32, as every vector). */
 void tram_cuda_random_weight(tram_backend *be, tram_weight *w, int rows, int cols, tram_wtype type,
                              uint64_t seed, float scale);
-
-/* ---- tensor parallelism ---- */
-
-#define TRAM_CUDA_NCCL_ID_BYTES 128
-/* Rank 0 makes the id and shares it with the other ranks (one process each). */
-int tram_cuda_nccl_id(unsigned char id[TRAM_CUDA_NCCL_ID_BYTES], tram_error *err);
-/* Joins the communicator; all_reduce then sums across world_size ranks. */
-int tram_cuda_join(tram_backend *be, int rank, int world_size,
-                   const unsigned char id[TRAM_CUDA_NCCL_ID_BYTES], tram_error *err);
 
 /* ---- sampling on the device ---- */
 
