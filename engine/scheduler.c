@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-int tram_seq_before(const tram_seq *a, const tram_seq *b, tram_sched_policy policy)
+/* The key order: 1 when a is served before (and preempted after) b.
+ * Priority counts only under TRAM_POLICY_PRIORITY; then arrival. */
+static int seq_before(const tram_seq *a, const tram_seq *b, tram_sched_policy policy)
 {
     if (policy == TRAM_POLICY_PRIORITY && a->priority != b->priority)
         return a->priority < b->priority;
@@ -93,7 +95,7 @@ static void remove_from(tram_seq **q, int *n, tram_seq *seq)
 static int sorted_pos(const tram_scheduler *s, tram_seq *const *q, int n, const tram_seq *seq)
 {
     int i = n;
-    while (i > 0 && tram_seq_before(seq, q[i - 1], s->policy))
+    while (i > 0 && seq_before(seq, q[i - 1], s->policy))
         i--;
     return i;
 }
