@@ -1,7 +1,7 @@
-/* cuda.h — what the CUDA backend offers beyond the op table of backend.h:
- * random weights made on the device (--load-format dummy), sampling on the
- * device, and CUDA graphs of decode steps.  Plain C prototypes; only
- * compiled into bin/tram-cuda (TRAM_CUDA). */
+/* cuda.h — what the CUDA backend offers beyond the op table of
+ * kernels/backend.h: random weights made on the device (--load-format
+ * dummy), sampling on the device, and CUDA graphs of decode steps.  Plain C
+ * prototypes; only compiled into bin/tram-cuda (TRAM_CUDA). */
 #ifndef TRAM_CUDA_H
 #define TRAM_CUDA_H
 
