@@ -76,19 +76,9 @@ static int profile_forward(tram_model *m, const tram_cuda_pool_spec *s, tram_err
             lens[q] = per;
             rows[q] = qs[q + 1] - 1;
         }
-        tram_batch b = {
-            .num_tokens = n,
-            .num_seqs = seqs,
-            .token_ids = ids,
-            .positions = pos,
-            .slot_mapping = slots,
-            .query_start = qs,
-            .seq_lens = lens,
-            .block_tables = tables,
-            .max_blocks_per_seq = mb,
-            .logits_rows = rows,
-            .num_logits = seqs,
-        };
+        tram_batch b = {.num_tokens = n, .num_seqs = seqs, .token_ids = ids, .positions = pos,
+                        .slot_mapping = slots, .query_start = qs, .seq_lens = lens, .block_tables = tables,
+                        .max_blocks_per_seq = mb, .logits_rows = rows, .num_logits = seqs};
         rc = tram_model_forward(m, &b, logits, err);
     }
     free(ids), free(seq), free(logits);
@@ -150,19 +140,11 @@ tram_batch tram_cuda_pad_batch(const tram_batch *b, int bucket, int pad_block, i
         p->seq_lens[i] = 1;
         p->block_tables[(size_t)i * mb] = pad_block;
     }
-    return (tram_batch){
-        .num_tokens = bucket,
-        .num_seqs = bucket,
-        .token_ids = p->token_ids,
-        .positions = p->positions,
-        .slot_mapping = p->slot_mapping,
-        .query_start = p->query_start,
-        .seq_lens = p->seq_lens,
-        .block_tables = p->block_tables,
-        .max_blocks_per_seq = mb,
-        .logits_rows = p->logits_rows,
-        .num_logits = bucket,
-    };
+    return (tram_batch){.num_tokens = bucket, .num_seqs = bucket, .token_ids = p->token_ids,
+                        .positions = p->positions, .slot_mapping = p->slot_mapping,
+                        .query_start = p->query_start, .seq_lens = p->seq_lens,
+                        .block_tables = p->block_tables, .max_blocks_per_seq = mb,
+                        .logits_rows = p->logits_rows, .num_logits = bucket};
 }
 
 /* ---------------------------------------------------------------- sampling: host logic */

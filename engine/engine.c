@@ -555,19 +555,11 @@ static tram_batch build_batch(tram_engine *e)
         for (int k = 0; k < e->item_nrows[i]; k++)
             e->rows[r++] = t - e->item_nrows[i] + k;
     }
-    return (tram_batch){
-        .num_tokens = t,
-        .num_seqs = sc->num_items,
-        .token_ids = e->tok_ids,
-        .positions = e->positions,
-        .slot_mapping = e->slots,
-        .query_start = e->query_start,
-        .seq_lens = e->seq_lens,
-        .block_tables = e->block_tables,
-        .max_blocks_per_seq = e->max_blocks_per_seq,
-        .logits_rows = e->rows,
-        .num_logits = r,
-    };
+    return (tram_batch){.num_tokens = t, .num_seqs = sc->num_items, .token_ids = e->tok_ids,
+                        .positions = e->positions, .slot_mapping = e->slots,
+                        .query_start = e->query_start, .seq_lens = e->seq_lens,
+                        .block_tables = e->block_tables, .max_blocks_per_seq = e->max_blocks_per_seq,
+                        .logits_rows = e->rows, .num_logits = r};
 }
 
 /* ---------------------------------------------------------------- step: outputs */

@@ -55,6 +55,15 @@ static void assert_close(const double *f, const double *p)
                   f[i], p[i]);
 }
 
+/* Draws under p follow softmax(logits / p->temperature) over the tokens in keep. */
+static void assert_draws_follow(const tram_sample_params *p, const int *keep)
+{
+    double f[V], ref[V];
+    histogram(p, f);
+    softmax_ref(keep, p->temperature, ref);
+    assert_close(f, ref);
+}
+
 Test(sampler, greedy_is_argmax_and_bias_moves_it)
 {
     tram_sample_input in = {.p = params(0)};
@@ -89,40 +98,31 @@ Test(sampler, penalties)
 Test(sampler, temperature_distribution)
 {
     tram_sample_params p = params(0.7f);
-    double f[V], ref[V];
     int all[V] = {1, 1, 1, 1, 1, 1, 1, 1};
-    histogram(&p, f);
-    softmax_ref(all, 0.7f, ref);
-    assert_close(f, ref);
+    assert_draws_follow(&p, all);
 }
 
 Test(sampler, top_k_top_p_min_p)
 {
     tram_sample_params p = params(1.0f);
-    double f[V], ref[V];
     /* top_k = 3: tokens 1, 7, 3 */
     p.top_k = 3;
     int k3[V] = {0, 1, 0, 1, 0, 0, 0, 1};
-    histogram(&p, f);
-    softmax_ref(k3, 1.0f, ref);
-    assert_close(f, ref);
+    assert_draws_follow(&p, k3);
     /* top_p = 0.5: sorted probs are .257 (1), .233 (7), .156 (3), ... → {1, 7} reach 0.5 */
     p.top_k = 0;
     p.top_p = 0.5f;
     int p5[V] = {0, 1, 0, 0, 0, 0, 0, 1};
     int all[V] = {1, 1, 1, 1, 1, 1, 1, 1};
+    double ref[V];
     softmax_ref(all, 1.0f, ref);
     cr_assert(ref[1] + ref[7] >= 0.5 && ref[1] < 0.5);
-    histogram(&p, f);
-    softmax_ref(p5, 1.0f, ref);
-    assert_close(f, ref);
+    assert_draws_follow(&p, p5);
     /* min_p = 0.5: keep p >= 0.5 * p_max, i.e. logit >= 2.5 - ln 2 = 1.807 */
     p.top_p = 1.0f;
     p.min_p = 0.5f;
     int m5[V] = {0, 1, 0, 1, 0, 0, 0, 1};
-    histogram(&p, f);
-    softmax_ref(m5, 1.0f, ref);
-    assert_close(f, ref);
+    assert_draws_follow(&p, m5);
 }
 
 Test(sampler, seeded_streams)
