@@ -202,7 +202,7 @@ int tram_cuda_seat_for(tram_cuda_seat *seats, int num_seats, uint64_t key, int n
 struct tram_cuda_runner {
     tram_backend *be;
     tram_cuda_runner_spec spec;
-    tram_cuda_seat *seats;        /* [max_seqs] */
+    tram_cuda_seat *seats;       /* [max_seqs] */
     uint64_t step;
     tram_cuda_sampling *params;  /* [max_seqs] this step's device rows */
     tram_logit_bias *bias;       /* [max_seqs * TRAM_CUDA_MAX_BIAS] their entries */
@@ -306,7 +306,8 @@ static int claim_seat(tram_cuda_runner *g, const tram_seq *s, tram_cuda_sampling
     if (!tram_sample_has_penalties(&sp->p))
         return 0;
     int load;
-    sp->seat = tram_cuda_seat_for(g->seats, g->spec.max_seqs, tram_cuda_seq_key(s), s->num_tokens, g->step, &load);
+    sp->seat = tram_cuda_seat_for(g->seats, g->spec.max_seqs, tram_cuda_seq_key(s), s->num_tokens, g->step,
+                                  &load);
     if (sp->seat < 0)
         return 1;
     return load ? tram_cuda_seat_load(g->be, sp->seat, s->tokens, s->prompt_len, s->num_tokens, err) : 0;
