@@ -1,10 +1,14 @@
-/* engine.c — the step loop: schedule() → run() → postprocess(). */
+/* engine.c — the engine's life cycle, its requests, and the step loop of
+ * tram_engine_step: tram_scheduler_schedule() picks the work, build_batch()
+ * lays it out, one forward pass runs it (tram_model_forward, or
+ * tram_cuda_runner_step on CUDA), postprocess_item() samples and applies the
+ * stop rules, collect_outputs() reports. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/gpu.h"
+#include "engine/cuda_runner.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
@@ -23,8 +27,8 @@ struct tram_engine {
     tram_scheduler sched;
     tram_sampler *sampler;
     int vocab, max_model_len, max_blocks_per_seq, max_rows;
-    int gpu_pool;              /* the KV pool is sized after a profiling pass (engine/gpu.h) */
-    tram_gpu_runner *gpu;      /* --device cuda: CUDA graphs and sampling on the device */
+    int cuda_pool;             /* the KV pool is fitted to GPU memory after a profiling pass */
+    tram_cuda_runner *cuda;    /* --device cuda: CUDA graphs and sampling on the device */
     int pad_blocks;            /* KV blocks past the block manager's: the graphs' pad rows' */
     int logits_width;          /* the model's vocabulary; vocab is the part the tokenizer
                                   decodes, the only ids sampled or accepted (dummy weights
@@ -53,18 +57,19 @@ struct tram_engine {
 
 void tram_engine_config_init(tram_engine_config *c)
 {
-    memset(c, 0, sizeof(*c));
-    c->block_size = 16;
-    c->kv_cache_memory = (size_t)2 << 30;
-    c->gpu_memory_utilization = 0.9;
-    c->max_num_batched_tokens = 2048;
-    c->max_num_seqs = 256;
-    c->enable_prefix_caching = 1;
-    c->policy = TRAM_POLICY_FCFS;
-    strcpy(c->device, "cpu");
-    strcpy(c->quantization, "none");
-    strcpy(c->load_format, "auto");
-    strcpy(c->weight_format, "f32");
+    *c = (tram_engine_config){
+        .block_size = 16,
+        .kv_cache_memory = (size_t)2 << 30,
+        .gpu_memory_utilization = 0.9,
+        .max_num_batched_tokens = 2048,
+        .max_num_seqs = 256,
+        .enable_prefix_caching = 1,
+        .policy = TRAM_POLICY_FCFS,
+        .device = "cpu",
+        .quantization = "none",
+        .load_format = "auto",
+        .weight_format = "f32",
+    };
 }
 
 const char *tram_finish_reason_name(tram_finish_reason r)
@@ -141,20 +146,26 @@ static int open_model_file(tram_engine *e, const char *path, tram_error *err)
     return 0;
 }
 
-static tram_gpu_pool_spec gpu_pool_spec(const tram_engine *e)
+static tram_cuda_pool_spec cuda_pool_spec(const tram_engine *e)
 {
-    return (tram_gpu_pool_spec){e->cfg.max_num_batched_tokens, e->cfg.max_num_seqs, e->cfg.block_size,
-                                e->max_blocks_per_seq, e->max_model_len, e->cfg.gpu_memory_utilization,
-                                e->pad_blocks};
+    return (tram_cuda_pool_spec){
+        .max_tokens = e->cfg.max_num_batched_tokens,
+        .max_seqs = e->cfg.max_num_seqs,
+        .block_size = e->cfg.block_size,
+        .max_blocks_per_seq = e->max_blocks_per_seq,
+        .max_model_len = e->max_model_len,
+        .utilization = e->cfg.gpu_memory_utilization,
+        .reserved_blocks = e->pad_blocks,
+    };
 }
 
 /* On a GPU (no exact count given), the pool starts at what the profiling pass
- * needs and is refitted once the weights are in (fit_gpu_pool). */
-static int fit_gpu_pool(tram_engine *e, tram_error *err)
+ * needs and is refitted once the weights are in (fit_cuda_pool). */
+static int fit_cuda_pool(tram_engine *e, tram_error *err)
 {
-    tram_gpu_pool_spec spec = gpu_pool_spec(e);
+    tram_cuda_pool_spec spec = cuda_pool_spec(e);
     int blocks;
-    if (tram_gpu_fit_pool(e->model, e->be, &spec, &blocks, err) ||
+    if (tram_cuda_fit_pool(e->model, e->be, &spec, &blocks, err) ||
         tram_model_resize_kv(e->model, blocks + e->pad_blocks, err))
         return -1;
     e->cfg.num_kv_blocks = blocks;
@@ -172,10 +183,10 @@ static int size_pool(tram_engine *e, tram_error *err)
                          e->max_model_len, model_len);
     int bs = e->cfg.block_size;
     e->max_blocks_per_seq = (e->max_model_len + bs - 1) / bs;
-    e->gpu_pool = !strcmp(e->cfg.device, "cuda") && !e->cfg.num_kv_blocks;
-    if (e->gpu_pool) {
-        tram_gpu_pool_spec spec = gpu_pool_spec(e);
-        e->cfg.num_kv_blocks = tram_gpu_profile_blocks(&spec);
+    e->cuda_pool = !strcmp(e->cfg.device, "cuda") && !e->cfg.num_kv_blocks;
+    if (e->cuda_pool) {
+        tram_cuda_pool_spec spec = cuda_pool_spec(e);
+        e->cfg.num_kv_blocks = tram_cuda_profile_blocks(&spec);
         return 0;
     }
     size_t block_bytes = tram_model_kv_block_bytes(mc, bs, e->be->act_bytes);
@@ -225,13 +236,20 @@ static uint64_t name_salt(const char *s)
 
 /* --device cuda: created before the pool is fitted, so its device buffers
  * count; it learns the pad block once the pool is sized. */
-static int open_gpu_runner(tram_engine *e, tram_error *err)
+static int open_cuda_runner(tram_engine *e, tram_error *err)
 {
     if (strcmp(e->cfg.device, "cuda"))
         return 0;
-    tram_gpu_runner_spec spec = {e->cfg.max_num_seqs, e->max_rows, e->vocab, e->logits_width,
-                                 e->max_model_len, e->cfg.block_size, -1};
-    return tram_gpu_runner_create(&e->gpu, e->be, &spec, err);
+    tram_cuda_runner_spec spec = {
+        .max_seqs = e->cfg.max_num_seqs,
+        .max_rows = e->max_rows,
+        .vocab = e->vocab,
+        .logits_width = e->logits_width,
+        .max_model_len = e->max_model_len,
+        .block_size = e->cfg.block_size,
+        .pad_block = -1,
+    };
+    return tram_cuda_runner_create(&e->cuda, e->be, &spec, err);
 }
 
 static int create_parts(tram_engine *e, const char *path, tram_error *err)
@@ -243,21 +261,26 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
     e->logits_width = tram_model_file_config(e->file)->vocab_size;
     e->vocab = TRAM_MIN(e->logits_width, tram_tokenizer_vocab_size(e->tok));
     int bs = e->cfg.block_size;
-    tram_model_limits lim = {e->cfg.max_num_batched_tokens, e->cfg.max_num_seqs,
-                             e->max_blocks_per_seq, e->cfg.num_kv_blocks + e->pad_blocks, bs,
-                             strcmp(e->cfg.device, "cpu") ? TRAM_W_BF16 : TRAM_W_F32,
-                             !strcmp(e->cfg.quantization, "int8"), NULL,
-                             !strcmp(e->cfg.weight_format, "native")};
+    tram_model_limits lim = {
+        .max_tokens = e->cfg.max_num_batched_tokens,
+        .max_seqs = e->cfg.max_num_seqs,
+        .max_blocks_per_seq = e->max_blocks_per_seq,
+        .num_blocks = e->cfg.num_kv_blocks + e->pad_blocks,
+        .block_size = bs,
+        .weight_type = strcmp(e->cfg.device, "cpu") ? TRAM_W_BF16 : TRAM_W_F32,
+        .quantize_int8 = !strcmp(e->cfg.quantization, "int8"),
+        .keep_blocks = !strcmp(e->cfg.weight_format, "native"),
+    };
     if (alloc_step_arrays(e, err) || tram_model_create(&e->model, e->file, e->be, &lim, err) ||
-        open_gpu_runner(e, err) || (e->gpu_pool && fit_gpu_pool(e, err)) ||
+        open_cuda_runner(e, err) || (e->cuda_pool && fit_cuda_pool(e, err)) ||
         tram_bm_create(&e->bm, e->cfg.num_kv_blocks, bs, e->cfg.enable_prefix_caching,
                        name_salt(e->model_name), err) ||
         tram_scheduler_init(&e->sched, e->bm, e->cfg.policy, e->cfg.max_num_batched_tokens,
                             e->cfg.max_num_seqs, PROMPT_LOGPROB_ROWS, err) ||
         tram_sampler_create(&e->sampler, e->vocab, err))
         return -1;
-    if (e->gpu && e->pad_blocks)
-        tram_gpu_runner_set_pad_block(e->gpu, e->cfg.num_kv_blocks);
+    if (e->cuda && e->pad_blocks)
+        tram_cuda_runner_set_pad_block(e->cuda, e->cfg.num_kv_blocks);
     return 0;
 }
 
@@ -291,7 +314,7 @@ void tram_engine_destroy(tram_engine *e)
     tram_scheduler_free(&e->sched);
     tram_bm_destroy(e->bm);
     tram_sampler_destroy(e->sampler);
-    tram_gpu_runner_destroy(e->gpu);
+    tram_cuda_runner_destroy(e->cuda);
     tram_model_destroy(e->model);
     if (e->be)
         e->be->destroy(e->be);
@@ -350,11 +373,11 @@ static void publish_stats(tram_engine *e)
     s->prefix_cache_hits = e->sched.cache_hits;
     s->num_preemptions = e->sched.num_preemptions;
     s->prompt_tokens_total = e->sched.prompt_tokens;
-    if (e->gpu) {
-        tram_gpu_runner_stats g;
-        tram_gpu_runner_stats_get(e->gpu, &g);
-        s->graph_steps = g.graph_steps;
-        s->device_samples = g.device_rows;
+    if (e->cuda) {
+        tram_cuda_runner_stats c;
+        tram_cuda_runner_stats_get(e->cuda, &c);
+        s->graph_steps = c.graph_steps;
+        s->device_samples = c.device_rows;
     }
     pthread_mutex_lock(&e->lock);
     e->published = *s;
@@ -442,9 +465,15 @@ int tram_engine_add_request(tram_engine *e, uint64_t request_id, const tram_prom
         return -1;
     }
     uint64_t arrival = e->next_arrival++;
-    tram_request_env env = {e->tok, e->vocab, e->max_model_len, e->max_blocks_per_seq,
-                            e->cfg.max_num_seqs, e->cfg.seed ^ (arrival * 0x9e3779b97f4a7c15ULL),
-                            arrival};
+    tram_request_env env = {
+        .tok = e->tok,
+        .vocab = e->vocab,
+        .max_model_len = e->max_model_len,
+        .max_blocks_per_seq = e->max_blocks_per_seq,
+        .max_num_seqs = e->cfg.max_num_seqs,
+        .seed = e->cfg.seed ^ (arrival * 0x9e3779b97f4a7c15ULL),
+        .arrival = arrival,
+    };
     tram_request *r;
     int rc = tram_request_create(&r, request_id, p, ids, n, priority, &env, err);
     free(ids);
@@ -526,8 +555,11 @@ static tram_batch build_batch(tram_engine *e)
         for (int k = 0; k < e->item_nrows[i]; k++)
             e->rows[r++] = t - e->item_nrows[i] + k;
     }
-    return (tram_batch){t, sc->num_items, e->tok_ids, e->positions, e->slots, e->query_start,
-                        e->seq_lens, e->block_tables, e->max_blocks_per_seq, e->rows, r};
+    return (tram_batch){.num_tokens = t, .num_seqs = sc->num_items, .token_ids = e->tok_ids,
+                        .positions = e->positions, .slot_mapping = e->slots,
+                        .query_start = e->query_start, .seq_lens = e->seq_lens,
+                        .block_tables = e->block_tables, .max_blocks_per_seq = e->max_blocks_per_seq,
+                        .logits_rows = e->rows, .num_logits = r};
 }
 
 /* ---------------------------------------------------------------- step: outputs */
@@ -588,11 +620,8 @@ static tram_finish_reason stop_reason(const tram_engine *e, const tram_seq *s, i
 static int sample_and_append(tram_engine *e, tram_seq *s, const float *row, int32_t drawn, tram_error *err)
 {
     const tram_request *r = s->req;
-    int out_len = s->num_tokens - s->prompt_len;
-    int held = out_len < r->p.min_tokens;
-    tram_sample_input in = {&r->p, r->seed, s->sample_index, s->tokens, s->prompt_len,
-                            s->tokens + s->prompt_len, out_len, held ? r->banned : NULL,
-                            held ? r->num_banned : 0};
+    int held = tram_seq_holds_stops(s);
+    tram_sample_input in = tram_seq_sample_input(s);
     int32_t tok = drawn >= 0 ? drawn : tram_sample(e->sampler, row, &in);
     if (r->p.logprobs >= 0)
         tram_logprobs(e->sampler, row, tok, r->p.logprobs, &s->lp, s->top);
@@ -639,7 +668,7 @@ static void prompt_logprobs(tram_engine *e, tram_seq *s, int start, int row0)
     tram_request *r = s->req;
     int k = r->p.prompt_logprobs, kk = TRAM_MAX(k, 1);
     if (start == 0)
-        r->prompt_lp[0] = (tram_logprob_entry){s->tokens[0], NAN, 0, 0, r->prompt_top};
+        r->prompt_lp[0] = (tram_logprob_entry){.token = s->tokens[0], .logprob = NAN, .top = r->prompt_top};
     int end = TRAM_MIN(s->num_computed, s->prompt_len - 1);
     for (int p = start; p < end; p++)
         tram_logprobs(e->sampler, e->logits + (size_t)(row0 + p - start) * e->logits_width,
@@ -668,7 +697,7 @@ static int postprocess_item(tram_engine *e, int i, tram_error *err)
             if (sample_and_append(e, &r->seqs[j], row, -1, err))
                 return -1;
     }
-    int32_t drawn = e->gpu ? tram_gpu_runner_token(e->gpu, row0 + nrows - 1) : -1;
+    int32_t drawn = e->cuda ? tram_cuda_runner_token(e->cuda, row0 + nrows - 1) : -1;
     return sample_and_append(e, s, row, drawn, err);
 }
 
@@ -706,21 +735,22 @@ static void fill_output(tram_engine *e, tram_seq *s, tram_output *o)
 {
     const tram_request *r = s->req;
     int got = s->finish != TRAM_FINISH_ABORT;
-    *o = (tram_output){0};
-    o->request_id = r->id;
-    o->sample_index = s->sample_index;
-    o->num_tokens = got;
-    o->token_ids = got ? s->tokens + s->num_tokens - 1 : NULL;
-    o->text = e->text + s->text_off;
-    o->text_len = s->text_len;
-    o->logprobs = got && r->p.logprobs >= 0 ? &s->lp : NULL;
-    o->prompt_logprobs = got && !s->reported_first && r->prompt_lp ? r->prompt_lp : NULL;
-    o->finish_reason = s->finish;
-    o->stop_string = s->stop_index >= 0 ? r->stop[s->stop_index] : NULL;
-    o->prompt_tokens = r->seqs[0].prompt_len;
-    o->completion_tokens = s->num_tokens - s->prompt_len;
-    o->cached_tokens = r->cached_tokens;
-    o->queue_time = r->scheduled_at > 0 ? r->scheduled_at - r->added_at : 0;
+    *o = (tram_output){
+        .request_id = r->id,
+        .sample_index = s->sample_index,
+        .token_ids = got ? s->tokens + s->num_tokens - 1 : NULL,
+        .num_tokens = got,
+        .text = e->text + s->text_off,
+        .text_len = s->text_len,
+        .logprobs = got && r->p.logprobs >= 0 ? &s->lp : NULL,
+        .prompt_logprobs = got && !s->reported_first && r->prompt_lp ? r->prompt_lp : NULL,
+        .finish_reason = s->finish,
+        .stop_string = s->stop_index >= 0 ? r->stop[s->stop_index] : NULL,
+        .prompt_tokens = r->seqs[0].prompt_len,
+        .completion_tokens = s->num_tokens - s->prompt_len,
+        .cached_tokens = r->cached_tokens,
+        .queue_time = r->scheduled_at > 0 ? r->scheduled_at - r->added_at : 0,
+    };
 }
 
 static int collect_outputs(tram_engine *e, const tram_output **outs, int *num_outs,
@@ -786,8 +816,8 @@ int tram_engine_step(tram_engine *e, const tram_output **outs, int *num_outs, tr
     mark_scheduled(e);
     if (e->sched.num_items > 0) {
         tram_batch b = build_batch(e);
-        if (e->gpu ? tram_gpu_runner_step(e->gpu, e->model, &b, e->sched.items, e->item_row0,
-                                          e->item_nrows, e->logits, err)
+        if (e->cuda ? tram_cuda_runner_step(e->cuda, e->model, &b, e->sched.items, e->item_row0,
+                                            e->item_nrows, e->logits, err)
                    : tram_model_forward(e->model, &b, e->logits, err))
             return -1;
         e->stats.forward_tokens_total += (uint64_t)b.num_tokens;

@@ -6,15 +6,16 @@
 
 void tram_sampling_params_init(tram_sampling_params *p)
 {
-    memset(p, 0, sizeof(*p));
-    p->n = 1;
-    p->temperature = 1.0f;
-    p->top_p = 1.0f;
-    p->repetition_penalty = 1.0f;
-    p->max_tokens = 16;
-    p->logprobs = -1;
-    p->prompt_logprobs = -1;
-    p->skip_special_tokens = 1;
+    *p = (tram_sampling_params){
+        .n = 1,
+        .temperature = 1.0f,
+        .top_p = 1.0f,
+        .repetition_penalty = 1.0f,
+        .max_tokens = 16,
+        .logprobs = -1,
+        .prompt_logprobs = -1,
+        .skip_special_tokens = 1,
+    };
 }
 
 /* ---------------------------------------------------------------- validation */

@@ -1,45 +1,22 @@
-/* sampler.h — picks the next token from one row of host f32 logits, and
- * computes logprobs.
- *
- * Randomness is counter-based: the uniform number used for a token is a hash
- * of (seed, sample index, completion position), so a seeded request gets the
- * same tokens whatever else shares its batch, and preemption (which recomputes
- * but never resamples) changes nothing. */
-#ifndef TRAM_SAMPLER_H
-#define TRAM_SAMPLER_H
+/* sampler.h — a sequence's next draw in the samplers' terms: its request's
+ * parameters as kernels/sampling.h reads them, and the input of the host
+ * sampler (kernels/cpu/sampling.h).  The CUDA runner builds its device rows
+ * from the same parameters (engine/cuda_runner.c). */
+#ifndef TRAM_ENGINE_SAMPLER_H
+#define TRAM_ENGINE_SAMPLER_H
 
-#include <stdint.h>
+#include "engine/sequence.h"
+#include "kernels/cpu/sampling.h"
+#include "kernels/sampling.h"
 
-#include "kernels/base.h"
-#include "engine/tram.h"
+/* 1 while s's end-of-generation and stop tokens are held back (min_tokens). */
+int tram_seq_holds_stops(const tram_seq *s);
 
-typedef struct tram_sampler tram_sampler;
+/* The parameters of s's draws; a greedy temperature reads as 0. */
+tram_sample_params tram_seq_sample_params(const tram_seq *s);
 
-typedef struct {
-    const tram_sampling_params *p;
-    uint64_t seed;
-    int sample_index;             /* which of the request's n samples */
-    const int32_t *prompt;        /* repetition penalty looks at prompt and output */
-    int prompt_len;
-    const int32_t *output;        /* tokens generated so far; output_len is the position */
-    int output_len;
-    const int32_t *banned;        /* masked out (EOS and stop tokens before min_tokens) */
-    int num_banned;
-} tram_sample_input;
-
-/* Scratch space for rows of vocab logits, allocated once. */
-int tram_sampler_create(tram_sampler **out, int vocab, tram_error *err);
-void tram_sampler_destroy(tram_sampler *s);
-
-/* The token drawn from logits[vocab] (left unchanged) under in->p. */
-int32_t tram_sample(tram_sampler *s, const float *logits, const tram_sample_input *in);
-
-/* Logprob and rank of `token` in the raw distribution of logits, and its k best
- * alternatives written to top[k] (k <= TRAM_MAX_LOGPROBS). */
-void tram_logprobs(tram_sampler *s, const float *logits, int32_t token, int k,
-                   tram_logprob_entry *out, tram_token_logprob *top);
-
-/* The uniform number in [0, 1) for (seed, sample, position). */
-double tram_sample_uniform(uint64_t seed, int sample_index, int position);
+/* The host sampler's input for s's next token: the logit bias, the held-back
+ * tokens as bans, and s's prompt and output for the penalties. */
+tram_sample_input tram_seq_sample_input(const tram_seq *s);
 
 #endif

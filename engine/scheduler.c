@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-int tram_seq_before(const tram_seq *a, const tram_seq *b, tram_sched_policy policy)
+/* The key order: 1 when a is served before (and preempted after) b.
+ * Priority counts only under TRAM_POLICY_PRIORITY; then arrival. */
+static int seq_before(const tram_seq *a, const tram_seq *b, tram_sched_policy policy)
 {
     if (policy == TRAM_POLICY_PRIORITY && a->priority != b->priority)
         return a->priority < b->priority;
@@ -22,12 +24,13 @@ int tram_seq_wants_prompt_logprobs(const tram_seq *seq)
 int tram_scheduler_init(tram_scheduler *s, tram_block_manager *bm, tram_sched_policy policy,
                         int max_tokens, int max_seqs, int prompt_rows, tram_error *err)
 {
-    memset(s, 0, sizeof(*s));
-    s->bm = bm;
-    s->policy = policy;
-    s->max_tokens = max_tokens;
-    s->max_seqs = max_seqs;
-    s->prompt_rows = prompt_rows;
+    *s = (tram_scheduler){
+        .policy = policy,
+        .max_tokens = max_tokens,
+        .max_seqs = max_seqs,
+        .prompt_rows = prompt_rows,
+        .bm = bm,
+    };
     s->running = tram_calloc((size_t)max_seqs, sizeof(*s->running), err);
     s->items = tram_calloc((size_t)max_seqs, sizeof(*s->items), err);
     if (!s->running || !s->items) {
@@ -92,7 +95,7 @@ static void remove_from(tram_seq **q, int *n, tram_seq *seq)
 static int sorted_pos(const tram_scheduler *s, tram_seq *const *q, int n, const tram_seq *seq)
 {
     int i = n;
-    while (i > 0 && tram_seq_before(seq, q[i - 1], s->policy))
+    while (i > 0 && seq_before(seq, q[i - 1], s->policy))
         i--;
     return i;
 }
@@ -155,7 +158,7 @@ static int chunk_size(const tram_seq *seq, int budget, int *prompt_rows)
 
 static void push_item(tram_scheduler *s, tram_seq *seq, int n, int *budget)
 {
-    s->items[s->num_items++] = (tram_sched_item){seq, n};
+    s->items[s->num_items++] = (tram_sched_item){.seq = seq, .num_new = n};
     *budget -= n;
 }
 

@@ -86,8 +86,4 @@ int tram_request_create(tram_request **out, uint64_t id, const tram_sampling_par
                         const tram_request_env *env, tram_error *err);
 void tram_request_free(tram_request *r);
 
-/* The key order the scheduler uses: 1 when a is served before (and preempted
- * after) b.  Priority counts only under TRAM_POLICY_PRIORITY; then arrival. */
-int tram_seq_before(const tram_seq *a, const tram_seq *b, tram_sched_policy policy);
-
 #endif

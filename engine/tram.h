@@ -49,6 +49,7 @@
 #include <stdio.h>
 
 #include "kernels/base.h"
+#include "kernels/sampling.h"
 #include "models/model.h"
 
 struct tram_tokenizer;
@@ -112,11 +113,7 @@ void tram_engine_print_flags(FILE *out);
 
 /* ------------------------------------------------------------ sampling */
 
-typedef struct {
-    int32_t token;
-    float bias;                   /* added to the logit */
-} tram_logit_bias;
-
+/* tram_logit_bias comes from kernels/sampling.h, shared with the samplers. */
 typedef struct {
     int n;                        /* samples per request (1) */
     float temperature;            /* 0 = greedy (1.0) */
@@ -191,18 +188,8 @@ typedef enum {
 /* "stop", "length", "abort", or NULL for TRAM_FINISH_NONE. */
 const char *tram_finish_reason_name(tram_finish_reason r);
 
-typedef struct {
-    int32_t token;
-    float logprob;                /* natural log, of the model's raw distribution */
-} tram_token_logprob;
-
-typedef struct {
-    int32_t token;                /* the chosen (or prompt) token */
-    float logprob;                /* NaN for the first prompt token, which has none */
-    int rank;                     /* 1 = the most likely token */
-    int num_top;
-    const tram_token_logprob *top;/* [num_top] best first */
-} tram_logprob_entry;
+/* The logprob records tram_logprob_entry and tram_token_logprob come from
+ * kernels/sampling.h: the samplers fill them. */
 
 typedef struct {
     uint64_t request_id;

@@ -191,40 +191,10 @@ static void cuda_all_reduce(tram_backend *be, void *x, size_t n)
     if (be->world_size <= 1)
         return;
     if (!c->comm) {
-        cuda_fail(be, "all_reduce: world_size %d but no communicator (call tram_cuda_join)", be->world_size);
+        cuda_fail(be, "all_reduce: world_size %d but no communicator", be->world_size);
         return;
     }
     NCCL_CHECK(&c->st, ncclAllReduce(x, x, n, ncclBfloat16, ncclSum, c->comm, c->stream));
-}
-
-extern "C" int tram_cuda_nccl_id(unsigned char id[TRAM_CUDA_NCCL_ID_BYTES], tram_error *err)
-{
-    ncclUniqueId uid;
-    ncclResult_t r = ncclGetUniqueId(&uid);
-    if (r != ncclSuccess)
-        return tram_fail(err, "cuda backend: ncclGetUniqueId failed: %s", ncclGetErrorString(r));
-    static_assert(sizeof(uid) == TRAM_CUDA_NCCL_ID_BYTES, "NCCL unique id size");
-    memcpy(id, &uid, sizeof(uid));
-    return 0;
-}
-
-extern "C" int tram_cuda_join(tram_backend *be, int rank, int world_size,
-                              const unsigned char id[TRAM_CUDA_NCCL_ID_BYTES], tram_error *err)
-{
-    cuda_state *c = cuda_of(be);
-    if (world_size < 1 || rank < 0 || rank >= world_size)
-        return tram_fail(err, "cuda backend: rank %d of world size %d is out of range", rank, world_size);
-    if (world_size > 1) {
-        ncclUniqueId uid;
-        memcpy(&uid, id, sizeof(uid));
-        ncclResult_t r = ncclCommInitRank(&c->comm, world_size, uid, rank);
-        if (r != ncclSuccess)
-            return tram_fail(err, "cuda backend: ncclCommInitRank (rank %d of %d) failed: %s", rank,
-                             world_size, ncclGetErrorString(r));
-    }
-    be->rank = rank;
-    be->world_size = world_size;
-    return 0;
 }
 
 /* ---------------------------------------------------------------- life cycle */

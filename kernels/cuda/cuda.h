@@ -1,6 +1,6 @@
-/* cuda.h — what the CUDA backend offers beyond the op table of backend.h:
- * random weights made on the device (--load-format dummy), tensor-parallel
- * set-up, sampling on the device, and CUDA graphs of decode steps.  Plain C
+/* cuda.h — what the CUDA backend offers beyond the op table of
+ * kernels/backend.h: random weights made on the device (--load-format
+ * dummy), sampling on the device, and CUDA graphs of decode steps.  Plain C
  * prototypes; only compiled into bin/tram-cuda (TRAM_CUDA). */
 #ifndef TRAM_CUDA_H
 #define TRAM_CUDA_H
@@ -8,14 +8,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* engine headers are plain C without linkage guards: wrap them here. */
+/* base.h and backend.h have no linkage guards of their own yet. */
 #ifdef __cplusplus
 extern "C" {
 #endif
-
 #include "kernels/base.h"
-#include "engine/tram.h"
 #include "kernels/backend.h"
+#ifdef __cplusplus
+}
+#endif
+
+#include "kernels/sampling.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* ---- presence ---- */
 
@@ -29,31 +36,16 @@ int tram_cuda_probe(int device_index, tram_error *err);
 void tram_cuda_random_weight(tram_backend *be, tram_weight *w, int rows, int cols, tram_wtype type,
                              uint64_t seed, float scale);
 
-/* ---- tensor parallelism ---- */
-
-#define TRAM_CUDA_NCCL_ID_BYTES 128
-/* Rank 0 makes the id and shares it with the other ranks (one process each). */
-int tram_cuda_nccl_id(unsigned char id[TRAM_CUDA_NCCL_ID_BYTES], tram_error *err);
-/* Joins the communicator; all_reduce then sums across world_size ranks. */
-int tram_cuda_join(tram_backend *be, int rank, int world_size,
-                   const unsigned char id[TRAM_CUDA_NCCL_ID_BYTES], tram_error *err);
-
 /* ---- sampling on the device ---- */
 
-/* One row to draw from, with engine/sampler.c's semantics: logit bias, then
- * presence/frequency penalties over the output, then the repetition penalty
- * over prompt and output, then temperature, min-p, top-k, top-p. */
+/* One row to draw from, under kernels/sampling.h's rules (p.seed is the
+ * Philox key), with kernels/cpu/sampling.c as the reference. */
 typedef struct {
-    float temperature;     /* 0: greedy (argmax, lowest id on ties) */
-    int top_k;             /* 0: off */
-    float top_p;           /* 1: off */
-    float min_p;           /* 0: off */
-    float repetition_penalty, presence_penalty, frequency_penalty;  /* 1, 0, 0: off */
+    tram_sample_params p;
     int row;               /* row of the logits to draw from */
     int seat;              /* token counts of this sequence (tram_cuda_seat_load); -1: none,
                               then the penalties must be off */
     int bias_start, num_bias;  /* its entries of the call's bias list (-INFINITY bans) */
-    uint64_t seed;         /* Philox key of the request */
     uint64_t step;         /* Philox subsequence: sample index << 32 | output position */
 } tram_cuda_sampling;
 

@@ -2,7 +2,7 @@
  * (and log-probabilities) cross to the host.
  *
  * One block per row.  Rows with logit bias or penalties are first processed
- * into f32 scratch (engine/sampler.c's order: bias and bans, presence and
+ * into f32 scratch (kernels/cpu/sampling.c's order: bias and bans, presence and
  * frequency penalties from the sequence's output counts, the repetition
  * penalty over prompt and output); the others are read as they are.  Greedy
  * is an argmax.  Otherwise the kept set is what the host's sort keeps: a
@@ -11,9 +11,8 @@
  * sort: min-p keeps p >= min_p · p_max, top-k then the shortest prefix of
  * >= k tokens, top-p the shortest holding >= top_p of that mass.  The draw
  * walks the kept probabilities with a block-wide prefix sum, using a Philox
- * stream keyed by
- * the request's seed and the token's (sample, position), so a seed
- * reproduces whatever else shares the batch.
+ * stream keyed by the request's seed and the token's (sample, position), so
+ * a seed reproduces whatever else shares the batch.
  *
  * Token counts per sequence ("seats") live on the device: a seat is loaded
  * once from the sequence's tokens, and each draw adds its own token, so the
@@ -229,31 +228,31 @@ static __device__ void process_row(const bf16 *raw, float *f, int vocab, const t
         uint32_t c = cnt[j], out = c & ~PROMPT_BIT;
         float v = f[j];
         if (out)  /* rounded step by step as the host does (no fused multiply-add) */
-            v = __fsub_rn(v, __fadd_rn(__fmul_rn(sp.frequency_penalty, (float)out), sp.presence_penalty));
-        if (c && sp.repetition_penalty != 1.0f)
-            v = v > 0 ? v / sp.repetition_penalty : v * sp.repetition_penalty;
+            v = __fsub_rn(v, __fadd_rn(__fmul_rn(sp.p.frequency_penalty, (float)out), sp.p.presence_penalty));
+        if (c && sp.p.repetition_penalty != 1.0f)
+            v = v > 0 ? v / sp.p.repetition_penalty : v * sp.p.repetition_penalty;
         f[j] = v;
     }
     __syncthreads();
 }
 
 template <typename T>
-static __device__ int sample_row(const T *x, int vocab, const tram_cuda_sampling &sp)
+static __device__ int sample_row(const T *x, int vocab, const tram_sample_params &p, uint64_t step)
 {
     float M;
     int arg = block_argmax(x, vocab, &M);
     arg = arg < vocab ? arg : 0;  /* every logit -inf: id 0, as the host's argmax */
-    if (!(sp.temperature > 0.0f) || M == -INFINITY)
+    if (!(p.temperature >= TRAM_SAMPLE_GREEDY_BELOW) || M == -INFINITY)
         return arg;
-    float inv_t = 1.0f / sp.temperature;
-    cutoff c = {order_key(sp.min_p > 0.0f ? M + sp.temperature * logf(sp.min_p) : -INFINITY), vocab};
+    float inv_t = 1.0f / p.temperature;
+    cutoff c = {order_key(p.min_p > 0.0f ? M + p.temperature * logf(p.min_p) : -INFINITY), vocab};
     uint32_t top = order_key(M);
-    if (sp.top_k > 0 && prefix_sum(x, vocab, c, false, M, inv_t) > (float)sp.top_k)
-        c = shortest_prefix(x, vocab, c, top, (float)sp.top_k, false, M, inv_t);
-    if (sp.top_p < 1.0f)
-        c = shortest_prefix(x, vocab, c, top, sp.top_p * prefix_sum(x, vocab, c, true, M, inv_t), true, M, inv_t);
+    if (p.top_k > 0 && prefix_sum(x, vocab, c, false, M, inv_t) > (float)p.top_k)
+        c = shortest_prefix(x, vocab, c, top, (float)p.top_k, false, M, inv_t);
+    if (p.top_p < 1.0f)
+        c = shortest_prefix(x, vocab, c, top, p.top_p * prefix_sum(x, vocab, c, true, M, inv_t), true, M, inv_t);
     curandStatePhilox4_32_10_t rng;
-    curand_init(sp.seed, sp.step, 0, &rng);
+    curand_init(p.seed, step, 0, &rng);
     return draw(x, vocab, c, M, inv_t, curand_uniform(&rng), arg);
 }
 
@@ -288,9 +287,9 @@ static __global__ void __launch_bounds__(SAMPLE_THREADS) kernel_sample(sample_ar
     if (sp.num_bias > 0 || sp.seat >= 0) {
         float *f = a.scratch + (size_t)blockIdx.x * a.vocab;
         process_row(raw, f, a.vocab, sp, a.bias, a.counts, a.seat_stride);
-        id = sample_row(f, a.vocab, sp);
+        id = sample_row(f, a.vocab, sp.p, sp.step);
     } else {
-        id = sample_row(raw, a.vocab, sp);
+        id = sample_row(raw, a.vocab, sp.p, sp.step);
     }
     float lp = a.want_logprobs ? raw_logprob(raw, a.vocab, id) : 0.0f;
     if (threadIdx.x == 0) {
@@ -397,13 +396,13 @@ static int check_call(const cuda_sampler *s, const tram_cuda_logits *l, const tr
         return tram_fail(err, "cuda backend: sample: %d rows, %d bias entries, vocab %d (stride %d) exceed the "
                               "sampler's reserve (tram_cuda_sampler_reserve)", n, num_bias, l->vocab, l->stride);
     for (int i = 0; i < n; i++) {
-        const tram_cuda_sampling *p = &params[i];
-        int no_penalty = p->repetition_penalty == 1.0f && p->presence_penalty == 0 && p->frequency_penalty == 0;
-        if (p->row < 0 || p->row >= l->rows || p->seat >= s->seats || (p->seat < 0 && !no_penalty) ||
-            p->bias_start < 0 || p->num_bias < 0 || p->bias_start + p->num_bias > num_bias)
+        const tram_cuda_sampling *sp = &params[i];
+        if (sp->row < 0 || sp->row >= l->rows || sp->seat >= s->seats ||
+            (sp->seat < 0 && tram_sample_has_penalties(&sp->p)) || sp->bias_start < 0 || sp->num_bias < 0 ||
+            sp->bias_start + sp->num_bias > num_bias)
             return tram_fail(err, "cuda backend: sample %d: row %d (of %d), seat %d (of %d) or bias [%d, +%d) "
-                                  "(of %d) out of range, or penalties without a seat", i, p->row, l->rows, p->seat,
-                             s->seats, p->bias_start, p->num_bias, num_bias);
+                                  "(of %d) out of range, or penalties without a seat", i, sp->row, l->rows,
+                             sp->seat, s->seats, sp->bias_start, sp->num_bias, num_bias);
     }
     return 0;
 }

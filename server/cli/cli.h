@@ -9,7 +9,7 @@
 #define TRAM_EXIT_USAGE 2
 /* OpenMP spin count between parallel regions (see engine/main.c). */
 #define TRAM_GOMP_SPINCOUNT "10000"
-#define TRAM_EXIT_NO_GPU 2   /* --device cuda without a usable GPU (engine/gpu.h) */
+#define TRAM_EXIT_NO_GPU 2   /* --device cuda without a usable GPU (engine/cuda_runner.h) */
 
 int tram_cmd_generate(int argc, char **argv);
 int tram_cmd_info(int argc, char **argv);

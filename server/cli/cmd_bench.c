@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "server/cli/cli.h"
-#include "engine/sampler.h"
+#include "kernels/cpu/sampling.h"
 #include "engine/tram.h"
 #include "tokenizer/tokenizer.h"
 

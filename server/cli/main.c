@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "server/cli/cli.h"
-#include "engine/gpu.h"
+#include "engine/cuda_runner.h"
 
 typedef struct {
     const char *name;
@@ -53,7 +53,7 @@ static int gpu_missing(int argc, char **argv)
 {
     tram_error err;
     for (int i = 2; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--device") && !strcmp(argv[i + 1], "cuda") && tram_gpu_probe(&err)) {
+        if (!strcmp(argv[i], "--device") && !strcmp(argv[i + 1], "cuda") && tram_cuda_runner_probe(&err)) {
             fprintf(stderr, "tram: %s\n", err.msg);
             return 1;
         }

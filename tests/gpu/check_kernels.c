@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/sampler.h"
+#include "kernels/cpu/sampling.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/int8_gemm.h"
 #include "kernels/cuda/cuda.h"
@@ -609,7 +609,7 @@ static void check_attention_shapes(void)
 
 /* ---------------------------------------------------------------- sampling and graphs */
 
-/* The device sampler against engine/sampler.c on the same bf16 logits: greedy
+/* The device sampler against kernels/cpu/sampling.c on the same bf16 logits: greedy
  * ids equal exactly (bias, bans and penalties included, and again after a
  * draw has grown the seat's counts on the device); seeded draws reproduce; and
  * the frequencies of SROWS device draws (one Philox step each) match those
@@ -619,7 +619,9 @@ enum { SV = 64, SROWS = 4096, HIST = 12 };
 
 typedef struct {
     const char *name;
-    tram_sampling_params p;
+    tram_sample_params p;
+    const tram_logit_bias *bias;
+    int num_bias;
     int ban;                   /* a banned id (min_tokens), or -1 */
 } sample_case;
 
@@ -629,34 +631,43 @@ static void sampler_reserve(int rows, int seats, int vocab)
     die_if(tram_cuda_sampler_reserve(gpu, rows, rows * 4, seats, vocab, HIST, &err), err.msg);
 }
 
-static int uses_seat(const tram_sampling_params *p)
-{
-    return p->repetition_penalty != 1.0f || p->presence_penalty != 0 || p->frequency_penalty != 0;
-}
-
-/* Device parameters of one row, as engine/gpu.c derives them. */
+/* Device parameters of one row, as engine/cuda_runner.c derives them. */
 static tram_cuda_sampling device_params(const sample_case *c, int seat, uint64_t step)
 {
-    const tram_sampling_params *p = &c->p;
-    return (tram_cuda_sampling){p->temperature < 1e-5f ? 0 : p->temperature, p->top_k > 0 ? p->top_k : 0, p->top_p,
-                                p->min_p, p->repetition_penalty, p->presence_penalty, p->frequency_penalty, 0,
-                                uses_seat(p) ? seat : -1, 0, p->num_logit_bias + (c->ban >= 0), 1234, step};
+    tram_cuda_sampling sp = {
+        .p = c->p,
+        .seat = tram_sample_has_penalties(&c->p) ? seat : -1,
+        .num_bias = c->num_bias + (c->ban >= 0),
+        .step = step,
+    };
+    sp.p.seed = 1234;
+    return sp;
 }
 
 /* The case's bias list for the device: its logit bias, then the ban. */
 static int device_bias(const sample_case *c, tram_logit_bias *out)
 {
-    memcpy(out, c->p.logit_bias, c->p.num_logit_bias * sizeof(*out));
+    memcpy(out, c->bias, c->num_bias * sizeof(*out));
     if (c->ban >= 0)
-        out[c->p.num_logit_bias] = (tram_logit_bias){c->ban, -INFINITY};
-    return c->p.num_logit_bias + (c->ban >= 0);
+        out[c->num_bias] = (tram_logit_bias){c->ban, -INFINITY};
+    return c->num_bias + (c->ban >= 0);
 }
 
 static int32_t host_draw(tram_sampler *hs, const float *row, const sample_case *c, const int32_t *hist, int n,
                          uint64_t seed)
 {
-    tram_sample_input in = {&c->p, seed, 0, hist, HIST / 2, hist + HIST / 2, n - HIST / 2,
-                            c->ban >= 0 ? &c->ban : NULL, c->ban >= 0};
+    tram_sample_input in = {
+        .p = c->p,
+        .bias = c->bias,
+        .num_bias = c->num_bias,
+        .banned = c->ban >= 0 ? &c->ban : NULL,
+        .num_banned = c->ban >= 0,
+        .prompt = hist,
+        .prompt_len = HIST / 2,
+        .output = hist + HIST / 2,
+        .output_len = n - HIST / 2,
+    };
+    in.p.seed = seed;
     return tram_sample(hs, row, &in);
 }
 
@@ -743,7 +754,11 @@ static void check_rows_stride(void)
     float lp[R];
     int ok = 1;
     for (int r = 0; r < R; r++)
-        sp[r] = (tram_cuda_sampling){0, 0, 1, 0, 1, 0, 0, R - 1 - r, -1, 0, 0, 1, 0};
+        sp[r] = (tram_cuda_sampling){
+            .p = {.top_p = 1, .repetition_penalty = 1, .seed = 1},
+            .row = R - 1 - r,
+            .seat = -1,
+        };
     tram_cuda_logits lg = {l.g, R, STRIDE, V};
     tram_error err = {{0}};
     die_if(tram_cuda_sample(gpu, &lg, sp, R, NULL, 0, ids, lp, &err), err.msg);
@@ -765,19 +780,20 @@ static void check_rows_stride(void)
 static void check_sampling(void)
 {
     static const tram_logit_bias bias[] = {{3, 2.5f}, {17, -1.0f}, {3, 0.5f}};
-    tram_sampling_params base;
-    tram_sampling_params_init(&base);
+    tram_sample_params base = {.temperature = 1.0f, .top_p = 1.0f, .repetition_penalty = 1.0f};
     sample_case cs[] = {
-        {"temperature 0.7", base, -1}, {"top_k 5", base, -1}, {"top_p 0.8", base, -1},
-        {"min_p 0.1 top_p 0.9", base, -1}, {"penalties bias ban top_k 20", base, 5},
+        {.name = "temperature 0.7", .p = base, .ban = -1},
+        {.name = "top_k 5", .p = base, .ban = -1},
+        {.name = "top_p 0.8", .p = base, .ban = -1},
+        {.name = "min_p 0.1 top_p 0.9", .p = base, .ban = -1},
+        {.name = "penalties bias ban top_k 20", .p = base, .bias = bias, .num_bias = 3, .ban = 5},
     };
     cs[0].p.temperature = 0.7f;
     cs[1].p.top_k = 5;
     cs[2].p.top_p = 0.8f;
     cs[3].p.min_p = 0.1f, cs[3].p.top_p = 0.9f;
-    tram_sampling_params *pen = &cs[4].p;
+    tram_sample_params *pen = &cs[4].p;
     pen->repetition_penalty = 1.3f, pen->presence_penalty = 0.5f, pen->frequency_penalty = 0.4f, pen->top_k = 20;
-    pen->logit_bias = bias, pen->num_logit_bias = 3;
     tram_error err = {{0}};
     int big = 128256;
     tram_sampler *hs_small, *hs_big;
@@ -802,7 +818,10 @@ static void check_sampling(void)
         tied[j] = (float)(rand() % 4) - 1.0f;
     pair lt = pair_new(SV);
     pair_set(lt, tied);
-    sample_case ties[] = {{"ties top_k 5", base, -1}, {"ties top_p 0.3", base, -1}};
+    sample_case ties[] = {
+        {.name = "ties top_k 5", .p = base, .ban = -1},
+        {.name = "ties top_p 0.3", .p = base, .ban = -1},
+    };
     ties[0].p.top_k = 5;
     ties[1].p.top_p = 0.3f;
     for (size_t i = 0; i < TRAM_ARRAY_LEN(ties); i++)

@@ -5,7 +5,7 @@
 #      (a bundle that does not match the sources is set aside and the tree is
 #      built instead)
 #   2. every CUDA op against the CPU backend, device sampling against
-#      engine/sampler.c, a captured graph against direct ops (check_kernels)
+#      kernels/cpu/sampling.c, a captured graph against direct ops (check_kernels)
 #   3. end to end on dummy weights of the smollm2-135m preset (the default
 #      model is too large to carry): greedy tokens and logits, CPU = CUDA; a
 #      decode step replayed from a CUDA graph = the eager step, bit for bit;

@@ -77,13 +77,15 @@ static void add(tram_engine *e, uint64_t id, const char *text, const tram_sampli
     cr_assert_eq(tram_engine_add_request(e, id, &pr, p, 0, &err), 0, "%s", err.msg);
 }
 
-static void assert_no_leak(tram_engine *e)
+/* Returns the stats it checked. */
+static tram_engine_stats assert_no_leak(tram_engine *e)
 {
     tram_engine_stats s;
     tram_engine_stats_get(e, &s);
     cr_assert_eq(s.num_blocks_free, s.num_blocks_total, "%d of %d blocks leaked",
                  s.num_blocks_total - s.num_blocks_free, s.num_blocks_total);
     cr_assert_eq(s.num_running + s.num_waiting, 0);
+    return s;
 }
 
 static tram_sampling_params greedy(int max_tokens)
@@ -203,9 +205,7 @@ Test(engine, prefix_caching_same_outputs_fewer_tokens, .timeout = 300)
         for (int i = 1; i < N; i++)
             add(e, (uint64_t)i, buf[i], &p);
         drain(e, res[on]);
-        assert_no_leak(e);
-        tram_engine_stats s;
-        tram_engine_stats_get(e, &s);
+        tram_engine_stats s = assert_no_leak(e);
         computed[on] = s.computed_prefill_tokens;
         hits[on] = s.prefix_cache_hits;
         for (int i = 1; i < N; i++)
@@ -241,9 +241,7 @@ Test(engine, preemption_keeps_outputs, .timeout = 300)
         for (int i = 0; i < N; i++)
             add(e, (uint64_t)i, buf[i], &p);
         drain(e, res[tiny]);
-        assert_no_leak(e);
-        tram_engine_stats s;
-        tram_engine_stats_get(e, &s);
+        tram_engine_stats s = assert_no_leak(e);
         preemptions = s.num_preemptions;
         tram_engine_destroy(e);
     }

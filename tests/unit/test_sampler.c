@@ -4,27 +4,37 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
-#include "engine/sampler.h"
+#include "kernels/cpu/sampling.h"
 
 enum { V = 8, DRAWS = 20000 };
 static const float logits[V] = {1.0f, 2.5f, 0.3f, 2.0f, -1.0f, 1.7f, 0.0f, 2.4f};
 
-static tram_sampler *sampler(void)
+static tram_sampler *s;
+
+static void open_sampler(void)
 {
-    tram_sampler *s;
     tram_error err;
     cr_assert_eq(tram_sampler_create(&s, V, &err), 0);
-    return s;
+}
+
+static void close_sampler(void) { tram_sampler_destroy(s); }
+
+TestSuite(sampler, .init = open_sampler, .fini = close_sampler);
+
+/* Temperature t, every filter and penalty off. */
+static tram_sample_params params(float t)
+{
+    return (tram_sample_params){.temperature = t, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = 99};
 }
 
 /* Empirical frequencies over DRAWS positions of one seeded stream. */
-static void histogram(tram_sampler *s, const tram_sampling_params *p, double *freq)
+static void histogram(const tram_sample_params *p, double *freq)
 {
     for (int i = 0; i < V; i++)
         freq[i] = 0;
     /* output_len is the draw's position; no penalties read the (absent) tokens */
     for (int pos = 0; pos < DRAWS; pos++) {
-        tram_sample_input in = {p, 99, 0, NULL, 0, NULL, pos, NULL, 0};
+        tram_sample_input in = {.p = *p, .output_len = pos};
         freq[tram_sample(s, logits, &in)] += 1.0 / DRAWS;
     }
 }
@@ -45,91 +55,74 @@ static void assert_close(const double *f, const double *p)
                   f[i], p[i]);
 }
 
+/* Draws under p follow softmax(logits / p->temperature) over the tokens in keep. */
+static void assert_draws_follow(const tram_sample_params *p, const int *keep)
+{
+    double f[V], ref[V];
+    histogram(p, f);
+    softmax_ref(keep, p->temperature, ref);
+    assert_close(f, ref);
+}
+
 Test(sampler, greedy_is_argmax_and_bias_moves_it)
 {
-    tram_sampler *s = sampler();
-    tram_sampling_params p;
-    tram_sampling_params_init(&p);
-    p.temperature = 0;
-    tram_sample_input in = {&p, 1, 0, NULL, 0, NULL, 0, NULL, 0};
+    tram_sample_input in = {.p = params(0)};
     cr_assert_eq(tram_sample(s, logits, &in), 1);
     tram_logit_bias b = {6, 3.0f};
-    p.logit_bias = &b;
-    p.num_logit_bias = 1;
+    in.bias = &b;
+    in.num_bias = 1;
     cr_assert_eq(tram_sample(s, logits, &in), 6);
     int32_t banned = 6;
     in.banned = &banned;
     in.num_banned = 1;
     cr_assert_eq(tram_sample(s, logits, &in), 1);
-    tram_sampler_destroy(s);
 }
 
 Test(sampler, penalties)
 {
-    tram_sampler *s = sampler();
-    tram_sampling_params p;
-    tram_sampling_params_init(&p);
-    p.temperature = 0;
     int32_t prompt[] = {1}, out[] = {7, 7};
-    p.repetition_penalty = 1.3f; /* 2.5/1.3 = 1.92 < 2.0 (token 3); 7 is penalized too */
-    tram_sample_input in = {&p, 1, 0, prompt, 1, out, 2, NULL, 0};
+    tram_sample_input in = {.p = params(0), .prompt = prompt, .prompt_len = 1, .output = out, .output_len = 2};
+    in.p.repetition_penalty = 1.3f; /* 2.5/1.3 = 1.92 < 2.0 (token 3); 7 is penalized too */
     cr_assert_eq(tram_sample(s, logits, &in), 3);
-    p.repetition_penalty = 1.0f;
-    p.frequency_penalty = 0.3f; /* only token 7 (output): 2.4 - 0.6; token 1 stays best */
+    in.p.repetition_penalty = 1.0f;
+    in.p.frequency_penalty = 0.3f; /* only token 7 (output): 2.4 - 0.6; token 1 stays best */
     cr_assert_eq(tram_sample(s, logits, &in), 1);
     int32_t out1[] = {1};
     in.output = out1;
     in.output_len = 1;
-    p.frequency_penalty = 0;
-    p.presence_penalty = 0.2f; /* 2.5 - 0.2 = 2.3 < 2.4 */
+    in.p.frequency_penalty = 0;
+    in.p.presence_penalty = 0.2f; /* 2.5 - 0.2 = 2.3 < 2.4 */
     cr_assert_eq(tram_sample(s, logits, &in), 7);
-    tram_sampler_destroy(s);
 }
 
 Test(sampler, temperature_distribution)
 {
-    tram_sampler *s = sampler();
-    tram_sampling_params p;
-    tram_sampling_params_init(&p);
-    p.temperature = 0.7f;
-    double f[V], ref[V];
+    tram_sample_params p = params(0.7f);
     int all[V] = {1, 1, 1, 1, 1, 1, 1, 1};
-    histogram(s, &p, f);
-    softmax_ref(all, 0.7f, ref);
-    assert_close(f, ref);
-    tram_sampler_destroy(s);
+    assert_draws_follow(&p, all);
 }
 
 Test(sampler, top_k_top_p_min_p)
 {
-    tram_sampler *s = sampler();
-    tram_sampling_params p;
-    tram_sampling_params_init(&p);
-    double f[V], ref[V];
+    tram_sample_params p = params(1.0f);
     /* top_k = 3: tokens 1, 7, 3 */
     p.top_k = 3;
     int k3[V] = {0, 1, 0, 1, 0, 0, 0, 1};
-    histogram(s, &p, f);
-    softmax_ref(k3, 1.0f, ref);
-    assert_close(f, ref);
+    assert_draws_follow(&p, k3);
     /* top_p = 0.5: sorted probs are .257 (1), .233 (7), .156 (3), ... → {1, 7} reach 0.5 */
     p.top_k = 0;
     p.top_p = 0.5f;
     int p5[V] = {0, 1, 0, 0, 0, 0, 0, 1};
     int all[V] = {1, 1, 1, 1, 1, 1, 1, 1};
+    double ref[V];
     softmax_ref(all, 1.0f, ref);
     cr_assert(ref[1] + ref[7] >= 0.5 && ref[1] < 0.5);
-    histogram(s, &p, f);
-    softmax_ref(p5, 1.0f, ref);
-    assert_close(f, ref);
+    assert_draws_follow(&p, p5);
     /* min_p = 0.5: keep p >= 0.5 * p_max, i.e. logit >= 2.5 - ln 2 = 1.807 */
     p.top_p = 1.0f;
     p.min_p = 0.5f;
     int m5[V] = {0, 1, 0, 1, 0, 0, 0, 1};
-    histogram(s, &p, f);
-    softmax_ref(m5, 1.0f, ref);
-    assert_close(f, ref);
-    tram_sampler_destroy(s);
+    assert_draws_follow(&p, m5);
 }
 
 Test(sampler, seeded_streams)
@@ -142,7 +135,6 @@ Test(sampler, seeded_streams)
 
 Test(sampler, logprobs_are_log_softmax)
 {
-    tram_sampler *s = sampler();
     double z = 0;
     for (int i = 0; i < V; i++)
         z += exp(logits[i]);
@@ -162,5 +154,4 @@ Test(sampler, logprobs_are_log_softmax)
     cr_assert_float_eq(sum, 1.0, 1e-5);
     cr_assert_eq(top[0].token, 1);
     cr_assert_eq(top[1].token, 7);
-    tram_sampler_destroy(s);
 }

@@ -1,8 +1,10 @@
-/* gpu.h — what the engine does only on a GPU.  These functions exist in every
- * build (without CUDA they fail with one sentence), so that engine.c and
- * main.c need no #ifdef. */
-#ifndef TRAM_GPU_H
-#define TRAM_GPU_H
+/* cuda_runner.h — what the engine does only with the CUDA backend: the KV
+ * pool fitted to GPU memory, CUDA graphs of decode steps and sampling on the
+ * device.  These functions exist in every build (without CUDA they fail with
+ * one sentence), so that engine/engine.c and server/cli/main.c need no
+ * #ifdef. */
+#ifndef TRAM_CUDA_RUNNER_H
+#define TRAM_CUDA_RUNNER_H
 
 #include "kernels/base.h"
 #include "engine/scheduler.h"
@@ -11,26 +13,26 @@
 
 /* 0 when a usable NVIDIA GPU is present; else -1 and one sentence saying why
  * (no device, no driver, or a binary built without CUDA). */
-int tram_gpu_probe(tram_error *err);
+int tram_cuda_runner_probe(tram_error *err);
 
 typedef struct {
     int max_tokens, max_seqs;    /* the engine's step limits */
     int block_size, max_blocks_per_seq, max_model_len;
     double utilization;          /* --gpu-memory-utilization */
     int reserved_blocks;         /* blocks of the pool kept from the block manager */
-} tram_gpu_pool_spec;
+} tram_cuda_pool_spec;
 
 /* KV blocks the profiling pass needs: create the model with this pool first. */
-int tram_gpu_profile_blocks(const tram_gpu_pool_spec *s);
+int tram_cuda_profile_blocks(const tram_cuda_pool_spec *s);
 /* Runs a profiling forward pass of a full token budget (every buffer a step
  * grows is then allocated), then returns in *num_blocks how many KV blocks
  * for the block manager fit in utilization × device memory beside what is in
  * use, the profiling pool and the reserved blocks excepted.  Fails with the
  * numbers when not even one sequence of max_model_len fits. */
-int tram_gpu_fit_pool(tram_model *m, tram_backend *be, const tram_gpu_pool_spec *s, int *num_blocks,
-                      tram_error *err);
+int tram_cuda_fit_pool(tram_model *m, tram_backend *be, const tram_cuda_pool_spec *s, int *num_blocks,
+                       tram_error *err);
 
-/* ---- the GPU step: CUDA graphs and sampling on the device ----
+/* ---- the CUDA step: graphs and sampling on the device ----
  *
  * A decode-only step of n sequences is padded to the graph bucket of n (pad
  * rows decode token 0 at position 0 into a block of their own, outside the
@@ -45,77 +47,77 @@ int tram_gpu_fit_pool(tram_model *m, tram_backend *be, const tram_gpu_pool_spec 
  * steps. */
 
 /* Bias and ban entries one row may bring to the device sampler. */
-#define TRAM_GPU_MAX_BIAS 512
+#define TRAM_CUDA_MAX_BIAS 512
 
 /* The pure host logic, compiled in every build and unit-tested on the CPU. */
 
 /* Graph bucket of a step: decode-only (every sequence one token and one
  * logits row) with a bucket no larger than max_seqs; else 0 (run eagerly). */
-int tram_gpu_graph_bucket_for(const tram_batch *b, int max_seqs);
+int tram_cuda_step_bucket(const tram_batch *b, int max_seqs);
 
 /* Arrays of a padded batch, each for max_seqs rows (query_start one more). */
 typedef struct {
     int32_t *token_ids, *positions, *slot_mapping, *query_start, *seq_lens, *block_tables, *logits_rows;
-} tram_gpu_padded;
+} tram_cuda_padded;
 
 /* The decode-only batch b padded to `bucket` sequences in p's arrays; pad
  * rows use block pad_block. */
-tram_batch tram_gpu_pad_batch(const tram_batch *b, int bucket, int pad_block, int block_size,
-                              const tram_gpu_padded *p);
+tram_batch tram_cuda_pad_batch(const tram_batch *b, int bucket, int pad_block, int block_size,
+                               const tram_cuda_padded *p);
 
 /* 1 and the device sampler's parameters (row and bias_start 0, seat -1) when
  * s's next token can be drawn on the device; 0 when it needs the host
  * sampler (logprobs, prompt logprobs, the step that forks n samples, more
- * than TRAM_GPU_MAX_BIAS bias and ban entries).  *bias gets its entries:
+ * than TRAM_CUDA_MAX_BIAS bias and ban entries).  *bias gets its entries:
  * the logit bias, then -INFINITY for each banned id while min_tokens holds. */
-int tram_gpu_sampling_of(const tram_seq *s, tram_cuda_sampling *sp, tram_logit_bias *bias, int *num_bias);
+int tram_cuda_sampling_of(const tram_seq *s, tram_cuda_sampling *sp, tram_logit_bias *bias, int *num_bias);
 
 /* Which device token-count row ("seat") holds which sequence's history. */
 typedef struct {
-    uint64_t key;      /* the sequence (tram_gpu_seq_key); 0: empty */
+    uint64_t key;      /* the sequence (tram_cuda_seq_key); 0: empty */
     int len;           /* tokens its counts hold */
     uint64_t used;     /* step of last use */
-} tram_gpu_seat;
+} tram_cuda_seat;
 
-uint64_t tram_gpu_seq_key(const tram_seq *s);
+uint64_t tram_cuda_seq_key(const tram_seq *s);
 /* The seat for sequence `key` of num_tokens tokens in step `step`; *load = 1
  * when its counts must be loaded first (a new seat, or a history that
  * changed behind the device).  Takes an empty seat or the least recently
  * used one not used in this step; -1 when all are.  The seat then holds
  * num_tokens + 1 tokens: the draw adds its own. */
-int tram_gpu_seat_for(tram_gpu_seat *seats, int num_seats, uint64_t key, int num_tokens, uint64_t step,
-                      int *load);
+int tram_cuda_seat_for(tram_cuda_seat *seats, int num_seats, uint64_t key, int num_tokens, uint64_t step,
+                       int *load);
 
 /* The runner itself (CUDA builds; elsewhere create fails with a sentence). */
-typedef struct tram_gpu_runner tram_gpu_runner;
+typedef struct tram_cuda_runner tram_cuda_runner;
 
 typedef struct {
     int max_seqs, max_rows;      /* the engine's step limits */
     int vocab, logits_width;     /* ids drawn, and the logits' row length */
     int max_model_len, block_size;
     int pad_block;               /* graphs' pad block; -1: no graphs (--enforce-eager) */
-} tram_gpu_runner_spec;
+} tram_cuda_runner_spec;
 
 /* Allocates every buffer a step needs, device ones included (create it
- * before tram_gpu_fit_pool, so that they count). */
-int tram_gpu_runner_create(tram_gpu_runner **out, tram_backend *be, const tram_gpu_runner_spec *spec,
-                           tram_error *err);
-void tram_gpu_runner_destroy(tram_gpu_runner *g);
+ * before tram_cuda_fit_pool, so that they count). */
+int tram_cuda_runner_create(tram_cuda_runner **out, tram_backend *be, const tram_cuda_runner_spec *spec,
+                            tram_error *err);
+void tram_cuda_runner_destroy(tram_cuda_runner *g);
 /* The pad block is known once the pool is sized. */
-void tram_gpu_runner_set_pad_block(tram_gpu_runner *g, int pad_block);
+void tram_cuda_runner_set_pad_block(tram_cuda_runner *g, int pad_block);
 
 /* Runs the scheduled step: the forward pass (a graph replay when
  * eligible), device draws, and logits[row][logits_width] (host) for the
  * rows left to the host sampler. */
-int tram_gpu_runner_step(tram_gpu_runner *g, tram_model *m, const tram_batch *b, const tram_sched_item *items,
-                         const int *item_row0, const int *item_nrows, float *logits, tram_error *err);
+int tram_cuda_runner_step(tram_cuda_runner *g, tram_model *m, const tram_batch *b, const tram_sched_item *items,
+                          const int *item_row0, const int *item_nrows, float *logits, tram_error *err);
 /* The token drawn on the device for logits row `row` of the last step, or
  * -1 when that row is the host's. */
-int32_t tram_gpu_runner_token(const tram_gpu_runner *g, int row);
+int32_t tram_cuda_runner_token(const tram_cuda_runner *g, int row);
 
 typedef struct {
     uint64_t eager_steps, graph_steps, captures, device_rows, host_rows;
-} tram_gpu_runner_stats;
-void tram_gpu_runner_stats_get(const tram_gpu_runner *g, tram_gpu_runner_stats *out);
+} tram_cuda_runner_stats;
+void tram_cuda_runner_stats_get(const tram_cuda_runner *g, tram_cuda_runner_stats *out);
 
 #endif

@@ -1,11 +1,12 @@
-/* The GPU step's host logic (engine/gpu.h), on the CPU: which steps replay a
- * CUDA graph and how their batch is padded, which rows the device sampler
- * draws and with what parameters, and the seats that hold token counts. */
+/* The CUDA step's host logic (engine/cuda_runner.h), on the CPU: which steps
+ * replay a CUDA graph and how their batch is padded, which rows the device
+ * sampler draws and with what parameters, and the seats that hold token
+ * counts. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
 
-#include "engine/gpu.h"
+#include "engine/cuda_runner.h"
 #include "engine/sequence.h"
 
 enum { MB = 4, BS = 16, CAP = 16 };
@@ -31,35 +32,35 @@ static tram_batch decode_batch(arrays *a, int n)
     return (tram_batch){n, n, a->ids, a->pos, a->slots, a->qs, a->lens, a->tables, MB, a->rows, n};
 }
 
-Test(gpu_host, graph_bucket_only_for_decode_steps_that_fit)
+Test(cuda_runner, graph_bucket_only_for_decode_steps_that_fit)
 {
     arrays a;
     for (int n = 1; n <= CAP; n++) {
         tram_batch b = decode_batch(&a, n);
         int want = n == 1 ? 1 : n == 2 ? 2 : n <= 4 ? 4 : n <= 8 ? 8 : 16;
-        cr_assert_eq(tram_gpu_graph_bucket_for(&b, CAP), want, "n %d", n);
-        cr_assert_eq(tram_gpu_graph_bucket_for(&b, n), (want <= n ? want : 0), "n %d, max_seqs %d", n, n);
+        cr_assert_eq(tram_cuda_step_bucket(&b, CAP), want, "n %d", n);
+        cr_assert_eq(tram_cuda_step_bucket(&b, n), (want <= n ? want : 0), "n %d, max_seqs %d", n, n);
     }
     tram_batch b = decode_batch(&a, 3);
     b.num_tokens = 4;  /* a prefill chunk of two tokens in the step */
     a.qs[3] = 4;
-    cr_assert_eq(tram_gpu_graph_bucket_for(&b, CAP), 0);
+    cr_assert_eq(tram_cuda_step_bucket(&b, CAP), 0);
     b = decode_batch(&a, 3);
     b.num_logits = 2;  /* a row without logits */
-    cr_assert_eq(tram_gpu_graph_bucket_for(&b, CAP), 0);
+    cr_assert_eq(tram_cuda_step_bucket(&b, CAP), 0);
     b = decode_batch(&a, 3);
     a.rows[1] = 2, a.rows[2] = 1;  /* rows out of order */
-    cr_assert_eq(tram_gpu_graph_bucket_for(&b, CAP), 0);
+    cr_assert_eq(tram_cuda_step_bucket(&b, CAP), 0);
 }
 
-Test(gpu_host, padding_keeps_real_rows_and_sends_pad_rows_to_the_pad_block)
+Test(cuda_runner, padding_keeps_real_rows_and_sends_pad_rows_to_the_pad_block)
 {
     arrays a, out;
     memset(&out, 0x5a, sizeof(out));
     tram_batch b = decode_batch(&a, 5);
-    tram_gpu_padded p = {out.ids, out.pos, out.slots, out.qs, out.lens, out.tables, out.rows};
+    tram_cuda_padded p = {out.ids, out.pos, out.slots, out.qs, out.lens, out.tables, out.rows};
     int pad = 999;
-    tram_batch d = tram_gpu_pad_batch(&b, 8, pad, BS, &p);
+    tram_batch d = tram_cuda_pad_batch(&b, 8, pad, BS, &p);
     cr_assert_eq(d.num_tokens, 8);
     cr_assert_eq(d.num_seqs, 8);
     cr_assert_eq(d.num_logits, 8);
@@ -110,7 +111,7 @@ static void one_seq_init(one_seq *o, int out_len)
     o->s.arrival = 5;
 }
 
-Test(gpu_host, device_sampling_parameters_follow_the_host_sampler)
+Test(cuda_runner, device_sampling_parameters_follow_the_host_sampler)
 {
     one_seq o;
     one_seq_init(&o, 3);
@@ -119,95 +120,95 @@ Test(gpu_host, device_sampling_parameters_follow_the_host_sampler)
     o.r.p.top_k = -1;
     o.r.p.top_p = 0.9f, o.r.p.min_p = 0.05f;
     o.r.p.repetition_penalty = 1.2f, o.r.p.presence_penalty = 0.5f, o.r.p.frequency_penalty = -0.25f;
-    tram_logit_bias lb[2] = {{4, 1.5f}, {6, -3}}, bias[TRAM_GPU_MAX_BIAS];
+    tram_logit_bias lb[2] = {{4, 1.5f}, {6, -3}}, bias[TRAM_CUDA_MAX_BIAS];
     o.r.p.logit_bias = lb, o.r.p.num_logit_bias = 2;
     tram_cuda_sampling sp;
     int nb = -1;
-    cr_assert_eq(tram_gpu_sampling_of(&o.s, &sp, bias, &nb), 1);
-    cr_assert_eq(sp.temperature, 0);
-    cr_assert_eq(sp.top_k, 0);
-    cr_assert_float_eq(sp.top_p, 0.9f, 0);
-    cr_assert_float_eq(sp.min_p, 0.05f, 0);
-    cr_assert_float_eq(sp.repetition_penalty, 1.2f, 0);
-    cr_assert_float_eq(sp.presence_penalty, 0.5f, 0);
-    cr_assert_float_eq(sp.frequency_penalty, -0.25f, 0);
+    cr_assert_eq(tram_cuda_sampling_of(&o.s, &sp, bias, &nb), 1);
+    cr_assert_eq(sp.p.temperature, 0);
+    cr_assert_eq(sp.p.top_k, 0);
+    cr_assert_float_eq(sp.p.top_p, 0.9f, 0);
+    cr_assert_float_eq(sp.p.min_p, 0.05f, 0);
+    cr_assert_float_eq(sp.p.repetition_penalty, 1.2f, 0);
+    cr_assert_float_eq(sp.p.presence_penalty, 0.5f, 0);
+    cr_assert_float_eq(sp.p.frequency_penalty, -0.25f, 0);
     cr_assert_eq(sp.seat, -1);
-    cr_assert_eq(sp.seed, 77);
+    cr_assert_eq(sp.p.seed, 77);
     cr_assert_eq(sp.step, (2ull << 32) | 3, "sample 2, position 3");
     cr_assert_eq(nb, 2);
     cr_assert_eq(sp.num_bias, 2);
     cr_assert_eq(bias[0].token, 4);
     cr_assert_eq(bias[1].token, 6);
     o.r.p.min_tokens = 5;  /* still held: the banned ids follow the bias */
-    cr_assert_eq(tram_gpu_sampling_of(&o.s, &sp, bias, &nb), 1);
+    cr_assert_eq(tram_cuda_sampling_of(&o.s, &sp, bias, &nb), 1);
     cr_assert_eq(nb, 4);
     cr_assert_eq(bias[2].token, 2);
     cr_assert(isinf(bias[3].bias) && bias[3].bias < 0);
     o.r.p.min_tokens = 3;  /* released at position 3 */
-    cr_assert_eq(tram_gpu_sampling_of(&o.s, &sp, bias, &nb), 1);
+    cr_assert_eq(tram_cuda_sampling_of(&o.s, &sp, bias, &nb), 1);
     cr_assert_eq(nb, 2);
 }
 
-Test(gpu_host, host_features_stay_on_the_host)
+Test(cuda_runner, host_features_stay_on_the_host)
 {
     one_seq o;
     tram_cuda_sampling sp;
-    tram_logit_bias bias[TRAM_GPU_MAX_BIAS], many[TRAM_GPU_MAX_BIAS + 1];
+    tram_logit_bias bias[TRAM_CUDA_MAX_BIAS], many[TRAM_CUDA_MAX_BIAS + 1];
     int nb;
     one_seq_init(&o, 0);
     o.r.p.logprobs = 0;
-    cr_assert_eq(tram_gpu_sampling_of(&o.s, &sp, bias, &nb), 0, "logprobs need the full row");
+    cr_assert_eq(tram_cuda_sampling_of(&o.s, &sp, bias, &nb), 0, "logprobs need the full row");
     one_seq_init(&o, 0);
     o.r.n = 3;  /* the fork step: every sample draws from the parent's row */
-    cr_assert_eq(tram_gpu_sampling_of(&o.s, &sp, bias, &nb), 0);
+    cr_assert_eq(tram_cuda_sampling_of(&o.s, &sp, bias, &nb), 0);
     o.r.num_seqs = 3;
-    cr_assert_eq(tram_gpu_sampling_of(&o.s, &sp, bias, &nb), 1, "after the fork, each sample has its row");
+    cr_assert_eq(tram_cuda_sampling_of(&o.s, &sp, bias, &nb), 1, "after the fork, each sample has its row");
     one_seq_init(&o, 0);
     o.r.p.prompt_logprobs = 1;
-    cr_assert_eq(tram_gpu_sampling_of(&o.s, &sp, bias, &nb), 0);
+    cr_assert_eq(tram_cuda_sampling_of(&o.s, &sp, bias, &nb), 0);
     o.r.prompt_lp_done = o.s.prompt_len;
-    cr_assert_eq(tram_gpu_sampling_of(&o.s, &sp, bias, &nb), 1, "prompt logprobs done");
+    cr_assert_eq(tram_cuda_sampling_of(&o.s, &sp, bias, &nb), 1, "prompt logprobs done");
     one_seq_init(&o, 0);
-    for (int i = 0; i <= TRAM_GPU_MAX_BIAS; i++)
+    for (int i = 0; i <= TRAM_CUDA_MAX_BIAS; i++)
         many[i] = (tram_logit_bias){i, 1};
-    o.r.p.logit_bias = many, o.r.p.num_logit_bias = TRAM_GPU_MAX_BIAS + 1;
-    cr_assert_eq(tram_gpu_sampling_of(&o.s, &sp, bias, &nb), 0);
-    o.r.p.num_logit_bias = TRAM_GPU_MAX_BIAS;
-    cr_assert_eq(tram_gpu_sampling_of(&o.s, &sp, bias, &nb), 1);
+    o.r.p.logit_bias = many, o.r.p.num_logit_bias = TRAM_CUDA_MAX_BIAS + 1;
+    cr_assert_eq(tram_cuda_sampling_of(&o.s, &sp, bias, &nb), 0);
+    o.r.p.num_logit_bias = TRAM_CUDA_MAX_BIAS;
+    cr_assert_eq(tram_cuda_sampling_of(&o.s, &sp, bias, &nb), 1);
 }
 
-Test(gpu_host, seats_reload_only_when_the_history_moved)
+Test(cuda_runner, seats_reload_only_when_the_history_moved)
 {
-    tram_gpu_seat seats[3];
+    tram_cuda_seat seats[3];
     memset(seats, 0, sizeof(seats));
     int load;
-    int a = tram_gpu_seat_for(seats, 3, 11, 20, 1, &load);
+    int a = tram_cuda_seat_for(seats, 3, 11, 20, 1, &load);
     cr_assert(a >= 0 && load);
-    cr_assert_eq(tram_gpu_seat_for(seats, 3, 11, 21, 2, &load), a);
+    cr_assert_eq(tram_cuda_seat_for(seats, 3, 11, 21, 2, &load), a);
     cr_assert_eq(load, 0, "the device added the drawn token itself");
-    cr_assert_eq(tram_gpu_seat_for(seats, 3, 11, 25, 3, &load), a);
+    cr_assert_eq(tram_cuda_seat_for(seats, 3, 11, 25, 3, &load), a);
     cr_assert_eq(load, 1, "tokens appended behind the device's back");
-    int b = tram_gpu_seat_for(seats, 3, 12, 5, 3, &load);
-    int c = tram_gpu_seat_for(seats, 3, 13, 5, 3, &load);
+    int b = tram_cuda_seat_for(seats, 3, 12, 5, 3, &load);
+    int c = tram_cuda_seat_for(seats, 3, 13, 5, 3, &load);
     cr_assert(b >= 0 && c >= 0 && b != a && c != a && b != c);
-    cr_assert_eq(tram_gpu_seat_for(seats, 3, 14, 5, 3, &load), -1, "every seat is in use in step 3");
+    cr_assert_eq(tram_cuda_seat_for(seats, 3, 14, 5, 3, &load), -1, "every seat is in use in step 3");
     /* step 4: 12 and 13 are used, so the least recently used (11) goes */
-    tram_gpu_seat_for(seats, 3, 12, 6, 4, &load);
-    tram_gpu_seat_for(seats, 3, 13, 6, 4, &load);
-    cr_assert_eq(tram_gpu_seat_for(seats, 3, 14, 5, 4, &load), a);
+    tram_cuda_seat_for(seats, 3, 12, 6, 4, &load);
+    tram_cuda_seat_for(seats, 3, 13, 6, 4, &load);
+    cr_assert_eq(tram_cuda_seat_for(seats, 3, 14, 5, 4, &load), a);
     cr_assert_eq(load, 1);
-    tram_gpu_seat_for(seats, 3, 13, 7, 5, &load);
-    int d = tram_gpu_seat_for(seats, 3, 11, 26, 5, &load);
+    tram_cuda_seat_for(seats, 3, 13, 7, 5, &load);
+    int d = tram_cuda_seat_for(seats, 3, 11, 26, 5, &load);
     cr_assert(d >= 0 && d != c && load, "11 comes back to a seat not used in step 5, reloaded");
 }
 
-Test(gpu_host, sequence_keys_are_distinct)
+Test(cuda_runner, sequence_keys_are_distinct)
 {
     tram_seq a = {0}, b = {0}, c = {0};
     a.arrival = 0, a.sample_index = 1;
     b.arrival = 1, b.sample_index = 0;
     c.arrival = 0, c.sample_index = 0;
-    cr_assert_neq(tram_gpu_seq_key(&a), tram_gpu_seq_key(&b));
-    cr_assert_neq(tram_gpu_seq_key(&a), tram_gpu_seq_key(&c));
-    cr_assert_neq(tram_gpu_seq_key(&c), 0, "0 marks an empty seat");
+    cr_assert_neq(tram_cuda_seq_key(&a), tram_cuda_seq_key(&b));
+    cr_assert_neq(tram_cuda_seq_key(&a), tram_cuda_seq_key(&c));
+    cr_assert_neq(tram_cuda_seq_key(&c), 0, "0 marks an empty seat");
 }

@@ -1,16 +1,17 @@
-/* gpu.c — the engine's GPU-only parts (see gpu.h). */
-#include "engine/gpu.h"
+/* cuda_runner.c — the engine's CUDA-only parts (see cuda_runner.h). */
+#include "engine/cuda_runner.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/sampler.h"
 #include "kernels/cuda/launch_plan.h"
 
 #define NO_CUDA "device cuda: this binary was built without CUDA (`make cuda` builds bin/tram-cuda)"
 
-int tram_gpu_probe(tram_error *err)
+int tram_cuda_runner_probe(tram_error *err)
 {
 #ifdef TRAM_CUDA
     return tram_cuda_probe(0, err);
@@ -36,21 +37,21 @@ static int device_memory(tram_backend *be, size_t *free_bytes, size_t *total_byt
 
 /* The profiling batch: min(max_seqs, max_tokens) sequences of equal length
  * (at most max_model_len) from position 0, each on blocks of its own. */
-static void profile_shape(const tram_gpu_pool_spec *s, int *seqs, int *per_seq)
+static void profile_shape(const tram_cuda_pool_spec *s, int *seqs, int *per_seq)
 {
     *seqs = s->max_seqs < s->max_tokens ? s->max_seqs : s->max_tokens;
     int per = s->max_tokens / *seqs;
     *per_seq = per < s->max_model_len ? per : s->max_model_len;
 }
 
-int tram_gpu_profile_blocks(const tram_gpu_pool_spec *s)
+int tram_cuda_profile_blocks(const tram_cuda_pool_spec *s)
 {
     int seqs, per;
     profile_shape(s, &seqs, &per);
     return seqs * ((per + s->block_size - 1) / s->block_size);
 }
 
-static int profile_forward(tram_model *m, const tram_gpu_pool_spec *s, tram_error *err)
+static int profile_forward(tram_model *m, const tram_cuda_pool_spec *s, tram_error *err)
 {
     int seqs, per, bs = s->block_size, mb = s->max_blocks_per_seq;
     profile_shape(s, &seqs, &per);
@@ -75,22 +76,24 @@ static int profile_forward(tram_model *m, const tram_gpu_pool_spec *s, tram_erro
             lens[q] = per;
             rows[q] = qs[q + 1] - 1;
         }
-        tram_batch b = {n, seqs, ids, pos, slots, qs, lens, tables, mb, rows, seqs};
+        tram_batch b = {.num_tokens = n, .num_seqs = seqs, .token_ids = ids, .positions = pos,
+                        .slot_mapping = slots, .query_start = qs, .seq_lens = lens, .block_tables = tables,
+                        .max_blocks_per_seq = mb, .logits_rows = rows, .num_logits = seqs};
         rc = tram_model_forward(m, &b, logits, err);
     }
     free(ids), free(seq), free(logits);
     return rc;
 }
 
-int tram_gpu_fit_pool(tram_model *m, tram_backend *be, const tram_gpu_pool_spec *s, int *num_blocks,
-                      tram_error *err)
+int tram_cuda_fit_pool(tram_model *m, tram_backend *be, const tram_cuda_pool_spec *s, int *num_blocks,
+                       tram_error *err)
 {
     size_t free_bytes = 0, total = 0;
     if (profile_forward(m, s, err) || device_memory(be, &free_bytes, &total, err))
         return -1;
     double block = (double)tram_model_kv_block_bytes(tram_model_config_of(m), s->block_size, be->act_bytes);
     /* the profiling pool holds the profile's blocks and the reserved ones */
-    double in_use = (double)(total - free_bytes) - (tram_gpu_profile_blocks(s) + s->reserved_blocks) * block;
+    double in_use = (double)(total - free_bytes) - (tram_cuda_profile_blocks(s) + s->reserved_blocks) * block;
     double budget = s->utilization * (double)total - in_use, blocks = budget / block - s->reserved_blocks;
     if (blocks < s->max_blocks_per_seq)
         return tram_fail(err, "the model does not fit: weights and activations take %.2f GiB of the "
@@ -105,7 +108,7 @@ int tram_gpu_fit_pool(tram_model *m, tram_backend *be, const tram_gpu_pool_spec 
 
 /* ---------------------------------------------------------------- graphs: host logic */
 
-int tram_gpu_graph_bucket_for(const tram_batch *b, int max_seqs)
+int tram_cuda_step_bucket(const tram_batch *b, int max_seqs)
 {
     if (b->num_tokens != b->num_seqs || b->num_logits != b->num_seqs)
         return 0;
@@ -116,8 +119,8 @@ int tram_gpu_graph_bucket_for(const tram_batch *b, int max_seqs)
     return bucket > 0 && bucket <= max_seqs ? bucket : 0;
 }
 
-tram_batch tram_gpu_pad_batch(const tram_batch *b, int bucket, int pad_block, int block_size,
-                              const tram_gpu_padded *p)
+tram_batch tram_cuda_pad_batch(const tram_batch *b, int bucket, int pad_block, int block_size,
+                               const tram_cuda_padded *p)
 {
     int n = b->num_seqs, mb = b->max_blocks_per_seq;
     memcpy(p->token_ids, b->token_ids, (size_t)n * sizeof(int32_t));
@@ -137,49 +140,43 @@ tram_batch tram_gpu_pad_batch(const tram_batch *b, int bucket, int pad_block, in
         p->seq_lens[i] = 1;
         p->block_tables[(size_t)i * mb] = pad_block;
     }
-    return (tram_batch){bucket, bucket, p->token_ids, p->positions, p->slot_mapping, p->query_start,
-                        p->seq_lens, p->block_tables, mb, p->logits_rows, bucket};
+    return (tram_batch){.num_tokens = bucket, .num_seqs = bucket, .token_ids = p->token_ids,
+                        .positions = p->positions, .slot_mapping = p->slot_mapping,
+                        .query_start = p->query_start, .seq_lens = p->seq_lens,
+                        .block_tables = p->block_tables, .max_blocks_per_seq = mb,
+                        .logits_rows = p->logits_rows, .num_logits = bucket};
 }
 
 /* ---------------------------------------------------------------- sampling: host logic */
 
-int tram_gpu_sampling_of(const tram_seq *s, tram_cuda_sampling *sp, tram_logit_bias *bias, int *num_bias)
+int tram_cuda_sampling_of(const tram_seq *s, tram_cuda_sampling *sp, tram_logit_bias *bias, int *num_bias)
 {
     const tram_request *r = s->req;
     const tram_sampling_params *p = &r->p;
-    int out_len = s->num_tokens - s->prompt_len, held = out_len < p->min_tokens;
-    int nb = p->num_logit_bias + (held ? r->num_banned : 0);
-    if (p->logprobs >= 0 || r->num_seqs < r->n || tram_seq_wants_prompt_logprobs(s) || nb > TRAM_GPU_MAX_BIAS)
+    int nb = p->num_logit_bias + (tram_seq_holds_stops(s) ? r->num_banned : 0);
+    if (p->logprobs >= 0 || r->num_seqs < r->n || tram_seq_wants_prompt_logprobs(s) || nb > TRAM_CUDA_MAX_BIAS)
         return 0;
     if (p->num_logit_bias > 0)
         memcpy(bias, p->logit_bias, (size_t)p->num_logit_bias * sizeof(*bias));
     for (int i = p->num_logit_bias; i < nb; i++)
-        bias[i] = (tram_logit_bias){r->banned[i - p->num_logit_bias], -INFINITY};
+        bias[i] = (tram_logit_bias){.token = r->banned[i - p->num_logit_bias], .bias = -INFINITY};
     *num_bias = nb;
-    /* engine/sampler.c's reading of the parameters */
     *sp = (tram_cuda_sampling){
-        .temperature = p->temperature < 1e-5f ? 0.0f : p->temperature,
-        .top_k = p->top_k > 0 ? p->top_k : 0,
-        .top_p = p->top_p,
-        .min_p = p->min_p,
-        .repetition_penalty = p->repetition_penalty,
-        .presence_penalty = p->presence_penalty,
-        .frequency_penalty = p->frequency_penalty,
+        .p = tram_seq_sample_params(s),
         .seat = -1,
         .num_bias = nb,
-        .seed = r->seed,
-        .step = (uint64_t)s->sample_index << 32 | (uint32_t)out_len,
+        .step = (uint64_t)s->sample_index << 32 | (uint32_t)(s->num_tokens - s->prompt_len),
     };
     return 1;
 }
 
-uint64_t tram_gpu_seq_key(const tram_seq *s)
+uint64_t tram_cuda_seq_key(const tram_seq *s)
 {
     return (s->arrival + 1) * (uint64_t)TRAM_MAX_N + (uint64_t)s->sample_index;
 }
 
-int tram_gpu_seat_for(tram_gpu_seat *seats, int num_seats, uint64_t key, int num_tokens, uint64_t step,
-                      int *load)
+int tram_cuda_seat_for(tram_cuda_seat *seats, int num_seats, uint64_t key, int num_tokens, uint64_t step,
+                       int *load)
 {
     int pick = -1;
     for (int i = 0; i < num_seats; i++) {
@@ -192,9 +189,9 @@ int tram_gpu_seat_for(tram_gpu_seat *seats, int num_seats, uint64_t key, int num
     }
     if (pick < 0)
         return -1;
-    tram_gpu_seat *t = &seats[pick];
+    tram_cuda_seat *t = &seats[pick];
     *load = t->key != key || t->len != num_tokens;
-    *t = (tram_gpu_seat){key, num_tokens + 1, step};
+    *t = (tram_cuda_seat){.key = key, .len = num_tokens + 1, .used = step};
     return pick;
 }
 
@@ -202,58 +199,66 @@ int tram_gpu_seat_for(tram_gpu_seat *seats, int num_seats, uint64_t key, int num
 
 #ifdef TRAM_CUDA
 
-struct tram_gpu_runner {
+struct tram_cuda_runner {
     tram_backend *be;
-    tram_gpu_runner_spec spec;
-    tram_gpu_seat *seats;        /* [max_seqs] */
+    tram_cuda_runner_spec spec;
+    tram_cuda_seat *seats;       /* [max_seqs] */
     uint64_t step;
     tram_cuda_sampling *params;  /* [max_seqs] this step's device rows */
-    tram_logit_bias *bias;       /* [max_seqs * TRAM_GPU_MAX_BIAS] their entries */
+    tram_logit_bias *bias;       /* [max_seqs * TRAM_CUDA_MAX_BIAS] their entries */
     int32_t *ids;                /* [max_seqs] */
     int32_t *drawn;              /* [max_rows] token per logits row; -1: the host's */
     int32_t *pad_mem;
-    tram_gpu_padded pad;
+    tram_cuda_padded pad;
     const void *logits;          /* the model's device logits (tram_model_run) */
-    tram_gpu_runner_stats stats;
+    tram_cuda_runner_stats stats;
 };
 
-static int runner_alloc(tram_gpu_runner *g, tram_error *err)
+static int runner_alloc(tram_cuda_runner *g, tram_error *err)
 {
     size_t s = (size_t)g->spec.max_seqs, mb = (size_t)(g->spec.max_model_len + g->spec.block_size - 1) /
                                                 g->spec.block_size;
     g->seats = tram_calloc(s, sizeof(*g->seats), err);
     g->params = tram_calloc(s, sizeof(*g->params), err);
-    g->bias = tram_calloc(s * TRAM_GPU_MAX_BIAS, sizeof(*g->bias), err);
+    g->bias = tram_calloc(s * TRAM_CUDA_MAX_BIAS, sizeof(*g->bias), err);
     g->ids = tram_calloc(s, sizeof(*g->ids), err);
     g->drawn = tram_calloc((size_t)g->spec.max_rows, sizeof(*g->drawn), err);
     g->pad_mem = tram_calloc(6 * s + 1 + s * mb, sizeof(int32_t), err);
     if (!g->seats || !g->params || !g->bias || !g->ids || !g->drawn || !g->pad_mem)
         return -1;
     int32_t *a = g->pad_mem;  /* ids, positions, slots, query_start (s + 1), lens, rows, then tables */
-    g->pad = (tram_gpu_padded){a, a + s, a + 2 * s, a + 3 * s, a + 4 * s + 1, a + 6 * s + 1, a + 5 * s + 1};
+    g->pad = (tram_cuda_padded){
+        .token_ids = a,
+        .positions = a + s,
+        .slot_mapping = a + 2 * s,
+        .query_start = a + 3 * s,
+        .seq_lens = a + 4 * s + 1,
+        .logits_rows = a + 5 * s + 1,
+        .block_tables = a + 6 * s + 1,
+    };
     return 0;
 }
 
-int tram_gpu_runner_create(tram_gpu_runner **out, tram_backend *be, const tram_gpu_runner_spec *spec,
-                           tram_error *err)
+int tram_cuda_runner_create(tram_cuda_runner **out, tram_backend *be, const tram_cuda_runner_spec *spec,
+                            tram_error *err)
 {
-    tram_gpu_runner *g = tram_calloc(1, sizeof(*g), err);
+    tram_cuda_runner *g = tram_calloc(1, sizeof(*g), err);
     *out = NULL;
     if (!g)
         return -1;
     g->be = be;
     g->spec = *spec;
     if (runner_alloc(g, err) ||
-        tram_cuda_sampler_reserve(be, spec->max_seqs, spec->max_seqs * TRAM_GPU_MAX_BIAS, spec->max_seqs,
+        tram_cuda_sampler_reserve(be, spec->max_seqs, spec->max_seqs * TRAM_CUDA_MAX_BIAS, spec->max_seqs,
                                   spec->vocab, spec->max_model_len, err)) {
-        tram_gpu_runner_destroy(g);
+        tram_cuda_runner_destroy(g);
         return -1;
     }
     *out = g;
     return 0;
 }
 
-void tram_gpu_runner_destroy(tram_gpu_runner *g)
+void tram_cuda_runner_destroy(tram_cuda_runner *g)
 {
     if (!g)
         return;
@@ -261,13 +266,13 @@ void tram_gpu_runner_destroy(tram_gpu_runner *g)
     free(g);
 }
 
-void tram_gpu_runner_set_pad_block(tram_gpu_runner *g, int pad_block) { g->spec.pad_block = pad_block; }
+void tram_cuda_runner_set_pad_block(tram_cuda_runner *g, int pad_block) { g->spec.pad_block = pad_block; }
 
 /* The forward pass, leaving the logits on the device.  A bucket met for the
  * first time runs eagerly (allocating whatever the pass needs), then is
  * captured (recording only) for the next steps.  A capture that fails turns
  * graphs off with one warning: the eager result stands. */
-static int forward(tram_gpu_runner *g, tram_model *m, int bucket, tram_error *err)
+static int forward(tram_cuda_runner *g, tram_model *m, int bucket, tram_error *err)
 {
     tram_backend *be = g->be;
     if (bucket && tram_cuda_graph_ready(be, bucket)) {
@@ -296,19 +301,20 @@ static int forward(tram_gpu_runner *g, tram_model *m, int bucket, tram_error *er
 }
 
 /* 0: sp has its seat (or needs none); 1: no seat free, the host draws; -1: error. */
-static int claim_seat(tram_gpu_runner *g, const tram_seq *s, tram_cuda_sampling *sp, tram_error *err)
+static int claim_seat(tram_cuda_runner *g, const tram_seq *s, tram_cuda_sampling *sp, tram_error *err)
 {
-    if (sp->repetition_penalty == 1.0f && sp->presence_penalty == 0 && sp->frequency_penalty == 0)
+    if (!tram_sample_has_penalties(&sp->p))
         return 0;
     int load;
-    sp->seat = tram_gpu_seat_for(g->seats, g->spec.max_seqs, tram_gpu_seq_key(s), s->num_tokens, g->step, &load);
+    sp->seat = tram_cuda_seat_for(g->seats, g->spec.max_seqs, tram_cuda_seq_key(s), s->num_tokens, g->step,
+                                  &load);
     if (sp->seat < 0)
         return 1;
     return load ? tram_cuda_seat_load(g->be, sp->seat, s->tokens, s->prompt_len, s->num_tokens, err) : 0;
 }
 
 /* Draws, on the device, every row the device sampler can serve. */
-static int sample_rows(tram_gpu_runner *g, const tram_batch *b, const tram_sched_item *items, const int *row0,
+static int sample_rows(tram_cuda_runner *g, const tram_batch *b, const tram_sched_item *items, const int *row0,
                        const int *nrows, tram_error *err)
 {
     int n = 0, nb = 0;
@@ -318,7 +324,7 @@ static int sample_rows(tram_gpu_runner *g, const tram_batch *b, const tram_sched
         if (nrows[i] == 0 || s->num_computed + items[i].num_new < s->num_tokens)
             continue;  /* a prompt chunk before the last: nothing to draw */
         tram_cuda_sampling *sp = &g->params[n];
-        int k, rc = tram_gpu_sampling_of(s, sp, g->bias + nb, &k) ? claim_seat(g, s, sp, err) : 1;
+        int k, rc = tram_cuda_sampling_of(s, sp, g->bias + nb, &k) ? claim_seat(g, s, sp, err) : 1;
         if (rc < 0)
             return -1;
         if (rc)
@@ -330,7 +336,12 @@ static int sample_rows(tram_gpu_runner *g, const tram_batch *b, const tram_sched
     }
     if (n == 0)
         return 0;
-    tram_cuda_logits l = {g->logits, b->num_logits, g->spec.logits_width, g->spec.vocab};
+    tram_cuda_logits l = {
+        .data = g->logits,
+        .rows = b->num_logits,
+        .stride = g->spec.logits_width,
+        .vocab = g->spec.vocab,
+    };
     if (tram_cuda_sample(g->be, &l, g->params, n, g->bias, nb, g->ids, NULL, err))
         return -1;
     for (int k = 0; k < n; k++)
@@ -340,7 +351,7 @@ static int sample_rows(tram_gpu_runner *g, const tram_batch *b, const tram_sched
 }
 
 /* The host rows' logits, each run of consecutive rows in one copy. */
-static int download_rest(tram_gpu_runner *g, int num_logits, float *logits, tram_error *err)
+static int download_rest(tram_cuda_runner *g, int num_logits, float *logits, tram_error *err)
 {
     tram_backend *be = g->be;
     size_t w = (size_t)g->spec.logits_width, row_bytes = w * (size_t)be->act_bytes;
@@ -357,8 +368,8 @@ static int download_rest(tram_gpu_runner *g, int num_logits, float *logits, tram
     return be->sync(be, err);
 }
 
-int tram_gpu_runner_step(tram_gpu_runner *g, tram_model *m, const tram_batch *b, const tram_sched_item *items,
-                         const int *item_row0, const int *item_nrows, float *logits, tram_error *err)
+int tram_cuda_runner_step(tram_cuda_runner *g, tram_model *m, const tram_batch *b, const tram_sched_item *items,
+                          const int *item_row0, const int *item_nrows, float *logits, tram_error *err)
 {
     for (int r = 0; r < b->num_logits; r++)
         g->drawn[r] = -1;
@@ -368,45 +379,45 @@ int tram_gpu_runner_step(tram_gpu_runner *g, tram_model *m, const tram_batch *b,
         g->stats.host_rows += (uint64_t)b->num_logits;
         return tram_model_forward(m, b, logits, err);
     }
-    int bucket = g->spec.pad_block >= 0 ? tram_gpu_graph_bucket_for(b, g->spec.max_seqs) : 0;
-    tram_batch run = bucket ? tram_gpu_pad_batch(b, bucket, g->spec.pad_block, g->spec.block_size, &g->pad) : *b;
+    int bucket = g->spec.pad_block >= 0 ? tram_cuda_step_bucket(b, g->spec.max_seqs) : 0;
+    tram_batch run = bucket ? tram_cuda_pad_batch(b, bucket, g->spec.pad_block, g->spec.block_size, &g->pad) : *b;
     if (tram_model_prepare(m, &run, err) || forward(g, m, bucket, err) ||
         sample_rows(g, b, items, item_row0, item_nrows, err))
         return -1;
     return download_rest(g, b->num_logits, logits, err);
 }
 
-int32_t tram_gpu_runner_token(const tram_gpu_runner *g, int row) { return g->drawn[row]; }
+int32_t tram_cuda_runner_token(const tram_cuda_runner *g, int row) { return g->drawn[row]; }
 
-void tram_gpu_runner_stats_get(const tram_gpu_runner *g, tram_gpu_runner_stats *out) { *out = g->stats; }
+void tram_cuda_runner_stats_get(const tram_cuda_runner *g, tram_cuda_runner_stats *out) { *out = g->stats; }
 
 #else
 
-struct tram_gpu_runner {
+struct tram_cuda_runner {
     int unused;
 };
 
-int tram_gpu_runner_create(tram_gpu_runner **out, tram_backend *be, const tram_gpu_runner_spec *spec,
-                           tram_error *err)
+int tram_cuda_runner_create(tram_cuda_runner **out, tram_backend *be, const tram_cuda_runner_spec *spec,
+                            tram_error *err)
 {
     (void)be, (void)spec;
     *out = NULL;
     return tram_fail(err, NO_CUDA);
 }
 
-void tram_gpu_runner_destroy(tram_gpu_runner *g) { free(g); }
-void tram_gpu_runner_set_pad_block(tram_gpu_runner *g, int pad_block) { (void)g, (void)pad_block; }
+void tram_cuda_runner_destroy(tram_cuda_runner *g) { free(g); }
+void tram_cuda_runner_set_pad_block(tram_cuda_runner *g, int pad_block) { (void)g, (void)pad_block; }
 
-int tram_gpu_runner_step(tram_gpu_runner *g, tram_model *m, const tram_batch *b, const tram_sched_item *items,
-                         const int *item_row0, const int *item_nrows, float *logits, tram_error *err)
+int tram_cuda_runner_step(tram_cuda_runner *g, tram_model *m, const tram_batch *b, const tram_sched_item *items,
+                          const int *item_row0, const int *item_nrows, float *logits, tram_error *err)
 {
     (void)g, (void)m, (void)b, (void)items, (void)item_row0, (void)item_nrows, (void)logits;
     return tram_fail(err, NO_CUDA);
 }
 
-int32_t tram_gpu_runner_token(const tram_gpu_runner *g, int row) { return (void)g, (void)row, -1; }
+int32_t tram_cuda_runner_token(const tram_cuda_runner *g, int row) { return (void)g, (void)row, -1; }
 
-void tram_gpu_runner_stats_get(const tram_gpu_runner *g, tram_gpu_runner_stats *out)
+void tram_cuda_runner_stats_get(const tram_cuda_runner *g, tram_cuda_runner_stats *out)
 {
     (void)g;
     memset(out, 0, sizeof(*out));
