@@ -17,13 +17,6 @@ struct tram_chat_template {
     const char *warning;
 };
 
-static const char *const family_names[] = {"chatml", "llama2", "llama3", "mistral", "gemma", "phi3"};
-
-const char *tram_chat_family_name(tram_chat_family f)
-{
-    return family_names[f];
-}
-
 tram_chat_family tram_chat_template_family(const tram_chat_template *ct)
 {
     return ct->family;
