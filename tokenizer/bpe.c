@@ -6,7 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/tok_internal.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/heap.h"
+#include "tokenizer/ids.h"
+#include "tokenizer/maps.h"
+#include "tokenizer/pretok.h"
+#include "tokenizer/utf8.h"
+#include "tokenizer/vocab.h"
 
 /* GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves,
  * the other 68 are moved to U+0100 and up, in byte order. */
@@ -25,7 +31,8 @@ uint32_t tram_bpe_byte_to_cp(uint8_t b)
     return 256 + n;
 }
 
-int tram_bpe_cp_to_byte(uint32_t cp)
+/* The byte code point cp stands for, or -1 when it is not a byte char. */
+static int cp_to_byte(uint32_t cp)
 {
     if (cp < 256)
         return is_printable_byte((int)cp) ? (int)cp : -1;
@@ -48,7 +55,7 @@ size_t tram_bpe_piece_bytes(const char *piece, size_t len, char *out)
         }
         uint32_t cp = k == 1 ? u[i] : k == 2 ? (u[i] & 0x1fu) << 6 | (u[i + 1] & 0x3fu)
                                               : (uint32_t)-1;
-        int b = tram_bpe_cp_to_byte(cp);
+        int b = cp_to_byte(cp);
         if (b >= 0) {
             out[o++] = (char)b;
         } else {   /* a character outside the byte alphabet stands for itself */
@@ -87,51 +94,22 @@ typedef struct {
     int32_t rank, pos;
 } heap_item;
 
+/* Lowest rank first, leftmost first on ties. */
+static int item_before(const void *a, const void *b)
+{
+    const heap_item *x = a, *y = b;
+    return x->rank < y->rank || (x->rank == y->rank && x->pos < y->pos);
+}
+
 typedef struct {
     const tram_tokenizer *t;
     tram_ids *out;
     tram_error *err;
     int cap;            /* symbols the arrays below hold */
     int32_t *id, *prev, *next;
-    heap_item *heap;
-    int n_heap;
+    tram_heap heap;     /* of heap_item */
     char *word_chars;   /* byte-level form of a word, for ignore_merges */
 } bpe_state;
-
-static int item_less(heap_item a, heap_item b)
-{
-    return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos);
-}
-
-static void heap_push(bpe_state *s, int32_t rank, int32_t pos)
-{
-    heap_item it = {rank, pos};
-    int i = s->n_heap++;
-    while (i > 0 && item_less(it, s->heap[(i - 1) / 2])) {
-        s->heap[i] = s->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    s->heap[i] = it;
-}
-
-static heap_item heap_pop(bpe_state *s)
-{
-    heap_item top = s->heap[0], last = s->heap[--s->n_heap];
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= s->n_heap)
-            break;
-        if (c + 1 < s->n_heap && item_less(s->heap[c + 1], s->heap[c]))
-            c++;
-        if (!item_less(s->heap[c], last))
-            break;
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    s->heap[i] = last;
-    return top;
-}
 
 static void push_pair(bpe_state *s, int32_t pos)
 {
@@ -140,7 +118,7 @@ static void push_pair(bpe_state *s, int32_t pos)
     int32_t merged, nx = s->next[pos];
     int32_t rank = tram_pairmap_get(&s->t->merges, s->id[pos], s->id[nx], &merged);
     if (rank >= 0)
-        heap_push(s, rank, pos);
+        tram_heap_push(&s->heap, &(heap_item){.rank = rank, .pos = pos});
 }
 
 static int reserve(bpe_state *s, int n)
@@ -157,9 +135,9 @@ static int reserve(bpe_state *s, int n)
     int32_t *nx = realloc(s->next, (size_t)cap * sizeof(int32_t));
     if (nx)
         s->next = nx;
-    heap_item *h = realloc(s->heap, 3 * (size_t)cap * sizeof(heap_item));   /* n - 1 pairs + 2 per merge */
+    heap_item *h = realloc(s->heap.items, 3 * (size_t)cap * sizeof(heap_item));   /* n - 1 pairs + 2 per merge */
     if (h)
-        s->heap = h;
+        s->heap.items = h;
     char *w = realloc(s->word_chars, (size_t)cap * 2);
     if (w)
         s->word_chars = w;
@@ -205,11 +183,12 @@ static int bpe_word(void *ctx, const char *word, size_t len)
     if (!n)
         return 0;
     s->next[n - 1] = -1;
-    s->n_heap = 0;
+    s->heap.n = 0;
     for (int i = 0; i + 1 < n; i++)
         push_pair(s, i);
-    while (s->n_heap) {
-        heap_item top = heap_pop(s);
+    while (s->heap.n) {
+        heap_item top;
+        tram_heap_pop(&s->heap, &top);
         int32_t p = top.pos, nx = s->next[p], merged;
         /* Stale entries: the symbol was absorbed (id -1), or its right
          * neighbour changed since the pair was queued. */
@@ -232,7 +211,12 @@ static int bpe_word(void *ctx, const char *word, size_t len)
 int tram_bpe_encode_text(const tram_tokenizer *t, const char *text, size_t len, tram_ids *out,
                          tram_error *err)
 {
-    bpe_state s = {.t = t, .out = out, .err = err};
+    bpe_state s = {
+        .t = t,
+        .out = out,
+        .err = err,
+        .heap = {.size = sizeof(heap_item), .before = item_before},
+    };
     tram_pretok_scratch sc;
     int rc = tram_pretok_scratch_init(&sc, &t->pretok, err);
     if (!rc)
@@ -241,7 +225,7 @@ int tram_bpe_encode_text(const tram_tokenizer *t, const char *text, size_t len, 
     free(s.id);
     free(s.prev);
     free(s.next);
-    free(s.heap);
+    free(s.heap.items);
     free(s.word_chars);
     return rc ? -1 : 0;
 }

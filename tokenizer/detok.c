@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/tok_internal.h"
+#include "tokenizer/utf8.h"
+#include "tokenizer/vocab.h"
 
 struct tram_detok {
     const tram_tokenizer *t;

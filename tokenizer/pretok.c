@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/tok_internal.h"
+#include "tokenizer/pretok.h"
+#include "tokenizer/utf8.h"
 
 #define GPT2_RE "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 #define LLAMA3_RE                                                                             \
