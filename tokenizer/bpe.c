@@ -107,7 +107,8 @@ typedef struct {
     tram_error *err;
     int cap;            /* symbols the arrays below hold */
     int32_t *id, *prev, *next;
-    tram_heap heap;     /* of heap_item */
+    heap_item *heap;
+    int n_heap;
     char *word_chars;   /* byte-level form of a word, for ignore_merges */
 } bpe_state;
 
@@ -118,7 +119,7 @@ static void push_pair(bpe_state *s, int32_t pos)
     int32_t merged, nx = s->next[pos];
     int32_t rank = tram_pairmap_get(&s->t->merges, s->id[pos], s->id[nx], &merged);
     if (rank >= 0)
-        tram_heap_push(&s->heap, &(heap_item){.rank = rank, .pos = pos});
+        tram_heap_push(s->heap, &s->n_heap, sizeof(heap_item), &(heap_item){.rank = rank, .pos = pos}, item_before);
 }
 
 static int reserve(bpe_state *s, int n)
@@ -135,9 +136,9 @@ static int reserve(bpe_state *s, int n)
     int32_t *nx = realloc(s->next, (size_t)cap * sizeof(int32_t));
     if (nx)
         s->next = nx;
-    heap_item *h = realloc(s->heap.items, 3 * (size_t)cap * sizeof(heap_item));   /* n - 1 pairs + 2 per merge */
+    heap_item *h = realloc(s->heap, 3 * (size_t)cap * sizeof(heap_item));   /* n - 1 pairs + 2 per merge */
     if (h)
-        s->heap.items = h;
+        s->heap = h;
     char *w = realloc(s->word_chars, (size_t)cap * 2);
     if (w)
         s->word_chars = w;
@@ -183,12 +184,12 @@ static int bpe_word(void *ctx, const char *word, size_t len)
     if (!n)
         return 0;
     s->next[n - 1] = -1;
-    s->heap.n = 0;
+    s->n_heap = 0;
     for (int i = 0; i + 1 < n; i++)
         push_pair(s, i);
-    while (s->heap.n) {
+    while (s->n_heap) {
         heap_item top;
-        tram_heap_pop(&s->heap, &top);
+        tram_heap_pop(s->heap, &s->n_heap, sizeof(top), &top, item_before);
         int32_t p = top.pos, nx = s->next[p], merged;
         /* Stale entries: the symbol was absorbed (id -1), or its right
          * neighbour changed since the pair was queued. */
@@ -211,12 +212,7 @@ static int bpe_word(void *ctx, const char *word, size_t len)
 int tram_bpe_encode_text(const tram_tokenizer *t, const char *text, size_t len, tram_ids *out,
                          tram_error *err)
 {
-    bpe_state s = {
-        .t = t,
-        .out = out,
-        .err = err,
-        .heap = {.size = sizeof(heap_item), .before = item_before},
-    };
+    bpe_state s = {.t = t, .out = out, .err = err};
     tram_pretok_scratch sc;
     int rc = tram_pretok_scratch_init(&sc, &t->pretok, err);
     if (!rc)
@@ -225,7 +221,7 @@ int tram_bpe_encode_text(const tram_tokenizer *t, const char *text, size_t len, 
     free(s.id);
     free(s.prev);
     free(s.next);
-    free(s.heap.items);
+    free(s.heap);
     free(s.word_chars);
     return rc ? -1 : 0;
 }

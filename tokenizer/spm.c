@@ -31,7 +31,8 @@ typedef struct {
     const tram_tokenizer *t;
     const char *text;
     symbol *sym;
-    tram_heap heap;   /* of bigram */
+    bigram *heap;
+    int n_heap;
 } spm_state;
 
 /* Highest score first, leftmost first on ties. */
@@ -52,7 +53,8 @@ static void try_pair(spm_state *s, int32_t left)
     int32_t id = tram_strmap_get(&s->t->vocab, s->text + s->sym[left].off, size);
     if (id < 0 || (s->t->attr[id] != TRAM_ATTR_NORMAL && s->t->attr[id] != TRAM_ATTR_USER))
         return;
-    tram_heap_push(&s->heap, &(bigram){.score = s->t->scores[id], .left = left, .right = right, .size = size});
+    bigram g = {.score = s->t->scores[id], .left = left, .right = right, .size = size};
+    tram_heap_push(s->heap, &s->n_heap, sizeof(g), &g, bigram_before);
 }
 
 static int emit_symbol(spm_state *s, const symbol *sy, tram_ids *out)
@@ -92,9 +94,9 @@ static int merge_all(spm_state *s, int n, tram_ids *out)
 {
     for (int i = 0; i + 1 < n; i++)
         try_pair(s, i);
-    while (s->heap.n) {
+    while (s->n_heap) {
         bigram g;
-        tram_heap_pop(&s->heap, &g);
+        tram_heap_pop(s->heap, &s->n_heap, sizeof(g), &g, bigram_before);
         symbol *l = &s->sym[g.left], *r = &s->sym[g.right];
         /* Stale: one side was merged away or grew since the pair was queued. */
         if (!l->len || !r->len || l->next != g.right || l->len + r->len != g.size)
@@ -132,9 +134,9 @@ int tram_spm_encode_text(const tram_tokenizer *t, const char *text, size_t len, 
         .t = t,
         .text = norm,
         .sym = malloc(cap * sizeof(symbol)),
-        .heap = {.items = malloc(3 * cap * sizeof(bigram)), .size = sizeof(bigram), .before = bigram_before},
+        .heap = malloc(3 * cap * sizeof(bigram)),
     };
-    int rc = norm && s.sym && s.heap.items ? 0 : -1;
+    int rc = norm && s.sym && s.heap ? 0 : -1;
     if (!rc) {
         size_t n = normalize(t, text, len, at_start, norm);
         int k = 0;
@@ -150,7 +152,7 @@ int tram_spm_encode_text(const tram_tokenizer *t, const char *text, size_t len, 
     }
     free(norm);
     free(s.sym);
-    free(s.heap.items);
+    free(s.heap);
     return rc ? tram_fail(err, "encode: out of memory") : 0;
 }
 
