@@ -33,7 +33,7 @@ static int layer_shape(const tram_model_config *c, const char *suffix, dummy_sha
             continue;
         if (t[i].kind == DUMMY_BIAS && !c->qkv_bias)
             return -1;
-        *s = (dummy_shape){t[i].rows, t[i].cols, t[i].kind};
+        *s = (dummy_shape){.rows = t[i].rows, .cols = t[i].cols, .kind = t[i].kind};
         return 0;
     }
     return -1;
@@ -45,11 +45,11 @@ static int tensor_shape(const tram_model_config *c, const char *name, dummy_shap
     if (sscanf(name, "blk.%d.%n", &layer, &used) == 1 && used > 0)
         return layer >= 0 && layer < c->n_layers ? layer_shape(c, name + used, s) : -1;
     if (!strcmp(name, "token_embd.weight") || (!strcmp(name, "output.weight") && !c->tied_embeddings)) {
-        *s = (dummy_shape){c->vocab_size, c->dim, DUMMY_MATRIX};
+        *s = (dummy_shape){.rows = c->vocab_size, .cols = c->dim, .kind = DUMMY_MATRIX};
         return 0;
     }
     if (!strcmp(name, "output_norm.weight")) {
-        *s = (dummy_shape){1, c->dim, DUMMY_NORM};
+        *s = (dummy_shape){.rows = 1, .cols = c->dim, .kind = DUMMY_NORM};
         return 0;
     }
     return -1;

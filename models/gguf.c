@@ -241,7 +241,7 @@ static tram_gguf_str kv_name(const tram_gguf *g, uint32_t i) { return g->kv[i].k
 
 static tram_gguf_str tensor_name(const tram_gguf *g, uint32_t i)
 {
-    return (tram_gguf_str){g->tensors[i].name, strlen(g->tensors[i].name)};
+    return (tram_gguf_str){.ptr = g->tensors[i].name, .len = strlen(g->tensors[i].name)};
 }
 
 static uint64_t hash_name(const char *s, uint64_t n)
@@ -437,7 +437,7 @@ static int place_tensors(tram_gguf *g, uint64_t infos_end, tram_error *err)
 static int parse(gguf_impl *im, tram_error *err)
 {
     tram_gguf *g = &im->pub;
-    cursor c = {g->map, g->map_len, 0, g->path, err};
+    cursor c = {.p = g->map, .len = g->map_len, .label = g->path, .err = err};
     if (parse_header(&c, g))
         return -1;
     if (!(g->kv = tram_calloc(g->n_kv, sizeof(*g->kv), err)) ||
@@ -616,7 +616,7 @@ int tram_gguf_arr_elem(const tram_gguf_value *arr, uint64_t i, tram_gguf_value *
         return tram_fail(err, "value has type %s, not array", tram_gguf_type_name(arr->type));
     if (i >= arr->v.arr.count)
         return tram_fail(err, "array index %llu is out of range (%llu elements)", (ull)i, (ull)arr->v.arr.count);
-    cursor c = {arr->v.arr.data, arr->v.arr.data_len, 0, "array", err};
+    cursor c = {.p = arr->v.arr.data, .len = arr->v.arr.data_len, .label = "array", .err = err};
     uint32_t et = arr->v.arr.elem_type;
     if (value_size(et))
         c.pos = i * value_size(et);
@@ -629,13 +629,19 @@ int tram_gguf_arr_elem(const tram_gguf_value *arr, uint64_t i, tram_gguf_value *
     return parse_value(&c, et, out, 1, "array element");
 }
 
+static int wrong_elem_type(uint64_t i, const tram_gguf_value *v, const char *expected, tram_error *err)
+{
+    return tram_fail(err, "array element %llu has type %s, expected %s", (ull)i, tram_gguf_type_name(v->type),
+                     expected);
+}
+
 int tram_gguf_arr_str(const tram_gguf_value *arr, uint64_t i, tram_gguf_str *out, tram_error *err)
 {
     tram_gguf_value v;
     if (tram_gguf_arr_elem(arr, i, &v, err))
         return -1;
     if (v.type != TRAM_GGUF_STRING)
-        return tram_fail(err, "array element %llu has type %s, expected string", (ull)i, tram_gguf_type_name(v.type));
+        return wrong_elem_type(i, &v, "string", err);
     *out = v.v.str;
     return 0;
 }
@@ -645,9 +651,7 @@ int tram_gguf_arr_f64(const tram_gguf_value *arr, uint64_t i, double *out, tram_
     tram_gguf_value v;
     if (tram_gguf_arr_elem(arr, i, &v, err))
         return -1;
-    if (to_f64(&v, out))
-        return tram_fail(err, "array element %llu has type %s, expected a number", (ull)i, tram_gguf_type_name(v.type));
-    return 0;
+    return to_f64(&v, out) ? wrong_elem_type(i, &v, "a number", err) : 0;
 }
 
 int tram_gguf_arr_i64(const tram_gguf_value *arr, uint64_t i, int64_t *out, tram_error *err)
@@ -655,10 +659,7 @@ int tram_gguf_arr_i64(const tram_gguf_value *arr, uint64_t i, int64_t *out, tram
     tram_gguf_value v;
     if (tram_gguf_arr_elem(arr, i, &v, err))
         return -1;
-    if (to_i64(&v, out))
-        return tram_fail(err, "array element %llu has type %s, expected an integer that fits in int64", (ull)i,
-                         tram_gguf_type_name(v.type));
-    return 0;
+    return to_i64(&v, out) ? wrong_elem_type(i, &v, "an integer that fits in int64", err) : 0;
 }
 
 /* ---------------------------------------------------------------- tensors */

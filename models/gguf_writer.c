@@ -134,7 +134,7 @@ int tram_gguf_writer_add_kv(tram_gguf_writer *w, const char *key, const tram_ggu
 
 int tram_gguf_writer_add_str(tram_gguf_writer *w, const char *key, const char *s, tram_error *err)
 {
-    tram_gguf_value v = {.type = TRAM_GGUF_STRING, .v.str = {s, strlen(s)}};
+    tram_gguf_value v = {.type = TRAM_GGUF_STRING, .v.str = {.ptr = s, .len = strlen(s)}};
     return tram_gguf_writer_add_kv(w, key, &v, err);
 }
 

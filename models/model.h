@@ -77,7 +77,7 @@ typedef struct {
                                 the file stores as int8 load as int8 regardless */
     const char *int8_exclude;/* comma-separated names kept at weight_type (models/quantize.h) */
     int keep_blocks;         /* matrices the file stores in GGUF block formats stay in them on a
-                                backend with upload_weight_blocks (--weight-format auto) */
+                                backend with upload_weight_blocks (--weight-format native) */
 } tram_model_limits;
 
 typedef struct tram_model tram_model;

@@ -1,7 +1,6 @@
 /* presets.c — reads models/presets/NAME.json into a tram_model_config. */
 #include "models/presets.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,23 +69,7 @@ static int preset_rope(const json_t *root, tram_model_config *c, const char *pat
         return 0;
     if (!json_is_object(s) || tram_json_get_string(s, "type", 1, &type, path, err))
         return tram_fail(err, "%s: rope_scaling must be an object with a 'type'", path);
-    if (strcmp(type, "llama3"))
-        return tram_fail(err, "%s: rope_scaling type '%s' is not supported (only llama3 is)", path, type);
-    double f, lo, hi;
-    long long orig;
-    if (tram_json_get_number(s, "factor", 1, &f, path, err) ||
-        tram_json_get_number(s, "low_freq_factor", 1, &lo, path, err) ||
-        tram_json_get_number(s, "high_freq_factor", 1, &hi, path, err) ||
-        tram_json_get_int(s, "original_max_position_embeddings", 1, 1, INT_MAX, &orig, path, err))
-        return -1;
-    if (!(f > 0) || !(lo > 0) || !(hi > lo))
-        return tram_fail(err, "%s: rope_scaling needs factor > 0 and high_freq_factor > low_freq_factor > 0", path);
-    c->rope_scaling_llama3 = 1;
-    c->rope_factor = (float)f;
-    c->rope_low_freq_factor = (float)lo;
-    c->rope_high_freq_factor = (float)hi;
-    c->rope_original_max_pos = (int)orig;
-    return 0;
+    return tram_json_get_rope_scaling(s, type, c, path, err);
 }
 
 int tram_preset_load(const char *name, tram_model_config *out, tram_error *err)
@@ -97,8 +80,7 @@ int tram_preset_load(const char *name, tram_model_config *out, tram_error *err)
     preset_path(name, path, sizeof(path));
     if (tram_json_load_object(&root, path, err))
         return -1;
-    tram_model_config c;
-    memset(&c, 0, sizeof(c));
+    tram_model_config c = {0};
     int rc = tram_json_get_string(root, "arch", 1, &arch, path, err) || preset_sizes(root, &c, path, err) ||
              preset_rope(root, &c, path, err);
     if (!rc && strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "mistral"))

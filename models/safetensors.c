@@ -359,23 +359,7 @@ static int hf_rope(const json_t *root, tram_model_config *c, const char *path, t
         return -1;
     if (!type || !strcmp(type, "default"))
         return 0;
-    if (strcmp(type, "llama3"))
-        return tram_fail(err, "%s: rope_scaling type '%s' is not supported (only llama3 is)", path, type);
-    double factor = 0, low = 0, high = 0;
-    long long orig = 0;
-    if (tram_json_get_number(rope, "factor", 1, &factor, path, err) ||
-        tram_json_get_number(rope, "low_freq_factor", 1, &low, path, err) ||
-        tram_json_get_number(rope, "high_freq_factor", 1, &high, path, err) ||
-        tram_json_get_int(rope, "original_max_position_embeddings", 1, 1, INT_MAX, &orig, path, err))
-        return -1;
-    if (!(factor > 0) || !(low > 0) || !(high > low))
-        return tram_fail(err, "%s: rope_scaling needs factor > 0 and high_freq_factor > low_freq_factor > 0", path);
-    c->rope_scaling_llama3 = 1;
-    c->rope_factor = (float)factor;
-    c->rope_low_freq_factor = (float)low;
-    c->rope_high_freq_factor = (float)high;
-    c->rope_original_max_pos = (int)orig;
-    return 0;
+    return tram_json_get_rope_scaling(rope, type, c, path, err);
 }
 
 /* Features of these families that tram's forward pass does not compute. */

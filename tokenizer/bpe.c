@@ -6,7 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/tok_internal.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/heap.h"
+#include "tokenizer/ids.h"
+#include "tokenizer/maps.h"
+#include "tokenizer/pretok.h"
+#include "tokenizer/utf8.h"
+#include "tokenizer/vocab.h"
 
 /* GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves,
  * the other 68 are moved to U+0100 and up, in byte order. */
@@ -25,7 +31,8 @@ uint32_t tram_bpe_byte_to_cp(uint8_t b)
     return 256 + n;
 }
 
-int tram_bpe_cp_to_byte(uint32_t cp)
+/* The byte code point cp stands for, or -1 when it is not a byte char. */
+static int cp_to_byte(uint32_t cp)
 {
     if (cp < 256)
         return is_printable_byte((int)cp) ? (int)cp : -1;
@@ -48,7 +55,7 @@ size_t tram_bpe_piece_bytes(const char *piece, size_t len, char *out)
         }
         uint32_t cp = k == 1 ? u[i] : k == 2 ? (u[i] & 0x1fu) << 6 | (u[i + 1] & 0x3fu)
                                               : (uint32_t)-1;
-        int b = tram_bpe_cp_to_byte(cp);
+        int b = cp_to_byte(cp);
         if (b >= 0) {
             out[o++] = (char)b;
         } else {   /* a character outside the byte alphabet stands for itself */
@@ -87,6 +94,13 @@ typedef struct {
     int32_t rank, pos;
 } heap_item;
 
+/* Lowest rank first, leftmost first on ties. */
+static int item_before(const void *a, const void *b)
+{
+    const heap_item *x = a, *y = b;
+    return x->rank < y->rank || (x->rank == y->rank && x->pos < y->pos);
+}
+
 typedef struct {
     const tram_tokenizer *t;
     tram_ids *out;
@@ -98,41 +112,6 @@ typedef struct {
     char *word_chars;   /* byte-level form of a word, for ignore_merges */
 } bpe_state;
 
-static int item_less(heap_item a, heap_item b)
-{
-    return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos);
-}
-
-static void heap_push(bpe_state *s, int32_t rank, int32_t pos)
-{
-    heap_item it = {rank, pos};
-    int i = s->n_heap++;
-    while (i > 0 && item_less(it, s->heap[(i - 1) / 2])) {
-        s->heap[i] = s->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    s->heap[i] = it;
-}
-
-static heap_item heap_pop(bpe_state *s)
-{
-    heap_item top = s->heap[0], last = s->heap[--s->n_heap];
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= s->n_heap)
-            break;
-        if (c + 1 < s->n_heap && item_less(s->heap[c + 1], s->heap[c]))
-            c++;
-        if (!item_less(s->heap[c], last))
-            break;
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    s->heap[i] = last;
-    return top;
-}
-
 static void push_pair(bpe_state *s, int32_t pos)
 {
     if (pos < 0 || s->next[pos] < 0)
@@ -140,7 +119,7 @@ static void push_pair(bpe_state *s, int32_t pos)
     int32_t merged, nx = s->next[pos];
     int32_t rank = tram_pairmap_get(&s->t->merges, s->id[pos], s->id[nx], &merged);
     if (rank >= 0)
-        heap_push(s, rank, pos);
+        tram_heap_push(s->heap, &s->n_heap, sizeof(heap_item), &(heap_item){.rank = rank, .pos = pos}, item_before);
 }
 
 static int reserve(bpe_state *s, int n)
@@ -209,7 +188,8 @@ static int bpe_word(void *ctx, const char *word, size_t len)
     for (int i = 0; i + 1 < n; i++)
         push_pair(s, i);
     while (s->n_heap) {
-        heap_item top = heap_pop(s);
+        heap_item top;
+        tram_heap_pop(s->heap, &s->n_heap, sizeof(top), &top, item_before);
         int32_t p = top.pos, nx = s->next[p], merged;
         /* Stale entries: the symbol was absorbed (id -1), or its right
          * neighbour changed since the pair was queued. */

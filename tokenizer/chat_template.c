@@ -17,13 +17,6 @@ struct tram_chat_template {
     const char *warning;
 };
 
-static const char *const family_names[] = {"chatml", "llama2", "llama3", "mistral", "gemma", "phi3"};
-
-const char *tram_chat_family_name(tram_chat_family f)
-{
-    return family_names[f];
-}
-
 tram_chat_family tram_chat_template_family(const tram_chat_template *ct)
 {
     return ct->family;
@@ -113,9 +106,7 @@ int tram_chat_template_create(tram_chat_template **out, const char *tmpl, const 
     tram_chat_template *ct = tram_calloc(1, sizeof(*ct), err);
     if (!ct)
         return -1;
-    ct->family = f;
-    ct->bos = strdup(bos ? bos : "");
-    ct->eos = strdup(eos ? eos : "");
+    *ct = (tram_chat_template){.family = f, .bos = strdup(bos ? bos : ""), .eos = strdup(eos ? eos : "")};
     if (!ct->bos || !ct->eos) {
         tram_chat_template_free(ct);
         return tram_fail(err, "chat template: out of memory");

@@ -33,7 +33,6 @@ int tram_chat_template_for(tram_chat_template **out, const tram_tokenizer *t, in
 void tram_chat_template_free(tram_chat_template *ct);
 
 tram_chat_family tram_chat_template_family(const tram_chat_template *ct);
-const char *tram_chat_family_name(tram_chat_family f);
 /* A warning to show the user (the ChatML fallback), or NULL. */
 const char *tram_chat_template_warning(const tram_chat_template *ct);
 

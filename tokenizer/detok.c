@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/tok_internal.h"
+#include "tokenizer/utf8.h"
+#include "tokenizer/vocab.h"
 
 struct tram_detok {
     const tram_tokenizer *t;
@@ -44,11 +45,13 @@ int tram_detok_create(tram_detok **out, const tram_tokenizer *t, int skip_specia
     *out = NULL;
     if (!d)
         return -1;
-    d->t = t;
-    d->skip_special = skip_special;
-    d->first = 1;
-    d->stops = tram_calloc((size_t)TRAM_MAX(n_stops, 1), sizeof(char *), err);
-    d->stop_len = tram_calloc((size_t)TRAM_MAX(n_stops, 1), sizeof(size_t), err);
+    *d = (tram_detok){
+        .t = t,
+        .skip_special = skip_special,
+        .first = 1,
+        .stops = tram_calloc((size_t)TRAM_MAX(n_stops, 1), sizeof(char *), err),
+        .stop_len = tram_calloc((size_t)TRAM_MAX(n_stops, 1), sizeof(size_t), err),
+    };
     if (!d->stops || !d->stop_len) {
         tram_detok_free(d);
         return -1;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/tok_internal.h"
+#include "tokenizer/maps.h"
 
 static uint32_t cap_for(uint32_t n)
 {

@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/tok_internal.h"
+#include "tokenizer/pretok.h"
+#include "tokenizer/utf8.h"
 
 #define GPT2_RE "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 #define LLAMA3_RE                                                                             \
@@ -180,7 +181,7 @@ static int split_level(split_state *st, int level, const char *text, size_t len)
 int tram_pretok_split(const tram_pretok *p, tram_pretok_scratch *s, const char *text, size_t len,
                       tram_pretok_fn fn, void *ctx, tram_error *err)
 {
-    split_state st = {p, s, fn, ctx, err};
+    split_state st = {.p = p, .s = s, .fn = fn, .ctx = ctx, .err = err};
     if (!p->n)
         return fn(ctx, text, len);
     return split_level(&st, 0, text, len);

@@ -6,7 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/tok_internal.h"
+#include "tokenizer/heap.h"
+#include "tokenizer/ids.h"
+#include "tokenizer/maps.h"
+#include "tokenizer/spm.h"
+#include "tokenizer/spm_lib.h"
+#include "tokenizer/utf8.h"
+#include "tokenizer/vocab.h"
 
 #define SPACE_MARK "\xe2\x96\x81"   /* U+2581 */
 
@@ -29,38 +35,11 @@ typedef struct {
     int n_heap;
 } spm_state;
 
-static int bigram_before(const bigram *a, const bigram *b)
+/* Highest score first, leftmost first on ties. */
+static int bigram_before(const void *a, const void *b)
 {
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static void heap_push(spm_state *s, bigram g)
-{
-    int i = s->n_heap++;
-    while (i > 0 && bigram_before(&g, &s->heap[(i - 1) / 2])) {
-        s->heap[i] = s->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    s->heap[i] = g;
-}
-
-static bigram heap_pop(spm_state *s)
-{
-    bigram top = s->heap[0], last = s->heap[--s->n_heap];
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= s->n_heap)
-            break;
-        if (c + 1 < s->n_heap && bigram_before(&s->heap[c + 1], &s->heap[c]))
-            c++;
-        if (!bigram_before(&s->heap[c], &last))
-            break;
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    s->heap[i] = last;
-    return top;
+    const bigram *x = a, *y = b;
+    return x->score > y->score || (x->score == y->score && x->left < y->left);
 }
 
 /* Queues the pair (left, its right neighbour) when their concatenation is a
@@ -74,7 +53,8 @@ static void try_pair(spm_state *s, int32_t left)
     int32_t id = tram_strmap_get(&s->t->vocab, s->text + s->sym[left].off, size);
     if (id < 0 || (s->t->attr[id] != TRAM_ATTR_NORMAL && s->t->attr[id] != TRAM_ATTR_USER))
         return;
-    heap_push(s, (bigram){s->t->scores[id], left, right, size});
+    bigram g = {.score = s->t->scores[id], .left = left, .right = right, .size = size};
+    tram_heap_push(s->heap, &s->n_heap, sizeof(g), &g, bigram_before);
 }
 
 static int emit_symbol(spm_state *s, const symbol *sy, tram_ids *out)
@@ -115,7 +95,8 @@ static int merge_all(spm_state *s, int n, tram_ids *out)
     for (int i = 0; i + 1 < n; i++)
         try_pair(s, i);
     while (s->n_heap) {
-        bigram g = heap_pop(s);
+        bigram g;
+        tram_heap_pop(s->heap, &s->n_heap, sizeof(g), &g, bigram_before);
         symbol *l = &s->sym[g.left], *r = &s->sym[g.right];
         /* Stale: one side was merged away or grew since the pair was queued. */
         if (!l->len || !r->len || l->next != g.right || l->len + r->len != g.size)
@@ -147,18 +128,21 @@ int tram_spm_encode_text(const tram_tokenizer *t, const char *text, size_t len, 
         return n < 0 ? tram_fail(err, "encode: sentencepiece failed") : 0;
     }
     size_t cap = 3 * len + 3;
-    spm_state s = {.t = t};
     char *norm = malloc(cap);
-    s.sym = malloc(cap * sizeof(symbol));
-    s.heap = malloc(3 * cap * sizeof(bigram));   /* n - 1 pairs + 2 per merge */
+    /* The heap holds the n - 1 first pairs and 2 more per merge. */
+    spm_state s = {
+        .t = t,
+        .text = norm,
+        .sym = malloc(cap * sizeof(symbol)),
+        .heap = malloc(3 * cap * sizeof(bigram)),
+    };
     int rc = norm && s.sym && s.heap ? 0 : -1;
     if (!rc) {
         size_t n = normalize(t, text, len, at_start, norm);
         int k = 0;
-        s.text = norm;
         for (size_t i = 0; i < n; k++) {
             uint32_t cl = (uint32_t)tram_utf8_seq_len((const unsigned char *)norm + i, n - i);
-            s.sym[k] = (symbol){(uint32_t)i, cl, k - 1, k + 1};
+            s.sym[k] = (symbol){.off = (uint32_t)i, .len = cl, .prev = k - 1, .next = k + 1};
             i += cl;
         }
         if (k) {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-extern "C" {
-#include "tokenizer/tok_internal.h"
-}
+#include "tokenizer/spm_lib.h"
+#include "tokenizer/token_attr.h"
+#include "tokenizer/tokenizer.h"
 
 struct tram_spm_lib {
     sentencepiece::SentencePieceProcessor sp;

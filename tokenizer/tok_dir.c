@@ -7,7 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tokenizer/tok_internal.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/maps.h"
+#include "tokenizer/pretok.h"
+#include "tokenizer/spm_lib.h"
+#include "tokenizer/vocab.h"
 
 static const char *jstr(const json_t *o, const char *key)
 {

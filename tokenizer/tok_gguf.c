@@ -7,7 +7,10 @@
 #include <sys/stat.h>
 
 #include "models/gguf.h"
-#include "tokenizer/tok_internal.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/maps.h"
+#include "tokenizer/pretok.h"
+#include "tokenizer/vocab.h"
 
 /* Prefixes err's message with the file and key it came from. */
 static int in_file(tram_error *err, const tram_gguf *g, const char *key)

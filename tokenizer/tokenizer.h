@@ -18,6 +18,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* spm_lib.cc (C++) includes this header: the guard also gives base.h's
+ * functions C linkage there. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #include "kernels/base.h"
 
 typedef struct tram_tokenizer tram_tokenizer;
@@ -89,5 +95,9 @@ void tram_detok_check_stops(tram_detok *d, int on);
 /* End of stream: returns the held-back text (an incomplete UTF-8 tail
  * becomes U+FFFD, a partial stop string is released). */
 void tram_detok_finish(tram_detok *d, const char **text, size_t *len);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,6 +1,6 @@
 /* utf8.c — strict UTF-8 (RFC 3629: no overlongs, no surrogates, at most
  * U+10FFFF), the same rules Rust's str and PCRE2 enforce. */
-#include "tokenizer/tok_internal.h"
+#include "tokenizer/utf8.h"
 
 /* Allowed range of the second byte for each lead byte; later bytes are
  * always 80..BF. */

@@ -26,8 +26,10 @@ Test(chat_template, renders_like_transformers)
         json_t *jm = json_object_get(row, "messages");
         int n = (int)json_array_size(jm);
         tram_chat_msg msgs[16];
-        for (int k = 0; k < n; k++)
-            msgs[k] = (tram_chat_msg){str(json_array_get(jm, (size_t)k), "role"), str(json_array_get(jm, (size_t)k), "content")};
+        for (int k = 0; k < n; k++) {
+            const json_t *jmsg = json_array_get(jm, (size_t)k);
+            msgs[k] = (tram_chat_msg){.role = str(jmsg, "role"), .content = str(jmsg, "content")};
+        }
         char *out;
         int rc = tram_chat_template_render(ct, msgs, n, json_is_true(json_object_get(row, "add_generation_prompt")), &out, &err);
         if (json_object_get(row, "error")) {
@@ -66,7 +68,7 @@ Test(chat_template, families_and_default_model)
     tram_chat_template *ct;
     tram_error err;
     cr_assert_eq(tram_chat_template_for(&ct, t, 0, &err), 0, "%s", err.msg);
-    tram_chat_msg m[] = {{"user", "Hi"}};
+    tram_chat_msg m[] = {{.role = "user", .content = "Hi"}};
     char *out;
     cr_assert_eq(tram_chat_template_render(ct, m, 1, 1, &out, &err), 0);
     cr_assert_str_eq(out, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
@@ -88,7 +90,7 @@ Test(chat_template, unknown_template)
     cr_assert_eq(tram_chat_template_create(&ct, odd, "", "", 1, &err), 0);
     cr_assert_eq(tram_chat_template_family(ct), TRAM_CHAT_CHATML);
     cr_assert_not_null(tram_chat_template_warning(ct));
-    tram_chat_msg m[] = {{"user", "x"}, {NULL, "y"}};
+    tram_chat_msg m[] = {{.role = "user", .content = "x"}, {.role = NULL, .content = "y"}};
     char *out;
     cr_assert_eq(tram_chat_template_render(ct, m, 2, 0, &out, &err), -1);
     cr_assert_eq(tram_chat_template_render(ct, m, 1, 0, &out, &err), 0);

@@ -108,7 +108,9 @@ static void prefill(tram_model *m, const int32_t *ids, int n, float *logits)
         pos[i] = i;
         slots[i] = table[i / BLOCK] * BLOCK + i % BLOCK;
     }
-    tram_batch b = {n, 1, ids, pos, slots, qs, lens, table, 4, row, 1};
+    tram_batch b = {.num_tokens = n, .num_seqs = 1, .token_ids = ids, .positions = pos, .slot_mapping = slots,
+                    .query_start = qs, .seq_lens = lens, .block_tables = table, .max_blocks_per_seq = 4,
+                    .logits_rows = row, .num_logits = 1};
     tram_error err = {{0}};
     cr_assert_eq(tram_model_forward(m, &b, logits, &err), 0, "%s", err.msg);
 }

@@ -304,6 +304,15 @@ static void put_kv_u32(builder *b, const char *key, uint32_t v)
     put_u32(b, v);
 }
 
+/* A file whose one metadata key holds a value of `type`; the caller writes
+ * the value. */
+static void put_one_key(builder *b, const char *key, uint32_t type)
+{
+    put_header(b, 3, 0, 1);
+    put_str(b, key);
+    put_u32(b, type);
+}
+
 static void put_tensor_info(builder *b, const char *name, uint32_t n_dims, const uint64_t *ne, uint32_t type,
                             uint64_t offset)
 {
@@ -414,15 +423,11 @@ Test(gguf, rejects_absurd_counts)
     put(&b, "abcdefgh", 8);
     expect_error(&b, "string of 1099511627776 bytes");
     b = (builder){0};
-    put_header(&b, 3, 0, 1);
-    put_str(&b, "s");
-    put_u32(&b, TRAM_GGUF_STRING);
+    put_one_key(&b, "s", TRAM_GGUF_STRING);
     put_u64(&b, UINT64_MAX);
     expect_error(&b, "metadata key 's'");
     b = (builder){0};
-    put_header(&b, 3, 0, 1);
-    put_str(&b, "arr");
-    put_u32(&b, TRAM_GGUF_ARRAY);
+    put_one_key(&b, "arr", TRAM_GGUF_ARRAY);
     put_u32(&b, TRAM_GGUF_UINT64);
     put_u64(&b, (1ull << 61) + 1);  /* times 8 bytes wraps around 2^64 */
     put_u64(&b, 0);
@@ -432,22 +437,16 @@ Test(gguf, rejects_absurd_counts)
 Test(gguf, rejects_unknown_and_malformed_values)
 {
     builder b = {0};
-    put_header(&b, 3, 0, 1);
-    put_str(&b, "k");
-    put_u32(&b, 13);
+    put_one_key(&b, "k", 13);
     put_u64(&b, 0);
     expect_error(&b, "unknown value type 13");
     b = (builder){0};
-    put_header(&b, 3, 0, 1);
-    put_str(&b, "k");
-    put_u32(&b, TRAM_GGUF_ARRAY);
+    put_one_key(&b, "k", TRAM_GGUF_ARRAY);
     put_u32(&b, 99);
     put_u64(&b, 0);
     expect_error(&b, "unknown value type 99");
     b = (builder){0};
-    put_header(&b, 3, 0, 1);
-    put_str(&b, "deep");
-    put_u32(&b, TRAM_GGUF_ARRAY);
+    put_one_key(&b, "deep", TRAM_GGUF_ARRAY);
     for (int i = 0; i < 20; i++) {
         put_u32(&b, TRAM_GGUF_ARRAY);
         put_u64(&b, 1);
@@ -496,9 +495,7 @@ Test(gguf, rejects_bad_alignment)
         expect_error(&b, "power of two");
     }
     builder b = {0};
-    put_header(&b, 3, 0, 1);
-    put_str(&b, "general.alignment");
-    put_u32(&b, TRAM_GGUF_FLOAT32);
+    put_one_key(&b, "general.alignment", TRAM_GGUF_FLOAT32);
     put(&b, &(float){32.0f}, 4);
     expect_error(&b, "general.alignment has type float32");
 }
@@ -512,45 +509,42 @@ static void put_one_tensor(builder *b, const char *name, uint32_t n_dims, const 
     put_data(b, 32, data);
 }
 
+/* A tensor info the reader must refuse, and what its message names. */
+typedef struct {
+    uint32_t n_dims;
+    uint64_t ne[5];
+    uint32_t type;
+    uint64_t offset;
+    size_t data;
+    const char *error;
+} bad_tensor;
+
 Test(gguf, rejects_bad_tensor_infos)
 {
-    builder b = {0};
-    uint64_t ne5[] = {1, 1, 1, 1, 1}, neg[] = {4, UINT64_MAX}, huge[] = {1ull << 31, 1ull << 31};
-    uint64_t ne4[] = {4}, ne33[] = {33}, ne32[] = {32};
-    put_one_tensor(&b, "w", 5, ne5, TRAM_GGML_F32, 0, 4);
-    expect_error(&b, "5 dimensions");
-    b = (builder){0};
-    put_one_tensor(&b, "w", 2, neg, TRAM_GGML_F32, 0, 16);
-    expect_error(&b, "dimension 1 is negative");
-    b = (builder){0};
-    put_one_tensor(&b, "w", 2, huge, TRAM_GGML_F32, 0, 16);
-    expect_error(&b, "too large");
-    uint64_t over[] = {1ull << 32, 1ull << 31, 4};
-    b = (builder){0};
-    put_one_tensor(&b, "w", 3, over, TRAM_GGML_F32, 0, 16);
-    expect_error(&b, "64 bits");
-    b = (builder){0};
-    put_one_tensor(&b, "w", 1, ne4, 99, 0, 16);
-    expect_error(&b, "unknown type 99");
-    b = (builder){0};
-    put_one_tensor(&b, "w", 1, ne33, TRAM_GGML_Q8_0, 0, 68);
-    expect_error(&b, "not whole Q8_0 blocks");
-    b = (builder){0};
-    put_one_tensor(&b, "w", 1, ne4, TRAM_GGML_F32, 32, 16);
-    expect_error(&b, "past the end");
-    b = (builder){0};
-    put_one_tensor(&b, "w", 1, ne32, TRAM_GGML_Q8_0, 0, 33);
-    expect_error(&b, "past the end");
-    b = (builder){0};
-    put_one_tensor(&b, "w", 1, ne4, TRAM_GGML_F32, 8, 64);
-    expect_error(&b, "not a multiple of the alignment 32");
-    b = (builder){0};
-    put_one_tensor(&b, "w", 1, ne4, TRAM_GGML_F32, UINT64_MAX - 31, 16);
-    expect_error(&b, "past the end");
+    static const bad_tensor cases[] = {
+        {.n_dims = 5, .ne = {1, 1, 1, 1, 1}, .type = TRAM_GGML_F32, .data = 4, .error = "5 dimensions"},
+        {.n_dims = 2, .ne = {4, UINT64_MAX}, .type = TRAM_GGML_F32, .data = 16, .error = "dimension 1 is negative"},
+        {.n_dims = 2, .ne = {1ull << 31, 1ull << 31}, .type = TRAM_GGML_F32, .data = 16, .error = "too large"},
+        {.n_dims = 3, .ne = {1ull << 32, 1ull << 31, 4}, .type = TRAM_GGML_F32, .data = 16, .error = "64 bits"},
+        {.n_dims = 1, .ne = {4}, .type = 99, .data = 16, .error = "unknown type 99"},
+        {.n_dims = 1, .ne = {33}, .type = TRAM_GGML_Q8_0, .data = 68, .error = "not whole Q8_0 blocks"},
+        {.n_dims = 1, .ne = {4}, .type = TRAM_GGML_F32, .offset = 32, .data = 16, .error = "past the end"},
+        {.n_dims = 1, .ne = {32}, .type = TRAM_GGML_Q8_0, .data = 33, .error = "past the end"},
+        {.n_dims = 1, .ne = {4}, .type = TRAM_GGML_F32, .offset = 8, .data = 64,
+         .error = "not a multiple of the alignment 32"},
+        {.n_dims = 1, .ne = {4}, .type = TRAM_GGML_F32, .offset = UINT64_MAX - 31, .data = 16, .error = "past the end"},
+    };
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(cases); i++) {
+        const bad_tensor *c = &cases[i];
+        builder b = {0};
+        put_one_tensor(&b, "w", c->n_dims, c->ne, c->type, c->offset, c->data);
+        expect_error(&b, c->error);
+    }
+    uint64_t ne4[] = {4};
     char long_name[300];
     memset(long_name, 'n', sizeof(long_name) - 1);
     long_name[sizeof(long_name) - 1] = 0;
-    b = (builder){0};
+    builder b = {0};
     put_one_tensor(&b, long_name, 1, ne4, TRAM_GGML_F32, 0, 16);
     expect_error(&b, "name of tensor #0");
     b = (builder){0};

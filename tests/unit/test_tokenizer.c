@@ -5,7 +5,8 @@
 #include <string.h>
 
 #include "tests/unit/test_tokenizer_util.h"
-#include "tokenizer/tok_internal.h"
+#include "tokenizer/utf8.h"
+#include "tokenizer/vocab.h"
 
 static tram_tokenizer *tok;
 static json_t *corpus;
