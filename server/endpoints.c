@@ -1,13 +1,15 @@
 /* endpoints.c — the small endpoints: models, health, version, metrics,
  * tokenize and detokenize. */
+#include "server/endpoints.h"
+
 #include <event2/http.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "server/api_request.h"
+#include "server/http.h"
+#include "server/metrics.h"
 #include "server/prompt.h"
-#include "server/server.h"
 #include "tokenizer/tokenizer.h"
 
 int tram_check_model(const tram_server *s, const char *model, tram_api_error *e)
