@@ -1,5 +1,6 @@
 /* state.h — the one tram_server of the process: the state that server.c,
- * the router and the endpoints share on the event-loop thread. */
+ * the router, the endpoints and the completions share on the event-loop
+ * thread. */
 #ifndef TRAM_SERVER_STATE_H
 #define TRAM_SERVER_STATE_H
 
