@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "server/api_error.h"
 #include "server/auth.h"
 #include "server/completion.h"
 #include "server/endpoints.h"
