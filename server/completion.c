@@ -9,7 +9,6 @@
  * NULL). */
 #include "server/completion.h"
 
-#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>

@@ -2,7 +2,6 @@
  * tokenize and detokenize. */
 #include "server/endpoints.h"
 
-#include <event2/http.h>
 #include <stdlib.h>
 #include <string.h>
 
