@@ -19,7 +19,9 @@ int tram_api_fail(tram_api_error *e, int status, const char *param, const char *
     return -1;
 }
 
-const char *tram_api_error_type(int status)
+/* The OpenAI "type" string for a status: invalid_request_error for 4xx,
+ * server_error for 5xx. */
+static const char *error_type(int status)
 {
     return status >= 500 ? "server_error" : "invalid_request_error";
 }
@@ -27,7 +29,7 @@ const char *tram_api_error_type(int status)
 json_t *tram_api_error_json(const tram_api_error *e)
 {
     json_t *inner = json_pack("{s:s, s:s, s:o, s:o}", "message", e->message, "type",
-                              tram_api_error_type(e->status), "param",
+                              error_type(e->status), "param",
                               e->param[0] ? json_string(e->param) : json_null(), "code",
                               e->code ? json_string(e->code) : json_null());
     return inner ? json_pack("{s:o}", "error", inner) : NULL;

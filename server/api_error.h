@@ -20,10 +20,6 @@ typedef struct {
 int tram_api_fail(tram_api_error *e, int status, const char *param, const char *code,
                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-/* The OpenAI "type" string for a status: invalid_request_error for 4xx,
- * server_error for 5xx. */
-const char *tram_api_error_type(int status);
-
 /* The error body; NULL only when out of memory. */
 json_t *tram_api_error_json(const tram_api_error *e);
 

@@ -49,16 +49,31 @@ json_t *tram_api_parse_object(const char *body, size_t len, tram_api_error *e)
     return root;
 }
 
+/* A field's JSON types, as a mask of 1 << json_type. */
+#define TYPE(t) (1u << (t))
+#define NUMBER (TYPE(JSON_INTEGER) | TYPE(JSON_REAL))
+#define BOOLEAN (TYPE(JSON_TRUE) | TYPE(JSON_FALSE))
+
 /* Field readers: 0 when the field is absent or null (the default stays), 1
- * when *out was set, -1 on a type or range error. */
+ * when it was read, -1 on a type or range error.  get_value leaves the value
+ * in *v when its type is one of `types`, which `expected` names for the
+ * client. */
+static int get_value(const json_t *o, const char *name, unsigned types, const char *expected,
+                     const json_t **v, tram_api_error *e)
+{
+    *v = json_object_get(o, name);
+    if (!*v || json_is_null(*v))
+        return 0;
+    return types & TYPE(json_typeof(*v)) ? 1 : type_error(e, name, expected, *v);
+}
+
 static int get_int(const json_t *o, const char *name, long long lo, long long hi, int *out,
                    tram_api_error *e)
 {
-    const json_t *v = json_object_get(o, name);
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_integer(v))
-        return type_error(e, name, "an integer", v);
+    const json_t *v;
+    int r = get_value(o, name, TYPE(JSON_INTEGER), "an integer", &v, e);
+    if (r <= 0)
+        return r;
     json_int_t x = json_integer_value(v);
     if (x < lo || x > hi)
         return tram_api_fail(e, 400, name, "invalid_value",
@@ -70,11 +85,10 @@ static int get_int(const json_t *o, const char *name, long long lo, long long hi
 
 static int get_float(const json_t *o, const char *name, float *out, tram_api_error *e)
 {
-    const json_t *v = json_object_get(o, name);
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_number(v))
-        return type_error(e, name, "a decimal", v);
+    const json_t *v;
+    int r = get_value(o, name, NUMBER, "a decimal", &v, e);
+    if (r <= 0)
+        return r;
     double x = json_number_value(v);
     if (!isfinite(x) || fabs(x) > 1e30)
         return tram_api_fail(e, 400, name, "invalid_value", "Invalid value for '%s': %g.", name, x);
@@ -84,24 +98,20 @@ static int get_float(const json_t *o, const char *name, float *out, tram_api_err
 
 static int get_bool(const json_t *o, const char *name, int *out, tram_api_error *e)
 {
-    const json_t *v = json_object_get(o, name);
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_boolean(v))
-        return type_error(e, name, "a boolean", v);
-    *out = json_is_true(v);
-    return 1;
+    const json_t *v;
+    int r = get_value(o, name, BOOLEAN, "a boolean", &v, e);
+    if (r > 0)
+        *out = json_is_true(v);
+    return r;
 }
 
 static int get_string(const json_t *o, const char *name, const char **out, tram_api_error *e)
 {
-    const json_t *v = json_object_get(o, name);
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_string(v))
-        return type_error(e, name, "a string", v);
-    *out = json_string_value(v);
-    return 1;
+    const json_t *v;
+    int r = get_value(o, name, TYPE(JSON_STRING), "a string", &v, e);
+    if (r > 0)
+        *out = json_string_value(v);
+    return r;
 }
 
 /* Numeric sampling fields shared by both endpoints; their ranges are the
@@ -190,12 +200,12 @@ int tram_api_token_ids(const json_t *arr, const char *param, int32_t **ids, int 
 
 static int parse_stop(const json_t *o, tram_sampling_params *p, tram_api_error *e)
 {
-    const json_t *v = json_object_get(o, "stop");
-    if (!v || json_is_null(v))
-        return 0;
-    size_t count = json_is_string(v) ? 1 : json_is_array(v) ? json_array_size(v) : 0;
-    if (!json_is_string(v) && !json_is_array(v))
-        return type_error(e, "stop", "a string or an array of strings", v);
+    const json_t *v;
+    int r = get_value(o, "stop", TYPE(JSON_STRING) | TYPE(JSON_ARRAY),
+                      "a string or an array of strings", &v, e);
+    if (r <= 0)
+        return r;
+    size_t count = json_is_string(v) ? 1 : json_array_size(v);
     const char **stops = malloc((count ? count : 1) * sizeof(*stops));
     if (!stops)
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
@@ -228,11 +238,10 @@ static int parse_stop_token_ids(const json_t *o, tram_sampling_params *p, tram_a
 /* {"token id as a string": bias, ...}, as OpenAI sends it. */
 static int parse_logit_bias(const json_t *o, tram_sampling_params *p, tram_api_error *e)
 {
-    const json_t *v = json_object_get(o, "logit_bias");
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_object(v))
-        return type_error(e, "logit_bias", "an object", v);
+    const json_t *v;
+    int r = get_value(o, "logit_bias", TYPE(JSON_OBJECT), "an object", &v, e);
+    if (r <= 0)
+        return r;
     tram_logit_bias *bias = malloc((json_object_size(v) + 1) * sizeof(*bias));
     if (!bias)
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
@@ -261,11 +270,10 @@ static int parse_stream(const json_t *o, tram_api_request *r, tram_api_error *e)
 {
     if (get_bool(o, "stream", &r->stream, e) < 0)
         return -1;
-    const json_t *so = json_object_get(o, "stream_options");
-    if (!so || json_is_null(so))
-        return 0;
-    if (!json_is_object(so))
-        return type_error(e, "stream_options", "an object", so);
+    const json_t *so;
+    int has = get_value(o, "stream_options", TYPE(JSON_OBJECT), "an object", &so, e);
+    if (has <= 0)
+        return has;
     if (!r->stream)
         return tram_api_fail(e, 400, "stream_options", "invalid_value",
                              "The 'stream_options' parameter is only allowed when 'stream' is "
@@ -273,7 +281,10 @@ static int parse_stream(const json_t *o, tram_api_request *r, tram_api_error *e)
     return get_bool(so, "include_usage", &r->include_usage, e) < 0 ? -1 : 0;
 }
 
-int tram_api_content_text(const json_t *content, const char *param, char **out, tram_api_error *e)
+/* A message "content": a string or an array of {"type": "text", "text": ...}
+ * parts, joined by newlines into a new malloc'd string; param names the field
+ * in errors. */
+static int content_text(const json_t *content, const char *param, char **out, tram_api_error *e)
 {
     if (json_is_string(content)) {
         *out = strdup(json_string_value(content));
@@ -332,7 +343,7 @@ static int parse_message(const json_t *m, int i, tram_api_message *out, tram_api
     if (!content)
         return tram_api_fail(e, 400, param, "missing_required_parameter",
                              "Missing required parameter: '%s'.", param);
-    int rc = tram_api_content_text(content, param, &out->content, e);
+    int rc = content_text(content, param, &out->content, e);
     json_decref((json_t *)content);
     return rc;
 }

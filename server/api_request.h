@@ -53,11 +53,6 @@ void tram_api_request_free(tram_api_request *r);
  * NULL with e filled when it is not one. */
 json_t *tram_api_parse_object(const char *body, size_t len, tram_api_error *e);
 
-/* A message "content": a string or an array of {"type": "text", "text": ...}
- * parts, joined by newlines into a new malloc'd string; param names the field
- * in errors. */
-int tram_api_content_text(const json_t *content, const char *param, char **out, tram_api_error *e);
-
 /* A JSON array of token ids into a new malloc'd array (the caller frees it);
  * ids are checked against [0, INT32_MAX] here and against the vocabulary by
  * the engine. */

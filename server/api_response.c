@@ -139,7 +139,8 @@ int tram_api_logprobs_append(json_t *lp, tram_api_kind kind, const struct tram_t
     return 0;
 }
 
-json_t *tram_api_usage_json(const tram_api_usage *u)
+/* The "usage" object of a response and of the last stream chunk. */
+static json_t *usage_json(const tram_api_usage *u)
 {
     return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)u->prompt_tokens,
                      "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
@@ -198,7 +199,7 @@ json_t *tram_api_response(const tram_api_envelope *env, const tram_api_choice *c
         json_array_append_new(arr, choice_json(env->kind, i, 0, 1, c->text, c->len, c->logprobs,
                                                c->finish_reason));
     }
-    json_object_set_new(r, "usage", tram_api_usage_json(u));
+    json_object_set_new(r, "usage", usage_json(u));
     return r;
 }
 
@@ -222,6 +223,6 @@ json_t *tram_api_usage_chunk(const tram_api_envelope *env, const tram_api_usage 
 {
     json_t *r = envelope(env, 1);
     if (r)
-        json_object_set_new(r, "usage", tram_api_usage_json(u));
+        json_object_set_new(r, "usage", usage_json(u));
     return r;
 }

@@ -59,6 +59,5 @@ json_t *tram_api_chunk(const tram_api_envelope *env, int index, int role, const 
                        size_t len, json_t *logprobs, const char *finish_reason, int with_usage);
 /* The last chunk when include_usage is set: no choices, the usage. */
 json_t *tram_api_usage_chunk(const tram_api_envelope *env, const tram_api_usage *u);
-json_t *tram_api_usage_json(const tram_api_usage *u);
 
 #endif

@@ -1,13 +1,14 @@
 /* endpoints.c — the small endpoints: models, health, version, metrics,
  * tokenize and detokenize. */
-#include <event2/http.h>
+#include "server/endpoints.h"
+
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "server/api_request.h"
+#include "server/http.h"
+#include "server/metrics.h"
 #include "server/prompt.h"
-#include "server/server.h"
 #include "tokenizer/tokenizer.h"
 
 int tram_check_model(const tram_server *s, const char *model, tram_api_error *e)
@@ -120,72 +121,72 @@ static int tokenize(tram_server *s, const json_t *o, int32_t **ids, int *n, tram
     return rc;
 }
 
-/* The body of a request that names a model, as a JSON object, once the
- * engine is up and the model (if named) is ours; NULL after sending the error. */
-static json_t *model_request(tram_server *s, struct evhttp_request *req)
+/* The reply to /tokenize: the prompt's ids; NULL with e filled on an error
+ * (NULL alone: out of memory). */
+static json_t *tokenize_reply(tram_server *s, const json_t *o, tram_api_error *e)
 {
-    if (need_engine(s, req))
-        return NULL;
-    size_t len;
-    const char *body = tram_http_body(req, &len);
-    tram_api_error e = {0};
-    json_t *o = tram_api_parse_object(body, len, &e);
-    if (!o || tram_check_model(s, json_string_value(json_object_get(o, "model")), &e)) {
-        json_decref(o);
-        tram_http_send_error(req, &e);
-        return NULL;
-    }
-    return o;
-}
-
-void tram_handle_tokenize(tram_server *s, struct evhttp_request *req)
-{
-    json_t *o = model_request(s, req);
-    if (!o)
-        return;
-    tram_api_error e = {0};
     int32_t *ids = NULL;
     int n = 0;
-    if (tokenize(s, o, &ids, &n, &e)) {
-        json_decref(o);
-        tram_http_send_error(req, &e);
-        return;
-    }
-    json_decref(o);
+    if (tokenize(s, o, &ids, &n, e))
+        return NULL;
     json_t *tokens = json_array();
     for (int i = 0; i < n; i++)
         json_array_append_new(tokens, json_integer(ids[i]));
     free(ids);
-    tram_http_send_json(req, 200,
-                        json_pack("{s:i, s:i, s:o}", "count", n, "max_model_len",
-                                  tram_engine_max_model_len(s->engine), "tokens", tokens));
+    return json_pack("{s:i, s:i, s:o}", "count", n, "max_model_len",
+                     tram_engine_max_model_len(s->engine), "tokens", tokens);
 }
 
-void tram_handle_detokenize(tram_server *s, struct evhttp_request *req)
+/* The reply to /detokenize: the text of the ids, as tokenize_reply. */
+static json_t *detokenize_reply(tram_server *s, const json_t *o, tram_api_error *e)
 {
-    json_t *o = model_request(s, req);
-    if (!o)
-        return;
-    tram_api_error e = {0};
     int32_t *ids = NULL;
     int n = 0;
     char *text = NULL;
     size_t text_len;
-    if (tram_api_token_ids(json_object_get(o, "tokens") ? json_object_get(o, "tokens")
-                                                        : json_null(),
-                           "tokens", &ids, &n, &e) ||
-        tram_prompt_check(s->engine, ids, n, -1, "tokens", &e) ||
+    const json_t *tokens = json_object_get(o, "tokens");
+    if (tram_api_token_ids(tokens ? tokens : json_null(), "tokens", &ids, &n, e) ||
+        tram_prompt_check(s->engine, ids, n, -1, "tokens", e) ||
         tram_tokenizer_decode(tram_engine_tokenizer(s->engine), ids, n, 0, &text, &text_len,
                               NULL)) {
-        if (!e.status)
-            tram_api_fail(&e, 400, "tokens", "invalid_value", "The tokens cannot be decoded.");
-        json_decref(o);
+        if (!e->status)
+            tram_api_fail(e, 400, "tokens", "invalid_value", "The tokens cannot be decoded.");
         free(ids);
-        tram_http_send_error(req, &e);
-        return;
+        return NULL;
     }
-    json_decref(o);
     free(ids);
-    tram_http_send_json(req, 200, json_pack("{s:s%}", "prompt", text, text_len));
+    json_t *reply = json_pack("{s:s%}", "prompt", text, text_len);
     free(text);
+    return reply;
+}
+
+/* A request whose body names a model: once the engine is up, the body is a
+ * JSON object and the model (if named) is ours, reply() makes the answer. */
+static void answer_model_request(tram_server *s, struct evhttp_request *req,
+                                 json_t *(*reply)(tram_server *, const json_t *, tram_api_error *))
+{
+    if (need_engine(s, req))
+        return;
+    size_t len;
+    const char *body = tram_http_body(req, &len);
+    tram_api_error e = {0};
+    json_t *o = tram_api_parse_object(body, len, &e);
+    json_t *r = NULL;
+    if (o && !tram_check_model(s, json_string_value(json_object_get(o, "model")), &e))
+        r = reply(s, o, &e);
+    json_decref(o);
+    if (e.status)
+        tram_http_send_error(req, &e);
+    else
+        tram_http_send_json(req, 200, r);  /* NULL: out of memory, a 500 */
+}
+
+void tram_handle_tokenize(tram_server *s, struct evhttp_request *req)
+{
+    answer_model_request(s, req, tokenize_reply);
+}
+
+void tram_handle_detokenize(tram_server *s, struct evhttp_request *req)
+{
+    answer_model_request(s, req, detokenize_reply);
 }

@@ -1,38 +1,17 @@
-/* http.c — routing, the checks every request passes, replies and SSE. */
+/* http.c — replies and SSE streams. */
+#include "server/http.h"
+
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 
-#include "server/auth.h"
 #include "server/log.h"
-#include "server/server.h"
 
-typedef struct {
-    const char *path;
-    enum evhttp_cmd_type method;
-    int open;   /* answered without an API key (probes and scrapers) */
-    void (*handle)(tram_server *s, struct evhttp_request *req);
-} route;
-
-static const route routes[] = {
-    {"/v1/chat/completions", EVHTTP_REQ_POST, 0, tram_handle_chat},
-    {"/v1/completions", EVHTTP_REQ_POST, 0, tram_handle_completion},
-    {"/v1/models", EVHTTP_REQ_GET, 0, tram_handle_models},
-    {"/tokenize", EVHTTP_REQ_POST, 0, tram_handle_tokenize},
-    {"/detokenize", EVHTTP_REQ_POST, 0, tram_handle_detokenize},
-    {"/health", EVHTTP_REQ_GET, 1, tram_handle_health},
-    {"/metrics", EVHTTP_REQ_GET, 1, tram_handle_metrics},
-    {"/version", EVHTTP_REQ_GET, 1, tram_handle_version},
-};
-
-static const char *method_name(enum evhttp_cmd_type m)
+const char *tram_http_method_name(enum evhttp_cmd_type m)
 {
     switch (m) {
     case EVHTTP_REQ_GET: return "GET";
@@ -48,7 +27,7 @@ static const char *method_name(enum evhttp_cmd_type m)
     return "?";
 }
 
-static const char *request_path(struct evhttp_request *req)
+const char *tram_http_path(struct evhttp_request *req)
 {
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
@@ -58,8 +37,8 @@ static const char *request_path(struct evhttp_request *req)
 void tram_http_send_text(struct evhttp_request *req, int status, const char *content_type,
                          const char *text, size_t len)
 {
-    tram_log(TRAM_LOG_DEBUG, "%s %.200s %d", method_name(evhttp_request_get_command(req)),
-             request_path(req), status);
+    tram_log(TRAM_LOG_DEBUG, "%s %.200s %d",
+             tram_http_method_name(evhttp_request_get_command(req)), tram_http_path(req), status);
     evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", content_type);
     struct evbuffer *b = evbuffer_new();
     if (b)
@@ -99,68 +78,6 @@ const char *tram_http_body(struct evhttp_request *req, size_t *len)
     *len = evbuffer_get_length(in);
     evbuffer_add(in, "", 1);
     return (const char *)evbuffer_pullup(in, -1);
-}
-
-/* application/json, with or without parameters; a missing type is taken as
- * JSON since some clients leave it out. */
-static int is_json(const char *content_type)
-{
-    if (!content_type)
-        return 1;
-    while (*content_type == ' ')
-        content_type++;
-    size_t n = strlen("application/json");
-    return !strncasecmp(content_type, "application/json", n) &&
-           (content_type[n] == 0 || content_type[n] == ';' || content_type[n] == ' ');
-}
-
-/* The checks before a handler runs; -1 with e filled when one fails. */
-static int admit(tram_server *s, struct evhttp_request *req, const route *r, tram_api_error *e)
-{
-    const char *path = request_path(req);
-    enum evhttp_cmd_type m = evhttp_request_get_command(req);
-    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
-    if (!r)
-        return tram_api_fail(e, 404, NULL, "unknown_url", "Invalid URL (%s %.200s)",
-                             method_name(m), path);
-    if (m != r->method && !(m == EVHTTP_REQ_HEAD && r->method == EVHTTP_REQ_GET)) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
-                          method_name(r->method));
-        return tram_api_fail(e, 405, NULL, "method_not_allowed",
-                             "Method %s is not allowed for %s; use %s.", method_name(m), r->path,
-                             method_name(r->method));
-    }
-    if (!r->open && !tram_auth_ok(s->cfg.api_key, evhttp_find_header(in, "Authorization")))
-        return tram_api_fail(e, 401, NULL, "invalid_api_key",
-                             "Incorrect or missing API key: pass it as 'Authorization: Bearer "
-                             "KEY'.");
-    if (r->method != EVHTTP_REQ_POST)
-        return 0;
-    if (!is_json(evhttp_find_header(in, "Content-Type")))
-        return tram_api_fail(e, 415, NULL, "unsupported_media_type",
-                             "Unsupported Content-Type: the body must be application/json.");
-    size_t len = evbuffer_get_length(evhttp_request_get_input_buffer(req));
-    if (len > s->cfg.max_body_size)
-        return tram_api_fail(e, 413, NULL, "request_too_large",
-                             "The request body has %zu bytes; at most %zu are allowed.", len,
-                             s->cfg.max_body_size);
-    return 0;
-}
-
-void tram_http_dispatch(struct evhttp_request *req, void *arg)
-{
-    tram_server *s = arg;
-    const char *path = request_path(req);
-    const route *r = NULL;
-    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
-        if (!strcmp(path, routes[i].path))
-            r = &routes[i];
-    tram_api_error e = {0};
-    if (admit(s, req, r, &e)) {
-        tram_http_send_error(req, &e);
-        return;
-    }
-    r->handle(s, req);
 }
 
 /* A stream writes one small chunk per token: without TCP_NODELAY, Nagle's

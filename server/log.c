@@ -26,14 +26,9 @@ void tram_log_set_level(tram_log_level level)
     min_level = level;
 }
 
-int tram_log_enabled(tram_log_level level)
-{
-    return level >= min_level;
-}
-
 void tram_log(tram_log_level level, const char *fmt, ...)
 {
-    if (!tram_log_enabled(level))
+    if (level < min_level)
         return;
     struct timeval tv;
     gettimeofday(&tv, NULL);

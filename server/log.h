@@ -12,7 +12,6 @@ typedef enum {
 /* "debug", "info", "warning", "error"; -1 for anything else. */
 int tram_log_parse_level(const char *s, tram_log_level *out);
 void tram_log_set_level(tram_log_level level);
-int tram_log_enabled(tram_log_level level);
 void tram_log(tram_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

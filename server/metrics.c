@@ -20,41 +20,34 @@ static const double latency_bounds[] = {0.3,  0.5,  0.8,  1.0,   1.5,   2.0,   2
 
 static const char *const reason_names[TRAM_NUM_REASONS] = {"stop", "length", "abort"};
 
+/* Where a series' value sits in tram_metrics. */
+#define FIELD(f) offsetof(tram_metrics, f)
+
+/* One row per series, with vLLM's help text. */
 static const struct {
-    const char *name, *type, *help;
+    const char *name, *type;
     size_t offset;
+    const char *help;
 } scalars[] = {
-    {"num_requests_running", "gauge", "Number of requests in model execution batches.",
-     offsetof(tram_metrics, running)},
-    {"num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
-     offsetof(tram_metrics, waiting)},
-    {"kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
-     offsetof(tram_metrics, kv_usage)},
-    {"prefix_cache_queries_total", "counter",
-     "Prefix cache queries, in terms of number of queried tokens.",
-     offsetof(tram_metrics, prefix_queries)},
-    {"prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.",
-     offsetof(tram_metrics, prefix_hits)},
-    {"num_preemptions_total", "counter", "Cumulative number of preemption from the engine.",
-     offsetof(tram_metrics, preemptions)},
-    {"prompt_tokens_total", "counter", "Number of prefill tokens processed.",
-     offsetof(tram_metrics, prompt_tokens)},
-    {"generation_tokens_total", "counter", "Number of generation tokens processed.",
-     offsetof(tram_metrics, generation_tokens)},
+    {"num_requests_running", "gauge", FIELD(running), "Number of requests in model execution batches."},
+    {"num_requests_waiting", "gauge", FIELD(waiting), "Number of requests waiting to be processed."},
+    {"kv_cache_usage_perc", "gauge", FIELD(kv_usage), "KV-cache usage. 1 means 100 percent usage."},
+    {"prefix_cache_queries_total", "counter", FIELD(prefix_queries), "Prefix cache queries, in terms of number of queried tokens."},
+    {"prefix_cache_hits_total", "counter", FIELD(prefix_hits), "Prefix cache hits, in terms of number of cached tokens."},
+    {"num_preemptions_total", "counter", FIELD(preemptions), "Cumulative number of preemption from the engine."},
+    {"prompt_tokens_total", "counter", FIELD(prompt_tokens), "Number of prefill tokens processed."},
+    {"generation_tokens_total", "counter", FIELD(generation_tokens), "Number of generation tokens processed."},
 };
 
 static const struct {
-    const char *name, *help;
+    const char *name;
     size_t offset;
+    const char *help;
 } histograms[] = {
-    {"time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-     offsetof(tram_metrics, ttft)},
-    {"inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-     offsetof(tram_metrics, itl)},
-    {"e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
-     offsetof(tram_metrics, e2e)},
-    {"request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
-     offsetof(tram_metrics, queue)},
+    {"time_to_first_token_seconds", FIELD(ttft), "Histogram of time to first token in seconds."},
+    {"inter_token_latency_seconds", FIELD(itl), "Histogram of inter-token latency in seconds."},
+    {"e2e_request_latency_seconds", FIELD(e2e), "Histogram of e2e request latency in seconds."},
+    {"request_queue_time_seconds", FIELD(queue), "Histogram of time spent in WAITING phase for request."},
 };
 
 static void histogram_init(tram_histogram *h, const double *bounds, int n)

@@ -12,7 +12,7 @@ int tram_prompt_render_chat(const tram_chat_template *ct, const tram_api_message
     if (!msgs)
         return tram_api_fail(err, 500, NULL, NULL, "Out of memory.");
     for (int i = 0; i < n; i++)
-        msgs[i] = (tram_chat_msg){m[i].role, m[i].content};
+        msgs[i] = (tram_chat_msg){.role = m[i].role, .content = m[i].content};
     tram_error terr = {{0}};
     int rc = tram_chat_template_render(ct, msgs, n, 1, text, &terr);
     free(msgs);

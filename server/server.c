@@ -9,13 +9,17 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "server/completion.h"
 #include "server/log.h"
+#include "server/metrics.h"
+#include "server/router.h"
+#include "server/state.h"
+#include "server/worker.h"
 #include "tokenizer/chat_template.h"
 
 /* How often idle clients are polled and the drain deadline checked. */
@@ -25,14 +29,15 @@
 
 void tram_server_config_init(tram_server_config *c)
 {
-    memset(c, 0, sizeof(*c));
-    c->host = "127.0.0.1";
-    c->port = 8000;
-    c->max_queue = 256;
-    c->max_body_size = 4u << 20;
-    c->drain_timeout = 30;
-    c->read_timeout = 30;
-    c->metrics_prefix = "tram";
+    *c = (tram_server_config){
+        .host = "127.0.0.1",
+        .port = 8000,
+        .max_queue = 256,
+        .max_body_size = 4u << 20,
+        .drain_timeout = 30,
+        .read_timeout = 30,
+        .metrics_prefix = "tram",
+    };
     tram_engine_config_init(&c->engine);
 }
 
@@ -72,10 +77,10 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
             tram_log(TRAM_LOG_ERROR, "%s; shutting down",
                      s->engine ? "the engine failed" : "the model could not be loaded");
             s->exit_code = 1;
-            tram_gen_fail_all(s);
+            tram_completions_fail_all(s);
             event_base_loopexit(s->base, NULL);
         } else {
-            tram_gen_on_event(s, ev);
+            tram_completion_on_event(ev);
         }
     }
     tram_worker_give_back(s->worker, taken);
@@ -92,12 +97,6 @@ static void notify(void *arg)
         fprintf(stderr, "tram: waking the event loop: %s\n", strerror(errno));
 }
 
-void tram_server_check_drained(tram_server *s)
-{
-    if (s->draining && s->num_gens == 0 && s->num_flushing == 0)
-        event_base_loopexit(s->base, NULL);
-}
-
 static void start_drain(tram_server *s)
 {
     s->draining = 1;
@@ -106,8 +105,8 @@ static void start_drain(tram_server *s)
         evhttp_del_accept_socket(s->http, s->listener);
     s->listener = NULL;
     tram_log(TRAM_LOG_INFO, "draining: %d request(s) in flight, waiting up to %.0f s",
-             s->num_gens, s->cfg.drain_timeout);
-    tram_server_check_drained(s);
+             s->num_completions, s->cfg.drain_timeout);
+    tram_completions_check_drained(s);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -127,12 +126,12 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     tram_server *s = arg;
-    tram_gen_poll_disconnects(s);
+    tram_completions_poll_disconnects(s);
     if (!s->draining || tram_now() < s->drain_deadline)
         return;
-    tram_gen_abort_all(s);
+    tram_completions_abort_all(s);
     if (tram_now() > s->drain_deadline + ABORT_GRACE_S) {
-        tram_log(TRAM_LOG_WARNING, "drain: %d request(s) did not finish; exiting", s->num_gens);
+        tram_log(TRAM_LOG_WARNING, "drain: %d request(s) did not finish; exiting", s->num_completions);
         event_base_loopexit(s->base, NULL);
     }
 }
@@ -151,7 +150,7 @@ static int setup_http(tram_server *s)
     evhttp_set_max_body_size(s->http, (ev_ssize_t)s->cfg.max_body_size * 4 + 4096);
     evhttp_set_max_headers_size(s->http, 64 << 10);
     evhttp_set_timeout(s->http, s->cfg.read_timeout);
-    evhttp_set_gencb(s->http, tram_http_dispatch, s);
+    evhttp_set_gencb(s->http, tram_router_dispatch, s);
     s->listener = evhttp_bind_socket_with_handle(s->http, s->cfg.host, (ev_uint16_t)s->cfg.port);
     if (!s->listener) {
         tram_log(TRAM_LOG_ERROR, "cannot listen on %s:%d", s->cfg.host, s->cfg.port);
@@ -162,7 +161,7 @@ static int setup_http(tram_server *s)
 
 static int setup_events(tram_server *s)
 {
-    struct timeval tick = {0, TICK_USEC};
+    struct timeval tick = {.tv_usec = TICK_USEC};
     s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     s->wake = s->wake_fd < 0 ? NULL : event_new(s->base, s->wake_fd, EV_READ | EV_PERSIST, on_wake, s);
     s->tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
@@ -178,7 +177,11 @@ static int setup_events(tram_server *s)
 static int start_worker(tram_server *s)
 {
     tram_error err = {{0}};
-    tram_worker_config wc = {&s->cfg.engine, s->cfg.model_path, s->cfg.max_queue, notify, s};
+    tram_worker_config wc = {.engine = &s->cfg.engine,
+                             .model_path = s->cfg.model_path,
+                             .max_queue = s->cfg.max_queue,
+                             .notify = notify,
+                             .notify_arg = s};
     if (tram_worker_start(&s->worker, &wc, &err)) {
         tram_log(TRAM_LOG_ERROR, "%s", err.msg);
         return -1;
@@ -193,7 +196,7 @@ static int start_worker(tram_server *s)
 static void teardown(tram_server *s)
 {
     tram_worker_stop(s->worker);
-    tram_gen_fail_all(s);
+    tram_completions_fail_all(s);
     tram_chat_template_free(s->chat);
     if (s->http)
         evhttp_free(s->http);
@@ -210,21 +213,21 @@ int tram_server_run(const tram_server_config *c)
 {
     static tram_server srv;  /* one per process, reachable from signal events */
     tram_server *s = &srv;
-    memset(s, 0, sizeof(*s));
-    s->wake_fd = -1;
-    s->cfg = *c;
+    *s = (tram_server){.cfg = *c, .wake_fd = -1};
     tram_sampling_params_init(&s->defaults);
     struct timeval now;
     gettimeofday(&now, NULL);
     tram_metrics_init(&s->metrics);
-    s->metrics_info = (tram_metrics_info){c->metrics_prefix, s->model_name, TRAM_SERVER_VERSION,
-                                          s->cfg.engine.device, now.tv_sec + now.tv_usec * 1e-6};
+    s->metrics_info = (tram_metrics_info){.prefix = c->metrics_prefix,
+                                          .model_name = s->model_name,
+                                          .version = TRAM_SERVER_VERSION,
+                                          .backend = s->cfg.engine.device,
+                                          .start_time = now.tv_sec + now.tv_usec * 1e-6};
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() || !(s->base = event_base_new())) {
         tram_log(TRAM_LOG_ERROR, "cannot start the event loop");
         return 1;
     }
-    s->exit_code = 0;
     if (setup_events(s) || setup_http(s) || start_worker(s)) {
         teardown(s);
         return 1;

@@ -84,11 +84,7 @@ static tram_event *event_new(tram_worker *w, tram_event_kind kind, uint64_t id, 
         }
         ev->cap = cap;
     }
-    size_t cap = ev->cap;
-    memset(ev, 0, sizeof(*ev));
-    ev->cap = cap;
-    ev->kind = kind;
-    ev->request_id = id;
+    *ev = (tram_event){.kind = kind, .request_id = id, .cap = ev->cap};
     return ev;
 }
 
@@ -245,7 +241,7 @@ static int wait_for_work(tram_worker *w, int idle, tram_submission **subs)
 
 static void run(tram_worker *w)
 {
-    event_list evs = {NULL, &evs.head};
+    event_list evs = {.tail = &evs.head};
     int failed = 0;
     for (;;) {
         tram_submission *subs;
@@ -268,7 +264,7 @@ static void run(tram_worker *w)
 static void *worker_main(void *arg)
 {
     tram_worker *w = arg;
-    event_list evs = {NULL, &evs.head};
+    event_list evs = {.tail = &evs.head};
     tram_error err = {{0}};
     if (tram_engine_create(&w->engine, &w->engine_cfg, w->model_path, &err)) {
         fprintf(stderr, "tram: %s\n", err.msg);
@@ -355,11 +351,10 @@ void tram_worker_submit(tram_worker *w, tram_submission *list)
 
 int tram_worker_abort(tram_worker *w, uint64_t request_id)
 {
-    tram_submission *s = calloc(1, sizeof(*s));
+    tram_submission *s = malloc(sizeof(*s));
     if (!s)
         return -1;
-    s->abort = 1;
-    s->request_id = request_id;
+    *s = (tram_submission){.abort = 1, .request_id = request_id};
     tram_worker_submit(w, s);
     return 0;
 }

@@ -1,5 +1,5 @@
 /* worker.h — the engine thread and the two queues that connect it to the
- * event loop (DESIGN.md, "Data flow of one step").
+ * event loop.
  *
  * The loop thread submits requests and aborts; the engine thread owns the
  * tram_engine, adds what was submitted, runs steps while anything is

@@ -1,5 +1,4 @@
 """Clients that leave, and the graceful drain on SIGTERM."""
-import http.client
 import json
 import signal
 import socket
@@ -68,15 +67,22 @@ def raw_post(path, body):
             f"Content-Length: {len(data)}\r\n\r\n").encode() + data
 
 
-def test_sigterm_lets_a_stream_finish_then_exits_0():
-    s = Server("--drain-timeout", "60")
-    body = {"prompt": "Hello", "max_tokens": 12, "temperature": 0, "ignore_eos": True, "stream": True}
+def stream_then_sigterm(drain_timeout, max_tokens):
+    """Starts a server with --drain-timeout, streams a completion and sends
+    SIGTERM at its first chunk; returns the server and the SSE payloads."""
+    s = Server("--drain-timeout", drain_timeout)
+    body = {"prompt": "Hello", "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
+            "stream": True}
 
     def on_chunk(i, payload, conn):
         if i == 0:
             s.proc.send_signal(signal.SIGTERM)
 
-    events = stream_raw(s.port, "/v1/completions", body, on_chunk)
+    return s, stream_raw(s.port, "/v1/completions", body, on_chunk)
+
+
+def test_sigterm_lets_a_stream_finish_then_exits_0():
+    s, events = stream_then_sigterm("60", 12)
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
     assert chunks[-1]["choices"][0]["finish_reason"] == "length"
@@ -88,14 +94,7 @@ def test_sigterm_lets_a_stream_finish_then_exits_0():
 
 
 def test_drain_timeout_aborts_what_is_left():
-    s = Server("--drain-timeout", "0.5")
-    body = {"prompt": "Hello", "max_tokens": 2000, "temperature": 0, "ignore_eos": True, "stream": True}
-
-    def on_chunk(i, payload, conn):
-        if i == 0:
-            s.proc.send_signal(signal.SIGTERM)
-
-    events = stream_raw(s.port, "/v1/completions", body, on_chunk)
+    s, events = stream_then_sigterm("0.5", 2000)
     assert events[-1] == "[DONE]"
     assert json.loads(events[-2])["choices"][0]["finish_reason"] == "abort"
     assert s.proc.wait(timeout=60) == 0

@@ -28,7 +28,8 @@ Test(server_metrics, histogram_buckets_are_cumulative)
         tram_histogram_observe(&m.ttft, values[i]);
         sum += values[i];
     }
-    tram_metrics_info info = {"tram", "smol", "1.2", "cpu", 1700000000.0};
+    tram_metrics_info info = {.prefix = "tram", .model_name = "smol", .version = "1.2",
+                              .backend = "cpu", .start_time = 1700000000.0};
     char *text = tram_metrics_render(&m, &info);
     const double bounds[] = {0.001, 0.005, 0.1, 1.0, 2560.0};
     const char *les[] = {"0.001", "0.005", "0.1", "1", "2560"};
@@ -52,25 +53,29 @@ Test(server_metrics, vllm_names_and_prefix)
 {
     tram_metrics m;
     tram_metrics_init(&m);
-    m.running = 3;
-    m.waiting = 2;
-    m.kv_usage = 0.25;
-    m.prefix_queries = 100;
-    m.prefix_hits = 40;
-    m.generation_tokens = 77;
+    /* each series is set through its field (NULL: left as initialized) and read back by name */
+    const struct { const char *name; double *field; double value; } want[] = {
+        {"num_requests_running", &m.running, 3},
+        {"num_requests_waiting", &m.waiting, 2},
+        {"kv_cache_usage_perc", &m.kv_usage, 0.25},
+        {"prefix_cache_queries_total", &m.prefix_queries, 100},
+        {"prefix_cache_hits_total", &m.prefix_hits, 40},
+        {"generation_tokens_total", &m.generation_tokens, 77},
+        {"num_preemptions_total", NULL, 0},
+        {"prompt_tokens_total", NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        if (want[i].field)
+            *want[i].field = want[i].value;
     cr_assert_eq(tram_metrics_count_finish(&m, "stop"), 0);
     cr_assert_eq(tram_metrics_count_finish(&m, "stop"), 0);
     cr_assert_eq(tram_metrics_count_finish(&m, "abort"), 0);
     cr_assert_eq(tram_metrics_count_finish(&m, "weird"), -1);
-    tram_metrics_info info = {"vllm", "a\"b\\c\nd", "1.2", "cpu", 1700000000.5};
+    tram_metrics_info info = {.prefix = "vllm", .model_name = "a\"b\\c\nd", .version = "1.2",
+                              .backend = "cpu", .start_time = 1700000000.5};
     char *text = tram_metrics_render(&m, &info);
     const char *label = "{model_name=\"a\\\"b\\\\c\\nd\"}";
     char series[200];
-    const struct { const char *name; double value; } want[] = {
-        {"num_requests_running", 3}, {"num_requests_waiting", 2}, {"kv_cache_usage_perc", 0.25},
-        {"prefix_cache_queries_total", 100}, {"prefix_cache_hits_total", 40},
-        {"generation_tokens_total", 77}, {"num_preemptions_total", 0}, {"prompt_tokens_total", 0},
-    };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         snprintf(series, sizeof(series), "vllm:%s%s", want[i].name, label);
         cr_assert_eq(sample(text, series), want[i].value, "%s", series);

@@ -120,73 +120,72 @@ Test(server_request, completion_prompt_forms)
 }
 
 typedef struct {
-    tram_api_kind kind;
     const char *body;
     const char *param;   /* expected "param", NULL for JSON null */
 } bad_case;
 
-static const bad_case bad[] = {
-    {TRAM_API_CHAT, "{\"messages\": [", NULL},
-    {TRAM_API_CHAT, "[1, 2]", NULL},
-    {TRAM_API_CHAT, "", NULL},
-    {TRAM_API_CHAT, "{\"messages\": []}", "messages"},
-    {TRAM_API_CHAT, "{}", "messages"},
-    {TRAM_API_CHAT, "{\"messages\": \"hi\"}", "messages"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"wizard\", \"content\": \"x\"}]}", "messages[0].role"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"content\": \"x\"}]}", "messages[0].role"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\"}]}", "messages[0].content"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", "messages[0].content"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}",
-     "messages[0].content"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"temperature\": \"hot\"}",
-     "temperature"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"n\": 1.5}", "n"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": 0}",
-     "max_tokens"},
-    {TRAM_API_CHAT,
-     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": -4}",
-     "max_completion_tokens"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"n\": 99999999999}", "n"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream\": 1}", "stream"},
-    {TRAM_API_CHAT,
-     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream_options\": {\"include_usage\": true}}",
-     "stream_options"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 2}",
-     "top_logprobs"},
-    {TRAM_API_CHAT,
-     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": true, \"top_logprobs\": 21}",
-     "top_logprobs"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stop\": [\"a\", 3]}", "stop"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stop\": {}}", "stop"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stop_token_ids\": [-1]}",
-     "stop_token_ids"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logit_bias\": {\"x\": 1}}",
-     "logit_bias"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logit_bias\": {\"3\": 101}}",
-     "logit_bias"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"seed\": \"7\"}", "seed"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"model\": 3}", "model"},
-    {TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"temperature\": 1e400}", NULL},
-    {TRAM_API_COMPLETION, "{}", "prompt"},
-    {TRAM_API_COMPLETION, "{\"prompt\": []}", "prompt"},
-    {TRAM_API_COMPLETION, "{\"prompt\": 12}", "prompt"},
-    {TRAM_API_COMPLETION, "{\"prompt\": [1, \"a\"]}", "prompt[0]"},
-    {TRAM_API_COMPLETION, "{\"prompt\": [\"a\", 1]}", "prompt"},
-    {TRAM_API_COMPLETION, "{\"prompt\": [[1], [\"a\"]]}", "prompt[1]"},
-    {TRAM_API_COMPLETION, "{\"prompt\": \"a\", \"logprobs\": true}", "logprobs"},
-    {TRAM_API_COMPLETION, "{\"prompt\": \"a\", \"echo\": \"yes\"}", "echo"},
+/* A valid chat body with more fields, as a string literal. */
+#define CHAT_WITH(fields) "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], " fields "}"
+
+static const bad_case bad_chat[] = {
+    {"{\"messages\": [", NULL},
+    {"[1, 2]", NULL},
+    {"", NULL},
+    {"{\"messages\": []}", "messages"},
+    {"{}", "messages"},
+    {"{\"messages\": \"hi\"}", "messages"},
+    {"{\"messages\": [{\"role\": \"wizard\", \"content\": \"x\"}]}", "messages[0].role"},
+    {"{\"messages\": [{\"content\": \"x\"}]}", "messages[0].role"},
+    {"{\"messages\": [{\"role\": \"user\"}]}", "messages[0].content"},
+    {"{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", "messages[0].content"},
+    {"{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}", "messages[0].content"},
+    {CHAT_WITH("\"temperature\": \"hot\""), "temperature"},
+    {CHAT_WITH("\"n\": 1.5"), "n"},
+    {CHAT_WITH("\"max_tokens\": 0"), "max_tokens"},
+    {CHAT_WITH("\"max_completion_tokens\": -4"), "max_completion_tokens"},
+    {CHAT_WITH("\"n\": 99999999999"), "n"},
+    {CHAT_WITH("\"stream\": 1"), "stream"},
+    {CHAT_WITH("\"stream_options\": {\"include_usage\": true}"), "stream_options"},
+    {CHAT_WITH("\"top_logprobs\": 2"), "top_logprobs"},
+    {CHAT_WITH("\"logprobs\": true, \"top_logprobs\": 21"), "top_logprobs"},
+    {CHAT_WITH("\"stop\": [\"a\", 3]"), "stop"},
+    {CHAT_WITH("\"stop\": {}"), "stop"},
+    {CHAT_WITH("\"stop_token_ids\": [-1]"), "stop_token_ids"},
+    {CHAT_WITH("\"logit_bias\": {\"x\": 1}"), "logit_bias"},
+    {CHAT_WITH("\"logit_bias\": {\"3\": 101}"), "logit_bias"},
+    {CHAT_WITH("\"seed\": \"7\""), "seed"},
+    {CHAT_WITH("\"model\": 3"), "model"},
+    {CHAT_WITH("\"temperature\": 1e400"), NULL},
 };
 
-Test(server_request, bad_bodies_are_400_naming_the_field)
+static const bad_case bad_completion[] = {
+    {"{}", "prompt"},
+    {"{\"prompt\": []}", "prompt"},
+    {"{\"prompt\": 12}", "prompt"},
+    {"{\"prompt\": [1, \"a\"]}", "prompt[0]"},
+    {"{\"prompt\": [\"a\", 1]}", "prompt"},
+    {"{\"prompt\": [[1], [\"a\"]]}", "prompt[1]"},
+    {"{\"prompt\": \"a\", \"logprobs\": true}", "logprobs"},
+    {"{\"prompt\": \"a\", \"echo\": \"yes\"}", "echo"},
+};
+
+static void check_bad(tram_api_kind kind, const bad_case *bad, size_t n)
 {
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        cr_assert_eq(parse(bad[i].kind, bad[i].body), -1, "accepted: %s", bad[i].body);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(parse(kind, bad[i].body), -1, "accepted: %s", bad[i].body);
         cr_assert_eq(err.status, 400, "%s -> %d", bad[i].body, err.status);
         cr_assert_str_eq(err.param, bad[i].param ? bad[i].param : "", "%s: param '%s'", bad[i].body,
                          err.param);
         cr_assert_gt(strlen(err.message), 10);
         cr_assert_null(req.root, "nothing is left to free after a failure");
     }
+}
+
+Test(server_request, bad_bodies_are_400_naming_the_field)
+{
+    check_bad(TRAM_API_CHAT, bad_chat, sizeof(bad_chat) / sizeof(bad_chat[0]));
+    check_bad(TRAM_API_COMPLETION, bad_completion,
+              sizeof(bad_completion) / sizeof(bad_completion[0]));
 }
 
 Test(server_request, error_body_has_openai_shape)

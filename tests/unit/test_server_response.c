@@ -37,7 +37,8 @@ Test(server_response, chat_completion_body)
     tram_api_choice_append(&c[0], ", world", 7);
     c[0].finish_reason = "stop";
     c[1].finish_reason = "length";
-    tram_api_envelope env = {TRAM_API_CHAT, "chatcmpl-x", 1700000000, "smol"};
+    tram_api_envelope env = {
+        .kind = TRAM_API_CHAT, .id = "chatcmpl-x", .created = 1700000000, .model = "smol"};
     tram_api_usage u = {.prompt_tokens = 11, .completion_tokens = 9, .cached_tokens = 4};
     json_t *r = tram_api_response(&env, c, 2, &u);
     cr_assert_str_eq(str(r, "id"), "chatcmpl-x");
@@ -67,7 +68,7 @@ Test(server_response, chat_completion_body)
 
 Test(server_response, stream_chunks)
 {
-    tram_api_envelope env = {TRAM_API_CHAT, "chatcmpl-y", 5, "smol"};
+    tram_api_envelope env = {.kind = TRAM_API_CHAT, .id = "chatcmpl-y", .created = 5, .model = "smol"};
     json_t *first = tram_api_chunk(&env, 2, 1, "", 0, NULL, NULL, 1);
     cr_assert_str_eq(str(first, "object"), "chat.completion.chunk");
     json_t *c = json_array_get(json_object_get(first, "choices"), 0);
@@ -86,13 +87,14 @@ Test(server_response, stream_chunks)
     cr_assert_null(json_object_get(last, "usage"));
     json_decref(last);
 
-    tram_api_usage u = {3, 2, 0};
+    tram_api_usage u = {.prompt_tokens = 3, .completion_tokens = 2};
     json_t *usage = tram_api_usage_chunk(&env, &u);
     cr_assert_eq(json_array_size(json_object_get(usage, "choices")), 0);
     cr_assert_eq(num(json_object_get(usage, "usage"), "total_tokens"), 5);
     json_decref(usage);
 
-    tram_api_envelope cenv = {TRAM_API_COMPLETION, "cmpl-z", 5, "smol"};
+    tram_api_envelope cenv = {
+        .kind = TRAM_API_COMPLETION, .id = "cmpl-z", .created = 5, .model = "smol"};
     json_t *tc = tram_api_chunk(&cenv, 1, 0, "abc", 3, NULL, NULL, 0);
     cr_assert_str_eq(str(tc, "object"), "text_completion");
     c = json_array_get(json_object_get(tc, "choices"), 0);

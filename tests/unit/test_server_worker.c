@@ -5,10 +5,12 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/cli/cli.h"
 #include "server/worker.h"
+#include "tests/unit/test_util.h"
 
 #define NREQ 3
 #define NTOK 12
@@ -19,6 +21,15 @@ typedef struct {
     int wakes;
 } waker;
 
+/* A worker under test, with what it keeps pointers to. */
+typedef struct {
+    tram_engine_config config;
+    tram_sampling_params params;   /* of every request */
+    waker k;
+    int seen;                      /* wake-ups taken */
+    tram_worker *w;
+} harness;
+
 static void wake(void *arg)
 {
     waker *k = arg;
@@ -28,15 +39,15 @@ static void wake(void *arg)
     pthread_mutex_unlock(&k->mu);
 }
 
-/* Waits for a wake-up newer than *seen and takes the events. */
-static tram_event *next_events(tram_worker *w, waker *k, int *seen)
+/* Waits for a wake-up newer than the last one taken and takes the events. */
+static tram_event *next_events(harness *h)
 {
-    pthread_mutex_lock(&k->mu);
-    while (k->wakes == *seen)
-        pthread_cond_wait(&k->cv, &k->mu);
-    *seen = k->wakes;
-    pthread_mutex_unlock(&k->mu);
-    return tram_worker_take_events(w);
+    pthread_mutex_lock(&h->k.mu);
+    while (h->k.wakes == h->seen)
+        pthread_cond_wait(&h->k.cv, &h->k.mu);
+    h->seen = h->k.wakes;
+    pthread_mutex_unlock(&h->k.mu);
+    return tram_worker_take_events(h->w);
 }
 
 static tram_engine_config config(void)
@@ -50,23 +61,13 @@ static tram_engine_config config(void)
     return c;
 }
 
-static tram_sampling_params greedy(void)
-{
-    tram_sampling_params p;
-    tram_sampling_params_init(&p);
-    p.temperature = 0;
-    p.max_tokens = NTOK;
-    p.ignore_eos = 1;
-    return p;
-}
-
 static const char *const prompts[NREQ] = {"The cat is known for", "Every river loves", "Paris"};
 
 /* The text each prompt gets from the engine stepped directly. */
 static void expected_texts(char out[NREQ][256])
 {
     tram_engine_config c = config();
-    tram_sampling_params p = greedy();
+    tram_sampling_params p = test_greedy_params(NTOK);
     tram_error err = {{0}};
     tram_engine *e;
     cr_assert_eq(tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
@@ -85,50 +86,54 @@ static void expected_texts(char out[NREQ][256])
     tram_engine_destroy(e);
 }
 
-static tram_worker *start(waker *k, const tram_engine_config *c, int *seen)
-{
-    pthread_mutex_init(&k->mu, NULL);
-    pthread_cond_init(&k->cv, NULL);
-    tram_worker_config wc = {c, TRAM_DEFAULT_MODEL, 4, wake, k};
-    tram_error err = {{0}};
-    tram_worker *w;
-    cr_assert_eq(tram_worker_start(&w, &wc, &err), 0, "%s", err.msg);
-    tram_event *ev = next_events(w, k, seen);
-    cr_assert(ev && ev->kind == TRAM_EV_READY && !ev->next);
-    tram_worker_give_back(w, ev);
-    return w;
-}
-
 /* Requests 0..NREQ-1 from prompts, then one with a token outside the vocabulary. */
 static void submit_all(tram_worker *w, const tram_sampling_params *p)
 {
     static const int32_t bad = 1 << 30;
     tram_submission *list = NULL;
     for (int i = NREQ; i >= 0; i--) {
-        tram_submission *s = calloc(1, sizeof(*s));
+        tram_submission *s = malloc(sizeof(*s));
         cr_assert(s);
-        s->request_id = (uint64_t)i;
-        s->prompt = i < NREQ ? (tram_prompt){.text = prompts[i]} : (tram_prompt){.token_ids = &bad, .num_tokens = 1};
-        s->params = p;
-        s->next = list;
+        *s = (tram_submission){
+            .next = list,
+            .request_id = (uint64_t)i,
+            .prompt = i < NREQ ? (tram_prompt){.text = prompts[i]}
+                               : (tram_prompt){.token_ids = &bad, .num_tokens = 1},
+            .params = p,
+        };
         list = s;
     }
     tram_worker_submit(w, list);
+}
+
+/* Starts a worker, waits until it is READY and submits every request. */
+static void start_with_requests(harness *h)
+{
+    *h = (harness){.config = config(), .params = test_greedy_params(NTOK)};
+    pthread_mutex_init(&h->k.mu, NULL);
+    pthread_cond_init(&h->k.cv, NULL);
+    tram_worker_config wc = {.engine = &h->config,
+                             .model_path = TRAM_DEFAULT_MODEL,
+                             .max_queue = 4,
+                             .notify = wake,
+                             .notify_arg = &h->k};
+    tram_error err = {{0}};
+    cr_assert_eq(tram_worker_start(&h->w, &wc, &err), 0, "%s", err.msg);
+    tram_event *ev = next_events(h);
+    cr_assert(ev && ev->kind == TRAM_EV_READY && !ev->next);
+    tram_worker_give_back(h->w, ev);
+    submit_all(h->w, &h->params);
 }
 
 Test(server_worker, outputs_in_order_through_reused_events, .timeout = 120)
 {
     char want[NREQ][256], got[NREQ][256] = {{0}};
     expected_texts(want);
-    tram_engine_config c = config();
-    tram_sampling_params p = greedy();
-    waker k = {0};
-    int seen = 0;
-    tram_worker *w = start(&k, &c, &seen);
-    submit_all(w, &p);
+    harness h;
+    start_with_requests(&h);
     int accepted[NREQ] = {0}, tokens[NREQ] = {0}, rejected = 0, finished = 0, events = 0;
     while (finished < NREQ || !rejected) {
-        tram_event *list = next_events(w, &k, &seen);
+        tram_event *list = next_events(&h);
         for (tram_event *ev = list; ev; ev = ev->next, events++) {
             int id = (int)ev->request_id;
             if (ev->kind == TRAM_EV_REJECTED) {
@@ -149,26 +154,22 @@ Test(server_worker, outputs_in_order_through_reused_events, .timeout = 120)
             strncat(got[id], ev->out.text, 255 - strlen(got[id]));
             finished += ev->out.finish_reason != TRAM_FINISH_NONE;
         }
-        tram_worker_give_back(w, list);
+        tram_worker_give_back(h.w, list);
     }
     for (int i = 0; i < NREQ; i++) {
         cr_assert_eq(tokens[i], NTOK);
         cr_assert_str_eq(got[i], want[i], "request %d", i);
     }
     cr_assert_geq(events, NREQ * (NTOK + 1) + 1);
-    tram_worker_stop(w);
+    tram_worker_stop(h.w);
 }
 
 /* Under ASan this also checks that queued events and requests are freed. */
 Test(server_worker, stop_with_requests_in_flight, .timeout = 120)
 {
-    tram_engine_config c = config();
-    tram_sampling_params p = greedy();
-    waker k = {0};
-    int seen = 0;
-    tram_worker *w = start(&k, &c, &seen);
-    submit_all(w, &p);
-    tram_worker_give_back(w, next_events(w, &k, &seen));
-    cr_assert_eq(tram_worker_abort(w, 0), 0);
-    tram_worker_stop(w);
+    harness h;
+    start_with_requests(&h);
+    tram_worker_give_back(h.w, next_events(&h));
+    cr_assert_eq(tram_worker_abort(h.w, 0), 0);
+    tram_worker_stop(h.w);
 }

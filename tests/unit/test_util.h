@@ -1,6 +1,8 @@
-/* Small helpers shared by the unit tests that compare logits. */
+/* Small helpers shared by the unit tests that compare logits or outputs. */
 #ifndef TEST_UTIL_H
 #define TEST_UTIL_H
+
+#include "engine/tram.h"
 
 /* Index of the largest of x[n]; the lowest index on ties, as greedy sampling. */
 static inline int test_argmax(const float *x, int n)
@@ -10,6 +12,17 @@ static inline int test_argmax(const float *x, int n)
         if (x[i] > x[best])
             best = i;
     return best;
+}
+
+/* Greedy sampling of exactly max_tokens tokens, so runs can be compared. */
+static inline tram_sampling_params test_greedy_params(int max_tokens)
+{
+    tram_sampling_params p;
+    tram_sampling_params_init(&p);
+    p.temperature = 0;
+    p.max_tokens = max_tokens;
+    p.ignore_eos = 1;
+    return p;
 }
 
 #endif

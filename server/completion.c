@@ -1,0 +1,516 @@
+/* completion.c — chat and text completions: one tram_completion per HTTP
+ * request, from parsing to the last byte of the response.
+ *
+ * A request with k prompts and n samples becomes k engine requests (their ids
+ * are the addresses of the completion_prompt entries) and k*n choices.  A
+ * completion lives until every engine request it submitted has settled:
+ * rejected, or finished (an abort finishes too), so an event never finds its
+ * completion freed.  The client may be gone long before that (req is then
+ * NULL). */
+#include "server/completion.h"
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/api_request.h"
+#include "server/api_response.h"
+#include "server/endpoints.h"
+#include "server/http.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "server/prompt.h"
+#include "tokenizer/tokenizer.h"
+
+typedef enum { P_SUBMITTED, P_ACCEPTED, P_REJECTED, P_FINISHED } prompt_state;
+
+typedef struct {
+    tram_completion *completion;
+    int index;
+    int32_t *ids;
+    int num_ids;
+    char *echo;                 /* completions with echo: the prompt's text */
+    prompt_state state;
+    int aborted;                /* an abort was sent */
+    int samples_left;
+    int prompt_tokens, cached_tokens;
+} completion_prompt;
+
+struct tram_completion {
+    tram_server *srv;
+    tram_completion *prev, *next;
+    struct evhttp_request *req;  /* NULL once the client went away */
+    tram_api_request api;
+    char id[48];
+    tram_api_envelope env;
+    completion_prompt *prompts;
+    tram_api_choice *choices;    /* [num_prompts * n] */
+    double *last_token_at;       /* per choice, for inter-token latency */
+    int num_prompts, n, num_choices;
+    int pending;                 /* prompts neither accepted nor rejected yet */
+    int unfinished;              /* prompts accepted and not finished */
+    int streaming;               /* the SSE response has started */
+    tram_api_error error;        /* the first rejection (status 0: none) */
+    double arrived, first_token;
+    long long completion_tokens;
+};
+
+/* ------------------------------------------------------------ lifetime */
+
+static tram_completion *completion_new(tram_server *s, struct evhttp_request *req)
+{
+    tram_completion *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->srv = s;
+    c->req = req;
+    c->arrived = tram_now();
+    return c;
+}
+
+static void completion_free(tram_completion *c)
+{
+    for (int i = 0; c->prompts && i < c->num_prompts; i++) {
+        free(c->prompts[i].ids);
+        free(c->prompts[i].echo);
+    }
+    for (int i = 0; c->choices && i < c->num_choices; i++)
+        tram_api_choice_free(&c->choices[i]);
+    free(c->prompts);
+    free(c->choices);
+    free(c->last_token_at);
+    tram_api_request_free(&c->api);
+    free(c);
+}
+
+static void completion_link(tram_completion *c)
+{
+    tram_server *s = c->srv;
+    c->next = s->completions;
+    if (s->completions)
+        s->completions->prev = c;
+    s->completions = c;
+    s->num_completions++;
+}
+
+static void completion_unlink(tram_completion *c)
+{
+    tram_server *s = c->srv;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->completions = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    s->num_completions--;
+    tram_completions_check_drained(s);
+}
+
+/* ------------------------------------------------------------ preparation */
+
+/* The prompts as token ids; chat has one, rendered with the template. */
+static int tokenize_prompts(tram_completion *c, tram_api_error *e)
+{
+    const tram_engine *eng = c->srv->engine;
+    const tram_tokenizer *tok = tram_engine_tokenizer(eng);
+    if (c->api.kind == TRAM_API_CHAT) {
+        char *text;
+        if (tram_prompt_render_chat(c->srv->chat, c->api.messages, c->api.num_messages, &text, e))
+            return -1;
+        /* the template writes BOS itself when the model wants one */
+        int rc = tram_prompt_encode(eng, text, 0, &c->prompts[0].ids, &c->prompts[0].num_ids, e);
+        free(text);
+        return rc || tram_prompt_check(eng, c->prompts[0].ids, c->prompts[0].num_ids,
+                                       c->api.params.max_tokens, "messages", e);
+    }
+    for (int i = 0; i < c->api.num_prompts; i++) {
+        const tram_prompt *src = &c->api.prompts[i];
+        completion_prompt *p = &c->prompts[i];
+        if (src->text) {
+            if (tram_prompt_encode(eng, src->text, tram_tokenizer_adds_bos(tok), &p->ids,
+                                   &p->num_ids, e))
+                return -1;
+        } else {
+            p->ids = malloc((size_t)(src->num_tokens ? src->num_tokens : 1) * sizeof(int32_t));
+            if (!p->ids)
+                return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+            memcpy(p->ids, src->token_ids, (size_t)src->num_tokens * sizeof(int32_t));
+            p->num_ids = src->num_tokens;
+        }
+        if (tram_prompt_check(eng, p->ids, p->num_ids, c->api.params.max_tokens, "prompt", e))
+            return -1;
+        if (c->api.echo && !src->text) {
+            size_t len;
+            if (tram_tokenizer_decode(tok, p->ids, p->num_ids, 0, &p->echo, &len, NULL))
+                return tram_api_fail(e, 400, "prompt", "invalid_value",
+                                     "Invalid 'prompt': the token ids cannot be decoded.");
+        } else if (c->api.echo && !(p->echo = strdup(src->text))) {
+            return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        }
+    }
+    return 0;
+}
+
+static int prepare(tram_completion *c, tram_api_kind kind, tram_api_error *e)
+{
+    tram_server *s = c->srv;
+    size_t len;
+    const char *body = tram_http_body(c->req, &len);
+    if (tram_api_request_parse(&c->api, kind, &s->defaults, body, len, e) ||
+        tram_check_model(s, c->api.model, e))
+        return -1;
+    const char *param = NULL;
+    tram_error err = {{0}};
+    if (tram_engine_validate_params(s->engine, &c->api.params, &param, &err))
+        return tram_api_fail(e, 400, param, "invalid_value", "%s", err.msg);
+    c->num_prompts = kind == TRAM_API_CHAT ? 1 : c->api.num_prompts;
+    c->n = c->api.params.n;
+    c->num_choices = c->num_prompts * c->n;
+    c->prompts = calloc((size_t)c->num_prompts, sizeof(*c->prompts));
+    c->choices = calloc((size_t)c->num_choices, sizeof(*c->choices));
+    c->last_token_at = calloc((size_t)c->num_choices, sizeof(*c->last_token_at));
+    if (!c->prompts || !c->choices || !c->last_token_at)
+        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+    tram_api_make_id(kind, c->id);
+    c->env = (tram_api_envelope){
+        .kind = kind, .id = c->id, .created = (long long)time(NULL), .model = s->model_name};
+    return tokenize_prompts(c, e);
+}
+
+static void on_close(struct evhttp_connection *conn, void *arg);
+
+static int submit(tram_completion *c)
+{
+    tram_submission *list = NULL, **tail = &list;
+    for (int i = 0; i < c->num_prompts; i++) {
+        completion_prompt *p = &c->prompts[i];
+        tram_submission *sub = malloc(sizeof(*sub));
+        if (!sub) {
+            while (list) {
+                tram_submission *next = list->next;
+                free(list);
+                list = next;
+            }
+            return -1;
+        }
+        p->completion = c;
+        p->index = i;
+        p->samples_left = c->n;
+        *sub = (tram_submission){
+            .request_id = (uint64_t)(uintptr_t)p,
+            .prompt = {.token_ids = p->ids, .num_tokens = p->num_ids},
+            .params = &c->api.params,
+            .priority = c->api.priority,
+        };
+        *tail = sub;
+        tail = &sub->next;
+    }
+    c->pending = c->num_prompts;
+    evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), on_close, c);
+    completion_link(c);
+    tram_worker_submit(c->srv->worker, list);
+    return 0;
+}
+
+static void handle(tram_server *s, struct evhttp_request *req, tram_api_kind kind)
+{
+    tram_api_error e = {0};
+    if (!s->engine || s->draining) {
+        tram_api_fail(&e, 503, NULL, NULL, s->draining ? "The server is shutting down."
+                                                       : "The model is still loading.");
+        tram_http_send_error(req, &e);
+        return;
+    }
+    tram_completion *c = completion_new(s, req);
+    if (!c) {
+        tram_api_fail(&e, 500, NULL, NULL, "Out of memory.");
+        tram_http_send_error(req, &e);
+        return;
+    }
+    if (prepare(c, kind, &e) || submit(c)) {
+        if (!e.status)
+            tram_api_fail(&e, 500, NULL, NULL, "Out of memory.");
+        tram_log(TRAM_LOG_INFO, "%s %d %s", c->id[0] ? c->id : "request", e.status, e.message);
+        tram_http_send_error(req, &e);
+        completion_free(c);
+    }
+}
+
+void tram_handle_chat(tram_server *s, struct evhttp_request *req)
+{
+    handle(s, req, TRAM_API_CHAT);
+}
+
+void tram_handle_completion(tram_server *s, struct evhttp_request *req)
+{
+    handle(s, req, TRAM_API_COMPLETION);
+}
+
+/* ------------------------------------------------------------ finishing */
+
+void tram_completions_check_drained(tram_server *s)
+{
+    if (s->draining && s->num_completions == 0 && s->num_flushing == 0)
+        event_base_loopexit(s->base, NULL);
+}
+
+static void usage_of(const tram_completion *c, tram_api_usage *u)
+{
+    memset(u, 0, sizeof(*u));
+    for (int i = 0; i < c->num_prompts; i++) {
+        u->prompt_tokens += c->prompts[i].prompt_tokens;
+        u->cached_tokens += c->prompts[i].cached_tokens;
+    }
+    u->completion_tokens = c->completion_tokens;
+}
+
+static void respond(tram_completion *c, const tram_api_usage *u)
+{
+    if (c->error.status && !c->streaming) {
+        tram_http_send_error(c->req, &c->error);
+    } else if (c->streaming) {
+        if (c->api.include_usage) {
+            json_t *usage = tram_api_usage_chunk(&c->env, u);
+            tram_http_sse_send(c->req, usage);
+            json_decref(usage);
+        }
+        tram_http_sse_done(c->req);
+    } else {
+        tram_http_send_json(c->req, 200, tram_api_response(&c->env, c->choices, c->num_choices, u));
+    }
+}
+
+static void count_metrics(tram_completion *c, double now)
+{
+    tram_metrics *m = &c->srv->metrics;
+    tram_histogram_observe(&m->e2e, now - c->arrived);
+    for (int i = 0; i < c->num_choices; i++)
+        if (c->choices[i].finish_reason)
+            tram_metrics_count_finish(m, c->choices[i].finish_reason);
+}
+
+/* libevent wrote the whole reply (it does not call this when the write fails;
+ * the drain deadline covers that case). */
+static void on_flushed(struct evhttp_request *req, void *arg)
+{
+    (void)req;
+    tram_server *s = arg;
+    s->num_flushing--;
+    tram_completions_check_drained(s);
+}
+
+/* Every engine request has settled: answer (if the client is still there),
+ * count, log and free. */
+static void finish(tram_completion *c)
+{
+    double now = tram_now();
+    tram_api_usage u;
+    usage_of(c, &u);
+    int status = c->error.status && !c->streaming ? c->error.status : 200;
+    if (c->req) {
+        evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), NULL, NULL);
+        evhttp_request_set_on_complete_cb(c->req, on_flushed, c->srv);
+        c->srv->num_flushing++;
+        respond(c, &u);
+    } else {
+        status = 499;  /* nginx's "client closed request" */
+    }
+    if (!c->error.status)
+        count_metrics(c, now);
+    tram_log(TRAM_LOG_INFO, "%s %d prompt_tokens=%lld completion_tokens=%lld cached_tokens=%lld "
+             "ttft=%.3fs total=%.3fs%s%s", c->id, status, u.prompt_tokens, u.completion_tokens,
+             u.cached_tokens, c->first_token ? c->first_token - c->arrived : 0.0, now - c->arrived,
+             c->error.status ? " error=" : "", c->error.status ? c->error.message : "");
+    completion_unlink(c);
+    completion_free(c);
+}
+
+static void abort_outstanding(tram_completion *c)
+{
+    for (int i = 0; i < c->num_prompts; i++) {
+        completion_prompt *p = &c->prompts[i];
+        if ((p->state == P_SUBMITTED || p->state == P_ACCEPTED) && !p->aborted &&
+            tram_worker_abort(c->srv->worker, (uint64_t)(uintptr_t)p) == 0)
+            p->aborted = 1;
+    }
+}
+
+static void start_stream(tram_completion *c)
+{
+    c->streaming = 1;
+    tram_http_sse_start(c->req);
+    for (int i = 0; c->api.kind == TRAM_API_CHAT && i < c->num_choices; i++) {
+        json_t *chunk = tram_api_chunk(&c->env, i, 1, "", 0, NULL, NULL, c->api.include_usage);
+        tram_http_sse_send(c->req, chunk);
+        json_decref(chunk);
+    }
+}
+
+/* Called as prompts are accepted or rejected. */
+static void settle(tram_completion *c)
+{
+    if (c->pending > 0)
+        return;
+    if (c->error.status)
+        abort_outstanding(c);
+    else if (c->api.stream && c->req && !c->streaming)
+        start_stream(c);
+    if (c->unfinished == 0)
+        finish(c);
+}
+
+/* ------------------------------------------------------------ outputs */
+
+/* Text (and logprobs) for one choice: a chunk when streaming, else kept for
+ * the final body. */
+static void emit(tram_completion *c, int ci, const char *text, size_t len,
+                 const tram_logprob_entry *lp, int num_lp, const char *finish_reason)
+{
+    tram_api_choice *choice = &c->choices[ci];
+    tram_api_kind kind = c->api.kind;
+    json_t *lpj = NULL;
+    if (c->api.params.logprobs >= 0) {
+        if (!c->streaming && !choice->logprobs)
+            choice->logprobs = tram_api_logprobs_new(kind);
+        lpj = c->streaming ? tram_api_logprobs_new(kind) : choice->logprobs;
+        if (lpj)
+            tram_api_logprobs_append(lpj, kind, tram_engine_tokenizer(c->srv->engine), lp, num_lp,
+                                     &choice->text_offset);
+    }
+    if (!c->streaming) {
+        tram_api_choice_append(choice, text, len);
+        return;
+    }
+    json_t *chunk = tram_api_chunk(&c->env, ci, 0, text, len, lpj, finish_reason,
+                                   c->api.include_usage);
+    if (c->req)
+        tram_http_sse_send(c->req, chunk);
+    json_decref(chunk);
+}
+
+static void observe_latency(tram_completion *c, int ci, double now, double queue_time)
+{
+    tram_metrics *m = &c->srv->metrics;
+    if (!c->first_token) {
+        c->first_token = now;
+        tram_histogram_observe(&m->ttft, now - c->arrived);
+        tram_histogram_observe(&m->queue, queue_time);
+    }
+    if (c->last_token_at[ci])
+        tram_histogram_observe(&m->itl, now - c->last_token_at[ci]);
+    c->last_token_at[ci] = now;
+}
+
+static void on_output(tram_completion *c, completion_prompt *p, const tram_output *o)
+{
+    int ci = p->index * c->n + o->sample_index;
+    tram_api_choice *choice = &c->choices[ci];
+    p->prompt_tokens = o->prompt_tokens;
+    p->cached_tokens = o->cached_tokens;
+    if (o->num_tokens > 0)
+        observe_latency(c, ci, tram_now(), o->queue_time);
+    const char *reason = tram_finish_reason_name(o->finish_reason);
+    if (!choice->started) {
+        choice->started = 1;
+        if (p->echo)
+            emit(c, ci, p->echo, strlen(p->echo), o->prompt_logprobs,
+                 o->prompt_logprobs ? o->prompt_tokens : 0, NULL);
+    }
+    emit(c, ci, o->text, o->text_len, o->logprobs, o->logprobs ? o->num_tokens : 0, reason);
+    if (!reason)
+        return;
+    choice->finish_reason = reason;
+    c->completion_tokens += o->completion_tokens;
+    if (--p->samples_left > 0)
+        return;
+    p->state = P_FINISHED;
+    if (--c->unfinished == 0 && c->pending == 0)
+        finish(c);
+}
+
+void tram_completion_on_event(const tram_event *ev)
+{
+    completion_prompt *p = (completion_prompt *)(uintptr_t)ev->request_id;
+    tram_completion *c = p->completion;
+    switch (ev->kind) {
+    case TRAM_EV_ACCEPTED:
+        p->state = P_ACCEPTED;
+        c->pending--;
+        c->unfinished++;
+        settle(c);
+        break;
+    case TRAM_EV_REJECTED:
+        p->state = P_REJECTED;
+        c->pending--;
+        if (!c->error.status)
+            c->error = ev->error;
+        settle(c);
+        break;
+    case TRAM_EV_OUTPUT:
+        on_output(c, p, &ev->out);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ------------------------------------------------------------ connections */
+
+/* The client went away.  libevent 2.1 has already detached req from a
+ * connection that failed (EOF, write error): ending it is what frees it.
+ * When we free the connection ourselves, libevent frees req after this. */
+static void on_close(struct evhttp_connection *conn, void *arg)
+{
+    (void)conn;
+    tram_completion *c = arg;
+    struct evhttp_request *req = c->req;
+    c->req = NULL;
+    if (req && !evhttp_request_get_connection(req))
+        evhttp_send_reply_end(req);
+    abort_outstanding(c);
+}
+
+/* While a request waits or a non-streamed one runs, nothing reads or writes
+ * its socket, so libevent would not notice the client leaving. */
+void tram_completions_poll_disconnects(tram_server *s)
+{
+    for (tram_completion *c = s->completions, *next; c; c = next) {
+        next = c->next;
+        struct evhttp_connection *conn = c->req ? evhttp_request_get_connection(c->req) : NULL;
+        if (!conn)
+            continue;
+        struct pollfd pfd = {.fd = bufferevent_getfd(evhttp_connection_get_bufferevent(conn)),
+                             .events = POLLRDHUP};
+        if (pfd.fd >= 0 && poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+            evhttp_connection_free(conn);  /* runs on_close */
+    }
+}
+
+void tram_completions_abort_all(tram_server *s)
+{
+    for (tram_completion *c = s->completions; c; c = c->next)
+        abort_outstanding(c);
+}
+
+void tram_completions_fail_all(tram_server *s)
+{
+    static const tram_api_error failed = {.status = 500, .message = "The engine failed."};
+    while (s->completions) {
+        tram_completion *c = s->completions;
+        c->error = failed;
+        if (c->req)
+            evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), NULL, NULL);
+        if (c->req && c->streaming)
+            tram_http_sse_done(c->req);
+        else if (c->req)
+            tram_http_send_error(c->req, &c->error);
+        tram_log(TRAM_LOG_ERROR, "%s 500 the engine failed", c->id);
+        completion_unlink(c);
+        completion_free(c);
+    }
+}

@@ -1,0 +1,21 @@
+/* endpoints.h — the small endpoints: models, health, version, metrics,
+ * tokenize and detokenize. */
+#ifndef TRAM_ENDPOINTS_H
+#define TRAM_ENDPOINTS_H
+
+#include "server/api_error.h"
+#include "server/state.h"
+
+struct evhttp_request;
+
+void tram_handle_models(tram_server *s, struct evhttp_request *req);
+void tram_handle_health(tram_server *s, struct evhttp_request *req);
+void tram_handle_version(tram_server *s, struct evhttp_request *req);
+void tram_handle_metrics(tram_server *s, struct evhttp_request *req);
+void tram_handle_tokenize(tram_server *s, struct evhttp_request *req);
+void tram_handle_detokenize(tram_server *s, struct evhttp_request *req);
+
+/* 404 with OpenAI's message when the request names a model we do not serve. */
+int tram_check_model(const tram_server *s, const char *model, tram_api_error *e);
+
+#endif

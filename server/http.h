@@ -1,0 +1,28 @@
+/* http.h — replies on an evhttp request: JSON, errors, plain text and SSE
+ * streams, each also writing the request's log line at debug level. */
+#ifndef TRAM_HTTP_H
+#define TRAM_HTTP_H
+
+#include <event2/http.h>
+#include <jansson.h>
+#include <stddef.h>
+
+#include "server/api_error.h"
+
+void tram_http_send_json(struct evhttp_request *req, int status, json_t *body);  /* steals */
+void tram_http_send_error(struct evhttp_request *req, const tram_api_error *e);
+void tram_http_send_text(struct evhttp_request *req, int status, const char *content_type,
+                         const char *text, size_t len);
+/* A body for the endpoints that take JSON: contiguous and NUL-terminated. */
+const char *tram_http_body(struct evhttp_request *req, size_t *len);
+
+/* Streams: starts an SSE response, sends one event, and ends it. */
+void tram_http_sse_start(struct evhttp_request *req);
+void tram_http_sse_send(struct evhttp_request *req, const json_t *chunk);
+void tram_http_sse_done(struct evhttp_request *req);
+
+/* For messages and logs: "GET", "POST", ...; the request's path ("" if none). */
+const char *tram_http_method_name(enum evhttp_cmd_type m);
+const char *tram_http_path(struct evhttp_request *req);
+
+#endif

@@ -1,0 +1,96 @@
+/* router.c — routing and the checks every request passes before its
+ * handler runs. */
+#include "server/router.h"
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server/api_error.h"
+#include "server/auth.h"
+#include "server/completion.h"
+#include "server/endpoints.h"
+#include "server/http.h"
+#include "server/state.h"
+
+typedef struct {
+    const char *path;
+    enum evhttp_cmd_type method;
+    int open;   /* answered without an API key (probes and scrapers) */
+    void (*handle)(tram_server *s, struct evhttp_request *req);
+} route;
+
+static const route routes[] = {
+    {.path = "/v1/chat/completions", .method = EVHTTP_REQ_POST, .handle = tram_handle_chat},
+    {.path = "/v1/completions", .method = EVHTTP_REQ_POST, .handle = tram_handle_completion},
+    {.path = "/v1/models", .method = EVHTTP_REQ_GET, .handle = tram_handle_models},
+    {.path = "/tokenize", .method = EVHTTP_REQ_POST, .handle = tram_handle_tokenize},
+    {.path = "/detokenize", .method = EVHTTP_REQ_POST, .handle = tram_handle_detokenize},
+    {.path = "/health", .method = EVHTTP_REQ_GET, .open = 1, .handle = tram_handle_health},
+    {.path = "/metrics", .method = EVHTTP_REQ_GET, .open = 1, .handle = tram_handle_metrics},
+    {.path = "/version", .method = EVHTTP_REQ_GET, .open = 1, .handle = tram_handle_version},
+};
+
+/* application/json, with or without parameters; a missing type is taken as
+ * JSON since some clients leave it out. */
+static int is_json(const char *content_type)
+{
+    if (!content_type)
+        return 1;
+    while (*content_type == ' ')
+        content_type++;
+    size_t n = strlen("application/json");
+    return !strncasecmp(content_type, "application/json", n) &&
+           (content_type[n] == 0 || content_type[n] == ';' || content_type[n] == ' ');
+}
+
+/* The checks before a handler runs; -1 with e filled when one fails. */
+static int admit(tram_server *s, struct evhttp_request *req, const route *r, tram_api_error *e)
+{
+    const char *path = tram_http_path(req);
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    if (!r)
+        return tram_api_fail(e, 404, NULL, "unknown_url", "Invalid URL (%s %.200s)",
+                             tram_http_method_name(m), path);
+    if (m != r->method && !(m == EVHTTP_REQ_HEAD && r->method == EVHTTP_REQ_GET)) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                          tram_http_method_name(r->method));
+        return tram_api_fail(e, 405, NULL, "method_not_allowed",
+                             "Method %s is not allowed for %s; use %s.", tram_http_method_name(m),
+                             r->path, tram_http_method_name(r->method));
+    }
+    if (!r->open && !tram_auth_ok(s->cfg.api_key, evhttp_find_header(in, "Authorization")))
+        return tram_api_fail(e, 401, NULL, "invalid_api_key",
+                             "Incorrect or missing API key: pass it as 'Authorization: Bearer "
+                             "KEY'.");
+    if (r->method != EVHTTP_REQ_POST)
+        return 0;
+    if (!is_json(evhttp_find_header(in, "Content-Type")))
+        return tram_api_fail(e, 415, NULL, "unsupported_media_type",
+                             "Unsupported Content-Type: the body must be application/json.");
+    size_t len = evbuffer_get_length(evhttp_request_get_input_buffer(req));
+    if (len > s->cfg.max_body_size)
+        return tram_api_fail(e, 413, NULL, "request_too_large",
+                             "The request body has %zu bytes; at most %zu are allowed.", len,
+                             s->cfg.max_body_size);
+    return 0;
+}
+
+void tram_router_dispatch(struct evhttp_request *req, void *arg)
+{
+    tram_server *s = arg;
+    const char *path = tram_http_path(req);
+    const route *r = NULL;
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+        if (!strcmp(path, routes[i].path))
+            r = &routes[i];
+    tram_api_error e = {0};
+    if (admit(s, req, r, &e)) {
+        tram_http_send_error(req, &e);
+        return;
+    }
+    r->handle(s, req);
+}
+

@@ -1,0 +1,45 @@
+/* state.h — the one tram_server of the process: the state that server.c,
+ * the router, the endpoints and the completions share on the event-loop
+ * thread. */
+#ifndef TRAM_SERVER_STATE_H
+#define TRAM_SERVER_STATE_H
+
+#include "engine/tram.h"
+#include "server/metrics.h"
+#include "server/server.h"
+#include "server/worker.h"
+
+#define TRAM_SERVER_VERSION "0.1.0"
+
+struct event_base;
+struct evhttp;
+struct evhttp_bound_socket;
+struct event;
+struct tram_chat_template;
+typedef struct tram_completion tram_completion;
+
+typedef struct tram_server {
+    tram_server_config cfg;
+    char model_name[256];            /* what clients call the model */
+    struct event_base *base;
+    struct evhttp *http;
+    struct evhttp_bound_socket *listener;
+    struct event *wake;              /* reads wake_fd */
+    int wake_fd;                     /* eventfd the engine thread writes */
+    struct event *tick;              /* disconnect polling and the drain deadline */
+    struct event *sigterm, *sigint;
+    tram_worker *worker;
+    const tram_engine *engine;       /* NULL until loaded */
+    struct tram_chat_template *chat; /* the model's, made when it is loaded */
+    tram_completion *completions;    /* requests in flight (completion.c) */
+    int num_completions;
+    int num_flushing;                /* final replies not yet fully written */
+    int draining;
+    double drain_deadline;           /* tram_now() time */
+    int exit_code;
+    tram_sampling_params defaults;   /* the engine's, for parsing requests */
+    tram_metrics metrics;
+    tram_metrics_info metrics_info;
+} tram_server;
+
+#endif
