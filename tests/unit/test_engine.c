@@ -10,6 +10,7 @@
 #include "server/cli/cli.h"
 #include "engine/tram.h"
 #include "tokenizer/tokenizer.h"
+#include "tests/unit/test_util.h"
 
 #define MAXOUT 32
 
@@ -88,16 +89,6 @@ static tram_engine_stats assert_no_leak(tram_engine *e)
     return s;
 }
 
-static tram_sampling_params greedy(int max_tokens)
-{
-    tram_sampling_params p;
-    tram_sampling_params_init(&p);
-    p.temperature = 0;
-    p.max_tokens = max_tokens;
-    p.ignore_eos = 1;
-    return p;
-}
-
 static void prompt_text(int i, char *buf, size_t n)
 {
     static const char *const subjects[] = {"The cat", "My teacher", "A robot", "The old king",
@@ -123,7 +114,7 @@ Test(engine, batch_invariance_32_prompts, .timeout = 300)
     tram_engine_config c = base_config();
     c.enable_prefix_caching = 0;
     tram_engine *e = make_engine(&c);
-    tram_sampling_params p = greedy(4);
+    tram_sampling_params p = test_greedy_params(4);
     static result together[32], alone[32];
     char buf[128];
     for (int i = 0; i < 32; i++) {
@@ -152,7 +143,7 @@ static const char *long_prompt =
 Test(engine, chunked_prefill_equals_whole, .timeout = 300)
 {
     static result whole[3], chunked[3];
-    tram_sampling_params p = greedy(4);
+    tram_sampling_params p = test_greedy_params(4);
     char buf[3][512];
     for (int i = 0; i < 3; i++)
         snprintf(buf[i], sizeof(buf[i]), "%s Question %d: where is the Nile?", long_prompt, i);
@@ -193,7 +184,7 @@ Test(engine, prefix_caching_same_outputs_fewer_tokens, .timeout = 300)
     char buf[N][512];
     for (int i = 0; i < N; i++)
         snprintf(buf[i], sizeof(buf[i]), "%s Now tell me about planet number %d.", long_prompt, i);
-    tram_sampling_params p = greedy(4);
+    tram_sampling_params p = test_greedy_params(4);
     int shared = 0, bs = 16;
     for (int on = 0; on < 2; on++) {
         tram_engine_config c = base_config();
@@ -226,7 +217,7 @@ Test(engine, preemption_keeps_outputs, .timeout = 300)
 {
     enum { N = 8 };
     static result res[2][N];
-    tram_sampling_params p = greedy(8);
+    tram_sampling_params p = test_greedy_params(8);
     char buf[N][128];
     for (int i = 0; i < N; i++)
         prompt_text(i * 3 + 1, buf[i], sizeof(buf[i]));
@@ -311,7 +302,7 @@ Test(engine, abort_frees_and_reports_once, .timeout = 120)
     static result res[3];
     tram_engine_config c = base_config();
     tram_engine *e = make_engine(&c);
-    tram_sampling_params p = greedy(12);
+    tram_sampling_params p = test_greedy_params(12);
     add(e, 0, "Hello there", &p);
     add(e, 1, "General Kenobi", &p);
     const tram_output *outs;
@@ -339,17 +330,17 @@ Test(engine, rejects_bad_requests, .timeout = 120)
     tram_engine_config c = base_config();
     c.max_model_len = 32;
     tram_engine *e = make_engine(&c);
-    tram_sampling_params p = greedy(4);
+    tram_sampling_params p = test_greedy_params(4);
     tram_error err = {{0}};
     const char *param = NULL;
     p.temperature = -1;
     cr_assert_eq(tram_engine_validate_params(e, &p, &param, &err), -1);
     cr_assert_str_eq(param, "temperature");
-    p = greedy(4);
+    p = test_greedy_params(4);
     p.top_p = 0;
     cr_assert_eq(tram_engine_validate_params(e, &p, &param, &err), -1);
     cr_assert_str_eq(param, "top_p");
-    p = greedy(4);
+    p = test_greedy_params(4);
     int32_t big[40] = {0};
     tram_prompt pr = {.token_ids = big, .num_tokens = 40};
     cr_assert_eq(tram_engine_add_request(e, 1, &pr, &p, 0, &err), -1);
@@ -379,7 +370,7 @@ Test(engine, min_tokens_holds_back_stop_strings, .timeout = 120)
     tram_engine_config c = base_config();
     tram_engine *e = make_engine(&c);
     const char *prompt = "Count with me: 1, 2, 3, 4, 5, 6,";
-    tram_sampling_params p = greedy(12);
+    tram_sampling_params p = test_greedy_params(12);
     add(e, 0, prompt, &p);
     drain(e, plain);
     const char *text = plain[0].text[0], *stops[] = {","};
