@@ -19,6 +19,10 @@
 #include "kernels/batch.h"
 #include "kernels/base.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     TRAM_W_F32 = 0,   /* CPU reference format */
     TRAM_W_BF16 = 1,  /* CUDA */
@@ -140,6 +144,10 @@ int tram_backend_cpu_create(tram_backend **out, int num_threads, tram_error *err
 #ifdef TRAM_CUDA
 /* Fails with one clear sentence when no usable GPU is present. */
 int tram_backend_cuda_create(tram_backend **out, int device_index, tram_error *err);
+#endif
+
+#ifdef __cplusplus
+}
 #endif
 
 #endif

@@ -10,9 +10,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-extern "C" {
 #include "kernels/base.h"
-}
 
 typedef struct {
     int failed;

@@ -9,12 +9,12 @@
 
 #include <stdint.h>
 
+#include "kernels/backend.h"
+#include "kernels/base.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#include "kernels/base.h"
-#include "kernels/backend.h"
 
 /* ---- used by the backend's op table (backend_cuda.cu, gemm.cu, ops.cu) ---- */
 
