@@ -29,7 +29,7 @@ typedef enum {
     TRAM_W_F16 = 2,
     TRAM_W_INT8 = 3,  /* symmetric, per output row: w = q * scales[row] */
     /* GGUF blocks of 32 weights along a row, as the file stores them (CPU):
-     * rows * cols/32 blocks, row-major; see kernels/cpu/quant_gemm.h. */
+     * rows * cols/32 blocks, row-major; see kernels/cpu/gemm_blocks.h. */
     TRAM_W_Q8_0 = 4,  /* f16 d, int8 q[32]:            w = q * d           */
     TRAM_W_Q4_0 = 5,  /* f16 d, 16 bytes of nibbles:   w = (q - 8) * d     */
     TRAM_W_Q4_1 = 6,  /* f16 d, f16 m, nibbles:        w = q * d + m       */

@@ -18,10 +18,7 @@
 #include "kernels/cuda/cuda_impl.cuh"
 #include "kernels/cuda/int8.h"
 #include "kernels/cuda/quant_row.cuh"
-
-extern "C" {
-#include "kernels/cpu/int8_gemm.h"
-}
+#include "kernels/int8.h"
 
 #define ROW_THREADS 256
 #define INT8_PLANS 64

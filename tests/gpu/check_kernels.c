@@ -16,7 +16,7 @@
 
 #include "engine/sampler.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/int8_gemm.h"
+#include "kernels/cpu/int8.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/int8.h"
 

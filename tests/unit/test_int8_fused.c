@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "kernels/cpu/int8_gemm.h"
+#include "kernels/int8.h"
 
 /* Odd widths (not multiples of 4: the int8 rows are padded) and enough rows
  * for the ops' threaded path. */
