@@ -8,6 +8,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -21,12 +22,25 @@
 
 typedef __nv_bfloat16 bf16;
 
-/* One cached GEMM shape: layouts and the algorithm the heuristic chose. */
+/* One cached GEMM shape (gemm.cu's bf16 products, int8.cu's int8 ones):
+ * layouts and the algorithm the heuristic chose. */
 typedef struct {
-    int m, n, k, align;  /* align 0: empty slot */
+    int m, n, k;  /* m 0: empty slot */
+    int align;    /* the pointers' alignment the algorithm was chosen for (bf16) */
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
 } cuda_gemm_plan;
+
+/* Frees a plan's layouts and empties its slot. */
+static inline void cuda_gemm_plan_clear(cuda_gemm_plan *p)
+{
+    if (p->m) {
+        cublasLtMatrixLayoutDestroy(p->a);
+        cublasLtMatrixLayoutDestroy(p->b);
+        cublasLtMatrixLayoutDestroy(p->c);
+    }
+    memset(p, 0, sizeof(*p));
+}
 
 #define CUDA_GEMM_PLANS 1024
 #define CUDA_GEMM_WORKSPACE (32u << 20)  /* what cuBLAS recommends for Hopper */

@@ -11,6 +11,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/int8.h"
+#include "tests/unit/test_util.h"
 
 static unsigned lcg(unsigned *s)
 {
@@ -189,11 +190,7 @@ Test(int8_gemm, quantize_round_trip_within_half_step)
 
 static tram_backend *be;
 
-static void be_setup(void)
-{
-    tram_error err;
-    cr_assert(!tram_backend_cpu_create(&be, 2, &err), "%s", err.msg);
-}
+static void be_setup(void) { be = test_cpu_backend(); }
 
 static void be_teardown(void) { be->destroy(be); }
 
