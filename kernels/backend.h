@@ -19,13 +19,17 @@
 #include "kernels/batch.h"
 #include "kernels/base.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     TRAM_W_F32 = 0,   /* CPU reference format */
     TRAM_W_BF16 = 1,  /* CUDA */
     TRAM_W_F16 = 2,
     TRAM_W_INT8 = 3,  /* symmetric, per output row: w = q * scales[row] */
     /* GGUF blocks of 32 weights along a row, as the file stores them (CPU):
-     * rows * cols/32 blocks, row-major; see kernels/cpu/quant_gemm.h. */
+     * rows * cols/32 blocks, row-major; see kernels/cpu/gemm_blocks.h. */
     TRAM_W_Q8_0 = 4,  /* f16 d, int8 q[32]:            w = q * d           */
     TRAM_W_Q4_0 = 5,  /* f16 d, 16 bytes of nibbles:   w = (q - 8) * d     */
     TRAM_W_Q4_1 = 6,  /* f16 d, f16 m, nibbles:        w = q * d + m       */
@@ -140,6 +144,10 @@ int tram_backend_cpu_create(tram_backend **out, int num_threads, tram_error *err
 #ifdef TRAM_CUDA
 /* Fails with one clear sentence when no usable GPU is present. */
 int tram_backend_cuda_create(tram_backend **out, int device_index, tram_error *err);
+#endif
+
+#ifdef __cplusplus
+}
 #endif
 
 #endif

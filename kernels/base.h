@@ -9,6 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     char msg[512];
 } tram_error;
@@ -40,5 +44,9 @@ static inline uint64_t tram_mix64(uint64_t x)
 #define TRAM_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define TRAM_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define TRAM_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

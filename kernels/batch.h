@@ -6,6 +6,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     int num_tokens, num_seqs;
     const int32_t *token_ids;     /* [num_tokens]                                */
@@ -21,5 +25,9 @@ typedef struct {
     const int32_t *logits_rows;   /* [num_logits] */
     int num_logits;
 } tram_batch;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -60,24 +60,27 @@ static void dq_f32(const uint8_t *restrict src, float *restrict dst, int64_t n)
  * trip count, which GCC's -O2 cost model requires to vectorize. */
 #define RUN 32
 
-static void dq_f16(const uint8_t *restrict src, float *restrict dst, int64_t n)
+/* f16 and bf16: each element to f32 by `convert`.  Always inlined, so that
+ * each caller's conversion is inlined into the loop too. */
+static inline __attribute__((always_inline)) void dq_16bit(const uint8_t *restrict src, float *restrict dst,
+                                                           int64_t n, float (*convert)(uint16_t))
 {
     int64_t i = 0;
     for (; i + RUN <= n; i += RUN)
         for (int l = 0; l < RUN; l++)
-            dst[i + l] = half_to_float(load_u16(src + 2 * (i + l)));
+            dst[i + l] = convert(load_u16(src + 2 * (i + l)));
     for (; i < n; i++)
-        dst[i] = half_to_float(load_u16(src + 2 * i));
+        dst[i] = convert(load_u16(src + 2 * i));
+}
+
+static void dq_f16(const uint8_t *restrict src, float *restrict dst, int64_t n)
+{
+    dq_16bit(src, dst, n, half_to_float);
 }
 
 static void dq_bf16(const uint8_t *restrict src, float *restrict dst, int64_t n)
 {
-    int64_t i = 0;
-    for (; i + RUN <= n; i += RUN)
-        for (int l = 0; l < RUN; l++)
-            dst[i + l] = tram_bf16_to_f32(load_u16(src + 2 * (i + l)));
-    for (; i < n; i++)
-        dst[i] = tram_bf16_to_f32(load_u16(src + 2 * i));
+    dq_16bit(src, dst, n, tram_bf16_to_f32);
 }
 
 static void dq_i8(const uint8_t *restrict src, float *restrict dst, int64_t n)

@@ -10,6 +10,10 @@
 
 #include "kernels/base.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ggml tensor types this reader knows (numbering as in ggml). */
 typedef enum {
     TRAM_GGML_F32 = 0, TRAM_GGML_F16 = 1, TRAM_GGML_Q4_0 = 2, TRAM_GGML_Q4_1 = 3,
@@ -28,5 +32,9 @@ int tram_dequantize(tram_ggml_type type, const void *src, float *dst, int64_t n,
 /* IEEE half and bfloat16 to float, exact (subnormals, infinities, NaN). */
 float tram_f16_to_f32(uint16_t h);
 float tram_bf16_to_f32(uint16_t h);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/int8_gemm.h"
+#include "kernels/int8.h"
 #include "models/gguf.h"
 #include "models/gguf_writer.h"
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/int8_gemm.h"
+#include "kernels/cpu/int8.h"
 #include "models/quantize.h"
 
 typedef struct {

@@ -10,9 +10,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-extern "C" {
 #include "kernels/base.h"
-}
 
 typedef struct {
     int failed;
@@ -20,8 +18,14 @@ typedef struct {
 } tram_cuda_status;
 
 /* Records "file:line: call: why" unless an earlier error is already held. */
-int tram_cuda_record(tram_cuda_status *st, const char *file, int line, const char *call,
-                     const char *why);
+static inline int tram_cuda_record(tram_cuda_status *st, const char *file, int line, const char *call,
+                                   const char *why)
+{
+    if (!st->failed)
+        tram_fail(&st->err, "cuda backend: %s:%d: %s failed: %s", file, line, call, why);
+    st->failed = 1;
+    return -1;
+}
 
 static inline int tram_cuda_rt(tram_cuda_status *st, cudaError_t e, const char *file, int line,
                                const char *call)

@@ -1,8 +1,14 @@
 /* cuda_impl.cuh — the CUDA backend's private state, shared by its .cu files
- * (backend_cuda.cu: memory and life cycle; ops.cu: element-wise kernels;
- * attention.cu; gemm.cu; sampling.cu; graph.cu). */
+ * (backend.cu: the op table, memory and life cycle; ops.cu: element-wise
+ * kernels; attention.cu; gemm.cu; int8.cu; sampling.cu; graph.cu), as
+ * kernels/cpu/cpu_impl.h is the CPU's.  The helpers every file uses are
+ * inline here, so that no file calls back into backend.cu. */
 #ifndef TRAM_CUDA_IMPL_CUH
 #define TRAM_CUDA_IMPL_CUH
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -16,12 +22,25 @@
 
 typedef __nv_bfloat16 bf16;
 
-/* One cached GEMM shape: layouts and the algorithm the heuristic chose. */
+/* One cached GEMM shape (gemm.cu's bf16 products, int8.cu's int8 ones):
+ * layouts and the algorithm the heuristic chose. */
 typedef struct {
-    int m, n, k, align;  /* align 0: empty slot */
+    int m, n, k;  /* m 0: empty slot */
+    int align;    /* the pointers' alignment the algorithm was chosen for (bf16) */
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
 } cuda_gemm_plan;
+
+/* Frees a plan's layouts and empties its slot. */
+static inline void cuda_gemm_plan_clear(cuda_gemm_plan *p)
+{
+    if (p->m) {
+        cublasLtMatrixLayoutDestroy(p->a);
+        cublasLtMatrixLayoutDestroy(p->b);
+        cublasLtMatrixLayoutDestroy(p->c);
+    }
+    memset(p, 0, sizeof(*p));
+}
 
 #define CUDA_GEMM_PLANS 1024
 #define CUDA_GEMM_WORKSPACE (32u << 20)  /* what cuBLAS recommends for Hopper */
@@ -52,15 +71,46 @@ typedef struct {
 } cuda_state;
 
 static inline cuda_state *cuda_of(tram_backend *be) { return (cuda_state *)be->impl; }
+
 /* Records a failure that is not a CUDA call (bad shape, unsupported type). */
-void cuda_fail(tram_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Grows a device buffer to at least `bytes` (contents are not kept).  A
- * graph may hold the old address, so growing drops every captured graph. */
-int cuda_reserve(cuda_state *c, void **buf, size_t *have, size_t bytes);
+static inline void cuda_fail(tram_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline void cuda_fail(tram_backend *be, const char *fmt, ...)
+{
+    cuda_state *c = cuda_of(be);
+    if (c->st.failed)
+        return;
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    tram_fail(&c->st.err, "cuda backend: %s", msg);
+    c->st.failed = 1;
+}
+
 /* Destroys the captured graphs; each bucket is captured again when next met. */
 void cuda_graphs_drop(cuda_state *c);
 
-/* ops, installed in the table by tram_backend_cuda_create */
+/* Grows a device buffer to at least `bytes` (contents are not kept).  A
+ * graph may hold the old address, so growing drops every captured graph. */
+static inline int cuda_reserve(cuda_state *c, void **buf, size_t *have, size_t bytes)
+{
+    if (*have >= bytes)
+        return 0;
+    if (*buf) {
+        if (CUDA_CHECK(&c->st, cudaFree(*buf)))
+            return -1;
+        cuda_graphs_drop(c);  /* their kernels may point at the freed buffer */
+    }
+    *buf = NULL;
+    *have = 0;
+    if (CUDA_CHECK(&c->st, cudaMalloc(buf, bytes)))
+        return -1;
+    *have = bytes;
+    return 0;
+}
+
+/* ops, installed in the table by tram_backend_cuda_create (ops.cu, then attention.cu and gemm.cu) */
 void cuda_embed(tram_backend *be, void *x, const tram_weight *table, const int32_t *ids, int n);
 void cuda_rmsnorm(tram_backend *be, void *out, const void *x, const tram_weight *w, int n, float eps);
 void cuda_add_rmsnorm(tram_backend *be, void *residual, void *out, const void *delta,
@@ -86,9 +136,7 @@ void cuda_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w,
 /* Frees sampling.cu's buffers (tram_cuda_sampler_reserve). */
 void cuda_sampler_free(cuda_state *c);
 
-/* f32 → bf16 on the device (weight upload, dummy weights) */
-void cuda_f32_to_bf16(cuda_state *c, bf16 *dst, const float *src, size_t n);
-
+/* gemm.cu's cuBLASLt handle, descriptor, workspace and plan table */
 int cuda_gemm_init(cuda_state *c);
 void cuda_gemm_destroy(cuda_state *c);
 

@@ -5,7 +5,6 @@
  * and pointer alignment; the plan (layouts + algorithm) is cached in an
  * open-addressed table, one workspace serves every call. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "kernels/cuda/cuda_impl.cuh"
 
@@ -26,20 +25,10 @@ int cuda_gemm_init(cuda_state *c)
     return 0;
 }
 
-static void plan_clear(cuda_gemm_plan *p)
-{
-    if (p->align) {
-        cublasLtMatrixLayoutDestroy(p->a);
-        cublasLtMatrixLayoutDestroy(p->b);
-        cublasLtMatrixLayoutDestroy(p->c);
-    }
-    memset(p, 0, sizeof(*p));
-}
-
 void cuda_gemm_destroy(cuda_state *c)
 {
     for (int i = 0; c->plans && i < CUDA_GEMM_PLANS; i++)
-        plan_clear(&c->plans[i]);
+        cuda_gemm_plan_clear(&c->plans[i]);
     free(c->plans);
     c->plans = NULL;
     if (c->gemm_op)
@@ -80,7 +69,7 @@ static int plan_build(cuda_state *c, cuda_gemm_plan *p, int m, int n, int k, int
     if (!rc && !found)
         rc = tram_cuda_record(&c->st, __FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic", "no algorithm for this shape");
     if (rc) {
-        plan_clear(p);
+        cuda_gemm_plan_clear(p);
         return -1;
     }
     p->algo = res.algo;
@@ -97,11 +86,11 @@ static cuda_gemm_plan *plan_for(cuda_state *c, int m, int n, int k, int align)
         cuda_gemm_plan *p = &c->plans[(h + i) % CUDA_GEMM_PLANS];
         if (p->align == align && p->m == m && p->n == n && p->k == k)
             return p;
-        if (!p->align && !free_slot)
+        if (!p->m && !free_slot)
             free_slot = p;
     }
     cuda_gemm_plan *p = free_slot ? free_slot : &c->plans[h % CUDA_GEMM_PLANS];
-    plan_clear(p);
+    cuda_gemm_plan_clear(p);
     return plan_build(c, p, m, n, k, align) ? NULL : p;
 }
 

@@ -18,23 +18,14 @@
 #include "kernels/cuda/cuda_impl.cuh"
 #include "kernels/cuda/int8.h"
 #include "kernels/cuda/quant_row.cuh"
-
-extern "C" {
-#include "kernels/cpu/int8_gemm.h"
-}
+#include "kernels/int8.h"
 
 #define ROW_THREADS 256
 #define INT8_PLANS 64
 
-typedef struct {
-    int m, n, k;  /* m 0: empty */
-    cublasLtMatrixLayout_t a, b, c;
-    cublasLtMatmulAlgo_t algo;
-} int8_plan;
-
 struct cuda_int8 {
     cublasLtMatmulDesc_t op;      /* int8 in, int32 out and compute, Wᵀ·X */
-    int8_plan plans[INT8_PLANS];
+    cuda_gemm_plan plans[INT8_PLANS];
     int next_evict;               /* round robin once every slot is taken */
     void *xq, *x_scales, *acc;    /* scratch, grow-only */
     size_t xq_bytes, x_scales_bytes, acc_bytes;
@@ -66,16 +57,6 @@ static cuda_int8 *int8_state(tram_backend *be)
     return c->int8 = s;
 }
 
-static void plan_clear(int8_plan *p)
-{
-    if (p->m) {
-        cublasLtMatrixLayoutDestroy(p->a);
-        cublasLtMatrixLayoutDestroy(p->b);
-        cublasLtMatrixLayoutDestroy(p->c);
-    }
-    memset(p, 0, sizeof(*p));
-}
-
 extern "C" void tram_cuda_int8_destroy(tram_backend *be)
 {
     cuda_state *c = cuda_of(be);
@@ -83,7 +64,7 @@ extern "C" void tram_cuda_int8_destroy(tram_backend *be)
     if (!s)
         return;
     for (int i = 0; i < INT8_PLANS; i++)
-        plan_clear(&s->plans[i]);
+        cuda_gemm_plan_clear(&s->plans[i]);
     cublasLtMatmulDescDestroy(s->op);
     cudaFree(s->xq);
     cudaFree(s->x_scales);
@@ -92,7 +73,7 @@ extern "C" void tram_cuda_int8_destroy(tram_backend *be)
     c->int8 = NULL;
 }
 
-static int plan_build(cuda_state *c, cuda_int8 *s, int8_plan *p, int m, int n, int k)
+static int plan_build(cuda_state *c, cuda_int8 *s, cuda_gemm_plan *p, int m, int n, int k)
 {
     uint64_t ws = CUDA_GEMM_WORKSPACE;
     cublasLtMatmulPreference_t pref = NULL;
@@ -113,7 +94,7 @@ static int plan_build(cuda_state *c, cuda_int8 *s, int8_plan *p, int m, int n, i
         rc = tram_cuda_record(&c->st, __FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic",
                               "no int8 algorithm for this shape");
     if (rc) {
-        plan_clear(p);
+        cuda_gemm_plan_clear(p);
         return -1;
     }
     p->algo = res.algo;
@@ -122,18 +103,18 @@ static int plan_build(cuda_state *c, cuda_int8 *s, int8_plan *p, int m, int n, i
 
 /* Few distinct shapes occur (a model's matrices × batch sizes): a short
  * list searched in order is enough. */
-static int8_plan *plan_for(cuda_state *c, cuda_int8 *s, int m, int n, int k)
+static cuda_gemm_plan *plan_for(cuda_state *c, cuda_int8 *s, int m, int n, int k)
 {
-    int8_plan *free_slot = NULL;
+    cuda_gemm_plan *free_slot = NULL;
     for (int i = 0; i < INT8_PLANS; i++) {
-        int8_plan *p = &s->plans[i];
+        cuda_gemm_plan *p = &s->plans[i];
         if (p->m == m && p->n == n && p->k == k)
             return p;
         if (!p->m && !free_slot)
             free_slot = p;
     }
-    int8_plan *p = free_slot ? free_slot : &s->plans[s->next_evict++ % INT8_PLANS];
-    plan_clear(p);
+    cuda_gemm_plan *p = free_slot ? free_slot : &s->plans[s->next_evict++ % INT8_PLANS];
+    cuda_gemm_plan_clear(p);
     return plan_build(c, s, p, m, n, k) ? NULL : p;
 }
 
@@ -213,7 +194,7 @@ static int gemm_i32(tram_backend *be, cuda_int8 *s, const int8_t *xq, const tram
     int mp = round4(w->rows), kp = round4(w->cols);
     if (cuda_reserve(c, &s->acc, &s->acc_bytes, (size_t)n * mp * sizeof(int32_t)))
         return -1;
-    int8_plan *p = plan_for(c, s, mp, n, kp);
+    cuda_gemm_plan *p = plan_for(c, s, mp, n, kp);
     if (!p)
         return -1;
     const int32_t one = 1, zero = 0;

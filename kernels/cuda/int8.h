@@ -1,24 +1,24 @@
-/* int8.h — W8A8 on CUDA (kernels/cuda/int8.cu): int8 weights with one scale
- * per output row, activations quantized per token on the fly, int8 × int8 →
- * int32 through cuBLASLt, and a dequantizing epilogue into bf16.  The
- * quantization is the CPU's (kernels/cpu/int8_gemm.h): max|x| / 127, round
- * half to even, values in [-127, 127], so both backends form the same int32
- * sums.  Plain C prototypes; only compiled into bin/tram-cuda (TRAM_CUDA). */
+/* int8.h — W8A8 on CUDA (kernels/cuda/int8.cu), the counterpart of
+ * kernels/cpu/int8.h: int8 weights with one scale per output row, activations
+ * quantized per token on the fly, int8 × int8 → int32 through cuBLASLt, and a
+ * dequantizing epilogue into bf16.  The quantization is the format both
+ * backends share (kernels/int8.h), so both form the same int32 sums.  Plain C
+ * prototypes; only compiled into bin/tram-cuda (TRAM_CUDA). */
 #ifndef TRAM_CUDA_INT8_H
 #define TRAM_CUDA_INT8_H
 
 #include <stdint.h>
 
+#include "kernels/backend.h"
+#include "kernels/base.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#include "kernels/base.h"
-#include "kernels/backend.h"
+/* ---- used by the backend's op table (backend.cu, gemm.cu, ops.cu) ---- */
 
-/* ---- used by the backend's op table (backend_cuda.cu, gemm.cu, ops.cu) ---- */
-
-/* w from host f32 rows: quantized on the host by the CPU's function, stored
+/* w from host f32 rows: quantized on the host by tram_i8_quantize, stored
  * [rows rounded up to 4][cols rounded up to 4] int8, zero-padded, and
  * scales[rows] f32. */
 void tram_cuda_int8_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols);

@@ -7,6 +7,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #ifdef __CUDACC__
 #define TRAM_HD __host__ __device__
 #else
@@ -116,5 +120,9 @@ static inline int tram_cuda_graph_slot(int bucket)
         slot++;
     return slot;
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -64,21 +64,31 @@ static __device__ __forceinline__ float store_abs(bf16 *o, int j, float v)
     return fabsf(__bfloat162float(b));
 }
 
+/* o = x · rsqrt(Σx² / dim + eps) · w, given ss, this thread's share of Σx²:
+ * each thread reads only the elements j ≡ threadIdx.x (mod blockDim.x) it
+ * summed, so x may be a row the thread has just written. */
+template <bool QUANT>
+static __device__ __forceinline__ void rmsnorm_store(bf16 *o, const bf16 *x, const float *w, int dim, float eps,
+                                                     float ss, qrow_out qo)
+{
+    float amax = 0.0f;
+    float inv = rsqrtf(block_sum(ss) / dim + eps);
+    for (int j = threadIdx.x; j < dim; j += blockDim.x)
+        amax = fmaxf(amax, store_abs(o, j, __bfloat162float(x[j]) * inv * w[j]));
+    if (QUANT)
+        quantize_row(qo.q + (size_t)blockIdx.x * qo.kp, qo.scales + blockIdx.x, o, dim, qo.kp, amax);
+}
+
 template <bool QUANT>
 static __global__ void kernel_rmsnorm(bf16 *out, const bf16 *x, const float *w, int dim, float eps, qrow_out qo)
 {
     const bf16 *xr = x + (size_t)blockIdx.x * dim;
-    bf16 *o = out + (size_t)blockIdx.x * dim;
-    float ss = 0.0f, amax = 0.0f;
+    float ss = 0.0f;
     for (int j = threadIdx.x; j < dim; j += blockDim.x) {
         float v = __bfloat162float(xr[j]);
         ss += v * v;
     }
-    float inv = rsqrtf(block_sum(ss) / dim + eps);
-    for (int j = threadIdx.x; j < dim; j += blockDim.x)
-        amax = fmaxf(amax, store_abs(o, j, __bfloat162float(xr[j]) * inv * w[j]));
-    if (QUANT)
-        quantize_row(qo.q + (size_t)blockIdx.x * qo.kp, qo.scales + blockIdx.x, o, dim, qo.kp, amax);
+    rmsnorm_store<QUANT>(out + (size_t)blockIdx.x * dim, xr, w, dim, eps, ss, qo);
 }
 
 /* The residual is stored in bf16; the norm reads the stored (rounded) sum so
@@ -89,20 +99,15 @@ static __global__ void kernel_add_rmsnorm(bf16 *residual, bf16 *out, const bf16 
 {
     bf16 *r = residual + (size_t)blockIdx.x * dim;
     const bf16 *d = delta + (size_t)blockIdx.x * dim;
-    bf16 *o = out + (size_t)blockIdx.x * dim;
-    float ss = 0.0f, amax = 0.0f;
+    float ss = 0.0f;
     for (int j = threadIdx.x; j < dim; j += blockDim.x) {
         bf16 s = __float2bfloat16(__bfloat162float(r[j]) + __bfloat162float(d[j]));
         r[j] = s;
         float v = __bfloat162float(s);
         ss += v * v;
     }
-    float inv = rsqrtf(block_sum(ss) / dim + eps);
     /* each thread reads back only the elements it wrote itself */
-    for (int j = threadIdx.x; j < dim; j += blockDim.x)
-        amax = fmaxf(amax, store_abs(o, j, __bfloat162float(r[j]) * inv * w[j]));
-    if (QUANT)
-        quantize_row(qo.q + (size_t)blockIdx.x * qo.kp, qo.scales + blockIdx.x, o, dim, qo.kp, amax);
+    rmsnorm_store<QUANT>(out + (size_t)blockIdx.x * dim, r, w, dim, eps, ss, qo);
 }
 
 static int check_vector(tram_backend *be, const char *op, const tram_weight *w)

@@ -16,7 +16,7 @@
 
 #include "kernels/cpu/sampling.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/int8_gemm.h"
+#include "kernels/cpu/int8.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/int8.h"
 
@@ -179,6 +179,17 @@ static ipair ipair_new(const int32_t *host, size_t n)
     return p;
 }
 
+/* n ids drawn uniformly from [0, below). */
+static ipair ipair_random(size_t n, int below)
+{
+    int32_t *ids = malloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+        ids[i] = rand() % below;
+    ipair p = ipair_new(ids, n);
+    free(ids);
+    return p;
+}
+
 static void ipair_free(ipair p)
 {
     cpu->free(cpu, p.c);
@@ -192,10 +203,7 @@ static void check_embed(int vocab, int dim, int n)
     char shape[64];
     snprintf(shape, sizeof(shape), "vocab %d dim %d n %d", vocab, dim, n);
     wpair t = wpair_new(vocab, dim, 1.0f);
-    int32_t *ids = malloc(n * 4);
-    for (int i = 0; i < n; i++)
-        ids[i] = rand() % vocab;
-    ipair id = ipair_new(ids, n);
+    ipair id = ipair_random(n, vocab);
     pair x = pair_new((size_t)n * dim);
     pair_poison(x);
     cpu->embed(cpu, x.c, &t.c, id.c, n);
@@ -204,7 +212,6 @@ static void check_embed(int vocab, int dim, int n)
     pair_free(x);
     ipair_free(id);
     wpair_free(&t);
-    free(ids);
 }
 
 static void check_norms(int dim, int n)
@@ -462,10 +469,7 @@ static void check_silu_gather(int n, int ffn)
     gpu->silu_mul(gpu, out.g, gu.g, n, ffn);
     pair_check(out, out.n, "silu_mul", shape);
     int n_rows = 1 + n / 2;
-    int32_t *rows = malloc(n_rows * 4);
-    for (int i = 0; i < n_rows; i++)
-        rows[i] = rand() % n;
-    ipair r = ipair_new(rows, n_rows);
+    ipair r = ipair_random(n_rows, n);
     pair g = pair_new((size_t)n_rows * ffn);
     pair_poison(g);
     cpu->gather_rows(cpu, g.c, out.c, r.c, n_rows, ffn);
@@ -473,7 +477,6 @@ static void check_silu_gather(int n, int ffn)
     pair_check(g, g.n, "gather_rows", shape);
     pair_free(gu), pair_free(out), pair_free(g);
     ipair_free(r);
-    free(rows);
 }
 
 static void check_rope(int n, const tram_attn_shape *s, float theta, tram_rope_style style)
@@ -488,10 +491,7 @@ static void check_rope(int n, const tram_attn_shape *s, float theta, tram_rope_s
     float *ic = cpu->alloc(cpu, half * 4), *ig = gpu->alloc(gpu, half * 4);
     cpu->upload(cpu, ic, inv, half * 4);
     gpu->upload(gpu, ig, inv, half * 4);
-    int32_t *pos = malloc(n * 4);
-    for (int i = 0; i < n; i++)
-        pos[i] = rand() % 8192;
-    ipair p = ipair_new(pos, n);
+    ipair p = ipair_random(n, 8192);
     pair q = pair_new((size_t)n * s->n_heads * s->head_dim), k = pair_new((size_t)n * s->n_kv_heads * s->head_dim);
     pair_random(q, 1.0f);
     pair_random(k, 1.0f);
@@ -503,7 +503,7 @@ static void check_rope(int n, const tram_attn_shape *s, float theta, tram_rope_s
     ipair_free(p);
     cpu->free(cpu, ic);
     gpu->free(gpu, ig);
-    free(inv), free(pos);
+    free(inv);
 }
 
 /* ---------------------------------------------------------------- KV cache and attention */

@@ -7,14 +7,11 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "tests/unit/test_util.h"
 
 static tram_backend *be;
 
-static void setup(void)
-{
-    tram_error err;
-    cr_assert(!tram_backend_cpu_create(&be, 2, &err), "%s", err.msg);
-}
+static void setup(void) { be = test_cpu_backend(); }
 
 static void teardown(void) { be->destroy(be); }
 

@@ -9,7 +9,8 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "kernels/cpu/int8_gemm.h"
+#include "kernels/int8.h"
+#include "tests/unit/test_util.h"
 
 /* Odd widths (not multiples of 4: the int8 rows are padded) and enough rows
  * for the ops' threaded path. */
@@ -20,11 +21,7 @@
 
 static tram_backend *be;
 
-static void setup(void)
-{
-    tram_error err;
-    cr_assert(!tram_backend_cpu_create(&be, 2, &err), "%s", err.msg);
-}
+static void setup(void) { be = test_cpu_backend(); }
 
 static void teardown(void) { be->destroy(be); }
 
@@ -84,6 +81,19 @@ static void assert_same(const float *a, const float *b, size_t n, const char *wh
     cr_assert(!memcmp(a, b, n * sizeof(float)), "%s differs", what);
 }
 
+/* Once the queued ops ran: the fused op's output out[N][cols] and product y
+ * equal the unfused ones, and qa holds out quantized; frees qa. */
+static void assert_fused_equals_unfused(tram_qact *qa, const float *out, const float *out_ref, const char *what,
+                                        const float *y, const float *y_ref)
+{
+    tram_error err;
+    cr_assert(!be->sync(be, &err), "%s", err.msg);
+    assert_same(out, out_ref, (size_t)N * qa->cols, what);
+    assert_same(y, y_ref, N * ROWS, "product");
+    assert_qact_of(qa, out);
+    qact_free(qa);
+}
+
 Test(int8_fused, rmsnorm_q_then_matmul_q_equals_unfused)
 {
     tram_weight norm = weight(1, DIM, TRAM_W_F32, 1), w = weight(ROWS, DIM, TRAM_W_INT8, 2);
@@ -91,16 +101,11 @@ Test(int8_fused, rmsnorm_q_then_matmul_q_equals_unfused)
     float *out = malloc(N * DIM * 4), *out_ref = malloc(N * DIM * 4), *y = malloc(N * ROWS * 4),
           *y_ref = malloc(N * ROWS * 4);
     tram_qact qa = qact_new(DIM);
-    tram_error err;
     be->rmsnorm(be, out_ref, x, &norm, N, 1e-5f);
     be->matmul(be, y_ref, out_ref, &w, N);
     be->rmsnorm_q(be, out, &qa, x, &norm, N, 1e-5f);
     be->matmul_q(be, y, &qa, &w, N);
-    cr_assert(!be->sync(be, &err), "%s", err.msg);
-    assert_same(out, out_ref, N * DIM, "rmsnorm output");
-    assert_same(y, y_ref, N * ROWS, "product");
-    assert_qact_of(&qa, out);
-    qact_free(&qa);
+    assert_fused_equals_unfused(&qa, out, out_ref, "rmsnorm output", y, y_ref);
     be->free_weight(be, &norm), be->free_weight(be, &w);
     free(x), free(out), free(out_ref), free(y), free(y_ref);
 }
@@ -113,17 +118,12 @@ Test(int8_fused, add_rmsnorm_q_then_matmul_q_equals_unfused)
     float *y = malloc(N * ROWS * 4), *y_ref = malloc(N * ROWS * 4);
     memcpy(res_ref, res, N * DIM * 4);
     tram_qact qa = qact_new(DIM);
-    tram_error err;
     be->add_rmsnorm(be, res_ref, out_ref, delta, &norm, N, 1e-5f);
     be->matmul(be, y_ref, out_ref, &w, N);
     be->add_rmsnorm_q(be, res, out, &qa, delta, &norm, N, 1e-5f);
     be->matmul_q(be, y, &qa, &w, N);
-    cr_assert(!be->sync(be, &err), "%s", err.msg);
+    assert_fused_equals_unfused(&qa, out, out_ref, "add_rmsnorm output", y, y_ref);
     assert_same(res, res_ref, N * DIM, "residual");
-    assert_same(out, out_ref, N * DIM, "add_rmsnorm output");
-    assert_same(y, y_ref, N * ROWS, "product");
-    assert_qact_of(&qa, out);
-    qact_free(&qa);
     be->free_weight(be, &norm), be->free_weight(be, &w);
     free(res), free(delta), free(res_ref), free(out), free(out_ref), free(y), free(y_ref);
 }
@@ -135,16 +135,11 @@ Test(int8_fused, silu_mul_q_then_matmul_q_equals_unfused)
     float *out = malloc(N * FFN * 4), *out_ref = malloc(N * FFN * 4), *y = malloc(N * ROWS * 4),
           *y_ref = malloc(N * ROWS * 4);
     tram_qact qa = qact_new(FFN);
-    tram_error err;
     be->silu_mul(be, out_ref, gu, N, FFN);
     be->matmul(be, y_ref, out_ref, &w, N);
     be->silu_mul_q(be, out, &qa, gu, N, FFN);
     be->matmul_q(be, y, &qa, &w, N);
-    cr_assert(!be->sync(be, &err), "%s", err.msg);
-    assert_same(out, out_ref, N * FFN, "silu_mul output");
-    assert_same(y, y_ref, N * ROWS, "product");
-    assert_qact_of(&qa, out);
-    qact_free(&qa);
+    assert_fused_equals_unfused(&qa, out, out_ref, "silu_mul output", y, y_ref);
     be->free_weight(be, &w);
     free(gu), free(out), free(out_ref), free(y), free(y_ref);
 }

@@ -10,7 +10,8 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "kernels/cpu/int8_gemm.h"
+#include "kernels/cpu/int8.h"
+#include "tests/unit/test_util.h"
 
 static unsigned lcg(unsigned *s)
 {
@@ -57,10 +58,10 @@ static int8_t *pad_rows(const int8_t *x, int n, int cols, int kp)
     return p;
 }
 
-static void check_kernel(tram_i8_kernel kern)
+static void check_kernel(tram_cpu_kernel kern)
 {
     if (!tram_i8_kernel_available(kern))
-        cr_skip_test("%s is not available on this CPU", tram_i8_kernel_name(kern));
+        cr_skip_test("%s is not available on this CPU", tram_cpu_kernel_name(kern));
     static const int ns[] = {1, 2, 3, 5, 8, 67, 130};
     static const int rows_set[] = {1, 15, 64, 65, 200};
     static const int cols_set[] = {1, 3, 4, 37, 64, 100, 577};
@@ -84,15 +85,15 @@ static void check_kernel(tram_i8_kernel kern)
                     tram_i8_gemm_i32(kern, got, xp, n, m, threads);
                     for (size_t i = 0; i < (size_t)n * rows; i++)
                         cr_assert_eq(got[i], ref[i], "%s n=%d rows=%d cols=%d threads=%d: [%zu] %d vs %d",
-                                     tram_i8_kernel_name(kern), n, rows, cols, threads, i, got[i], ref[i]);
+                                     tram_cpu_kernel_name(kern), n, rows, cols, threads, i, got[i], ref[i]);
                 }
                 free(x), free(w), free(mem), free(xp), free(ref), free(got);
             }
 }
 
-Test(int8_gemm, generic_kernel_is_exact) { check_kernel(TRAM_I8_GENERIC); }
-Test(int8_gemm, avx2_kernel_is_exact) { check_kernel(TRAM_I8_AVX2); }
-Test(int8_gemm, vnni_kernel_is_exact) { check_kernel(TRAM_I8_VNNI); }
+Test(int8_gemm, generic_kernel_is_exact) { check_kernel(TRAM_CPU_GENERIC); }
+Test(int8_gemm, avx2_kernel_is_exact) { check_kernel(TRAM_CPU_AVX2); }
+Test(int8_gemm, vnni_kernel_is_exact) { check_kernel(TRAM_CPU_VNNI); }
 
 /* The largest K allowed, every product at ±127²: the VNNI offset sum
  * 255 * 127 * K is at its int32 limit. */
@@ -108,12 +109,12 @@ Test(int8_gemm, extreme_values_at_max_cols_do_not_overflow)
     tram_i8_matrix *m = tram_i8_matrix_pack_q(mem, w, rows, cols);
     int32_t ref[6], got[6];
     reference(ref, x, w, 2, rows, cols);
-    for (tram_i8_kernel k = TRAM_I8_GENERIC; k <= TRAM_I8_VNNI; k++) {
+    for (tram_cpu_kernel k = TRAM_CPU_GENERIC; k <= TRAM_CPU_VNNI; k++) {
         if (!tram_i8_kernel_available(k))
             continue;
         tram_i8_gemm_i32(k, got, x, 2, m, 2);
         for (int i = 0; i < 6; i++)
-            cr_assert_eq(got[i], ref[i], "%s [%d]: %d vs %d", tram_i8_kernel_name(k), i, got[i], ref[i]);
+            cr_assert_eq(got[i], ref[i], "%s [%d]: %d vs %d", tram_cpu_kernel_name(k), i, got[i], ref[i]);
     }
     free(x), free(w), free(mem);
 }
@@ -189,11 +190,7 @@ Test(int8_gemm, quantize_round_trip_within_half_step)
 
 static tram_backend *be;
 
-static void be_setup(void)
-{
-    tram_error err;
-    cr_assert(!tram_backend_cpu_create(&be, 2, &err), "%s", err.msg);
-}
+static void be_setup(void) { be = test_cpu_backend(); }
 
 static void be_teardown(void) { be->destroy(be); }
 

@@ -1,4 +1,4 @@
-/* Block-quantized matmuls (kernels/cpu/quant_gemm.h) against a double
+/* Block-quantized matmuls (kernels/cpu/gemm_blocks.h) against a double
  * reference built from the independent dequantizer (models/dequant.c), on
  * every kernel this CPU runs; the backend's block weights; and the whole model
  * on its native Q4_1/Q8_0 blocks against the f32 path on the golden prompts. */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "server/cli/cli.h"
-#include "kernels/cpu/quant_gemm.h"
+#include "kernels/cpu/gemm_blocks.h"
 #include "kernels/dequant.h"
 #include "models/model.h"
 #include "tests/unit/test_util.h"
@@ -108,7 +108,7 @@ Test(quant_gemm, every_kernel_matches_the_dequantized_product)
             cr_expect(!memcmp(row, wf + r * COLS, sizeof(row)), "type %d: row %d differs after packing", (int)t,
                       r);
         }
-        for (tram_q_kernel k = TRAM_Q_GENERIC; k <= TRAM_Q_VNNI; k++) {
+        for (tram_cpu_kernel k = TRAM_CPU_GENERIC; k <= TRAM_CPU_VNNI; k++) {
             if (!tram_q_kernel_available(k))
                 continue;
             memset(y, 0, sizeof(y));
@@ -121,14 +121,14 @@ Test(quant_gemm, every_kernel_matches_the_dequantized_product)
                         mag += fabs((double)xf[i * COLS + c] * wf[r * COLS + c]);
                     }
                     cr_expect(fabs(y[i * ROWS + r] - ref) <= 1e-5 * mag + 1e-6,
-                              "%s kernel, type %d: y[%d][%d] = %g, reference %g", tram_q_kernel_name(k),
+                              "%s kernel, type %d: y[%d][%d] = %g, reference %g", tram_cpu_kernel_name(k),
                               (int)t, i, r, y[i * ROWS + r], ref);
                 }
             /* a token row alone gives the very bits it gets in a batch */
             for (int i = 0; i < N; i++) {
                 tram_q_gemm(k, alone, xq + i * NB, 1, &tw, 1);
                 cr_expect(!memcmp(alone, y + i * ROWS, sizeof(alone)),
-                          "%s kernel, type %d: token %d alone differs", tram_q_kernel_name(k), (int)t, i);
+                          "%s kernel, type %d: token %d alone differs", tram_cpu_kernel_name(k), (int)t, i);
             }
         }
     }
@@ -154,7 +154,7 @@ Test(quant_gemm, backend_runs_block_weights)
     be->matmul(be, y, x, &tw, N);
     for (int i = 0; i < N; i++)
         tram_q8_quantize_row(x + i * COLS, COLS, xq + i * NB);
-    tram_q_gemm(TRAM_Q_GENERIC, ref, xq, N, &tw, 1);
+    tram_q_gemm(TRAM_CPU_GENERIC, ref, xq, N, &tw, 1);
     for (int i = 0; i < N * ROWS; i++)
         cr_expect(fabsf(y[i] - ref[i]) <= 1e-4f * (1.0f + fabsf(ref[i])), "y[%d] = %g, generic %g", i, y[i],
                   ref[i]);

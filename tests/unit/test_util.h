@@ -1,8 +1,11 @@
-/* Small helpers shared by the unit tests that compare logits or outputs. */
+/* Small helpers shared by the unit tests. */
 #ifndef TEST_UTIL_H
 #define TEST_UTIL_H
 
+#include <criterion/criterion.h>
+
 #include "engine/tram.h"
+#include "kernels/backend.h"
 
 /* Index of the largest of x[n]; the lowest index on ties, as greedy sampling. */
 static inline int test_argmax(const float *x, int n)
@@ -23,6 +26,15 @@ static inline tram_sampling_params test_greedy_params(int max_tokens)
     p.max_tokens = max_tokens;
     p.ignore_eos = 1;
     return p;
+}
+
+/* A CPU backend on two threads, for the suites that test its ops. */
+static inline tram_backend *test_cpu_backend(void)
+{
+    tram_backend *be = NULL;
+    tram_error err;
+    cr_assert(!tram_backend_cpu_create(&be, 2, &err), "%s", err.msg);
+    return be;
 }
 
 #endif

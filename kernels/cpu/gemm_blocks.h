@@ -1,18 +1,20 @@
-/* quant_gemm.h — matmuls on GGUF block-quantized weights as the file stores
+/* gemm_blocks.h — matmuls on GGUF block-quantized weights as the file stores
  * them (Q8_0, Q4_0, Q4_1), against activations quantized to int8 per block of
- * 32, the scheme llama.cpp uses (its q8_0 / q8_1 activations).
+ * 32, the scheme llama.cpp uses (its q8_0 / q8_1 activations).  CPU only:
+ * CUDA has no counterpart, it dequantizes GGUF blocks to bf16 at load.
  *
  * One decode step then reads 0.56-1.06 bytes per weight instead of the 4 of
  * dequantized f32: decode on the CPU is memory-bandwidth bound, so that ratio
  * is its speed-up.  Each block's product is an exact int32 sum of int8 x int8
  * (or nibble x int8); only the activation rounding differs from the f32 path. */
-#ifndef TRAM_QUANT_GEMM_H
-#define TRAM_QUANT_GEMM_H
+#ifndef TRAM_CPU_GEMM_BLOCKS_H
+#define TRAM_CPU_GEMM_BLOCKS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/features.h"
 
 #define TRAM_QK 32   /* weights per block */
 
@@ -25,15 +27,10 @@ typedef struct {
     int8_t q[TRAM_QK];
 } tram_q8_block;
 
-typedef enum {
-    TRAM_Q_GENERIC = 0,
-    TRAM_Q_AVX2 = 1,        /* vpmaddubsw */
-    TRAM_Q_VNNI = 2,        /* AVX-512 VNNI on 256-bit vectors (vpdpbusd) */
-} tram_q_kernel;
-
-int tram_q_kernel_available(tram_q_kernel k);
-tram_q_kernel tram_q_kernel_best(void);
-const char *tram_q_kernel_name(tram_q_kernel k);
+/* Whether a kernel runs here (AVX2: vpmaddubsw; VNNI: AVX-512 VNNI on
+ * 256-bit vectors), and the fastest that does. */
+int tram_q_kernel_available(tram_cpu_kernel k);
+tram_cpu_kernel tram_q_kernel_best(void);
 
 /* Bytes of one block of 32 weights of type t; 0 when t is not a block type. */
 size_t tram_q_block_bytes(tram_wtype t);
@@ -42,7 +39,7 @@ size_t tram_q_block_bytes(tram_wtype t);
 void tram_q8_quantize_row(const float *x, int cols, tram_q8_block *out);
 
 /* The kernels read W repacked: groups of 8 rows interleaved block by block
- * (layout in quant_gemm.c), the last group padded with zero rows.  Same bytes
+ * (layout in gemm_blocks.c), the last group padded with zero rows.  Same bytes
  * per weight as the file.  tram_q_pack writes rows x cols of type t, given as
  * the file stores them (row after row of blocks), into out's
  * tram_q_packed_bytes. */
@@ -51,7 +48,7 @@ void tram_q_pack(tram_wtype t, int rows, int cols, const void *blocks, void *out
 
 /* y[n, w->rows] = x · Wᵀ with x given as n rows of cols/32 blocks and
  * w->data as tram_q_pack wrote it; threaded over W's rows. */
-void tram_q_gemm(tram_q_kernel k, float *y, const tram_q8_block *xq, int n, const tram_weight *w,
+void tram_q_gemm(tram_cpu_kernel k, float *y, const tram_q8_block *xq, int n, const tram_weight *w,
                  int threads);
 
 /* Row `row` of W dequantized to f32 (the embedding lookup of a tied table). */

@@ -1,14 +1,12 @@
-/* int8_gemm.h — W8A8 matrix products on the CPU.
+/* int8.h — W8A8 matrix products on the CPU; kernels/cuda/int8.cu is the
+ * CUDA counterpart.
  *
- * Y[n, rows] = X[n, cols] · Wᵀ with both operands int8, symmetric: weights
- * per output row (w = q * w_scale[row]), activations per token row
- * (x = q * x_scale[i]), quantized dynamically just before the product.  The
- * products accumulate exactly in int32; the f32 epilogue multiplies by the two
- * scales while the tile is still in registers' reach, so the int32 matrix is
- * never written out.
- *
- * Quantized values are in [-127, 127] (never -128): the AVX2 kernel's
- * sign trick and the bound on K below rely on it.
+ * Y[n, rows] = X[n, cols] · Wᵀ with both operands in the shared int8 format
+ * (kernels/int8.h): weights per output row (w = q * w_scale[row]),
+ * activations per token row (x = q * x_scale[i]), quantized dynamically just
+ * before the product.  The products accumulate exactly in int32; the f32
+ * epilogue multiplies by the two scales while the tile is still in registers'
+ * reach, so the int32 matrix is never written out.
  *
  * Weights are packed once, at upload, into groups of 64 output rows: for each
  * group and each run of 4 columns k, 256 contiguous bytes hold rows r..r+63,
@@ -16,20 +14,16 @@
  * dot-product instruction against 4 broadcast activation bytes, so a tile's
  * accumulators hold whole output columns and need no horizontal sums; and the
  * kernel streams the matrix front to back. */
-#ifndef TRAM_INT8_GEMM_H
-#define TRAM_INT8_GEMM_H
+#ifndef TRAM_CPU_INT8_H
+#define TRAM_CPU_INT8_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define TRAM_I8_GROUP 64        /* output rows per packed group */
-#define TRAM_I8_MAX_COLS 65536  /* 255 * 127 * K must fit in int32 (VNNI's u8 offset) */
+#include "kernels/cpu/features.h"
+#include "kernels/int8.h"
 
-typedef enum {
-    TRAM_I8_GENERIC = 0,  /* plain C, any x86-64 or other CPU */
-    TRAM_I8_AVX2 = 1,     /* vpmaddubsw / vpmaddwd with the sign trick */
-    TRAM_I8_VNNI = 2,     /* AVX-512 vpdpbusd with a +128 offset on activations */
-} tram_i8_kernel;
+#define TRAM_I8_GROUP 64        /* output rows per packed group */
 
 typedef struct {
     int rows, cols;      /* logical shape */
@@ -49,21 +43,18 @@ tram_i8_matrix *tram_i8_matrix_pack_q(void *mem, const int8_t *q, int rows, int 
 /* Unpacks row `row` as out[cols] = q * scale (an int8 embedding table). */
 void tram_i8_matrix_row(const tram_i8_matrix *m, int row, float scale, float *out);
 
-/* Quantizes x[cols] symmetric into q[kp] (zeros after cols); returns the scale,
- * max|x| / 127 (0 for a zero row). */
-float tram_i8_quantize(const float *x, int cols, int kp, int8_t *q);
-
-/* The fastest kernel this CPU runs, and whether a given one runs here. */
-tram_i8_kernel tram_i8_kernel_best(void);
-int tram_i8_kernel_available(tram_i8_kernel k);
-const char *tram_i8_kernel_name(tram_i8_kernel k);
+/* Whether a kernel runs here (AVX2: vpmaddubsw / vpmaddwd with the sign
+ * trick; VNNI: AVX-512 vpdpbusd with a +128 offset on activations), and the
+ * fastest that does. */
+int tram_i8_kernel_available(tram_cpu_kernel k);
+tram_cpu_kernel tram_i8_kernel_best(void);
 
 /* xq: [n][w->kp] quantized activations.  Threads split the work over output
  * groups and token chunks. */
-void tram_i8_gemm_f32(tram_i8_kernel k, float *y, const int8_t *xq, const float *x_scales, int n,
+void tram_i8_gemm_f32(tram_cpu_kernel k, float *y, const int8_t *xq, const float *x_scales, int n,
                       const tram_i8_matrix *w, const float *w_scales, int threads);
 /* The exact int32 products acc[n][rows], for tests. */
-void tram_i8_gemm_i32(tram_i8_kernel k, int32_t *acc, const int8_t *xq, int n, const tram_i8_matrix *w,
+void tram_i8_gemm_i32(tram_cpu_kernel k, int32_t *acc, const int8_t *xq, int n, const tram_i8_matrix *w,
                       int threads);
 
 #endif

@@ -1,5 +1,5 @@
-/* quant_gemm.c — block-quantized weight × int8 activation products (see
- * quant_gemm.h).
+/* gemm_blocks.c — block-quantized weight × int8 activation products (see
+ * gemm_blocks.h), and the CPU backend's matmul on them (at the end).
  *
  * Weights are repacked at load so that G = 8 rows sit side by side: for each
  * block index, the 8 rows' f16 scales (and Q4_1 mins), then their quants
@@ -12,12 +12,13 @@
  * them.  The driver hands threads chunks of GROUPS groups; a chunk stays in
  * L1/L2 while every token tile passes over it.  AVX2 and VNNI kernels carry
  * target attributes, so the file builds for any x86-64 and picks at run time,
- * like int8_gemm.c. */
-#include "kernels/cpu/quant_gemm.h"
+ * like int8.c. */
+#include "kernels/cpu/gemm_blocks.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_impl.h"
 #include "kernels/dequant.h"
 
 #if defined(__x86_64__)
@@ -103,10 +104,14 @@ typedef struct {
 static quant_place place_of(tram_wtype t, int i, int j)
 {
     if (t == TRAM_W_Q8_0)
-        return (quant_place){2 + j, header_bytes(t) + (j / 4) * 4 * G + 4 * i + j % 4, 0, 0};
+        return (quant_place){.file = 2 + j, .packed = header_bytes(t) + (j / 4) * 4 * G + 4 * i + j % 4};
     size_t qs = t == TRAM_W_Q4_1 ? 4 : 2;
-    size_t packed = header_bytes(t) + (j / 8) * 4 * G + 4 * i + j % 4;
-    return (quant_place){qs + j % (QK / 2), packed, j < QK / 2 ? 0 : 4, j % 8 < 4 ? 0 : 4};
+    return (quant_place){
+        .file = qs + j % (QK / 2),
+        .packed = header_bytes(t) + (j / 8) * 4 * G + 4 * i + j % 4,
+        .file_shift = j < QK / 2 ? 0 : 4,
+        .packed_shift = j % 8 < 4 ? 0 : 4,
+    };
 }
 
 /* Copies one block of row i between the file's layout and its group block,
@@ -304,48 +309,34 @@ DISPATCH(AVX2_TARGET, avx2_group, avx2_body)
 DISPATCH(VNNI_TARGET, vnni_group, vnni_body)
 #endif
 
-static group_fn kernel_fn(tram_q_kernel k)
+static group_fn kernel_fn(tram_cpu_kernel k)
 {
 #if defined(__x86_64__)
-    if (k == TRAM_Q_VNNI)
+    if (k == TRAM_CPU_VNNI)
         return vnni_group;
-    if (k == TRAM_Q_AVX2)
+    if (k == TRAM_CPU_AVX2)
         return avx2_group;
 #endif
     (void)k;
     return generic_group;
 }
 
-int tram_q_kernel_available(tram_q_kernel k)
+int tram_q_kernel_available(tram_cpu_kernel k)
 {
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
-    if (k == TRAM_Q_VNNI)
-        return avx2 && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-    if (k == TRAM_Q_AVX2)
+    tram_cpu_features f = tram_cpu_features_detect();
+    int avx2 = f.avx2 && f.fma && f.f16c;
+    if (k == TRAM_CPU_VNNI)
+        return avx2 && f.avx512vl && f.avx512vnni;
+    if (k == TRAM_CPU_AVX2)
         return avx2;
-#endif
-    return k == TRAM_Q_GENERIC;
+    return k == TRAM_CPU_GENERIC;
 }
 
-tram_q_kernel tram_q_kernel_best(void)
-{
-    if (tram_q_kernel_available(TRAM_Q_VNNI))
-        return TRAM_Q_VNNI;
-    return tram_q_kernel_available(TRAM_Q_AVX2) ? TRAM_Q_AVX2 : TRAM_Q_GENERIC;
-}
-
-const char *tram_q_kernel_name(tram_q_kernel k)
-{
-    static const char *const names[] = {"generic", "avx2", "avx512-vnni"};
-    return (unsigned)k < sizeof(names) / sizeof(names[0]) ? names[k] : "unknown";
-}
+tram_cpu_kernel tram_q_kernel_best(void) { return tram_cpu_kernel_best(tram_q_kernel_available); }
 
 /* ---------------------------------------------------------------- driver */
 
-void tram_q_gemm(tram_q_kernel k, float *y, const tram_q8_block *xq, int n, const tram_weight *w,
+void tram_q_gemm(tram_cpu_kernel k, float *y, const tram_q8_block *xq, int n, const tram_weight *w,
                  int threads)
 {
     group_fn fn = kernel_fn(k);
@@ -384,4 +375,39 @@ void tram_q_row_f32(const tram_weight *w, int row, float *out)
         /* the type was checked at upload, so this cannot fail */
         tram_dequantize(ggml_type_of(w->type), blk, out + b * QK, QK, NULL);
     }
+}
+
+/* ---------------------------------------------------------------- backend ops */
+
+/* GGUF blocks as stored, regrouped by 8 rows for the kernels (tram_q_pack):
+ * the rows of a block weight are whole blocks. */
+void cpu_upload_weight_blocks(tram_backend *be, tram_weight *w, const void *blocks, int rows, int cols,
+                              tram_wtype type)
+{
+    memset(w, 0, sizeof(*w));
+    if (!tram_q_block_bytes(type) || cols % TRAM_QK || rows < 1) {
+        cpu_fail(be, "block weights need a GGUF block type and a multiple of 32 columns");
+        return;
+    }
+    w->data = cpu_alloc(be, tram_q_packed_bytes(type, rows, cols));
+    if (!w->data)
+        return;
+    tram_q_pack(type, rows, cols, blocks, w->data);
+    w->type = type;
+    w->rows = rows;
+    w->cols = cols;
+}
+
+/* Block weights: activations quantized per 32 like the weights, then integer
+ * block dots.  Only a new largest batch allocates. */
+void cpu_blocks_matmul(tram_backend *be, float *y, const float *x, const tram_weight *w, int n)
+{
+    cpu_state *s = cpu_of(be);
+    int nb = w->cols / TRAM_QK;
+    if (cpu_reserve(be, (void **)&s->xb, &s->xb_cap, (size_t)n * nb * sizeof(tram_q8_block)))
+        return;
+#pragma omp parallel for num_threads(s->threads) if (n >= PAR_MIN_ROWS)
+    for (int i = 0; i < n; i++)
+        tram_q8_quantize_row(x + (size_t)i * w->cols, w->cols, s->xb + (size_t)i * nb);
+    tram_q_gemm(s->q_kernel, y, s->xb, n, w, s->threads);
 }

@@ -1,14 +1,17 @@
-/* int8_gemm.c — W8A8 GEMM/GEMV kernels for the CPU (see int8_gemm.h).
+/* int8.c — W8A8 GEMM/GEMV kernels for the CPU (see int8.h), and the CPU
+ * backend's int8 ops on them (at the end), as kernels/cuda/int8.cu holds
+ * CUDA's.
  *
  * A kernel computes one tile: mr token rows × one packed group of 64 output
  * rows, over all of K, into int32 tile[mr][64].  The driver walks the tiles,
  * split over threads, and writes each through the epilogue (dequantized f32,
  * or the raw int32 for tests).  AVX2 and AVX-512 kernels carry target
  * attributes, so the file builds for any x86-64 and picks at run time. */
-#include "kernels/cpu/int8_gemm.h"
+#include "kernels/cpu/int8.h"
 
-#include <math.h>
 #include <string.h>
+
+#include "kernels/cpu/cpu_impl.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -58,34 +61,7 @@ static void set(tram_i8_matrix *m, int row, int k, int8_t v)
     m->row_sums[row] += v;
 }
 
-/* ---------------------------------------------------------------- quantization */
-
-/* max|x| / 127, and its inverse for the multiply (0 for a zero row). */
-static float row_scale(const float *x, int n, float *inv)
-{
-    float amax = 0.0f;
-    for (int j = 0; j < n; j++)
-        amax = fmaxf(amax, fabsf(x[j]));
-    *inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    return amax / 127.0f;
-}
-
-/* Rounds to nearest even; the clamp only guards against x*inv landing a
- * rounding error above 127. */
-static int8_t quant(float x, float inv)
-{
-    float v = nearbyintf(x * inv);
-    return (int8_t)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v);
-}
-
-float tram_i8_quantize(const float *x, int cols, int kp, int8_t *q)
-{
-    float inv, scale = row_scale(x, cols, &inv);
-    for (int j = 0; j < cols; j++)
-        q[j] = quant(x[j], inv);
-    memset(q + cols, 0, kp - cols);
-    return scale;
-}
+/* ---------------------------------------------------------------- packing */
 
 tram_i8_matrix *tram_i8_matrix_pack(void *mem, const float *w, int rows, int cols, float *scales)
 {
@@ -93,9 +69,9 @@ tram_i8_matrix *tram_i8_matrix_pack(void *mem, const float *w, int rows, int col
     for (int r = 0; r < rows; r++) {
         const float *wr = w + (size_t)r * cols;
         float inv;
-        scales[r] = row_scale(wr, cols, &inv);
+        scales[r] = tram_i8_row_scale(wr, cols, &inv);
         for (int k = 0; k < cols; k++)
-            set(m, r, k, quant(wr[k], inv));
+            set(m, r, k, tram_i8_round(wr[k], inv));
     }
     return m;
 }
@@ -239,43 +215,29 @@ typedef struct {
     tile_fn one;     /* one row, for the remainder */
 } kernel_desc;
 
-static kernel_desc describe(tram_i8_kernel k)
+static kernel_desc describe(tram_cpu_kernel k)
 {
 #if defined(__x86_64__)
-    if (k == TRAM_I8_VNNI)
-        return (kernel_desc){4, vnni_tile4, vnni_tile1};
-    if (k == TRAM_I8_AVX2)
-        return (kernel_desc){2, avx2_tile2, avx2_tile1};
+    if (k == TRAM_CPU_VNNI)
+        return (kernel_desc){.mr = 4, .wide = vnni_tile4, .one = vnni_tile1};
+    if (k == TRAM_CPU_AVX2)
+        return (kernel_desc){.mr = 2, .wide = avx2_tile2, .one = avx2_tile1};
 #endif
     (void)k;
-    return (kernel_desc){1, generic_tile, generic_tile};
+    return (kernel_desc){.mr = 1, .wide = generic_tile, .one = generic_tile};
 }
 
-int tram_i8_kernel_available(tram_i8_kernel k)
+int tram_i8_kernel_available(tram_cpu_kernel k)
 {
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (k == TRAM_I8_VNNI)
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vnni");
-    if (k == TRAM_I8_AVX2)
-        return __builtin_cpu_supports("avx2");
-#endif
-    return k == TRAM_I8_GENERIC;
+    tram_cpu_features f = tram_cpu_features_detect();
+    if (k == TRAM_CPU_VNNI)
+        return f.avx512f && f.avx512bw && f.avx512vnni;
+    if (k == TRAM_CPU_AVX2)
+        return f.avx2;
+    return k == TRAM_CPU_GENERIC;
 }
 
-tram_i8_kernel tram_i8_kernel_best(void)
-{
-    if (tram_i8_kernel_available(TRAM_I8_VNNI))
-        return TRAM_I8_VNNI;
-    return tram_i8_kernel_available(TRAM_I8_AVX2) ? TRAM_I8_AVX2 : TRAM_I8_GENERIC;
-}
-
-const char *tram_i8_kernel_name(tram_i8_kernel k)
-{
-    static const char *const names[] = {"generic", "avx2", "avx512-vnni"};
-    return (unsigned)k < sizeof(names) / sizeof(names[0]) ? names[k] : "unknown";
-}
+tram_cpu_kernel tram_i8_kernel_best(void) { return tram_cpu_kernel_best(tram_i8_kernel_available); }
 
 /* ---------------------------------------------------------------- driver */
 
@@ -304,7 +266,7 @@ static void store_tile(const epilogue *e, const int32_t *tile, int row0, int mr,
 
 /* Work item = (group, chunk of CHUNK token rows), numbered group-major so a
  * thread's consecutive items reuse one group's weights from cache. */
-static void run(tram_i8_kernel k, const epilogue *e, const int8_t *xq, int n, const tram_i8_matrix *w,
+static void run(tram_cpu_kernel k, const epilogue *e, const int8_t *xq, int n, const tram_i8_matrix *w,
                 int threads)
 {
     kernel_desc kd = describe(k);
@@ -327,16 +289,70 @@ static void run(tram_i8_kernel k, const epilogue *e, const int8_t *xq, int n, co
     }
 }
 
-void tram_i8_gemm_f32(tram_i8_kernel k, float *y, const int8_t *xq, const float *x_scales, int n,
+void tram_i8_gemm_f32(tram_cpu_kernel k, float *y, const int8_t *xq, const float *x_scales, int n,
                       const tram_i8_matrix *w, const float *w_scales, int threads)
 {
-    epilogue e = {y, x_scales, w_scales, NULL};
+    epilogue e = {.y = y, .x_scales = x_scales, .w_scales = w_scales};
     run(k, &e, xq, n, w, threads);
 }
 
-void tram_i8_gemm_i32(tram_i8_kernel k, int32_t *acc, const int8_t *xq, int n, const tram_i8_matrix *w,
+void tram_i8_gemm_i32(tram_cpu_kernel k, int32_t *acc, const int8_t *xq, int n, const tram_i8_matrix *w,
                       int threads)
 {
-    epilogue e = {NULL, NULL, NULL, acc};
+    epilogue e = {.acc = acc};
     run(k, &e, xq, n, w, threads);
+}
+
+/* ---------------------------------------------------------------- backend ops */
+
+/* Int8 weights: each row quantized symmetric and packed for the kernels;
+ * data holds the packed tram_i8_matrix. */
+void cpu_int8_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols)
+{
+    if (cols > TRAM_I8_MAX_COLS) {
+        cpu_fail(be, "int8 weights wider than 65536 columns could overflow int32 sums");
+        return;
+    }
+    w->data = cpu_alloc(be, tram_i8_matrix_bytes(rows, cols));
+    w->scales = w->data ? cpu_alloc(be, rows * sizeof(float)) : NULL;
+    if (!w->scales)
+        return;
+    tram_i8_matrix_pack(w->data, host, rows, cols, w->scales);
+    w->type = TRAM_W_INT8;
+    w->rows = rows;
+    w->cols = cols;
+}
+
+static void matmul_qact(tram_backend *be, float *y, const tram_qact *qa, const tram_weight *w, int n)
+{
+    cpu_state *s = cpu_of(be);
+    tram_i8_gemm_f32(s->i8_kernel, y, qa->q, qa->scales, n, w->data, w->scales, s->threads);
+}
+
+/* W8A8 on an input that no op quantized for us (the attention output, the
+ * lm_head's rows): each token row is quantized here first, one more pass over
+ * n*cols floats against rows*cols weight bytes for the product itself.  Only
+ * the first passes of a new largest batch grow the scratch. */
+void cpu_int8_matmul(tram_backend *be, float *y, const float *x, const tram_weight *w, int n)
+{
+    cpu_state *s = cpu_of(be);
+    const tram_i8_matrix *m = w->data;
+    if (cpu_reserve(be, (void **)&s->xq, &s->xq_cap, (size_t)n * m->kp) ||
+        cpu_reserve(be, (void **)&s->xs, &s->xs_cap, (size_t)n * sizeof(float)))
+        return;
+    tram_qact qa = {.q = s->xq, .scales = s->xs, .cols = w->cols, .kp = m->kp};
+#pragma omp parallel for num_threads(s->threads) if (n >= PAR_MIN_ROWS)
+    for (int i = 0; i < n; i++)
+        qact_row(&qa, i, x + (size_t)i * w->cols);
+    matmul_qact(be, y, &qa, w, n);
+}
+
+void cpu_matmul_q(tram_backend *be, void *y, const tram_qact *qa, const tram_weight *w, int n)
+{
+    if (w->type != TRAM_W_INT8) {
+        cpu_fail(be, "matmul_q: the weight must be int8");
+        return;
+    }
+    if (!qact_check(be, qa, w->cols))
+        matmul_qact(be, y, qa, w, n);
 }

@@ -1,8 +1,9 @@
-/* backend_cuda.cu — the CUDA backend's life cycle, memory, weights, errors and
- * tensor-parallel all-reduce.  Activations are bf16 (act_bytes = 2); weight
- * matrices are bf16, vectors f32.  All work is queued on one stream; errors
- * are recorded (check.h) and reported by sync(). */
-#include <stdarg.h>
+/* backend.cu — the CUDA backend's op table, life cycle, memory, weights and
+ * tensor-parallel all-reduce, as kernels/cpu/backend.c is the CPU's; the ops
+ * live in the files named like the CPU's (ops.cu, attention.cu, gemm.cu,
+ * int8.cu).  Activations are bf16 (act_bytes = 2); weight matrices are bf16,
+ * vectors f32.  All work is queued on one stream; errors are recorded
+ * (check.h) and reported by sync(). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,45 +11,6 @@
 #include <curand_kernel.h>
 
 #include "kernels/cuda/cuda_impl.cuh"
-
-int tram_cuda_record(tram_cuda_status *st, const char *file, int line, const char *call, const char *why)
-{
-    if (!st->failed)
-        tram_fail(&st->err, "cuda backend: %s:%d: %s failed: %s", file, line, call, why);
-    st->failed = 1;
-    return -1;
-}
-
-void cuda_fail(tram_backend *be, const char *fmt, ...)
-{
-    cuda_state *c = cuda_of(be);
-    if (c->st.failed)
-        return;
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    tram_fail(&c->st.err, "cuda backend: %s", msg);
-    c->st.failed = 1;
-}
-
-int cuda_reserve(cuda_state *c, void **buf, size_t *have, size_t bytes)
-{
-    if (*have >= bytes)
-        return 0;
-    if (*buf) {
-        if (CUDA_CHECK(&c->st, cudaFree(*buf)))
-            return -1;
-        cuda_graphs_drop(c);  /* their kernels may point at the freed buffer */
-    }
-    *buf = NULL;
-    *have = 0;
-    if (CUDA_CHECK(&c->st, cudaMalloc(buf, bytes)))
-        return -1;
-    *have = bytes;
-    return 0;
-}
 
 /* ---------------------------------------------------------------- memory */
 
@@ -89,7 +51,7 @@ static __global__ void kernel_f32_to_bf16(bf16 *dst, const float *src, size_t n)
         dst[i] = __float2bfloat16(src[i]);
 }
 
-void cuda_f32_to_bf16(cuda_state *c, bf16 *dst, const float *src, size_t n)
+static void f32_to_bf16(cuda_state *c, bf16 *dst, const float *src, size_t n)
 {
     int blocks = tram_cuda_grid_1d((int64_t)n, 256);
     if (blocks > 65536)
@@ -142,7 +104,7 @@ static void cuda_upload_weight(tram_backend *be, tram_weight *w, const float *ho
     if (CUDA_CHECK(&c->st, cudaMallocAsync((void **)&tmp, n * sizeof(float), c->stream)))
         return;
     cuda_upload(be, tmp, host, n * sizeof(float));
-    cuda_f32_to_bf16(c, (bf16 *)w->data, tmp, n);
+    f32_to_bf16(c, (bf16 *)w->data, tmp, n);
     CUDA_CHECK(&c->st, cudaFreeAsync(tmp, c->stream));
 }
 

@@ -1,0 +1,146 @@
+/* attention.c — paged attention over the unified batch on the CPU, as
+ * kernels/cuda/attention.cu is for CUDA. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_impl.h"
+
+static int seq_of_token(const tram_batch *b, int token)
+{
+    int lo = 0, hi = b->num_seqs - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (b->query_start[mid] <= token)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Attention works on a tile of query rows (token x head) that share one KV
+ * head and one sequence: the query heads of a GQA group and up to a few
+ * consecutive prefill tokens.  Each chunk of keys is read from memory once for
+ * the whole tile, scored for all its rows, and folded into each row's softmax
+ * with one max and one exp per score (the online softmax, by chunk). */
+#define ATT_ROWS 48   /* query rows of one tile */
+#define ATT_KEYS 32   /* keys scored at once (within one KV block) */
+/* Multiply-adds below which attention runs on one thread: a fork/join with
+ * passive OpenMP waits costs tens of microseconds, what one core needs for
+ * about this much work (a decode token over a few hundred positions). */
+#define ATT_PAR_MIN_MACS (1L << 20)
+
+typedef struct {
+    const float *q[ATT_ROWS];
+    float *out[ATT_ROWS];    /* accumulates Σ p·v, then divided by Σ p */
+    int ctx[ATT_ROWS];       /* keys this row sees (causal) */
+    float max[ATT_ROWS], sum[ATT_ROWS];
+    int n, max_ctx;
+} att_tile;
+
+/* The reduction lets the compiler split the sum over SIMD lanes. */
+static float dot(const float *restrict a, const float *restrict b, int n)
+{
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int d = 0; d < n; d++)
+        s += a[d] * b[d];
+    return s;
+}
+
+static void axpy(float *restrict y, float a, const float *restrict x, int n)
+{
+#pragma omp simd
+    for (int d = 0; d < n; d++)
+        y[d] += a * x[d];
+}
+
+/* Row r's scores of keys [j0, j0+nk) become softmax weights under the row's
+ * running max (rescaling what it accumulated when the max grows). */
+static void score_chunk(att_tile *t, int r, float *p, const float *kb, size_t kd, int nk,
+                        const tram_attn_shape *s)
+{
+    float m = t->max[r];
+    for (int j = 0; j < nk; j++) {
+        p[j] = dot(t->q[r], kb + j * kd, s->head_dim) * s->scale;
+        m = fmaxf(m, p[j]);
+    }
+    if (m > t->max[r]) {
+        float c = expf(t->max[r] - m); /* 0 on the first chunk: out and sum are 0 */
+        t->sum[r] *= c;
+        for (int d = 0; d < s->head_dim; d++)
+            t->out[r][d] *= c;
+        t->max[r] = m;
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < nk; j++) {
+        p[j] = expf(p[j] - m);
+        sum += p[j];
+    }
+    t->sum[r] += sum;
+}
+
+static void attend_tile(att_tile *t, const float *k_cache, const float *v_cache, const int32_t *block_table,
+                        int kv_head, const tram_attn_shape *s)
+{
+    int hd = s->head_dim, bs = s->block_size;
+    size_t kd = (size_t)s->n_kv_heads * hd;
+    float p[ATT_ROWS][ATT_KEYS];
+    for (int r = 0; r < t->n; r++) {
+        t->max[r] = -INFINITY;
+        t->sum[r] = 0.0f;
+        memset(t->out[r], 0, hd * sizeof(float));
+    }
+    for (int j0 = 0; j0 < t->max_ctx;) {
+        int off = j0 % bs, nk = TRAM_MIN(TRAM_MIN(ATT_KEYS, bs - off), t->max_ctx - j0);
+        size_t slot = (size_t)block_table[j0 / bs] * bs + off;
+        const float *kb = k_cache + slot * kd + (size_t)kv_head * hd;
+        const float *vb = v_cache + slot * kd + (size_t)kv_head * hd;
+        for (int r = 0; r < t->n; r++)
+            if (t->ctx[r] > j0)
+                score_chunk(t, r, p[r], kb, kd, TRAM_MIN(nk, t->ctx[r] - j0), s);
+        for (int j = 0; j < nk; j++)
+            for (int r = 0; r < t->n; r++)
+                if (t->ctx[r] > j0 + j)
+                    axpy(t->out[r], p[r][j], vb + j * kd, hd);
+        j0 += nk;
+    }
+    for (int r = 0; r < t->n; r++) {
+        float inv = 1.0f / t->sum[r];
+        for (int d = 0; d < hd; d++)
+            t->out[r][d] *= inv;
+    }
+}
+
+/* Work item = (tile of consecutive tokens, KV head, chunk of that head's query
+ * heads).  A token tile that spans sequences is attended one sequence's run
+ * at a time. */
+void cpu_attention(tram_backend *be, void *out, const void *q, const void *k_cache,
+                          const void *v_cache, const tram_batch *b, const tram_attn_shape *s)
+{
+    int hd = s->head_dim, qd = s->n_heads * hd, group = s->n_heads / s->n_kv_heads;
+    int hq = TRAM_MIN(group, ATT_ROWS), hchunks = (group + hq - 1) / hq, tt = ATT_ROWS / hq;
+    int per_tile = s->n_kv_heads * hchunks, work = (b->num_tokens + tt - 1) / tt * per_tile;
+    long keys = 0; /* an upper bound: a token sees at most position + 1 keys */
+    for (int i = 0; i < b->num_tokens; i++)
+        keys += b->positions[i] + 1;
+#pragma omp parallel for num_threads(cpu_of(be)->threads) schedule(dynamic, 1) \
+    if (keys * 2 * qd >= ATT_PAR_MIN_MACS)
+    for (int w = 0; w < work; w++) {
+        int kvh = w % per_tile / hchunks, h0 = kvh * group + w % hchunks * hq;
+        int h1 = TRAM_MIN(h0 + hq, (kvh + 1) * group);
+        int i = w / per_tile * tt, end = TRAM_MIN(i + tt, b->num_tokens);
+        while (i < end) {
+            int seq = seq_of_token(b, i), run_end = TRAM_MIN(end, b->query_start[seq + 1]);
+            att_tile t = {.n = 0, .max_ctx = 0};
+            for (; i < run_end; i++)
+                for (int h = h0; h < h1; h++, t.n++) {
+                    t.q[t.n] = (const float *)q + (size_t)i * qd + h * hd;
+                    t.out[t.n] = (float *)out + (size_t)i * qd + h * hd;
+                    t.ctx[t.n] = TRAM_MIN(b->positions[i] + 1, b->seq_lens[seq]);
+                    t.max_ctx = TRAM_MAX(t.max_ctx, t.ctx[t.n]);
+                }
+            attend_tile(&t, k_cache, v_cache, b->block_tables + (size_t)seq * b->max_blocks_per_seq, kvh, s);
+        }
+    }
+}

@@ -1,0 +1,121 @@
+/* backend.c — the CPU backend: f32 activations, OpenBLAS GEMMs, OpenMP
+ * threads over tokens and heads.  It is the reference every other backend is
+ * tested against, so each op is the plain math first and fast second.  This
+ * file holds its op table, memory, weights and life cycle, as
+ * kernels/cuda/backend.cu does for CUDA; the ops live in the files named
+ * like CUDA's (ops.c, attention.c, gemm.c, int8.c) and gemm_blocks.c. */
+#include <cblas.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_impl.h"
+#include "kernels/cpu/int8.h"
+
+/* ---------------------------------------------------------------- memory */
+
+static void cpu_free(tram_backend *be, void *ptr)
+{
+    (void)be;
+    free(ptr);
+}
+
+static void cpu_copy(tram_backend *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    memcpy(dst, src, bytes);
+}
+
+/* ---------------------------------------------------------------- weights */
+
+static void cpu_upload_weight(tram_backend *be, tram_weight *w, const float *host, int rows, int cols,
+                              tram_wtype type)
+{
+    memset(w, 0, sizeof(*w));
+    if (type == TRAM_W_INT8 && rows > 1) {
+        cpu_int8_upload(be, w, host, rows, cols);
+        return;
+    }
+    if (type != TRAM_W_F32 && type != TRAM_W_INT8) {
+        cpu_fail(be, "only f32 and int8 weights are supported");
+        return;
+    }
+    size_t bytes = (size_t)rows * cols * sizeof(float);
+    w->data = cpu_alloc(be, bytes);
+    if (!w->data)
+        return;
+    memcpy(w->data, host, bytes);
+    w->type = TRAM_W_F32;
+    w->rows = rows;
+    w->cols = cols;
+}
+
+static void cpu_free_weight(tram_backend *be, tram_weight *w)
+{
+    (void)be;
+    free(w->data);
+    free(w->scales);
+    memset(w, 0, sizeof(*w));
+}
+
+/* ---------------------------------------------------------------- tensor parallel */
+
+static void cpu_all_reduce(tram_backend *be, void *x, size_t n)
+{
+    (void)x;
+    (void)n;
+    if (be->world_size > 1)
+        cpu_fail(be, "all_reduce across ranks is not implemented on the CPU yet");
+}
+
+/* ---------------------------------------------------------------- life cycle */
+
+static int cpu_sync(tram_backend *be, tram_error *err)
+{
+    cpu_state *s = cpu_of(be);
+    if (!s->failed)
+        return 0;
+    s->failed = 0;
+    return tram_fail(err, "%s", s->err.msg);
+}
+
+static void cpu_destroy(tram_backend *be)
+{
+    if (!be)
+        return;
+    cpu_state *s = cpu_of(be);
+    free(s->xq);
+    free(s->xs);
+    free(s->xb);
+    free(s);
+    free(be);
+}
+
+int tram_backend_cpu_create(tram_backend **out, int num_threads, tram_error *err)
+{
+    tram_backend *be = tram_calloc(1, sizeof(*be), err);
+    cpu_state *s = be ? tram_calloc(1, sizeof(*s), err) : NULL;
+    if (!s) {
+        free(be);
+        return -1;
+    }
+    s->threads = num_threads > 0 ? num_threads : omp_get_num_procs();
+    s->i8_kernel = tram_i8_kernel_best();
+    s->q_kernel = tram_q_kernel_best();
+    openblas_set_num_threads(1); /* we thread around it: see cpu_matmul */
+    *be = (tram_backend){
+        .name = "cpu", .act_bytes = sizeof(float), .rank = 0, .world_size = 1, .impl = s,
+        .alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,
+        .upload_weight = cpu_upload_weight, .free_weight = cpu_free_weight,
+        .upload_weight_blocks = cpu_upload_weight_blocks,
+        .embed = cpu_embed, .rmsnorm = cpu_rmsnorm, .add_rmsnorm = cpu_add_rmsnorm,
+        .matmul = cpu_matmul, .add_bias = cpu_add_bias, .rope = cpu_rope, .kv_store = cpu_kv_store,
+        .attention = cpu_attention, .silu_mul = cpu_silu_mul, .rmsnorm_q = cpu_rmsnorm_q,
+        .add_rmsnorm_q = cpu_add_rmsnorm_q, .silu_mul_q = cpu_silu_mul_q, .matmul_q = cpu_matmul_q,
+        .split_qkv = cpu_split_qkv, .gather_rows = cpu_gather_rows,
+        .to_host_f32 = cpu_to_host_f32, .all_reduce = cpu_all_reduce, .sync = cpu_sync,
+        .destroy = cpu_destroy,
+    };
+    *out = be;
+    return 0;
+}

@@ -1,0 +1,126 @@
+/* cpu_impl.h — the CPU backend's private state, shared by its .c files
+ * (backend.c: the op table, memory and life cycle; ops.c: element-wise ops;
+ * attention.c; gemm.c: f32 matmul; int8.c; gemm_blocks.c), as
+ * kernels/cuda/cuda_impl.cuh is CUDA's.  The helpers every file uses are
+ * inline here, so that no file calls back into backend.c. */
+#ifndef TRAM_CPU_IMPL_H
+#define TRAM_CPU_IMPL_H
+
+#include <stdlib.h>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/features.h"
+#include "kernels/cpu/gemm_blocks.h"
+#include "kernels/int8.h"
+
+typedef struct {
+    int threads;
+    tram_error err;
+    int failed;
+    tram_cpu_kernel i8_kernel; /* the best this CPU runs */
+    int8_t *xq;                /* activations quantized for int8 matmuls, grown to the largest */
+    float *xs;                 /* their per-row scales */
+    size_t xq_cap, xs_cap;     /* bytes */
+    tram_cpu_kernel q_kernel;  /* the best this CPU runs, for GGUF block weights */
+    tram_q8_block *xb;         /* activations quantized for block matmuls, grown to the largest */
+    size_t xb_cap;             /* bytes */
+} cpu_state;
+
+static inline cpu_state *cpu_of(tram_backend *be) { return be->impl; }
+
+/* Row-parallel element-wise ops fork only from this many token rows: below
+ * it a fork/join (a futex round trip per thread, more when the cores are
+ * shared) costs more than the op itself. */
+#define PAR_MIN_ROWS 8
+
+/* Records the first failure; sync() reports it. */
+static inline void cpu_fail(tram_backend *be, const char *msg)
+{
+    cpu_state *s = cpu_of(be);
+    if (!s->failed)
+        tram_fail(&s->err, "cpu backend: %s", msg);
+    s->failed = 1;
+}
+
+static inline void *cpu_alloc(tram_backend *be, size_t bytes)
+{
+    /* 64-byte alignment keeps AVX-512 loads on one cache line. */
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? (bytes + 63) / 64 * 64 : 64)) {
+        cpu_fail(be, "out of memory");
+        return NULL;
+    }
+    return p;
+}
+
+/* Grows a scratch buffer to at least `bytes` (contents are not kept). */
+static inline int cpu_reserve(tram_backend *be, void **buf, size_t *cap, size_t bytes)
+{
+    if (bytes <= *cap)
+        return 0;
+    free(*buf);
+    *buf = cpu_alloc(be, bytes);
+    *cap = *buf ? bytes : 0;
+    return *buf ? 0 : -1;
+}
+
+/* A W8A8 op's quantized copy of its output: checked against the row width the
+ * op produces, so a mis-sized buffer is an error, not an overrun. */
+static inline int qact_check(tram_backend *be, const tram_qact *qa, int cols)
+{
+    if (qa->cols == cols && qa->kp == tram_qact_stride(cols))
+        return 0;
+    cpu_fail(be, "quantized activations of the wrong width for this op");
+    return -1;
+}
+
+/* Row i quantized for an int8 matmul right after it was computed, while it is
+ * still in cache; nothing without qa. */
+static inline void qact_row(const tram_qact *qa, int i, const float *row)
+{
+    if (qa)
+        qa->scales[i] = tram_i8_quantize(row, qa->cols, qa->kp, qa->q + (size_t)i * qa->kp);
+}
+
+/* By file: the ops that tram_backend_cpu_create installs in the table, and
+ * what gemm.c and backend.c hand int8 and block weights to. */
+
+/* ops.c */
+void cpu_embed(tram_backend *be, void *x, const tram_weight *table, const int32_t *ids, int n);
+void cpu_rmsnorm(tram_backend *be, void *out, const void *x, const tram_weight *w, int n, float eps);
+void cpu_rmsnorm_q(tram_backend *be, void *out, const tram_qact *qa, const void *x, const tram_weight *w, int n,
+                   float eps);
+void cpu_add_rmsnorm(tram_backend *be, void *residual, void *out, const void *delta, const tram_weight *w,
+                     int n, float eps);
+void cpu_add_rmsnorm_q(tram_backend *be, void *residual, void *out, const tram_qact *qa, const void *delta,
+                       const tram_weight *w, int n, float eps);
+void cpu_add_bias(tram_backend *be, void *y, const tram_weight *bias, int n);
+void cpu_rope(tram_backend *be, void *q, void *k, const int32_t *positions, int n, const tram_attn_shape *s,
+              const float *inv_freq, tram_rope_style style);
+void cpu_kv_store(tram_backend *be, void *k_cache, void *v_cache, const void *k, const void *v,
+                  const int32_t *slot_mapping, int n, const tram_attn_shape *s);
+void cpu_silu_mul(tram_backend *be, void *out, const void *gate_up, int n, int ffn);
+void cpu_silu_mul_q(tram_backend *be, void *out, const tram_qact *qa, const void *gate_up, int n, int ffn);
+void cpu_split_qkv(tram_backend *be, void *q, void *k, void *v, const void *qkv, int n, int qd, int kd);
+void cpu_gather_rows(tram_backend *be, void *out, const void *x, const int32_t *rows, int n_rows, int dim);
+void cpu_to_host_f32(tram_backend *be, float *dst, const void *src, size_t n);
+
+/* attention.c */
+void cpu_attention(tram_backend *be, void *out, const void *q, const void *k_cache, const void *v_cache,
+                   const tram_batch *b, const tram_attn_shape *s);
+
+/* gemm.c: every matmul, f32 weights itself, int8 and block weights by
+ * cpu_int8_matmul and cpu_blocks_matmul */
+void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n);
+
+/* int8.c: int8 weights (cpu_upload_weight makes them) and their products */
+void cpu_int8_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols);
+void cpu_int8_matmul(tram_backend *be, float *y, const float *x, const tram_weight *w, int n);
+void cpu_matmul_q(tram_backend *be, void *y, const tram_qact *qa, const tram_weight *w, int n);
+
+/* gemm_blocks.c: GGUF block weights and their products */
+void cpu_upload_weight_blocks(tram_backend *be, tram_weight *w, const void *blocks, int rows, int cols,
+                              tram_wtype type);
+void cpu_blocks_matmul(tram_backend *be, float *y, const float *x, const tram_weight *w, int n);
+
+#endif

@@ -1,0 +1,56 @@
+/* gemm.c — y[n, rows] = x[n, cols] · Wᵀ on the CPU: f32 weights through
+ * OpenBLAS here, int8 weights in int8.c, GGUF block weights in gemm_blocks.c
+ * (kernels/cuda/gemm.cu is the CUDA counterpart). */
+#include <cblas.h>
+#include <omp.h>
+
+#include "kernels/cpu/cpu_impl.h"
+
+/* Rows up to which matmul runs as matrix-vector products (see sgemm_rows). */
+#define GEMV_MAX_ROWS 2
+
+/* y[:, r0:r1] = x · W[r0:r1]ᵀ with single-threaded OpenBLAS.  For a few rows
+ * sgemm spends more time packing W than multiplying, so those go through
+ * sgemv, which streams W once, unpacked. */
+static void sgemm_rows(float *y, const float *x, const float *w, int n, int rows, int cols, int r0, int r1)
+{
+    if (n <= GEMV_MAX_ROWS) {
+        for (int i = 0; i < n; i++)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, r1 - r0, cols, 1.0f, w + (size_t)r0 * cols, cols,
+                        x + (size_t)i * cols, 1, 0.0f, y + (size_t)i * rows + r0, 1);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, r1 - r0, cols, 1.0f, x, cols,
+                w + (size_t)r0 * cols, cols, 0.0f, y + r0, rows);
+}
+
+/* y[n, rows] = x[n, cols] · Wᵀ.  The output columns are split across our
+ * OpenMP threads and OpenBLAS runs single-threaded inside each: one pool of
+ * threads on the cores, instead of OpenBLAS's pool fighting OpenMP's spinning
+ * workers for them. */
+void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n)
+{
+    if (w->type == TRAM_W_INT8) {
+        cpu_int8_matmul(be, y, x, w, n);
+        return;
+    }
+    if (tram_q_block_bytes(w->type)) {
+        cpu_blocks_matmul(be, y, x, w, n);
+        return;
+    }
+    if (w->type != TRAM_W_F32) {
+        cpu_fail(be, "matmul: unsupported weight type");
+        return;
+    }
+    int threads = cpu_of(be)->threads;
+#pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        /* slices on 16-row boundaries keep each thread's rows cache-line aligned */
+        int chunk = (w->rows + nt - 1) / nt;
+        chunk = (chunk + 15) / 16 * 16;
+        int r0 = TRAM_MIN(t * chunk, w->rows), r1 = TRAM_MIN(r0 + chunk, w->rows);
+        if (r1 > r0)
+            sgemm_rows(y, x, w->data, n, w->rows, w->cols, r0, r1);
+    }
+}
