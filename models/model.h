@@ -13,6 +13,10 @@
 #include "kernels/base.h"
 #include "kernels/backend.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     char arch[32];                /* "llama", "qwen2", "mistral" */
     int dim;                      /* hidden size */
@@ -120,5 +124,9 @@ typedef void (*tram_act_observer)(void *ctx, int layer, tram_act_site site, cons
                                   int dim);
 /* Calls fn during every later forward pass; NULL stops. */
 void tram_model_set_observer(tram_model *m, tram_act_observer fn, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -8,10 +8,18 @@
 #include "kernels/base.h"
 #include "models/model.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Directory searched for NAME.json unless TRAM_PRESET_DIR is set. */
 #define TRAM_PRESET_DIR "models/presets"
 
 /* name: a preset name (llama-3.1-8b, ...) or a path to a .json file. */
 int tram_preset_load(const char *name, tram_model_config *out, tram_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

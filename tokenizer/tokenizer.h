@@ -18,13 +18,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* spm_lib.cc (C++) includes this header: the guard also gives base.h's
- * functions C linkage there. */
+#include "kernels/base.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#include "kernels/base.h"
 
 typedef struct tram_tokenizer tram_tokenizer;
 struct tram_gguf;

@@ -8,16 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* base.h and backend.h have no linkage guards of their own yet. */
-#ifdef __cplusplus
-extern "C" {
-#endif
 #include "kernels/base.h"
 #include "kernels/backend.h"
-#ifdef __cplusplus
-}
-#endif
-
 #include "kernels/sampling.h"
 
 #ifdef __cplusplus

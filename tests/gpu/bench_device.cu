@@ -29,9 +29,7 @@
 
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/launch_plan.h"
-extern "C" {
 #include "models/presets.h"
-}
 
 #define CTX 512
 #define BLOCK 16
