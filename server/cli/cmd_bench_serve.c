@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/cli/cli.h"
+#include "server/cli/commands.h"
 
 /* bench/bench_serve.py next to the binary's directory (bin/../bench), else
  * under the current directory. */

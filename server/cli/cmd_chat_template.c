@@ -1,14 +1,16 @@
 /* cmd_chat_template.c — `tram chat-template [-m MODEL] MESSAGES.json`: prints
  * the prompt the model's chat template makes of a conversation. */
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "server/cli/cli.h"
+#include "server/cli/commands.h"
+#include "server/cli/defaults.h"
+#include "server/cli/flags.h"
 #include "tokenizer/chat_template.h"
 
-static void usage(FILE *out)
+void tram_cmd_chat_template_usage(FILE *out)
 {
     fprintf(out, "usage: tram chat-template [-m MODEL] [--no-generation-prompt] [--chatml-fallback] MESSAGES.json\n\n"
                  "MESSAGES.json holds [{\"role\": ..., \"content\": ...}, ...] (or {\"messages\": [...]}).\n\n"
@@ -57,31 +59,23 @@ static int render(const char *model, const char *path, int gen, int fallback)
     return rc ? 1 : 0;
 }
 
+typedef struct {
+    const char *model;
+    int no_generation_prompt, chatml_fallback;
+} chat_template_opts;
+
+static const tram_flag chat_template_flags[] = {
+    {.name = "-m", .kind = TRAM_FLAG_STRING, .field = offsetof(chat_template_opts, model)},
+    {.name = "--no-generation-prompt", .kind = TRAM_FLAG_SET, .field = offsetof(chat_template_opts, no_generation_prompt)},
+    {.name = "--chatml-fallback", .kind = TRAM_FLAG_SET, .field = offsetof(chat_template_opts, chatml_fallback)},
+};
+
 int tram_cmd_chat_template(int argc, char **argv)
 {
-    const char *model = TRAM_DEFAULT_MODEL, *path = NULL;
-    int gen = 1, fallback = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
-            model = argv[++i];
-        } else if (!strcmp(argv[i], "--no-generation-prompt")) {
-            gen = 0;
-        } else if (!strcmp(argv[i], "--chatml-fallback")) {
-            fallback = 1;
-        } else if (argv[i][0] == '-' || path) {
-            fprintf(stderr, "tram chat-template: %s '%s'\n\n", path ? "unexpected argument" : "unknown option", argv[i]);
-            usage(stderr);
-            return TRAM_EXIT_USAGE;
-        } else {
-            path = argv[i];
-        }
-    }
-    if (!path) {
-        usage(stderr);
+    chat_template_opts o = {.model = TRAM_DEFAULT_MODEL};
+    const char *path;
+    const tram_flag_table table = TRAM_FLAG_TABLE(chat_template_flags, &o);
+    if (tram_flags_parse(&table, 1, argc, argv, &path, 1) != 1)
         return TRAM_EXIT_USAGE;
-    }
-    return render(model, path, gen, fallback);
+    return render(o.model, path, !o.no_generation_prompt, o.chatml_fallback);
 }

@@ -1,12 +1,15 @@
 /* cmd_generate.c — `tram generate`: one prompt streamed to stdout, or a JSONL
  * batch (--input/--output) run through continuous batching all at once. */
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "server/cli/cli.h"
+#include "server/cli/commands.h"
+#include "server/cli/defaults.h"
+#include "server/cli/engine_flags.h"
 #include "engine/tram.h"
 #include "tokenizer/chat_template.h"
 
@@ -17,7 +20,7 @@ typedef struct {
     tram_engine_config ec;
 } gen_opts;
 
-static void usage(FILE *out)
+void tram_cmd_generate_usage(FILE *out)
 {
     fprintf(out, "usage: tram generate [-m MODEL] (-p PROMPT | --input IN.jsonl --output OUT.jsonl)\n"
                  "       [--chat] [-n N] [--temperature T] [--top-p P] [--top-k K] [--min-p P]\n"
@@ -28,69 +31,28 @@ static void usage(FILE *out)
     tram_engine_print_flags(out);
 }
 
-static int sampling_flag(gen_opts *o, const char *f, const char *v)
-{
-    long x;
-    double d;
-    if (!strcmp(f, "-n") || !strcmp(f, "--max-tokens")) {
-        if (tram_cli_int(f, v, 1, 1 << 24, &x))
-            return -1;
-        o->p.max_tokens = (int)x;
-    } else if (!strcmp(f, "--top-k")) {
-        if (tram_cli_int(f, v, 0, 1 << 24, &x))
-            return -1;
-        o->p.top_k = (int)x;
-    } else if (!strcmp(f, "--seed")) {
-        if (tram_cli_int(f, v, 0, 0x7fffffffffffffffL, &x))
-            return -1;
-        o->p.has_seed = 1;
-        o->p.seed = (uint64_t)x;
-    } else {
-        float *dst = !strcmp(f, "--temperature") ? &o->p.temperature
-                     : !strcmp(f, "--top-p")     ? &o->p.top_p
-                                                 : &o->p.min_p;
-        if (tram_cli_float(f, v, 0, 100, &d))
-            return -1;
-        *dst = (float)d;
-    }
-    return 0;
-}
+/* --seed is the engine's: it seeds every request (they bring no seed of their own). */
+static const tram_flag generate_flags[] = {
+    {.name = "--model", .alias = "-m", .kind = TRAM_FLAG_STRING, .field = offsetof(gen_opts, model)},
+    {.name = "--prompt", .alias = "-p", .kind = TRAM_FLAG_STRING, .field = offsetof(gen_opts, prompt)},
+    {.name = "--input", .kind = TRAM_FLAG_STRING, .field = offsetof(gen_opts, input)},
+    {.name = "--output", .kind = TRAM_FLAG_STRING, .field = offsetof(gen_opts, output)},
+    {.name = "--chat", .kind = TRAM_FLAG_SET, .field = offsetof(gen_opts, chat)},
+    {.name = "--ignore-eos", .kind = TRAM_FLAG_SET, .field = offsetof(gen_opts, p.ignore_eos)},
+    {.name = "--max-tokens", .alias = "-n", .kind = TRAM_FLAG_INT, .field = offsetof(gen_opts, p.max_tokens),
+     .lo = 1, .hi = 1 << 24},
+    {.name = "--top-k", .kind = TRAM_FLAG_INT, .field = offsetof(gen_opts, p.top_k), .lo = 0, .hi = 1 << 24},
+    {.name = "--temperature", .kind = TRAM_FLAG_FLOAT, .field = offsetof(gen_opts, p.temperature), .lo = 0,
+     .hi = 100},
+    {.name = "--top-p", .kind = TRAM_FLAG_FLOAT, .field = offsetof(gen_opts, p.top_p), .lo = 0, .hi = 100},
+    {.name = "--min-p", .kind = TRAM_FLAG_FLOAT, .field = offsetof(gen_opts, p.min_p), .lo = 0, .hi = 100},
+};
 
 static int parse_args(gen_opts *o, int argc, char **argv)
 {
-    static const char *const sampling[] = {"-n", "--max-tokens", "--temperature", "--top-p",
-                                           "--top-k", "--min-p", "--seed"};
-    for (int i = 1; i < argc;) {
-        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r = tram_engine_parse_flag(&o->ec, argc, argv, &i);
-        if (r < 0)
-            return -1;
-        if (r > 0)
-            continue;
-        if (!strcmp(f, "--chat") || !strcmp(f, "--ignore-eos")) {
-            *(f[2] == 'c' ? &o->chat : &o->p.ignore_eos) = 1;
-            i++;
-            continue;
-        }
-        const char **str = !strcmp(f, "-m") || !strcmp(f, "--model") ? &o->model
-                           : !strcmp(f, "-p") || !strcmp(f, "--prompt") ? &o->prompt
-                           : !strcmp(f, "--input")                      ? &o->input
-                           : !strcmp(f, "--output")                     ? &o->output
-                                                                        : NULL;
-        int is_sampling = 0;
-        for (size_t k = 0; k < TRAM_ARRAY_LEN(sampling); k++)
-            is_sampling |= !strcmp(f, sampling[k]);
-        if ((!str && !is_sampling) || !v) {
-            fprintf(stderr, v || str || is_sampling ? "tram: unknown option '%s'\n"
-                                                    : "tram: %s needs a value\n", f);
-            return -1;
-        }
-        if (str)
-            *str = v;
-        else if (sampling_flag(o, f, v))
-            return -1;
-        i += 2;
-    }
+    const tram_flag_table tables[] = {TRAM_FLAG_TABLE(generate_flags, o), tram_engine_flags(&o->ec)};
+    if (tram_flags_parse(tables, 2, argc, argv, NULL, 0) < 0)
+        return -1;
     if (!o->prompt == !(o->input && o->output)) {
         fprintf(stderr, "tram: give either -p PROMPT or both --input and --output\n");
         return -1;
@@ -407,14 +369,8 @@ int tram_cmd_generate(int argc, char **argv)
     tram_sampling_params_init(&o.p);
     o.p.max_tokens = 128;
     tram_engine_config_init(&o.ec);
-    if (tram_cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    if (parse_args(&o, argc, argv)) {
-        usage(stderr);
+    if (parse_args(&o, argc, argv))
         return TRAM_EXIT_USAGE;
-    }
     tram_error err = {{0}};
     tram_engine *e;
     if (tram_engine_create(&e, &o.ec, o.model, &err)) {

@@ -1,13 +1,16 @@
 /* cmd_tokenize.c — `tram tokenize [-m MODEL] TEXT`: prints the ids and
  * pieces a model's tokenizer makes of a text. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/cli/cli.h"
+#include "server/cli/commands.h"
+#include "server/cli/defaults.h"
+#include "server/cli/flags.h"
 #include "tokenizer/tokenizer.h"
 
-static void usage(FILE *out)
+void tram_cmd_tokenize_usage(FILE *out)
 {
     fprintf(out, "usage: tram tokenize [-m MODEL] [--special] [--bos] TEXT\n\n"
                  "Prints one line per token: its id, its vocabulary piece and the text it stands for.\n\n"
@@ -37,45 +40,33 @@ static void print_escaped(const char *s, size_t n)
     }
 }
 
+typedef struct {
+    const char *model;
+    int special, bos;
+} tokenize_opts;
+
+static const tram_flag tokenize_flags[] = {
+    {.name = "-m", .kind = TRAM_FLAG_STRING, .field = offsetof(tokenize_opts, model)},
+    {.name = "--special", .kind = TRAM_FLAG_SET, .field = offsetof(tokenize_opts, special)},
+    {.name = "--bos", .kind = TRAM_FLAG_SET, .field = offsetof(tokenize_opts, bos)},
+};
+
 int tram_cmd_tokenize(int argc, char **argv)
 {
-    const char *model = TRAM_DEFAULT_MODEL, *text = NULL;
-    int special = 0, bos = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
-            model = argv[++i];
-        } else if (!strcmp(argv[i], "--special")) {
-            special = 1;
-        } else if (!strcmp(argv[i], "--bos")) {
-            bos = 1;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "tram tokenize: unknown option '%s'\n\n", argv[i]);
-            usage(stderr);
-            return TRAM_EXIT_USAGE;
-        } else if (!text) {
-            text = argv[i];
-        } else {
-            fprintf(stderr, "tram tokenize: unexpected argument '%s'\n\n", argv[i]);
-            usage(stderr);
-            return TRAM_EXIT_USAGE;
-        }
-    }
-    if (!text) {
-        usage(stderr);
+    tokenize_opts o = {.model = TRAM_DEFAULT_MODEL};
+    const char *text;
+    const tram_flag_table table = TRAM_FLAG_TABLE(tokenize_flags, &o);
+    if (tram_flags_parse(&table, 1, argc, argv, &text, 1) != 1)
         return TRAM_EXIT_USAGE;
-    }
     tram_tokenizer *t;
     tram_error err;
     int32_t *ids;
     int n;
-    if (tram_tokenizer_load(&t, model, &err)) {
+    if (tram_tokenizer_load(&t, o.model, &err)) {
         fprintf(stderr, "tram tokenize: %s\n", err.msg);
         return 1;
     }
-    if (tram_tokenizer_encode(t, text, strlen(text), bos, special, &ids, &n, &err)) {
+    if (tram_tokenizer_encode(t, text, strlen(text), o.bos, o.special, &ids, &n, &err)) {
         fprintf(stderr, "tram tokenize: %s\n", err.msg);
         tram_tokenizer_free(t);
         return 1;

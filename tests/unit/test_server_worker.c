@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "server/cli/cli.h"
+#include "server/cli/defaults.h"
 #include "server/worker.h"
 
 #define NREQ 3
