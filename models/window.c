@@ -11,9 +11,9 @@ static int window_blocks(int ctx)
 
 tram_model_limits tram_window_limits(int ctx, int logits_rows)
 {
-    return (tram_model_limits){.max_tokens = ctx, .max_seqs = logits_rows, .max_blocks_per_seq = window_blocks(ctx),
-                               .num_blocks = window_blocks(ctx), .block_size = BLOCK_SIZE,
-                               .weight_type = TRAM_W_F32};
+    return (tram_model_limits){.max_tokens = ctx, .max_seqs = logits_rows,
+                               .max_blocks_per_seq = window_blocks(ctx), .num_blocks = window_blocks(ctx),
+                               .block_size = BLOCK_SIZE, .weight_type = TRAM_W_F32};
 }
 
 int tram_window_init(tram_window *w, int ctx, tram_error *err)

@@ -4,12 +4,11 @@
 
 #include "kernels/base.h"
 
-static const tram_command benchmarks[] = {
-    {.name = "throughput", .summary = "offline throughput",
-     .run = tram_cmd_bench_throughput, .usage = tram_cmd_bench_throughput_usage},
-    {.name = "serve", .summary = "an OpenAI server under Poisson arrivals",
-     .run = tram_cmd_bench_serve},
-};
+static const tram_command *const benchmarks[] = {&tram_cmd_bench_throughput, &tram_cmd_bench_serve};
 
-const tram_command_group tram_bench_commands = {
+static const tram_command_group bench = {
     .name = "tram bench", .noun = "benchmark", .commands = benchmarks, .n_commands = TRAM_ARRAY_LEN(benchmarks)};
+
+const tram_command tram_cmd_bench = {
+    .name = "bench", .group = &bench,
+    .summary = "benchmarks: offline throughput, or a server under load"};

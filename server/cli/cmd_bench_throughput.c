@@ -38,7 +38,7 @@ typedef struct {
     tram_engine_stats s;       /* the engine's counters at the end of the run */
 } bench_run;
 
-void tram_cmd_bench_throughput_usage(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(out,
             "usage: tram bench throughput [-m MODEL] [--num-prompts N] [--input-len N]\n"
@@ -368,7 +368,7 @@ static int bench_throughput(bench_opts *o, bench_req *reqs, tram_error *err)
     return rc;
 }
 
-int tram_cmd_bench_throughput(int argc, char **argv)
+static int throughput(int argc, char **argv)
 {
     bench_opts o = {.model = TRAM_DEFAULT_MODEL, .num_prompts = 64, .input_len = 128,
                     .output_len = 128};
@@ -379,10 +379,12 @@ int tram_cmd_bench_throughput(int argc, char **argv)
     tram_error err = {{0}};
     bench_req *reqs = tram_calloc((size_t)o.num_prompts, sizeof(*reqs), &err);
     int rc = reqs ? bench_throughput(&o, reqs, &err) : -1;
-    if (rc)
-        fprintf(stderr, "tram: %s\n", err.msg);
     for (int i = 0; reqs && i < o.num_prompts; i++)
         free(reqs[i].ids);
     free(reqs);
-    return rc ? 1 : 0;
+    return tram_exit_status("tram", rc, &err);
 }
+
+const tram_command tram_cmd_bench_throughput = {
+    .name = "throughput", .run = throughput, .usage = usage,
+    .summary = "offline throughput"};

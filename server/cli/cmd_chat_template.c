@@ -10,7 +10,20 @@
 #include "server/cli/flags.h"
 #include "tokenizer/chat_template.h"
 
-void tram_cmd_chat_template_usage(FILE *out)
+typedef struct {
+    const char *model;
+    int generation_prompt;  /* open an assistant turn at the end */
+    int chatml_fallback;
+} chat_template_opts;
+
+static const tram_flag chat_template_flags[] = {
+    {.name = "-m", .kind = TRAM_FLAG_STRING, .field = offsetof(chat_template_opts, model)},
+    {.name = "--no-generation-prompt", .kind = TRAM_FLAG_CLEAR,
+     .field = offsetof(chat_template_opts, generation_prompt)},
+    {.name = "--chatml-fallback", .kind = TRAM_FLAG_SET, .field = offsetof(chat_template_opts, chatml_fallback)},
+};
+
+static void usage(FILE *out)
 {
     fprintf(out, "usage: tram chat-template [-m MODEL] [--no-generation-prompt] [--chatml-fallback] MESSAGES.json\n\n"
                  "MESSAGES.json holds [{\"role\": ..., \"content\": ...}, ...] (or {\"messages\": [...]}).\n\n"
@@ -20,7 +33,7 @@ void tram_cmd_chat_template_usage(FILE *out)
                  TRAM_DEFAULT_MODEL);
 }
 
-static int render(const char *model, const char *path, int gen, int fallback)
+static int render(const chat_template_opts *o, const char *path)
 {
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
@@ -42,8 +55,8 @@ static int render(const char *model, const char *path, int gen, int fallback)
     if (rc)
         snprintf(err.msg, sizeof(err.msg), "%s: expected an array of messages", path);
     if (!rc)
-        rc = tram_tokenizer_load(&t, model, &err) || tram_chat_template_for(&ct, t, fallback, &err) ||
-             tram_chat_template_render(ct, msgs, (int)n, gen, &out, &err);
+        rc = tram_tokenizer_load(&t, o->model, &err) || tram_chat_template_for(&ct, t, o->chatml_fallback, &err) ||
+             tram_chat_template_render(ct, msgs, (int)n, o->generation_prompt, &out, &err);
     if (rc)
         fprintf(stderr, "tram chat-template: %s\n", err.msg);
     else {
@@ -59,23 +72,16 @@ static int render(const char *model, const char *path, int gen, int fallback)
     return rc ? 1 : 0;
 }
 
-typedef struct {
-    const char *model;
-    int no_generation_prompt, chatml_fallback;
-} chat_template_opts;
-
-static const tram_flag chat_template_flags[] = {
-    {.name = "-m", .kind = TRAM_FLAG_STRING, .field = offsetof(chat_template_opts, model)},
-    {.name = "--no-generation-prompt", .kind = TRAM_FLAG_SET, .field = offsetof(chat_template_opts, no_generation_prompt)},
-    {.name = "--chatml-fallback", .kind = TRAM_FLAG_SET, .field = offsetof(chat_template_opts, chatml_fallback)},
-};
-
-int tram_cmd_chat_template(int argc, char **argv)
+static int chat_template(int argc, char **argv)
 {
-    chat_template_opts o = {.model = TRAM_DEFAULT_MODEL};
+    chat_template_opts o = {.model = TRAM_DEFAULT_MODEL, .generation_prompt = 1};
     const char *path;
     const tram_flag_table table = TRAM_FLAG_TABLE(chat_template_flags, &o);
     if (tram_flags_parse(&table, 1, argc, argv, &path, 1) != 1)
         return TRAM_EXIT_USAGE;
-    return render(o.model, path, !o.no_generation_prompt, o.chatml_fallback);
+    return render(&o, path);
 }
+
+const tram_command tram_cmd_chat_template = {
+    .name = "chat-template", .run = chat_template, .usage = usage,
+    .summary = "print the prompt a model's chat template makes of messages"};

@@ -6,7 +6,7 @@
 #include "server/cli/flags.h"
 #include "models/hf_writer.h"
 
-void tram_cmd_convert_usage(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(out, "usage: tram convert [--dtype f32|bf16] GGUF OUTDIR\n\n"
                  "Writes the GGUF model as a Hugging Face directory: config.json, model.safetensors,\n"
@@ -19,26 +19,23 @@ static const tram_flag convert_flags[] = {
     {.name = "--dtype", .kind = TRAM_FLAG_CHOICE, .choices = (const char *const[]){"f32", "bf16", NULL}},
 };
 
-int tram_cmd_convert(int argc, char **argv)
+static int convert(int argc, char **argv)
 {
     int bf16 = 0;
     const char *paths[2];
     const tram_flag_table table = TRAM_FLAG_TABLE(convert_flags, &bf16);
     if (tram_flags_parse(&table, 1, argc, argv, paths, 2) != 2)
         return TRAM_EXIT_USAGE;
-    tram_hf_dtype dtype = bf16 ? TRAM_HF_BF16 : TRAM_HF_F32;
-    tram_model_file *f;
+    tram_model_file *f = NULL;
     tram_error err;
-    if (tram_model_file_open(&f, paths[0], &err)) {
-        fprintf(stderr, "tram convert: %s\n", err.msg);
-        return 1;
-    }
-    int rc = tram_hf_convert(f, paths[1], dtype, &err);
+    int rc = tram_model_file_open(&f, paths[0], &err) ||
+             tram_hf_convert(f, paths[1], bf16 ? TRAM_HF_BF16 : TRAM_HF_F32, &err);
     tram_model_file_close(f);
-    if (rc) {
-        fprintf(stderr, "tram convert: %s\n", err.msg);
-        return 1;
-    }
-    printf("wrote %s (%s)\n", paths[1], dtype == TRAM_HF_BF16 ? "bf16" : "f32");
-    return 0;
+    if (!rc)
+        printf("wrote %s (%s)\n", paths[1], bf16 ? "bf16" : "f32");
+    return tram_exit_status("tram convert", rc, &err);
 }
+
+const tram_command tram_cmd_convert = {
+    .name = "convert", .run = convert, .usage = usage,
+    .summary = "write a GGUF model as a Hugging Face directory (safetensors)"};

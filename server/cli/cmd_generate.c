@@ -20,7 +20,7 @@ typedef struct {
     tram_engine_config ec;
 } gen_opts;
 
-void tram_cmd_generate_usage(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(out, "usage: tram generate [-m MODEL] (-p PROMPT | --input IN.jsonl --output OUT.jsonl)\n"
                  "       [--chat] [-n N] [--temperature T] [--top-p P] [--top-k K] [--min-p P]\n"
@@ -363,7 +363,7 @@ static int run_batch(tram_engine *e, const gen_opts *o)
     return rc;
 }
 
-int tram_cmd_generate(int argc, char **argv)
+static int generate(int argc, char **argv)
 {
     gen_opts o = {.model = TRAM_DEFAULT_MODEL};
     tram_sampling_params_init(&o.p);
@@ -388,3 +388,7 @@ int tram_cmd_generate(int argc, char **argv)
     tram_engine_destroy(e);
     return rc;
 }
+
+const tram_command tram_cmd_generate = {
+    .name = "generate", .run = generate, .usage = usage,
+    .summary = "generate text from a prompt (or a JSONL batch)"};

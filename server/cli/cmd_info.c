@@ -12,7 +12,7 @@
 
 enum { TEMPLATE_LINE_MAX = 160 };
 
-void tram_cmd_info_usage(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(out, "usage: tram info [MODEL | -m MODEL]\n\n"
                  "Prints a GGUF model's architecture, hyper-parameters, tensor types and sizes.\n"
@@ -152,7 +152,7 @@ static const tram_flag info_flags[] = {
     {.name = "--model", .alias = "-m", .kind = TRAM_FLAG_CUSTOM, .parse = model_flag},
 };
 
-int tram_cmd_info(int argc, char **argv)
+static int info(int argc, char **argv)
 {
     const char *model = NULL, *path = NULL;
     const tram_flag_table table = TRAM_FLAG_TABLE(info_flags, &model);
@@ -164,3 +164,7 @@ int tram_cmd_info(int argc, char **argv)
     }
     return show(path ? path : model ? model : TRAM_DEFAULT_MODEL);
 }
+
+const tram_command tram_cmd_info = {
+    .name = "info", .run = info, .usage = usage,
+    .summary = "show a model's architecture, sizes and tensor types"};

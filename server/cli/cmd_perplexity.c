@@ -21,7 +21,21 @@ typedef struct {
     int ctx, chunks, threads, int8;
 } ppl_args;
 
-void tram_cmd_perplexity_usage(FILE *out)
+#define FIELD(name) offsetof(ppl_args, name)
+
+static const tram_flag perplexity_flags[] = {
+    {.name = "--model", .alias = "-m", .kind = TRAM_FLAG_STRING, .field = FIELD(model)},
+    {.name = "--file", .alias = "-f", .kind = TRAM_FLAG_STRING, .field = FIELD(text), .required = 1},
+    {.name = "--compare", .kind = TRAM_FLAG_STRING, .field = FIELD(compare)},
+    {.name = "--exclude", .kind = TRAM_FLAG_STRING, .field = FIELD(exclude)},
+    {.name = "--quantization", .kind = TRAM_FLAG_CHOICE, .field = FIELD(int8),
+     .choices = (const char *const[]){"none", "int8", NULL}},
+    {.name = "--ctx", .kind = TRAM_FLAG_INT, .field = FIELD(ctx), .lo = 4, .hi = 1 << 20},
+    {.name = "--chunks", .kind = TRAM_FLAG_INT, .field = FIELD(chunks), .lo = 1, .hi = 1 << 20},
+    {.name = "--threads", .alias = "-t", .kind = TRAM_FLAG_INT, .field = FIELD(threads), .lo = 1, .hi = 1 << 20},
+};
+
+static void usage(FILE *out)
 {
     fprintf(out,
             "usage: tram perplexity [-m MODEL] -f TEXT [--ctx N] [--chunks N] [--compare OTHER_MODEL]\n"
@@ -32,20 +46,6 @@ void tram_cmd_perplexity_usage(FILE *out)
             "next-token distributions.  --quantization int8 quantizes MODEL's matrices at load,\n"
             "except those --exclude names (lm_head, layers.0.mlp, ...; see tram quantize).\n");
 }
-
-#define FIELD(name) offsetof(ppl_args, name)
-
-static const tram_flag perplexity_flags[] = {
-    {.name = "--model", .alias = "-m", .kind = TRAM_FLAG_STRING, .field = FIELD(model)},
-    {.name = "--file", .alias = "-f", .kind = TRAM_FLAG_STRING, .field = FIELD(text)},
-    {.name = "--compare", .kind = TRAM_FLAG_STRING, .field = FIELD(compare)},
-    {.name = "--exclude", .kind = TRAM_FLAG_STRING, .field = FIELD(exclude)},
-    {.name = "--quantization", .kind = TRAM_FLAG_CHOICE, .field = FIELD(int8),
-     .choices = (const char *const[]){"none", "int8", NULL}},
-    {.name = "--ctx", .kind = TRAM_FLAG_INT, .field = FIELD(ctx), .lo = 4, .hi = 1 << 20},
-    {.name = "--chunks", .kind = TRAM_FLAG_INT, .field = FIELD(chunks), .lo = 1, .hi = 1 << 20},
-    {.name = "--threads", .alias = "-t", .kind = TRAM_FLAG_INT, .field = FIELD(threads), .lo = 1, .hi = 1 << 20},
-};
 
 typedef struct {
     double start;
@@ -91,7 +91,23 @@ static int open_model(tram_model_file **f, tram_model **m, tram_backend *be, con
     return tram_model_file_open(f, path, err) || tram_model_create(m, *f, be, &lim, err);
 }
 
-static int run(const ppl_args *a, tram_error *err)
+static int score(tram_model *m, tram_model *ref, const tram_tokenizer *tok, const int32_t *ids, int n,
+                 const ppl_args *a, tram_error *err)
+{
+    progress_state p = {.start = tram_now()};
+    tram_ppl_opts o = {.ctx = a->ctx, .first = a->ctx / 2, .max_windows = a->chunks,
+                       .bos = tram_tokenizer_adds_bos(tok) ? tram_tokenizer_bos(tok) : -1,
+                       .progress = print_progress, .progress_ctx = &p};
+    tram_ppl_stats st;
+    fprintf(stderr, "perplexity: %d tokens, %d windows of %d, scoring the last %d of each\n", n,
+            a->chunks ? TRAM_MIN(n / a->ctx, a->chunks) : n / a->ctx, a->ctx, a->ctx - 1 - o.first);
+    if (tram_perplexity(m, ref, ids, n, &o, &st, err))
+        return -1;
+    report(&st, ref != NULL);
+    return 0;
+}
+
+static int run(const ppl_args *a)
 {
     tram_model_file *f = NULL, *rf = NULL;
     tram_model *m = NULL, *ref = NULL;
@@ -99,21 +115,11 @@ static int run(const ppl_args *a, tram_error *err)
     tram_tokenizer *tok = NULL;
     int32_t *ids = NULL;
     int n = 0;
-    int rc = tram_backend_cpu_create(&be, a->threads, err) || open_model(&f, &m, be, a->model, a, a->int8, err) ||
-             (a->compare && open_model(&rf, &ref, be, a->compare, a, 0, err)) ||
-             tram_tokenizer_load(&tok, a->model, err) || tram_tokenize_file(tok, a->text, &ids, &n, err);
-    if (!rc) {
-        progress_state p = {.start = tram_now()};
-        tram_ppl_opts o = {.ctx = a->ctx, .first = a->ctx / 2, .max_windows = a->chunks,
-                           .bos = tram_tokenizer_adds_bos(tok) ? tram_tokenizer_bos(tok) : -1,
-                           .progress = print_progress, .progress_ctx = &p};
-        tram_ppl_stats st;
-        fprintf(stderr, "perplexity: %d tokens, %d windows of %d, scoring the last %d of each\n", n,
-                a->chunks ? TRAM_MIN(n / a->ctx, a->chunks) : n / a->ctx, a->ctx, a->ctx - 1 - o.first);
-        rc = tram_perplexity(m, ref, ids, n, &o, &st, err);
-        if (!rc)
-            report(&st, ref != NULL);
-    }
+    tram_error err;
+    int rc = tram_backend_cpu_create(&be, a->threads, &err) || open_model(&f, &m, be, a->model, a, a->int8, &err) ||
+             (a->compare && open_model(&rf, &ref, be, a->compare, a, 0, &err)) ||
+             tram_tokenizer_load(&tok, a->model, &err) || tram_tokenize_file(tok, a->text, &ids, &n, &err) ||
+             score(m, ref, tok, ids, n, a, &err);
     free(ids);
     tram_tokenizer_free(tok);
     tram_model_destroy(ref);
@@ -122,19 +128,16 @@ static int run(const ppl_args *a, tram_error *err)
     tram_model_file_close(f);
     if (be)
         be->destroy(be);
-    return rc ? -1 : 0;
+    return tram_exit_status("tram perplexity", rc, &err);
 }
 
-int tram_cmd_perplexity(int argc, char **argv)
+static int perplexity(int argc, char **argv)
 {
     ppl_args a = {.model = TRAM_DEFAULT_MODEL, .ctx = 512};
     const tram_flag_table table = TRAM_FLAG_TABLE(perplexity_flags, &a);
-    if (tram_flags_parse(&table, 1, argc, argv, NULL, 0) < 0 || !a.text)
-        return TRAM_EXIT_USAGE;
-    tram_error err;
-    if (run(&a, &err)) {
-        fprintf(stderr, "tram perplexity: %s\n", err.msg);
-        return 1;
-    }
-    return 0;
+    return tram_flags_parse(&table, 1, argc, argv, NULL, 0) < 0 ? TRAM_EXIT_USAGE : run(&a);
 }
+
+const tram_command tram_cmd_perplexity = {
+    .name = "perplexity", .run = perplexity, .usage = usage,
+    .summary = "perplexity over a text; KL and top-1 agreement with another model"};

@@ -19,7 +19,7 @@ typedef struct {
     int calib_tokens, ctx, threads, samples;
 } quant_args;
 
-void tram_cmd_quantize_usage(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(out,
             "usage: tram quantize [-m MODEL] -o OUT.gguf [--calib TEXT] [--smoothquant-alpha A|auto]\n"
@@ -62,7 +62,7 @@ static int exclude_flag(const char *flag, const char *value, void *field)
 
 static const tram_flag quantize_flags[] = {
     {.name = "--model", .alias = "-m", .kind = TRAM_FLAG_STRING, .field = FIELD(model)},
-    {.name = "--output", .alias = "-o", .kind = TRAM_FLAG_STRING, .field = FIELD(out)},
+    {.name = "--output", .alias = "-o", .kind = TRAM_FLAG_STRING, .field = FIELD(out), .required = 1},
     {.name = "--calib", .kind = TRAM_FLAG_STRING, .field = FIELD(calib)},
     {.name = "--exclude", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(exclude), .parse = exclude_flag},
     {.name = "--smoothquant-alpha", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(alpha), .parse = alpha_flag},
@@ -89,20 +89,22 @@ static int calibrate(tram_model_file *f, const quant_args *a, tram_calib_stats *
     return rc;
 }
 
-static int run(const quant_args *a, tram_error *err)
+static int run(const quant_args *a)
 {
     tram_model_file *f = NULL;
     tram_calib_stats st = {0};
+    tram_error err;
     double t0 = tram_now();
-    int rc = tram_model_file_open(&f, a->model, err) || (a->exclude && tram_quant_check_exclude(a->exclude, f, err));
+    int rc = tram_model_file_open(&f, a->model, &err) ||
+             (a->exclude && tram_quant_check_exclude(a->exclude, f, &err));
     if (!rc && !tram_model_file_gguf(f))
-        rc = tram_fail(err, "%s: quantize reads GGUF files only", a->model);
+        rc = tram_fail(&err, "%s: quantize reads GGUF files only", a->model);
     if (!rc && a->calib)
-        rc = calibrate(f, a, &st, err);
+        rc = calibrate(f, a, &st, &err);
     if (!rc) {
         tram_quant_opts o = {.out_path = a->out, .exclude = a->exclude, .stats = a->calib ? &st : NULL,
                              .alpha = (float)a->alpha, .threads = a->threads, .verbose = 1};
-        rc = tram_quantize_model(f, &o, err);
+        rc = tram_quantize_model(f, &o, &err);
     }
     if (!rc)
         fprintf(stderr, "quantize: wrote %s (W8A8, %s) in %.1f s\n", a->out,
@@ -110,20 +112,17 @@ static int run(const quant_args *a, tram_error *err)
                 tram_now() - t0);
     tram_calib_stats_free(&st);
     tram_model_file_close(f);
-    return rc ? -1 : 0;
+    return tram_exit_status("tram quantize", rc, &err);
 }
 
-int tram_cmd_quantize(int argc, char **argv)
+static int quantize(int argc, char **argv)
 {
     quant_args a = {.model = TRAM_DEFAULT_MODEL, .exclude = "lm_head", .alpha = -1, .calib_tokens = 8192,
                     .ctx = 512, .samples = 256};
     const tram_flag_table table = TRAM_FLAG_TABLE(quantize_flags, &a);
-    if (tram_flags_parse(&table, 1, argc, argv, NULL, 0) < 0 || !a.out)
-        return TRAM_EXIT_USAGE;
-    tram_error err;
-    if (run(&a, &err)) {
-        fprintf(stderr, "tram quantize: %s\n", err.msg);
-        return 1;
-    }
-    return 0;
+    return tram_flags_parse(&table, 1, argc, argv, NULL, 0) < 0 ? TRAM_EXIT_USAGE : run(&a);
 }
+
+const tram_command tram_cmd_quantize = {
+    .name = "quantize", .run = quantize, .usage = usage,
+    .summary = "write a W8A8 (int8) GGUF, with SmoothQuant calibrated on a text"};

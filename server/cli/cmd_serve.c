@@ -9,7 +9,7 @@
 #include "server/log.h"
 #include "server/server.h"
 
-void tram_cmd_serve_usage(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(out,
             "usage: tram serve [-m MODEL] [options] [engine flags]\n\n"
@@ -56,7 +56,7 @@ static const tram_flag serve_flags[] = {
     {.name = "--log-level", .kind = TRAM_FLAG_CUSTOM, .parse = log_level_flag},
 };
 
-int tram_cmd_serve(int argc, char **argv)
+static int serve(int argc, char **argv)
 {
     tram_server_config c;
     tram_server_config_init(&c);
@@ -67,3 +67,7 @@ int tram_cmd_serve(int argc, char **argv)
         return TRAM_EXIT_USAGE;
     return tram_server_run(&c);
 }
+
+const tram_command tram_cmd_serve = {
+    .name = "serve", .run = serve, .usage = usage,
+    .summary = "serve the OpenAI-compatible HTTP API"};

@@ -10,7 +10,7 @@
 #include "server/cli/flags.h"
 #include "tokenizer/tokenizer.h"
 
-void tram_cmd_tokenize_usage(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(out, "usage: tram tokenize [-m MODEL] [--special] [--bos] TEXT\n\n"
                  "Prints one line per token: its id, its vocabulary piece and the text it stands for.\n\n"
@@ -40,6 +40,18 @@ static void print_escaped(const char *s, size_t n)
     }
 }
 
+static void print_tokens(const tram_tokenizer *t, const int32_t *ids, int n)
+{
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        const char *bytes = tram_tokenizer_token_bytes(t, ids[i], &len);
+        printf("%6d  %-20s \"", ids[i], tram_tokenizer_piece(t, ids[i]));
+        print_escaped(bytes, len);
+        printf("\"\n");
+    }
+    printf("%d tokens\n", n);
+}
+
 typedef struct {
     const char *model;
     int special, bos;
@@ -51,35 +63,26 @@ static const tram_flag tokenize_flags[] = {
     {.name = "--bos", .kind = TRAM_FLAG_SET, .field = offsetof(tokenize_opts, bos)},
 };
 
-int tram_cmd_tokenize(int argc, char **argv)
+static int tokenize(int argc, char **argv)
 {
     tokenize_opts o = {.model = TRAM_DEFAULT_MODEL};
     const char *text;
     const tram_flag_table table = TRAM_FLAG_TABLE(tokenize_flags, &o);
     if (tram_flags_parse(&table, 1, argc, argv, &text, 1) != 1)
         return TRAM_EXIT_USAGE;
-    tram_tokenizer *t;
+    tram_tokenizer *t = NULL;
     tram_error err;
-    int32_t *ids;
-    int n;
-    if (tram_tokenizer_load(&t, o.model, &err)) {
-        fprintf(stderr, "tram tokenize: %s\n", err.msg);
-        return 1;
-    }
-    if (tram_tokenizer_encode(t, text, strlen(text), o.bos, o.special, &ids, &n, &err)) {
-        fprintf(stderr, "tram tokenize: %s\n", err.msg);
-        tram_tokenizer_free(t);
-        return 1;
-    }
-    for (int i = 0; i < n; i++) {
-        size_t len;
-        const char *bytes = tram_tokenizer_token_bytes(t, ids[i], &len);
-        printf("%6d  %-20s \"", ids[i], tram_tokenizer_piece(t, ids[i]));
-        print_escaped(bytes, len);
-        printf("\"\n");
-    }
-    printf("%d tokens\n", n);
+    int32_t *ids = NULL;
+    int n = 0;
+    int rc = tram_tokenizer_load(&t, o.model, &err) ||
+             tram_tokenizer_encode(t, text, strlen(text), o.bos, o.special, &ids, &n, &err);
+    if (!rc)
+        print_tokens(t, ids, n);
     free(ids);
     tram_tokenizer_free(t);
-    return 0;
+    return tram_exit_status("tram tokenize", rc, &err);
 }
+
+const tram_command tram_cmd_tokenize = {
+    .name = "tokenize", .run = tokenize, .usage = usage,
+    .summary = "print the token ids and pieces of a text"};

@@ -23,7 +23,7 @@ static void group_usage(const tram_command_group *g, FILE *out)
     fprintf(out, "usage: %s <%s> [options]    (%s <%s> --help for its options)\n\n%ss:\n", g->name, g->noun,
             g->name, g->noun, g->noun);
     for (int i = 0; i < g->n_commands; i++)
-        fprintf(out, "  %-14s %s\n", g->commands[i].name, g->commands[i].summary);
+        fprintf(out, "  %-14s %s\n", g->commands[i]->name, g->commands[i]->summary);
 }
 
 static int run_command(const tram_command *c, int argc, char **argv)
@@ -51,9 +51,17 @@ int tram_command_dispatch(const tram_command_group *g, int argc, char **argv)
         return 0;
     }
     for (int i = 0; i < g->n_commands; i++)
-        if (!strcmp(argv[1], g->commands[i].name))
-            return run_command(&g->commands[i], argc - 1, argv + 1);
+        if (!strcmp(argv[1], g->commands[i]->name))
+            return run_command(g->commands[i], argc - 1, argv + 1);
     fprintf(stderr, "%s: unknown %s '%s'\n\n", g->name, g->noun, argv[1]);
     group_usage(g, stderr);
     return TRAM_EXIT_USAGE;
+}
+
+int tram_exit_status(const char *who, int failed, const tram_error *err)
+{
+    if (!failed)
+        return 0;
+    fprintf(stderr, "%s: %s\n", who, err->msg);
+    return 1;
 }

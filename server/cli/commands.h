@@ -12,11 +12,14 @@
 
 #include <stdio.h>
 
+#include "kernels/base.h"
+
 #define TRAM_EXIT_USAGE 2
 #define TRAM_EXIT_NO_GPU 2   /* --device cuda without a usable GPU (server/cli/main.c) */
 
 typedef struct tram_command_group tram_command_group;
 
+/* What a command file exports: `const tram_command tram_cmd_<name>`. */
 typedef struct {
     const char *name;
     const char *summary;                /* its line in the group's usage */
@@ -29,7 +32,7 @@ typedef struct {
 struct tram_command_group {
     const char *name;                   /* "tram", "tram bench" */
     const char *noun;                   /* what a member is called: "command", "benchmark" */
-    const tram_command *commands;
+    const tram_command *const *commands;
     int n_commands;
 };
 
@@ -37,27 +40,13 @@ struct tram_command_group {
  * group's last word. */
 int tram_command_dispatch(const tram_command_group *g, int argc, char **argv);
 
-int tram_cmd_generate(int argc, char **argv);
-void tram_cmd_generate_usage(FILE *out);
-int tram_cmd_info(int argc, char **argv);
-void tram_cmd_info_usage(FILE *out);
-int tram_cmd_tokenize(int argc, char **argv);
-void tram_cmd_tokenize_usage(FILE *out);
-int tram_cmd_chat_template(int argc, char **argv);
-void tram_cmd_chat_template_usage(FILE *out);
-int tram_cmd_convert(int argc, char **argv);
-void tram_cmd_convert_usage(FILE *out);
-int tram_cmd_serve(int argc, char **argv);
-void tram_cmd_serve_usage(FILE *out);
-int tram_cmd_perplexity(int argc, char **argv);
-void tram_cmd_perplexity_usage(FILE *out);
-int tram_cmd_quantize(int argc, char **argv);
-void tram_cmd_quantize_usage(FILE *out);
-/* `tram bench throughput|serve` (server/cli/cmd_bench.c) */
-extern const tram_command_group tram_bench_commands;
-int tram_cmd_bench_throughput(int argc, char **argv);
-void tram_cmd_bench_throughput_usage(FILE *out);
-/* runs bench/bench_serve.py, which answers --help */
-int tram_cmd_bench_serve(int argc, char **argv);
+/* A run's exit status: 0 when it succeeded, else 1 after printing
+ * "<who>: <what went wrong>". */
+int tram_exit_status(const char *who, int failed, const tram_error *err);
+
+extern const tram_command tram_cmd_generate, tram_cmd_info, tram_cmd_tokenize, tram_cmd_chat_template,
+    tram_cmd_convert, tram_cmd_serve, tram_cmd_bench, tram_cmd_perplexity, tram_cmd_quantize;
+/* the members of tram_cmd_bench */
+extern const tram_command tram_cmd_bench_throughput, tram_cmd_bench_serve;
 
 #endif

@@ -136,6 +136,19 @@ static const tram_flag *find(const tram_flag_table *tables, int n_tables, const 
     return NULL;
 }
 
+static int check_required(const tram_flag_table *tables, int n_tables)
+{
+    for (int t = 0; t < n_tables; t++)
+        for (size_t k = 0; k < tables[t].n_flags; k++) {
+            const tram_flag *f = &tables[t].flags[k];
+            if (f->required && !*(const char **)((char *)tables[t].opts + f->field)) {
+                fprintf(stderr, "tram: %s is required\n", f->alias ? f->alias : f->name);
+                return -1;
+            }
+        }
+    return 0;
+}
+
 int tram_flags_parse(const tram_flag_table *tables, int n_tables, int argc, char **argv, const char **args,
                      int max_args)
 {
@@ -164,5 +177,5 @@ int tram_flags_parse(const tram_flag_table *tables, int n_tables, int argc, char
         if (set_field(f, arg, has_value ? argv[++i] : NULL, (char *)table->opts + f->field))
             return -1;
     }
-    return n_args;
+    return check_required(tables, n_tables) ? -1 : n_args;
 }

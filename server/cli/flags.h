@@ -35,6 +35,7 @@ typedef struct {
     const char *const *choices;     /* NULL-terminated */
     size_t cap;                     /* BUFFER: sizeof the field */
     const char *expected;           /* SIZE: what a bad value's message says is expected */
+    int required;                   /* STRING: must be given (the field starts NULL) */
     /* CUSTOM: reads value into field; -1 after printing why it is wrong */
     int (*parse)(const char *flag, const char *value, void *field);
 } tram_flag;
@@ -52,8 +53,8 @@ typedef struct {
 /* Reads argv[1..argc-1]: each flag (with its value) into its field, the first
  * table that knows it winning; every other argument ("-" included) into
  * args[max_args], in order.  Returns how many arguments it kept, or -1 after
- * printing what is wrong: an unknown flag, a missing or bad value, or one
- * argument too many. */
+ * printing what is wrong: an unknown flag, a missing or bad value, a required
+ * flag not given, or one argument too many. */
 int tram_flags_parse(const tram_flag_table *tables, int n_tables, int argc, char **argv, const char **args,
                      int max_args);
 

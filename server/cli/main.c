@@ -10,25 +10,10 @@
 #include "server/cli/defaults.h"
 #include "engine/gpu.h"
 
-static const tram_command commands[] = {
-    {.name = "generate", .summary = "generate text from a prompt (or a JSONL batch)",
-     .run = tram_cmd_generate, .usage = tram_cmd_generate_usage},
-    {.name = "info", .summary = "show a model's architecture, sizes and tensor types",
-     .run = tram_cmd_info, .usage = tram_cmd_info_usage},
-    {.name = "tokenize", .summary = "print the token ids and pieces of a text",
-     .run = tram_cmd_tokenize, .usage = tram_cmd_tokenize_usage},
-    {.name = "chat-template", .summary = "print the prompt a model's chat template makes of messages",
-     .run = tram_cmd_chat_template, .usage = tram_cmd_chat_template_usage},
-    {.name = "convert", .summary = "write a GGUF model as a Hugging Face directory (safetensors)",
-     .run = tram_cmd_convert, .usage = tram_cmd_convert_usage},
-    {.name = "serve", .summary = "serve the OpenAI-compatible HTTP API",
-     .run = tram_cmd_serve, .usage = tram_cmd_serve_usage},
-    {.name = "bench", .summary = "benchmarks: offline throughput, or a server under load",
-     .group = &tram_bench_commands},
-    {.name = "perplexity", .summary = "perplexity over a text; KL and top-1 agreement with another model",
-     .run = tram_cmd_perplexity, .usage = tram_cmd_perplexity_usage},
-    {.name = "quantize", .summary = "write a W8A8 (int8) GGUF, with SmoothQuant calibrated on a text",
-     .run = tram_cmd_quantize, .usage = tram_cmd_quantize_usage},
+/* In the order `tram --help` lists them. */
+static const tram_command *const commands[] = {
+    &tram_cmd_generate, &tram_cmd_info,  &tram_cmd_tokenize,   &tram_cmd_chat_template, &tram_cmd_convert,
+    &tram_cmd_serve,    &tram_cmd_bench, &tram_cmd_perplexity, &tram_cmd_quantize,
 };
 
 static const tram_command_group tram = {
