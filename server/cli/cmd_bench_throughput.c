@@ -58,7 +58,8 @@ static void usage(FILE *out)
 
 #define FIELD(name) offsetof(bench_opts, name)
 
-/* --seed here seeds the prompts and sampling, not the engine. */
+/* --seed here seeds the prompts and sampling, not the engine (this table is
+ * searched before the engine's). */
 static const tram_flag bench_flags[] = {
     {.name = "--model", .alias = "-m", .kind = TRAM_FLAG_STRING, .field = FIELD(model)},
     {.name = "--dataset", .kind = TRAM_FLAG_STRING, .field = FIELD(dataset)},

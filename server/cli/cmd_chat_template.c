@@ -16,11 +16,12 @@ typedef struct {
     int chatml_fallback;
 } chat_template_opts;
 
+#define FIELD(name) offsetof(chat_template_opts, name)
+
 static const tram_flag chat_template_flags[] = {
-    {.name = "-m", .kind = TRAM_FLAG_STRING, .field = offsetof(chat_template_opts, model)},
-    {.name = "--no-generation-prompt", .kind = TRAM_FLAG_CLEAR,
-     .field = offsetof(chat_template_opts, generation_prompt)},
-    {.name = "--chatml-fallback", .kind = TRAM_FLAG_SET, .field = offsetof(chat_template_opts, chatml_fallback)},
+    {.name = "-m", .kind = TRAM_FLAG_STRING, .field = FIELD(model)},
+    {.name = "--no-generation-prompt", .kind = TRAM_FLAG_CLEAR, .field = FIELD(generation_prompt)},
+    {.name = "--chatml-fallback", .kind = TRAM_FLAG_SET, .field = FIELD(chatml_fallback)},
 };
 
 static void usage(FILE *out)

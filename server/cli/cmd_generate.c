@@ -20,6 +20,24 @@ typedef struct {
     tram_engine_config ec;
 } gen_opts;
 
+#define FIELD(name) offsetof(gen_opts, name)
+
+/* --seed is the engine flag: the seed of every request that brings none (a JSONL line may). */
+static const tram_flag generate_flags[] = {
+    {.name = "--model", .alias = "-m", .kind = TRAM_FLAG_STRING, .field = FIELD(model)},
+    {.name = "--prompt", .alias = "-p", .kind = TRAM_FLAG_STRING, .field = FIELD(prompt)},
+    {.name = "--input", .kind = TRAM_FLAG_STRING, .field = FIELD(input)},
+    {.name = "--output", .kind = TRAM_FLAG_STRING, .field = FIELD(output)},
+    {.name = "--chat", .kind = TRAM_FLAG_SET, .field = FIELD(chat)},
+    {.name = "--ignore-eos", .kind = TRAM_FLAG_SET, .field = FIELD(p.ignore_eos)},
+    {.name = "--max-tokens", .alias = "-n", .kind = TRAM_FLAG_INT, .field = FIELD(p.max_tokens), .lo = 1,
+     .hi = 1 << 24},
+    {.name = "--top-k", .kind = TRAM_FLAG_INT, .field = FIELD(p.top_k), .lo = 0, .hi = 1 << 24},
+    {.name = "--temperature", .kind = TRAM_FLAG_FLOAT, .field = FIELD(p.temperature), .lo = 0, .hi = 100},
+    {.name = "--top-p", .kind = TRAM_FLAG_FLOAT, .field = FIELD(p.top_p), .lo = 0, .hi = 100},
+    {.name = "--min-p", .kind = TRAM_FLAG_FLOAT, .field = FIELD(p.min_p), .lo = 0, .hi = 100},
+};
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: tram generate [-m MODEL] (-p PROMPT | --input IN.jsonl --output OUT.jsonl)\n"
@@ -30,23 +48,6 @@ static void usage(FILE *out)
                  "ignore_eos, min_tokens, presence_penalty, frequency_penalty, repetition_penalty.\n\n");
     tram_engine_print_flags(out);
 }
-
-/* --seed is the engine's: it seeds every request (they bring no seed of their own). */
-static const tram_flag generate_flags[] = {
-    {.name = "--model", .alias = "-m", .kind = TRAM_FLAG_STRING, .field = offsetof(gen_opts, model)},
-    {.name = "--prompt", .alias = "-p", .kind = TRAM_FLAG_STRING, .field = offsetof(gen_opts, prompt)},
-    {.name = "--input", .kind = TRAM_FLAG_STRING, .field = offsetof(gen_opts, input)},
-    {.name = "--output", .kind = TRAM_FLAG_STRING, .field = offsetof(gen_opts, output)},
-    {.name = "--chat", .kind = TRAM_FLAG_SET, .field = offsetof(gen_opts, chat)},
-    {.name = "--ignore-eos", .kind = TRAM_FLAG_SET, .field = offsetof(gen_opts, p.ignore_eos)},
-    {.name = "--max-tokens", .alias = "-n", .kind = TRAM_FLAG_INT, .field = offsetof(gen_opts, p.max_tokens),
-     .lo = 1, .hi = 1 << 24},
-    {.name = "--top-k", .kind = TRAM_FLAG_INT, .field = offsetof(gen_opts, p.top_k), .lo = 0, .hi = 1 << 24},
-    {.name = "--temperature", .kind = TRAM_FLAG_FLOAT, .field = offsetof(gen_opts, p.temperature), .lo = 0,
-     .hi = 100},
-    {.name = "--top-p", .kind = TRAM_FLAG_FLOAT, .field = offsetof(gen_opts, p.top_p), .lo = 0, .hi = 100},
-    {.name = "--min-p", .kind = TRAM_FLAG_FLOAT, .field = offsetof(gen_opts, p.min_p), .lo = 0, .hi = 100},
-};
 
 static int parse_args(gen_opts *o, int argc, char **argv)
 {
@@ -77,19 +78,23 @@ static char *render_chat(tram_engine *e, const tram_chat_msg *msgs, int n, tram_
 
 /* ---------------------------------------------------------------- single prompt */
 
-static int run_single(tram_engine *e, gen_opts *o)
+/* The prompt as request 0, through the chat template with --chat. */
+static int add_prompt(tram_engine *e, const gen_opts *o, tram_error *err)
+{
+    tram_chat_msg msg = {.role = "user", .content = o->prompt};
+    char *text = o->chat ? render_chat(e, &msg, 1, err) : strdup(o->prompt);
+    if (!text)
+        return -1;
+    tram_prompt pr = {.text = text, .skip_bos = o->chat}; /* a template writes its own BOS */
+    int rc = tram_engine_add_request(e, 0, &pr, &o->p, 0, err);
+    free(text);
+    return rc;
+}
+
+static int run_single(tram_engine *e, const gen_opts *o)
 {
     tram_error err = {{0}};
-    tram_chat_msg msg = {"user", o->prompt};
-    char *text = o->chat ? render_chat(e, &msg, 1, &err) : strdup(o->prompt);
-    if (!text) {
-        fprintf(stderr, "tram: %s\n", err.msg);
-        return 1;
-    }
-    tram_prompt pr = {.text = text, .skip_bos = o->chat}; /* a template writes its own BOS */
-    int rc = tram_engine_add_request(e, 0, &pr, &o->p, 0, &err);
-    free(text);
-    if (rc) {
+    if (add_prompt(e, o, &err)) {
         fprintf(stderr, "tram: %s\n", err.msg);
         return 1;
     }
@@ -317,21 +322,14 @@ static void summary(tram_engine *e, int n, double el)
             (unsigned long long)s.num_preemptions);
 }
 
-static int run_batch(tram_engine *e, const gen_opts *o)
+/* Steps until every request finished, each output into its result; done
+ * requests (of n) so far, from t0 on, for the progress line. */
+static int step_all(tram_engine *e, gen_result *res, int n, int done, double t0)
 {
-    char **lines = NULL;
-    int n = 0, done = 0, rc = 0, tty = isatty(2);
-    if (read_lines(o->input, &lines, &n))
-        return 1;
-    gen_result *res = calloc((size_t)n + 1, sizeof(*res));
-    double t0 = tram_now();
-    for (int i = 0; i < n; i++) {
-        add_line(e, o, lines[i], i, &res[i]);
-        done += res[i].error[0] != 0;
-    }
     tram_error err = {{0}};
     uint64_t toks = 0;
-    while (tram_engine_has_unfinished(e) && !rc) {
+    int rc = 0, tty = isatty(2);
+    while (tram_engine_has_unfinished(e)) {
         const tram_output *outs;
         int m;
         if (tram_engine_step(e, &outs, &m, &err)) {
@@ -349,6 +347,22 @@ static int run_batch(tram_engine *e, const gen_opts *o)
     }
     if (tty)
         fprintf(stderr, "\n");
+    return rc;
+}
+
+static int run_batch(tram_engine *e, const gen_opts *o)
+{
+    char **lines = NULL;
+    int n = 0, done = 0;
+    if (read_lines(o->input, &lines, &n))
+        return 1;
+    gen_result *res = calloc((size_t)n + 1, sizeof(*res));
+    double t0 = tram_now();
+    for (int i = 0; i < n; i++) {
+        add_line(e, o, lines[i], i, &res[i]);
+        done += res[i].error[0] != 0;
+    }
+    int rc = step_all(e, res, n, done, t0);
     if (!rc) {
         summary(e, n, tram_now() - t0);
         rc = write_results(o->output, res, n) ? 1 : 0;

@@ -1,6 +1,6 @@
 /* commands.h — the subcommands of bin/tram, one file each
- * (server/cli/cmd_<name>.c), listed in the one command table of
- * server/cli/main.c.
+ * (server/cli/cmd_<name>.c), listed in the command table of server/cli/main.c
+ * (the benchmarks of `tram bench` in cmd_bench.c's).
  *
  * The convention every command follows: `tram X -h` or `--help` (anywhere on
  * the line) prints X's usage to stdout and exits 0, before X's run is called;

@@ -42,6 +42,7 @@ static int policy_flag(const char *flag, const char *value, void *field)
 }
 
 #define FIELD(name) offsetof(tram_engine_config, name)
+/* a char array of the config: the value copied in, if it fits */
 #define BUFFER(name) .kind = TRAM_FLAG_BUFFER, .field = FIELD(name), .cap = sizeof(((tram_engine_config *)0)->name)
 
 static const tram_flag engine_flags[] = {

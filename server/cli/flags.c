@@ -54,6 +54,12 @@ int tram_flag_choice(const char *flag, const char *value, const char *const *cho
     return tram_flag_invalid(flag, value, expected);
 }
 
+/* One of the flag's choices, when it has them. */
+static int allowed(const tram_flag *f, const char *flag, const char *value)
+{
+    return !f->choices || tram_flag_choice(flag, value, f->choices) >= 0;
+}
+
 static int size_value(const tram_flag *f, const char *flag, const char *value, size_t *out)
 {
     if (tram_parse_size(value, out) || *out == 0 || (f->hi > 0 && *out > (size_t)f->hi))
@@ -63,7 +69,7 @@ static int size_value(const tram_flag *f, const char *flag, const char *value, s
 
 static int buffer_value(const tram_flag *f, const char *flag, const char *value, char *out)
 {
-    if (f->choices && tram_flag_choice(flag, value, f->choices) < 0)
+    if (!allowed(f, flag, value))
         return -1;
     if (!*value || strlen(value) >= f->cap) {
         fprintf(stderr, "tram: invalid value for %s: '%s' (empty, or longer than %zu)\n", flag, value, f->cap - 1);
@@ -73,50 +79,56 @@ static int buffer_value(const tram_flag *f, const char *flag, const char *value,
     return 0;
 }
 
+/* INT into an int, SEED into a uint64_t. */
+static int integer_value(const tram_flag *f, const char *flag, const char *value, void *field)
+{
+    int seed = f->kind == TRAM_FLAG_SEED;
+    long v;
+    if (integer(flag, value, seed ? 0 : (long)f->lo, seed ? LONG_MAX : (long)f->hi, &v))
+        return -1;
+    if (seed)
+        *(uint64_t *)field = (uint64_t)v;
+    else
+        *(int *)field = (int)v;
+    return 0;
+}
+
+/* FLOAT into a float, DOUBLE into a double. */
+static int real_value(const tram_flag *f, const char *flag, const char *value, void *field)
+{
+    double v;
+    if (tram_flag_number(flag, value, f->lo, f->hi, &v))
+        return -1;
+    if (f->kind == TRAM_FLAG_FLOAT)
+        *(float *)field = (float)v;
+    else
+        *(double *)field = v;
+    return 0;
+}
+
 /* The value (NULL for SET and CLEAR) into the flag's field. */
 static int set_field(const tram_flag *f, const char *flag, const char *value, void *field)
 {
-    long l;
-    double d;
     int i;
     switch (f->kind) {
     case TRAM_FLAG_SET: case TRAM_FLAG_CLEAR:
         *(int *)field = f->kind == TRAM_FLAG_SET;
         return 0;
     case TRAM_FLAG_STRING:
-        if (f->choices && tram_flag_choice(flag, value, f->choices) < 0)
+        if (!allowed(f, flag, value))
             return -1;
         *(const char **)field = value;
         return 0;
-    case TRAM_FLAG_BUFFER:
-        return buffer_value(f, flag, value, field);
     case TRAM_FLAG_CHOICE:
         if ((i = tram_flag_choice(flag, value, f->choices)) < 0)
             return -1;
         *(int *)field = i;
         return 0;
-    case TRAM_FLAG_INT:
-        if (integer(flag, value, (long)f->lo, (long)f->hi, &l))
-            return -1;
-        *(int *)field = (int)l;
-        return 0;
-    case TRAM_FLAG_SEED:
-        if (integer(flag, value, 0, LONG_MAX, &l))
-            return -1;
-        *(uint64_t *)field = (uint64_t)l;
-        return 0;
-    case TRAM_FLAG_FLOAT: case TRAM_FLAG_DOUBLE:
-        if (tram_flag_number(flag, value, f->lo, f->hi, &d))
-            return -1;
-        if (f->kind == TRAM_FLAG_FLOAT)
-            *(float *)field = (float)d;
-        else
-            *(double *)field = d;
-        return 0;
-    case TRAM_FLAG_SIZE:
-        return size_value(f, flag, value, field);
-    case TRAM_FLAG_CUSTOM:
-        return f->parse(flag, value, field);
+    case TRAM_FLAG_BUFFER: return buffer_value(f, flag, value, field);
+    case TRAM_FLAG_INT: case TRAM_FLAG_SEED: return integer_value(f, flag, value, field);
+    case TRAM_FLAG_FLOAT: case TRAM_FLAG_DOUBLE: return real_value(f, flag, value, field);
+    case TRAM_FLAG_SIZE: return size_value(f, flag, value, field);
+    case TRAM_FLAG_CUSTOM: return f->parse(flag, value, field);
     }
     return -1;
 }
