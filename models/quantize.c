@@ -210,7 +210,7 @@ static int smooth_v_o(quant_job *j, int l, tram_error *err)
     memset(xa, 0, kd * sizeof(float));
     for (int q = 0; q < qd; q++)
         xa[j->kv_map[q]] = fmaxf(xa[j->kv_map[q]], att[q]);
-    tram_smooth_mat wo = {j->buf[T_O], c->dim};
+    tram_smooth_mat wo = {.w = j->buf[T_O], .rows = c->dim};
     if (choose(j, TRAM_ACT_ATTN_OUT, l, xa, &wo, 1, j->kv_map, kd, s, err))
         return -1;
     for (int q = 0; q < qd; q++)
@@ -232,7 +232,7 @@ static int smooth_input(quant_job *j, tram_act_site site, int l, const float *x_
     float *s = j->tmp[1];
     tram_smooth_mat m[3];
     for (int i = 0; i < n; i++)
-        m[i] = (tram_smooth_mat){j->buf[mats[i]], j->rows[mats[i]]};
+        m[i] = (tram_smooth_mat){.w = j->buf[mats[i]], .rows = j->rows[mats[i]]};
     if (choose(j, site, l, x_amax, m, n, NULL, ch, s, err))
         return -1;
     tram_unscale_rows(j->buf[producer], ch, j->rows[producer] == 1 ? 1 : j->cols[producer], s);
@@ -260,7 +260,7 @@ static int smooth_head(quant_job *j, tram_error *err)
     int vocab = j->c->vocab_size, dim = j->c->dim;
     if (tram_model_file_read_f32(j->f, "token_embd.weight", j->big, (int64_t)vocab * dim, err))
         return -1;
-    tram_smooth_mat head = {j->big, vocab};
+    tram_smooth_mat head = {.w = j->big, .rows = vocab};
     return choose(j, TRAM_ACT_HEAD_IN, j->c->n_layers, j->o->stats->head_in, &head, 1, NULL, dim, j->head_s, err);
 }
 

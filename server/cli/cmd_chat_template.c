@@ -45,9 +45,11 @@ static int render(const chat_template_opts *o, const char *path)
     json_t *arr = json_is_array(root) ? root : json_object_get(root, "messages");
     size_t n = json_array_size(arr);
     tram_chat_msg *msgs = calloc(n + 1, sizeof(*msgs));
-    for (size_t i = 0; msgs && i < n; i++)
-        msgs[i] = (tram_chat_msg){json_string_value(json_object_get(json_array_get(arr, i), "role")),
-                                  json_string_value(json_object_get(json_array_get(arr, i), "content"))};
+    for (size_t i = 0; msgs && i < n; i++) {
+        json_t *m = json_array_get(arr, i);
+        msgs[i] = (tram_chat_msg){.role = json_string_value(json_object_get(m, "role")),
+                                  .content = json_string_value(json_object_get(m, "content"))};
+    }
     tram_tokenizer *t = NULL;
     tram_chat_template *ct = NULL;
     tram_error err;
