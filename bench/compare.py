@@ -120,6 +120,17 @@ class Harness:
             print(f"compare: {engine} {what} FAILED: {e}", file=sys.stderr, flush=True)
             self.missing.append((engine, what, why[:300]))
 
+    def offline_rows(self, engine, seconds):
+        """One offline row per COMPARE_OFFLINE_PROMPTS size, from seconds(what, n, in_len, out_len)
+        of one run (the median of self.runs)."""
+        in_len, out_len = int(conf("COMPARE_INPUT_LEN")), int(conf("COMPARE_OUTPUT_LEN"))
+        for n in ints("COMPARE_OFFLINE_PROMPTS"):
+            def one(n=n):
+                what = f"{engine} offline {n}"
+                t = self.median_of_runs(what, lambda: seconds(what, n, in_len, out_len))
+                self.add("offline", offline_metric(n, in_len, out_len), False, engine, n * out_len / t)
+            self.attempt(engine, f"offline {n} requests", one)
+
     # ------------------------------------------------------------ tram
 
     def tram_bench(self, what, n, in_len, out_len):
@@ -137,14 +148,7 @@ class Harness:
         self.attempt("tram", "warm-up", lambda: self.tram_bench("tram warm-up", 4, 32, 8))
 
     def tram_offline(self):
-        in_len, out_len = int(conf("COMPARE_INPUT_LEN")), int(conf("COMPARE_OUTPUT_LEN"))
-        for n in ints("COMPARE_OFFLINE_PROMPTS"):
-            def one(n=n):
-                what = f"tram offline {n}"
-                t = self.median_of_runs(what, lambda: self.tram_bench(what, n, in_len, out_len))
-                self.add("offline", f"{n} requests {in_len} in / {out_len} out: output tok/s", False,
-                         "tram", n * out_len / t)
-            self.attempt("tram", f"offline {n} requests", one)
+        self.offline_rows("tram", self.tram_bench)
 
     def tram_single(self):
         pp, tg = int(conf("COMPARE_PREFILL_LEN")), int(conf("COMPARE_DECODE_LEN"))
@@ -170,23 +174,17 @@ class Harness:
             f"{self.llama_bin}/llama-batched-bench", "-m", self.model, "-t", str(self.threads),
             "-c", "512", "-npp", "32", "-ntg", "8", "-npl", "4"]))
 
-    def llama_offline(self):
-        in_len, out_len = int(conf("COMPARE_INPUT_LEN")), int(conf("COMPARE_OUTPUT_LEN"))
-        for n in ints("COMPARE_OFFLINE_PROMPTS"):
-            def once(n=n):
-                what = f"llama.cpp offline {n}"
-                # every sequence its own prompt (not shared), all n decoding together
-                out = self.run(what, [f"{self.llama_bin}/llama-batched-bench", "-m", self.model,
-                                      "-t", str(self.threads), "-c", str(n * (in_len + out_len)),
-                                      "-b", "2048", "-ub", "512", "-npp", str(in_len),
-                                      "-ntg", str(out_len), "-npl", str(n)], merge=True)
-                return batched_bench_seconds(out, in_len, out_len, n)
+    def llama_batched(self, what, n, in_len, out_len):
+        """Seconds of one llama-batched-bench run: every sequence its own prompt (not shared), all n
+        decoding together."""
+        out = self.run(what, [f"{self.llama_bin}/llama-batched-bench", "-m", self.model,
+                              "-t", str(self.threads), "-c", str(n * (in_len + out_len)),
+                              "-b", "2048", "-ub", "512", "-npp", str(in_len),
+                              "-ntg", str(out_len), "-npl", str(n)], merge=True)
+        return batched_bench_seconds(out, in_len, out_len, n)
 
-            def one(n=n, once=once):
-                t = self.median_of_runs(f"llama.cpp offline {n}", once)
-                self.add("offline", f"{n} requests {in_len} in / {out_len} out: output tok/s", False,
-                         "llama.cpp", n * out_len / t)
-            self.attempt("llama.cpp", f"offline {n} requests", one)
+    def llama_offline(self):
+        self.offline_rows("llama.cpp", self.llama_batched)
 
     def llama_single(self):
         pp, tg = int(conf("COMPARE_PREFILL_LEN")), int(conf("COMPARE_DECODE_LEN"))
@@ -228,8 +226,8 @@ class Harness:
             res = json.loads(out.strip().splitlines()[-1])
             med = {k: statistics.median(v) for k, v in res.items() if k != "versions"}
             for w, n in offline.items():
-                self.add("offline", f"{n} requests {in_len} in / {out_len} out: output tok/s", False,
-                         "transformers", n * out_len / med[w])
+                self.add("offline", offline_metric(n, in_len, out_len), False, "transformers",
+                         n * out_len / med[w])
             self.add("single stream", f"prefill tok/s ({pp}-token prompt)", False, "transformers",
                      pp / med[single[0]])
             self.add("single stream", f"decode tok/s ({tg} tokens)", False, "transformers",
@@ -301,6 +299,10 @@ class Harness:
 
 
 # ---------------------------------------------------------------- helpers
+
+def offline_metric(n, in_len, out_len):
+    return f"{n} requests {in_len} in / {out_len} out: output tok/s"
+
 
 def batched_bench_seconds(out, in_len, out_len, n):
     """T s of llama-batched-bench's table row for (PP, TG, B)."""

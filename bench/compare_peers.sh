@@ -6,10 +6,9 @@
 #     llama-cpp-python sdist vendors;
 #   - a virtual environment with transformers + torch (+ accelerate, gguf).
 # Versions are pinned so that two runs of `make compare` measure the same code.
-# PyPI's Linux torch wheel is the CUDA build (about 5 GB installed with its
-# nvidia-* packages; it runs on the CPU all the same).  Where PyTorch's own
-# index is reachable, the CPU-only build of the same version is smaller:
-#   PEER_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple"
+# The default Linux torch wheel is the CUDA build (about 5 GB installed with
+# its nvidia-* packages; it runs on the CPU all the same).  PEER_PIP_ARGS goes
+# to pip as it is, e.g. to install a CPU-only build of the same version.
 set -e
 cd "$(dirname "$0")/.."
 

@@ -98,19 +98,6 @@ int tram_engine_create(tram_engine **out, const tram_engine_config *c, const cha
                        tram_error *err);
 void tram_engine_destroy(tram_engine *e);
 
-/* Engine flags shared by `tram generate`, `tram serve` and `tram bench`:
- * --block-size N, --kv-cache-memory SIZE, --gpu-memory-utilization F,
- * --num-kv-blocks N, --max-num-batched-tokens N, --max-num-seqs N,
- * --max-model-len N, --enable-prefix-caching, --no-enable-prefix-caching,
- * --scheduling-policy fcfs|priority, --device cpu|cuda, --threads N (also -t),
- * --seed N, --quantization none|int8, --weight-format f32|native, --load-format auto|dummy, --preset NAME,
- * --tokenizer PATH.  If argv[*i] is one of them, consumes it and its value (advancing
- * *i past them) and returns 1; returns 0 if argv[*i] is not an engine flag,
- * and -1 after printing a message when its value is invalid or missing. */
-int tram_engine_parse_flag(tram_engine_config *c, int argc, char **argv, int *i);
-/* Prints the engine flags' help lines (for a subcommand's usage). */
-void tram_engine_print_flags(FILE *out);
-
 /* ------------------------------------------------------------ sampling */
 
 /* tram_logit_bias comes from kernels/sampling.h, shared with the samplers. */

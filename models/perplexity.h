@@ -1,5 +1,6 @@
-/* perplexity.h — perplexity of a model over a text, and the agreement of two
- * models' next-token distributions over it (`tram perplexity`). */
+/* perplexity.h — perplexity of a model over a text's token ids, and the
+ * agreement of two models' next-token distributions over it (`tram
+ * perplexity`). */
 #ifndef TRAM_PERPLEXITY_H
 #define TRAM_PERPLEXITY_H
 
@@ -7,8 +8,6 @@
 
 #include "kernels/base.h"
 #include "models/model.h"
-
-struct tram_tokenizer;
 
 typedef struct {
     int64_t scored;         /* tokens predicted */
@@ -33,14 +32,21 @@ typedef struct {
 
 /* Runs tokens[n] in non-overlapping windows of o->ctx tokens (a last partial
  * window is dropped), each as one sequence on model m, and on ref too when it
- * is not NULL.  Both models need max_tokens >= ctx and KV room for one
- * sequence of ctx tokens (block size 16, blocks 0..ctx/16 in order). */
+ * is not NULL.  Both models need the limits tram_window_limits(ctx, ...)
+ * gives (models/window.h). */
 int tram_perplexity(tram_model *m, tram_model *ref, const int32_t *tokens, int n, const tram_ppl_opts *o,
                     tram_ppl_stats *st, tram_error *err);
 
-/* Reads a text file whole and tokenizes it (BOS first when the model adds
- * one; special tokens as plain text).  *ids is malloc'd. */
-int tram_tokenize_file(const struct tram_tokenizer *t, const char *path, int32_t **ids, int *n,
-                       tram_error *err);
+/* The figures `tram perplexity` reports, each a mean over the scored
+ * positions with its standard error. */
+typedef struct {
+    double ppl, ppl_err;          /* exp(mean NLL) of the model */
+    double ref_ppl, ref_ppl_err;  /* the same for the reference */
+    double ratio;                 /* ppl / ref_ppl */
+    double kl, kl_err;            /* mean KL(reference ‖ model) */
+    double top1, top1_err;        /* fraction of positions where the argmaxes agree */
+} tram_ppl_summary;
+
+void tram_ppl_summarize(const tram_ppl_stats *st, tram_ppl_summary *out);
 
 #endif

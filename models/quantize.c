@@ -1,5 +1,6 @@
-/* quantize.c — W8A8 models: calibration statistics, SmoothQuant, and the int8
- * GGUF (format in quantize.h).
+/* quantize.c — W8A8 models: calibration statistics, SmoothQuant's factors
+ * folded into each layer (the factors themselves: models/smoothquant.c), and
+ * the int8 GGUF (format in quantize.h).
  *
  * SmoothQuant moves activation outliers into the weights through a factor s_j
  * per input channel of a linear layer, X·Wᵀ = (X / s)·(W * s)ᵀ, and X / s is
@@ -20,41 +21,8 @@
 #include "kernels/int8.h"
 #include "models/gguf.h"
 #include "models/gguf_writer.h"
-
-/* ---------------------------------------------------------------- SmoothQuant math */
-
-void tram_smooth_factors(const float *x_amax, const float *w_amax, int n, float alpha, float *s)
-{
-    for (int j = 0; j < n; j++) {
-        if (!(x_amax[j] > 0.0f) || !(w_amax[j] > 0.0f)) {
-            s[j] = 1.0f;
-            continue;
-        }
-        float v = powf(x_amax[j], alpha) / powf(w_amax[j], 1.0f - alpha);
-        s[j] = fminf(fmaxf(v, 1e-5f), 1e5f);
-    }
-}
-
-void tram_col_amax(const float *w, int rows, int cols, float *amax)
-{
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++)
-            amax[j] = fmaxf(amax[j], fabsf(w[(size_t)i * cols + j]));
-}
-
-void tram_scale_cols(float *w, int rows, int cols, const float *s)
-{
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++)
-            w[(size_t)i * cols + j] *= s[j];
-}
-
-void tram_unscale_rows(float *w, int rows, int cols, const float *s)
-{
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++)
-            w[(size_t)i * cols + j] /= s[i];
-}
+#include "models/smoothquant.h"
+#include "models/window.h"
 
 /* ---------------------------------------------------------------- calibration */
 
@@ -133,29 +101,6 @@ void tram_calib_stats_free(tram_calib_stats *st)
     memset(st, 0, sizeof(*st));
 }
 
-/* One sequence of len tokens at positions 0..len-1; blocks[max_blocks] in order. */
-static int run_window(tram_model *m, const int32_t *tokens, int len, int32_t *pos, const int32_t *blocks,
-                      int max_blocks, tram_error *err)
-{
-    int32_t qs[2] = {0, len}, seq_len = len;
-    for (int i = 0; i < len; i++)
-        pos[i] = i;
-    tram_batch b = {.num_tokens = len, .num_seqs = 1, .token_ids = tokens, .positions = pos,
-                    .slot_mapping = pos, .query_start = qs, .seq_lens = &seq_len, .block_tables = blocks,
-                    .max_blocks_per_seq = max_blocks, .num_logits = 0, .logits_rows = pos};
-    float no_logits;
-    return tram_model_forward(m, &b, &no_logits, err);
-}
-
-/* A CPU model that runs one sequence of up to ctx tokens. */
-static int window_model(tram_model **m, tram_model_file *f, tram_backend *be, int ctx, tram_error *err)
-{
-    int blocks = (ctx + 15) / 16;
-    tram_model_limits lim = {.max_tokens = ctx, .max_seqs = 1, .max_blocks_per_seq = blocks,
-                             .num_blocks = blocks, .block_size = 16, .weight_type = TRAM_W_F32};
-    return tram_model_create(m, f, be, &lim, err);
-}
-
 int tram_calibrate(tram_model_file *f, const int32_t *tokens, int n, int ctx, int threads, int samples,
                    tram_calib_stats *st, tram_error *err)
 {
@@ -166,24 +111,23 @@ int tram_calibrate(tram_model_file *f, const int32_t *tokens, int n, int ctx, in
         return -1;
     }
     ctx = TRAM_MIN(ctx, n);
-    int blocks = (ctx + 15) / 16;
+    tram_model_limits lim = tram_window_limits(ctx, 1);  /* no logits wanted */
+    tram_window w = {0};
     tram_backend *be = NULL;
     tram_model *m = NULL;
-    int32_t *pos = tram_calloc((size_t)ctx + blocks, sizeof(int32_t), err), *table = pos + ctx;
-    int rc = !pos || tram_backend_cpu_create(&be, threads, err) || window_model(&m, f, be, ctx, err) ? -1 : 0;
-    for (int b = 0; !rc && b < blocks; b++)
-        table[b] = b;
+    int rc = tram_window_init(&w, ctx, err) || tram_backend_cpu_create(&be, threads, err) ||
+             tram_model_create(&m, f, be, &lim, err);
     if (!rc)
         tram_model_set_observer(m, calib_observe, st);
-    for (int w = 0; !rc && w * ctx < n; w++)
-        rc = run_window(m, tokens + (size_t)w * ctx, TRAM_MIN(ctx, n - w * ctx), pos, table, blocks, err);
+    for (int i = 0; !rc && i * ctx < n; i++)
+        rc = tram_window_forward(m, &w, tokens + (size_t)i * ctx, TRAM_MIN(ctx, n - i * ctx), 0, 0, NULL, err);
     tram_model_destroy(m);
     if (be)
         be->destroy(be);
-    free(pos);
+    tram_window_free(&w);
     if (rc)
         tram_calib_stats_free(st);
-    return rc;
+    return rc ? -1 : 0;
 }
 
 /* ---------------------------------------------------------------- a layer in f32 */
@@ -266,7 +210,7 @@ static int smooth_v_o(quant_job *j, int l, tram_error *err)
     memset(xa, 0, kd * sizeof(float));
     for (int q = 0; q < qd; q++)
         xa[j->kv_map[q]] = fmaxf(xa[j->kv_map[q]], att[q]);
-    tram_smooth_mat wo = {j->buf[T_O], c->dim};
+    tram_smooth_mat wo = {.w = j->buf[T_O], .rows = c->dim};
     if (choose(j, TRAM_ACT_ATTN_OUT, l, xa, &wo, 1, j->kv_map, kd, s, err))
         return -1;
     for (int q = 0; q < qd; q++)
@@ -288,7 +232,7 @@ static int smooth_input(quant_job *j, tram_act_site site, int l, const float *x_
     float *s = j->tmp[1];
     tram_smooth_mat m[3];
     for (int i = 0; i < n; i++)
-        m[i] = (tram_smooth_mat){j->buf[mats[i]], j->rows[mats[i]]};
+        m[i] = (tram_smooth_mat){.w = j->buf[mats[i]], .rows = j->rows[mats[i]]};
     if (choose(j, site, l, x_amax, m, n, NULL, ch, s, err))
         return -1;
     tram_unscale_rows(j->buf[producer], ch, j->rows[producer] == 1 ? 1 : j->cols[producer], s);
@@ -316,7 +260,7 @@ static int smooth_head(quant_job *j, tram_error *err)
     int vocab = j->c->vocab_size, dim = j->c->dim;
     if (tram_model_file_read_f32(j->f, "token_embd.weight", j->big, (int64_t)vocab * dim, err))
         return -1;
-    tram_smooth_mat head = {j->big, vocab};
+    tram_smooth_mat head = {.w = j->big, .rows = vocab};
     return choose(j, TRAM_ACT_HEAD_IN, j->c->n_layers, j->o->stats->head_in, &head, 1, NULL, dim, j->head_s, err);
 }
 

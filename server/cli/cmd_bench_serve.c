@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/cli/cli.h"
+#include "server/cli/commands.h"
 
 /* bench/bench_serve.py next to the binary's directory (bin/../bench), else
  * under the current directory. */
@@ -28,7 +28,7 @@ static void script_path(char *out, size_t size)
     snprintf(out, size, "bench/bench_serve.py");
 }
 
-int tram_cmd_bench_serve(int argc, char **argv)
+static int bench_serve(int argc, char **argv)
 {
     char script[PATH_MAX + 32];
     script_path(script, sizeof(script));
@@ -44,3 +44,7 @@ int tram_cmd_bench_serve(int argc, char **argv)
     free(args);
     return 1;
 }
+
+const tram_command tram_cmd_bench_serve = {
+    .name = "serve", .run = bench_serve,
+    .summary = "an OpenAI server under Poisson arrivals"};

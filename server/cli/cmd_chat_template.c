@@ -1,12 +1,28 @@
 /* cmd_chat_template.c — `tram chat-template [-m MODEL] MESSAGES.json`: prints
  * the prompt the model's chat template makes of a conversation. */
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "server/cli/cli.h"
+#include "server/cli/commands.h"
+#include "server/cli/defaults.h"
+#include "server/cli/flags.h"
 #include "tokenizer/chat_template.h"
+
+typedef struct {
+    const char *model;
+    int generation_prompt;  /* open an assistant turn at the end */
+    int chatml_fallback;
+} chat_template_opts;
+
+#define FIELD(name) offsetof(chat_template_opts, name)
+
+static const tram_flag chat_template_flags[] = {
+    {.name = "-m", .kind = TRAM_FLAG_STRING, .field = FIELD(model)},
+    {.name = "--no-generation-prompt", .kind = TRAM_FLAG_CLEAR, .field = FIELD(generation_prompt)},
+    {.name = "--chatml-fallback", .kind = TRAM_FLAG_SET, .field = FIELD(chatml_fallback)},
+};
 
 static void usage(FILE *out)
 {
@@ -18,7 +34,7 @@ static void usage(FILE *out)
                  TRAM_DEFAULT_MODEL);
 }
 
-static int render(const char *model, const char *path, int gen, int fallback)
+static int render(const chat_template_opts *o, const char *path)
 {
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
@@ -29,9 +45,11 @@ static int render(const char *model, const char *path, int gen, int fallback)
     json_t *arr = json_is_array(root) ? root : json_object_get(root, "messages");
     size_t n = json_array_size(arr);
     tram_chat_msg *msgs = calloc(n + 1, sizeof(*msgs));
-    for (size_t i = 0; msgs && i < n; i++)
-        msgs[i] = (tram_chat_msg){json_string_value(json_object_get(json_array_get(arr, i), "role")),
-                                  json_string_value(json_object_get(json_array_get(arr, i), "content"))};
+    for (size_t i = 0; msgs && i < n; i++) {
+        json_t *m = json_array_get(arr, i);
+        msgs[i] = (tram_chat_msg){.role = json_string_value(json_object_get(m, "role")),
+                                  .content = json_string_value(json_object_get(m, "content"))};
+    }
     tram_tokenizer *t = NULL;
     tram_chat_template *ct = NULL;
     tram_error err;
@@ -40,8 +58,8 @@ static int render(const char *model, const char *path, int gen, int fallback)
     if (rc)
         snprintf(err.msg, sizeof(err.msg), "%s: expected an array of messages", path);
     if (!rc)
-        rc = tram_tokenizer_load(&t, model, &err) || tram_chat_template_for(&ct, t, fallback, &err) ||
-             tram_chat_template_render(ct, msgs, (int)n, gen, &out, &err);
+        rc = tram_tokenizer_load(&t, o->model, &err) || tram_chat_template_for(&ct, t, o->chatml_fallback, &err) ||
+             tram_chat_template_render(ct, msgs, (int)n, o->generation_prompt, &out, &err);
     if (rc)
         fprintf(stderr, "tram chat-template: %s\n", err.msg);
     else {
@@ -57,31 +75,16 @@ static int render(const char *model, const char *path, int gen, int fallback)
     return rc ? 1 : 0;
 }
 
-int tram_cmd_chat_template(int argc, char **argv)
+static int chat_template(int argc, char **argv)
 {
-    const char *model = TRAM_DEFAULT_MODEL, *path = NULL;
-    int gen = 1, fallback = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
-            model = argv[++i];
-        } else if (!strcmp(argv[i], "--no-generation-prompt")) {
-            gen = 0;
-        } else if (!strcmp(argv[i], "--chatml-fallback")) {
-            fallback = 1;
-        } else if (argv[i][0] == '-' || path) {
-            fprintf(stderr, "tram chat-template: %s '%s'\n\n", path ? "unexpected argument" : "unknown option", argv[i]);
-            usage(stderr);
-            return TRAM_EXIT_USAGE;
-        } else {
-            path = argv[i];
-        }
-    }
-    if (!path) {
-        usage(stderr);
+    chat_template_opts o = {.model = TRAM_DEFAULT_MODEL, .generation_prompt = 1};
+    const char *path;
+    const tram_flag_table table = TRAM_FLAG_TABLE(chat_template_flags, &o);
+    if (tram_flags_parse(&table, 1, argc, argv, &path, 1) != 1)
         return TRAM_EXIT_USAGE;
-    }
-    return render(model, path, gen, fallback);
+    return render(&o, path);
 }
+
+const tram_command tram_cmd_chat_template = {
+    .name = "chat-template", .run = chat_template, .usage = usage,
+    .summary = "print the prompt a model's chat template makes of messages"};

@@ -1,9 +1,9 @@
 /* cmd_convert.c — `tram convert GGUF OUTDIR`: writes a GGUF model as a
  * Hugging Face directory (see models/hf_writer.h). */
 #include <stdio.h>
-#include <string.h>
 
-#include "server/cli/cli.h"
+#include "server/cli/commands.h"
+#include "server/cli/flags.h"
 #include "models/hf_writer.h"
 
 static void usage(FILE *out)
@@ -15,51 +15,27 @@ static void usage(FILE *out)
                  "                     dequantized values; norms are always f32)\n");
 }
 
-static int usage_error(const char *what, const char *arg)
+static const tram_flag convert_flags[] = {
+    {.name = "--dtype", .kind = TRAM_FLAG_CHOICE, .choices = (const char *const[]){"f32", "bf16", NULL}},
+};
+
+static int convert(int argc, char **argv)
 {
-    fprintf(stderr, "tram convert: %s '%s'\n\n", what, arg);
-    usage(stderr);
-    return TRAM_EXIT_USAGE;
+    int bf16 = 0;
+    const char *paths[2];
+    const tram_flag_table table = TRAM_FLAG_TABLE(convert_flags, &bf16);
+    if (tram_flags_parse(&table, 1, argc, argv, paths, 2) != 2)
+        return TRAM_EXIT_USAGE;
+    tram_model_file *f = NULL;
+    tram_error err;
+    int rc = tram_model_file_open(&f, paths[0], &err) ||
+             tram_hf_convert(f, paths[1], bf16 ? TRAM_HF_BF16 : TRAM_HF_F32, &err);
+    tram_model_file_close(f);
+    if (!rc)
+        printf("wrote %s (%s)\n", paths[1], bf16 ? "bf16" : "f32");
+    return tram_exit_status("tram convert", rc, &err);
 }
 
-int tram_cmd_convert(int argc, char **argv)
-{
-    const char *paths[2];
-    int n_paths = 0;
-    tram_hf_dtype dtype = TRAM_HF_F32;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--dtype")) {
-            const char *v = i + 1 < argc ? argv[++i] : "";
-            if (strcmp(v, "f32") && strcmp(v, "bf16"))
-                return usage_error("--dtype must be f32 or bf16, not", v);
-            dtype = strcmp(v, "bf16") ? TRAM_HF_F32 : TRAM_HF_BF16;
-        } else if (argv[i][0] == '-') {
-            return usage_error("unknown option", argv[i]);
-        } else if (n_paths == 2) {
-            return usage_error("unexpected argument", argv[i]);
-        } else {
-            paths[n_paths++] = argv[i];
-        }
-    }
-    if (n_paths != 2) {
-        usage(stderr);
-        return TRAM_EXIT_USAGE;
-    }
-    tram_model_file *f;
-    tram_error err;
-    if (tram_model_file_open(&f, paths[0], &err)) {
-        fprintf(stderr, "tram convert: %s\n", err.msg);
-        return 1;
-    }
-    int rc = tram_hf_convert(f, paths[1], dtype, &err);
-    tram_model_file_close(f);
-    if (rc) {
-        fprintf(stderr, "tram convert: %s\n", err.msg);
-        return 1;
-    }
-    printf("wrote %s (%s)\n", paths[1], dtype == TRAM_HF_BF16 ? "bf16" : "f32");
-    return 0;
-}
+const tram_command tram_cmd_convert = {
+    .name = "convert", .run = convert, .usage = usage,
+    .summary = "write a GGUF model as a Hugging Face directory (safetensors)"};

@@ -1,12 +1,15 @@
 /* cmd_generate.c — `tram generate`: one prompt streamed to stdout, or a JSONL
  * batch (--input/--output) run through continuous batching all at once. */
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "server/cli/cli.h"
+#include "server/cli/commands.h"
+#include "server/cli/defaults.h"
+#include "server/cli/engine_flags.h"
 #include "engine/tram.h"
 #include "tokenizer/chat_template.h"
 
@@ -16,6 +19,24 @@ typedef struct {
     tram_sampling_params p;
     tram_engine_config ec;
 } gen_opts;
+
+#define FIELD(name) offsetof(gen_opts, name)
+
+/* --seed is the engine flag: the seed of every request that brings none (a JSONL line may). */
+static const tram_flag generate_flags[] = {
+    {.name = "--model", .alias = "-m", .kind = TRAM_FLAG_STRING, .field = FIELD(model)},
+    {.name = "--prompt", .alias = "-p", .kind = TRAM_FLAG_STRING, .field = FIELD(prompt)},
+    {.name = "--input", .kind = TRAM_FLAG_STRING, .field = FIELD(input)},
+    {.name = "--output", .kind = TRAM_FLAG_STRING, .field = FIELD(output)},
+    {.name = "--chat", .kind = TRAM_FLAG_SET, .field = FIELD(chat)},
+    {.name = "--ignore-eos", .kind = TRAM_FLAG_SET, .field = FIELD(p.ignore_eos)},
+    {.name = "--max-tokens", .alias = "-n", .kind = TRAM_FLAG_INT, .field = FIELD(p.max_tokens), .lo = 1,
+     .hi = 1 << 24},
+    {.name = "--top-k", .kind = TRAM_FLAG_INT, .field = FIELD(p.top_k), .lo = 0, .hi = 1 << 24},
+    {.name = "--temperature", .kind = TRAM_FLAG_FLOAT, .field = FIELD(p.temperature), .lo = 0, .hi = 100},
+    {.name = "--top-p", .kind = TRAM_FLAG_FLOAT, .field = FIELD(p.top_p), .lo = 0, .hi = 100},
+    {.name = "--min-p", .kind = TRAM_FLAG_FLOAT, .field = FIELD(p.min_p), .lo = 0, .hi = 100},
+};
 
 static void usage(FILE *out)
 {
@@ -28,69 +49,11 @@ static void usage(FILE *out)
     tram_engine_print_flags(out);
 }
 
-static int sampling_flag(gen_opts *o, const char *f, const char *v)
-{
-    long x;
-    double d;
-    if (!strcmp(f, "-n") || !strcmp(f, "--max-tokens")) {
-        if (tram_cli_int(f, v, 1, 1 << 24, &x))
-            return -1;
-        o->p.max_tokens = (int)x;
-    } else if (!strcmp(f, "--top-k")) {
-        if (tram_cli_int(f, v, 0, 1 << 24, &x))
-            return -1;
-        o->p.top_k = (int)x;
-    } else if (!strcmp(f, "--seed")) {
-        if (tram_cli_int(f, v, 0, 0x7fffffffffffffffL, &x))
-            return -1;
-        o->p.has_seed = 1;
-        o->p.seed = (uint64_t)x;
-    } else {
-        float *dst = !strcmp(f, "--temperature") ? &o->p.temperature
-                     : !strcmp(f, "--top-p")     ? &o->p.top_p
-                                                 : &o->p.min_p;
-        if (tram_cli_float(f, v, 0, 100, &d))
-            return -1;
-        *dst = (float)d;
-    }
-    return 0;
-}
-
 static int parse_args(gen_opts *o, int argc, char **argv)
 {
-    static const char *const sampling[] = {"-n", "--max-tokens", "--temperature", "--top-p",
-                                           "--top-k", "--min-p", "--seed"};
-    for (int i = 1; i < argc;) {
-        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r = tram_engine_parse_flag(&o->ec, argc, argv, &i);
-        if (r < 0)
-            return -1;
-        if (r > 0)
-            continue;
-        if (!strcmp(f, "--chat") || !strcmp(f, "--ignore-eos")) {
-            *(f[2] == 'c' ? &o->chat : &o->p.ignore_eos) = 1;
-            i++;
-            continue;
-        }
-        const char **str = !strcmp(f, "-m") || !strcmp(f, "--model") ? &o->model
-                           : !strcmp(f, "-p") || !strcmp(f, "--prompt") ? &o->prompt
-                           : !strcmp(f, "--input")                      ? &o->input
-                           : !strcmp(f, "--output")                     ? &o->output
-                                                                        : NULL;
-        int is_sampling = 0;
-        for (size_t k = 0; k < TRAM_ARRAY_LEN(sampling); k++)
-            is_sampling |= !strcmp(f, sampling[k]);
-        if ((!str && !is_sampling) || !v) {
-            fprintf(stderr, v || str || is_sampling ? "tram: unknown option '%s'\n"
-                                                    : "tram: %s needs a value\n", f);
-            return -1;
-        }
-        if (str)
-            *str = v;
-        else if (sampling_flag(o, f, v))
-            return -1;
-        i += 2;
-    }
+    const tram_flag_table tables[] = {TRAM_FLAG_TABLE(generate_flags, o), tram_engine_flags(&o->ec)};
+    if (tram_flags_parse(tables, 2, argc, argv, NULL, 0) < 0)
+        return -1;
     if (!o->prompt == !(o->input && o->output)) {
         fprintf(stderr, "tram: give either -p PROMPT or both --input and --output\n");
         return -1;
@@ -115,19 +78,23 @@ static char *render_chat(tram_engine *e, const tram_chat_msg *msgs, int n, tram_
 
 /* ---------------------------------------------------------------- single prompt */
 
-static int run_single(tram_engine *e, gen_opts *o)
+/* The prompt as request 0, through the chat template with --chat. */
+static int add_prompt(tram_engine *e, const gen_opts *o, tram_error *err)
+{
+    tram_chat_msg msg = {.role = "user", .content = o->prompt};
+    char *text = o->chat ? render_chat(e, &msg, 1, err) : strdup(o->prompt);
+    if (!text)
+        return -1;
+    tram_prompt pr = {.text = text, .skip_bos = o->chat}; /* a template writes its own BOS */
+    int rc = tram_engine_add_request(e, 0, &pr, &o->p, 0, err);
+    free(text);
+    return rc;
+}
+
+static int run_single(tram_engine *e, const gen_opts *o)
 {
     tram_error err = {{0}};
-    tram_chat_msg msg = {"user", o->prompt};
-    char *text = o->chat ? render_chat(e, &msg, 1, &err) : strdup(o->prompt);
-    if (!text) {
-        fprintf(stderr, "tram: %s\n", err.msg);
-        return 1;
-    }
-    tram_prompt pr = {.text = text, .skip_bos = o->chat}; /* a template writes its own BOS */
-    int rc = tram_engine_add_request(e, 0, &pr, &o->p, 0, &err);
-    free(text);
-    if (rc) {
+    if (add_prompt(e, o, &err)) {
         fprintf(stderr, "tram: %s\n", err.msg);
         return 1;
     }
@@ -355,21 +322,14 @@ static void summary(tram_engine *e, int n, double el)
             (unsigned long long)s.num_preemptions);
 }
 
-static int run_batch(tram_engine *e, const gen_opts *o)
+/* Steps until every request finished, each output into its result; done
+ * requests (of n) so far, from t0 on, for the progress line. */
+static int step_all(tram_engine *e, gen_result *res, int n, int done, double t0)
 {
-    char **lines = NULL;
-    int n = 0, done = 0, rc = 0, tty = isatty(2);
-    if (read_lines(o->input, &lines, &n))
-        return 1;
-    gen_result *res = calloc((size_t)n + 1, sizeof(*res));
-    double t0 = tram_now();
-    for (int i = 0; i < n; i++) {
-        add_line(e, o, lines[i], i, &res[i]);
-        done += res[i].error[0] != 0;
-    }
     tram_error err = {{0}};
     uint64_t toks = 0;
-    while (tram_engine_has_unfinished(e) && !rc) {
+    int rc = 0, tty = isatty(2);
+    while (tram_engine_has_unfinished(e)) {
         const tram_output *outs;
         int m;
         if (tram_engine_step(e, &outs, &m, &err)) {
@@ -387,6 +347,22 @@ static int run_batch(tram_engine *e, const gen_opts *o)
     }
     if (tty)
         fprintf(stderr, "\n");
+    return rc;
+}
+
+static int run_batch(tram_engine *e, const gen_opts *o)
+{
+    char **lines = NULL;
+    int n = 0, done = 0;
+    if (read_lines(o->input, &lines, &n))
+        return 1;
+    gen_result *res = calloc((size_t)n + 1, sizeof(*res));
+    double t0 = tram_now();
+    for (int i = 0; i < n; i++) {
+        add_line(e, o, lines[i], i, &res[i]);
+        done += res[i].error[0] != 0;
+    }
+    int rc = step_all(e, res, n, done, t0);
     if (!rc) {
         summary(e, n, tram_now() - t0);
         rc = write_results(o->output, res, n) ? 1 : 0;
@@ -401,20 +377,14 @@ static int run_batch(tram_engine *e, const gen_opts *o)
     return rc;
 }
 
-int tram_cmd_generate(int argc, char **argv)
+static int generate(int argc, char **argv)
 {
     gen_opts o = {.model = TRAM_DEFAULT_MODEL};
     tram_sampling_params_init(&o.p);
     o.p.max_tokens = 128;
     tram_engine_config_init(&o.ec);
-    if (tram_cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    if (parse_args(&o, argc, argv)) {
-        usage(stderr);
+    if (parse_args(&o, argc, argv))
         return TRAM_EXIT_USAGE;
-    }
     tram_error err = {{0}};
     tram_engine *e;
     if (tram_engine_create(&e, &o.ec, o.model, &err)) {
@@ -432,3 +402,7 @@ int tram_cmd_generate(int argc, char **argv)
     tram_engine_destroy(e);
     return rc;
 }
+
+const tram_command tram_cmd_generate = {
+    .name = "generate", .run = generate, .usage = usage,
+    .summary = "generate text from a prompt (or a JSONL batch)"};

@@ -5,7 +5,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "server/cli/cli.h"
+#include "server/cli/commands.h"
+#include "server/cli/defaults.h"
+#include "server/cli/flags.h"
 #include "models/gguf.h"
 
 enum { TEMPLATE_LINE_MAX = 160 };
@@ -15,13 +17,6 @@ static void usage(FILE *out)
     fprintf(out, "usage: tram info [MODEL | -m MODEL]\n\n"
                  "Prints a GGUF model's architecture, hyper-parameters, tensor types and sizes.\n"
                  "MODEL defaults to %s.\n", TRAM_DEFAULT_MODEL);
-}
-
-static int usage_error(const char *what, const char *arg)
-{
-    fprintf(stderr, "tram info: %s '%s'\n\n", what, arg);
-    usage(stderr);
-    return TRAM_EXIT_USAGE;
 }
 
 /* A metadata value on one line: numbers and strings as they are, arrays by
@@ -140,26 +135,36 @@ static int show(const char *path)
     return 0;
 }
 
-int tram_cmd_info(int argc, char **argv)
+/* One model, given once: -m MODEL or MODEL. */
+static int model_flag(const char *flag, const char *value, void *field)
 {
-    const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
-            if (i + 1 >= argc)
-                return usage_error("missing value for", argv[i]);
-            if (path)
-                return usage_error("a second model", argv[i + 1]);
-            path = argv[++i];
-        } else if (argv[i][0] == '-') {
-            return usage_error("unknown option", argv[i]);
-        } else if (path) {
-            return usage_error("unexpected argument", argv[i]);
-        } else {
-            path = argv[i];
-        }
+    const char **model = field;
+    (void)flag;
+    if (*model) {
+        fprintf(stderr, "tram: two models, '%s' and '%s'\n", *model, value);
+        return -1;
     }
-    return show(path ? path : TRAM_DEFAULT_MODEL);
+    *model = value;
+    return 0;
 }
+
+static const tram_flag info_flags[] = {
+    {.name = "--model", .alias = "-m", .kind = TRAM_FLAG_CUSTOM, .parse = model_flag},
+};
+
+static int info(int argc, char **argv)
+{
+    const char *model = NULL, *path = NULL;
+    const tram_flag_table table = TRAM_FLAG_TABLE(info_flags, &model);
+    if (tram_flags_parse(&table, 1, argc, argv, &path, 1) < 0)
+        return TRAM_EXIT_USAGE;
+    if (model && path) {
+        fprintf(stderr, "tram: two models, '%s' and '%s'\n", model, path);
+        return TRAM_EXIT_USAGE;
+    }
+    return show(path ? path : model ? model : TRAM_DEFAULT_MODEL);
+}
+
+const tram_command tram_cmd_info = {
+    .name = "info", .run = info, .usage = usage,
+    .summary = "show a model's architecture, sizes and tensor types"};

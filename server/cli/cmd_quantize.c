@@ -1,12 +1,15 @@
 /* cmd_quantize.c — `tram quantize`: W8A8 GGUF from a model, with SmoothQuant
  * calibrated on a text (see models/quantize.h). */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/cli/cli.h"
+#include "server/cli/commands.h"
+#include "server/cli/defaults.h"
+#include "server/cli/flags.h"
+#include "server/cli/text_file.h"
 #include "models/gguf.h"
-#include "models/perplexity.h"
 #include "models/quantize.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,53 +40,37 @@ static void usage(FILE *out)
             "  --ctx N                 calibration window (512)\n");
 }
 
-static int parse_args(quant_args *a, int argc, char **argv)
+/* auto (-1: searched per layer input) or a number in [0, 1] */
+static int alpha_flag(const char *flag, const char *value, void *field)
 {
-    *a = (quant_args){.model = TRAM_DEFAULT_MODEL, .exclude = "lm_head", .alpha = -1, .calib_tokens = 8192,
-                      .ctx = 512, .samples = 256};
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long x = 0;
-        if (!strcmp(f, "-h") || !strcmp(f, "--help"))
-            return usage(stdout), 1;
-        if (!v) {
-            fprintf(stderr, "tram quantize: %s needs a value\n", f);
-            return -1;
-        }
-        i++;
-        if (!strcmp(f, "-m") || !strcmp(f, "--model"))
-            a->model = v;
-        else if (!strcmp(f, "-o") || !strcmp(f, "--output"))
-            a->out = v;
-        else if (!strcmp(f, "--calib"))
-            a->calib = v;
-        else if (!strcmp(f, "--exclude"))
-            a->exclude = strcmp(v, "none") ? v : NULL;
-        else if (!strcmp(f, "--smoothquant-alpha") && !strcmp(v, "auto"))
-            a->alpha = -1;
-        else if (!strcmp(f, "--smoothquant-alpha")) {
-            if (tram_cli_float(f, v, 0.0, 1.0, &a->alpha))
-                return -1;
-        } else if (!strcmp(f, "--calib-tokens") || !strcmp(f, "--calib-samples") || !strcmp(f, "--ctx") ||
-                   !strcmp(f, "-t") || !strcmp(f, "--threads")) {
-            if (tram_cli_int(f, v, 1, 1 << 24, &x))
-                return -1;
-            *(!strcmp(f, "--calib-tokens")    ? &a->calib_tokens
-              : !strcmp(f, "--calib-samples") ? &a->samples
-              : !strcmp(f, "--ctx")           ? &a->ctx
-                                              : &a->threads) = (int)x;
-        } else {
-            fprintf(stderr, "tram quantize: unknown option '%s'\n\n", f);
-            usage(stderr);
-            return -1;
-        }
+    if (!strcmp(value, "auto")) {
+        *(double *)field = -1;
+        return 0;
     }
-    if (!a->out) {
-        usage(stderr);
-        return -1;
-    }
+    return tram_flag_number(flag, value, 0.0, 1.0, field);
+}
+
+/* a list, or none */
+static int exclude_flag(const char *flag, const char *value, void *field)
+{
+    (void)flag;
+    *(const char **)field = strcmp(value, "none") ? value : NULL;
     return 0;
 }
+
+#define FIELD(name) offsetof(quant_args, name)
+
+static const tram_flag quantize_flags[] = {
+    {.name = "--model", .alias = "-m", .kind = TRAM_FLAG_STRING, .field = FIELD(model)},
+    {.name = "--output", .alias = "-o", .kind = TRAM_FLAG_STRING, .field = FIELD(out), .required = 1},
+    {.name = "--calib", .kind = TRAM_FLAG_STRING, .field = FIELD(calib)},
+    {.name = "--exclude", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(exclude), .parse = exclude_flag},
+    {.name = "--smoothquant-alpha", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(alpha), .parse = alpha_flag},
+    {.name = "--calib-tokens", .kind = TRAM_FLAG_INT, .field = FIELD(calib_tokens), .lo = 1, .hi = 1 << 24},
+    {.name = "--calib-samples", .kind = TRAM_FLAG_INT, .field = FIELD(samples), .lo = 1, .hi = 1 << 24},
+    {.name = "--ctx", .kind = TRAM_FLAG_INT, .field = FIELD(ctx), .lo = 1, .hi = 1 << 24},
+    {.name = "--threads", .alias = "-t", .kind = TRAM_FLAG_INT, .field = FIELD(threads), .lo = 1, .hi = 1 << 24},
+};
 
 static int calibrate(tram_model_file *f, const quant_args *a, tram_calib_stats *st, tram_error *err)
 {
@@ -102,20 +89,22 @@ static int calibrate(tram_model_file *f, const quant_args *a, tram_calib_stats *
     return rc;
 }
 
-static int run(const quant_args *a, tram_error *err)
+static int run(const quant_args *a)
 {
     tram_model_file *f = NULL;
     tram_calib_stats st = {0};
+    tram_error err;
     double t0 = tram_now();
-    int rc = tram_model_file_open(&f, a->model, err) || (a->exclude && tram_quant_check_exclude(a->exclude, f, err));
+    int rc = tram_model_file_open(&f, a->model, &err) ||
+             (a->exclude && tram_quant_check_exclude(a->exclude, f, &err));
     if (!rc && !tram_model_file_gguf(f))
-        rc = tram_fail(err, "%s: quantize reads GGUF files only", a->model);
+        rc = tram_fail(&err, "%s: quantize reads GGUF files only", a->model);
     if (!rc && a->calib)
-        rc = calibrate(f, a, &st, err);
+        rc = calibrate(f, a, &st, &err);
     if (!rc) {
         tram_quant_opts o = {.out_path = a->out, .exclude = a->exclude, .stats = a->calib ? &st : NULL,
                              .alpha = (float)a->alpha, .threads = a->threads, .verbose = 1};
-        rc = tram_quantize_model(f, &o, err);
+        rc = tram_quantize_model(f, &o, &err);
     }
     if (!rc)
         fprintf(stderr, "quantize: wrote %s (W8A8, %s) in %.1f s\n", a->out,
@@ -123,19 +112,17 @@ static int run(const quant_args *a, tram_error *err)
                 tram_now() - t0);
     tram_calib_stats_free(&st);
     tram_model_file_close(f);
-    return rc ? -1 : 0;
+    return tram_exit_status("tram quantize", rc, &err);
 }
 
-int tram_cmd_quantize(int argc, char **argv)
+static int quantize(int argc, char **argv)
 {
-    quant_args a;
-    int p = parse_args(&a, argc, argv);
-    if (p)
-        return p > 0 ? 0 : TRAM_EXIT_USAGE;
-    tram_error err;
-    if (run(&a, &err)) {
-        fprintf(stderr, "tram quantize: %s\n", err.msg);
-        return 1;
-    }
-    return 0;
+    quant_args a = {.model = TRAM_DEFAULT_MODEL, .exclude = "lm_head", .alpha = -1, .calib_tokens = 8192,
+                    .ctx = 512, .samples = 256};
+    const tram_flag_table table = TRAM_FLAG_TABLE(quantize_flags, &a);
+    return tram_flags_parse(&table, 1, argc, argv, NULL, 0) < 0 ? TRAM_EXIT_USAGE : run(&a);
 }
+
+const tram_command tram_cmd_quantize = {
+    .name = "quantize", .run = quantize, .usage = usage,
+    .summary = "write a W8A8 (int8) GGUF, with SmoothQuant calibrated on a text"};

@@ -1,9 +1,11 @@
 /* cmd_serve.c — `tram serve`: the OpenAI-compatible HTTP server. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "server/cli/cli.h"
+#include "server/cli/commands.h"
+#include "server/cli/defaults.h"
+#include "server/cli/engine_flags.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -26,98 +28,46 @@ static void usage(FILE *out)
     tram_engine_print_flags(out);
 }
 
-static int int_value(const char *flag, const char *v, long lo, long hi, int *out)
+static int log_level_flag(const char *flag, const char *value, void *field)
 {
-    long x;
-    if (tram_cli_int(flag, v, lo, hi, &x))
-        return -1;
-    *out = (int)x;
-    return 0;
-}
-
-/* One server flag and its value; -1 after printing why it is wrong. */
-static int parse_server_flag(tram_server_config *c, const char *f, const char *v)
-{
-    double d;
     tram_log_level level;
-    if (!strcmp(f, "-m") || !strcmp(f, "--model"))
-        c->model_path = v;
-    else if (!strcmp(f, "--host"))
-        c->host = v;
-    else if (!strcmp(f, "--port"))
-        return int_value(f, v, 0, 65535, &c->port);
-    else if (!strcmp(f, "--served-model-name"))
-        c->served_model_name = v;
-    else if (!strcmp(f, "--api-key"))
-        c->api_key = v;
-    else if (!strcmp(f, "--max-queue"))
-        return int_value(f, v, 0, 1 << 20, &c->max_queue);
-    else if (!strcmp(f, "--read-timeout"))
-        return int_value(f, v, 1, 86400, &c->read_timeout);
-    else if (!strcmp(f, "--drain-timeout")) {
-        if (tram_cli_float(f, v, 0, 86400, &d))
-            return -1;
-        c->drain_timeout = d;
-    } else if (!strcmp(f, "--max-body-size")) {
-        if (tram_parse_size(v, &c->max_body_size) || c->max_body_size == 0 ||
-            c->max_body_size > (1u << 30)) {
-            fprintf(stderr, "tram: invalid value for %s: '%s' (expected a size up to 1GiB)\n", f, v);
-            return -1;
-        }
-    } else if (!strcmp(f, "--metrics-prefix")) {
-        if (strcmp(v, "tram") && strcmp(v, "vllm")) {
-            fprintf(stderr, "tram: invalid value for %s: '%s' (expected tram or vllm)\n", f, v);
-            return -1;
-        }
-        c->metrics_prefix = v;
-    } else if (!strcmp(f, "--log-level")) {
-        if (tram_log_parse_level(v, &level)) {
-            fprintf(stderr, "tram: invalid value for %s: '%s' (expected debug, info, warning or "
-                            "error)\n", f, v);
-            return -1;
-        }
-        tram_log_set_level(level);
-    } else {
-        fprintf(stderr, "tram: unknown option '%s'\n", f);
-        return -1;
-    }
+    (void)field;  /* the level is the log's own, not the config's */
+    if (tram_log_parse_level(value, &level))
+        return tram_flag_invalid(flag, value, "debug, info, warning or error");
+    tram_log_set_level(level);
     return 0;
 }
 
-static int parse_args(tram_server_config *c, int argc, char **argv)
-{
-    for (int i = 1; i < argc;) {
-        int r = tram_engine_parse_flag(&c->engine, argc, argv, &i);
-        if (r < 0)
-            return -1;
-        if (r > 0)
-            continue;
-        if (i + 1 >= argc || argv[i][0] != '-') {
-            fprintf(stderr, "tram: %s '%s'\n",
-                    argv[i][0] == '-' ? "unknown option or missing value:" : "unexpected argument:",
-                    argv[i]);
-            return -1;
-        }
-        if (parse_server_flag(c, argv[i], argv[i + 1]))
-            return -1;
-        i += 2;
-    }
-    return 0;
-}
+#define FIELD(name) offsetof(tram_server_config, name)
 
-int tram_cmd_serve(int argc, char **argv)
+static const tram_flag serve_flags[] = {
+    {.name = "--model", .alias = "-m", .kind = TRAM_FLAG_STRING, .field = FIELD(model_path)},
+    {.name = "--host", .kind = TRAM_FLAG_STRING, .field = FIELD(host)},
+    {.name = "--port", .kind = TRAM_FLAG_INT, .field = FIELD(port), .lo = 0, .hi = 65535},
+    {.name = "--served-model-name", .kind = TRAM_FLAG_STRING, .field = FIELD(served_model_name)},
+    {.name = "--api-key", .kind = TRAM_FLAG_STRING, .field = FIELD(api_key)},
+    {.name = "--max-queue", .kind = TRAM_FLAG_INT, .field = FIELD(max_queue), .lo = 0, .hi = 1 << 20},
+    {.name = "--read-timeout", .kind = TRAM_FLAG_INT, .field = FIELD(read_timeout), .lo = 1, .hi = 86400},
+    {.name = "--drain-timeout", .kind = TRAM_FLAG_DOUBLE, .field = FIELD(drain_timeout), .lo = 0, .hi = 86400},
+    {.name = "--max-body-size", .kind = TRAM_FLAG_SIZE, .field = FIELD(max_body_size), .hi = 1u << 30,
+     .expected = "a size up to 1GiB"},
+    {.name = "--metrics-prefix", .kind = TRAM_FLAG_STRING, .field = FIELD(metrics_prefix),
+     .choices = (const char *const[]){"tram", "vllm", NULL}},
+    {.name = "--log-level", .kind = TRAM_FLAG_CUSTOM, .parse = log_level_flag},
+};
+
+static int serve(int argc, char **argv)
 {
-    if (tram_cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
     tram_server_config c;
     tram_server_config_init(&c);
     c.model_path = TRAM_DEFAULT_MODEL;
     c.api_key = getenv("TRAM_API_KEY");
-    if (parse_args(&c, argc, argv)) {
-        usage(stderr);
+    const tram_flag_table tables[] = {TRAM_FLAG_TABLE(serve_flags, &c), tram_engine_flags(&c.engine)};
+    if (tram_flags_parse(tables, 2, argc, argv, NULL, 0) < 0)
         return TRAM_EXIT_USAGE;
-    }
     return tram_server_run(&c);
 }
+
+const tram_command tram_cmd_serve = {
+    .name = "serve", .run = serve, .usage = usage,
+    .summary = "serve the OpenAI-compatible HTTP API"};

@@ -1,10 +1,13 @@
 /* cmd_tokenize.c — `tram tokenize [-m MODEL] TEXT`: prints the ids and
  * pieces a model's tokenizer makes of a text. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/cli/cli.h"
+#include "server/cli/commands.h"
+#include "server/cli/defaults.h"
+#include "server/cli/flags.h"
 #include "tokenizer/tokenizer.h"
 
 static void usage(FILE *out)
@@ -37,49 +40,8 @@ static void print_escaped(const char *s, size_t n)
     }
 }
 
-int tram_cmd_tokenize(int argc, char **argv)
+static void print_tokens(const tram_tokenizer *t, const int32_t *ids, int n)
 {
-    const char *model = TRAM_DEFAULT_MODEL, *text = NULL;
-    int special = 0, bos = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
-            model = argv[++i];
-        } else if (!strcmp(argv[i], "--special")) {
-            special = 1;
-        } else if (!strcmp(argv[i], "--bos")) {
-            bos = 1;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "tram tokenize: unknown option '%s'\n\n", argv[i]);
-            usage(stderr);
-            return TRAM_EXIT_USAGE;
-        } else if (!text) {
-            text = argv[i];
-        } else {
-            fprintf(stderr, "tram tokenize: unexpected argument '%s'\n\n", argv[i]);
-            usage(stderr);
-            return TRAM_EXIT_USAGE;
-        }
-    }
-    if (!text) {
-        usage(stderr);
-        return TRAM_EXIT_USAGE;
-    }
-    tram_tokenizer *t;
-    tram_error err;
-    int32_t *ids;
-    int n;
-    if (tram_tokenizer_load(&t, model, &err)) {
-        fprintf(stderr, "tram tokenize: %s\n", err.msg);
-        return 1;
-    }
-    if (tram_tokenizer_encode(t, text, strlen(text), bos, special, &ids, &n, &err)) {
-        fprintf(stderr, "tram tokenize: %s\n", err.msg);
-        tram_tokenizer_free(t);
-        return 1;
-    }
     for (int i = 0; i < n; i++) {
         size_t len;
         const char *bytes = tram_tokenizer_token_bytes(t, ids[i], &len);
@@ -88,7 +50,39 @@ int tram_cmd_tokenize(int argc, char **argv)
         printf("\"\n");
     }
     printf("%d tokens\n", n);
+}
+
+typedef struct {
+    const char *model;
+    int special, bos;
+} tokenize_opts;
+
+static const tram_flag tokenize_flags[] = {
+    {.name = "-m", .kind = TRAM_FLAG_STRING, .field = offsetof(tokenize_opts, model)},
+    {.name = "--special", .kind = TRAM_FLAG_SET, .field = offsetof(tokenize_opts, special)},
+    {.name = "--bos", .kind = TRAM_FLAG_SET, .field = offsetof(tokenize_opts, bos)},
+};
+
+static int tokenize(int argc, char **argv)
+{
+    tokenize_opts o = {.model = TRAM_DEFAULT_MODEL};
+    const char *text;
+    const tram_flag_table table = TRAM_FLAG_TABLE(tokenize_flags, &o);
+    if (tram_flags_parse(&table, 1, argc, argv, &text, 1) != 1)
+        return TRAM_EXIT_USAGE;
+    tram_tokenizer *t = NULL;
+    tram_error err;
+    int32_t *ids = NULL;
+    int n = 0;
+    int rc = tram_tokenizer_load(&t, o.model, &err) ||
+             tram_tokenizer_encode(t, text, strlen(text), o.bos, o.special, &ids, &n, &err);
+    if (!rc)
+        print_tokens(t, ids, n);
     free(ids);
     tram_tokenizer_free(t);
-    return 0;
+    return tram_exit_status("tram tokenize", rc, &err);
 }
+
+const tram_command tram_cmd_tokenize = {
+    .name = "tokenize", .run = tokenize, .usage = usage,
+    .summary = "print the token ids and pieces of a text"};

@@ -1,9 +1,7 @@
 /* engine_flags.c — the engine flags every subcommand that runs a model shares. */
-#include <stdio.h>
-#include <string.h>
+#include "server/cli/engine_flags.h"
 
-#include "server/cli/cli.h"
-#include "engine/tram.h"
+#include <stddef.h>
 
 void tram_engine_print_flags(FILE *out)
 {
@@ -33,130 +31,46 @@ void tram_engine_print_flags(FILE *out)
             "  --tokenizer PATH               tokenizer .gguf or directory (the model's)\n");
 }
 
-static int int_flag(const char *flag, const char *v, long lo, long hi, int *out)
+static int policy_flag(const char *flag, const char *value, void *field)
 {
-    long x;
-    if (tram_cli_int(flag, v, lo, hi, &x))
+    static const char *const names[] = {"fcfs", "priority", NULL};
+    int i = tram_flag_choice(flag, value, names);
+    if (i < 0)
         return -1;
-    *out = (int)x;
+    *(tram_sched_policy *)field = i ? TRAM_POLICY_PRIORITY : TRAM_POLICY_FCFS;
     return 0;
 }
 
-static int parse_value(tram_engine_config *c, const char *f, const char *v)
-{
-    if (!strcmp(f, "--block-size"))
-        return int_flag(f, v, 1, 1024, &c->block_size);
-    if (!strcmp(f, "--num-kv-blocks"))
-        return int_flag(f, v, 1, 1L << 30, &c->num_kv_blocks);
-    if (!strcmp(f, "--max-num-batched-tokens"))
-        return int_flag(f, v, 1, 1 << 20, &c->max_num_batched_tokens);
-    if (!strcmp(f, "--max-num-seqs"))
-        return int_flag(f, v, 1, 1 << 16, &c->max_num_seqs);
-    if (!strcmp(f, "--max-model-len"))
-        return int_flag(f, v, 2, 1 << 24, &c->max_model_len);
-    if (!strcmp(f, "--threads") || !strcmp(f, "-t"))
-        return int_flag(f, v, 1, 4096, &c->num_threads);
-    if (!strcmp(f, "--seed")) {
-        long x;
-        if (tram_cli_int(f, v, 0, 0x7fffffffffffffffL, &x))
-            return -1;
-        c->seed = (uint64_t)x;
-        return 0;
-    }
-    if (!strcmp(f, "--gpu-memory-utilization")) {
-        double x;
-        if (tram_cli_float(f, v, 0.01, 1.0, &x))
-            return -1;
-        c->gpu_memory_utilization = x;
-        return 0;
-    }
-    if (!strcmp(f, "--kv-cache-memory")) {
-        if (tram_parse_size(v, &c->kv_cache_memory) || c->kv_cache_memory == 0) {
-            fprintf(stderr, "tram: invalid value for %s: '%s' (expected a size like 2GiB)\n", f, v);
-            return -1;
-        }
-        return 0;
-    }
-    if (!strcmp(f, "--scheduling-policy")) {
-        if (strcmp(v, "fcfs") && strcmp(v, "priority")) {
-            fprintf(stderr, "tram: invalid value for %s: '%s' (expected fcfs or priority)\n", f, v);
-            return -1;
-        }
-        c->policy = strcmp(v, "fcfs") ? TRAM_POLICY_PRIORITY : TRAM_POLICY_FCFS;
-        return 0;
-    }
-    if (!strcmp(f, "--quantization")) {
-        if (strcmp(v, "none") && strcmp(v, "int8")) {
-            fprintf(stderr, "tram: invalid value for %s: '%s' (expected none or int8)\n", f, v);
-            return -1;
-        }
-        snprintf(c->quantization, sizeof(c->quantization), "%s", v);
-        return 0;
-    }
-    if (!strcmp(f, "--weight-format")) {
-        if (strcmp(v, "native") && strcmp(v, "f32")) {
-            fprintf(stderr, "tram: invalid value for %s: '%s' (expected f32 or native)\n", f, v);
-            return -1;
-        }
-        snprintf(c->weight_format, sizeof(c->weight_format), "%s", v);
-        return 0;
-    }
-    if (!strcmp(f, "--load-format")) {
-        if (strcmp(v, "auto") && strcmp(v, "dummy")) {
-            fprintf(stderr, "tram: invalid value for %s: '%s' (expected auto or dummy)\n", f, v);
-            return -1;
-        }
-        snprintf(c->load_format, sizeof(c->load_format), "%s", v);
-        return 0;
-    }
-    if (!strcmp(f, "--preset") || !strcmp(f, "--tokenizer")) {
-        char *dst = f[2] == 'p' ? c->preset : c->tokenizer;
-        size_t cap = f[2] == 'p' ? sizeof(c->preset) : sizeof(c->tokenizer);
-        if (!*v || strlen(v) >= cap) {
-            fprintf(stderr, "tram: invalid value for %s: '%s' (empty, or longer than %zu)\n", f, v, cap - 1);
-            return -1;
-        }
-        memcpy(dst, v, strlen(v) + 1);
-        return 0;
-    }
-    if (strcmp(v, "cpu") && strcmp(v, "cuda")) { /* --device */
-        fprintf(stderr, "tram: invalid value for %s: '%s' (expected cpu or cuda)\n", f, v);
-        return -1;
-    }
-    snprintf(c->device, sizeof(c->device), "%s", v);
-    return 0;
-}
+#define FIELD(name) offsetof(tram_engine_config, name)
+/* a char array of the config: the value copied in, if it fits */
+#define BUFFER(name) .kind = TRAM_FLAG_BUFFER, .field = FIELD(name), .cap = sizeof(((tram_engine_config *)0)->name)
 
-int tram_engine_parse_flag(tram_engine_config *c, int argc, char **argv, int *i)
+static const tram_flag engine_flags[] = {
+    {.name = "--block-size", .kind = TRAM_FLAG_INT, .field = FIELD(block_size), .lo = 1, .hi = 1024},
+    {.name = "--num-kv-blocks", .kind = TRAM_FLAG_INT, .field = FIELD(num_kv_blocks), .lo = 1, .hi = 1 << 30},
+    {.name = "--max-num-batched-tokens", .kind = TRAM_FLAG_INT, .field = FIELD(max_num_batched_tokens), .lo = 1,
+     .hi = 1 << 20},
+    {.name = "--max-num-seqs", .kind = TRAM_FLAG_INT, .field = FIELD(max_num_seqs), .lo = 1, .hi = 1 << 16},
+    {.name = "--max-model-len", .kind = TRAM_FLAG_INT, .field = FIELD(max_model_len), .lo = 2, .hi = 1 << 24},
+    {.name = "--threads", .alias = "-t", .kind = TRAM_FLAG_INT, .field = FIELD(num_threads), .lo = 1, .hi = 4096},
+    {.name = "--seed", .kind = TRAM_FLAG_SEED, .field = FIELD(seed)},
+    {.name = "--gpu-memory-utilization", .kind = TRAM_FLAG_DOUBLE, .field = FIELD(gpu_memory_utilization),
+     .lo = 0.01, .hi = 1.0},
+    {.name = "--kv-cache-memory", .kind = TRAM_FLAG_SIZE, .field = FIELD(kv_cache_memory),
+     .expected = "a size like 2GiB"},
+    {.name = "--scheduling-policy", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(policy), .parse = policy_flag},
+    {.name = "--device", BUFFER(device), .choices = (const char *const[]){"cpu", "cuda", NULL}},
+    {.name = "--quantization", BUFFER(quantization), .choices = (const char *const[]){"none", "int8", NULL}},
+    {.name = "--weight-format", BUFFER(weight_format), .choices = (const char *const[]){"f32", "native", NULL}},
+    {.name = "--load-format", BUFFER(load_format), .choices = (const char *const[]){"auto", "dummy", NULL}},
+    {.name = "--preset", BUFFER(preset)},
+    {.name = "--tokenizer", BUFFER(tokenizer)},
+    {.name = "--enforce-eager", .kind = TRAM_FLAG_SET, .field = FIELD(enforce_eager)},
+    {.name = "--enable-prefix-caching", .kind = TRAM_FLAG_SET, .field = FIELD(enable_prefix_caching)},
+    {.name = "--no-enable-prefix-caching", .kind = TRAM_FLAG_CLEAR, .field = FIELD(enable_prefix_caching)},
+};
+
+tram_flag_table tram_engine_flags(tram_engine_config *c)
 {
-    static const char *const valued[] = {
-        "--block-size", "--num-kv-blocks", "--max-num-batched-tokens", "--max-num-seqs",
-        "--max-model-len", "--threads", "-t", "--seed", "--gpu-memory-utilization",
-        "--kv-cache-memory", "--scheduling-policy", "--device", "--quantization",
-        "--load-format", "--preset", "--tokenizer", "--weight-format",
-    };
-    const char *f = argv[*i];
-    if (!strcmp(f, "--enforce-eager")) {
-        c->enforce_eager = 1;
-        (*i)++;
-        return 1;
-    }
-    if (!strcmp(f, "--enable-prefix-caching") || !strcmp(f, "--no-enable-prefix-caching")) {
-        c->enable_prefix_caching = f[2] != 'n';
-        (*i)++;
-        return 1;
-    }
-    for (size_t k = 0; k < TRAM_ARRAY_LEN(valued); k++) {
-        if (strcmp(f, valued[k]))
-            continue;
-        if (*i + 1 >= argc) {
-            fprintf(stderr, "tram: %s needs a value\n", f);
-            return -1;
-        }
-        if (parse_value(c, f, argv[*i + 1]))
-            return -1;
-        *i += 2;
-        return 1;
-    }
-    return 0;
+    return TRAM_FLAG_TABLE(engine_flags, c);
 }

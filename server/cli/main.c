@@ -1,36 +1,23 @@
-/* main.c — bin/tram: one binary, one subcommand per job (like `git commit`). */
+/* main.c — bin/tram: one binary, one subcommand per job (like `git commit`),
+ * every one of them in the table below. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "server/cli/cli.h"
+#include "kernels/base.h"
+#include "server/cli/commands.h"
+#include "server/cli/defaults.h"
 #include "engine/cuda_runner.h"
 
-typedef struct {
-    const char *name;
-    int (*run)(int argc, char **argv);
-    const char *help;
-} tram_command;
-
-static const tram_command commands[] = {
-    {"generate", tram_cmd_generate, "generate text from a prompt (or a JSONL batch)"},
-    {"info", tram_cmd_info, "show a model's architecture, sizes and tensor types"},
-    {"tokenize", tram_cmd_tokenize, "print the token ids and pieces of a text"},
-    {"chat-template", tram_cmd_chat_template, "print the prompt a model's chat template makes of messages"},
-    {"convert", tram_cmd_convert, "write a GGUF model as a Hugging Face directory (safetensors)"},
-    {"serve", tram_cmd_serve, "serve the OpenAI-compatible HTTP API"},
-    {"bench", tram_cmd_bench, "benchmarks: offline throughput, or a server under load"},
-    {"perplexity", tram_cmd_perplexity, "perplexity over a text; KL and top-1 agreement with another model"},
-    {"quantize", tram_cmd_quantize, "write a W8A8 (int8) GGUF, with SmoothQuant calibrated on a text"},
+/* In the order `tram --help` lists them. */
+static const tram_command *const commands[] = {
+    &tram_cmd_generate, &tram_cmd_info,  &tram_cmd_tokenize,   &tram_cmd_chat_template, &tram_cmd_convert,
+    &tram_cmd_serve,    &tram_cmd_bench, &tram_cmd_perplexity, &tram_cmd_quantize,
 };
 
-static void usage(FILE *out)
-{
-    fprintf(out, "usage: tram <command> [options]    (tram <command> --help for its options)\n\ncommands:\n");
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        fprintf(out, "  %-14s %s\n", commands[i].name, commands[i].help);
-}
+static const tram_command_group tram = {
+    .name = "tram", .noun = "command", .commands = commands, .n_commands = TRAM_ARRAY_LEN(commands)};
 
 /* How long OpenMP workers spin between parallel regions.  A forward pass
  * opens ~200 of them per token: sleeping workers (passive) pay a futex wake
@@ -63,20 +50,7 @@ static int gpu_missing(int argc, char **argv)
 int main(int argc, char **argv)
 {
     set_openmp_spin(argv);
-    if (argc < 2) {
-        usage(stderr);
-        return TRAM_EXIT_USAGE;
-    }
-    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
-        usage(stdout);
-        return 0;
-    }
     if (gpu_missing(argc, argv))
         return TRAM_EXIT_NO_GPU;
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        if (!strcmp(argv[1], commands[i].name))
-            return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "tram: unknown command '%s'\n\n", argv[1]);
-    usage(stderr);
-    return TRAM_EXIT_USAGE;
+    return tram_command_dispatch(&tram, argc, argv);
 }

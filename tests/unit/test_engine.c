@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/cli/cli.h"
+#include "server/cli/defaults.h"
 #include "engine/tram.h"
 #include "tokenizer/tokenizer.h"
 #include "tests/unit/test_util.h"

@@ -10,10 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/cli/cli.h"
+#include "server/cli/defaults.h"
 #include "models/gguf.h"
 #include "models/gguf_writer.h"
-#include "models/perplexity.h"
+#include "models/smoothquant.h"
 #include "models/quantize.h"
 #include "tests/unit/test_quantize_util.h"
 #include "tokenizer/tokenizer.h"

@@ -1,4 +1,4 @@
-/* SmoothQuant's α search (models/quantize_search.c) against a plain
+/* SmoothQuant's α search (models/smoothquant.c) against a plain
  * reference: every α of the grid scored by a W8A8 product written out here
  * in double precision, independent of the int8 kernels. */
 #include <criterion/criterion.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/quantize.h"
+#include "models/smoothquant.h"
 
 #define N 48
 #define CIN 64

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "server/cli/cli.h"
+#include "server/cli/defaults.h"
 #include "models/gguf.h"
 
 json_t *tok_load_jsonl(const char *path)

@@ -1,4 +1,4 @@
-/* quantize_search.c — SmoothQuant's α chosen per layer input.
+/* smoothquant.c — SmoothQuant's factors, and α chosen per layer input.
  *
  * One α for the whole model is a compromise: the inputs of the first layers'
  * q/k/v carry the residual stream's massive outlier channels and want most of
@@ -8,6 +8,8 @@
  * product, computed by the very kernel the model runs, is closest to the f32
  * product (the auto-scale search of SmoothQuant's and AWQ's code, with the
  * int8 kernel as the judge). */
+#include "models/smoothquant.h"
+
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -15,7 +17,43 @@
 #include <string.h>
 
 #include "kernels/cpu/int8.h"
-#include "models/quantize.h"
+
+/* ---------------------------------------------------------------- the factors */
+
+void tram_smooth_factors(const float *x_amax, const float *w_amax, int n, float alpha, float *s)
+{
+    for (int j = 0; j < n; j++) {
+        if (!(x_amax[j] > 0.0f) || !(w_amax[j] > 0.0f)) {
+            s[j] = 1.0f;
+            continue;
+        }
+        float v = powf(x_amax[j], alpha) / powf(w_amax[j], 1.0f - alpha);
+        s[j] = fminf(fmaxf(v, 1e-5f), 1e5f);
+    }
+}
+
+void tram_col_amax(const float *w, int rows, int cols, float *amax)
+{
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++)
+            amax[j] = fmaxf(amax[j], fabsf(w[(size_t)i * cols + j]));
+}
+
+void tram_scale_cols(float *w, int rows, int cols, const float *s)
+{
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++)
+            w[(size_t)i * cols + j] *= s[j];
+}
+
+void tram_unscale_rows(float *w, int rows, int cols, const float *s)
+{
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++)
+            w[(size_t)i * cols + j] /= s[i];
+}
+
+/* ---------------------------------------------------------------- the α search */
 
 typedef struct {
     const tram_smooth_group *g;
