@@ -5,6 +5,7 @@
  * stop rules, collect_outputs() reports. */
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -46,7 +46,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "kernels/base.h"
 #include "kernels/sampling.h"

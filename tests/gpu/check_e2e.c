@@ -37,7 +37,7 @@
 #include "models/model.h"
 #include "tokenizer/tokenizer.h"
 
-/* 30 layers of bf16 activations: each op stays within METHOD.md's 1e-2 bf16
+/* 30 layers of bf16 activations: each op stays within the 1e-2 bf16
  * band, and the errors of a deep stack add up without growing much, since
  * every RMSNorm rescales them with the signal. */
 #define LOGITS_TOL 3e-2

@@ -39,8 +39,8 @@ sh "$here/check.sh" "$top" >"$tmp/out" 2>&1
 verdict $(( $? == 0 )) "the tree as it is: expected the check to pass"
 expect_fail kernels/base.h '#include "engine/tram.h"' "kernels/ including engine/"
 expect_fail models/model.h '#include "tokenizer/tokenizer.h"' "models/ including tokenizer/"
-expect_fail engine/scheduler.c '#include "server/cli/cli.h"' "engine/ including server/"
-expect_fail server/http.c '  #  include "server/cli/cli.h"' "the HTTP server including the CLI, spaced oddly"
+expect_fail engine/scheduler.c '#include "server/cli/commands.h"' "engine/ including server/"
+expect_fail server/http.c '  #  include "server/cli/commands.h"' "the HTTP server including the CLI, spaced oddly"
 expect_fail kernels/cuda/ops.cu '#include "kernels/cpu/int8.h"' "one backend including the other"
 plant server/http.c '#include "kernels/base.h"'
 verdict $(( $? == 0 )) "a downward include: expected the check to pass"

@@ -1,5 +1,5 @@
 /* Block-quantized matmuls (kernels/cpu/gemm_blocks.h) against a double
- * reference built from the independent dequantizer (models/dequant.c), on
+ * reference built from the independent dequantizer (kernels/dequant.c), on
  * every kernel this CPU runs; the backend's block weights; and the whole model
  * on its native Q4_1/Q8_0 blocks against the f32 path on the golden prompts. */
 #include <criterion/criterion.h>
