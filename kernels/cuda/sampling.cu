@@ -245,7 +245,8 @@ static __device__ int sample_row(const T *x, int vocab, const tram_sample_params
     if (!(p.temperature >= TRAM_SAMPLE_GREEDY_BELOW) || M == -INFINITY)
         return arg;
     float inv_t = 1.0f / p.temperature;
-    cutoff c = {order_key(p.min_p > 0.0f ? M + p.temperature * logf(p.min_p) : -INFINITY), vocab};
+    cutoff c = {.key = order_key(p.min_p > 0.0f ? M + p.temperature * logf(p.min_p) : -INFINITY),
+                .idc = vocab};
     uint32_t top = order_key(M);
     if (p.top_k > 0 && prefix_sum(x, vocab, c, false, M, inv_t) > (float)p.top_k)
         c = shortest_prefix(x, vocab, c, top, (float)p.top_k, false, M, inv_t);
@@ -420,8 +421,16 @@ extern "C" int tram_cuda_sample(tram_backend *be, const tram_cuda_logits *logits
     CUDA_CHECK(&c->st, cudaMemcpyAsync(s->params, params, n * sizeof(*params), cudaMemcpyHostToDevice, c->stream));
     if (num_bias > 0)
         CUDA_CHECK(&c->st, cudaMemcpyAsync(s->bias, bias, num_bias * sizeof(*bias), cudaMemcpyHostToDevice, c->stream));
-    sample_args a = {(const bf16 *)logits->data, logits->stride, logits->vocab, logprobs != NULL, s->vocab,
-                     s->params, s->bias, s->counts, s->scratch, s->out};
+    sample_args a = {.logits = (const bf16 *)logits->data,
+                     .stride = logits->stride,
+                     .vocab = logits->vocab,
+                     .want_logprobs = logprobs != NULL,
+                     .seat_stride = s->vocab,
+                     .params = s->params,
+                     .bias = s->bias,
+                     .counts = s->counts,
+                     .scratch = s->scratch,
+                     .out = s->out};
     kernel_sample<<<n, SAMPLE_THREADS, 0, c->stream>>>(a);
     if (!LAUNCH_CHECK(&c->st, "kernel_sample"))
         CUDA_CHECK(&c->st, cudaMemcpyAsync(s->host, s->out, n * sizeof(sample_result), cudaMemcpyDeviceToHost, c->stream));
