@@ -1,9 +1,12 @@
 #!/bin/sh
 # test.sh — the layering check passes on the tree, and fails on each planted
 # include that breaks the rule (planted into a copy of the sources), naming
-# the file that holds it.
+# the file that holds it; the call check passes on the built objects (under
+# $BUILD, default build/) and fails on two planted files that call each other.
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
+build=${BUILD:-build}
+case $build in /*) ;; *) build="$top/$build" ;; esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 passed=0
@@ -44,6 +47,25 @@ expect_fail server/http.c '  #  include "server/cli/commands.h"' "the HTTP serve
 expect_fail kernels/cuda/ops.cu '#include "kernels/cpu/int8.h"' "one backend including the other"
 plant server/http.c '#include "kernels/base.h"'
 verdict $(( $? == 0 )) "a downward include: expected the check to pass"
+
+# calls DIR...: the call check's exit status on the object files under DIRs.
+calls() { python3 "$here/calls.py" "$@" >"$tmp/out" 2>&1; }
+
+calls "$build/kernels" "$build/models" "$build/tokenizer" "$build/engine" "$build/server"
+verdict $(( $? == 0 )) "the built objects: expected no two files to call each other"
+[ -f "$build/engine/engine.o" ]
+verdict $(( $? == 0 )) "the built objects: $build/engine/engine.o is missing (build first)"
+mkdir "$tmp/obj"
+printf 'int b(int);\nint a(int x) { return x ? b(x - 1) : 0; }\n' >"$tmp/obj/a.c"
+printf 'int a(int);\nint b(int x) { return a(x); }\n' >"$tmp/obj/b.c"
+printf 'int b(int);\nint c(int x) { return b(x); }\n' >"$tmp/obj/c.c"
+(cd "$tmp/obj" && cc -c a.c b.c c.c)
+calls "$tmp/obj"
+[ $? -eq 1 ] && grep -q 'a.o <-> .*b.o' "$tmp/out" && ! grep -q 'c.o' "$tmp/out"
+verdict $(( $? == 0 )) "a.c and b.c calling each other: expected the call check to name them, and not c.c"
+rm "$tmp/obj/a.o"
+calls "$tmp/obj"
+verdict $(( $? == 0 )) "c.c calling b.c alone: expected the call check to pass"
 
 echo "layering: $passed passed, $failed failed"
 [ $failed -eq 0 ]
