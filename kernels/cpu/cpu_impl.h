@@ -24,6 +24,7 @@ typedef struct {
     tram_cpu_kernel q_kernel;  /* the best this CPU runs, for GGUF block weights */
     tram_q8_block *xb;         /* activations quantized for block matmuls, grown to the largest */
     size_t xb_cap;             /* bytes */
+    tram_cpu_group *group;     /* tensor-parallel ranks (allreduce.c); NULL alone */
 } cpu_state;
 
 static inline cpu_state *cpu_of(tram_backend *be) { return be->impl; }
@@ -117,6 +118,12 @@ void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, 
 void cpu_int8_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols);
 void cpu_int8_matmul(tram_backend *be, float *y, const float *x, const tram_weight *w, int n);
 void cpu_matmul_q(tram_backend *be, void *y, const tram_qact *qa, const tram_weight *w, int n);
+
+/* allreduce.c: the sum across a group's ranks, in rank order; -1 when the
+ * ranks disagree on n */
+#define TRAM_CPU_MAX_RANKS 64
+int cpu_group_size(const tram_cpu_group *g);
+int cpu_group_all_reduce(tram_cpu_group *g, int rank, float *x, size_t n);
 
 /* gemm_blocks.c: GGUF block weights and their products */
 void cpu_upload_weight_blocks(tram_backend *be, tram_weight *w, const void *blocks, int rows, int cols,
