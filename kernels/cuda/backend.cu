@@ -150,10 +150,9 @@ extern "C" void tram_cuda_random_weight(tram_backend *be, tram_weight *w, int ro
 static void cuda_all_reduce(tram_backend *be, void *x, size_t n)
 {
     cuda_state *c = cuda_of(be);
-    if (be->world_size <= 1)
-        return;
-    if (!c->comm) {
-        cuda_fail(be, "all_reduce: world_size %d but no communicator", be->world_size);
+    if (!c->comm) { /* a lone backend; a one-rank communicator still runs NCCL (tests/gpu/check_nccl.c) */
+        if (be->world_size > 1)
+            cuda_fail(be, "all_reduce: world_size %d but no communicator", be->world_size);
         return;
     }
     NCCL_CHECK(&c->st, ncclAllReduce(x, x, n, ncclBfloat16, ncclSum, c->comm, c->stream));
@@ -191,7 +190,7 @@ static void cuda_destroy(tram_backend *be)
         tram_cuda_int8_destroy(be);
         cuda_gemm_destroy(c);
         if (c->comm)
-            ncclCommDestroy(c->comm);
+            NCCL_CHECK(&c->st, ncclCommDestroy(c->comm));
         cudaFree(c->attn_partial);
         cudaFree(c->stage);
         cuda_sampler_free(c);
