@@ -200,10 +200,12 @@ Test(tp, default_model_tp3_equals_tp1_and_transformers)
 {
     run_spec spec = {.preset = NULL, .world_size = 1, .cases = short_cases(&gold), .steps = STEPS};
     cr_assert_geq(spec.cases, 3);
-    check_sizes(&gold, spec, (const int[]){3}, 1, 1e-4f);
-    run_out tp3 = {0};
+    run_out tp1 = {0}, tp3 = {0};
+    run_golden(&gold, &spec, &tp1);
     spec.world_size = 3;
     run_golden(&gold, &spec, &tp3);
+    assert_runs_agree(&tp1, &tp3, 1e-4f, 1e-4f, "the default model at TP=3");
+    free(tp1.logits);
     for (int c = 0; c < spec.cases; c++)
         for (int t = 0; t <= STEPS && t < gold.n_greedy[c]; t++)
             cr_assert_eq(tp3.tokens[c][t], gold.greedy[c][t], "case %d token %d: %d, transformers %d", c, t,
