@@ -310,7 +310,7 @@ Test(tp, native_blocks_cut_mid_block_are_refused)
     cr_assert_eq(tram_model_file_block_type(f, name), TRAM_W_Q4_1);
     tram_shard_scratch sc;
     tram_error err;
-    cr_assert_eq(tram_shard_scratch_init(&sc, (size_t)576 * 1536, &err), 0);
+    cr_assert_eq(tram_shard_scratch_init(&sc, (size_t)576 * 1536, (size_t)576 * 1536, &err), 0);
     tram_shard_part half_block = tram_shard_cols(name, 576, 1536, 16, 512);
     tram_weight w = {0};
     cr_assert_eq(tram_shard_load(be, f, &w, &half_block, 1, 576, 512, TRAM_W_Q4_1, &sc, &err), -1);
