@@ -68,9 +68,13 @@ typedef struct {
     ncclComm_t comm;                /* NULL when world_size == 1 */
     cudaGraphExec_t graphs[TRAM_CUDA_GRAPH_BUCKETS];
     cuda_int8 *int8;                /* NULL until the first int8 weight */
+    tram_kernel_variants variants;  /* variants.cu: each family's kernel variant */
 } cuda_state;
 
 static inline cuda_state *cuda_of(tram_backend *be) { return (cuda_state *)be->impl; }
+
+/* The kernel variant family f runs (1 unless tram_cuda_set_kernel_variants chose another). */
+static inline int cuda_variant(const cuda_state *c, tram_kernel_family f) { return tram_kernel_variant(&c->variants, f); }
 
 /* Records a failure that is not a CUDA call (bad shape, unsupported type). */
 static inline void cuda_fail(tram_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
