@@ -428,6 +428,12 @@ static tram_batch upload_batch(tram_model *m, const tram_batch *b)
     if (b->num_logits)
         be->upload(be, m->bb.logits_rows, b->logits_rows, (size_t)b->num_logits * 4);
     tram_batch d = *b;
+    d.min_query_len = d.max_query_len = b->query_start[1] - b->query_start[0];
+    for (int i = 1; i < b->num_seqs; i++) {
+        int len = b->query_start[i + 1] - b->query_start[i];
+        d.min_query_len = TRAM_MIN(d.min_query_len, len);
+        d.max_query_len = TRAM_MAX(d.max_query_len, len);
+    }
     d.token_ids = m->bb.token_ids;
     d.positions = m->bb.positions;
     d.slot_mapping = m->bb.slot_mapping;

@@ -80,6 +80,36 @@ static inline TRAM_HD void tram_cuda_split_range(int n, int splits, int s, int *
     *end = lo + chunk < n ? lo + chunk : n;
 }
 
+/* Variant 2's split-KV count for one token, from its own context of ctx
+ * keys (not the longest a sequence may have): at most grid_splits (the
+ * launch's z extent, tram_cuda_attn_splits over the bound), at least
+ * TRAM_CUDA_ATTN_MIN_KEYS keys per split, whole KV blocks in each split, and
+ * no empty split.  The kernel and its combine pass both compute it, so a
+ * CUDA graph captured at one length stays right at every other. */
+static inline TRAM_HD int tram_cuda_token_splits(int ctx, int block_size, int grid_splits)
+{
+    int blocks = tram_ceil_div(ctx, block_size), s = tram_ceil_div(ctx, TRAM_CUDA_ATTN_MIN_KEYS);
+    if (s > grid_splits)
+        s = grid_splits;
+    if (s > blocks)
+        s = blocks;
+    if (s <= 1)
+        return 1;
+    return tram_ceil_div(blocks, tram_ceil_div(blocks, s));  /* drops splits that would be empty */
+}
+
+/* Keys [*start, *end) of split s out of `splits` (tram_cuda_token_splits) over
+ * ctx keys: equal shares of whole KV blocks, so a warp reads each block's
+ * table entry once. */
+static inline TRAM_HD void tram_cuda_split_blocks(int ctx, int block_size, int splits, int s, int *start,
+                                                  int *end)
+{
+    int chunk = tram_ceil_div(tram_ceil_div(ctx, block_size), splits) * block_size;
+    int lo = s * chunk, hi = lo + chunk;
+    *start = lo < ctx ? lo : ctx;
+    *end = hi < ctx ? hi : ctx;
+}
+
 /* Sequence holding token t: the last i with query_start[i] <= t. */
 static inline TRAM_HD int tram_cuda_seq_of_token(const int32_t *query_start, int num_seqs, int t)
 {

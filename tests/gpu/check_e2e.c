@@ -107,7 +107,9 @@ static void step(runner *r, const int *from)
         lens[p] = r->len[p];
         rows[p] = n - 1;
     }
-    tram_batch b = {n, PROMPTS, ids, pos, slots, qs, lens, tables, MAX_BLOCKS, rows, PROMPTS};
+    tram_batch b = {.num_tokens = n, .num_seqs = PROMPTS, .token_ids = ids, .positions = pos, .slot_mapping = slots,
+                    .query_start = qs, .seq_lens = lens, .block_tables = tables, .max_blocks_per_seq = MAX_BLOCKS,
+                    .logits_rows = rows, .num_logits = PROMPTS};
     tram_error err = {{0}};
     if (tram_model_forward(r->m, &b, r->logits, &err))
         die(r->be->name, &err);
@@ -182,7 +184,9 @@ static void decode_logits(runner *g, int vocab, int shift, int replay, float *ou
         lens[p] = g->len[p];
         rows[p] = p;
     }
-    tram_batch b = {PROMPTS, PROMPTS, ids, pos, slots, qs, lens, tables, MAX_BLOCKS, rows, PROMPTS};
+    tram_batch b = {.num_tokens = PROMPTS, .num_seqs = PROMPTS, .token_ids = ids, .positions = pos, .slot_mapping = slots,
+                    .query_start = qs, .seq_lens = lens, .block_tables = tables, .max_blocks_per_seq = MAX_BLOCKS,
+                    .logits_rows = rows, .num_logits = PROMPTS};
     tram_error err = {{0}};
     if (tram_model_prepare(g->m, &b, &err))
         die("prepare", &err);
