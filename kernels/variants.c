@@ -14,7 +14,7 @@ static const struct {
 } families[TRAM_KERNEL_FAMILIES] = {
     [TRAM_KERNEL_DECODE] = {"decode", 2},
     [TRAM_KERNEL_PREFILL] = {"prefill", 1},
-    [TRAM_KERNEL_ROPE_KV] = {"rope-kv", 1},
+    [TRAM_KERNEL_ROPE_KV] = {"rope-kv", 2},
     [TRAM_KERNEL_GEMM] = {"gemm", 1},
     [TRAM_KERNEL_SAMPLER] = {"sampler", 1},
 };

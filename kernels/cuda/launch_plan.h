@@ -110,6 +110,30 @@ static inline TRAM_HD void tram_cuda_split_blocks(int ctx, int block_size, int s
     *end = hi < ctx ? hi : ctx;
 }
 
+/* One rotated pair of rope_store's variant 2 (kernels/cuda/rope_store.cu):
+ * pair idx of a token runs over the q heads' pairs, then the k heads'.  It
+ * reads elements src_a, src_b of the token's fused q/k/v row and writes dst_a,
+ * dst_b: elements of q counted from the token's q row, or (to_cache) of the
+ * K cache counted from its start, in the token's slot. */
+typedef struct {
+    int src_a, src_b, freq, to_cache;
+    int64_t dst_a, dst_b;
+} tram_cuda_rope_pair;
+
+static inline TRAM_HD tram_cuda_rope_pair tram_cuda_rope_pair_of(int idx, int n_heads, int n_kv_heads,
+                                                                  int head_dim, int neox, int64_t slot)
+{
+    int half = head_dim / 2, head = idx / half, i = idx % half;
+    int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+    int64_t base = head < n_heads ? (int64_t)head * head_dim
+                                  : slot * n_kv_heads * head_dim + (int64_t)(head - n_heads) * head_dim;
+    tram_cuda_rope_pair p = {
+        .src_a = head * head_dim + a, .src_b = head * head_dim + b, .freq = i, .to_cache = head >= n_heads,
+        .dst_a = base + a, .dst_b = base + b,
+    };
+    return p;
+}
+
 /* Sequence holding token t: the last i with query_start[i] <= t. */
 static inline TRAM_HD int tram_cuda_seq_of_token(const int32_t *query_start, int num_seqs, int t)
 {
