@@ -197,8 +197,8 @@ void cuda_attention(tram_backend *be, void *out, const void *q, const void *k_ca
         .group = s->n_heads / s->n_kv_heads, .block_size = s->block_size, .splits = splits, .scale = s->scale,
         .part_acc = c->attn_partial, .part_ml = c->attn_partial + rows * hd, .rows = ATTN_ALL,
     };
-    int decode_v = cuda_variant(c, TRAM_KERNEL_DECODE);
-    if (decode_v == 1) {
+    int decode_v = cuda_variant(c, TRAM_KERNEL_DECODE), prefill_v = cuda_variant(c, TRAM_KERNEL_PREFILL);
+    if (decode_v == 1 && prefill_v == 1) {
         attention_v1(c, p, hd);
         return;
     }
@@ -209,6 +209,8 @@ void cuda_attention(tram_backend *be, void *out, const void *q, const void *k_ca
     }
     if (b->max_query_len != 1) {  /* prefill rows, or unknown */
         p.rows = ATTN_PREFILL_ROWS;
-        attention_v1(c, p, hd);
+        int longest = b->max_query_len > 0 ? b->max_query_len : T;
+        if (prefill_v == 1 || cuda_attention_prefill_v2(c, p, hd, longest))
+            attention_v1(c, p, hd);
     }
 }

@@ -1,8 +1,8 @@
 /* attention.cuh — what the attention kernels share: their parameters, which
  * tokens a launch serves, and the launchers of the numbered variants
  * (kernels/variants.h).  attention.cu holds variant 1 and picks the
- * variants; attention_decode_v2.cu holds the variant-2 decode kernel and
- * calls nothing back. */
+ * variants; attention_decode_v2.cu and attention_prefill_v2.cu hold the
+ * variant-2 kernels and call nothing back. */
 #ifndef TRAM_CUDA_ATTENTION_CUH
 #define TRAM_CUDA_ATTENTION_CUH
 
@@ -43,5 +43,9 @@ static __device__ __forceinline__ bool attn_serves(const attn_params &p, int seq
  * after queueing it, or -1, queueing nothing, when the shape has no instance
  * (then variant 1 serves it). */
 int cuda_attention_decode_v2(cuda_state *c, const attn_params &p, int head_dim);
+
+/* Variant 2 of prefill attention (tensor cores) for the prefill rows of p,
+ * at most max_query_len tokens per sequence; 0, or -1 as above. */
+int cuda_attention_prefill_v2(cuda_state *c, const attn_params &p, int head_dim, int max_query_len);
 
 #endif
