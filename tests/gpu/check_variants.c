@@ -183,35 +183,31 @@ static void run_attention(void *ctx)
     gpu->attention(gpu, a->out, a->q.data, a->kc.data, a->vc.data, &a->b, &a->s);
 }
 
-/* The batch as the model uploads it: random shuffled block tables, query
- * ranges at the end of each context, min/max query lengths set. */
+/* The batch as the model uploads it: query ranges at the end of each
+ * context, min/max query lengths set, and block tables scattered over the
+ * pool by a multiplicative permutation (1000003 is a prime above any pool
+ * here), so a kernel that reads a wrong block reads other random values. */
 static void attention_case(const char *what, const seq_spec *seqs, int num_seqs, tram_attn_shape s,
                            tram_kernel_family f)
 {
     int bs = s.block_size, max_blocks = 1, T = 0, qmin = 1 << 30, qmax = 0;
     for (int i = 0; i < num_seqs; i++) {
-        max_blocks = seqs[i].ctx / bs + 1 > max_blocks ? seqs[i].ctx / bs + 1 : max_blocks;
+        max_blocks = TRAM_MAX(max_blocks, seqs[i].ctx / bs + 1);
         T += seqs[i].q_len;
-        qmin = seqs[i].q_len < qmin ? seqs[i].q_len : qmin;
-        qmax = seqs[i].q_len > qmax ? seqs[i].q_len : qmax;
+        qmin = TRAM_MIN(qmin, seqs[i].q_len);
+        qmax = TRAM_MAX(qmax, seqs[i].q_len);
     }
-    int num_blocks = max_blocks * num_seqs + 1;
-    int32_t *perm = malloc(num_blocks * 4), *tables = calloc((size_t)num_seqs * max_blocks, 4);
-    int32_t *qs = malloc((num_seqs + 1) * 4), *lens = malloc(num_seqs * 4), *pos = malloc(T * 4);
-    for (int i = 0; i < num_blocks; i++)
-        perm[i] = i;
-    for (int i = num_blocks - 1; i > 0; i--) {
-        int j = rand() % (i + 1), t = perm[i];
-        perm[i] = perm[j], perm[j] = t;
-    }
+    int num_blocks = max_blocks * num_seqs + 1, offset = rand() % num_blocks;
+    int32_t *tables = malloc((size_t)num_seqs * max_blocks * 4), *qs = malloc((num_seqs + 1) * 4);
+    int32_t *lens = malloc(num_seqs * 4), *pos = malloc(T * 4);
+    for (int i = 0; i < num_seqs * max_blocks; i++)
+        tables[i] = (int32_t)(((int64_t)i * 1000003 + offset) % num_blocks);
     qs[0] = 0;
-    for (int i = 0, next = 0; i < num_seqs; i++) {
-        for (int j = 0; j < max_blocks; j++)
-            tables[(size_t)i * max_blocks + j] = perm[next++];
+    for (int i = 0; i < num_seqs; i++) {
         lens[i] = seqs[i].ctx;
         qs[i + 1] = qs[i] + seqs[i].q_len;
-        for (int j = 0; j < seqs[i].q_len; j++)
-            pos[qs[i] + j] = seqs[i].ctx - seqs[i].q_len + j;
+        for (int j = qs[i]; j < qs[i + 1]; j++)
+            pos[j] = seqs[i].ctx - qs[i + 1] + j;
     }
     s.scale = 1.0f / sqrtf((float)s.head_dim);
     size_t kd = (size_t)s.n_kv_heads * s.head_dim, qd = (size_t)s.n_heads * s.head_dim;
@@ -233,7 +229,7 @@ static void attention_case(const char *what, const seq_spec *seqs, int num_seqs,
     gpu->free(gpu, a.out);
     gpu->free(gpu, (void *)a.b.positions), gpu->free(gpu, (void *)a.b.query_start);
     gpu->free(gpu, (void *)a.b.seq_lens), gpu->free(gpu, (void *)a.b.block_tables);
-    free(perm), free(tables), free(qs), free(lens), free(pos);
+    free(tables), free(qs), free(lens), free(pos);
 }
 
 static const tram_attn_shape attn_shapes[] = {
