@@ -4,8 +4,10 @@
  *
  * Variant 1 reads the whole context once per query token, in f32 on the
  * CUDA cores; a prefill chunk of T tokens reads it T times.  Here block
- * (tile, seq, head) takes BM = 64 query rows of one sequence and one query
- * head, and walks the keys the tile may see in tiles of BN = 64: K and V
+ * (tile, head) takes BM = 64 query rows of one sequence (the batch's
+ * prefill tiles are numbered in sequence order and decode rows have none,
+ * so a step of many decodes and one chunk launches about the chunk's tiles)
+ * and one query head, and walks the keys the tile may see in tiles of BN = 64: K and V
  * rows are gathered through the block table into shared memory once per
  * tile, and each of the 4 warps multiplies its 16 query rows with them on
  * the tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate): S = Q·Kᵀ,
@@ -65,10 +67,10 @@ typedef struct {
     int first_token, rows, kv_end;
 } q_tile;
 
-static __device__ q_tile tile_rows(const attn_params &p, int seq, int *s_ctx)
+static __device__ q_tile tile_rows(const attn_params &p, int seq, int index, int *s_ctx)
 {
     q_tile tile = {0, 0, 0};
-    tram_cuda_prefill_tile(p.query_start, seq, blockIdx.x, BM, &tile.first_token, &tile.rows);
+    tram_cuda_prefill_tile(p.query_start, seq, index, BM, &tile.first_token, &tile.rows);
     for (int r = threadIdx.x; r < BM; r += blockDim.x)
         s_ctx[r] = r < tile.rows ? tram_cuda_context_len(p.positions[tile.first_token + r], p.seq_lens[seq]) : 0;
     __syncthreads();
@@ -99,12 +101,12 @@ static __global__ void __launch_bounds__(PF_WARPS * 32) kernel_prefill_v2(attn_p
     __shared__ __align__(16) bf16 s_k[BN][HD + PAD];  /* first Q, then each K tile */
     __shared__ __align__(16) bf16 s_v[BN][HD + PAD];
     __shared__ int s_ctx[BM];
-    int seq = blockIdx.y, h = blockIdx.z, kvh = h / p.group;
-    int qlen = p.query_start[seq + 1] - p.query_start[seq];
-    if (qlen == 1 || (int)blockIdx.x * BM >= qlen)
-        return;  /* a decode row (another launch's), or past the chunk */
+    int seq, index, h = blockIdx.y, kvh = h / p.group;
+    tram_cuda_prefill_tile_at(p.query_start, p.num_seqs, blockIdx.x, BM, &seq, &index);
+    if (seq < 0)
+        return;  /* past the batch's last tile */
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    q_tile tile = tile_rows(p, seq, s_ctx);
+    q_tile tile = tile_rows(p, seq, index, s_ctx);
     const int32_t *table = p.block_tables + (size_t)seq * p.max_blocks;
     size_t kd = (size_t)p.n_kv_heads * HD;
     float scale = p.scale * 1.4426950408889634f;  /* scores in base 2 */
@@ -220,7 +222,7 @@ int cuda_attention_prefill_v2(cuda_state *c, const attn_params &p, int head_dim,
     void (*k)(attn_params) = head_dim == 64 ? kernel_prefill_v2<64> : head_dim == 128 ? kernel_prefill_v2<128> : NULL;
     if (!k)
         return -1;
-    dim3 grid(tram_ceil_div(max_query_len, BM), p.num_seqs, p.n_heads);
+    dim3 grid(tram_cuda_prefill_tile_bound(p.num_tokens, p.num_seqs, max_query_len, BM), p.n_heads);
     k<<<grid, PF_WARPS * 32, 0, c->stream>>>(p);
     LAUNCH_CHECK(&c->st, "kernel_prefill_v2");
     return 0;

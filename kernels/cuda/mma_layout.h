@@ -38,6 +38,39 @@ static inline TRAM_HD int tram_ldsm_k_col(int lane) { return ((lane / 8) % 2) * 
 static inline TRAM_HD int tram_ldsm_v_row(int lane) { return lane % 8 + ((lane / 8) % 2) * 8; }
 static inline TRAM_HD int tram_ldsm_v_col(int lane) { return (lane / 16) * 8; }
 
+/* Prefill tiles (bm query rows each) of a query range of qlen tokens; a
+ * decode row (qlen 1) has none, its token goes to the decode kernel. */
+static inline TRAM_HD int tram_cuda_prefill_tiles(int qlen, int bm) { return qlen > 1 ? tram_ceil_div(qlen, bm) : 0; }
+
+/* The most prefill tiles a batch of num_tokens tokens in num_seqs
+ * sequences, none longer than max_query_len, can have: the launch's extent,
+ * so a batch of many decode rows and one chunk launches about as many blocks
+ * as the chunk needs. */
+static inline int tram_cuda_prefill_tile_bound(int num_tokens, int num_seqs, int max_query_len, int bm)
+{
+    int64_t by_tokens = tram_ceil_div(num_tokens, bm) + (int64_t)num_seqs;
+    int64_t by_longest = (int64_t)tram_ceil_div(max_query_len, bm) * num_seqs;
+    return (int)(by_tokens < by_longest ? by_tokens : by_longest);
+}
+
+/* The idx-th prefill tile of the batch, sequences in order: its sequence
+ * and tile index within it, or *seq = -1 past the last tile. */
+static inline TRAM_HD void tram_cuda_prefill_tile_at(const int32_t *query_start, int num_seqs, int idx, int bm,
+                                                     int *seq, int *tile)
+{
+    *seq = -1;
+    *tile = 0;
+    for (int s = 0, before = 0; s < num_seqs; s++) {
+        int n = tram_cuda_prefill_tiles(query_start[s + 1] - query_start[s], bm);
+        if (idx < before + n) {
+            *seq = s;
+            *tile = idx - before;
+            return;
+        }
+        before += n;
+    }
+}
+
 /* Query rows [*first, *first + *rows) of tile `tile` (BM rows each) of
  * sequence seq's chunk; *rows <= 0 when the chunk has no such tile. */
 static inline TRAM_HD void tram_cuda_prefill_tile(const int32_t *query_start, int seq, int tile, int bm,

@@ -147,3 +147,45 @@ Test(cuda_prefill_v2, key_slots_follow_the_block_table)
             cr_assert_eq(tram_cuda_key_slot(table, bs, j), (int64_t)table[j / bs] * bs + j % bs);
     cr_assert_eq(tram_cuda_key_slot(table, 16, 35), 9 * 16 + 3);
 }
+
+/* A mixed batch: decode rows (query range 1) and chunks of several lengths. */
+Test(cuda_prefill_v2, the_tile_list_numbers_every_chunk_tile_once)
+{
+    static const int lens[][12] = {
+        {1, 1, 1, 700, 1, 1, 64, 65, 1, 2, 1, 0},
+        {2048, 0},
+        {1, 1, 1, 1, 0},
+        {63, 64, 129, 1, 3, 0},
+    };
+    for (size_t b = 0; b < sizeof(lens) / sizeof(lens[0]); b++) {
+        int32_t qs[13] = {0};
+        int n = 0, longest = 0;
+        while (lens[b][n]) {
+            qs[n + 1] = qs[n] + lens[b][n];
+            longest = lens[b][n] > longest ? lens[b][n] : longest;
+            n++;
+        }
+        int want = 0, seen[12][40] = {{0}};
+        for (int s = 0; s < n; s++)
+            want += lens[b][s] > 1 ? (lens[b][s] + 63) / 64 : 0;
+        int bound = tram_cuda_prefill_tile_bound(qs[n], n, longest, 64), got = 0;
+        cr_assert_geq(bound, want, "batch %zu: %d tiles, launch of %d", b, want, bound);
+        cr_assert_leq(bound, (qs[n] + 63) / 64 + n, "batch %zu: a launch of %d blocks", b, bound);
+        for (int idx = 0; idx < bound; idx++) {
+            int seq, tile;
+            tram_cuda_prefill_tile_at(qs, n, idx, 64, &seq, &tile);
+            if (seq < 0)
+                continue;
+            cr_assert_gt(lens[b][seq], 1, "batch %zu: tile %d given to decode row %d", b, idx, seq);
+            int first, rows;
+            tram_cuda_prefill_tile(qs, seq, tile, 64, &first, &rows);
+            cr_assert_gt(rows, 0, "batch %zu: tile %d of seq %d is empty", b, tile, seq);
+            seen[seq][tile]++;
+            got++;
+        }
+        cr_assert_eq(got, want, "batch %zu: %d tiles launched with work, want %d", b, got, want);
+        for (int s = 0; s < n; s++)
+            for (int t = 0; t < 40; t++)
+                cr_assert_leq(seen[s][t], 1, "batch %zu: seq %d tile %d twice", b, s, t);
+    }
+}
