@@ -385,10 +385,16 @@ static void check_gemms(void)
 
 int main(int argc, char **argv)
 {
-    int a = 1;
-    if (a < argc && !strcmp(argv[a], "--quick"))
-        quick = 1, a++;
-    unsigned s = a < argc ? (unsigned)strtoul(argv[a], NULL, 10) : (unsigned)time(NULL);
+    unsigned s = (unsigned)time(NULL);
+    for (int a = 1; a < argc; a++) {
+        char *end;
+        if (!strcmp(argv[a], "--quick"))
+            quick = 1;
+        else if ((s = (unsigned)strtoul(argv[a], &end, 10), *end || end == argv[a])) {
+            fprintf(stderr, "check_variants: '%s' is neither --quick nor a seed\n", argv[a]);
+            return 1;  /* 2 means no GPU to tests/gpu/run.sh */
+        }
+    }
     tram_error err = {{0}};
     if (tram_backend_cuda_create(&gpu, 0, &err)) {
         fprintf(stderr, "check_variants: %s\n", err.msg);
