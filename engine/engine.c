@@ -99,6 +99,8 @@ static int check_config(const tram_engine_config *c, tram_error *err)
     if (!strcmp(c->load_format, "dummy") != !!c->preset[0])
         return tram_fail(err, c->preset[0] ? "a preset needs --load-format dummy"
                                            : "--load-format dummy needs --preset NAME");
+    if (tram_kernel_variants_any(&c->kernels) && strcmp(c->device, "cuda"))
+        return tram_fail(err, "kernel variants (--cuda-kernels) need --device cuda");
     if (!(c->gpu_memory_utilization > 0 && c->gpu_memory_utilization <= 1))
         return tram_fail(err, "gpu_memory_utilization must be in (0, 1], got %g",
                          c->gpu_memory_utilization);
@@ -108,7 +110,7 @@ static int check_config(const tram_engine_config *c, tram_error *err)
 static tram_ranks_spec ranks_spec(const tram_engine_config *c)
 {
     return (tram_ranks_spec){.device = c->device, .world_size = c->tensor_parallel_size,
-                             .num_threads = c->num_threads};
+                             .num_threads = c->num_threads, .kernels = &c->kernels};
 }
 
 /* The ranks' backends; the model's heads must split among them. */

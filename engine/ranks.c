@@ -151,14 +151,26 @@ static int open_cpu(tram_ranks *r, int num_threads, tram_error *err)
     return 0;
 }
 
+#ifdef TRAM_CUDA
+static int open_cuda(tram_ranks *r, const tram_kernel_variants *kernels, tram_error *err)
+{
+    if (r->world_size == 1 ? tram_backend_cuda_create(&r->be[0], 0, err)
+                           : tram_backend_cuda_create_ranks(r->be, r->world_size, err))
+        return -1;
+    for (int k = 0; k < r->world_size; k++)
+        if (kernels && tram_cuda_set_kernel_variants(r->be[k], kernels, err))
+            return -1;
+    return 0;
+}
+#endif
+
 static int open_backends(tram_ranks *r, const tram_ranks_spec *spec, tram_error *err)
 {
     if (!strcmp(spec->device, "cpu"))
         return open_cpu(r, spec->num_threads, err);
 #ifdef TRAM_CUDA
     if (!strcmp(spec->device, "cuda"))
-        return r->world_size == 1 ? tram_backend_cuda_create(&r->be[0], 0, err)
-                                  : tram_backend_cuda_create_ranks(r->be, r->world_size, err);
+        return open_cuda(r, spec->kernels, err);
 #endif
     if (!strcmp(spec->device, "cuda"))
         return tram_fail(err, "device cuda: this binary was built without CUDA (build bin/tram-cuda "

@@ -13,6 +13,7 @@
 #define TRAM_RANKS_H
 
 #include "kernels/backend.h"
+#include "kernels/variants.h"
 #include "models/model.h"
 
 typedef struct tram_ranks tram_ranks;
@@ -23,6 +24,7 @@ typedef struct {
     const char *device;   /* "cpu" or "cuda" */
     int world_size;       /* ranks (--tensor-parallel-size) */
     int num_threads;      /* CPU threads of all ranks together; 0 = all cores; each rank gets its share */
+    const tram_kernel_variants *kernels; /* CUDA: every rank's kernel variants (kernels/variants.h) */
 } tram_ranks_spec;
 
 /* Checks that world_size ranks can split the model c and, on CUDA, that as

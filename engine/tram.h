@@ -51,6 +51,7 @@
 
 #include "kernels/base.h"
 #include "kernels/sampling.h"
+#include "kernels/variants.h"
 #include "models/model.h"
 
 struct tram_tokenizer;
@@ -89,6 +90,8 @@ typedef struct {
     int enforce_eager;            /* CUDA: run decode steps op by op, no CUDA graphs (0) */
     int tensor_parallel_size;     /* ranks, one thread each (GPUs on CUDA): heads and FFN split
                                      among them (engine/ranks.h) (1) */
+    tram_kernel_variants kernels; /* CUDA: kernel variant per family (kernels/variants.h); zeroed:
+                                     every family variant 1 */
 } tram_engine_config;
 
 void tram_engine_config_init(tram_engine_config *c);

@@ -8,7 +8,8 @@
  * bits set: NaN in f32 and in bf16) before each run, so an element a kernel
  * forgets to write fails the check.
  * Prints one line per case; exit 0 when all pass, 1 on a failure, 2 when no
- * GPU is usable.  Usage: check_kernels [seed] */
+ * GPU is usable.  Usage: check_kernels [--cuda-kernels SPEC] [seed]: SPEC
+ * (kernels/variants.h) chooses the GPU side's kernel variants. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "kernels/cpu/int8.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/int8.h"
+#include "tests/gpu/kernels_arg.h"
 
 #define TOL 1e-2
 
@@ -880,12 +882,17 @@ static void check_graph(void)
 
 int main(int argc, char **argv)
 {
+    tram_kernel_variants kv;
+    take_kernels_arg("check_kernels", &argc, argv, &kv);
     unsigned seed = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : (unsigned)time(NULL);
     tram_error err = {{0}};
     if (tram_backend_cuda_create(&gpu, 0, &err)) {
         fprintf(stderr, "check_kernels: %s\n", err.msg);
         return 2;
     }
+    die_if(tram_cuda_set_kernel_variants(gpu, &kv, &err), err.msg);
+    char names[128];
+    printf("check_kernels: kernels %s\n", tram_kernel_variants_format(&kv, names, sizeof(names)));
     die_if(tram_backend_cpu_create(&cpu, 0, &err), err.msg);
     srand(seed);
     printf("check_kernels: seed %u, tolerance %.0e\n", seed, TOL);
