@@ -101,7 +101,10 @@ static tram_batch seq_batch(one_seq *s, int from, int to, int vocab)
     s->lens[0] = to;
     s->table[0] = 0;
     s->rows[0] = to - from - 1;
-    return (tram_batch){to - from, 1, s->ids, s->pos, s->slots, s->qs, s->lens, s->table, 1, s->rows, 1};
+    return (tram_batch){.num_tokens = to - from, .num_seqs = 1, .token_ids = s->ids, .positions = s->pos,
+                        .slot_mapping = s->slots, .query_start = s->qs, .seq_lens = s->lens,
+                        .block_tables = s->table, .max_blocks_per_seq = 1, .logits_rows = s->rows,
+                        .num_logits = 1, .min_query_len = to - from, .max_query_len = to - from};
 }
 
 static tram_model *make_model(tram_model_file *f, tram_backend *be)
