@@ -21,6 +21,7 @@
 
 #include "kernels/cuda/cuda_impl.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/sample_plan.h"
 
 #define SAMPLE_THREADS 1024
 #define PROMPT_BIT 0x80000000u  /* in a seat's count: the id is in the prompt */
@@ -172,8 +173,9 @@ static __device__ float block_scan(float v, float *incl, float *total)
 }
 
 /* Draws from the kept prefix c; each thread owns one contiguous chunk of the
- * vocabulary.  Falls back to `fallback` (the argmax, always kept) when no
- * thread claims u (u or the total underflowed to 0). */
+ * vocabulary and the one whose share holds u walks it (sample_plan.h: never
+ * onto an id of probability 0).  Falls back to `fallback` (the argmax, always
+ * kept) when no thread claims u (u or the total underflowed to 0). */
 template <typename T>
 static __device__ int draw(const T *x, int vocab, cutoff c, float M, float inv_t, float uniform, int fallback)
 {
@@ -191,18 +193,13 @@ static __device__ int draw(const T *x, int vocab, cutoff c, float M, float inv_t
     float u = uniform * total;
     __syncthreads();
     if (before < u && u <= incl) {
-        float run = before;
-        int pick = -1;
+        tram_sample_walk w = {.run = before, .pick = fallback};
         for (int j = lo; j < hi; j++) {
             float v = ld(x[j]);
-            if (!kept(v, j, c))
-                continue;
-            pick = j;
-            run += __expf((v - M) * inv_t);
-            if (run >= u)
+            if (kept(v, j, c) && tram_sample_walk_take(&w, j, __expf((v - M) * inv_t), u))
                 break;
         }
-        s_pick = pick;
+        s_pick = w.pick;
     }
     __syncthreads();
     return s_pick;
