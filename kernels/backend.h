@@ -18,6 +18,7 @@
 
 #include "kernels/batch.h"
 #include "kernels/base.h"
+#include "kernels/dummy_values.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -92,6 +93,12 @@ struct tram_backend {
      * rows * cols/32 of them; NULL for backends that only take f32. */
     void (*upload_weight_blocks)(tram_backend *be, tram_weight *w, const void *blocks, int rows,
                                  int cols, tram_wtype type);
+    /* Creates w (bf16 or f32, as upload_weight) from --load-format dummy
+     * generators drawn where the weight lives: parts[i] gives counts[i]
+     * values, one part after the other (kernels/dummy_values.h, the values
+     * the host would read); NULL for backends that take the host's values. */
+    void (*upload_weight_dummy)(tram_backend *be, tram_weight *w, const tram_dummy_stream *parts,
+                                const int64_t *counts, int n_parts, int rows, int cols, tram_wtype type);
 
     /* ops; n is the number of token rows */
     void (*embed)(tram_backend *be, void *x, const tram_weight *table, const int32_t *ids, int n);

@@ -77,6 +77,29 @@ static int load_blocks(tram_model *m, tram_model_file *f, tram_weight *w, const 
     return m->be->sync(m->be, err);
 }
 
+/* Dummy weights a backend draws itself: 1 when done (or failed, *rc set),
+ * 0 when the values must come through the host. */
+static int load_dummy(tram_model *m, tram_model_file *f, tram_weight *w, const char *const *names,
+                      const int64_t *counts, int n_names, int rows, int cols, tram_wtype type, int *rc,
+                      tram_error *err)
+{
+    tram_dummy_stream parts[4];
+    if (!m->be->upload_weight_dummy || type == TRAM_W_INT8 || n_names > (int)TRAM_ARRAY_LEN(parts))
+        return 0;
+    for (int i = 0; i < n_names; i++) {
+        int is = tram_model_file_dummy_stream(f, names[i], counts[i], &parts[i], err);
+        if (is == 0)
+            return 0;  /* a file of values */
+        if (is < 0) {
+            *rc = -1;
+            return 1;
+        }
+    }
+    m->be->upload_weight_dummy(m->be, w, parts, counts, n_names, rows, cols, type);
+    *rc = m->be->sync(m->be, err);
+    return 1;
+}
+
 /* Reads tensors of counts[i] values each, one after the other, into one
  * rows x cols weight: matrices stacked by rows, vectors end to end. */
 static int load_weight(tram_model *m, tram_model_file *f, tram_weight *w, const char *const *names,
@@ -85,6 +108,9 @@ static int load_weight(tram_model *m, tram_model_file *f, tram_weight *w, const 
 {
     if (type >= TRAM_W_Q8_0)
         return load_blocks(m, f, w, names, counts, n_names, rows, cols, type, scratch, err);
+    int rc;
+    if (load_dummy(m, f, w, names, counts, n_names, rows, cols, type, &rc, err))
+        return rc;
     size_t off = 0;
     for (int i = 0; i < n_names; off += counts[i++])
         if (tram_model_file_read_f32(f, names[i], scratch + off, counts[i], err))
