@@ -54,7 +54,7 @@ run_steps() {
     step memcheck 30 sh tests/gpu/run.sh sanitize memcheck "$BIN/check_kernels" --small
     step racecheck 30 sh tests/gpu/run.sh sanitize racecheck "$BIN/check_kernels" --small
     step e2e 60 "$BIN/check_e2e" smollm2-135m "$TOKENIZER"
-    step bench 60 "$BIN/bench_device" "$PRESET" --offline "$OFFLINE,$MAX_SEQS"
+    step bench 90 "$BIN/bench_device" "$PRESET" --offline "$OFFLINE,$MAX_SEQS"
     step throughput 60 "$BIN/tram-cuda" bench throughput --device cuda --load-format dummy --preset "$PRESET" \
         --tokenizer "$TOKENIZER" --num-prompts "$N_REQ" --input-len "$IN_LEN" --output-len "$OUT_LEN" \
         --max-model-len $((IN_LEN + OUT_LEN + 16)) --max-num-seqs "$MAX_SEQS" --no-peak
