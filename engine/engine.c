@@ -96,6 +96,8 @@ static int check_config(const tram_engine_config *c, tram_error *err)
     if (!strcmp(c->load_format, "dummy") != !!c->preset[0])
         return tram_fail(err, c->preset[0] ? "a preset needs --load-format dummy"
                                            : "--load-format dummy needs --preset NAME");
+    if (tram_kernel_variants_any(&c->kernels) && strcmp(c->device, "cuda"))
+        return tram_fail(err, "kernel variants (--cuda-kernels) need --device cuda");
     if (!(c->gpu_memory_utilization > 0 && c->gpu_memory_utilization <= 1))
         return tram_fail(err, "gpu_memory_utilization must be in (0, 1], got %g",
                          c->gpu_memory_utilization);
@@ -108,7 +110,8 @@ static int open_backend(tram_engine *e, tram_error *err)
         return tram_backend_cpu_create(&e->be, e->cfg.num_threads, err);
 #ifdef TRAM_CUDA
     if (!strcmp(e->cfg.device, "cuda"))
-        return tram_backend_cuda_create(&e->be, 0, err);
+        return tram_backend_cuda_create(&e->be, 0, err) ||
+               tram_cuda_set_kernel_variants(e->be, &e->cfg.kernels, err);
 #endif
     if (!strcmp(e->cfg.device, "cuda"))
         return tram_fail(err, "device cuda: this binary was built without CUDA (build bin/tram-cuda "

@@ -49,6 +49,7 @@
 
 #include "kernels/base.h"
 #include "kernels/sampling.h"
+#include "kernels/variants.h"
 #include "models/model.h"
 
 struct tram_tokenizer;
@@ -85,6 +86,8 @@ typedef struct {
     char preset[256];             /* dummy weights' shape: a name in models/presets or a .json */
     char tokenizer[512];          /* tokenizer file or directory; "" = the model path's own */
     int enforce_eager;            /* CUDA: run decode steps op by op, no CUDA graphs (0) */
+    tram_kernel_variants kernels; /* CUDA: kernel variant per family (kernels/variants.h); zeroed:
+                                     every family variant 1 */
 } tram_engine_config;
 
 void tram_engine_config_init(tram_engine_config *c);

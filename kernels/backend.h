@@ -131,6 +131,14 @@ struct tram_backend {
     /* matmul of an int8 w whose input rows are already quantized in qa
      * (qa->cols = w->cols); matmul itself quantizes an int8 w's input first. */
     void (*matmul_q)(tram_backend *be, void *y, const tram_qact *qa, const tram_weight *w, int n);
+    /* What attention needs from the fused q/k/v product qkv[n, qd + 2*kd]:
+     * q[n, qd] rotated, and k rotated and v written into k_cache/v_cache at
+     * slot_mapping (split_qkv, rope and kv_store in one op, so a backend may
+     * fuse them).  k and v ([n, kd]) are scratch a backend may pass the rows
+     * through; after the op their contents are unspecified. */
+    void (*rope_store)(tram_backend *be, void *q, void *k, void *v, void *k_cache, void *v_cache, const void *qkv,
+                       const int32_t *positions, const int32_t *slot_mapping, int n, const tram_attn_shape *s,
+                       const float *inv_freq, tram_rope_style style);
     /* Splits the rows of a fused q/k/v product qkv[n, qd + 2*kd] into q[n, qd],
      * k[n, kd] and v[n, kd]. */
     void (*split_qkv)(tram_backend *be, void *q, void *k, void *v, const void *qkv, int n, int qd, int kd);

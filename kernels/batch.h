@@ -24,6 +24,11 @@ typedef struct {
      * logprobs are asked for. */
     const int32_t *logits_rows;   /* [num_logits] */
     int num_logits;
+    /* The shortest and longest query range (host ints; 0: unknown).  The
+     * model sets them when it uploads the batch, so that a backend knows
+     * without a download whether the batch holds decode rows (ranges of 1)
+     * and prefill rows, and how long a prefill chunk is. */
+    int min_query_len, max_query_len;
 } tram_batch;
 
 #ifdef __cplusplus

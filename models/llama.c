@@ -454,6 +454,12 @@ static tram_batch upload_batch(tram_model *m, const tram_batch *b)
     if (b->num_logits)
         be->upload(be, m->bb.logits_rows, b->logits_rows, (size_t)b->num_logits * 4);
     tram_batch d = *b;
+    d.min_query_len = d.max_query_len = b->query_start[1] - b->query_start[0];
+    for (int i = 1; i < b->num_seqs; i++) {
+        int len = b->query_start[i + 1] - b->query_start[i];
+        d.min_query_len = TRAM_MIN(d.min_query_len, len);
+        d.max_query_len = TRAM_MAX(d.max_query_len, len);
+    }
     d.token_ids = m->bb.token_ids;
     d.positions = m->bb.positions;
     d.slot_mapping = m->bb.slot_mapping;
@@ -495,14 +501,13 @@ static void attention_block(tram_model *m, int l, const tram_batch *d)
 {
     tram_backend *be = m->be;
     const llama_layer *L = &m->layers[l];
-    int n = d->num_tokens, qd = m->cfg.n_heads * m->cfg.head_dim, kd = m->cfg.n_kv_heads * m->cfg.head_dim;
+    int n = d->num_tokens, qd = m->cfg.n_heads * m->cfg.head_dim;
     observe(m, l, TRAM_ACT_ATTN_IN, m->a.xb, n, m->cfg.dim);
     matmul_in(m, m->a.qkv, m->a.xb, &m->xq_dim, &L->wqkv, n);
     if (m->cfg.qkv_bias)
         be->add_bias(be, m->a.qkv, &L->bqkv, n);
-    be->split_qkv(be, m->a.q, m->a.k, m->a.v, m->a.qkv, n, qd, kd);
-    be->rope(be, m->a.q, m->a.k, d->positions, n, &m->shape, m->inv_freq, m->cfg.rope_style);
-    be->kv_store(be, L->k_cache, L->v_cache, m->a.k, m->a.v, d->slot_mapping, n, &m->shape);
+    be->rope_store(be, m->a.q, m->a.k, m->a.v, L->k_cache, L->v_cache, m->a.qkv, d->positions, d->slot_mapping, n,
+                   &m->shape, m->inv_freq, m->cfg.rope_style);
     be->attention(be, m->a.att, m->a.q, L->k_cache, L->v_cache, d, &m->shape);
     observe(m, l, TRAM_ACT_ATTN_OUT, m->a.att, n, qd);
     be->matmul(be, m->a.proj, m->a.att, &L->wo, n);

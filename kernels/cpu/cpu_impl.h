@@ -105,6 +105,11 @@ void cpu_split_qkv(tram_backend *be, void *q, void *k, void *v, const void *qkv,
 void cpu_gather_rows(tram_backend *be, void *out, const void *x, const int32_t *rows, int n_rows, int dim);
 void cpu_to_host_f32(tram_backend *be, float *dst, const void *src, size_t n);
 
+/* rope_store.c */
+void cpu_rope_store(tram_backend *be, void *q, void *k, void *v, void *k_cache, void *v_cache, const void *qkv,
+                    const int32_t *positions, const int32_t *slot_mapping, int n, const tram_attn_shape *s,
+                    const float *inv_freq, tram_rope_style style);
+
 /* attention.c */
 void cpu_attention(tram_backend *be, void *out, const void *q, const void *k_cache, const void *v_cache,
                    const tram_batch *b, const tram_attn_shape *s);

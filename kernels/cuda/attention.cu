@@ -7,23 +7,15 @@
  * takes every WARPS-th key with an online softmax; lanes hold head_dim/32
  * elements.  With one split the block writes the output; with several
  * (flash-decoding, for few tokens over long contexts) it writes unnormalized
- * partials and kernel_attention_combine merges them. */
-#include "kernels/cuda/cuda_impl.cuh"
+ * partials and kernel_attention_combine merges them.  This is variant 1 of
+ * the decode and prefill families (kernels/variants.h); cuda_attention sends
+ * a family's rows to its variant 2 when chosen and instantiated. */
+#include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/reduce.cuh"
 
 #define WARPS TRAM_CUDA_ATTN_WARPS
 #define MAXG TRAM_CUDA_ATTN_MAX_GROUP
 
-typedef struct {
-    bf16 *out;                          /* [tokens][n_heads][head_dim] */
-    const bf16 *q;                      /* [tokens][n_heads][head_dim] */
-    const bf16 *k_cache, *v_cache;      /* [slots][n_kv_heads][head_dim] */
-    const int32_t *positions, *query_start, *seq_lens, *block_tables;
-    int num_tokens, num_seqs, max_blocks, n_heads, n_kv_heads, group, block_size, splits;
-    float scale;
-    float *part_acc;                    /* [splits][tokens][n_heads][head_dim] */
-    float *part_ml;                     /* [splits][tokens][n_heads][2]: max, sum */
-} attn_params;
 
 /* Merges the block's per-warp softmax states and writes output or partials. */
 template <int E>
@@ -64,6 +56,8 @@ static __global__ void __launch_bounds__(WARPS * 32) kernel_attention(attn_param
     int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int seq = tram_cuda_seq_of_token(p.query_start, p.num_seqs, t);
+    if (!attn_serves(p, seq))
+        return;
     int ctx = tram_cuda_context_len(p.positions[t], p.seq_lens[seq]);
     int start, end;
     tram_cuda_split_range(ctx, p.splits, split, &start, &end);
@@ -129,6 +123,8 @@ static __global__ void __launch_bounds__(WARPS * 32) kernel_attention(attn_param
 static __global__ void kernel_attention_combine(attn_params p, int head_dim)
 {
     int t = blockIdx.x, h = blockIdx.y;
+    if (!attn_serves(p, tram_cuda_seq_of_token(p.query_start, p.num_seqs, t)))
+        return;
     float M = -INFINITY;
     for (int s = 0; s < p.splits; s++)
         M = fmaxf(M, p.part_ml[2 * (((size_t)s * p.num_tokens + t) * p.n_heads + h)]);
@@ -162,6 +158,26 @@ static int check_shape(tram_backend *be, const tram_attn_shape *s)
     return 0;
 }
 
+/* Variant 1 over the rows p.rows names. */
+static void attention_v1(cuda_state *c, attn_params p, int hd)
+{
+    dim3 grid(p.num_tokens, p.n_kv_heads, p.splits);
+    if (hd == 64)
+        kernel_attention<2><<<grid, WARPS * 32, 0, c->stream>>>(p);
+    else if (hd == 128)
+        kernel_attention<4><<<grid, WARPS * 32, 0, c->stream>>>(p);
+    else
+        kernel_attention<8><<<grid, WARPS * 32, 0, c->stream>>>(p);
+    if (LAUNCH_CHECK(&c->st, "kernel_attention") || p.splits == 1)
+        return;
+    kernel_attention_combine<<<dim3(p.num_tokens, p.n_heads), hd, 0, c->stream>>>(p, hd);
+    LAUNCH_CHECK(&c->st, "kernel_attention_combine");
+}
+
+/* Decode rows and prefill rows each go to their family's variant; a batch
+ * with neither family above variant 1 runs variant 1 once over every row.
+ * The batch's host counts (min/max_query_len, 0 when unknown) spare the
+ * launch of a family the batch has no rows of. */
 void cuda_attention(tram_backend *be, void *out, const void *q, const void *k_cache, const void *v_cache,
                     const tram_batch *b, const tram_attn_shape *s)
 {
@@ -174,21 +190,25 @@ void cuda_attention(tram_backend *be, void *out, const void *q, const void *k_ca
     if (rows > c->attn_partial_rows)
         splits = 1;  /* cannot happen by tram_cuda_attn_partial_rows; stay correct anyway */
     attn_params p = {
-        (bf16 *)out, (const bf16 *)q, (const bf16 *)k_cache, (const bf16 *)v_cache,
-        b->positions, b->query_start, b->seq_lens, b->block_tables,
-        T, b->num_seqs, b->max_blocks_per_seq, s->n_heads, s->n_kv_heads, s->n_heads / s->n_kv_heads,
-        s->block_size, splits, s->scale,
-        c->attn_partial, c->attn_partial + rows * hd,
+        .out = (bf16 *)out, .q = (const bf16 *)q, .k_cache = (const bf16 *)k_cache, .v_cache = (const bf16 *)v_cache,
+        .positions = b->positions, .query_start = b->query_start, .seq_lens = b->seq_lens,
+        .block_tables = b->block_tables, .num_tokens = T, .num_seqs = b->num_seqs,
+        .max_blocks = b->max_blocks_per_seq, .n_heads = s->n_heads, .n_kv_heads = s->n_kv_heads,
+        .group = s->n_heads / s->n_kv_heads, .block_size = s->block_size, .splits = splits, .scale = s->scale,
+        .part_acc = c->attn_partial, .part_ml = c->attn_partial + rows * hd, .rows = ATTN_ALL,
     };
-    dim3 grid(T, s->n_kv_heads, splits);
-    if (hd == 64)
-        kernel_attention<2><<<grid, WARPS * 32, 0, c->stream>>>(p);
-    else if (hd == 128)
-        kernel_attention<4><<<grid, WARPS * 32, 0, c->stream>>>(p);
-    else
-        kernel_attention<8><<<grid, WARPS * 32, 0, c->stream>>>(p);
-    if (LAUNCH_CHECK(&c->st, "kernel_attention") || splits == 1)
+    int decode_v = cuda_variant(c, TRAM_KERNEL_DECODE);
+    if (decode_v == 1) {
+        attention_v1(c, p, hd);
         return;
-    kernel_attention_combine<<<dim3(T, s->n_heads), hd, 0, c->stream>>>(p, hd);
-    LAUNCH_CHECK(&c->st, "kernel_attention_combine");
+    }
+    if (b->min_query_len <= 1) {  /* decode rows, or unknown */
+        p.rows = ATTN_DECODE_ROWS;
+        if (decode_v == 1 || cuda_attention_decode_v2(c, p, hd))
+            attention_v1(c, p, hd);
+    }
+    if (b->max_query_len != 1) {  /* prefill rows, or unknown */
+        p.rows = ATTN_PREFILL_ROWS;
+        attention_v1(c, p, hd);
+    }
 }

@@ -11,6 +11,7 @@
 #include "kernels/base.h"
 #include "kernels/backend.h"
 #include "kernels/sampling.h"
+#include "kernels/variants.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,6 +21,13 @@ extern "C" {
 
 /* 0 when GPU device_index is usable; else -1 and one sentence saying why. */
 int tram_cuda_probe(int device_index, tram_error *err);
+
+/* ---- kernel variants ---- */
+
+/* Selects each family's kernel variant (kernels/variants.h; NULL: all 1).
+ * Fails naming the family when kv asks for a variant this build lacks.
+ * Drops captured CUDA graphs, which hold the kernels chosen before. */
+int tram_cuda_set_kernel_variants(tram_backend *be, const tram_kernel_variants *kv, tram_error *err);
 
 /* ---- dummy weights ---- */
 

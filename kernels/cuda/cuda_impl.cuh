@@ -68,9 +68,13 @@ typedef struct {
     ncclComm_t comm;                /* NULL when world_size == 1 */
     cudaGraphExec_t graphs[TRAM_CUDA_GRAPH_BUCKETS];
     cuda_int8 *int8;                /* NULL until the first int8 weight */
+    tram_kernel_variants variants;  /* variants.cu: each family's kernel variant */
 } cuda_state;
 
 static inline cuda_state *cuda_of(tram_backend *be) { return (cuda_state *)be->impl; }
+
+/* The kernel variant family f runs (1 unless tram_cuda_set_kernel_variants chose another). */
+static inline int cuda_variant(const cuda_state *c, tram_kernel_family f) { return tram_kernel_variant(&c->variants, f); }
 
 /* Records a failure that is not a CUDA call (bad shape, unsupported type). */
 static inline void cuda_fail(tram_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -126,6 +130,9 @@ void cuda_rmsnorm_q(tram_backend *be, void *out, const tram_qact *qa, const void
 void cuda_add_rmsnorm_q(tram_backend *be, void *residual, void *out, const tram_qact *qa, const void *delta,
                         const tram_weight *w, int n, float eps);
 void cuda_silu_mul_q(tram_backend *be, void *out, const tram_qact *qa, const void *gate_up, int n, int ffn);
+void cuda_rope_store(tram_backend *be, void *q, void *k, void *v, void *k_cache, void *v_cache, const void *qkv,
+                     const int32_t *positions, const int32_t *slot_mapping, int n, const tram_attn_shape *s,
+                     const float *inv_freq, tram_rope_style style);
 void cuda_split_qkv(tram_backend *be, void *q, void *k, void *v, const void *qkv, int n, int qd, int kd);
 void cuda_gather_rows(tram_backend *be, void *out, const void *x, const int32_t *rows, int n_rows, int dim);
 void cuda_to_host_f32(tram_backend *be, float *dst, const void *src, size_t n);

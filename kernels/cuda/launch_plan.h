@@ -80,6 +80,60 @@ static inline TRAM_HD void tram_cuda_split_range(int n, int splits, int s, int *
     *end = lo + chunk < n ? lo + chunk : n;
 }
 
+/* Variant 2's split-KV count for one token, from its own context of ctx
+ * keys (not the longest a sequence may have): at most grid_splits (the
+ * launch's z extent, tram_cuda_attn_splits over the bound), at least
+ * TRAM_CUDA_ATTN_MIN_KEYS keys per split, whole KV blocks in each split, and
+ * no empty split.  The kernel and its combine pass both compute it, so a
+ * CUDA graph captured at one length stays right at every other. */
+static inline TRAM_HD int tram_cuda_token_splits(int ctx, int block_size, int grid_splits)
+{
+    int blocks = tram_ceil_div(ctx, block_size), s = tram_ceil_div(ctx, TRAM_CUDA_ATTN_MIN_KEYS);
+    if (s > grid_splits)
+        s = grid_splits;
+    if (s > blocks)
+        s = blocks;
+    if (s <= 1)
+        return 1;
+    return tram_ceil_div(blocks, tram_ceil_div(blocks, s));  /* drops splits that would be empty */
+}
+
+/* Keys [*start, *end) of split s out of `splits` (tram_cuda_token_splits) over
+ * ctx keys: equal shares of whole KV blocks, so a warp reads each block's
+ * table entry once. */
+static inline TRAM_HD void tram_cuda_split_blocks(int ctx, int block_size, int splits, int s, int *start,
+                                                  int *end)
+{
+    int chunk = tram_ceil_div(tram_ceil_div(ctx, block_size), splits) * block_size;
+    int lo = s * chunk, hi = lo + chunk;
+    *start = lo < ctx ? lo : ctx;
+    *end = hi < ctx ? hi : ctx;
+}
+
+/* One rotated pair of rope_store's variant 2 (kernels/cuda/rope_store.cu):
+ * pair idx of a token runs over the q heads' pairs, then the k heads'.  It
+ * reads elements src_a, src_b of the token's fused q/k/v row and writes dst_a,
+ * dst_b: elements of q counted from the token's q row, or (to_cache) of the
+ * K cache counted from its start, in the token's slot. */
+typedef struct {
+    int src_a, src_b, freq, to_cache;
+    int64_t dst_a, dst_b;
+} tram_cuda_rope_pair;
+
+static inline TRAM_HD tram_cuda_rope_pair tram_cuda_rope_pair_of(int idx, int n_heads, int n_kv_heads,
+                                                                  int head_dim, int neox, int64_t slot)
+{
+    int half = head_dim / 2, head = idx / half, i = idx % half;
+    int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+    int64_t base = head < n_heads ? (int64_t)head * head_dim
+                                  : slot * n_kv_heads * head_dim + (int64_t)(head - n_heads) * head_dim;
+    tram_cuda_rope_pair p = {
+        .src_a = head * head_dim + a, .src_b = head * head_dim + b, .freq = i, .to_cache = head >= n_heads,
+        .dst_a = base + a, .dst_b = base + b,
+    };
+    return p;
+}
+
 /* Sequence holding token t: the last i with query_start[i] <= t. */
 static inline TRAM_HD int tram_cuda_seq_of_token(const int32_t *query_start, int num_seqs, int t)
 {

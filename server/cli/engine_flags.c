@@ -13,6 +13,8 @@ void tram_engine_print_flags(FILE *out)
             "  --kv-cache-memory SIZE         KV cache budget on the CPU, e.g. 2GiB (2GiB)\n"
             "  --gpu-memory-utilization F     GPU memory fraction for weights and KV (0.9)\n"
             "  --enforce-eager                CUDA: no CUDA graphs for decode steps (off)\n"
+            "  --cuda-kernels SPEC            CUDA: kernel variants, e.g. decode=2,gemm=2 or all=2;\n"
+            "                                 families decode, prefill, rope-kv, gemm, sampler (all=1)\n"
             "  --num-kv-blocks N              exact KV pool size, overriding the budgets\n"
             "  --max-num-batched-tokens N     token budget of one step (2048)\n"
             "  --max-num-seqs N               sequences in one step (256)\n"
@@ -41,6 +43,16 @@ static int policy_flag(const char *flag, const char *value, void *field)
     return 0;
 }
 
+/* --cuda-kernels: checked here, so a variant that does not exist is a usage error */
+static int kernels_flag(const char *flag, const char *value, void *field)
+{
+    tram_error err = {{0}};
+    if (!tram_kernel_variants_parse(value, field, &err))
+        return 0;
+    fprintf(stderr, "tram: invalid value for %s: %s\n", flag, err.msg);
+    return -1;
+}
+
 #define FIELD(name) offsetof(tram_engine_config, name)
 /* a char array of the config: the value copied in, if it fits */
 #define BUFFER(name) .kind = TRAM_FLAG_BUFFER, .field = FIELD(name), .cap = sizeof(((tram_engine_config *)0)->name)
@@ -65,6 +77,7 @@ static const tram_flag engine_flags[] = {
     {.name = "--load-format", BUFFER(load_format), .choices = (const char *const[]){"auto", "dummy", NULL}},
     {.name = "--preset", BUFFER(preset)},
     {.name = "--tokenizer", BUFFER(tokenizer)},
+    {.name = "--cuda-kernels", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(kernels), .parse = kernels_flag},
     {.name = "--enforce-eager", .kind = TRAM_FLAG_SET, .field = FIELD(enforce_eager)},
     {.name = "--enable-prefix-caching", .kind = TRAM_FLAG_SET, .field = FIELD(enable_prefix_caching)},
     {.name = "--no-enable-prefix-caching", .kind = TRAM_FLAG_CLEAR, .field = FIELD(enable_prefix_caching)},

@@ -29,7 +29,8 @@
  *            changes GEMM shapes, so bf16 near-ties may flip.
  *
  * One line per case (PASS/FAIL); exit 0 when all pass, 1 on a failure, 2 when
- * no GPU is usable.  Usage: check_e2e [preset] [tokenizer] */
+ * no GPU is usable.  Usage: check_e2e [--cuda-kernels SPEC] [preset] [tokenizer]
+ * (SPEC: the GPU side's kernel variants, kernels/variants.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,7 @@
 #include "models/presets.h"
 #include "tests/gpu/near_tie.h"
 #include "tokenizer/tokenizer.h"
+#include "tests/gpu/kernels_arg.h"
 
 /* 30 layers of bf16 activations: each op stays within the 1e-2 bf16
  * band, and the errors of a deep stack add up without growing much, since
@@ -53,6 +55,7 @@
 #define REQUESTS 64
 
 static int failures, cases;
+static tram_kernel_variants kernels;  /* --cuda-kernels: the GPU side's variants */
 
 static void report(int ok, const char *what, const char *detail)
 {
@@ -109,7 +112,9 @@ static void step(runner *r, const int *from)
         lens[p] = r->len[p];
         rows[p] = n - 1;
     }
-    tram_batch b = {n, PROMPTS, ids, pos, slots, qs, lens, tables, MAX_BLOCKS, rows, PROMPTS};
+    tram_batch b = {.num_tokens = n, .num_seqs = PROMPTS, .token_ids = ids, .positions = pos, .slot_mapping = slots,
+                    .query_start = qs, .seq_lens = lens, .block_tables = tables, .max_blocks_per_seq = MAX_BLOCKS,
+                    .logits_rows = rows, .num_logits = PROMPTS};
     tram_error err = {{0}};
     if (tram_model_forward(r->m, &b, r->logits, &err))
         die(r->be->name, &err);
@@ -183,7 +188,9 @@ static void decode_logits(runner *g, int vocab, int shift, int replay, float *ou
         lens[p] = g->len[p];
         rows[p] = p;
     }
-    tram_batch b = {PROMPTS, PROMPTS, ids, pos, slots, qs, lens, tables, MAX_BLOCKS, rows, PROMPTS};
+    tram_batch b = {.num_tokens = PROMPTS, .num_seqs = PROMPTS, .token_ids = ids, .positions = pos, .slot_mapping = slots,
+                    .query_start = qs, .seq_lens = lens, .block_tables = tables, .max_blocks_per_seq = MAX_BLOCKS,
+                    .logits_rows = rows, .num_logits = PROMPTS};
     tram_error err = {{0}};
     if (tram_model_prepare(g->m, &b, &err))
         die("prepare", &err);
@@ -359,6 +366,7 @@ static void check_engine(const char *preset, const char *tokenizer, int num_kv_b
     ec.max_model_len = 256;
     ec.num_kv_blocks = num_kv_blocks;
     ec.enforce_eager = eager;
+    ec.kernels = kernels;
     memset(toks, 0, sizeof(*toks));
     tram_engine *e;
     tram_error err = {{0}};
@@ -409,6 +417,7 @@ static void check_engine(const char *preset, const char *tokenizer, int num_kv_b
 
 int main(int argc, char **argv)
 {
+    take_kernels_arg("check_e2e", &argc, argv, &kernels);
     const char *preset = argc > 1 ? argv[1] : "smollm2-135m";
     const char *tokenizer = argc > 2 ? argv[2] : "tests/fixtures/tokenizer/spm/spm.gguf";
     tram_backend *cpu, *gpu;
@@ -417,8 +426,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "check_e2e: %s\n", err.msg);
         return 2;
     }
-    if (tram_backend_cpu_create(&cpu, 0, &err))
-        die("cpu backend", &err);
+    if (tram_backend_cpu_create(&cpu, 0, &err) || tram_cuda_set_kernel_variants(gpu, &kernels, &err))
+        die("backends", &err);
     tram_model_file *f;
     if (tram_model_file_open_dummy(&f, preset, &err))
         die("dummy weights", &err);

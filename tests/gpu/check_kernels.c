@@ -8,9 +8,11 @@
  * bits set: NaN in f32 and in bf16) before each run, so an element a kernel
  * forgets to write fails the check.
  * Prints one line per case; exit 0 when all pass, 1 on a failure, 2 when no
- * GPU is usable.  Usage: check_kernels [--small] [seed]; --small keeps the
- * SmolLM2 and Llama head shapes and the smallest matrices, for a pass under
- * compute-sanitizer (tests/gpu/run.sh), which runs kernels ~100x slower. */
+ * GPU is usable.  Usage: check_kernels [--cuda-kernels SPEC] [--small] [seed]:
+ * SPEC (kernels/variants.h) chooses the GPU side's kernel variants; --small
+ * keeps the SmolLM2 and Llama head shapes and the smallest matrices, for a
+ * pass under compute-sanitizer (tests/gpu/run.sh), which runs kernels ~100x
+ * slower. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include "kernels/cpu/int8.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/int8.h"
+#include "tests/gpu/kernels_arg.h"
 
 #define TOL 1e-2
 
@@ -883,6 +886,8 @@ static void check_graph(void)
 
 int main(int argc, char **argv)
 {
+    tram_kernel_variants kv;
+    take_kernels_arg("check_kernels", &argc, argv, &kv);
     int reduced = argc > 1 && !strcmp(argv[1], "--small");
     unsigned seed = argc > 1 + reduced ? (unsigned)strtoul(argv[1 + reduced], NULL, 10) : (unsigned)time(NULL);
     size_t large = !reduced;  /* the large shapes too */
@@ -892,6 +897,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "check_kernels: %s\n", err.msg);
         return 2;
     }
+    die_if(tram_cuda_set_kernel_variants(gpu, &kv, &err), err.msg);
+    char names[128];
+    printf("check_kernels: kernels %s\n", tram_kernel_variants_format(&kv, names, sizeof(names)));
     die_if(tram_backend_cpu_create(&cpu, 0, &err), err.msg);
     srand(seed);
     printf("check_kernels: seed %u, tolerance %.0e%s\n", seed, TOL, reduced ? ", small shapes" : "");

@@ -29,7 +29,9 @@ static tram_batch decode_batch(arrays *a, int n)
         a->lens[i] = a->pos[i] + 1;
         a->rows[i] = i;
     }
-    return (tram_batch){n, n, a->ids, a->pos, a->slots, a->qs, a->lens, a->tables, MB, a->rows, n};
+    return (tram_batch){.num_tokens = n, .num_seqs = n, .token_ids = a->ids, .positions = a->pos,
+                        .slot_mapping = a->slots, .query_start = a->qs, .seq_lens = a->lens,
+                        .block_tables = a->tables, .max_blocks_per_seq = MB, .logits_rows = a->rows, .num_logits = n};
 }
 
 Test(cuda_runner, graph_bucket_only_for_decode_steps_that_fit)
