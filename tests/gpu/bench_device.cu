@@ -180,7 +180,8 @@ static void decode_step(step_arrays &s, int batch, int ctx, int max_blocks, int 
     tram_batch b = {.num_tokens = batch, .num_seqs = batch, .token_ids = s.ids.data(), .positions = s.pos.data(),
                     .slot_mapping = s.slots.data(), .query_start = s.qs.data(), .seq_lens = s.lens.data(),
                     .block_tables = s.tables.data(), .max_blocks_per_seq = max_blocks,
-                    .logits_rows = s.rows.data(), .num_logits = batch};
+                    .logits_rows = s.rows.data(), .num_logits = batch,
+                    .min_query_len = 0, .max_query_len = 0};  /* tram_model_prepare sets them */
     s.b = b;
 }
 

@@ -51,6 +51,7 @@ export PATH
 
 run_steps() {
     step kernels 60 "$BIN/check_kernels" ${TRAM_GPU_SEED:+"$TRAM_GPU_SEED"}
+    step sampler-v2 60 "$BIN/check_kernels" --cuda-kernels sampler=2 ${TRAM_GPU_SEED:+"$TRAM_GPU_SEED"}
     step memcheck 30 sh tests/gpu/run.sh sanitize memcheck "$BIN/check_kernels" --small
     step racecheck 30 sh tests/gpu/run.sh sanitize racecheck "$BIN/check_kernels" --small
     step e2e 60 "$BIN/check_e2e" smollm2-135m "$TOKENIZER"

@@ -36,7 +36,7 @@ has() { grep -q -E "$2" "$T/$1.md"; }
 lacks() { ! has "$@"; }
 
 dry clean 0
-for s in preflight kernels memcheck racecheck e2e bench throughput; do
+for s in preflight kernels sampler-v2 memcheck racecheck e2e bench throughput; do
     expect "clean: $s row passes" has clean "^\| $s +\| PASS "
 done
 expect "clean: rows printed as they finish" grep -q '| kernels    | PASS' "$T/clean.out"
