@@ -84,6 +84,14 @@ struct tram_backend {
     void (*free)(tram_backend *be, void *ptr);
     void (*upload)(tram_backend *be, void *dst, const void *src, size_t bytes);
     void (*download)(tram_backend *be, void *dst, const void *src, size_t bytes);
+    /* rows of row_bytes each, src_pitch apart in host memory, dst_pitch apart
+     * in backend memory: one stream-ordered copy (a step's block table rows) */
+    void (*upload_rows)(tram_backend *be, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                        size_t row_bytes, int rows);
+    /* Host memory that uploads read asynchronously, without staging (pinned
+     * on CUDA): the caller must not rewrite it before the next sync. */
+    void *(*alloc_host)(tram_backend *be, size_t bytes);  /* NULL + error on failure */
+    void (*free_host)(tram_backend *be, void *ptr);
     /* Creates w from host f32 rows*cols values in the requested format (the
      * backend may refuse formats it does not run, through sync()). */
     void (*upload_weight)(tram_backend *be, tram_weight *w, const float *host, int rows, int cols,

@@ -36,6 +36,30 @@ static void cuda_upload(tram_backend *be, void *dst, const void *src, size_t byt
     CUDA_CHECK(&c->st, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
 }
 
+static void cuda_upload_rows(tram_backend *be, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                             size_t row_bytes, int rows)
+{
+    cuda_state *c = cuda_of(be);
+    if (rows > 0 && row_bytes > 0)
+        CUDA_CHECK(&c->st, cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, (size_t)rows,
+                                             cudaMemcpyHostToDevice, c->stream));
+}
+
+/* Pinned: copies from it are asynchronous DMA, with no staging copy. */
+static void *cuda_alloc_host(tram_backend *be, size_t bytes)
+{
+    void *p = NULL;
+    if (CUDA_CHECK(&cuda_of(be)->st, cudaMallocHost(&p, bytes ? bytes : 1)))
+        return NULL;
+    return p;
+}
+
+static void cuda_free_host(tram_backend *be, void *ptr)
+{
+    if (ptr)
+        CUDA_CHECK(&cuda_of(be)->st, cudaFreeHost(ptr));
+}
+
 static void cuda_download(tram_backend *be, void *dst, const void *src, size_t bytes)
 {
     cuda_state *c = cuda_of(be);
@@ -271,6 +295,7 @@ extern "C" int tram_backend_cuda_create(tram_backend **out, int device_index, tr
     *be = (tram_backend){
         .name = "cuda", .act_bytes = 2, .rank = 0, .world_size = 1, .impl = c,
         .alloc = cuda_alloc, .free = cuda_free, .upload = cuda_upload, .download = cuda_download,
+        .upload_rows = cuda_upload_rows, .alloc_host = cuda_alloc_host, .free_host = cuda_free_host,
         .upload_weight = cuda_upload_weight, .free_weight = cuda_free_weight,
         .upload_weight_blocks = NULL, /* GGUF blocks are dequantized to bf16 at load */
         .upload_weight_dummy = cuda_upload_weight_dummy,
