@@ -147,14 +147,23 @@ static __device__ __forceinline__ unsigned long long weight_of(float v, bool mas
 
 static __device__ float block_scan(float v, float *incl, float *total);
 
+/* This thread's contiguous share [*lo, *hi) of a row, for the passes that
+ * scan the block's shares in order. */
+static __device__ __forceinline__ void own_chunk(int vocab, int *lo, int *hi)
+{
+    int chunk = (vocab + blockDim.x - 1) / blockDim.x;
+    *lo = threadIdx.x * chunk;
+    *hi = min(vocab, *lo + chunk);
+}
+
 /* The r-th id (1-based, ascending) among c's ids whose key is `key`, + 1:
  * each thread counts its own chunk, a block scan tells which one holds it. */
 template <typename T>
 static __device__ int nth_tie_end(const T *x, int vocab, cutoff c, uint32_t key, float r)
 {
     __shared__ int s_end;
-    int chunk = (vocab + blockDim.x - 1) / blockDim.x;
-    int lo = threadIdx.x * chunk, hi = min(vocab, lo + chunk);
+    int lo, hi;
+    own_chunk(vocab, &lo, &hi);
     float own = 0.0f;
     for (int j = lo; j < hi; j++) {
         float v = ld(x[j]);
@@ -263,8 +272,8 @@ template <typename T>
 static __device__ int draw(const T *x, int vocab, cutoff c, float M, float inv_t, float uniform, int fallback)
 {
     __shared__ int s_pick;
-    int chunk = (vocab + blockDim.x - 1) / blockDim.x;
-    int lo = threadIdx.x * chunk, hi = min(vocab, lo + chunk);
+    int lo, hi;
+    own_chunk(vocab, &lo, &hi);
     float own = 0.0f;
     for (int j = lo; j < hi; j++) {
         float v = ld(x[j]);

@@ -90,6 +90,7 @@ commit_of_tree() {
 }
 
 bundle() {
+    sum=$(sources_sum)
     # -march=native would tie the binaries to this machine's processor.
     CFLAGS="-O2 -g -march=x86-64-v3" CXXFLAGS="-O2 -g -march=x86-64-v3" \
         make cuda -j2 CUDA_BUILD=build/bundle-obj CUDA_BIN=build/bundle-obj/tram-cuda || exit 1
@@ -103,7 +104,11 @@ bundle() {
     ldd build/gpu-bundle/bin/* | awk '/=> \// {print $3}' | sort -u |
         grep -v -E '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.so' |
         while read -r lib; do cp -L "$lib" build/gpu-bundle/lib/ || exit 1; done
-    sources_sum >build/gpu-bundle/sources.md5
+    if [ "$(sources_sum)" != "$sum" ]; then
+        echo "bundle: the sources changed during the build; run it again" >&2
+        exit 1
+    fi
+    echo "$sum" >build/gpu-bundle/sources.md5
     commit_of_tree >build/gpu-bundle/commit
     tar -C build -cJf "$BUNDLE" gpu-bundle || exit 1
     ls -la "$BUNDLE"
