@@ -10,14 +10,23 @@ T=$(mktemp -d) || exit 1
 trap 'rm -rf "$T"' EXIT
 bad=0 n=0
 
-# dry NAME EXPECTED_EXIT [VAR=VALUE...]: one dry run, its summary in $T/NAME.md
+# dry NAME EXPECTED_EXIT [VAR=VALUE...]: starts one dry run (they run side by
+# side); its summary lands in $T/NAME.md, its exit status is checked by done_runs
+runs=""
 dry() {
-    name=$1 want=$2
+    name=$1
+    runs="$runs $name:$2"
     shift 2
-    env OUT="$T/$name" "$@" sh tests/gpu/run.sh --dry-run >"$T/$name.out" 2>&1
-    rc=$?
-    cp "$T/$name/summary.md" "$T/$name.md" 2>/dev/null || : >"$T/$name.md"
-    expect "$name: exit $want" [ "$rc" = "$want" ]
+    (env OUT="$T/$name" "$@" sh tests/gpu/run.sh --dry-run >"$T/$name.out" 2>&1; echo $? >"$T/$name.rc") &
+}
+
+done_runs() {
+    wait
+    for r in $runs; do
+        name=${r%%:*}
+        cp "$T/$name/summary.md" "$T/$name.md" 2>/dev/null || : >"$T/$name.md"
+        expect "$name: exit ${r#*:}" [ "$(cat "$T/$name.rc")" = "${r#*:}" ]
+    done
 }
 
 expect() {
@@ -36,6 +45,15 @@ has() { grep -q -E "$2" "$T/$1.md"; }
 lacks() { ! has "$@"; }
 
 dry clean 0
+dry planted 1 TRAM_GPU_STANDIN=check_e2e=fail,bench_device=hang,racecheck=unsupported,memcheck=errors TRAM_GPU_DRY_CAP=2
+dry nogpu 1 TRAM_GPU_STANDIN=check_kernels=nogpu
+dry missing_lib 1 TRAM_GPU_STANDIN=ldd=missing
+dry probe 1 TRAM_GPU_STANDIN=gpu_probe=fail
+dry stale 1 TRAM_GPU_STANDIN=bundle=stale
+dry no_bundle 1 TRAM_GPU_STANDIN=bundle=missing
+dry budget 1 TRAM_GPU_STANDIN=check_kernels=hang TRAM_GPU_BUDGET=7
+done_runs
+
 for s in preflight kernels sampler-v2 memcheck racecheck e2e bench throughput; do
     expect "clean: $s row passes" has clean "^\| $s +\| PASS "
 done
@@ -44,7 +62,6 @@ expect "clean: commit and checksum printed" has clean '^bundle: commit .*, sourc
 expect "clean: logs kept" grep -q '^==== e2e (exit 0' "$T/clean/steps.log"
 expect "clean: verdict" has clean 'all steps passed$'
 
-dry planted 1 TRAM_GPU_STANDIN=check_e2e=fail,bench_device=hang,racecheck=unsupported,memcheck=errors TRAM_GPU_DRY_CAP=2
 expect "planted: failing step reported" has planted '^\| e2e +\| FAIL .*exit 1'
 expect "planted: its FAIL line shown" has planted 'check_e2e planted failure'
 expect "planted: hanging step timed out" has planted '^\| bench +\| FAIL .*timed out after 2 s'
@@ -53,24 +70,18 @@ expect "planted: refused sanitizer is a SKIP" has planted '^\| racecheck +\| SKI
 expect "planted: steps after a failure still run" has planted '^\| throughput +\| PASS'
 expect "planted: verdict" has planted 'FAILED$'
 
-dry nogpu 1 TRAM_GPU_STANDIN=check_kernels=nogpu
 expect "nogpu: said" has nogpu '^\| kernels +\| FAIL .*no usable GPU'
 expect "nogpu: nothing after it" lacks nogpu '^\| e2e '
 
-dry missing_lib 1 TRAM_GPU_STANDIN=ldd=missing
 expect "missing library named" has missing_lib '^\| preflight +\| FAIL .*check_e2e: libjansson.so.4'
 expect "missing library: no step runs" lacks missing_lib '^\| kernels '
 
-dry probe 1 TRAM_GPU_STANDIN=gpu_probe=fail
 expect "failed probe ends the preflight" has probe '^\| preflight +\| FAIL .*gpu_probe'
 
-dry stale 1 TRAM_GPU_STANDIN=bundle=stale
 expect "stale bundle refused" has stale '^\| bundle +\| FAIL .*built from other sources'
-dry no_bundle 1 TRAM_GPU_STANDIN=bundle=missing
 expect "missing bundle: clear message" has no_bundle 'cannot build tram'
 
 # (on a loaded machine the set-up may already have eaten the hang's share)
-dry budget 1 TRAM_GPU_STANDIN=check_kernels=hang TRAM_GPU_BUDGET=7
 expect "budget: the hang timed out" has budget '^\| kernels +\| FAIL .*(timed out|budget is spent)'
 expect "budget: later steps not run" has budget '^\| throughput +\| FAIL .*budget is spent'
 
