@@ -13,9 +13,9 @@ static const struct {
     int max;
 } families[TRAM_KERNEL_FAMILIES] = {
     [TRAM_KERNEL_DECODE] = {"decode", 2},
-    [TRAM_KERNEL_PREFILL] = {"prefill", 1},
+    [TRAM_KERNEL_PREFILL] = {"prefill", 2},
     [TRAM_KERNEL_ROPE_KV] = {"rope-kv", 2},
-    [TRAM_KERNEL_GEMM] = {"gemm", 1},
+    [TRAM_KERNEL_GEMM] = {"gemm", 2},
     [TRAM_KERNEL_SAMPLER] = {"sampler", 2},
 };
 

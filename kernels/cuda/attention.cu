@@ -16,37 +16,6 @@
 #define WARPS TRAM_CUDA_ATTN_WARPS
 #define MAXG TRAM_CUDA_ATTN_MAX_GROUP
 
-
-/* Merges the block's per-warp softmax states and writes output or partials. */
-template <int E>
-static __device__ void merge_warps(const attn_params &p, const float (*s_acc)[MAXG][32 * E],
-                                   const float (*s_m)[MAXG], const float (*s_l)[MAXG], int t, int kvh, int split)
-{
-    constexpr int HD = 32 * E;
-    for (int idx = threadIdx.x; idx < p.group * HD; idx += blockDim.x) {
-        int g = idx / HD, d = idx % HD, h = kvh * p.group + g;
-        float M = -INFINITY, L = 0.0f, A = 0.0f;
-        for (int w = 0; w < WARPS; w++)
-            M = fmaxf(M, s_m[w][g]);
-        if (M != -INFINITY)
-            for (int w = 0; w < WARPS; w++) {
-                float f = __expf(s_m[w][g] - M);
-                L += s_l[w][g] * f;
-                A += s_acc[w][g][d] * f;
-            }
-        if (p.splits == 1) {
-            p.out[((size_t)t * p.n_heads + h) * HD + d] = __float2bfloat16(L > 0.0f ? A / L : 0.0f);
-            continue;
-        }
-        size_t row = ((size_t)split * p.num_tokens + t) * p.n_heads + h;
-        p.part_acc[row * HD + d] = A;
-        if (d == 0) {
-            p.part_ml[2 * row] = M;
-            p.part_ml[2 * row + 1] = L;
-        }
-    }
-}
-
 template <int E>
 static __global__ void __launch_bounds__(WARPS * 32) kernel_attention(attn_params p)
 {
@@ -116,28 +85,16 @@ static __global__ void __launch_bounds__(WARPS * 32) kernel_attention(attn_param
         }
     }
     __syncthreads();
-    merge_warps<E>(p, s_acc, s_m, s_l, t, kvh, split);
+    attn_merge_warps<HD, false>(p, &s_acc[0][0][0], &s_m[0][0], &s_l[0][0], WARPS, MAXG, t, kvh, split, p.splits);
 }
 
-/* out = Σ_s exp(m_s − M)·acc_s / Σ_s exp(m_s − M)·l_s over the splits. */
+/* Each token's splits merged into its output. */
 static __global__ void kernel_attention_combine(attn_params p, int head_dim)
 {
     int t = blockIdx.x, h = blockIdx.y;
     if (!attn_serves(p, tram_cuda_seq_of_token(p.query_start, p.num_seqs, t)))
         return;
-    float M = -INFINITY;
-    for (int s = 0; s < p.splits; s++)
-        M = fmaxf(M, p.part_ml[2 * (((size_t)s * p.num_tokens + t) * p.n_heads + h)]);
-    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        float L = 0.0f, A = 0.0f;
-        for (int s = 0; M != -INFINITY && s < p.splits; s++) {
-            size_t row = ((size_t)s * p.num_tokens + t) * p.n_heads + h;
-            float f = __expf(p.part_ml[2 * row] - M);
-            L += p.part_ml[2 * row + 1] * f;
-            A += p.part_acc[row * head_dim + d] * f;
-        }
-        p.out[((size_t)t * p.n_heads + h) * head_dim + d] = __float2bfloat16(L > 0.0f ? A / L : 0.0f);
-    }
+    attn_combine_splits<false>(p, t, h, p.splits, head_dim);
 }
 
 static int check_shape(tram_backend *be, const tram_attn_shape *s)
@@ -197,8 +154,8 @@ void cuda_attention(tram_backend *be, void *out, const void *q, const void *k_ca
         .group = s->n_heads / s->n_kv_heads, .block_size = s->block_size, .splits = splits, .scale = s->scale,
         .part_acc = c->attn_partial, .part_ml = c->attn_partial + rows * hd, .rows = ATTN_ALL,
     };
-    int decode_v = cuda_variant(c, TRAM_KERNEL_DECODE);
-    if (decode_v == 1) {
+    int decode_v = cuda_variant(c, TRAM_KERNEL_DECODE), prefill_v = cuda_variant(c, TRAM_KERNEL_PREFILL);
+    if (decode_v == 1 && prefill_v == 1) {
         attention_v1(c, p, hd);
         return;
     }
@@ -209,6 +166,8 @@ void cuda_attention(tram_backend *be, void *out, const void *q, const void *k_ca
     }
     if (b->max_query_len != 1) {  /* prefill rows, or unknown */
         p.rows = ATTN_PREFILL_ROWS;
-        attention_v1(c, p, hd);
+        int longest = b->max_query_len > 0 ? b->max_query_len : T;
+        if (prefill_v == 1 || cuda_attention_prefill_v2(c, p, hd, longest))
+            attention_v1(c, p, hd);
     }
 }

@@ -95,34 +95,6 @@ static __device__ __forceinline__ void key_scores(const float (*q)[8], const flo
     }
 }
 
-/* The warps' states merged per (head, dim); output or the split's partials. */
-template <int HD, int G>
-static __device__ void write_result(const attn_params &p, const float (*s_acc)[G][HD], const float (*s_m)[G],
-                                    const float (*s_l)[G], int t, int kvh, int split, int splits)
-{
-    for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
-        int g = idx / HD, d = idx % HD, h = kvh * G + g;
-        float M = -INFINITY, L = 0.0f, A = 0.0f;
-        for (int w = 0; w < WARPS; w++)
-            M = fmaxf(M, s_m[w][g]);
-        for (int w = 0; M != -INFINITY && w < WARPS; w++) {
-            float f = exp2f(s_m[w][g] - M);
-            L += s_l[w][g] * f;
-            A += s_acc[w][g][d] * f;
-        }
-        if (splits == 1) {
-            p.out[((size_t)t * p.n_heads + h) * HD + d] = __float2bfloat16(L > 0.0f ? A / L : 0.0f);
-            continue;
-        }
-        size_t row = ((size_t)split * p.num_tokens + t) * p.n_heads + h;
-        p.part_acc[row * HD + d] = A;
-        if (d == 0) {
-            p.part_ml[2 * row] = M;
-            p.part_ml[2 * row + 1] = L;
-        }
-    }
-}
-
 template <int HD, int G>
 static __global__ void __launch_bounds__(WARPS * 32) kernel_decode_v2(attn_params p)
 {
@@ -198,7 +170,7 @@ static __global__ void __launch_bounds__(WARPS * 32) kernel_decode_v2(attn_param
         }
     }
     __syncthreads();
-    write_result<HD, G>(p, s_acc, s_m, s_l, t, kvh, split, splits);
+    attn_merge_warps<HD, true>(p, &s_acc[0][0][0], &s_m[0][0], &s_l[0][0], WARPS, G, t, kvh, split, splits);
 }
 
 /* Merges a token's splits (its own count) into the output; tokens of one
@@ -213,19 +185,7 @@ static __global__ void kernel_decode_v2_combine(attn_params p, int head_dim)
                                         p.splits);
     if (splits == 1)
         return;
-    float M = -INFINITY;
-    for (int s = 0; s < splits; s++)
-        M = fmaxf(M, p.part_ml[2 * (((size_t)s * p.num_tokens + t) * p.n_heads + h)]);
-    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        float L = 0.0f, A = 0.0f;
-        for (int s = 0; M != -INFINITY && s < splits; s++) {
-            size_t row = ((size_t)s * p.num_tokens + t) * p.n_heads + h;
-            float f = exp2f(p.part_ml[2 * row] - M);
-            L += p.part_ml[2 * row + 1] * f;
-            A += p.part_acc[row * head_dim + d] * f;
-        }
-        p.out[((size_t)t * p.n_heads + h) * head_dim + d] = __float2bfloat16(L > 0.0f ? A / L : 0.0f);
-    }
+    attn_combine_splits<true>(p, t, h, splits, head_dim);
 }
 
 typedef void (*decode_kernel)(attn_params);

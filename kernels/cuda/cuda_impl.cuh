@@ -29,6 +29,8 @@ typedef struct {
     int align;    /* the pointers' alignment the algorithm was chosen for (bf16) */
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
+    int variant;      /* the gemm variant the plan was made for (bf16) */
+    int gemv_splits;  /* variant 2: > 0 when gemm_v2.cu's GEMV beat cuBLASLt */
 } cuda_gemm_plan;
 
 /* Frees a plan's layouts and empties its slot. */
@@ -43,6 +45,7 @@ static inline void cuda_gemm_plan_clear(cuda_gemm_plan *p)
 }
 
 #define CUDA_GEMM_PLANS 1024
+#define CUDA_GEMM_CANDIDATES 8  /* heuristic results gemm variant 2 times */
 #define CUDA_GEMM_WORKSPACE (32u << 20)  /* what cuBLAS recommends for Hopper */
 
 typedef struct cuda_int8 cuda_int8;  /* int8.cu's scratch and plans */
@@ -58,6 +61,8 @@ typedef struct {
     void *workspace;
     cuda_gemm_plan *plans;          /* [CUDA_GEMM_PLANS], open addressing */
 
+    float *gemv_partial;            /* gemm_v2.cu's split-K sums, grow-only (at tuning) */
+    size_t gemv_partial_bytes;
     float *attn_partial;            /* split-KV scratch, sized once at create */
     int64_t attn_partial_rows;
 
@@ -139,6 +144,14 @@ void cuda_to_host_f32(tram_backend *be, float *dst, const void *src, size_t n);
 void cuda_attention(tram_backend *be, void *out, const void *q, const void *k_cache,
                     const void *v_cache, const tram_batch *b, const tram_attn_shape *s);
 void cuda_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n);
+
+/* gemm_v2.cu: times the heuristic's candidates for plan p and, for n <= 8,
+ * the GEMV, on the call's own buffers, and keeps the fastest in p; while the
+ * stream is being captured it times nothing and p keeps its algorithm. */
+int cuda_gemm_tune(cuda_state *c, cuda_gemm_plan *p, const cublasLtMatmulHeuristicResult_t *candidates, int found,
+                   const void *w, const void *x, void *y);
+/* y = x·Wᵀ by gemm_v2.cu's GEMV in p->gemv_splits column splits (n <= 8). */
+void cuda_gemv(cuda_state *c, const cuda_gemm_plan *p, void *y, const void *x, const void *w);
 
 /* Frees sampling.cu's buffers (tram_cuda_sampler_reserve). */
 void cuda_sampler_free(cuda_state *c);

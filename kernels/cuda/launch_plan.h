@@ -134,6 +134,41 @@ static inline TRAM_HD tram_cuda_rope_pair tram_cuda_rope_pair_of(int idx, int n_
     return p;
 }
 
+/* GEMV (gemm variant 2, kernels/cuda/gemm_v2.cu) for n <= TRAM_CUDA_GEMV_MAX_N
+ * token rows: each warp of TRAM_CUDA_GEMV_WARPS computes
+ * TRAM_CUDA_GEMV_ROWS output rows over one split of the columns (a K range
+ * of whole 16-byte vectors, 8 bf16); with several splits the partial sums
+ * go to f32 scratch [splits][n][rows] and a second pass adds them. */
+#define TRAM_CUDA_GEMV_MAX_N 8
+#define TRAM_CUDA_GEMV_WARPS 8
+#define TRAM_CUDA_GEMV_ROWS 2
+#define TRAM_CUDA_GEMV_MIN_COLS 1024  /* fewest columns a split keeps */
+#define TRAM_CUDA_GEMV_MAX_SPLITS 16
+
+/* Column splits so the grid holds about 48 warps per multiprocessor (the
+ * loads in flight an HBM3 chip needs) without splits under MIN_COLS. */
+static inline int tram_cuda_gemv_splits(int rows, int cols, int num_sms)
+{
+    int warps = tram_ceil_div(rows, TRAM_CUDA_GEMV_ROWS);
+    int want = tram_ceil_div(48 * num_sms, warps > 0 ? warps : 1);
+    int most = cols / TRAM_CUDA_GEMV_MIN_COLS;
+    if (want > most)
+        want = most;
+    if (want > TRAM_CUDA_GEMV_MAX_SPLITS)
+        want = TRAM_CUDA_GEMV_MAX_SPLITS;
+    return want < 1 ? 1 : want;
+}
+
+/* Columns [*lo, *hi) of split s out of `splits` over cols (a multiple of 8):
+ * equal shares of 8-column vectors; a split past the end is empty. */
+static inline TRAM_HD void tram_cuda_gemv_cols(int cols, int splits, int s, int *lo, int *hi)
+{
+    int chunk = tram_ceil_div(cols / 8, splits) * 8;
+    int a = s * chunk, b = a + chunk;
+    *lo = a < cols ? a : cols;
+    *hi = b < cols ? b : cols;
+}
+
 /* Sequence holding token t: the last i with query_start[i] <= t. */
 static inline TRAM_HD int tram_cuda_seq_of_token(const int32_t *query_start, int num_seqs, int t)
 {

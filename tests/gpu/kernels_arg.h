@@ -11,7 +11,8 @@
 #include "kernels/variants.h"
 
 /* Removes `--cuda-kernels SPEC` from argv into *kv (zeroed: every family
- * variant 1 when absent); a bad or missing spec exits 2 with one sentence. */
+ * variant 1 when absent); a bad or missing spec exits 1 with one sentence
+ * (2 is the programs' "no usable GPU", which stops tests/gpu/run.sh). */
 static inline void take_kernels_arg(const char *prog, int *argc, char **argv, tram_kernel_variants *kv)
 {
     memset(kv, 0, sizeof(*kv));
@@ -21,7 +22,7 @@ static inline void take_kernels_arg(const char *prog, int *argc, char **argv, tr
         tram_error err = {{0}};
         if (i + 1 >= *argc || tram_kernel_variants_parse(argv[i + 1], kv, &err)) {
             fprintf(stderr, "%s: --cuda-kernels: %s\n", prog, i + 1 >= *argc ? "needs a SPEC" : err.msg);
-            exit(2);
+            exit(1);
         }
         memmove(&argv[i], &argv[i + 2], (size_t)(*argc - i - 2 + 1) * sizeof(char *));
         *argc -= 2;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/tram.h"
+#include "server/cli/engine_flags.h"
 #include "kernels/variants.h"
 
 Test(variants, zeroed_is_variant_one_everywhere)
@@ -70,4 +71,19 @@ Test(variants, the_cpu_engine_refuses_them)
     tram_error err = {{0}};
     cr_assert_eq(tram_engine_create(&e, &c, "models/none.gguf", &err), -1);
     cr_assert(strstr(err.msg, "--cuda-kernels") && strstr(err.msg, "--device cuda"), "%s", err.msg);
+}
+
+Test(variants, the_cli_flag_fills_the_engine_config)
+{
+    tram_engine_config c;
+    tram_engine_config_init(&c);
+    tram_flag_table t = tram_engine_flags(&c);
+    char *good[] = {"tram", "--cuda-kernels", "decode=2,rope-kv=2", NULL};
+    const char *args[1];
+    cr_assert_eq(tram_flags_parse(&t, 1, 3, good, args, 1), 0);
+    cr_assert_eq(tram_kernel_variant(&c.kernels, TRAM_KERNEL_DECODE), 2);
+    cr_assert_eq(tram_kernel_variant(&c.kernels, TRAM_KERNEL_ROPE_KV), 2);
+    cr_assert_eq(tram_kernel_variant(&c.kernels, TRAM_KERNEL_GEMM), 1);
+    char *bad[] = {"tram", "--cuda-kernels", "decode=99", NULL};
+    cr_assert_eq(tram_flags_parse(&t, 1, 3, bad, args, 1), -1, "a variant that does not exist was accepted");
 }
