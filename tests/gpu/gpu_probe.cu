@@ -71,11 +71,11 @@ static void probe_kernel_and_graph(cudaStream_t st)
                        bad, N);
                 failed |= bad != 0;
             }
-            cudaGraphExecDestroy(ge);
+            cuda_ok(cudaGraphExecDestroy(ge), "graph exec destroy");
         }
-        cudaGraphDestroy(g);
+        cuda_ok(cudaGraphDestroy(g), "graph destroy");
     }
-    cudaFree(d);
+    cuda_ok(cudaFree(d), "cudaFree");
 }
 
 /* D = A·B for N×N bf16 matrices of small integers, f32 accumulation, bf16 out. */
@@ -131,7 +131,9 @@ static void probe_gemm(cudaStream_t st)
         printf("FAIL   probe cuBLASLt: no algorithm for a %dx%dx%d bf16 GEMM\n", N, N, N);
         failed = 1;
     }
-    cudaFree(da), cudaFree(db), cudaFree(dd), cudaFree(ws);
+    void *bufs[] = {da, db, dd, ws};
+    for (int i = 0; i < 4; i++)
+        cuda_ok(cudaFree(bufs[i]), "cudaFree");
 }
 
 int main(void)
@@ -154,6 +156,6 @@ int main(void)
         return 2;
     probe_kernel_and_graph(st);
     probe_gemm(st);
-    cudaStreamDestroy(st);
+    cuda_ok(cudaStreamDestroy(st), "stream destroy");
     return failed;
 }
