@@ -53,7 +53,8 @@ run_steps() {
     step kernels 60 "$BIN/check_kernels" ${TRAM_GPU_SEED:+"$TRAM_GPU_SEED"}
     step sampler-v2 60 "$BIN/check_kernels" --cuda-kernels sampler=2 ${TRAM_GPU_SEED:+"$TRAM_GPU_SEED"}
     step memcheck 30 sh tests/gpu/run.sh sanitize memcheck "$BIN/check_kernels" --small
-    step racecheck 30 sh tests/gpu/run.sh sanitize racecheck "$BIN/check_kernels" --small
+    # racecheck on the sampler's variant 2 (its shared-memory histograms are the new code)
+    step racecheck 30 sh tests/gpu/run.sh sanitize racecheck "$BIN/check_kernels" --cuda-kernels sampler=2 --small
     step e2e 60 "$BIN/check_e2e" smollm2-135m "$TOKENIZER"
     step bench 90 "$BIN/bench_device" "$PRESET" --offline "$OFFLINE,$MAX_SEQS"
     step throughput 60 "$BIN/tram-cuda" bench throughput --device cuda --load-format dummy --preset "$PRESET" \
