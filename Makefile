@@ -79,7 +79,7 @@ $(BUILD)/%.o: %.cc | $(BUILD)/.deps-ok
 $(BUILD)/tests/unit/run: $(TEST_OBJ) $(BUILD)/libtram.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS) -lcriterion
 
-test: deps all test-layering test-unit test-api
+test: deps all test-layering test-unit test-api test-gpu-dry
 	@if command -v $(NVCC) >/dev/null 2>&1; then $(MAKE) --no-print-directory cuda; \
 	 else echo "nvcc not found: skipping the CUDA compile check"; fi
 
@@ -128,8 +128,8 @@ CUDA_SRC   := $(wildcard kernels/cuda/*.cu)
 CUDA_OBJ   := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 CUDA_LIBDIR = $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
 CUDA_LIBS   = -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lnccl -lcudart
-GPU_PROGS  := $(BUILD)/tests/gpu/check_kernels $(BUILD)/tests/gpu/check_e2e $(BUILD)/tests/gpu/bench_device \
-              $(BUILD)/tests/gpu/check_nccl $(BUILD)/tests/gpu/check_variants
+# every tests/gpu/X.c or X.cu is a program (tests/gpu/run.sh runs and bundles them)
+GPU_PROGS  := $(patsubst %,$(BUILD)/%,$(basename $(wildcard tests/gpu/*.c tests/gpu/*.cu)))
 
 # CUDA_BUILD and CUDA_BIN let tests/gpu/run.sh build its portable bundle
 # beside this build.
@@ -158,6 +158,12 @@ $(BUILD)/%.o: %.cu | $(BUILD)/.deps-ok
 
 gpu-check:
 	@sh tests/gpu/run.sh
+
+# The GPU check's control flow, here: every step against stand-in programs,
+# with planted failures, a hang, a missing library and a stale bundle.
+.PHONY: test-gpu-dry
+test-gpu-dry:
+	@sh tests/gpu/test_dry_run.sh
 
 # ---------------------------------------------------------------- run
 serve: deps all

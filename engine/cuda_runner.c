@@ -132,7 +132,11 @@ tram_batch tram_cuda_pad_batch(const tram_batch *b, int bucket, int pad_block, i
     memcpy(p->slot_mapping, b->slot_mapping, (size_t)n * sizeof(int32_t));
     memcpy(p->query_start, b->query_start, (size_t)(n + 1) * sizeof(int32_t));
     memcpy(p->seq_lens, b->seq_lens, (size_t)n * sizeof(int32_t));
-    memcpy(p->block_tables, b->block_tables, (size_t)n * mb * sizeof(int32_t));
+    /* only the columns the step uses: the rest is never read, and copying
+     * max_model_len's worth per row would cost more than the step's own */
+    int used = tram_batch_used_blocks(b, block_size);
+    for (int i = 0; i < n; i++)
+        memcpy(p->block_tables + (size_t)i * mb, b->block_tables + (size_t)i * mb, (size_t)used * sizeof(int32_t));
     for (int i = 0; i < bucket; i++)
         p->logits_rows[i] = i;
     /* Pad rows: token 0 at position 0 of the pad block, a context of itself. */

@@ -61,7 +61,8 @@ typedef struct {
 } tram_cuda_padded;
 
 /* The decode-only batch b padded to `bucket` sequences in p's arrays; pad
- * rows use block pad_block. */
+ * rows use block pad_block.  Of each row's block table only the columns the
+ * step uses (tram_batch_used_blocks) are copied. */
 tram_batch tram_cuda_pad_batch(const tram_batch *b, int bucket, int pad_block, int block_size,
                                const tram_cuda_padded *p);
 

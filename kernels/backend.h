@@ -18,6 +18,7 @@
 
 #include "kernels/batch.h"
 #include "kernels/base.h"
+#include "kernels/dummy_values.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -83,6 +84,14 @@ struct tram_backend {
     void (*free)(tram_backend *be, void *ptr);
     void (*upload)(tram_backend *be, void *dst, const void *src, size_t bytes);
     void (*download)(tram_backend *be, void *dst, const void *src, size_t bytes);
+    /* rows of row_bytes each, src_pitch apart in host memory, dst_pitch apart
+     * in backend memory: one stream-ordered copy (a step's block table rows) */
+    void (*upload_rows)(tram_backend *be, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                        size_t row_bytes, int rows);
+    /* Host memory that uploads read asynchronously, without staging (pinned
+     * on CUDA): the caller must not rewrite it before the next sync. */
+    void *(*alloc_host)(tram_backend *be, size_t bytes);  /* NULL + error on failure */
+    void (*free_host)(tram_backend *be, void *ptr);
     /* Creates w from host f32 rows*cols values in the requested format (the
      * backend may refuse formats it does not run, through sync()). */
     void (*upload_weight)(tram_backend *be, tram_weight *w, const float *host, int rows, int cols,
@@ -92,6 +101,12 @@ struct tram_backend {
      * rows * cols/32 of them; NULL for backends that only take f32. */
     void (*upload_weight_blocks)(tram_backend *be, tram_weight *w, const void *blocks, int rows,
                                  int cols, tram_wtype type);
+    /* Creates w (bf16 or f32, as upload_weight) from --load-format dummy
+     * generators drawn where the weight lives: parts[i] gives counts[i]
+     * values, one part after the other (kernels/dummy_values.h, the values
+     * the host would read); NULL for backends that take the host's values. */
+    void (*upload_weight_dummy)(tram_backend *be, tram_weight *w, const tram_dummy_stream *parts,
+                                const int64_t *counts, int n_parts, int rows, int cols, tram_wtype type);
 
     /* ops; n is the number of token rows */
     void (*embed)(tram_backend *be, void *x, const tram_weight *table, const int32_t *ids, int n);

@@ -31,6 +31,26 @@ typedef struct {
     int min_query_len, max_query_len;
 } tram_batch;
 
+/* Block-table entries the batch uses: the most blocks any sequence spans.
+ * Uploads copy these columns only, not max_blocks_per_seq of them. */
+static inline int tram_batch_used_blocks(const tram_batch *b, int block_size)
+{
+    int used = 0;
+    for (int s = 0; s < b->num_seqs; s++) {
+        int n = (b->seq_lens[s] + block_size - 1) / block_size;
+        used = n > used ? n : used;
+    }
+    return used < b->max_blocks_per_seq ? used : b->max_blocks_per_seq;
+}
+
+/* Each sequence's first `used` table entries, rows `used` apart, into out. */
+static inline void tram_batch_pack_tables(const tram_batch *b, int used, int32_t *out)
+{
+    for (int s = 0; s < b->num_seqs; s++)
+        for (int j = 0; j < used; j++)
+            out[(long)s * used + j] = b->block_tables[(long)s * b->max_blocks_per_seq + j];
+}
+
 #ifdef __cplusplus
 }
 #endif

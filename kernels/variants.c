@@ -16,7 +16,7 @@ static const struct {
     [TRAM_KERNEL_PREFILL] = {"prefill", 2},
     [TRAM_KERNEL_ROPE_KV] = {"rope-kv", 2},
     [TRAM_KERNEL_GEMM] = {"gemm", 2},
-    [TRAM_KERNEL_SAMPLER] = {"sampler", 1},
+    [TRAM_KERNEL_SAMPLER] = {"sampler", 2},
 };
 
 const char *tram_kernel_family_name(tram_kernel_family f) { return families[f].name; }

@@ -69,28 +69,8 @@ static uint64_t name_key(const char *s)
     return h;
 }
 
-/* splitmix64 of (key, i): uniform in [-1, 1), 24 random bits. */
-static float uniform_at(uint64_t key, uint64_t i)
-{
-    uint64_t z = key + (i + 1) * 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return (float)(z >> 40) * (1.0f / 8388608.0f) - 1.0f;
-}
-
-/* Nearest bf16 value (ties to even), as an f32. */
-static float bf16_round(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000u;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-int tram_dummy_read_f32(const tram_model_config *c, const char *name, float *out, int64_t numel,
-                        tram_error *err)
+int tram_dummy_stream_of(const tram_model_config *c, const char *name, int64_t numel, tram_dummy_stream *out,
+                         tram_error *err)
 {
     dummy_shape s;
     if (tensor_shape(c, name, &s))
@@ -99,11 +79,22 @@ int tram_dummy_read_f32(const tram_model_config *c, const char *name, float *out
         return tram_fail(err, "dummy weights: tensor %s has %lld elements, expected %lld", name,
                          (long long)(s.rows * s.cols), (long long)numel);
     /* uniform on [-a, a] has variance a^2 / 3 */
-    float scale = s.kind == DUMMY_MATRIX ? sqrtf(3.0f / (float)s.cols) : 0.1f;
-    float offset = s.kind == DUMMY_NORM ? 1.0f : 0.0f;
-    uint64_t key = name_key(name);
+    *out = (tram_dummy_stream){
+        .key = name_key(name),
+        .scale = s.kind == DUMMY_MATRIX ? sqrtf(3.0f / (float)s.cols) : 0.1f,
+        .offset = s.kind == DUMMY_NORM ? 1.0f : 0.0f,
+    };
+    return 0;
+}
+
+int tram_dummy_read_f32(const tram_model_config *c, const char *name, float *out, int64_t numel,
+                        tram_error *err)
+{
+    tram_dummy_stream st;
+    if (tram_dummy_stream_of(c, name, numel, &st, err))
+        return -1;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < numel; i++)
-        out[i] = bf16_round(offset + scale * uniform_at(key, (uint64_t)i));
+        out[i] = tram_dummy_value(&st, (uint64_t)i);
     return 0;
 }

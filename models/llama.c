@@ -37,9 +37,12 @@ typedef struct {
     void *logits;   /* (max_seqs, vocab) */
 } llama_acts;
 
-/* Backend copies of the batch's int32 arrays. */
+/* Backend copies of the batch's int32 arrays (at fixed addresses, which CUDA
+ * graphs keep), and the host staging they are uploaded from (backend host
+ * memory: pinned on CUDA, so each upload is one asynchronous copy). */
 typedef struct {
     int32_t *token_ids, *positions, *slot_mapping, *query_start, *seq_lens, *block_tables, *logits_rows;
+    int32_t *host;  /* [4 max_tokens + 2 max_seqs + 1 + max_seqs * max_blocks_per_seq] */
 } llama_batch_buf;
 
 struct tram_model {
@@ -260,6 +263,8 @@ static int alloc_buffers(tram_model *m, tram_error *err)
     for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
         if (!(*bufs[i].p = be->alloc(be, bufs[i].bytes)))
             return be->sync(be, err) ? -1 : tram_fail(err, "out of memory for activations");
+    if (!(m->bb.host = be->alloc_host(be, (4 * t + 2 * s + 1 + s * m->lim.max_blocks_per_seq) * 4)))
+        return be->sync(be, err) ? -1 : tram_fail(err, "out of host memory for the batch staging");
     return alloc_qacts(m, err) || alloc_kv(m, err) ? -1 : 0;
 }
 
@@ -347,6 +352,7 @@ void tram_model_destroy(tram_model *m)
         be->free_weight(be, &m->tok_embd);
     if (m->output_norm.data)
         be->free_weight(be, &m->output_norm);
+    be->free_host(be, m->bb.host);
     void *bufs[] = {m->inv_freq, m->a.x, m->a.xb, m->a.qkv, m->a.q, m->a.k, m->a.v, m->a.att, m->a.proj,
                     m->a.gate_up, m->a.hidden, m->a.last, m->a.logits, m->bb.token_ids,
                     m->bb.positions, m->bb.slot_mapping, m->bb.query_start, m->bb.seq_lens,
@@ -408,19 +414,32 @@ static int batch_check(const tram_model *m, const tram_batch *b, tram_error *err
     return 0;
 }
 
-/* Copies the batch's arrays to the backend; returns the backend-side view. */
+/* Copies the batch's arrays to the backend through the host staging: one
+ * asynchronous copy per array, the block table as one copy of the columns
+ * the batch uses (not max_blocks_per_seq of them).  The staging is rewritten
+ * by the next pass, after this one's sync.  Returns the backend-side view. */
 static tram_batch upload_batch(tram_model *m, const tram_batch *b)
 {
     tram_backend *be = m->be;
-    size_t t = (size_t)b->num_tokens * 4, s = (size_t)b->num_seqs * 4;
-    be->upload(be, m->bb.token_ids, b->token_ids, t);
-    be->upload(be, m->bb.positions, b->positions, t);
-    be->upload(be, m->bb.slot_mapping, b->slot_mapping, t);
-    be->upload(be, m->bb.query_start, b->query_start, s + 4);
-    be->upload(be, m->bb.seq_lens, b->seq_lens, s);
-    be->upload(be, m->bb.block_tables, b->block_tables, s * b->max_blocks_per_seq);
-    if (b->num_logits)
-        be->upload(be, m->bb.logits_rows, b->logits_rows, (size_t)b->num_logits * 4);
+    size_t t = (size_t)b->num_tokens, s = (size_t)b->num_seqs, mb = (size_t)b->max_blocks_per_seq;
+    const struct {
+        int32_t *dst;
+        const int32_t *src;
+        size_t n;
+    } arrays[] = {
+        {m->bb.token_ids, b->token_ids, t},   {m->bb.positions, b->positions, t},
+        {m->bb.slot_mapping, b->slot_mapping, t}, {m->bb.query_start, b->query_start, s + 1},
+        {m->bb.seq_lens, b->seq_lens, s},     {m->bb.logits_rows, b->logits_rows, (size_t)b->num_logits},
+    };
+    int32_t *h = m->bb.host;
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(arrays); h += arrays[i++].n)
+        if (arrays[i].n) {
+            memcpy(h, arrays[i].src, arrays[i].n * 4);
+            be->upload(be, arrays[i].dst, h, arrays[i].n * 4);
+        }
+    size_t used = (size_t)tram_batch_used_blocks(b, m->lim.block_size);
+    tram_batch_pack_tables(b, (int)used, h);
+    be->upload_rows(be, m->bb.block_tables, mb * 4, h, used * 4, used * 4, (int)s);
     tram_batch d = *b;
     d.min_query_len = d.max_query_len = b->query_start[1] - b->query_start[0];
     for (int i = 1; i < b->num_seqs; i++) {

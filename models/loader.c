@@ -120,19 +120,29 @@ int tram_model_file_open(tram_model_file **out, const char *path, tram_error *er
     return 0;
 }
 
-int tram_model_file_open_dummy(tram_model_file **out, const char *preset, tram_error *err)
+int tram_model_file_open_dummy_config(tram_model_file **out, const tram_model_config *c, const char *name,
+                                      tram_error *err)
 {
     tram_model_file *f = tram_calloc(1, sizeof(*f), err);
     if (!f)
         return -1;
-    snprintf(f->path, sizeof(f->path), "dummy:%s", preset);
+    snprintf(f->path, sizeof(f->path), "dummy:%s", name);
     f->dummy = 1;
-    if (tram_preset_load(preset, &f->cfg, err) || config_check(&f->cfg, f->path, err)) {
+    f->cfg = *c;
+    if (config_check(&f->cfg, f->path, err)) {
         tram_model_file_close(f);
         return -1;
     }
     *out = f;
     return 0;
+}
+
+int tram_model_file_open_dummy(tram_model_file **out, const char *preset, tram_error *err)
+{
+    tram_model_config c;
+    if (tram_preset_load(preset, &c, err))
+        return -1;
+    return tram_model_file_open_dummy_config(out, &c, preset, err);
 }
 
 void tram_model_file_close(tram_model_file *f)
@@ -189,6 +199,14 @@ static int apply_int8_scales(const tram_model_file *f, const tram_gguf_tensor *t
             out[r * cols + k] *= scale;
     }
     return 0;
+}
+
+int tram_model_file_dummy_stream(const tram_model_file *f, const char *name, int64_t numel,
+                                 tram_dummy_stream *out, tram_error *err)
+{
+    if (!f->dummy)
+        return 0;
+    return tram_dummy_stream_of(&f->cfg, name, numel, out, err) ? -1 : 1;
 }
 
 int tram_model_file_read_f32(tram_model_file *f, const char *name, float *out, int64_t numel,

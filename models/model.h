@@ -44,6 +44,10 @@ int tram_model_file_open(tram_model_file **out, const char *path, tram_error *er
  * preset: a name in models/presets or a .json path.  Its path reads
  * "dummy:<preset>"; it has no GGUF. */
 int tram_model_file_open_dummy(tram_model_file **out, const char *preset, tram_error *err);
+/* Dummy weights of any configuration (a preset's, cut to fewer layers, say),
+ * named `name` in messages. */
+int tram_model_file_open_dummy_config(tram_model_file **out, const tram_model_config *c, const char *name,
+                                      tram_error *err);
 void tram_model_file_close(tram_model_file *f);
 const tram_model_config *tram_model_file_config(const tram_model_file *f);
 const char *tram_model_file_path(const tram_model_file *f);
@@ -54,6 +58,11 @@ int tram_model_file_has_tensor(const tram_model_file *f, const char *name);
  * as `tram quantize` writes); read_f32 then returns q * scale. */
 int tram_model_file_is_int8(const tram_model_file *f, const char *name);
 /* Dequantizes tensor `name` into out[numel]; fails if its size differs. */
+/* 1 when f is dummy weights (--load-format dummy), whose values a backend
+ * may draw itself from *out (kernels/dummy_values.h); 0 when f holds values;
+ * -1 for a tensor it lacks or of another size. */
+int tram_model_file_dummy_stream(const tram_model_file *f, const char *name, int64_t numel,
+                                 tram_dummy_stream *out, tram_error *err);
 int tram_model_file_read_f32(tram_model_file *f, const char *name, float *out, int64_t numel,
                              tram_error *err);
 

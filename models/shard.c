@@ -142,11 +142,43 @@ static int parts_check(const tram_shard_part *parts, int n, int rows, int cols, 
     return 0;
 }
 
+static int part_is_whole(const tram_shard_part *p)
+{
+    return p->row0 == 0 && p->nrows == p->rows && p->col0 == 0 && p->ncols == p->cols;
+}
+
+/* Dummy weights a backend draws itself: 1 when done (or failed, *rc set), 0
+ * when the values must come through the host (a file of values, int8, or a
+ * rank's cut of a tensor, which is cut on the host). */
+static int load_dummy(tram_backend *be, tram_model_file *f, tram_weight *w, const tram_shard_part *parts, int n,
+                      int rows, int cols, tram_wtype type, int *rc, tram_error *err)
+{
+    tram_dummy_stream streams[4];
+    int64_t counts[4];
+    if (!be->upload_weight_dummy || type == TRAM_W_INT8 || n > (int)TRAM_ARRAY_LEN(streams))
+        return 0;
+    for (int i = 0; i < n; i++) {
+        counts[i] = (int64_t)parts[i].rows * parts[i].cols;
+        int is = part_is_whole(&parts[i]) ? tram_model_file_dummy_stream(f, parts[i].name, counts[i], &streams[i], err)
+                                          : 0;
+        if (is <= 0) {
+            *rc = is;
+            return is < 0;
+        }
+    }
+    be->upload_weight_dummy(be, w, streams, counts, n, rows, cols, type);
+    *rc = be->sync(be, err);
+    return 1;
+}
+
 int tram_shard_load(tram_backend *be, tram_model_file *f, tram_weight *w, const tram_shard_part *parts, int n,
                     int rows, int cols, tram_wtype type, tram_shard_scratch *sc, tram_error *err)
 {
     if (parts_check(parts, n, rows, cols, err))
         return -1;
+    int rc;
+    if (type < TRAM_W_Q8_0 && load_dummy(be, f, w, parts, n, rows, cols, type, &rc, err))
+        return rc;
     int blocks = type >= TRAM_W_Q8_0;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {

@@ -26,6 +26,14 @@ static void cpu_copy(tram_backend *be, void *dst, const void *src, size_t bytes)
     memcpy(dst, src, bytes);
 }
 
+static void cpu_copy_rows(tram_backend *be, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                          size_t row_bytes, int rows)
+{
+    (void)be;
+    for (int r = 0; r < rows; r++)
+        memcpy((char *)dst + r * dst_pitch, (const char *)src + r * src_pitch, row_bytes);
+}
+
 /* ---------------------------------------------------------------- weights */
 
 static void cpu_upload_weight(tram_backend *be, tram_weight *w, const float *host, int rows, int cols,
@@ -115,6 +123,7 @@ int tram_backend_cpu_create_rank(tram_backend **out, int num_threads, tram_cpu_g
     *be = (tram_backend){
         .name = "cpu", .act_bytes = sizeof(float), .rank = rank, .world_size = world, .impl = s,
         .alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,
+        .upload_rows = cpu_copy_rows, .alloc_host = cpu_alloc, .free_host = cpu_free,
         .upload_weight = cpu_upload_weight, .free_weight = cpu_free_weight,
         .upload_weight_blocks = cpu_upload_weight_blocks,
         .embed = cpu_embed, .rmsnorm = cpu_rmsnorm, .add_rmsnorm = cpu_add_rmsnorm,

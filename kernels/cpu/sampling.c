@@ -239,6 +239,28 @@ int32_t tram_sample(tram_sampler *s, const float *logits, const tram_sample_inpu
     return draw(s->cands, n, u);
 }
 
+int tram_sample_kept(tram_sampler *s, const float *logits, const tram_sample_input *in, int32_t *ids)
+{
+    const tram_sample_params *p = &in->p;
+    process_logits(s, logits, in);
+    if (p->temperature < TRAM_SAMPLE_GREEDY_BELOW) {
+        ids[0] = argmax(s->work, s->vocab);
+        return 1;
+    }
+    double norm = to_probs(s, p->temperature, p->min_p);
+    int n = 0;
+    if (p->top_k == 0 && p->top_p >= 1.0f && p->min_p <= 0) {
+        for (int i = 0; i < s->vocab; i++)
+            if (s->work[i] > 0)
+                ids[n++] = i;
+        return n;
+    }
+    n = truncate_dist(s, p, norm);
+    for (int i = 0; i < n; i++)
+        ids[i] = s->cands[i].id;
+    return n;
+}
+
 /* ---------------------------------------------------------------- logprobs */
 
 void tram_logprobs(tram_sampler *s, const float *logits, int32_t token, int k,

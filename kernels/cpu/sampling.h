@@ -38,6 +38,12 @@ void tram_sampler_destroy(tram_sampler *s);
 /* The token drawn from logits[vocab] (left unchanged) under in. */
 int32_t tram_sample(tram_sampler *s, const float *logits, const tram_sample_input *in);
 
+/* The ids the draw of tram_sample chooses among (positive probability, after
+ * min-p, top-k and top-p) into ids[vocab], best first; returns how many.  A
+ * greedy row has one: its argmax.  (What the device sampler's kept prefix is
+ * checked against.) */
+int tram_sample_kept(tram_sampler *s, const float *logits, const tram_sample_input *in, int32_t *ids);
+
 /* Logprob and rank of `token` in the raw distribution of logits, and its k best
  * alternatives written to top[k]. */
 void tram_logprobs(tram_sampler *s, const float *logits, int32_t token, int k,

@@ -36,6 +36,30 @@ static void cuda_upload(tram_backend *be, void *dst, const void *src, size_t byt
     CUDA_CHECK(&c->st, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
 }
 
+static void cuda_upload_rows(tram_backend *be, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                             size_t row_bytes, int rows)
+{
+    cuda_state *c = cuda_of(be);
+    if (rows > 0 && row_bytes > 0)
+        CUDA_CHECK(&c->st, cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, (size_t)rows,
+                                             cudaMemcpyHostToDevice, c->stream));
+}
+
+/* Pinned: copies from it are asynchronous DMA, with no staging copy. */
+static void *cuda_alloc_host(tram_backend *be, size_t bytes)
+{
+    void *p = NULL;
+    if (CUDA_CHECK(&cuda_of(be)->st, cudaMallocHost(&p, bytes ? bytes : 1)))
+        return NULL;
+    return p;
+}
+
+static void cuda_free_host(tram_backend *be, void *ptr)
+{
+    if (ptr)
+        CUDA_CHECK(&cuda_of(be)->st, cudaFreeHost(ptr));
+}
+
 static void cuda_download(tram_backend *be, void *dst, const void *src, size_t bytes)
 {
     cuda_state *c = cuda_of(be);
@@ -113,6 +137,38 @@ static void cuda_free_weight(tram_backend *be, tram_weight *w)
     cuda_free(be, w->data);
     cuda_free(be, w->scales);
     memset(w, 0, sizeof(*w));
+}
+
+/* --load-format dummy on the device: the very values models/dummy.c reads on
+ * the host (kernels/dummy_values.h), part after part. */
+static __global__ void kernel_dummy_values(void *dst, int is_bf16, size_t start, size_t n, tram_dummy_stream s)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = tram_dummy_value(&s, i);
+        if (is_bf16)
+            ((bf16 *)dst)[start + i] = __float2bfloat16(v);  /* exact: v is a bf16 value */
+        else
+            ((float *)dst)[start + i] = v;
+    }
+}
+
+static void cuda_upload_weight_dummy(tram_backend *be, tram_weight *w, const tram_dummy_stream *parts,
+                                     const int64_t *counts, int n_parts, int rows, int cols, tram_wtype type)
+{
+    cuda_state *c = cuda_of(be);
+    if (weight_storage(be, w, rows, cols, type))
+        return;
+    size_t start = 0;
+    for (int p = 0; p < n_parts; start += (size_t)counts[p++]) {
+        if (start + (size_t)counts[p] > (size_t)rows * cols) {
+            cuda_fail(be, "dummy weight %dx%d: parts hold more values", rows, cols);
+            return;
+        }
+        int blocks = tram_cuda_grid_1d(counts[p], 256);
+        kernel_dummy_values<<<blocks > 65536 ? 65536 : blocks, 256, 0, c->stream>>>(
+            w->data, w->type == TRAM_W_BF16, start, (size_t)counts[p], parts[p]);
+        LAUNCH_CHECK(&c->st, "kernel_dummy_values");
+    }
 }
 
 /* Counter-based, so any element's value depends only on (seed, index). */
@@ -245,8 +301,10 @@ extern "C" int tram_backend_cuda_create(tram_backend **out, int device_index, tr
     *be = (tram_backend){
         .name = "cuda", .act_bytes = 2, .rank = 0, .world_size = 1, .impl = c,
         .alloc = cuda_alloc, .free = cuda_free, .upload = cuda_upload, .download = cuda_download,
+        .upload_rows = cuda_upload_rows, .alloc_host = cuda_alloc_host, .free_host = cuda_free_host,
         .upload_weight = cuda_upload_weight, .free_weight = cuda_free_weight,
         .upload_weight_blocks = NULL, /* GGUF blocks are dequantized to bf16 at load */
+        .upload_weight_dummy = cuda_upload_weight_dummy,
         .embed = cuda_embed, .rmsnorm = cuda_rmsnorm, .add_rmsnorm = cuda_add_rmsnorm,
         .matmul = cuda_matmul, .add_bias = cuda_add_bias, .rope = cuda_rope, .kv_store = cuda_kv_store,
         .attention = cuda_attention, .silu_mul = cuda_silu_mul, .rmsnorm_q = cuda_rmsnorm_q,

@@ -7,9 +7,13 @@
  * penalty over prompt and output); the others are read as they are.  Greedy
  * is an argmax.  Otherwise the kept set is what the host's sort keeps: a
  * prefix of the order (logit descending, id ascending), so ties at a top-k or
- * top-p boundary go to the lower ids.  It is found by bisection instead of a
- * sort: min-p keeps p >= min_p · p_max, top-k then the shortest prefix of
- * >= k tokens, top-p the shortest holding >= top_p of that mass.  The draw
+ * top-p boundary go to the lower ids.  It is found without a sort: min-p
+ * keeps p >= min_p · p_max, top-k then the shortest prefix of >= k tokens,
+ * top-p the shortest holding >= top_p of that mass; kernel variant 1 (the
+ * default) finds each prefix by bisection on the keys (~50 passes over the
+ * row), variant 2 (--cuda-kernels sampler=2) by radix select (5 passes,
+ * kernels/cuda/sample_plan.h, whose host mirror tests/unit/test_cuda_sampler.c
+ * checks against kernels/cpu/sampling.c).  The draw
  * walks the kept probabilities with a block-wide prefix sum, using a Philox
  * stream keyed by the request's seed and the token's (sample, position), so
  * a seed reproduces whatever else shares the batch.
@@ -21,6 +25,7 @@
 
 #include "kernels/cuda/cuda_impl.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/sample_plan.h"
 
 #define SAMPLE_THREADS 1024
 #define PROMPT_BIT 0x80000000u  /* in a seat's count: the id is in the prompt */
@@ -82,12 +87,7 @@ typedef struct {
     int idc;
 } cutoff;
 
-/* Unsigned keys in the order of the floats (-0 just below +0). */
-static __device__ __forceinline__ uint32_t order_key(float f)
-{
-    uint32_t b = __float_as_uint(f);
-    return b & 0x80000000u ? ~b : b | 0x80000000u;
-}
+static __device__ __forceinline__ uint32_t order_key(float f) { return tram_sample_order_key(f); }
 
 static __device__ __forceinline__ bool kept(float v, int j, cutoff c)
 {
@@ -138,6 +138,99 @@ static __device__ cutoff shortest_prefix(const T *x, int vocab, cutoff c, uint32
     return cutoff{lo, a};
 }
 
+/* An id's weight in variant 2's histograms: 1 (top-k) or its probability in
+ * fixed point (top-p). */
+static __device__ __forceinline__ unsigned long long weight_of(float v, bool mass, float M, float inv_t)
+{
+    return mass ? tram_sample_mass_fixed(__expf((v - M) * inv_t)) : 1ull;
+}
+
+static __device__ float block_scan(float v, float *incl, float *total);
+
+/* This thread's contiguous share [*lo, *hi) of a row, for the passes that
+ * scan the block's shares in order. */
+static __device__ __forceinline__ void own_chunk(int vocab, int *lo, int *hi)
+{
+    int chunk = (vocab + blockDim.x - 1) / blockDim.x;
+    *lo = threadIdx.x * chunk;
+    *hi = min(vocab, *lo + chunk);
+}
+
+/* The r-th id (1-based, ascending) among c's ids whose key is `key`, + 1:
+ * each thread counts its own chunk, a block scan tells which one holds it. */
+template <typename T>
+static __device__ int nth_tie_end(const T *x, int vocab, cutoff c, uint32_t key, float r)
+{
+    __shared__ int s_end;
+    int lo, hi;
+    own_chunk(vocab, &lo, &hi);
+    float own = 0.0f;
+    for (int j = lo; j < hi; j++) {
+        float v = ld(x[j]);
+        own += kept(v, j, c) && order_key(v) == key ? 1.0f : 0.0f;
+    }
+    if (threadIdx.x == 0)
+        s_end = c.idc;
+    float incl, total, before = block_scan(own, &incl, &total);  /* counts: exact in f32 */
+    __syncthreads();
+    if (before < r && r <= incl)
+        for (int j = lo; j < hi; j++) {
+            float v = ld(x[j]);
+            if (kept(v, j, c) && order_key(v) == key && ++before == r) {
+                s_end = j + 1;
+                break;
+            }
+        }
+    __syncthreads();
+    return s_end;
+}
+
+/* Sampler variant 2: the shortest prefix inside c whose weight reaches the
+ * target, by radix select (sample_plan.h): top-k (mass false) wants top_k
+ * ids and keeps c whole when it holds no more; top-p wants top_p of c's
+ * mass.  4 histogram passes and one pass for the ties. */
+template <typename T>
+static __device__ cutoff radix_prefix(const T *x, int vocab, cutoff c, bool mass, float M, float inv_t, float top_p,
+                                      int top_k)
+{
+    __shared__ unsigned long long s_hist[TRAM_RADIX_DIGITS], s_want, s_above;
+    __shared__ uint32_t s_prefix;
+    __shared__ int s_whole;
+    uint32_t prefix = 0;
+    for (int pass = 0; pass < TRAM_RADIX_PASSES; pass++) {
+        uint32_t mask = tram_radix_mask(pass);
+        for (int d = threadIdx.x; d < TRAM_RADIX_DIGITS; d += blockDim.x)
+            s_hist[d] = 0;
+        __syncthreads();
+        for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
+            float v = ld(x[j]);
+            uint32_t k = order_key(v);
+            if (kept(v, j, c) && (k & mask) == prefix)
+                atomicAdd(&s_hist[tram_radix_digit(k, pass)], weight_of(v, mass, M, inv_t));
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            if (pass == 0) {
+                unsigned long long total = 0;
+                for (int d = 0; d < TRAM_RADIX_DIGITS; d++)
+                    total += s_hist[d];
+                s_want = mass ? tram_radix_mass_want(total, top_p) : (unsigned long long)top_k;
+                s_whole = total <= s_want;
+                s_above = 0;
+            }
+            s_prefix = prefix | (uint32_t)tram_radix_pick(s_hist, s_want, &s_above) << (24 - 8 * pass);
+        }
+        __syncthreads();
+        if (s_whole)
+            return c;
+        prefix = s_prefix;
+    }
+    uint32_t bits = prefix & 0x80000000u ? prefix & 0x7fffffffu : ~prefix;  /* the key's float */
+    unsigned long long each = weight_of(__uint_as_float(bits), mass, M, inv_t);
+    float r = (float)tram_radix_ties_needed(s_want, s_above, each);
+    return cutoff{prefix, nth_tie_end(x, vocab, c, prefix, r)};
+}
+
 /* Prefix sums of v >= 0 over the block: returns the sum before this thread
  * and sets *incl to the sum through it.  Lane by lane within a warp (a tree
  * scan rounds differently per lane, so its sums need not even grow), then
@@ -172,14 +265,15 @@ static __device__ float block_scan(float v, float *incl, float *total)
 }
 
 /* Draws from the kept prefix c; each thread owns one contiguous chunk of the
- * vocabulary.  Falls back to `fallback` (the argmax, always kept) when no
- * thread claims u (u or the total underflowed to 0). */
+ * vocabulary and the one whose share holds u walks it (sample_plan.h: never
+ * onto an id of probability 0).  Falls back to `fallback` (the argmax, always
+ * kept) when no thread claims u (u or the total underflowed to 0). */
 template <typename T>
 static __device__ int draw(const T *x, int vocab, cutoff c, float M, float inv_t, float uniform, int fallback)
 {
     __shared__ int s_pick;
-    int chunk = (vocab + blockDim.x - 1) / blockDim.x;
-    int lo = threadIdx.x * chunk, hi = min(vocab, lo + chunk);
+    int lo, hi;
+    own_chunk(vocab, &lo, &hi);
     float own = 0.0f;
     for (int j = lo; j < hi; j++) {
         float v = ld(x[j]);
@@ -191,18 +285,13 @@ static __device__ int draw(const T *x, int vocab, cutoff c, float M, float inv_t
     float u = uniform * total;
     __syncthreads();
     if (before < u && u <= incl) {
-        float run = before;
-        int pick = -1;
+        tram_sample_walk w = {.run = before, .pick = fallback};
         for (int j = lo; j < hi; j++) {
             float v = ld(x[j]);
-            if (!kept(v, j, c))
-                continue;
-            pick = j;
-            run += __expf((v - M) * inv_t);
-            if (run >= u)
+            if (kept(v, j, c) && tram_sample_walk_take(&w, j, __expf((v - M) * inv_t), u))
                 break;
         }
-        s_pick = pick;
+        s_pick = w.pick;
     }
     __syncthreads();
     return s_pick;
@@ -236,7 +325,8 @@ static __device__ void process_row(const bf16 *raw, float *f, int vocab, const t
     __syncthreads();
 }
 
-template <typename T>
+/* VARIANT 1 cuts top-k and top-p by bisection, 2 by radix select. */
+template <int VARIANT, typename T>
 static __device__ int sample_row(const T *x, int vocab, const tram_sample_params &p, uint64_t step)
 {
     float M;
@@ -248,10 +338,18 @@ static __device__ int sample_row(const T *x, int vocab, const tram_sample_params
     cutoff c = {.key = order_key(p.min_p > 0.0f ? M + p.temperature * logf(p.min_p) : -INFINITY),
                 .idc = vocab};
     uint32_t top = order_key(M);
-    if (p.top_k > 0 && prefix_sum(x, vocab, c, false, M, inv_t) > (float)p.top_k)
-        c = shortest_prefix(x, vocab, c, top, (float)p.top_k, false, M, inv_t);
-    if (p.top_p < 1.0f)
-        c = shortest_prefix(x, vocab, c, top, p.top_p * prefix_sum(x, vocab, c, true, M, inv_t), true, M, inv_t);
+    if (VARIANT == 2) {
+        if (p.top_k > 0)
+            c = radix_prefix(x, vocab, c, false, M, inv_t, 1.0f, p.top_k);
+        if (p.top_p < 1.0f)
+            c = radix_prefix(x, vocab, c, true, M, inv_t, p.top_p, 0);
+    } else {
+        if (p.top_k > 0 && prefix_sum(x, vocab, c, false, M, inv_t) > (float)p.top_k)
+            c = shortest_prefix(x, vocab, c, top, (float)p.top_k, false, M, inv_t);
+        if (p.top_p < 1.0f)
+            c = shortest_prefix(x, vocab, c, top, p.top_p * prefix_sum(x, vocab, c, true, M, inv_t), true, M,
+                                inv_t);
+    }
     curandStatePhilox4_32_10_t rng;
     curand_init(p.seed, step, 0, &rng);
     return draw(x, vocab, c, M, inv_t, curand_uniform(&rng), arg);
@@ -280,6 +378,7 @@ typedef struct {
     sample_result *out;
 } sample_args;
 
+template <int VARIANT>
 static __global__ void __launch_bounds__(SAMPLE_THREADS) kernel_sample(sample_args a)
 {
     const tram_cuda_sampling sp = a.params[blockIdx.x];
@@ -288,9 +387,9 @@ static __global__ void __launch_bounds__(SAMPLE_THREADS) kernel_sample(sample_ar
     if (sp.num_bias > 0 || sp.seat >= 0) {
         float *f = a.scratch + (size_t)blockIdx.x * a.vocab;
         process_row(raw, f, a.vocab, sp, a.bias, a.counts, a.seat_stride);
-        id = sample_row(f, a.vocab, sp.p, sp.step);
+        id = sample_row<VARIANT>(f, a.vocab, sp.p, sp.step);
     } else {
-        id = sample_row(raw, a.vocab, sp.p, sp.step);
+        id = sample_row<VARIANT>(raw, a.vocab, sp.p, sp.step);
     }
     float lp = a.want_logprobs ? raw_logprob(raw, a.vocab, id) : 0.0f;
     if (threadIdx.x == 0) {
@@ -431,7 +530,10 @@ extern "C" int tram_cuda_sample(tram_backend *be, const tram_cuda_logits *logits
                      .counts = s->counts,
                      .scratch = s->scratch,
                      .out = s->out};
-    kernel_sample<<<n, SAMPLE_THREADS, 0, c->stream>>>(a);
+    if (cuda_variant(c, TRAM_KERNEL_SAMPLER) == 2)
+        kernel_sample<2><<<n, SAMPLE_THREADS, 0, c->stream>>>(a);
+    else
+        kernel_sample<1><<<n, SAMPLE_THREADS, 0, c->stream>>>(a);
     if (!LAUNCH_CHECK(&c->st, "kernel_sample"))
         CUDA_CHECK(&c->st, cudaMemcpyAsync(s->host, s->out, n * sizeof(sample_result), cudaMemcpyDeviceToHost, c->stream));
     if (be->sync(be, err))

@@ -7,13 +7,16 @@
  *            on the CPU backend (f32, the reference) and on CUDA (bf16).
  *            While a sequence's tokens agree, its logits rows must agree:
  *            ‖cuda − cpu‖ / ‖cpu‖ under LOGITS_TOL, no NaN.  Tokens must be
- *            equal, except where the reference's own margin between the two
- *            choices is smaller than the largest logit difference measured in
- *            that very row (a near-tie that bf16 rounding may flip, reported
- *            as such, after which that sequence is no longer compared).
+ *            equal, except at a near-tie that bf16 rounding may flip: both
+ *            tokens' logit errors ordinary for that row (tests/gpu/near_tie.h),
+ *            reported as such, after which that sequence is no longer compared.
  *   graph    a decode step of the same model captured as a CUDA graph and
  *            replayed on new token ids: its logits must equal, bit for bit,
  *            those of the eager pass on the same ids.
+ *   llama    greedy, logits and graph again on a Llama shape: llama-3.1-8b cut
+ *            to 2 layers (head dim 128, GQA group 4, vocabulary 128256).
+ *   dummy    weights drawn on the device (upload_weight_dummy) equal, bit for
+ *            bit, those the host reads (models/dummy.c), stacked parts too.
  *   engine   64 concurrent requests (shared prefixes, sampled and greedy, a
  *            few aborted midway) through tram_engine on CUDA, three times:
  *            with the KV pool sized from --gpu-memory-utilization after the
@@ -36,6 +39,8 @@
 #include "engine/tram.h"
 #include "kernels/cuda/cuda.h"
 #include "models/model.h"
+#include "models/presets.h"
+#include "tests/gpu/near_tie.h"
 #include "tokenizer/tokenizer.h"
 #include "tests/gpu/kernels_arg.h"
 
@@ -146,13 +151,12 @@ static void compare_step(runner *c, runner *g, int vocab, int *live, double *wor
         if (!live[p])
             continue;
         const float *a = c->logits + (size_t)p * vocab, *b = g->logits + (size_t)p * vocab;
-        double diff = 0, ref = 0, maxdiff = 0;
+        double diff = 0, ref = 0;
         for (int i = 0; i < vocab; i++) {
             double d = (double)b[i] - a[i];
             *nan += isnan(b[i]);
             diff += d * d;
             ref += (double)a[i] * a[i];
-            maxdiff = fmax(maxdiff, fabs(d));
         }
         *worst_rel = fmax(*worst_rel, sqrt(diff / ref));
         int tc = argmax(a, vocab), tg = argmax(b, vocab);
@@ -160,7 +164,7 @@ static void compare_step(runner *c, runner *g, int vocab, int *live, double *wor
         g->tokens[p][g->len[p]++] = tg;
         if (tc != tg) {
             live[p] = 0;
-            if (a[tc] - a[tg] <= maxdiff)
+            if (tram_near_tie(a, b, tc, tg, sqrt(diff / vocab)))
                 (*ties)++;
             else
                 (*splits)++;
@@ -201,7 +205,7 @@ static void decode_logits(runner *g, int vocab, int shift, int replay, float *ou
 }
 
 /* Eager pass, capture, then replays on other ids against eager passes on them. */
-static void check_graph_replay(runner *g, int vocab)
+static void check_graph_replay(runner *g, int vocab, const char *label)
 {
     size_t n = (size_t)PROMPTS * vocab;
     float *eager = malloc(n * sizeof(float)), *graph = malloc(n * sizeof(float));
@@ -222,12 +226,13 @@ static void check_graph_replay(runner *g, int vocab)
     char line[160];
     snprintf(line, sizeof(line), "%d rows replayed on 3 new id sets: %zu differ from eager bit for bit", PROMPTS,
              differ);
-    report(differ == 0, "graph", line);
+    report(differ == 0, label, line);
     free(eager);
     free(graph);
 }
 
-static void check_greedy(tram_backend *cpu, tram_backend *gpu, tram_model_file *f)
+/* label: "" for the default model, "llama-" for the Llama shape (row names) */
+static void check_greedy(tram_backend *cpu, tram_backend *gpu, tram_model_file *f, const char *label)
 {
     int vocab = tram_model_file_config(f)->vocab_size;
     static runner c, g;
@@ -247,17 +252,77 @@ static void check_greedy(tram_backend *cpu, tram_backend *gpu, tram_model_file *
     int equal = 0;
     for (int p = 0; p < PROMPTS; p++)
         equal += live[p];
-    char line[256];
+    char line[256], name[32];
     snprintf(line, sizeof(line), "worst logits rel %.2e (tol %.0e), nan %d", worst, LOGITS_TOL, nan);
-    report(worst < LOGITS_TOL && !nan, "logits", line);
+    snprintf(name, sizeof(name), "%slogits", label);
+    report(worst < LOGITS_TOL && !nan, name, line);
     snprintf(line, sizeof(line), "%d of %d prompts: %d greedy tokens equal; %d near-tie flips, %d real", equal,
              PROMPTS, GEN, ties, splits);
-    report(splits == 0, "greedy", line);
-    check_graph_replay(&g, vocab);
+    snprintf(name, sizeof(name), "%sgreedy", label);
+    report(splits == 0, name, line);
+    snprintf(name, sizeof(name), "%sgraph", label);
+    check_graph_replay(&g, vocab, name);
     tram_model_destroy(c.m);
     tram_model_destroy(g.m);
     free(c.logits);
     free(g.logits);
+}
+
+/* The Llama shape at a CPU reference's cost: llama-3.1-8b with 2 layers. */
+static void check_llama_shape(tram_backend *cpu, tram_backend *gpu)
+{
+    tram_model_config c;
+    tram_model_file *f;
+    tram_error err = {{0}};
+    if (tram_preset_load("llama-3.1-8b", &c, &err))
+        die("preset llama-3.1-8b", &err);
+    c.n_layers = 2;
+    if (tram_model_file_open_dummy_config(&f, &c, "llama-3.1-8b, 2 layers", &err))
+        die("dummy weights", &err);
+    check_greedy(cpu, gpu, f, "llama-");
+    tram_model_file_close(f);
+}
+
+/* q‖k‖v of layer 0 and a norm, drawn on the device, against the host's values. */
+static void check_dummy_on_device(tram_backend *gpu, tram_model_file *f)
+{
+    const tram_model_config *c = tram_model_file_config(f);
+    int qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim, rows = qd + 2 * kd;
+    const char *names[] = {"blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight"};
+    int64_t counts[] = {(int64_t)qd * c->dim, (int64_t)kd * c->dim, (int64_t)kd * c->dim};
+    size_t n = (size_t)rows * c->dim;
+    float *want = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+    tram_dummy_stream parts[3];
+    tram_error err = {{0}};
+    size_t off = 0;
+    for (int i = 0; i < 3; off += (size_t)counts[i++])
+        if (tram_model_file_dummy_stream(f, names[i], counts[i], &parts[i], &err) != 1 ||
+            tram_model_file_read_f32(f, names[i], want + off, counts[i], &err))
+            die(names[i], &err);
+    tram_weight w, norm;
+    gpu->upload_weight_dummy(gpu, &w, parts, counts, 3, rows, c->dim, TRAM_W_BF16);
+    gpu->to_host_f32(gpu, got, w.data, n);
+    int64_t dim = c->dim;
+    tram_dummy_stream ns;
+    if (tram_model_file_dummy_stream(f, "output_norm.weight", dim, &ns, &err) != 1)
+        die("output_norm.weight", &err);
+    gpu->upload_weight_dummy(gpu, &norm, &ns, &dim, 1, 1, c->dim, TRAM_W_BF16);
+    float *norm_got = malloc(dim * sizeof(float)), *norm_want = malloc(dim * sizeof(float));
+    gpu->download(gpu, norm_got, norm.data, dim * sizeof(float));
+    if (gpu->sync(gpu, &err) || tram_model_file_read_f32(f, "output_norm.weight", norm_want, dim, &err))
+        die("dummy weights on the device", &err);
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++)
+        differ += memcmp(&got[i], &want[i], 4) != 0;
+    for (int64_t i = 0; i < dim; i++)
+        differ += memcmp(&norm_got[i], &norm_want[i], 4) != 0;
+    char line[160];
+    snprintf(line, sizeof(line), "layer 0 q|k|v (%d x %d, bf16) and output_norm (f32): %zu values differ from the host's",
+             rows, c->dim, differ);
+    report(differ == 0, "dummy", line);
+    gpu->free_weight(gpu, &w);
+    gpu->free_weight(gpu, &norm);
+    free(want), free(got), free(norm_got), free(norm_want);
 }
 
 /* ---------------------------------------------------------------- engine */
@@ -367,8 +432,10 @@ int main(int argc, char **argv)
     if (tram_model_file_open_dummy(&f, preset, &err))
         die("dummy weights", &err);
     printf("check_e2e: dummy %s, logits tolerance %.0e\n", preset, LOGITS_TOL);
-    check_greedy(cpu, gpu, f);
+    check_dummy_on_device(gpu, f);
+    check_greedy(cpu, gpu, f, "");
     tram_model_file_close(f);
+    check_llama_shape(cpu, gpu);
     cpu->destroy(cpu);
     gpu->destroy(gpu);
     static engine_tokens graphs, other;

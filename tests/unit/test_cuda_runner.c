@@ -71,7 +71,10 @@ Test(cuda_runner, padding_keeps_real_rows_and_sends_pad_rows_to_the_pad_block)
     cr_assert_eq(d.block_tables, out.tables);
     cr_assert_eq(memcmp(out.ids, a.ids, 5 * 4), 0);
     cr_assert_eq(memcmp(out.slots, a.slots, 5 * 4), 0);
-    cr_assert_eq(memcmp(out.tables, a.tables, 5 * MB * 4), 0);
+    int used = tram_batch_used_blocks(&b, BS);  /* the columns a step reads */
+    cr_assert_gt(used, 0);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(memcmp(out.tables + i * MB, a.tables + i * MB, used * 4), 0, "row %d", i);
     for (int i = 0; i <= 8; i++)
         cr_assert_eq(out.qs[i], i);
     for (int i = 0; i < 8; i++)

@@ -203,3 +203,29 @@ Test(dummy, engine_samples_only_ids_its_tokenizer_decodes, .timeout = 120)
     cr_assert_eq(got, 24);
     tram_engine_destroy(e);
 }
+
+/* The formula the CUDA backend draws dummy weights with on the device
+ * (kernels/dummy_values.h, its upload_weight_dummy) gives bit for bit the
+ * values the host reads (tests/gpu/check_e2e.c compares the device's own). */
+Test(dummy, the_device_formula_is_the_hosts)
+{
+    tram_model_file *f = open_dummy("smollm2-135m");
+    const tram_model_config *c = tram_model_file_config(f);
+    const char *names[] = {"blk.3.attn_norm.weight", "blk.0.attn_k.weight", "blk.1.ffn_down.weight"};
+    int64_t counts[] = {c->dim, (int64_t)c->n_kv_heads * c->head_dim * c->dim, (int64_t)c->dim * c->ffn_dim};
+    for (size_t t = 0; t < TRAM_ARRAY_LEN(names); t++) {
+        float *host = read_tensor(f, names[t], counts[t]);
+        tram_dummy_stream s;
+        tram_error err = {{0}};
+        cr_assert_eq(tram_model_file_dummy_stream(f, names[t], counts[t], &s, &err), 1, "%s", err.msg);
+        for (int64_t i = 0; i < counts[t]; i++) {
+            float v = tram_dummy_value(&s, (uint64_t)i);
+            cr_assert_eq(memcmp(&v, &host[i], 4), 0, "%s[%lld]: %a, host %a", names[t], (long long)i, v, host[i]);
+        }
+        free(host);
+    }
+    tram_error err = {{0}};
+    tram_dummy_stream s;
+    cr_assert_eq(tram_model_file_dummy_stream(f, "blk.0.attn_k.weight", 5, &s, &err), -1, "a wrong size is refused");
+    tram_model_file_close(f);
+}
