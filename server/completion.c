@@ -231,6 +231,9 @@ static int submit(tram_completion *c)
 
 /* ------------------------------------------------------------ response cache */
 
+/* What a request may do with the cache. */
+enum { CACHE_MAY, CACHE_BYPASS, CACHE_NEEDED };
+
 static int apply(tram_completion *c, completion_prompt *p, const tram_event *ev);
 
 /* A hit, or a flight joined late: the records so far, as the leader got them. */
@@ -314,14 +317,19 @@ static int use_cache(tram_completion *c, int bypass, tram_api_error *e)
     return 1;
 }
 
-/* Parses, tokenizes, and submits the request or attaches it to the cache;
- * -1 with e filled when it cannot run (the caller answers and frees c). */
+/* Parses, tokenizes, and submits the request or attaches it to the cache
+ * (bypass: never; need: or fail); -1 with e filled when it cannot run (the
+ * caller answers and frees c). */
 static int start(tram_completion *c, tram_api_kind kind, const char *body, size_t len,
-                 int bypass_cache, tram_api_error *e)
+                 int cache_use, tram_api_error *e)
 {
     if (prepare(c, kind, body, len, e))
         return -1;
-    int served = use_cache(c, bypass_cache, e);
+    int served = use_cache(c, cache_use == CACHE_BYPASS, e);
+    if (!served && cache_use == CACHE_NEEDED && !c->flight)
+        return tram_api_fail(e, 400, NULL, NULL, "The request is not cacheable under this "
+                             "--response-cache mode (temperature > 0 without a seed, or it opts "
+                             "out).");
     if (served < 0 || (!served && submit(c))) {
         if (!e->status)
             tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
@@ -349,7 +357,7 @@ static void handle(tram_server *s, struct evhttp_request *req, tram_api_kind kin
     size_t len;
     const char *body = tram_http_body(req, &len);
     const char *cc = evhttp_find_header(evhttp_request_get_input_headers(req), "Cache-Control");
-    if (start(c, kind, body, len, tram_cache_control_bypasses(cc), &e)) {
+    if (start(c, kind, body, len, tram_cache_control_bypasses(cc) ? CACHE_BYPASS : CACHE_MAY, &e)) {
         tram_log(TRAM_LOG_INFO, "%s %d %s", c->id[0] ? c->id : "request", e.status, e.message);
         tram_http_send_error(req, &e);
         completion_free(c);
@@ -367,15 +375,15 @@ void tram_handle_completion(tram_server *s, struct evhttp_request *req)
 }
 
 int tram_completion_start_internal(tram_server *s, tram_api_kind kind, const char *body,
-                                   size_t len, tram_completion_done done, void *arg,
-                                   tram_api_error *e)
+                                   size_t len, int must_cache, tram_completion_done done,
+                                   void *arg, tram_api_error *e)
 {
     tram_completion *c = completion_new(s, NULL);
     if (!c)
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     c->done = done;
     c->done_arg = arg;
-    if (start(c, kind, body, len, 0, e)) {
+    if (start(c, kind, body, len, must_cache ? CACHE_NEEDED : CACHE_MAY, e)) {
         completion_free(c);
         return -1;
     }
@@ -478,12 +486,11 @@ static void finish(tram_completion *c)
     double now = tram_now();
     tram_api_usage u;
     usage_of(c, &u);
-    int cached = c->follower || c->flight;
     detach_flight(c, cacheable(c));
     if (c->error.status == 503)
         c->srv->metrics.refused[TRAM_REFUSED_QUEUE_FULL]++;
     if (c->done)
-        c->done(c->done_arg, c->error.status ? c->error.status : 200, c->error.message, cached);
+        c->done(c->done_arg, c->error.status ? c->error.status : 200, c->error.message);
     int status = c->error.status && !c->streaming ? c->error.status : 200;
     if (c->req) {
         evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), NULL, NULL);
@@ -700,7 +707,7 @@ static void fail_completion(tram_completion *c, const tram_api_error *error)
     else if (c->req)
         tram_http_send_error(c->req, &c->error);
     if (c->done)
-        c->done(c->done_arg, error->status, error->message, 0);
+        c->done(c->done_arg, error->status, error->message);
     tram_log(TRAM_LOG_ERROR, "%s %d %s", c->id, error->status, error->message);
     completion_unlink(c);
     completion_free(c);

@@ -146,7 +146,7 @@ void tram_preload_free(tram_preload *p)
 
 static void pump(tram_preload *p);
 
-static void on_done(void *arg, int status, const char *message, int cached)
+static void on_done(void *arg, int status, const char *message)
 {
     preload_item *item = arg;
     tram_preload *p = item->owner;
@@ -158,11 +158,6 @@ static void on_done(void *arg, int status, const char *message, int cached)
                      status, message);
         else
             tram_log(TRAM_LOG_ERROR, "the warm-up request failed (%d): %s", status, message);
-    } else if (item->line && !cached && !p->failed) {
-        p->failed = 1;
-        line_error(p->path, item->line, "the request is not cacheable under this "
-                                        "--response-cache mode (temperature > 0 without a seed, "
-                                        "or it opts out)");
     }
     pump(p);
 }
@@ -180,7 +175,7 @@ static void pump(tram_preload *p)
         tram_api_error e = {0};
         p->in_flight++;
         if (tram_completion_start_internal(p->srv, item->kind, item->body, strlen(item->body),
-                                           on_done, item, &e)) {
+                                           item->line > 0, on_done, item, &e)) {
             p->in_flight--;
             p->failed = 1;
             tram_log(TRAM_LOG_ERROR, "%s:%d: %s", item->line ? p->path : "warm-up", item->line,
