@@ -582,7 +582,8 @@ static void observe_latency(tram_completion *c, int ci, double now, double queue
     if (!c->first_token) {
         c->first_token = now;
         tram_histogram_observe(&m->ttft, now - c->arrived);
-        tram_histogram_observe(&m->queue, queue_time);
+        if (!c->follower)  /* a follower's queue time is its leader's, counted once */
+            tram_histogram_observe(&m->queue, queue_time);
     }
     if (c->last_token_at[ci])
         tram_histogram_observe(&m->itl, now - c->last_token_at[ci]);
