@@ -200,4 +200,4 @@ fuzz-gguf fuzz-api: fuzz-%: tests/fuzz/fuzz_%.c
 clean:
 	rm -rf build bin
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

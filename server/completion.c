@@ -241,8 +241,11 @@ static void replay(tram_completion *c, const tram_rcache_entry *e)
 {
     int n = tram_rcache_num_records(e);
     for (int i = 0; i < n; i++) {
-        const tram_event *rec = tram_rcache_record_at(e, i);
-        if (apply(c, &c->prompts[rec->request_id], rec))
+        const tram_rcache_record *rec = tram_rcache_record_at(e, i);
+        tram_event ev = {.kind = rec->kind, .out = rec->out};
+        if (rec->error)
+            ev.error = *rec->error;
+        if (apply(c, &c->prompts[rec->prompt], &ev))
             return;  /* finished, and freed */
     }
 }
@@ -251,7 +254,7 @@ static void replay(tram_completion *c, const tram_rcache_entry *e)
  * last: one that finishes unfollows itself, and the last takes its place. */
 static void forward(tram_completion *c, const completion_prompt *p, const tram_event *ev)
 {
-    tram_rcache_record(c->srv->cache, c->flight, ev, p->index);
+    tram_rcache_append(c->srv->cache, c->flight, ev, p->index);
     for (int i = tram_rcache_num_followers(c->flight) - 1; i >= 0; i--) {
         tram_completion *f = tram_rcache_follower(c->flight, i);
         apply(f, &f->prompts[p->index], ev);

@@ -26,7 +26,7 @@ struct tram_rcache_entry {
     int in_table;          /* findable by its key */
     int ready;
     double expires;
-    tram_event **records;
+    tram_rcache_record **records;
     int num_records, cap_records;
     void **followers;
     int num_followers, cap_followers;
@@ -244,25 +244,28 @@ static int orphan(tram_rcache *c, tram_rcache_entry *e)
     return -1;
 }
 
-int tram_rcache_record(tram_rcache *c, tram_rcache_entry *e, const tram_event *ev, int prompt)
+int tram_rcache_append(tram_rcache *c, tram_rcache_entry *e, const tram_event *ev, int prompt)
 {
-    size_t payload = ev->kind == TRAM_EV_OUTPUT ? tram_output_copy_size(&ev->out) : 0;
+    size_t payload = ev->kind == TRAM_EV_OUTPUT     ? tram_output_copy_size(&ev->out)
+                     : ev->kind == TRAM_EV_REJECTED ? sizeof(tram_api_error)
+                                                    : 0;
     if (e->num_records == e->cap_records) {
         int cap = e->cap_records ? 2 * e->cap_records : 8;
-        tram_event **r = realloc(e->records, (size_t)cap * sizeof(*r));
+        tram_rcache_record **r = realloc(e->records, (size_t)cap * sizeof(*r));
         if (!r)
             return orphan(c, e);
         e->records = r;
         e->bytes += (size_t)(cap - e->cap_records) * sizeof(*r);
         e->cap_records = cap;
     }
-    tram_event *copy = malloc(sizeof(*copy) + payload);
+    tram_rcache_record *copy = malloc(sizeof(*copy) + payload);
     if (!copy)
         return orphan(c, e);
-    *copy = (tram_event){.kind = ev->kind, .request_id = (uint64_t)prompt, .error = ev->error,
-                         .cap = payload};
+    *copy = (tram_rcache_record){.kind = ev->kind, .prompt = prompt};
     if (ev->kind == TRAM_EV_OUTPUT)
         tram_output_copy(&copy->out, &ev->out, copy + 1);
+    if (ev->kind == TRAM_EV_REJECTED)
+        copy->error = memcpy(copy + 1, &ev->error, sizeof(ev->error));
     e->records[e->num_records++] = copy;
     e->bytes += sizeof(*copy) + payload;
     return 0;
@@ -304,7 +307,7 @@ int tram_rcache_num_records(const tram_rcache_entry *e)
     return e->num_records;
 }
 
-const tram_event *tram_rcache_record_at(const tram_rcache_entry *e, int i)
+const tram_rcache_record *tram_rcache_record_at(const tram_rcache_entry *e, int i)
 {
     return e->records[i];
 }

@@ -45,6 +45,16 @@ typedef enum {
     TRAM_RCACHE_HIT,    /* a ready entry: the caller replays it */
 } tram_rcache_result;
 
+/* One recorded event of the leader, as small as its kind allows: the output
+ * of an OUTPUT (its arrays and text follow the record), the error of a
+ * REJECTED. */
+typedef struct {
+    tram_event_kind kind;
+    int prompt;                     /* the index of the request's prompt */
+    const tram_api_error *error;    /* REJECTED only, else NULL */
+    tram_output out;                /* OUTPUT only */
+} tram_rcache_record;
+
 typedef struct tram_rcache tram_rcache;
 typedef struct tram_rcache_entry tram_rcache_entry;
 
@@ -60,18 +70,18 @@ tram_rcache_result tram_rcache_lookup(tram_rcache *c, const char *key, size_t le
 /* Drops ready entries whose TTL has passed. */
 void tram_rcache_expire(tram_rcache *c, double now);
 
-/* The leader's side.  record() appends a deep copy of ev (ACCEPTED, REJECTED
+/* The leader's side.  append() records a deep copy of ev (ACCEPTED, REJECTED
  * or OUTPUT) as the event of prompt `prompt`; when out of memory the entry
  * leaves the table (its leader and followers keep it, new requests miss)
  * and -1 is returned.  complete() ends the flight: with cache_it the entry
  * becomes ready (when it fits), else it is freed.  Every follower must have
  * been unfollowed first; the entry must not be used afterwards. */
-int tram_rcache_record(tram_rcache *c, tram_rcache_entry *e, const tram_event *ev, int prompt);
+int tram_rcache_append(tram_rcache *c, tram_rcache_entry *e, const tram_event *ev, int prompt);
 void tram_rcache_complete(tram_rcache *c, tram_rcache_entry *e, int cache_it, double now);
 
-/* The records so far: the event of record i (its request_id is the prompt). */
+/* The records so far. */
 int tram_rcache_num_records(const tram_rcache_entry *e);
-const tram_event *tram_rcache_record_at(const tram_rcache_entry *e, int i);
+const tram_rcache_record *tram_rcache_record_at(const tram_rcache_entry *e, int i);
 
 /* Followers of an entry in flight (counted as coalesced). */
 int tram_rcache_follow(tram_rcache *c, tram_rcache_entry *e, void *follower);

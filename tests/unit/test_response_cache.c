@@ -22,7 +22,7 @@ static void put(tram_rcache *c, const char *key, const char *text, double now)
     tram_rcache_entry *e;
     cr_assert_eq(tram_rcache_lookup(c, key, strlen(key), now, &e), TRAM_RCACHE_MISS);
     tram_event ev = output_event(text, TRAM_FINISH_STOP);
-    cr_assert_eq(tram_rcache_record(c, e, &ev, 0), 0);
+    cr_assert_eq(tram_rcache_append(c, e, &ev, 0), 0);
     tram_rcache_complete(c, e, 1, now);
 }
 
@@ -38,8 +38,8 @@ Test(response_cache, identical_requests_share_one_flight_and_its_records)
     cr_assert_eq(look(c, "k", 0, &leader), TRAM_RCACHE_MISS);
     tram_event accepted = {.kind = TRAM_EV_ACCEPTED};
     tram_event first = output_event("Hel", TRAM_FINISH_NONE);
-    tram_rcache_record(c, leader, &accepted, 0);
-    tram_rcache_record(c, leader, &first, 0);
+    tram_rcache_append(c, leader, &accepted, 0);
+    tram_rcache_append(c, leader, &first, 0);
     cr_assert_eq(look(c, "k", 1, &joined), TRAM_RCACHE_JOIN);
     cr_assert_eq(joined, leader);
     int f1, f2;
@@ -53,7 +53,7 @@ Test(response_cache, identical_requests_share_one_flight_and_its_records)
     cr_assert_eq(tram_rcache_follower(joined, 0), &f2);
     tram_rcache_unfollow(joined, &f2);
     tram_event last = output_event("lo", TRAM_FINISH_STOP);
-    tram_rcache_record(c, leader, &last, 0);
+    tram_rcache_append(c, leader, &last, 0);
     tram_rcache_complete(c, leader, 1, 2);
     tram_rcache_entry *hit;
     cr_assert_eq(look(c, "k", 3, &hit), TRAM_RCACHE_HIT);
@@ -74,8 +74,13 @@ Test(response_cache, failures_are_never_cached)
     tram_rcache *c = tram_rcache_new(&(tram_rcache_config){.max_bytes = 1 << 20});
     tram_rcache_entry *e;
     look(c, "k", 0, &e);
-    tram_event rejected = {.kind = TRAM_EV_REJECTED, .error = {.status = 503}};
-    tram_rcache_record(c, e, &rejected, 0);
+    tram_event rejected = {.kind = TRAM_EV_REJECTED, .error = {.status = 503, .message = "full"}};
+    tram_rcache_append(c, e, &rejected, 0);
+    /* a follower joining now learns of the rejection */
+    const tram_rcache_record *r = tram_rcache_record_at(e, 0);
+    cr_assert_eq(r->kind, TRAM_EV_REJECTED);
+    cr_assert_eq(r->error->status, 503);
+    cr_assert_str_eq(r->error->message, "full");
     tram_rcache_complete(c, e, 0, 1);
     cr_assert_eq(look(c, "k", 2, &e), TRAM_RCACHE_MISS, "a failed flight left an entry");
     tram_rcache_complete(c, e, 0, 2);
