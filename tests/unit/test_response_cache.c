@@ -26,6 +26,13 @@ static void put(tram_rcache *c, const char *key, const char *text, double now)
     tram_rcache_complete(c, e, 1, now);
 }
 
+/* A text of n - 1 bytes, so an entry holding it is about n bytes. */
+static void fill(char *text, size_t n)
+{
+    memset(text, 'x', n - 1);
+    text[n - 1] = 0;
+}
+
 static tram_rcache_result look(tram_rcache *c, const char *key, double now, tram_rcache_entry **e)
 {
     return tram_rcache_lookup(c, key, strlen(key), now, e);
@@ -94,8 +101,7 @@ Test(response_cache, failures_are_never_cached)
 Test(response_cache, the_least_recently_used_entry_is_evicted_for_room)
 {
     char big[2000];
-    memset(big, 'x', sizeof(big) - 1);
-    big[sizeof(big) - 1] = 0;
+    fill(big, sizeof(big));
     /* room for two entries of ~2.4 kB, not three */
     tram_rcache *c = tram_rcache_new(&(tram_rcache_config){.max_bytes = 6000});
     put(c, "a", big, 0);
@@ -118,8 +124,7 @@ Test(response_cache, the_least_recently_used_entry_is_evicted_for_room)
 Test(response_cache, an_entry_larger_than_the_cache_is_not_kept)
 {
     char big[2000];
-    memset(big, 'x', sizeof(big) - 1);
-    big[sizeof(big) - 1] = 0;
+    fill(big, sizeof(big));
     tram_rcache *c = tram_rcache_new(&(tram_rcache_config){.max_bytes = 1000});
     put(c, "a", big, 0);
     tram_rcache_entry *e;
