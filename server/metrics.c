@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,8 +168,12 @@ static void put_scalars(FILE *f, const tram_metrics *m, const tram_metrics_info 
 {
     for (size_t i = 0; i < n; i++) {
         put_header(f, in->prefix, rows[i].name, rows[i].type, rows[i].help);
+        double v = *(const double *)((const char *)m + rows[i].offset);
         put_series(f, in->prefix, rows[i].name, "", in->model_name);
-        fprintf(f, "} %.17g\n", *(const double *)((const char *)m + rows[i].offset));
+        if (isnan(v))
+            fputs("} NaN\n", f);  /* the text format's spelling; printf writes "nan" */
+        else
+            fprintf(f, "} %.17g\n", v);
     }
 }
 
