@@ -81,6 +81,32 @@ def test_fields_that_change_the_output_change_the_key(cached):
         assert post(cached, {**req, **changed})[0] == "miss", changed
 
 
+def test_a_hit_replays_every_choice_with_its_logprobs(cached):
+    req = {"model": "tram-a", "prompt": ["Red, green,", "One, two,"], "n": 2, "seed": 5,
+           "temperature": 0.8, "max_tokens": 5, "logprobs": 2, "echo": True}
+    state1, first = post(cached, req)
+    state2, second = post(cached, req)
+    assert (state1, state2) == ("miss", "hit")
+    assert len(second["choices"]) == 4
+    assert second["choices"] == first["choices"]
+    assert second["usage"] == first["usage"]
+
+
+def test_a_chat_answer_is_replayed_as_a_stream(cached):
+    req = {"model": "tram-a", "messages": [{"role": "user", "content": "Name a colour."}],
+           "max_tokens": 8, "temperature": 0}
+    status, hdrs, first = cached.post("/v1/chat/completions", req)
+    assert status == 200 and hdrs["x-tram-cache"] == "miss"
+    hits = cached.metric("response_cache_hits_total", prefix="vllm")
+    events = stream_raw(cached.port, "/v1/chat/completions", {**req, "stream": True})
+    assert cached.metric("response_cache_hits_total", prefix="vllm") == hits + 1
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+    assert text == first["choices"][0]["message"]["content"]
+    assert chunks[-1]["choices"][0]["finish_reason"] == first["choices"][0]["finish_reason"]
+
+
 def test_sampled_requests_are_not_cached_but_seeded_ones_are(cached):
     sampled = {"model": "tram-a", "prompt": "Once upon a time", "max_tokens": 4,
                "temperature": 0.9}
