@@ -11,10 +11,11 @@
 /* Preload requests in flight at once: enough to batch, far below --max-queue. */
 #define PRELOAD_WINDOW 4
 
-/* Two tokens: the prefill's and one decode step's. */
+/* Two tokens: the prefill's and one decode step's.  A prompt shorter than a
+ * KV block leaves nothing in the prefix cache, so the first client's
+ * cached_tokens are its own. */
 static const char warmup_body[] =
-    "{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 2, "
-    "\"temperature\": 0, \"response_cache\": false}";
+    "{\"prompt\": \"Hello\", \"max_tokens\": 2, \"temperature\": 0, \"response_cache\": false}";
 
 typedef struct {
     struct tram_preload *owner;
@@ -109,7 +110,7 @@ int tram_preload_read(tram_preload **out, const char *path)
 {
     tram_preload *p = calloc(1, sizeof(*p));
     *out = NULL;
-    if (!p || add_item(p, (preload_item){.owner = p, .kind = TRAM_API_CHAT,
+    if (!p || add_item(p, (preload_item){.owner = p, .kind = TRAM_API_COMPLETION,
                                          .body = strdup(warmup_body)}) ||
         !p->items[0].body) {
         tram_preload_free(p);

@@ -1,6 +1,6 @@
 /* preload.h — what runs before the server reports ready: a warm-up request
- * through the whole path (chat template, tokenizer, a prefill and a decode
- * forward pass, the detokenizer), so the first client never pays for cold
+ * through the whole path (tokenizer, a prefill and a decode forward pass,
+ * the sampler, the detokenizer), so the first client never pays for cold
  * pages and caches; then the requests of --response-cache-preload FILE.jsonl,
  * so the hot keys are in the response cache before any client asks.
  *
