@@ -28,7 +28,7 @@ LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 TEST_C  := $(wildcard tests/unit/*.c)
 TEST_OBJ:= $(TEST_C:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps model test test-layering test-unit test-api test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api gpu-check clean help
+.PHONY: all deps model test test-layering test-unit test-api test-fleet test-deploy test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api gpu-check clean help
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/.deps-ok bin/tram
@@ -36,7 +36,7 @@ all: $(BUILD)/.deps-ok bin/tram
 help:
 	@echo "make            build bin/tram (CPU backend); installs missing packages first"
 	@echo "make serve      fetch the default model, build, and serve it on 127.0.0.1:8000"
-	@echo "make test       every test (layering, unit, API, and 'make cuda' when nvcc exists)"
+	@echo "make test       every test (layering, unit, API, fleet, deploy/, and 'make cuda' when nvcc exists)"
 	@echo "make test-asan  the unit suite under AddressSanitizer, UBSan and LeakSanitizer"
 	@echo "make cuda       also compile and link the CUDA backend (bin/tram-cuda, sm_90a)"
 	@echo "make gpu-check  on a machine with an NVIDIA GPU: kernels vs CPU, end to end, benchmark"
@@ -79,7 +79,7 @@ $(BUILD)/%.o: %.cc | $(BUILD)/.deps-ok
 $(BUILD)/tests/unit/run: $(TEST_OBJ) $(BUILD)/libtram.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS) -lcriterion
 
-test: deps all test-layering test-unit test-api test-gpu-dry
+test: deps all test-layering test-unit test-api test-gpu-dry test-fleet test-deploy
 	@if command -v $(NVCC) >/dev/null 2>&1; then $(MAKE) --no-print-directory cuda; \
 	 else echo "nvcc not found: skipping the CUDA compile check"; fi
 
@@ -94,6 +94,15 @@ test-unit: $(BUILD)/tests/unit/run model
 
 test-api: bin/tram model
 	@sh tests/api/run.sh
+
+# Three replicas behind nginx: a drain, a kill, single-flight (tests/fleet/).
+test-fleet: bin/tram model
+	@sh tests/fleet/run.sh
+
+# deploy/'s Kubernetes manifests, Prometheus rules and dashboard, checked
+# offline (tests/deploy/run.sh says with what).
+test-deploy:
+	@sh tests/deploy/run.sh
 
 # The sanitizer flags travel in the environment, not on make's command line:
 # there they would replace CFLAGS whole, dropping the "+=" part (-std=c11, the
@@ -198,4 +207,4 @@ fuzz-gguf fuzz-api: fuzz-%: tests/fuzz/fuzz_%.c
 clean:
 	rm -rf build bin
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

@@ -20,6 +20,7 @@
 
 #include "server/api_request.h"
 #include "server/api_response.h"
+#include "server/cache_key.h"
 #include "server/endpoints.h"
 #include "server/http.h"
 #include "server/log.h"
@@ -58,6 +59,10 @@ struct tram_completion {
     tram_api_error error;        /* the first rejection (status 0: none) */
     double arrived, first_token;
     long long completion_tokens;
+    tram_rcache_entry *flight;   /* the response-cache entry it leads or follows, or NULL */
+    int follower;                /* fed by its flight's leader, never by the engine */
+    tram_completion_done done;   /* internal requests (warm-up, preload): told at the end */
+    void *done_arg;
 };
 
 /* ------------------------------------------------------------ lifetime */
@@ -156,11 +161,10 @@ static int tokenize_prompts(tram_completion *c, tram_api_error *e)
     return 0;
 }
 
-static int prepare(tram_completion *c, tram_api_kind kind, tram_api_error *e)
+static int prepare(tram_completion *c, tram_api_kind kind, const char *body, size_t len,
+                   tram_api_error *e)
 {
     tram_server *s = c->srv;
-    size_t len;
-    const char *body = tram_http_body(c->req, &len);
     if (tram_api_request_parse(&c->api, kind, &s->defaults, body, len, e) ||
         tram_check_model(s, c->api.model, e))
         return -1;
@@ -184,6 +188,19 @@ static int prepare(tram_completion *c, tram_api_kind kind, tram_api_error *e)
 
 static void on_close(struct evhttp_connection *conn, void *arg);
 
+/* Every prompt waits to be accepted; the client is watched from now on. */
+static void watch(tram_completion *c)
+{
+    for (int i = 0; i < c->num_prompts; i++)
+        c->prompts[i] = (completion_prompt){
+            .completion = c, .index = i, .samples_left = c->n, .ids = c->prompts[i].ids,
+            .num_ids = c->prompts[i].num_ids, .echo = c->prompts[i].echo};
+    c->pending = c->num_prompts;
+    if (c->req)
+        evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), on_close, c);
+    completion_link(c);
+}
+
 static int submit(tram_completion *c)
 {
     tram_submission *list = NULL, **tail = &list;
@@ -198,9 +215,6 @@ static int submit(tram_completion *c)
             }
             return -1;
         }
-        p->completion = c;
-        p->index = i;
-        p->samples_left = c->n;
         *sub = (tram_submission){
             .request_id = (uint64_t)(uintptr_t)p,
             .prompt = {.token_ids = p->ids, .num_tokens = p->num_ids},
@@ -210,17 +224,128 @@ static int submit(tram_completion *c)
         *tail = sub;
         tail = &sub->next;
     }
-    c->pending = c->num_prompts;
-    evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), on_close, c);
-    completion_link(c);
+    watch(c);
     tram_worker_submit(c->srv->worker, list);
+    return 0;
+}
+
+/* ------------------------------------------------------------ response cache */
+
+/* What a request may do with the cache. */
+enum { CACHE_MAY, CACHE_BYPASS, CACHE_NEEDED };
+
+static int apply(tram_completion *c, completion_prompt *p, const tram_event *ev);
+
+/* A hit, or a flight joined late: the records so far, as the leader got them. */
+static void replay(tram_completion *c, const tram_rcache_entry *e)
+{
+    int n = tram_rcache_num_records(e);
+    for (int i = 0; i < n; i++) {
+        const tram_rcache_record *rec = tram_rcache_record_at(e, i);
+        tram_event ev = {.kind = rec->kind, .out = rec->out};
+        if (rec->error)
+            ev.error = *rec->error;
+        if (apply(c, &c->prompts[rec->prompt], &ev))
+            return;  /* finished, and freed */
+    }
+}
+
+/* The leader's event goes into its entry, then to each follower, from the
+ * last: one that finishes unfollows itself, and the last takes its place. */
+static void forward(tram_completion *c, const completion_prompt *p, const tram_event *ev)
+{
+    tram_rcache_append(c->srv->cache, c->flight, ev, p->index);
+    for (int i = tram_rcache_num_followers(c->flight) - 1; i >= 0; i--) {
+        tram_completion *f = tram_rcache_follower(c->flight, i);
+        apply(f, &f->prompts[p->index], ev);
+    }
+}
+
+/* The key's token ids, as cache_key.h takes them; 0 or -1 (out of memory). */
+static int cache_lookup(tram_completion *c, tram_rcache_entry **entry, tram_rcache_result *r)
+{
+    const int32_t **ids = malloc((size_t)c->num_prompts * sizeof(*ids));
+    int *num = malloc((size_t)c->num_prompts * sizeof(*num));
+    char *key = NULL;
+    size_t len;
+    int rc = -1;
+    if (ids && num) {
+        for (int i = 0; i < c->num_prompts; i++) {
+            ids[i] = c->prompts[i].ids;
+            num[i] = c->prompts[i].num_ids;
+        }
+        tram_cache_prompts prompts = {.ids = ids, .num_ids = num, .num_prompts = c->num_prompts};
+        rc = tram_cache_key(&c->api, c->srv->model_name, &prompts, &key, &len);
+    }
+    if (!rc) {
+        *r = tram_rcache_lookup(c->srv->cache, key, len, tram_now(), entry);
+        rc = *entry ? 0 : -1;
+    }
+    free(key);
+    free(ids);
+    free(num);
+    return rc;
+}
+
+static void cache_header(tram_completion *c, const char *status)
+{
+    if (c->req)
+        evhttp_add_header(evhttp_request_get_output_headers(c->req), "X-Tram-Cache", status);
+}
+
+/* 0: compute the request (leading a new entry, or without the cache); 1: an
+ * entry serves it (a hit, replayed now, or a flight it now follows); -1 with
+ * e filled when the opt-out field is malformed. */
+static int use_cache(tram_completion *c, int bypass, tram_api_error *e)
+{
+    tram_server *s = c->srv;
+    int opt_out;
+    tram_rcache_entry *entry;
+    tram_rcache_result r;
+    if (tram_cache_opt_out(&c->api, &opt_out, e))
+        return -1;
+    if (!s->cache || bypass || opt_out || !tram_cache_eligible(&c->api, s->cfg.response_cache) ||
+        cache_lookup(c, &entry, &r))
+        return 0;
+    if (r == TRAM_RCACHE_MISS || (r == TRAM_RCACHE_JOIN && tram_rcache_follow(s->cache, entry, c))) {
+        c->flight = r == TRAM_RCACHE_MISS ? entry : NULL;
+        cache_header(c, "miss");
+        return 0;
+    }
+    c->follower = 1;
+    c->flight = r == TRAM_RCACHE_JOIN ? entry : NULL;
+    cache_header(c, r == TRAM_RCACHE_JOIN ? "coalesced" : "hit");
+    watch(c);
+    replay(c, entry);
+    return 1;
+}
+
+/* Parses, tokenizes, and submits the request or attaches it to the cache
+ * (bypass: never; need: or fail); -1 with e filled when it cannot run (the
+ * caller answers and frees c). */
+static int start(tram_completion *c, tram_api_kind kind, const char *body, size_t len,
+                 int cache_use, tram_api_error *e)
+{
+    if (prepare(c, kind, body, len, e))
+        return -1;
+    int served = use_cache(c, cache_use == CACHE_BYPASS, e);
+    if (!served && cache_use == CACHE_NEEDED && !c->flight)
+        return tram_api_fail(e, 400, NULL, NULL, "The request is not cacheable under this "
+                             "--response-cache mode (temperature > 0 without a seed, or it opts "
+                             "out).");
+    if (served < 0 || (!served && submit(c))) {
+        if (!e->status)
+            tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return -1;
+    }
     return 0;
 }
 
 static void handle(tram_server *s, struct evhttp_request *req, tram_api_kind kind)
 {
     tram_api_error e = {0};
-    if (!s->engine || s->draining) {
+    if (!s->ready || s->draining) {
+        s->metrics.refused[s->draining ? TRAM_REFUSED_DRAINING : TRAM_REFUSED_LOADING]++;
         tram_api_fail(&e, 503, NULL, NULL, s->draining ? "The server is shutting down."
                                                        : "The model is still loading.");
         tram_http_send_error(req, &e);
@@ -232,9 +357,10 @@ static void handle(tram_server *s, struct evhttp_request *req, tram_api_kind kin
         tram_http_send_error(req, &e);
         return;
     }
-    if (prepare(c, kind, &e) || submit(c)) {
-        if (!e.status)
-            tram_api_fail(&e, 500, NULL, NULL, "Out of memory.");
+    size_t len;
+    const char *body = tram_http_body(req, &len);
+    const char *cc = evhttp_find_header(evhttp_request_get_input_headers(req), "Cache-Control");
+    if (start(c, kind, body, len, tram_cache_control_bypasses(cc) ? CACHE_BYPASS : CACHE_MAY, &e)) {
         tram_log(TRAM_LOG_INFO, "%s %d %s", c->id[0] ? c->id : "request", e.status, e.message);
         tram_http_send_error(req, &e);
         completion_free(c);
@@ -249,6 +375,22 @@ void tram_handle_chat(tram_server *s, struct evhttp_request *req)
 void tram_handle_completion(tram_server *s, struct evhttp_request *req)
 {
     handle(s, req, TRAM_API_COMPLETION);
+}
+
+int tram_completion_start_internal(tram_server *s, tram_api_kind kind, const char *body,
+                                   size_t len, int must_cache, tram_completion_done done,
+                                   void *arg, tram_api_error *e)
+{
+    tram_completion *c = completion_new(s, NULL);
+    if (!c)
+        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+    c->done = done;
+    c->done_arg = arg;
+    if (start(c, kind, body, len, must_cache ? CACHE_NEEDED : CACHE_MAY, e)) {
+        completion_free(c);
+        return -1;
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------ finishing */
@@ -289,6 +431,7 @@ static void count_metrics(tram_completion *c, double now)
 {
     tram_metrics *m = &c->srv->metrics;
     tram_histogram_observe(&m->e2e, now - c->arrived);
+    m->served_tokens += (double)c->completion_tokens;
     for (int i = 0; i < c->num_choices; i++)
         if (c->choices[i].finish_reason)
             tram_metrics_count_finish(m, c->choices[i].finish_reason);
@@ -304,6 +447,41 @@ static void on_flushed(struct evhttp_request *req, void *arg)
     tram_completions_check_drained(s);
 }
 
+/* Only a whole result is cached: no error, no choice aborted. */
+static int cacheable(const tram_completion *c)
+{
+    if (c->error.status)
+        return 0;
+    for (int i = 0; i < c->num_choices; i++)
+        if (!c->choices[i].finish_reason || !strcmp(c->choices[i].finish_reason, "abort"))
+            return 0;
+    return 1;
+}
+
+static void fail_completion(tram_completion *c, const tram_api_error *error);
+
+/* The completion leaves its flight.  A leader ends the flight: followers
+ * still attached (none, unless the leader ended early) fail. */
+static void detach_flight(tram_completion *c, int cache_it)
+{
+    static const tram_api_error lost = {
+        .status = 500, .message = "The identical request this one waited on ended without a result."};
+    tram_rcache_entry *e = c->flight;
+    c->flight = NULL;
+    if (!e || c->follower) {
+        if (e)
+            tram_rcache_unfollow(e, c);
+        return;
+    }
+    while (tram_rcache_num_followers(e) > 0) {
+        tram_completion *f = tram_rcache_follower(e, 0);
+        tram_rcache_unfollow(e, f);
+        f->flight = NULL;
+        fail_completion(f, &lost);
+    }
+    tram_rcache_complete(c->srv->cache, e, cache_it, tram_now());
+}
+
 /* Every engine request has settled: answer (if the client is still there),
  * count, log and free. */
 static void finish(tram_completion *c)
@@ -311,16 +489,21 @@ static void finish(tram_completion *c)
     double now = tram_now();
     tram_api_usage u;
     usage_of(c, &u);
+    detach_flight(c, cacheable(c));
+    if (c->error.status == 503)
+        c->srv->metrics.refused[TRAM_REFUSED_QUEUE_FULL]++;
+    if (c->done)
+        c->done(c->done_arg, c->error.status ? c->error.status : 200, c->error.message);
     int status = c->error.status && !c->streaming ? c->error.status : 200;
     if (c->req) {
         evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), NULL, NULL);
         evhttp_request_set_on_complete_cb(c->req, on_flushed, c->srv);
         c->srv->num_flushing++;
         respond(c, &u);
-    } else {
+    } else if (!c->done) {
         status = 499;  /* nginx's "client closed request" */
     }
-    if (!c->error.status)
+    if (!c->error.status && !c->done)  /* internal requests are no traffic */
         count_metrics(c, now);
     tram_log(TRAM_LOG_INFO, "%s %d prompt_tokens=%lld completion_tokens=%lld cached_tokens=%lld "
              "ttft=%.3fs total=%.3fs%s%s", c->id, status, u.prompt_tokens, u.completion_tokens,
@@ -330,9 +513,10 @@ static void finish(tram_completion *c)
     completion_free(c);
 }
 
+/* A follower has nothing in the engine: its leader's aborts reach it. */
 static void abort_outstanding(tram_completion *c)
 {
-    for (int i = 0; i < c->num_prompts; i++) {
+    for (int i = 0; !c->follower && i < c->num_prompts; i++) {
         completion_prompt *p = &c->prompts[i];
         if ((p->state == P_SUBMITTED || p->state == P_ACCEPTED) && !p->aborted &&
             tram_worker_abort(c->srv->worker, (uint64_t)(uintptr_t)p) == 0)
@@ -351,17 +535,19 @@ static void start_stream(tram_completion *c)
     }
 }
 
-/* Called as prompts are accepted or rejected. */
-static void settle(tram_completion *c)
+/* Called as prompts are accepted or rejected; 1 when it finished c. */
+static int settle(tram_completion *c)
 {
     if (c->pending > 0)
-        return;
+        return 0;
     if (c->error.status)
         abort_outstanding(c);
     else if (c->api.stream && c->req && !c->streaming)
         start_stream(c);
-    if (c->unfinished == 0)
-        finish(c);
+    if (c->unfinished > 0)
+        return 0;
+    finish(c);
+    return 1;
 }
 
 /* ------------------------------------------------------------ outputs */
@@ -399,14 +585,16 @@ static void observe_latency(tram_completion *c, int ci, double now, double queue
     if (!c->first_token) {
         c->first_token = now;
         tram_histogram_observe(&m->ttft, now - c->arrived);
-        tram_histogram_observe(&m->queue, queue_time);
+        if (!c->follower)  /* a follower's queue time is its leader's, counted once */
+            tram_histogram_observe(&m->queue, queue_time);
     }
     if (c->last_token_at[ci])
         tram_histogram_observe(&m->itl, now - c->last_token_at[ci]);
     c->last_token_at[ci] = now;
 }
 
-static void on_output(tram_completion *c, completion_prompt *p, const tram_output *o)
+/* 1 when it finished c. */
+static int on_output(tram_completion *c, completion_prompt *p, const tram_output *o)
 {
     int ci = p->index * c->n + o->sample_index;
     tram_api_choice *choice = &c->choices[ci];
@@ -423,40 +611,48 @@ static void on_output(tram_completion *c, completion_prompt *p, const tram_outpu
     }
     emit(c, ci, o->text, o->text_len, o->logprobs, o->logprobs ? o->num_tokens : 0, reason);
     if (!reason)
-        return;
+        return 0;
     choice->finish_reason = reason;
     c->completion_tokens += o->completion_tokens;
     if (--p->samples_left > 0)
-        return;
+        return 0;
     p->state = P_FINISHED;
-    if (--c->unfinished == 0 && c->pending == 0)
-        finish(c);
+    if (--c->unfinished > 0 || c->pending > 0)
+        return 0;
+    finish(c);
+    return 1;
+}
+
+/* One event for prompt p of c, from the engine or from c's flight; 1 when it
+ * finished c. */
+static int apply(tram_completion *c, completion_prompt *p, const tram_event *ev)
+{
+    switch (ev->kind) {
+    case TRAM_EV_ACCEPTED:
+        p->state = P_ACCEPTED;
+        c->pending--;
+        c->unfinished++;
+        return settle(c);
+    case TRAM_EV_REJECTED:
+        p->state = P_REJECTED;
+        c->pending--;
+        if (!c->error.status)
+            c->error = ev->error;
+        return settle(c);
+    case TRAM_EV_OUTPUT:
+        return on_output(c, p, &ev->out);
+    default:
+        return 0;
+    }
 }
 
 void tram_completion_on_event(const tram_event *ev)
 {
     completion_prompt *p = (completion_prompt *)(uintptr_t)ev->request_id;
     tram_completion *c = p->completion;
-    switch (ev->kind) {
-    case TRAM_EV_ACCEPTED:
-        p->state = P_ACCEPTED;
-        c->pending--;
-        c->unfinished++;
-        settle(c);
-        break;
-    case TRAM_EV_REJECTED:
-        p->state = P_REJECTED;
-        c->pending--;
-        if (!c->error.status)
-            c->error = ev->error;
-        settle(c);
-        break;
-    case TRAM_EV_OUTPUT:
-        on_output(c, p, &ev->out);
-        break;
-    default:
-        break;
-    }
+    if (c->flight)
+        forward(c, p, ev);
+    apply(c, p, ev);
 }
 
 /* ------------------------------------------------------------ connections */
@@ -472,7 +668,13 @@ static void on_close(struct evhttp_connection *conn, void *arg)
     c->req = NULL;
     if (req && !evhttp_request_get_connection(req))
         evhttp_send_reply_end(req);
-    abort_outstanding(c);
+    if (c->follower) {  /* it only leaves: the leader runs on for the others */
+        detach_flight(c, 0);
+        completion_unlink(c);
+        completion_free(c);
+    } else if (!c->flight || tram_rcache_num_followers(c->flight) == 0) {
+        abort_outstanding(c);
+    }
 }
 
 /* While a request waits or a non-streamed one runs, nothing reads or writes
@@ -497,20 +699,27 @@ void tram_completions_abort_all(tram_server *s)
         abort_outstanding(c);
 }
 
+/* Answers c with error now, whatever it waits for, and frees it. */
+static void fail_completion(tram_completion *c, const tram_api_error *error)
+{
+    c->error = *error;
+    detach_flight(c, 0);
+    if (c->req)
+        evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), NULL, NULL);
+    if (c->req && c->streaming)
+        tram_http_sse_done(c->req);
+    else if (c->req)
+        tram_http_send_error(c->req, &c->error);
+    if (c->done)
+        c->done(c->done_arg, error->status, error->message);
+    tram_log(TRAM_LOG_ERROR, "%s %d %s", c->id, error->status, error->message);
+    completion_unlink(c);
+    completion_free(c);
+}
+
 void tram_completions_fail_all(tram_server *s)
 {
     static const tram_api_error failed = {.status = 500, .message = "The engine failed."};
-    while (s->completions) {
-        tram_completion *c = s->completions;
-        c->error = failed;
-        if (c->req)
-            evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), NULL, NULL);
-        if (c->req && c->streaming)
-            tram_http_sse_done(c->req);
-        else if (c->req)
-            tram_http_send_error(c->req, &c->error);
-        tram_log(TRAM_LOG_ERROR, "%s 500 the engine failed", c->id);
-        completion_unlink(c);
-        completion_free(c);
-    }
+    while (s->completions)
+        fail_completion(s->completions, &failed);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "server/api_request.h"
+#include "server/cost.h"
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/prompt.h"
@@ -15,6 +16,9 @@ int tram_check_model(const tram_server *s, const char *model, tram_api_error *e)
 {
     if (!model || !strcmp(model, s->model_name))
         return 0;
+    for (int i = 0; i < s->cfg.num_served_model_names; i++)
+        if (!strcmp(model, s->cfg.served_model_names[i]))
+            return 0;
     return tram_api_fail(e, 404, "model", "model_not_found",
                          "The model '%.200s' does not exist. This server serves '%s'.", model,
                          s->model_name);
@@ -31,28 +35,44 @@ static int need_engine(tram_server *s, struct evhttp_request *req)
     return -1;
 }
 
+/* One entry per served name (--served-model-name a,b), as vLLM lists them. */
 void tram_handle_models(tram_server *s, struct evhttp_request *req)
 {
     if (need_engine(s, req))
         return;
-    tram_http_send_json(
-        req, 200,
-        json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:i}]}", "object", "list", "data", "id",
-                  s->model_name, "object", "model", "created",
-                  (json_int_t)s->metrics_info.start_time, "owned_by", "tram", "max_model_len",
-                  tram_engine_max_model_len(s->engine)));
+    json_t *data = json_array();
+    int n = s->cfg.num_served_model_names ? s->cfg.num_served_model_names : 1;
+    for (int i = 0; i < n; i++)
+        json_array_append_new(
+            data, json_pack("{s:s, s:s, s:I, s:s, s:s, s:i}", "id",
+                            s->cfg.num_served_model_names ? s->cfg.served_model_names[i]
+                                                          : s->model_name,
+                            "object", "model", "created", (json_int_t)s->metrics_info.start_time,
+                            "owned_by", "tram", "root", tram_engine_model_name(s->engine), "max_model_len",
+                            tram_engine_max_model_len(s->engine)));
+    tram_http_send_json(req, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
 }
 
+/* Readiness (/health as vLLM has it, and /readyz): 200 once the model is
+ * loaded, warmed up and preloaded, 503 before that and while draining, so a
+ * balancer sends nothing new to a replica that is going away. */
 void tram_handle_health(tram_server *s, struct evhttp_request *req)
 {
-    if (s->draining) {
+    if (s->draining || !s->ready) {
         tram_api_error e = {0};
-        tram_api_fail(&e, 503, NULL, NULL, "The server is shutting down.");
+        tram_api_fail(&e, 503, NULL, NULL, s->draining ? "The server is shutting down."
+                                                       : "The model is still loading.");
         tram_http_send_error(req, &e);
         return;
     }
-    if (need_engine(s, req))
-        return;
+    tram_http_send_text(req, 200, "application/json", "{}", 2);
+}
+
+/* Liveness (/livez): the event loop answers, loading and draining included;
+ * a failed engine ends the process, so answering is being alive. */
+void tram_handle_live(tram_server *s, struct evhttp_request *req)
+{
+    (void)s;
     tram_http_send_text(req, 200, "application/json", "{}", 2);
 }
 
@@ -62,11 +82,39 @@ void tram_handle_version(tram_server *s, struct evhttp_request *req)
     tram_http_send_json(req, 200, json_pack("{s:s}", "version", TRAM_SERVER_VERSION));
 }
 
+/* What the server keeps beside the engine: the response cache, the cost,
+ * the engine thread's busy time, the KV cache's shape. */
+static void fill_service_metrics(tram_server *s, tram_metrics *m)
+{
+    m->engine_busy_seconds = tram_worker_busy_seconds(s->worker);
+    m->block_size = s->cfg.engine.block_size;
+    m->prefix_caching = s->cfg.engine.enable_prefix_caching;
+    if ((m->has_response_cache = s->cache != NULL)) {
+        tram_rcache_stats st;
+        tram_rcache_stats_get(s->cache, &st);
+        m->rc_hits = (double)st.hits;
+        m->rc_misses = (double)st.misses;
+        m->rc_coalesced = (double)st.coalesced;
+        m->rc_evicted_size = (double)st.evicted_size;
+        m->rc_evicted_ttl = (double)st.evicted_ttl;
+        m->rc_bytes = (double)st.bytes;
+        m->rc_entries = st.entries;
+    }
+    if ((m->has_cost = s->cost.per_hour > 0)) {
+        double now = tram_now();
+        m->cost_per_hour = s->cost.per_hour;
+        m->cost_total = tram_cost_total(&s->cost, now);
+        tram_cost_window(&s->cost, now, m->served_tokens, tram_metrics_requests(m),
+                         &m->cost_per_1k_tokens, &m->cost_per_1k_requests);
+    }
+}
+
 /* Gauges and the engine's own counters are read at scrape time, from the
  * snapshot the engine publishes after every step. */
 void tram_handle_metrics(tram_server *s, struct evhttp_request *req)
 {
     tram_metrics *m = &s->metrics;
+    fill_service_metrics(s, m);
     if (s->engine) {
         tram_engine_stats st;
         tram_engine_stats_get(s->engine, &st);
@@ -78,6 +126,7 @@ void tram_handle_metrics(tram_server *s, struct evhttp_request *req)
         m->preemptions = (double)st.num_preemptions;
         m->prompt_tokens = (double)st.prompt_tokens_total;
         m->generation_tokens = (double)st.generation_tokens_total;
+        m->num_blocks = st.num_blocks_total;
     }
     char *text = tram_metrics_render(m, &s->metrics_info);
     if (!text) {

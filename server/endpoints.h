@@ -9,7 +9,8 @@
 struct evhttp_request;
 
 void tram_handle_models(tram_server *s, struct evhttp_request *req);
-void tram_handle_health(tram_server *s, struct evhttp_request *req);
+void tram_handle_health(tram_server *s, struct evhttp_request *req);  /* readiness */
+void tram_handle_live(tram_server *s, struct evhttp_request *req);    /* liveness */
 void tram_handle_version(tram_server *s, struct evhttp_request *req);
 void tram_handle_metrics(tram_server *s, struct evhttp_request *req);
 void tram_handle_tokenize(tram_server *s, struct evhttp_request *req);

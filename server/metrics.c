@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,16 +20,19 @@ static const double latency_bounds[] = {0.3,  0.5,  0.8,  1.0,   1.5,   2.0,   2
                                         60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 
 static const char *const reason_names[TRAM_NUM_REASONS] = {"stop", "length", "abort"};
+static const char *const refused_names[TRAM_NUM_REFUSED] = {"queue_full", "draining", "loading"};
 
 /* Where a series' value sits in tram_metrics. */
 #define FIELD(f) offsetof(tram_metrics, f)
 
-/* One row per series, with vLLM's help text. */
-static const struct {
+/* One row per series, with vLLM's help text where vLLM has the series. */
+typedef struct {
     const char *name, *type;
     size_t offset;
     const char *help;
-} scalars[] = {
+} scalar;
+
+static const scalar scalars[] = {
     {"num_requests_running", "gauge", FIELD(running), "Number of requests in model execution batches."},
     {"num_requests_waiting", "gauge", FIELD(waiting), "Number of requests waiting to be processed."},
     {"kv_cache_usage_perc", "gauge", FIELD(kv_usage), "KV-cache usage. 1 means 100 percent usage."},
@@ -37,6 +41,23 @@ static const struct {
     {"num_preemptions_total", "counter", FIELD(preemptions), "Cumulative number of preemption from the engine."},
     {"prompt_tokens_total", "counter", FIELD(prompt_tokens), "Number of prefill tokens processed."},
     {"generation_tokens_total", "counter", FIELD(generation_tokens), "Number of generation tokens processed."},
+    {"engine_busy_seconds_total", "counter", FIELD(engine_busy_seconds), "Seconds the engine spent running steps (its utilization is the rate)."},
+    {"served_tokens_total", "counter", FIELD(served_tokens), "Completion tokens returned to clients, response-cache hits included."},
+};
+
+static const scalar response_cache_scalars[] = {
+    {"response_cache_hits_total", "counter", FIELD(rc_hits), "Requests answered from a ready response-cache entry."},
+    {"response_cache_misses_total", "counter", FIELD(rc_misses), "Cacheable requests that found no entry and were computed."},
+    {"response_cache_coalesced_total", "counter", FIELD(rc_coalesced), "Requests that joined an identical request in flight (single-flight)."},
+    {"response_cache_bytes", "gauge", FIELD(rc_bytes), "Bytes held by ready response-cache entries."},
+    {"response_cache_entries", "gauge", FIELD(rc_entries), "Ready response-cache entries."},
+};
+
+static const scalar cost_scalars[] = {
+    {"cost_per_hour_dollars", "gauge", FIELD(cost_per_hour), "The replica's cost per hour (--cost-per-hour)."},
+    {"cost_dollars_total", "counter", FIELD(cost_total), "Dollars this replica has cost since it started."},
+    {"cost_per_1k_tokens_dollars", "gauge", FIELD(cost_per_1k_tokens), "Dollars per 1000 completion tokens served over the sliding window."},
+    {"cost_per_1k_requests_dollars", "gauge", FIELD(cost_per_1k_requests), "Dollars per 1000 requests served over the sliding window."},
 };
 
 static const struct {
@@ -87,6 +108,14 @@ int tram_metrics_count_finish(tram_metrics *m, const char *reason)
     return -1;
 }
 
+double tram_metrics_requests(const tram_metrics *m)
+{
+    double n = 0;
+    for (int i = 0; i < TRAM_NUM_REASONS; i++)
+        n += m->success[i];
+    return n;
+}
+
 /* Label values are escaped as the text format requires. */
 static void put_label_value(FILE *f, const char *s)
 {
@@ -134,19 +163,68 @@ static void put_histogram(FILE *f, const tram_metrics_info *in, const char *name
     fprintf(f, "} %llu\n", (unsigned long long)h->count);
 }
 
+static void put_scalars(FILE *f, const tram_metrics *m, const tram_metrics_info *in,
+                        const scalar *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        put_header(f, in->prefix, rows[i].name, rows[i].type, rows[i].help);
+        double v = *(const double *)((const char *)m + rows[i].offset);
+        put_series(f, in->prefix, rows[i].name, "", in->model_name);
+        if (isnan(v))
+            fputs("} NaN\n", f);  /* the text format's spelling; printf writes "nan" */
+        else
+            fprintf(f, "} %.17g\n", v);
+    }
+}
+
+/* A counter with one series per value of one label. */
+static void put_labelled(FILE *f, const tram_metrics_info *in, const char *name, const char *help,
+                         const char *label, const char *const *values, const double *counts,
+                         int n)
+{
+    put_header(f, in->prefix, name, "counter", help);
+    for (int i = 0; i < n; i++) {
+        put_series(f, in->prefix, name, "", in->model_name);
+        fprintf(f, ",%s=\"%s\"} %.17g\n", label, values[i], counts[i]);
+    }
+}
+
+/* vLLM's info gauge of the KV cache's shape, which the Inference Extension's
+ * endpoint picker reads (block_size, num_gpu_blocks: the pool, whatever the
+ * device). */
+static void put_cache_config(FILE *f, const tram_metrics *m, const tram_metrics_info *in)
+{
+    put_header(f, in->prefix, "cache_config_info", "gauge", "Information of the LLMEngine CacheConfig");
+    put_series(f, in->prefix, "cache_config_info", "", in->model_name);
+    fprintf(f, ",block_size=\"%d\",num_gpu_blocks=\"%d\",enable_prefix_caching=\"%s\","
+               "cache_dtype=\"auto\"} 1\n",
+            m->block_size, m->num_blocks, m->prefix_caching ? "True" : "False");
+}
+
+static void put_optional(FILE *f, const tram_metrics *m, const tram_metrics_info *in)
+{
+    static const char *const eviction_names[] = {"size", "ttl"};
+    if (m->has_response_cache) {
+        put_scalars(f, m, in, response_cache_scalars, TRAM_ARRAY_LEN(response_cache_scalars));
+        double evicted[] = {m->rc_evicted_size, m->rc_evicted_ttl};
+        put_labelled(f, in, "response_cache_evictions_total",
+                     "Ready response-cache entries dropped: for room (size) or by age (ttl).",
+                     "reason", eviction_names, evicted, 2);
+    }
+    if (m->has_cost)
+        put_scalars(f, m, in, cost_scalars, TRAM_ARRAY_LEN(cost_scalars));
+}
+
 static void render_body(FILE *f, const tram_metrics *m, const tram_metrics_info *in)
 {
-    for (size_t i = 0; i < TRAM_ARRAY_LEN(scalars); i++) {
-        put_header(f, in->prefix, scalars[i].name, scalars[i].type, scalars[i].help);
-        put_series(f, in->prefix, scalars[i].name, "", in->model_name);
-        fprintf(f, "} %.17g\n", *(const double *)((const char *)m + scalars[i].offset));
-    }
-    put_header(f, in->prefix, "request_success_total", "counter",
-               "Count of successfully processed requests.");
-    for (int r = 0; r < TRAM_NUM_REASONS; r++) {
-        put_series(f, in->prefix, "request_success_total", "", in->model_name);
-        fprintf(f, ",finished_reason=\"%s\"} %.17g\n", reason_names[r], m->success[r]);
-    }
+    put_scalars(f, m, in, scalars, TRAM_ARRAY_LEN(scalars));
+    put_labelled(f, in, "request_success_total", "Count of successfully processed requests.",
+                 "finished_reason", reason_names, m->success, TRAM_NUM_REASONS);
+    put_labelled(f, in, "request_refused_total",
+                 "Requests answered 503: the queue was full, the server draining or loading.",
+                 "reason", refused_names, m->refused, TRAM_NUM_REFUSED);
+    put_cache_config(f, m, in);
+    put_optional(f, m, in);
     for (size_t i = 0; i < TRAM_ARRAY_LEN(histograms); i++) {
         const tram_histogram *h =
             (const tram_histogram *)((const char *)m + histograms[i].offset);

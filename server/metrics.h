@@ -22,6 +22,8 @@ typedef struct {
 
 /* finished_reason label values of request_success_total */
 enum { TRAM_REASON_STOP, TRAM_REASON_LENGTH, TRAM_REASON_ABORT, TRAM_NUM_REASONS };
+/* reason label values of request_refused_total (the 503 answers) */
+enum { TRAM_REFUSED_QUEUE_FULL, TRAM_REFUSED_DRAINING, TRAM_REFUSED_LOADING, TRAM_NUM_REFUSED };
 
 typedef struct {
     /* copied from the engine's counters after each step */
@@ -29,8 +31,19 @@ typedef struct {
     double kv_usage;                       /* fraction in [0, 1] */
     double prefix_queries, prefix_hits;    /* in tokens */
     double preemptions, prompt_tokens, generation_tokens;
+    double engine_busy_seconds;            /* the engine thread's time in steps */
     /* counted by the server as requests finish */
     double success[TRAM_NUM_REASONS];
+    double refused[TRAM_NUM_REFUSED];
+    double served_tokens;                  /* completion tokens returned, cache hits included */
+    /* the response cache's, copied at scrape time (has_response_cache: it is on) */
+    int has_response_cache;
+    double rc_hits, rc_misses, rc_coalesced, rc_evicted_size, rc_evicted_ttl, rc_bytes, rc_entries;
+    /* --cost-per-hour (has_cost: given); the window gauges may be NaN */
+    int has_cost;
+    double cost_per_hour, cost_total, cost_per_1k_tokens, cost_per_1k_requests;
+    /* the KV cache's shape, for cache_config_info */
+    int block_size, num_blocks, prefix_caching;
     tram_histogram ttft, itl, e2e, queue;
 } tram_metrics;
 
@@ -47,6 +60,8 @@ void tram_histogram_observe(tram_histogram *h, double value);
 /* Counts a finished request under its finish reason ("stop", "length",
  * "abort"); returns -1 for any other reason. */
 int tram_metrics_count_finish(tram_metrics *m, const char *reason);
+/* Requests served so far: every finish reason of request_success_total. */
+double tram_metrics_requests(const tram_metrics *m);
 /* The exposition text (Prometheus text format 0.0.4), malloc'd; NULL when
  * out of memory. */
 char *tram_metrics_render(const tram_metrics *m, const tram_metrics_info *info);

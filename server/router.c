@@ -28,6 +28,8 @@ static const route routes[] = {
     {.path = "/tokenize", .method = EVHTTP_REQ_POST, .handle = tram_handle_tokenize},
     {.path = "/detokenize", .method = EVHTTP_REQ_POST, .handle = tram_handle_detokenize},
     {.path = "/health", .method = EVHTTP_REQ_GET, .open = 1, .handle = tram_handle_health},
+    {.path = "/readyz", .method = EVHTTP_REQ_GET, .open = 1, .handle = tram_handle_health},
+    {.path = "/livez", .method = EVHTTP_REQ_GET, .open = 1, .handle = tram_handle_live},
     {.path = "/metrics", .method = EVHTTP_REQ_GET, .open = 1, .handle = tram_handle_metrics},
     {.path = "/version", .method = EVHTTP_REQ_GET, .open = 1, .handle = tram_handle_version},
 };

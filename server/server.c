@@ -17,6 +17,7 @@
 #include "server/completion.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/preload.h"
 #include "server/router.h"
 #include "server/state.h"
 #include "server/worker.h"
@@ -37,11 +38,31 @@ void tram_server_config_init(tram_server_config *c)
         .drain_timeout = 30,
         .read_timeout = 30,
         .metrics_prefix = "tram",
+        .response_cache = TRAM_RCACHE_OFF,
+        .response_cache_size = 256u << 20,
+        .response_cache_ttl = 600,
+        .cost_window = 300,
     };
     tram_engine_config_init(&c->engine);
 }
 
-/* Without a template it knows, the model gets ChatML (and a warning). */
+static void on_warm(tram_server *s)
+{
+    s->ready = 1;
+    tram_log(TRAM_LOG_INFO, "ready: serving '%s' (max_model_len %d) on http://%s:%d, %.2f s after "
+             "start", s->model_name, tram_engine_max_model_len(s->engine), s->cfg.host,
+             s->cfg.port, tram_now() - s->started);
+}
+
+static void on_warm_up_failed(tram_server *s)
+{
+    tram_log(TRAM_LOG_ERROR, "the server cannot become ready; shutting down");
+    s->exit_code = 1;
+    event_base_loopexit(s->base, NULL);
+}
+
+/* Without a template it knows, the model gets ChatML (and a warning).  The
+ * server is ready only after the warm-up and the preload. */
 static void on_ready(tram_server *s)
 {
     tram_error err = {{0}};
@@ -56,10 +77,11 @@ static void on_ready(tram_server *s)
         tram_log(TRAM_LOG_WARNING, "%s", tram_chat_template_warning(s->chat));
     s->engine = e;
     snprintf(s->model_name, sizeof(s->model_name), "%s",
-             s->cfg.served_model_name ? s->cfg.served_model_name
-                                      : tram_engine_model_name(s->engine));
-    tram_log(TRAM_LOG_INFO, "ready: serving '%s' (max_model_len %d) on http://%s:%d",
-             s->model_name, tram_engine_max_model_len(s->engine), s->cfg.host, s->cfg.port);
+             s->cfg.num_served_model_names ? s->cfg.served_model_names[0]
+                                           : tram_engine_model_name(s->engine));
+    tram_log(TRAM_LOG_INFO, "loaded in %.2f s; warming up%s", tram_now() - s->started,
+             s->cfg.response_cache_preload ? " and preloading the response cache" : "");
+    tram_preload_run(s->preload, s, on_warm, on_warm_up_failed);
 }
 
 static void on_wake(evutil_socket_t fd, short what, void *arg)
@@ -127,6 +149,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     tram_server *s = arg;
     tram_completions_poll_disconnects(s);
+    if (s->cache)
+        tram_rcache_expire(s->cache, tram_now());
+    tram_cost_observe(&s->cost, tram_now(), s->metrics.served_tokens,
+                      tram_metrics_requests(&s->metrics));
     if (!s->draining || tram_now() < s->drain_deadline)
         return;
     tram_completions_abort_all(s);
@@ -174,6 +200,23 @@ static int setup_events(tram_server *s)
     return 0;
 }
 
+/* The response cache and the start-up requests, before anything listens: a
+ * bad preload file stops the server at once. */
+static int setup_cache(tram_server *s)
+{
+    tram_rcache_config rc = {.max_bytes = s->cfg.response_cache_size,
+                             .ttl = s->cfg.response_cache_ttl};
+    if (s->cfg.response_cache != TRAM_RCACHE_OFF && !(s->cache = tram_rcache_new(&rc))) {
+        tram_log(TRAM_LOG_ERROR, "out of memory creating the response cache");
+        return -1;
+    }
+    if (tram_preload_read(&s->preload, s->cfg.response_cache_preload)) {
+        tram_rcache_free(s->cache);
+        return -1;
+    }
+    return 0;
+}
+
 static int start_worker(tram_server *s)
 {
     tram_error err = {{0}};
@@ -197,6 +240,8 @@ static void teardown(tram_server *s)
 {
     tram_worker_stop(s->worker);
     tram_completions_fail_all(s);
+    tram_rcache_free(s->cache);
+    tram_preload_free(s->preload);
     tram_chat_template_free(s->chat);
     if (s->http)
         evhttp_free(s->http);
@@ -213,7 +258,7 @@ int tram_server_run(const tram_server_config *c)
 {
     static tram_server srv;  /* one per process, reachable from signal events */
     tram_server *s = &srv;
-    *s = (tram_server){.cfg = *c, .wake_fd = -1};
+    *s = (tram_server){.cfg = *c, .wake_fd = -1, .started = tram_now()};
     tram_sampling_params_init(&s->defaults);
     struct timeval now;
     gettimeofday(&now, NULL);
@@ -223,6 +268,9 @@ int tram_server_run(const tram_server_config *c)
                                           .version = TRAM_SERVER_VERSION,
                                           .backend = s->cfg.engine.device,
                                           .start_time = now.tv_sec + now.tv_usec * 1e-6};
+    tram_cost_init(&s->cost, c->cost_per_hour, c->cost_window, s->started);
+    if (setup_cache(s))
+        return 1;
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() || !(s->base = event_base_new())) {
         tram_log(TRAM_LOG_ERROR, "cannot start the event loop");

@@ -5,7 +5,9 @@
 #define TRAM_SERVER_STATE_H
 
 #include "engine/tram.h"
+#include "server/cost.h"
 #include "server/metrics.h"
+#include "server/response_cache.h"
 #include "server/server.h"
 #include "server/worker.h"
 
@@ -16,6 +18,7 @@ struct evhttp;
 struct evhttp_bound_socket;
 struct event;
 struct tram_chat_template;
+struct tram_preload;
 typedef struct tram_completion tram_completion;
 
 typedef struct tram_server {
@@ -30,6 +33,7 @@ typedef struct tram_server {
     struct event *sigterm, *sigint;
     tram_worker *worker;
     const tram_engine *engine;       /* NULL until loaded */
+    int ready;                       /* loaded, warmed up and preloaded: taking requests */
     struct tram_chat_template *chat; /* the model's, made when it is loaded */
     tram_completion *completions;    /* requests in flight (completion.c) */
     int num_completions;
@@ -37,9 +41,13 @@ typedef struct tram_server {
     int draining;
     double drain_deadline;           /* tram_now() time */
     int exit_code;
+    double started;                  /* tram_now() when tram_server_run began */
     tram_sampling_params defaults;   /* the engine's, for parsing requests */
     tram_metrics metrics;
     tram_metrics_info metrics_info;
+    tram_rcache *cache;              /* NULL with --response-cache off */
+    tram_cost cost;
+    struct tram_preload *preload;    /* the start-up requests (preload.h) */
 } tram_server;
 
 #endif

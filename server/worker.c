@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/output_copy.h"
+
 struct tram_worker {
     tram_engine_config engine_cfg;
     char *model_path;
@@ -31,6 +33,7 @@ struct tram_worker {
 
     tram_engine *engine;        /* engine thread only */
     _Atomic(const tram_engine *) ready;  /* published once loaded */
+    _Atomic uint64_t busy_us;   /* time spent in engine steps, for utilization */
 };
 
 /* ------------------------------------------------------------ events */
@@ -88,50 +91,12 @@ static tram_event *event_new(tram_worker *w, tram_event_kind kind, uint64_t id, 
     return ev;
 }
 
-static size_t entries_bytes(const tram_logprob_entry *e, int n)
-{
-    size_t bytes = 0;
-    for (int i = 0; e && i < n; i++)
-        bytes += sizeof(*e) + (size_t)e[i].num_top * sizeof(tram_token_logprob);
-    return bytes;
-}
-
-/* Both entry and alternative sizes are multiples of 8, so laying them out
- * back to back keeps every one aligned. */
-static const tram_logprob_entry *copy_entries(char **p, const tram_logprob_entry *src, int n)
-{
-    if (!src)
-        return NULL;
-    tram_logprob_entry *dst = (tram_logprob_entry *)*p;
-    memcpy(dst, src, (size_t)n * sizeof(*dst));
-    *p += (size_t)n * sizeof(*dst);
-    for (int i = 0; i < n; i++) {
-        dst[i].top = (const tram_token_logprob *)*p;
-        memcpy(*p, src[i].top, (size_t)src[i].num_top * sizeof(tram_token_logprob));
-        *p += (size_t)src[i].num_top * sizeof(tram_token_logprob);
-    }
-    return dst;
-}
-
 /* A deep copy of o in one event, so it outlives the step. */
 static tram_event *event_from_output(tram_worker *w, const tram_output *o)
 {
-    size_t lp = entries_bytes(o->logprobs, o->num_tokens);
-    size_t plp = entries_bytes(o->prompt_logprobs, o->prompt_tokens);
-    size_t ids = (size_t)o->num_tokens * sizeof(int32_t);
-    tram_event *ev = event_new(w, TRAM_EV_OUTPUT, o->request_id, lp + plp + ids + o->text_len + 1);
-    if (!ev)
-        return NULL;
-    char *p = (char *)(ev + 1);
-    ev->out = *o;
-    ev->out.logprobs = copy_entries(&p, o->logprobs, o->num_tokens);
-    ev->out.prompt_logprobs = copy_entries(&p, o->prompt_logprobs, o->prompt_tokens);
-    ev->out.token_ids = memcpy(p, o->token_ids ? (const void *)o->token_ids : "", ids);
-    p += ids;
-    memcpy(p, o->text ? o->text : "", o->text_len);
-    p[o->text_len] = 0;
-    ev->out.text = p;
-    ev->out.stop_string = NULL;  /* points into the engine; nobody needs it later */
+    tram_event *ev = event_new(w, TRAM_EV_OUTPUT, o->request_id, tram_output_copy_size(o));
+    if (ev)
+        tram_output_copy(&ev->out, o, ev + 1);
     return ev;
 }
 
@@ -200,7 +165,10 @@ static int step(tram_worker *w, event_list *evs)
     const tram_output *outs;
     int n;
     tram_error err = {{0}};
-    if (tram_engine_step(w->engine, &outs, &n, &err)) {
+    double start = tram_now();
+    int rc = tram_engine_step(w->engine, &outs, &n, &err);
+    atomic_fetch_add(&w->busy_us, (uint64_t)((tram_now() - start) * 1e6));
+    if (rc) {
         /* the cause goes to the log, never to clients */
         fprintf(stderr, "tram: engine step failed: %s\n", err.msg);
         list_push(evs, error_event(w, TRAM_EV_FAILED, 0, 500, "The engine failed."));
@@ -297,6 +265,7 @@ int tram_worker_start(tram_worker **out, const tram_worker_config *c, tram_error
     atomic_init(&w->inbox, 0);
     atomic_init(&w->events, NULL);
     atomic_init(&w->spare, NULL);
+    atomic_init(&w->busy_us, 0);
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     if (!w->model_path || pthread_create(&w->thread, NULL, worker_main, w)) {
@@ -380,4 +349,9 @@ void tram_worker_give_back(tram_worker *w, tram_event *list)
     do
         last->next = seen;
     while (!atomic_compare_exchange_weak(&w->spare, &seen, list));
+}
+
+double tram_worker_busy_seconds(const tram_worker *w)
+{
+    return (double)atomic_load(&((tram_worker *)w)->busy_us) * 1e-6;
 }

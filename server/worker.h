@@ -73,6 +73,10 @@ void tram_worker_submit(tram_worker *w, tram_submission *list);
 /* Allocates and queues an abort; returns -1 when out of memory. */
 int tram_worker_abort(tram_worker *w, uint64_t request_id);
 
+/* Any thread: seconds the engine thread has spent in steps since it started
+ * (the engine's utilization is the rate of this). */
+double tram_worker_busy_seconds(const tram_worker *w);
+
 /* Takes every posted event, oldest first.  Give them back when done. */
 tram_event *tram_worker_take_events(tram_worker *w);
 /* Returns a list of taken events (linked by next) for reuse. */

@@ -1,9 +1,11 @@
 #!/bin/sh
-# Installs the Debian packages tram builds and tests with, when missing.
+# Installs the Debian packages tram builds and tests with, when missing
+# (`deps.sh NAME...`: those packages instead, e.g. nginx for the fleet test).
 # As root it runs apt-get; otherwise it prints the exact command to run.
 set -e
 PKGS="build-essential pkg-config unzip python3-venv libopenblas-dev libjansson-dev libevent-dev
       libpcre2-dev libsentencepiece-dev libcriterion-dev clang"
+[ $# -eq 0 ] || [ "$1" = packages ] || PKGS="$*"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

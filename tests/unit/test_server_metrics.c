@@ -1,5 +1,6 @@
 /* The Prometheus registry (server/metrics.c), checked by parsing its text. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,5 +90,39 @@ Test(server_metrics, vllm_names_and_prefix)
     cr_assert(strstr(text, "vllm:request_queue_time_seconds_count"));
     cr_assert(strstr(text, "vllm:inter_token_latency_seconds_sum"));
     cr_assert_null(strstr(text, "tram:"), "the prefix applies to every name");
+    free(text);
+}
+
+Test(server_metrics, gateway_cache_and_cost_series)
+{
+    tram_metrics m;
+    tram_metrics_init(&m);
+    m.block_size = 16;
+    m.num_blocks = 2912;
+    m.prefix_caching = 1;
+    m.refused[TRAM_REFUSED_QUEUE_FULL] = 3;
+    m.has_response_cache = 1;
+    m.rc_hits = 5;
+    m.rc_evicted_ttl = 2;
+    m.has_cost = 1;
+    m.cost_per_hour = 2.5;
+    m.cost_per_1k_tokens = NAN;  /* nothing served in the window */
+    tram_metrics_info info = {.prefix = "vllm", .model_name = "m", .version = "1",
+                              .backend = "cpu", .start_time = 1};
+    char *text = tram_metrics_render(&m, &info);
+    cr_assert(strstr(text, "vllm:cache_config_info{model_name=\"m\",block_size=\"16\","
+                           "num_gpu_blocks=\"2912\",enable_prefix_caching=\"True\","
+                           "cache_dtype=\"auto\"} 1\n"), "%s", text);
+    cr_assert_eq(sample(text, "vllm:request_refused_total{model_name=\"m\",reason=\"queue_full\"}"), 3);
+    cr_assert_eq(sample(text, "vllm:response_cache_hits_total{model_name=\"m\"}"), 5);
+    cr_assert_eq(sample(text, "vllm:response_cache_evictions_total{model_name=\"m\",reason=\"ttl\"}"), 2);
+    cr_assert_eq(sample(text, "vllm:cost_per_hour_dollars{model_name=\"m\"}"), 2.5);
+    cr_assert(strstr(text, "vllm:cost_per_1k_tokens_dollars{model_name=\"m\"} NaN\n"));
+    free(text);
+    /* without the cache and the cost, none of their series */
+    m.has_response_cache = m.has_cost = 0;
+    text = tram_metrics_render(&m, &info);
+    cr_assert_null(strstr(text, "response_cache_"));
+    cr_assert_null(strstr(text, "cost_"));
     free(text);
 }
