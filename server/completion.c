@@ -25,6 +25,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/prompt.h"
+#include "server/structured.h"
 #include "tokenizer/tokenizer.h"
 
 typedef enum { P_SUBMITTED, P_ACCEPTED, P_REJECTED, P_FINISHED } prompt_state;
@@ -162,7 +163,8 @@ static int prepare(tram_completion *c, tram_api_kind kind, tram_api_error *e)
     size_t len;
     const char *body = tram_http_body(c->req, &len);
     if (tram_api_request_parse(&c->api, kind, &s->defaults, body, len, e) ||
-        tram_check_model(s, c->api.model, e))
+        tram_check_model(s, c->api.model, e) ||
+        tram_structured_grammar(c->api.root, tram_engine_tokenizer(s->engine), &c->api.params.grammar, e))
         return -1;
     const char *param = NULL;
     tram_error err = {{0}};
