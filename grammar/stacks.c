@@ -82,6 +82,9 @@ static void add_stack(tram_stackset *s, const int32_t *v, int len)
 int tram_stackset_copy(tram_stackset *dst, const tram_stackset *src)
 {
     tram_stackset_clear(dst);
+    dst->has_end = src->has_end;
+    if (src->n == 0)
+        return 0;  /* (an empty set may have no arrays, which memcpy must not be handed) */
     if (reserve(dst, src->n, src->pool_len))
         return -1;
     memcpy(dst->pool, src->pool, (size_t)src->pool_len * sizeof(int32_t));
@@ -90,7 +93,6 @@ int tram_stackset_copy(tram_stackset *dst, const tram_stackset *src)
     memcpy(dst->hash, src->hash, (size_t)src->n * sizeof(uint64_t));
     dst->n = src->n;
     dst->pool_len = src->pool_len;
-    dst->has_end = src->has_end;
     return 0;
 }
 
