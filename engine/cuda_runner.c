@@ -219,6 +219,9 @@ struct tram_cuda_runner {
     int32_t *pad_mem;
     tram_cuda_padded pad;
     const void *logits;          /* the model's device logits (tram_model_run) */
+    const int32_t *mask_rows;    /* the step's token masks (tram_cuda_runner_set_masks) */
+    const uint32_t *masks;
+    int num_masks;
     tram_cuda_runner_stats stats;
 };
 
@@ -258,7 +261,8 @@ int tram_cuda_runner_create(tram_cuda_runner **out, tram_backend *be, const tram
     g->spec = *spec;
     if (runner_alloc(g, err) ||
         tram_cuda_sampler_reserve(be, spec->max_seqs, spec->max_seqs * TRAM_CUDA_MAX_BIAS, spec->max_seqs,
-                                  spec->vocab, spec->max_model_len, err)) {
+                                  spec->vocab, spec->max_model_len, err) ||
+        (spec->mask_words > 0 && tram_cuda_mask_reserve(be, spec->max_seqs, spec->mask_words, err))) {
         tram_cuda_runner_destroy(g);
         return -1;
     }
@@ -426,10 +430,23 @@ int tram_cuda_runner_step(tram_cuda_runner *g, tram_ranks *ranks, const tram_bat
     }
     int bucket = g->spec.pad_block >= 0 ? tram_cuda_step_bucket(b, g->spec.max_seqs) : 0;
     tram_batch run = bucket ? tram_cuda_pad_batch(b, bucket, g->spec.pad_block, g->spec.block_size, &g->pad) : *b;
-    if (forward_ranks(g, ranks, &run, bucket, err) ||
+    int masks = g->num_masks;
+    g->num_masks = 0;
+    if (forward_ranks(g, ranks, &run, bucket, err))
+        return -1;
+    tram_cuda_logits l = {
+        .data = g->logits, .rows = b->num_logits, .stride = g->spec.logits_width, .vocab = g->spec.vocab};
+    if (tram_cuda_apply_masks(g->be, &l, g->mask_rows, g->masks, masks, g->spec.mask_words, err) ||
         sample_rows(g, b, items, item_row0, item_nrows, err))
         return -1;
     return download_rest(g, b->num_logits, logits, err);
+}
+
+void tram_cuda_runner_set_masks(tram_cuda_runner *g, const int32_t *rows, const uint32_t *masks, int n)
+{
+    g->mask_rows = rows;
+    g->masks = masks;
+    g->num_masks = n;
 }
 
 int32_t tram_cuda_runner_token(const tram_cuda_runner *g, int row) { return g->drawn[row]; }
@@ -461,6 +478,11 @@ int tram_cuda_runner_step(tram_cuda_runner *g, tram_ranks *ranks, const tram_bat
 }
 
 int32_t tram_cuda_runner_token(const tram_cuda_runner *g, int row) { return (void)g, (void)row, -1; }
+
+void tram_cuda_runner_set_masks(tram_cuda_runner *g, const int32_t *rows, const uint32_t *masks, int n)
+{
+    (void)g, (void)rows, (void)masks, (void)n;
+}
 
 void tram_cuda_runner_stats_get(const tram_cuda_runner *g, tram_cuda_runner_stats *out)
 {

@@ -14,6 +14,7 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "kernels/cpu/mask.h"
 #include "models/gguf.h"
 
 /* Logits rows per step for prompt logprobs, on top of one row per sequence. */
@@ -46,6 +47,11 @@ struct tram_engine {
     int32_t *tok_ids, *positions, *slots, *query_start, *seq_lens, *block_tables, *rows;
     int *item_row0, *item_nrows;
     float *logits;             /* [max_rows][logits_width] */
+    float *masked;             /* [logits_width]: a grammar-constrained row, masked */
+    uint32_t *mask;            /* [mask_words]: that row's allowed tokens */
+    int mask_words;
+    uint32_t *step_masks;      /* CUDA: [max_seqs][mask_words] the step's masks, for the device */
+    int32_t *step_mask_rows;   /* [max_seqs] their logits rows */
     tram_seq **emitted;        /* sequences with an output this step */
     int num_emitted, cap_emitted;
     tram_output *outs;
@@ -242,7 +248,15 @@ static int alloc_step_arrays(tram_engine *e, tram_error *err)
     e->emitted = tram_calloc(s, sizeof(*e->emitted), err);
     e->outs = tram_calloc(s, sizeof(*e->outs), err);
     e->text = tram_calloc(e->text_cap, 1, err);
-    return e->tok_ids && e->positions && e->slots && e->rows && e->query_start && e->seq_lens &&
+    e->mask_words = (tram_tokenizer_vocab_size(e->tok) + 31) / 32;
+    e->masked = tram_calloc((size_t)e->logits_width, sizeof(float), err);
+    e->mask = tram_calloc((size_t)e->mask_words, sizeof(uint32_t), err);
+    int cuda = !strcmp(e->cfg.device, "cuda");
+    e->step_masks = cuda ? tram_calloc(s * (size_t)e->mask_words, sizeof(uint32_t), err) : NULL;
+    e->step_mask_rows = cuda ? tram_calloc(s, sizeof(int32_t), err) : NULL;
+    if (cuda && (!e->step_masks || !e->step_mask_rows))
+        return -1;
+    return e->masked && e->mask && e->tok_ids && e->positions && e->slots && e->rows && e->query_start && e->seq_lens &&
                    e->block_tables && e->item_row0 && e->item_nrows && e->logits && e->emitted &&
                    e->outs && e->text
                ? 0
@@ -271,6 +285,7 @@ static int open_cuda_runner(tram_engine *e, tram_error *err)
         .max_model_len = e->max_model_len,
         .block_size = e->cfg.block_size,
         .pad_block = -1,
+        .mask_words = e->mask_words,
     };
     return tram_cuda_runner_create(&e->cuda, e->be, &spec, err);
 }
@@ -343,7 +358,8 @@ void tram_engine_destroy(tram_engine *e)
     tram_model_file_close(e->file);
     void *bufs[] = {e->tok_ids, e->positions, e->slots, e->query_start, e->seq_lens,
                     e->block_tables, e->rows, e->item_row0, e->item_nrows, e->logits,
-                    e->emitted, e->outs, e->text};
+                    e->emitted, e->outs, e->text, e->masked, e->mask, e->step_masks,
+                    e->step_mask_rows};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
         free(bufs[i]);
     pthread_mutex_destroy(&e->lock);
@@ -364,6 +380,12 @@ const char *tram_engine_model_name(const tram_engine *e) { return e->model_name;
 int tram_engine_validate_params(const tram_engine *e, const tram_sampling_params *p,
                                 const char **param, tram_error *err)
 {
+    if (p->grammar && tram_grammar_vocab(p->grammar) != tram_tokenizer_vocab_size(e->tok)) {
+        if (param)
+            *param = "grammar";
+        return tram_fail(err, "grammar: compiled for a vocabulary of %d tokens, the model's has %d",
+                         tram_grammar_vocab(p->grammar), tram_tokenizer_vocab_size(e->tok));
+    }
     return tram_params_check(p, e->vocab, e->cfg.max_num_seqs, param, err);
 }
 
@@ -637,15 +659,44 @@ static tram_finish_reason stop_reason(const tram_engine *e, const tram_seq *s, i
     return TRAM_FINISH_NONE;
 }
 
+/* A grammar-constrained sequence draws from its row with every token the
+ * grammar forbids at -INFINITY (its logprobs are those of that masked
+ * distribution too); a free one from the row as it is. */
+static const float *constrained_row(tram_engine *e, tram_seq *s, const float *row)
+{
+    if (!s->matcher)
+        return row;
+    tram_matcher_fill_mask(s->matcher, e->mask);
+    tram_mask_logits(e->masked, row, e->mask, e->vocab);
+    return e->masked;
+}
+
+/* Alternatives the mask ruled out (logprob -INFINITY) are not reported. */
+static void drop_masked_alternatives(tram_logprob_entry *lp)
+{
+    while (lp->num_top > 0 && isinf(lp->top[lp->num_top - 1].logprob))
+        lp->num_top--;
+}
+
 /* drawn: the token the device drew for this row, or -1: the host draws. */
 static int sample_and_append(tram_engine *e, tram_seq *s, const float *row, int32_t drawn, tram_error *err)
 {
     const tram_request *r = s->req;
     int held = tram_seq_holds_stops(s);
     tram_sample_input in = tram_seq_sample_input(s);
+    row = drawn >= 0 ? row : constrained_row(e, s, row);
     int32_t tok = drawn >= 0 ? drawn : tram_sample(e->sampler, row, &in);
-    if (r->p.logprobs >= 0)
+    if (s->matcher && !tram_matcher_accept(s->matcher, tok)) {
+        /* the grammar allowed no token the sampler could draw (every one it
+         * allows was banned): the sample ends without one */
+        emit(e, s);
+        finish_seq(e, s, TRAM_FINISH_ABORT);
+        return text_append(e, "", 1);
+    }
+    if (r->p.logprobs >= 0) {
         tram_logprobs(e->sampler, row, tok, r->p.logprobs, &s->lp, s->top);
+        drop_masked_alternatives(&s->lp);
+    }
     s->tokens[s->num_tokens++] = tok;
     e->stats.generation_tokens_total++;
     emit(e, s);
@@ -657,6 +708,8 @@ static int sample_and_append(tram_engine *e, tram_seq *s, const float *row, int3
     if (stop < 0 || emit_text(e, s, text, len))
         return -1;
     tram_finish_reason why = stop_reason(e, s, tok, stop == 1);
+    if (why == TRAM_FINISH_NONE && s->matcher && tram_matcher_is_done(s->matcher))
+        why = TRAM_FINISH_STOP;   /* the structured output is complete */
     if (why != TRAM_FINISH_NONE && stop != 1) {
         tram_detok_finish(s->detok, &text, &len);
         if (emit_text(e, s, text, len))
@@ -813,6 +866,22 @@ static int reserve_emitted(tram_engine *e, tram_error *err)
     return 0;
 }
 
+/* CUDA: the masks of the step's grammar-constrained rows, computed before
+ * the forward pass so that the device masks its logits before drawing. */
+static void cuda_step_masks(tram_engine *e)
+{
+    int n = 0;
+    for (int i = 0; i < e->sched.num_items; i++) {
+        tram_seq *s = e->sched.items[i].seq;
+        if (!s->matcher || e->item_nrows[i] == 0 ||
+            s->num_computed + e->sched.items[i].num_new < s->num_tokens)
+            continue;
+        tram_matcher_fill_mask(s->matcher, e->step_masks + (size_t)n * e->mask_words);
+        e->step_mask_rows[n++] = e->item_row0[i] + e->item_nrows[i] - 1;
+    }
+    tram_cuda_runner_set_masks(e->cuda, e->step_mask_rows, e->step_masks, n);
+}
+
 /* Stamps requests scheduled for the first time: their queue time ends here. */
 static void mark_scheduled(tram_engine *e)
 {
@@ -837,6 +906,8 @@ int tram_engine_step(tram_engine *e, const tram_output **outs, int *num_outs, tr
     mark_scheduled(e);
     if (e->sched.num_items > 0) {
         tram_batch b = build_batch(e);
+        if (e->cuda)
+            cuda_step_masks(e);
         if (e->cuda ? tram_cuda_runner_step(e->cuda, e->ranks, &b, e->sched.items, e->item_row0,
                                             e->item_nrows, e->logits, err)
                    : tram_ranks_forward(e->ranks, &b, e->logits, err))

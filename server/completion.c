@@ -26,6 +26,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/prompt.h"
+#include "server/structured.h"
 #include "tokenizer/tokenizer.h"
 
 typedef enum { P_SUBMITTED, P_ACCEPTED, P_REJECTED, P_FINISHED } prompt_state;
@@ -166,7 +167,8 @@ static int prepare(tram_completion *c, tram_api_kind kind, const char *body, siz
 {
     tram_server *s = c->srv;
     if (tram_api_request_parse(&c->api, kind, &s->defaults, body, len, e) ||
-        tram_check_model(s, c->api.model, e))
+        tram_check_model(s, c->api.model, e) ||
+        tram_structured_grammar(c->api.root, tram_engine_tokenizer(s->engine), &c->api.params.grammar, e))
         return -1;
     const char *param = NULL;
     tram_error err = {{0}};
