@@ -161,12 +161,11 @@ static int parse_scalars(const json_t *o, tram_sampling_params *p, tram_api_erro
 }
 
 /* The first of the names present wins (max_completion_tokens over the
- * deprecated max_tokens). */
-static int parse_max_tokens(const json_t *o, tram_api_kind kind, tram_sampling_params *p,
-                            tram_api_error *e)
+ * deprecated max_tokens), on both endpoints as vLLM reads them. */
+static int parse_max_tokens(const json_t *o, tram_sampling_params *p, tram_api_error *e)
 {
     const char *names[2] = {"max_completion_tokens", "max_tokens"};
-    for (int i = kind == TRAM_API_CHAT ? 0 : 1; i < 2; i++) {
+    for (int i = 0; i < 2; i++) {
         int r = get_int(o, names[i], 1, INT_MAX, &p->max_tokens, e);
         if (r)
             return r < 0 ? -1 : 0;
@@ -453,10 +452,12 @@ static int parse_completion_fields(const json_t *o, tram_api_request *r, tram_ap
 
 static int parse_fields(const json_t *o, tram_api_request *r, tram_api_error *e)
 {
-    if (get_string(o, "model", &r->model, e) < 0 || get_string(o, "user", &r->user, e) < 0 ||
+    unsigned endpoint = r->kind == TRAM_API_CHAT ? TRAM_FIELD_CHAT : TRAM_FIELD_COMPLETION;
+    if (tram_api_check_fields(o, endpoint, r->ignored, sizeof(r->ignored), e) ||
+        get_string(o, "model", &r->model, e) < 0 ||
         get_int(o, "priority", INT_MIN, INT_MAX, &r->priority, e) < 0)
         return -1;
-    if (parse_scalars(o, &r->params, e) || parse_max_tokens(o, r->kind, &r->params, e) ||
+    if (parse_scalars(o, &r->params, e) || parse_max_tokens(o, &r->params, e) ||
         parse_stop(o, &r->params, e) || parse_stop_token_ids(o, &r->params, e) ||
         parse_logit_bias(o, &r->params, e) || parse_stream(o, r, e))
         return -1;

@@ -14,6 +14,7 @@
 
 #include "engine/tram.h"
 #include "server/api_error.h"
+#include "server/api_fields.h"
 
 typedef enum {
     TRAM_API_CHAT,        /* POST /v1/chat/completions */
@@ -36,7 +37,7 @@ typedef struct {
     int echo;                       /* completions: prepend the prompt */
     int stream, include_usage;
     int priority;
-    const char *user;
+    char ignored[256];              /* the accepted-and-ignored fields present (api_fields.h) */
     tram_sampling_params params;    /* its arrays are owned */
 } tram_api_request;
 

@@ -177,6 +177,8 @@ static int prepare(tram_completion *c, tram_api_kind kind, tram_api_error *e)
     if (!c->prompts || !c->choices || !c->last_token_at)
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     tram_api_make_id(kind, c->id);
+    if (c->api.ignored[0])
+        tram_log(TRAM_LOG_WARNING, "%s: accepted and ignored: %s", c->id, c->api.ignored);
     c->env = (tram_api_envelope){
         .kind = kind, .id = c->id, .created = (long long)time(NULL), .model = s->model_name};
     return tokenize_prompts(c, e);

@@ -69,7 +69,7 @@ Test(server_request, chat_fields_reach_the_params)
     cr_assert_eq(p->prompt_logprobs, -1);
     cr_assert(p->ignore_eos);
     cr_assert_eq(p->min_tokens, 2);
-    cr_assert_str_eq(req.user, "u1");
+    cr_assert_str_eq(req.ignored, "user");
     cr_assert(req.stream && req.include_usage);
     cr_assert_eq(req.priority, -3);
     tram_api_request_free(&req);
