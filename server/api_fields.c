@@ -104,6 +104,9 @@ const tram_api_field tram_api_fields[] = {
     /* chat, OpenAI */
     HONOURED("messages", TRAM_FIELD_CHAT, "5"),
     HONOURED("top_logprobs", TRAM_FIELD_CHAT, "\"x\""),
+    HONOURED("tools", TRAM_FIELD_CHAT, "5"),
+    HONOURED("tool_choice", TRAM_FIELD_CHAT, "5"),
+    HONOURED("parallel_tool_calls", TRAM_FIELD_CHAT, "\"x\""),
     IGNORED("metadata", TRAM_FIELD_CHAT),
     IGNORED("store", TRAM_FIELD_CHAT),
     IGNORED("service_tier", TRAM_FIELD_CHAT),

@@ -328,11 +328,14 @@ static int parse_message(const json_t *m, int i, tram_api_message *out, tram_api
     if (!json_is_string(role))
         return type_error(e, param, "a string", role ? role : json_null());
     const char *rs = json_string_value(role);
-    if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant"))
+    if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool"))
         return tram_api_fail(e, 400, param, "invalid_value",
-                             "Invalid value for '%s': supported roles are 'system', 'user' and "
-                             "'assistant'.", param);
+                             "Invalid value for '%s': supported roles are 'system', 'user', "
+                             "'assistant' and 'tool'.", param);
     out->role = rs;
+    if (tram_api_parse_message_tools(m, i, &out->tool_calls, &out->num_tool_calls,
+                                     &out->tool_call_id, e))
+        return -1;
     const json_t *content = json_object_get(m, "content");
     snprintf(param, sizeof(param), "messages[%d].content", i);
     if ((!content || json_is_null(content)) && !strcmp(rs, "assistant"))
@@ -363,9 +366,10 @@ static int parse_messages(const json_t *o, tram_api_request *r, tram_api_error *
     if (!r->messages)
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     for (size_t i = 0; i < json_array_size(v); i++) {
-        if (parse_message(json_array_get(v, i), (int)i, &r->messages[i], e))
+        int rc = parse_message(json_array_get(v, i), (int)i, &r->messages[i], e);
+        r->num_messages++;  /* so that free releases what a failed message holds */
+        if (rc)
             return -1;
-        r->num_messages++;
     }
     return 0;
 }
@@ -462,7 +466,10 @@ static int parse_fields(const json_t *o, tram_api_request *r, tram_api_error *e)
         parse_logit_bias(o, &r->params, e) || parse_stream(o, r, e))
         return -1;
     if (r->kind == TRAM_API_CHAT)
-        return parse_messages(o, r, e) || parse_chat_logprobs(o, &r->params, e) ? -1 : 0;
+        return parse_messages(o, r, e) || parse_chat_logprobs(o, &r->params, e) ||
+                       tram_api_parse_tools(o, &r->tools, e)
+                   ? -1
+                   : 0;
     return parse_completion_fields(o, r, e);
 }
 
@@ -488,8 +495,10 @@ int tram_api_request_parse(tram_api_request *r, tram_api_kind kind,
 
 void tram_api_request_free(tram_api_request *r)
 {
-    for (int i = 0; i < r->num_messages; i++)
+    for (int i = 0; i < r->num_messages; i++) {
         free(r->messages[i].content);
+        tram_api_free_tool_calls(r->messages[i].tool_calls, r->messages[i].num_tool_calls);
+    }
     free(r->messages);
     for (int i = 0; i < r->num_prompts; i++)
         free((void *)r->prompts[i].token_ids);
