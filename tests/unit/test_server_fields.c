@@ -90,16 +90,19 @@ Test(server_fields, unknown_fields_and_the_other_endpoints_fields_are_400)
     cr_assert_str_eq(e.param, "suffix");
 }
 
+static int parse_completion(const char *body, tram_api_request *r, tram_api_error *e)
+{
+    memset(e, 0, sizeof(*e));
+    return tram_api_request_parse(r, TRAM_API_COMPLETION, &defaults, body, strlen(body), e);
+}
+
 Test(server_fields, best_of_must_equal_n)
 {
     tram_api_request r;
     tram_api_error e;
-    const char *body = "{\"prompt\": \"hi\", \"n\": 3, \"best_of\": 3}";
-    cr_assert_eq(tram_api_request_parse(&r, TRAM_API_COMPLETION, &defaults, body, strlen(body), &e), 0,
-                 "%s", e.message);
+    cr_assert_eq(parse_completion("{\"prompt\": \"hi\", \"n\": 3, \"best_of\": 3}", &r, &e), 0, "%s", e.message);
     tram_api_request_free(&r);
-    body = "{\"prompt\": \"hi\", \"n\": 2, \"best_of\": 3}";
-    cr_assert_eq(tram_api_request_parse(&r, TRAM_API_COMPLETION, &defaults, body, strlen(body), &e), -1);
+    cr_assert_eq(parse_completion("{\"prompt\": \"hi\", \"n\": 2, \"best_of\": 3}", &r, &e), -1);
     cr_assert_str_eq(e.param, "best_of");
 }
 
@@ -107,9 +110,8 @@ Test(server_fields, max_completion_tokens_on_completions)
 {
     tram_api_request r;
     tram_api_error e;
-    const char *body = "{\"prompt\": \"hi\", \"max_completion_tokens\": 5, \"max_tokens\": 9}";
-    cr_assert_eq(tram_api_request_parse(&r, TRAM_API_COMPLETION, &defaults, body, strlen(body), &e), 0,
-                 "%s", e.message);
+    cr_assert_eq(parse_completion("{\"prompt\": \"hi\", \"max_completion_tokens\": 5, \"max_tokens\": 9}", &r, &e),
+                 0, "%s", e.message);
     cr_assert_eq(r.params.max_tokens, 5);
     tram_api_request_free(&r);
 }
