@@ -44,6 +44,28 @@ static int check_tool(const json_t *tool, size_t i, tram_api_error *e)
     if (params && !json_is_object(params))
         return tram_api_fail(e, 400, param, "invalid_type",
                              "Invalid '%s': expected a JSON Schema object.", param);
+    snprintf(param, sizeof(param), "tools[%zu].function.strict", i);
+    const json_t *strict = json_object_get(f, "strict");
+    if (strict && !json_is_boolean(strict) && !json_is_null(strict))
+        return tram_api_fail(e, 400, param, "invalid_type", "Invalid '%s': expected a boolean.", param);
+    return 0;
+}
+
+/* strict promises arguments valid against the schema; tram keeps that
+ * promise with its grammar, which "auto" does not run. */
+static int check_strict(const tram_api_tools *t, tram_api_error *e)
+{
+    for (size_t i = 0; t->choice == TRAM_TOOL_CHOICE_AUTO && i < json_array_size(t->tools); i++) {
+        const json_t *f = json_object_get(json_array_get(t->tools, i), "function");
+        if (json_is_true(json_object_get(f, "strict"))) {
+            char param[64];
+            snprintf(param, sizeof(param), "tools[%zu].function.strict", i);
+            return tram_api_fail(e, 400, param, "unsupported_value",
+                                 "Invalid '%s': strict arguments are enforced with tool_choice "
+                                 "'required' or a named function; with 'auto' tram returns the calls "
+                                 "as the model wrote them.", param);
+        }
+    }
     return 0;
 }
 
@@ -117,14 +139,15 @@ int tram_api_parse_tools(const json_t *body, tram_api_tools *t, tram_api_error *
                                  "Invalid type for 'parallel_tool_calls': expected a boolean.");
         t->parallel = json_is_true(parallel);
     }
-    if (!choice || json_is_null(choice))
-        return 0;
-    if (parse_choice(choice, t, e))
-        return -1;
-    if (!t->tools && t->choice != TRAM_TOOL_CHOICE_NONE)
-        return tram_api_fail(e, 400, "tool_choice", "invalid_value",
-                             "Invalid 'tool_choice': it is only allowed when 'tools' are specified.");
-    return 0;
+    if (choice && !json_is_null(choice)) {
+        if (parse_choice(choice, t, e))
+            return -1;
+        if (!t->tools && t->choice != TRAM_TOOL_CHOICE_NONE)
+            return tram_api_fail(e, 400, "tool_choice", "invalid_value",
+                                 "Invalid 'tool_choice': it is only allowed when 'tools' are "
+                                 "specified.");
+    }
+    return check_strict(t, e);
 }
 
 void tram_api_free_tool_calls(tram_chat_tool_call *calls, int n)
