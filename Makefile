@@ -22,7 +22,7 @@ CXXFLAGS ?= -O2 -g -march=native
 CXXFLAGS += -std=c++17 $(WARN)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lstdc++ -lm -lpthread -fopenmp
 
-LIB_C   := $(filter-out server/cli/main.c,$(wildcard kernels/*.c kernels/cpu/*.c models/*.c tokenizer/*.c engine/*.c server/*.c server/cli/*.c))
+LIB_C   := $(filter-out server/cli/main.c,$(wildcard kernels/*.c kernels/cpu/*.c models/*.c tokenizer/*.c grammar/*.c engine/*.c server/*.c server/cli/*.c))
 LIB_CXX := $(wildcard tokenizer/*.cc)
 LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 TEST_C  := $(wildcard tests/unit/*.c)

@@ -154,7 +154,8 @@ int tram_cuda_sampling_of(const tram_seq *s, tram_cuda_sampling *sp, tram_logit_
     const tram_request *r = s->req;
     const tram_sampling_params *p = &r->p;
     int nb = p->num_logit_bias + (tram_seq_holds_stops(s) ? r->num_banned : 0);
-    if (p->logprobs >= 0 || r->num_seqs < r->n || tram_seq_wants_prompt_logprobs(s) || nb > TRAM_CUDA_MAX_BIAS)
+    if (p->logprobs >= 0 || r->num_seqs < r->n || tram_seq_wants_prompt_logprobs(s) || nb > TRAM_CUDA_MAX_BIAS ||
+        s->matcher)
         return 0;
     if (p->num_logit_bias > 0)
         memcpy(bias, p->logit_bias, (size_t)p->num_logit_bias * sizeof(*bias));

@@ -13,6 +13,7 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "kernels/cpu/mask.h"
 #include "models/gguf.h"
 
 /* Logits rows per step for prompt logprobs, on top of one row per sequence. */
@@ -44,6 +45,9 @@ struct tram_engine {
     int32_t *tok_ids, *positions, *slots, *query_start, *seq_lens, *block_tables, *rows;
     int *item_row0, *item_nrows;
     float *logits;             /* [max_rows][logits_width] */
+    float *masked;             /* [logits_width]: a grammar-constrained row, masked */
+    uint32_t *mask;            /* [mask_words]: that row's allowed tokens */
+    int mask_words;
     tram_seq **emitted;        /* sequences with an output this step */
     int num_emitted, cap_emitted;
     tram_output *outs;
@@ -220,7 +224,10 @@ static int alloc_step_arrays(tram_engine *e, tram_error *err)
     e->emitted = tram_calloc(s, sizeof(*e->emitted), err);
     e->outs = tram_calloc(s, sizeof(*e->outs), err);
     e->text = tram_calloc(e->text_cap, 1, err);
-    return e->tok_ids && e->positions && e->slots && e->rows && e->query_start && e->seq_lens &&
+    e->mask_words = (tram_tokenizer_vocab_size(e->tok) + 31) / 32;
+    e->masked = tram_calloc((size_t)e->logits_width, sizeof(float), err);
+    e->mask = tram_calloc((size_t)e->mask_words, sizeof(uint32_t), err);
+    return e->masked && e->mask && e->tok_ids && e->positions && e->slots && e->rows && e->query_start && e->seq_lens &&
                    e->block_tables && e->item_row0 && e->item_nrows && e->logits && e->emitted &&
                    e->outs && e->text
                ? 0
@@ -323,7 +330,7 @@ void tram_engine_destroy(tram_engine *e)
     tram_model_file_close(e->file);
     void *bufs[] = {e->tok_ids, e->positions, e->slots, e->query_start, e->seq_lens,
                     e->block_tables, e->rows, e->item_row0, e->item_nrows, e->logits,
-                    e->emitted, e->outs, e->text};
+                    e->emitted, e->outs, e->text, e->masked, e->mask};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
         free(bufs[i]);
     pthread_mutex_destroy(&e->lock);
@@ -344,6 +351,12 @@ const char *tram_engine_model_name(const tram_engine *e) { return e->model_name;
 int tram_engine_validate_params(const tram_engine *e, const tram_sampling_params *p,
                                 const char **param, tram_error *err)
 {
+    if (p->grammar && tram_grammar_vocab(p->grammar) != tram_tokenizer_vocab_size(e->tok)) {
+        if (param)
+            *param = "grammar";
+        return tram_fail(err, "grammar: compiled for a vocabulary of %d tokens, the model's has %d",
+                         tram_grammar_vocab(p->grammar), tram_tokenizer_vocab_size(e->tok));
+    }
     return tram_params_check(p, e->vocab, e->cfg.max_num_seqs, param, err);
 }
 
@@ -617,15 +630,44 @@ static tram_finish_reason stop_reason(const tram_engine *e, const tram_seq *s, i
     return TRAM_FINISH_NONE;
 }
 
+/* A grammar-constrained sequence draws from its row with every token the
+ * grammar forbids at -INFINITY (its logprobs are those of that masked
+ * distribution too); a free one from the row as it is. */
+static const float *constrained_row(tram_engine *e, tram_seq *s, const float *row)
+{
+    if (!s->matcher)
+        return row;
+    tram_matcher_fill_mask(s->matcher, e->mask);
+    tram_mask_logits(e->masked, row, e->mask, e->vocab);
+    return e->masked;
+}
+
+/* Alternatives the mask ruled out (logprob -INFINITY) are not reported. */
+static void drop_masked_alternatives(tram_logprob_entry *lp)
+{
+    while (lp->num_top > 0 && isinf(lp->top[lp->num_top - 1].logprob))
+        lp->num_top--;
+}
+
 /* drawn: the token the device drew for this row, or -1: the host draws. */
 static int sample_and_append(tram_engine *e, tram_seq *s, const float *row, int32_t drawn, tram_error *err)
 {
     const tram_request *r = s->req;
     int held = tram_seq_holds_stops(s);
     tram_sample_input in = tram_seq_sample_input(s);
+    row = drawn >= 0 ? row : constrained_row(e, s, row);
     int32_t tok = drawn >= 0 ? drawn : tram_sample(e->sampler, row, &in);
-    if (r->p.logprobs >= 0)
+    if (s->matcher && !tram_matcher_accept(s->matcher, tok)) {
+        /* the grammar allowed no token the sampler could draw (every one it
+         * allows was banned): the sample ends without one */
+        emit(e, s);
+        finish_seq(e, s, TRAM_FINISH_ABORT);
+        return text_append(e, "", 1);
+    }
+    if (r->p.logprobs >= 0) {
         tram_logprobs(e->sampler, row, tok, r->p.logprobs, &s->lp, s->top);
+        drop_masked_alternatives(&s->lp);
+    }
     s->tokens[s->num_tokens++] = tok;
     e->stats.generation_tokens_total++;
     emit(e, s);
@@ -637,6 +679,8 @@ static int sample_and_append(tram_engine *e, tram_seq *s, const float *row, int3
     if (stop < 0 || emit_text(e, s, text, len))
         return -1;
     tram_finish_reason why = stop_reason(e, s, tok, stop == 1);
+    if (why == TRAM_FINISH_NONE && s->matcher && tram_matcher_is_done(s->matcher))
+        why = TRAM_FINISH_STOP;   /* the structured output is complete */
     if (why != TRAM_FINISH_NONE && stop != 1) {
         tram_detok_finish(s->detok, &text, &len);
         if (emit_text(e, s, text, len))

@@ -108,6 +108,8 @@ static void *copy_array(void *dst, const void *src, int n, size_t size)
 static int copy_params(tram_request *r, const tram_sampling_params *p, tram_error *err)
 {
     r->p = *p;
+    if (p->grammar)   /* first, so that tram_request_free always has one to release */
+        tram_grammar_retain(p->grammar);
     if (r->p.top_k < 0)
         r->p.top_k = 0;
     r->stop = tram_calloc((size_t)p->num_stop, sizeof(char *), err);
@@ -160,7 +162,7 @@ static int init_seq(tram_request *r, int i, const tram_request_env *env, int pri
     if (env->tok && tram_detok_create(&s->detok, env->tok, r->p.skip_special_tokens,
                                       r->p.stop, r->p.num_stop, err))
         return -1;
-    return 0;
+    return r->p.grammar ? tram_matcher_create(&s->matcher, r->p.grammar, err) : 0;
 }
 
 static int alloc_prompt_logprobs(tram_request *r, int prompt_len, tram_error *err)
@@ -211,6 +213,7 @@ void tram_request_free(tram_request *r)
         free(r->seqs[i].tokens);
         tram_block_table_free(&r->seqs[i].table);
         tram_detok_free(r->seqs[i].detok);
+        tram_matcher_free(r->seqs[i].matcher);
     }
     for (int i = 0; r->stop && i < r->p.num_stop; i++)
         free(r->stop[i]);
@@ -221,5 +224,6 @@ void tram_request_free(tram_request *r)
     free(r->banned);
     free(r->prompt_lp);
     free(r->prompt_top);
+    tram_grammar_release(r->p.grammar);
     free(r);
 }

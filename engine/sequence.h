@@ -32,6 +32,7 @@ typedef struct {
     int num_computed;          /* tokens whose KV is in the cache */
     tram_block_table table;
     tram_detok *detok;
+    tram_matcher *matcher;     /* the grammar's state after this sample's output, or NULL */
     tram_finish_reason finish;
     int stop_index;            /* stop string that finished it, or -1 */
     int reported_first;        /* its first output has gone out */

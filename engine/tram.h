@@ -25,7 +25,9 @@
  *
  * MEMORY
  *   - add_request copies everything it is given (prompt, stop strings, logit
- *     bias, stop token ids); the caller's buffers may be freed on return.
+ *     bias, stop token ids) and takes a reference to the grammar; the
+ *     caller's buffers may be freed, and its grammar reference released, on
+ *     return.
  *   - The outputs returned by tram_engine_step (and every pointer inside them)
  *     belong to the engine and stay valid until the next call to
  *     tram_engine_step or tram_engine_destroy (adding or aborting requests
@@ -48,6 +50,7 @@
 #include <stdint.h>
 
 #include "kernels/base.h"
+#include "grammar/grammar.h"
 #include "kernels/sampling.h"
 #include "models/model.h"
 
@@ -124,6 +127,10 @@ typedef struct {
     int logprobs;                 /* -1 = off; k >= 0: chosen token + k top alternatives (-1) */
     int prompt_logprobs;          /* -1 = off; k >= 0: per prompt token + k alternatives (-1) */
     int skip_special_tokens;      /* leave special tokens out of the text (1) */
+    const tram_grammar *grammar;  /* structured output: only tokens the grammar allows are drawn,
+                                     and the sample finishes with reason "stop" once the grammar is
+                                     complete; compiled against this engine's tokenizer
+                                     (grammar/grammar.h); add_request retains it (NULL: free) */
 } tram_sampling_params;
 
 #define TRAM_MAX_LOGPROBS 20      /* most alternatives for logprobs / prompt_logprobs */

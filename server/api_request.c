@@ -506,6 +506,7 @@ void tram_api_request_free(tram_api_request *r)
     free((void *)r->params.stop);
     free((void *)r->params.stop_token_ids);
     free((void *)r->params.logit_bias);
+    tram_grammar_release(r->params.grammar);
     json_decref(r->root);
     memset(r, 0, sizeof(*r));
 }

@@ -25,7 +25,9 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/prompt.h"
+#include "server/structured.h"
 #include "server/tool_calls.h"
+#include "server/tool_grammar.h"
 #include "tokenizer/tokenizer.h"
 
 typedef enum { P_SUBMITTED, P_ACCEPTED, P_REJECTED, P_FINISHED } prompt_state;
@@ -160,13 +162,32 @@ static int tokenize_prompts(tram_completion *c, tram_api_error *e)
     return 0;
 }
 
+/* tool_choice "required" or a named function: the reply runs through the
+ * grammar of the template's call syntax and the functions' schemas. */
+static int enforce_tool_choice(tram_completion *c, tram_api_error *e)
+{
+    const tram_api_tools *t = &c->api.tools;
+    if (t->choice != TRAM_TOOL_CHOICE_REQUIRED && t->choice != TRAM_TOOL_CHOICE_NAMED)
+        return 0;
+    if (c->api.params.grammar)
+        return tram_api_fail(e, 400, "tool_choice", "invalid_value",
+                             "Invalid 'tool_choice': a reply of tool calls cannot also follow "
+                             "'response_format' or structured outputs.");
+    const tram_engine *eng = c->srv->engine;
+    c->api.params.grammar = tram_tool_grammar(tram_chat_template_tool_format(c->srv->chat), t,
+                                              tram_engine_tokenizer(eng), e);
+    return c->api.params.grammar ? 0 : -1;
+}
+
 static int prepare(tram_completion *c, tram_api_kind kind, tram_api_error *e)
 {
     tram_server *s = c->srv;
     size_t len;
     const char *body = tram_http_body(c->req, &len);
     if (tram_api_request_parse(&c->api, kind, &s->defaults, body, len, e) ||
-        tram_check_model(s, c->api.model, e))
+        tram_check_model(s, c->api.model, e) ||
+        tram_structured_grammar(c->api.root, tram_engine_tokenizer(s->engine), &c->api.params.grammar, e) ||
+        enforce_tool_choice(c, e))
         return -1;
     const char *param = NULL;
     tram_error err = {{0}};
@@ -174,10 +195,6 @@ static int prepare(tram_completion *c, tram_api_kind kind, tram_api_error *e)
         return tram_api_fail(e, 400, param, "invalid_value", "%s", err.msg);
     c->with_tools = c->api.tools.choice != TRAM_TOOL_CHOICE_NONE;
     c->tool_format = tram_chat_template_tool_format(s->chat);
-    if (c->api.tools.choice == TRAM_TOOL_CHOICE_REQUIRED || c->api.tools.choice == TRAM_TOOL_CHOICE_NAMED)
-        return tram_api_fail(e, 400, "tool_choice", "unsupported_value",
-                             "Invalid 'tool_choice': 'required' and a named function need the grammar "
-                             "engine, which this build lacks.");
     if (c->with_tools && c->tool_format == TRAM_TOOLS_MISTRAL)
         c->api.params.skip_special_tokens = 0;  /* [TOOL_CALLS] is a special token */
     c->num_prompts = kind == TRAM_API_CHAT ? 1 : c->api.num_prompts;

@@ -11,6 +11,7 @@
 #include "server/cli/defaults.h"
 #include "server/cli/engine_flags.h"
 #include "engine/tram.h"
+#include "server/structured.h"
 #include "tokenizer/chat_template.h"
 
 typedef struct {
@@ -187,6 +188,16 @@ static int line_params(json_t *obj, tram_sampling_params *p, const char **stops,
     return 0;
 }
 
+/* The line's structured-output constraint (the API's fields: response_format,
+ * structured_outputs, guided_*), compiled into p->grammar. */
+static int line_grammar(tram_engine *e, json_t *obj, tram_sampling_params *p, tram_error *err)
+{
+    tram_api_error ae = {0};
+    if (tram_structured_grammar(obj, tram_engine_tokenizer(e), &p->grammar, &ae))
+        return tram_fail(err, "%s", ae.message);
+    return 0;
+}
+
 /* The line's prompt text; *chat tells whether a chat template made it. */
 static char *line_prompt(tram_engine *e, json_t *obj, int *chat, tram_error *err)
 {
@@ -225,11 +236,13 @@ static void add_line(tram_engine *e, const gen_opts *o, const char *line, int id
     int chat = 0;
     if (!json_is_object(obj))
         tram_fail(&err, "line %d is not a JSON object", idx + 1);
-    else if (!line_params(obj, &p, stops, &err) && (text = line_prompt(e, obj, &chat, &err))) {
+    else if (!line_params(obj, &p, stops, &err) && !line_grammar(e, obj, &p, &err) &&
+             (text = line_prompt(e, obj, &chat, &err))) {
         tram_prompt pr = {.text = text, .skip_bos = chat};
         if (!tram_engine_add_request(e, (uint64_t)idx, &pr, &p, 0, &err))
             err.msg[0] = 0;
     }
+    tram_grammar_release(p.grammar);
     if (err.msg[0])
         snprintf(res->error, sizeof(res->error), "%s", err.msg);
     res->ids = json_array();

@@ -5,6 +5,7 @@
 #   server/cli/  entry points: main.c, the command table, the subcommands
 #   server/      the HTTP API
 #   engine/      public API, scheduler, block manager, step loop, CUDA runner
+#   grammar/     structured outputs: GBNF, JSON Schema / regex compilers, token masks
 #   tokenizer/   (reads vocabularies from GGUF files through models/)
 #   models/      file formats, architectures, model tools
 #   kernels/     base utilities, batch, op interface, weight-format math;
@@ -17,9 +18,10 @@ cd "$root" || exit 2
 
 rank() {
     case $1 in
-    server/cli/*) echo 5 ;;
-    server/*) echo 4 ;;
-    engine/*) echo 3 ;;
+    server/cli/*) echo 6 ;;
+    server/*) echo 5 ;;
+    engine/*) echo 4 ;;
+    grammar/*) echo 3 ;;
     tokenizer/*) echo 2 ;;
     models/*) echo 1 ;;
     kernels/*) echo 0 ;;
@@ -35,7 +37,7 @@ backend() {
 }
 
 bad=0
-for f in $(find kernels models tokenizer engine server -type f \
+for f in $(find kernels models tokenizer grammar engine server -type f \
            \( -name '*.c' -o -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' \) | sort); do
     grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" >/tmp/layering.$$ || continue
     while IFS= read -r line; do

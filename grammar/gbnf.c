@@ -1,0 +1,751 @@
+/* gbnf.c — the GBNF parser (see gbnf.h).  Each rule is built in a vector of
+ * its own (a group or a repetition opens a helper rule while its parent is
+ * still being read); tram_gbnf_parse then lays them end to end and checks
+ * that every rule is defined and none is left-recursive. */
+#include "grammar/gbnf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/utf8_ranges.h"
+
+/* Limits that keep hostile text from exhausting memory or the stack. */
+#define MAX_ELEMS (1 << 20)
+#define MAX_RULES (1 << 16)
+#define MAX_NESTING 128
+#define MAX_REPEAT 4096
+#define MAX_RANGES 1024
+
+typedef struct {
+    tram_gelem *v;
+    int n, cap;
+} elemvec;
+
+typedef struct {
+    uint32_t lo, hi;
+} cprange;
+
+typedef struct {
+    cprange *r;
+    int n;
+    int rule;
+} interned_class;
+
+typedef struct {
+    const char *p;
+    tram_error *err;
+    int failed, nesting, total_elems;
+    char **names;
+    elemvec *rules;
+    uint8_t *defined, *synthetic;
+    int num_rules, cap_rules;
+    tram_byteset *sets;
+    int num_sets, cap_sets;
+    interned_class *classes;
+    int num_classes, cap_classes;
+} parser;
+
+#define FAIL(ps, ...) ((ps)->failed ? -1 : ((ps)->failed = 1, tram_fail((ps)->err, __VA_ARGS__)))
+
+static int grow(void **v, int *cap, int need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    int c = *cap ? *cap : 8;
+    while (c < need)
+        c *= 2;
+    void *n = realloc(*v, (size_t)c * size);
+    if (!n)
+        return -1;
+    *v = n;
+    *cap = c;
+    return 0;
+}
+
+static int push(parser *ps, int rule, tram_gkind kind, int32_t arg)
+{
+    elemvec *e = &ps->rules[rule];
+    if (++ps->total_elems > MAX_ELEMS)
+        return FAIL(ps, "grammar: more than %d elements", MAX_ELEMS);
+    if (grow((void **)&e->v, &e->cap, e->n + 1, sizeof(*e->v)))
+        return FAIL(ps, "grammar: out of memory");
+    e->v[e->n++] = (tram_gelem){.kind = (uint8_t)kind, .arg = arg};
+    return 0;
+}
+
+static int add_rule(parser *ps, const char *name, size_t len, int synthetic)
+{
+    if (ps->num_rules >= MAX_RULES)
+        return FAIL(ps, "grammar: more than %d rules", MAX_RULES);
+    int n = ps->num_rules + 1, c1 = ps->cap_rules, c2 = c1, c3 = c1, c4 = c1;
+    if (grow((void **)&ps->names, &c1, n, sizeof(char *)) ||
+        grow((void **)&ps->rules, &c2, n, sizeof(elemvec)) ||
+        grow((void **)&ps->defined, &c3, n, 1) || grow((void **)&ps->synthetic, &c4, n, 1))
+        return FAIL(ps, "grammar: out of memory");
+    ps->cap_rules = c1;
+    int id = ps->num_rules;
+    ps->names[id] = strndup(name, len);
+    ps->rules[id] = (elemvec){0};
+    ps->defined[id] = (uint8_t)synthetic;
+    ps->synthetic[id] = (uint8_t)synthetic;
+    if (!ps->names[id])
+        return FAIL(ps, "grammar: out of memory");
+    ps->num_rules = n;
+    return id;
+}
+
+static int rule_id(parser *ps, const char *name, size_t len)
+{
+    for (int i = 0; i < ps->num_rules; i++)
+        if (!ps->synthetic[i] && strlen(ps->names[i]) == len && !memcmp(ps->names[i], name, len))
+            return i;
+    return add_rule(ps, name, len, 0);
+}
+
+/* A helper rule for a group or repetition inside `parent`: "parent_N". */
+static int helper_rule(parser *ps, int parent)
+{
+    char name[300];
+    int len = snprintf(name, sizeof(name), "%.200s_%d", ps->names[parent], ps->num_rules);
+    return add_rule(ps, name, (size_t)len, 1);
+}
+
+static int intern_set(parser *ps, const tram_byteset *s)
+{
+    for (int i = 0; i < ps->num_sets; i++)
+        if (!memcmp(&ps->sets[i], s, sizeof(*s)))
+            return i;
+    if (grow((void **)&ps->sets, &ps->cap_sets, ps->num_sets + 1, sizeof(*s)))
+        return FAIL(ps, "grammar: out of memory");
+    ps->sets[ps->num_sets] = *s;
+    return ps->num_sets++;
+}
+
+static int push_byte_range(parser *ps, int rule, unsigned lo, unsigned hi)
+{
+    tram_byteset s = {{0}};
+    tram_byteset_add(&s, lo, hi);
+    int id = intern_set(ps, &s);
+    return id < 0 ? -1 : push(ps, rule, TRAM_G_BYTES, id);
+}
+
+/* ---------------------------------------------------------------- lexing */
+
+static void skip_space(parser *ps, int newline_ok)
+{
+    for (;;) {
+        char c = *ps->p;
+        if (c == ' ' || c == '\t' || (newline_ok && (c == '\n' || c == '\r')))
+            ps->p++;
+        else if (c == '#')
+            while (*ps->p && *ps->p != '\n' && *ps->p != '\r')
+                ps->p++;
+        else
+            return;
+    }
+}
+
+static int is_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
+}
+
+static int hex_value(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* One UTF-8 character, or -1 on invalid UTF-8. */
+static int64_t decode_utf8(parser *ps)
+{
+    const unsigned char *s = (const unsigned char *)ps->p;
+    int n = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
+          : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (!n)
+        return -1;
+    uint32_t cp = n == 1 ? s[0] : s[0] & (0x3F >> (n - 1));
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return -1;
+        cp = cp << 6 | (s[i] & 0x3F);
+    }
+    ps->p += n;
+    return cp;
+}
+
+/* A character of a literal or class: an escape or one UTF-8 character. */
+static int64_t parse_char(parser *ps)
+{
+    if (*ps->p != '\\') {
+        int64_t cp = decode_utf8(ps);
+        return cp < 0 ? FAIL(ps, "grammar: invalid UTF-8") : cp;
+    }
+    char c = ps->p[1];
+    ps->p += 2;
+    static const char simple[] = "n\nr\rt\t\\\\\"\"[[]]--^^//''..";
+    for (const char *s = simple; *s; s += 2)
+        if (c == s[0])
+            return (unsigned char)s[1];
+    int digits = c == 'x' ? 2 : c == 'u' ? 4 : c == 'U' ? 8 : 0;
+    if (!digits)
+        return FAIL(ps, "grammar: unknown escape '\\%c'", c ? c : '0');
+    uint32_t cp = 0;
+    for (int i = 0; i < digits; i++, ps->p++) {
+        int h = hex_value(*ps->p);
+        if (h < 0)
+            return FAIL(ps, "grammar: '\\%c' needs %d hex digits", c, digits);
+        cp = cp << 4 | (uint32_t)h;
+    }
+    if (cp > TRAM_MAX_CODEPOINT)
+        return FAIL(ps, "grammar: code point %X is past U+10FFFF", cp);
+    return cp;
+}
+
+/* ---------------------------------------------------------------- terms */
+
+static int parse_literal(parser *ps, int rule)
+{
+    ps->p++;
+    while (*ps->p != '"') {
+        if (!*ps->p)
+            return FAIL(ps, "grammar: unterminated string literal");
+        int64_t cp = parse_char(ps);
+        if (cp < 0)
+            return -1;
+        uint8_t b[4];
+        int n = tram_utf8_encode((uint32_t)cp, b);
+        for (int i = 0; i < n; i++)
+            if (push_byte_range(ps, rule, b[i], b[i]))
+                return -1;
+    }
+    ps->p++;
+    return 0;
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+    const cprange *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Sorts and merges r[0..n); with negate, replaces it by its complement. */
+static int normalize(cprange *r, int n, int negate)
+{
+    qsort(r, (size_t)n, sizeof(*r), cmp_range);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (m && r[i].lo <= r[m - 1].hi + 1) {
+            if (r[i].hi > r[m - 1].hi)
+                r[m - 1].hi = r[i].hi;
+        } else {
+            r[m++] = r[i];
+        }
+    }
+    if (!negate)
+        return m;
+    cprange out[MAX_RANGES + 1];
+    int k = 0;
+    uint32_t next = 0;
+    for (int i = 0; i < m; i++) {
+        if (r[i].lo > next)
+            out[k++] = (cprange){next, r[i].lo - 1};
+        next = r[i].hi + 1;
+    }
+    if (next <= TRAM_MAX_CODEPOINT)
+        out[k++] = (cprange){next, TRAM_MAX_CODEPOINT};
+    memcpy(r, out, (size_t)k * sizeof(*r));
+    return k;
+}
+
+typedef struct {
+    parser *ps;
+    int rule, first;
+} class_emit;
+
+static int emit_sequence(void *ctx, const uint8_t *lo, const uint8_t *hi, int n)
+{
+    class_emit *c = ctx;
+    if (!c->first && push(c->ps, c->rule, TRAM_G_ALT, 0))
+        return -1;
+    c->first = 0;
+    for (int i = 0; i < n; i++)
+        if (push_byte_range(c->ps, c->rule, lo[i], hi[i]))
+            return -1;
+    return 0;
+}
+
+/* A class beyond ASCII becomes a helper rule, one per distinct class: its
+ * ASCII part as one alternative, then the UTF-8 sequences of the rest. */
+static int class_rule(parser *ps, int parent, const cprange *r, int n)
+{
+    for (int i = 0; i < ps->num_classes; i++)
+        if (ps->classes[i].n == n && !memcmp(ps->classes[i].r, r, (size_t)n * sizeof(*r)))
+            return ps->classes[i].rule;
+    int rule = helper_rule(ps, parent);
+    if (rule < 0 || grow((void **)&ps->classes, &ps->cap_classes, ps->num_classes + 1,
+                         sizeof(*ps->classes)))
+        return FAIL(ps, "grammar: out of memory");
+    interned_class *ic = &ps->classes[ps->num_classes++];
+    *ic = (interned_class){.r = malloc((size_t)n * sizeof(*r)), .n = n, .rule = rule};
+    if (!ic->r)
+        return FAIL(ps, "grammar: out of memory");
+    memcpy(ic->r, r, (size_t)n * sizeof(*r));
+    class_emit c = {.ps = ps, .rule = rule, .first = 1};
+    tram_byteset ascii = {{0}};
+    int has_ascii = 0;
+    for (int i = 0; i < n && r[i].lo < 0x80; i++, has_ascii = 1)
+        tram_byteset_add(&ascii, r[i].lo, TRAM_MIN(r[i].hi, 0x7Fu));
+    if (has_ascii) {
+        int set = intern_set(ps, &ascii);
+        if (set < 0 || push(ps, rule, TRAM_G_BYTES, set))
+            return -1;
+        c.first = 0;
+    }
+    for (int i = 0; i < n; i++)
+        if (r[i].hi >= 0x80 && tram_utf8_split(TRAM_MAX(r[i].lo, 0x80u), r[i].hi, emit_sequence, &c))
+            return -1;
+    if (c.first && push_byte_range(ps, rule, 1, 0))   /* an empty class matches nothing */
+        return -1;
+    return push(ps, rule, TRAM_G_END, 0) ? -1 : rule;
+}
+
+static int push_class(parser *ps, int rule, cprange *r, int n)
+{
+    if (n > 0 && r[n - 1].hi < 0x80) {
+        tram_byteset s = {{0}};
+        for (int i = 0; i < n; i++)
+            tram_byteset_add(&s, r[i].lo, r[i].hi);
+        int set = intern_set(ps, &s);
+        return set < 0 ? -1 : push(ps, rule, TRAM_G_BYTES, set);
+    }
+    int sub = class_rule(ps, rule, r, n);
+    return sub < 0 ? -1 : push(ps, rule, TRAM_G_REF, sub);
+}
+
+static int parse_class(parser *ps, int rule)
+{
+    cprange r[MAX_RANGES + 1];
+    int n = 0, negate = 0;
+    ps->p++;
+    if (*ps->p == '^') {
+        negate = 1;
+        ps->p++;
+    }
+    while (*ps->p != ']') {
+        if (!*ps->p)
+            return FAIL(ps, "grammar: unterminated character class");
+        if (n == MAX_RANGES)
+            return FAIL(ps, "grammar: more than %d ranges in one class", MAX_RANGES);
+        int64_t lo = parse_char(ps), hi = lo;
+        if (lo >= 0 && ps->p[0] == '-' && ps->p[1] && ps->p[1] != ']') {
+            ps->p++;
+            hi = parse_char(ps);
+        }
+        if (lo < 0 || hi < 0)
+            return -1;
+        if (hi < lo)
+            return FAIL(ps, "grammar: class range %X-%X runs backwards", (unsigned)lo, (unsigned)hi);
+        r[n++] = (cprange){(uint32_t)lo, (uint32_t)hi};
+    }
+    ps->p++;
+    n = normalize(r, n, negate);
+    return push_class(ps, rule, r, n);
+}
+
+static int parse_alternates(parser *ps, int rule, int nested);
+
+static int parse_group(parser *ps, int rule)
+{
+    if (++ps->nesting > MAX_NESTING)
+        return FAIL(ps, "grammar: groups nested more than %d deep", MAX_NESTING);
+    int sub = helper_rule(ps, rule);
+    ps->p++;
+    skip_space(ps, 1);
+    if (sub < 0 || parse_alternates(ps, sub, 1))
+        return -1;
+    if (*ps->p != ')')
+        return FAIL(ps, "grammar: expected ')'");
+    ps->p++;
+    ps->nesting--;
+    return push(ps, rule, TRAM_G_REF, sub);
+}
+
+/* ---------------------------------------------------------------- repetition */
+
+/* The term elems[start..] of `rule` as a rule of its own: the rule it
+ * already is when it is one reference, else a new helper rule. */
+static int term_rule(parser *ps, int rule, int start)
+{
+    elemvec *e = &ps->rules[rule];
+    if (e->n - start == 1 && e->v[start].kind == TRAM_G_REF)
+        return e->v[start].arg;
+    int sub = helper_rule(ps, rule);
+    if (sub < 0)
+        return -1;
+    e = &ps->rules[rule];
+    for (int i = start; i < e->n; i++)
+        if (push(ps, sub, (tram_gkind)e->v[i].kind, e->v[i].arg))
+            return -1;
+    return push(ps, sub, TRAM_G_END, 0) ? -1 : sub;
+}
+
+/* Appends the alternatives "term tail" to `rule` (tail < 0: none), with no
+ * terminator.  A helper term's own alternatives are copied in, each
+ * followed by tail, and so on into a helper rule that makes up a whole
+ * alternative: a repetition then stays in one rule, which keeps more
+ * tokens decided by their position alone in the mask.  Any other term is
+ * referenced. */
+static int push_term_then(parser *ps, int rule, int term, int tail, int depth)
+{
+    if (!ps->synthetic[term] || depth > 8)
+        return push(ps, rule, TRAM_G_REF, term) || (tail >= 0 && push(ps, rule, TRAM_G_REF, tail));
+    for (int a = 0; a < ps->rules[term].n;) {
+        int b = a;
+        while (!tram_gelem_ends_alt(&ps->rules[term].v[b]))
+            b++;
+        tram_gelem first = ps->rules[term].v[a];
+        if (a > 0 && push(ps, rule, TRAM_G_ALT, 0))
+            return -1;
+        if (b == a + 1 && first.kind == TRAM_G_REF && ps->synthetic[first.arg] && first.arg != term) {
+            if (push_term_then(ps, rule, first.arg, tail, depth + 1))
+                return -1;
+        } else {
+            for (int i = a; i < b; i++)
+                if (push(ps, rule, (tram_gkind)ps->rules[term].v[i].kind, ps->rules[term].v[i].arg))
+                    return -1;
+            if (tail >= 0 && push(ps, rule, TRAM_G_REF, tail))
+                return -1;
+        }
+        a = b + 1;
+    }
+    return 0;
+}
+
+/* star: term star | ε.  optional (tail = next optional or -1): term tail | ε. */
+static int repeat_rule(parser *ps, int parent, int term, int star, int tail)
+{
+    int r = helper_rule(ps, parent);
+    if (r < 0 || push_term_then(ps, r, term, star ? r : tail, 0) || push(ps, r, TRAM_G_ALT, 0) ||
+        push(ps, r, TRAM_G_END, 0))
+        return -1;
+    return r;
+}
+
+/* Replaces the term at elems[start..] of `rule` by min copies of it, then
+ * (max - min) optional ones, or any number when max < 0. */
+static int repeat(parser *ps, int rule, int start, int min, int max)
+{
+    int term = term_rule(ps, rule, start);
+    if (term < 0)
+        return -1;
+    elemvec *e = &ps->rules[rule];
+    int len = e->n - start;
+    tram_gelem copy[64];
+    int flat = len <= (int)TRAM_ARRAY_LEN(copy);
+    if (flat)
+        memcpy(copy, e->v + start, (size_t)len * sizeof(*copy));
+    ps->total_elems -= len;
+    e->n = start;
+    for (int i = 0; i < min; i++)
+        for (int k = 0; k < (flat ? len : 1); k++)
+            if (push(ps, rule, flat ? (tram_gkind)copy[k].kind : TRAM_G_REF, flat ? copy[k].arg : term))
+                return -1;
+    int tail = -1;
+    if (max < 0)
+        tail = repeat_rule(ps, rule, term, 1, -1);
+    for (int i = min; i < max; i++)
+        if ((tail = repeat_rule(ps, rule, term, 0, tail)) < 0)
+            return -1;
+    return tail >= 0 ? push(ps, rule, TRAM_G_REF, tail) : ps->failed ? -1 : 0;
+}
+
+static int parse_count(parser *ps, int *out)
+{
+    if (*ps->p < '0' || *ps->p > '9')
+        return 0;
+    long v = 0;
+    while (*ps->p >= '0' && *ps->p <= '9' && v <= MAX_REPEAT)
+        v = v * 10 + (*ps->p++ - '0');
+    if (v > MAX_REPEAT)
+        return FAIL(ps, "grammar: repetition count over %d", MAX_REPEAT);
+    *out = (int)v;
+    return 1;
+}
+
+/* {m}, {m,}, {m,n}, {,n} */
+static int parse_braces(parser *ps, int *min, int *max)
+{
+    ps->p++;
+    skip_space(ps, 1);
+    *min = 0;
+    int has_min = parse_count(ps, min);
+    if (has_min < 0)
+        return -1;
+    skip_space(ps, 1);
+    *max = *min;
+    if (*ps->p == ',') {
+        ps->p++;
+        skip_space(ps, 1);
+        *max = -1;
+        if (parse_count(ps, max) < 0)
+            return -1;
+        skip_space(ps, 1);
+    } else if (!has_min) {
+        return FAIL(ps, "grammar: '{' needs a count");
+    }
+    if (*ps->p != '}')
+        return FAIL(ps, "grammar: expected '}' after a repetition count");
+    ps->p++;
+    if (*max >= 0 && *max < *min)
+        return FAIL(ps, "grammar: repetition {%d,%d} has max below min", *min, *max);
+    return 0;
+}
+
+static int parse_postfix(parser *ps, int rule, int start)
+{
+    char c = *ps->p;
+    if (c == '*' || c == '+' || c == '?') {
+        ps->p++;
+        return repeat(ps, rule, start, c == '+', c == '?' ? 1 : -1);
+    }
+    int min, max;
+    return parse_braces(ps, &min, &max) || repeat(ps, rule, start, min, max) ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- sequences, rules */
+
+static int parse_term(parser *ps, int rule)
+{
+    char c = *ps->p;
+    if (c == '"')
+        return parse_literal(ps, rule);
+    if (c == '[')
+        return parse_class(ps, rule);
+    if (c == '(')
+        return parse_group(ps, rule);
+    if (c == '.') {
+        ps->p++;
+        cprange any = {0, TRAM_MAX_CODEPOINT};
+        return push_class(ps, rule, &any, 1);
+    }
+    if (is_name_char(c)) {
+        const char *s = ps->p;
+        while (is_name_char(*ps->p))
+            ps->p++;
+        int ref = rule_id(ps, s, (size_t)(ps->p - s));
+        return ref < 0 ? -1 : push(ps, rule, TRAM_G_REF, ref);
+    }
+    return FAIL(ps, "grammar: unexpected '%c'", c);
+}
+
+static int parse_sequence(parser *ps, int rule, int nested)
+{
+    for (;;) {
+        char c = *ps->p;
+        if (!c || c == '|' || c == ')' || (!nested && (c == '\n' || c == '\r')))
+            return 0;
+        int start = ps->rules[rule].n;
+        if (parse_term(ps, rule))
+            return -1;
+        skip_space(ps, nested);
+        while (*ps->p == '*' || *ps->p == '+' || *ps->p == '?' || *ps->p == '{') {
+            if (parse_postfix(ps, rule, start))
+                return -1;
+            skip_space(ps, nested);
+        }
+    }
+}
+
+static int parse_alternates(parser *ps, int rule, int nested)
+{
+    if (parse_sequence(ps, rule, nested))
+        return -1;
+    while (*ps->p == '|') {
+        ps->p++;
+        skip_space(ps, 1);
+        if (push(ps, rule, TRAM_G_ALT, 0) || parse_sequence(ps, rule, nested))
+            return -1;
+    }
+    return push(ps, rule, TRAM_G_END, 0);
+}
+
+static int parse_rule(parser *ps)
+{
+    const char *s = ps->p;
+    while (is_name_char(*ps->p))
+        ps->p++;
+    if (ps->p == s)
+        return FAIL(ps, "grammar: expected a rule name, got '%c'", *ps->p);
+    int rule = rule_id(ps, s, (size_t)(ps->p - s));
+    if (rule < 0)
+        return -1;
+    if (ps->defined[rule])
+        return FAIL(ps, "grammar: rule '%s' is defined twice", ps->names[rule]);
+    ps->defined[rule] = 1;
+    skip_space(ps, 0);
+    if (strncmp(ps->p, "::=", 3))
+        return FAIL(ps, "grammar: expected '::=' after '%s'", ps->names[rule]);
+    ps->p += 3;
+    skip_space(ps, 1);
+    if (parse_alternates(ps, rule, 0))
+        return -1;
+    skip_space(ps, 0);
+    if (*ps->p && *ps->p != '\n' && *ps->p != '\r')
+        return FAIL(ps, "grammar: unexpected '%c' after rule '%s'", *ps->p, ps->names[rule]);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- checks */
+
+/* Rules that can match the empty string. */
+static uint8_t *nullable_rules(const tram_gbnf *g)
+{
+    uint8_t *nul = calloc((size_t)g->num_rules, 1);
+    for (int changed = 1; nul && changed;) {
+        changed = 0;
+        for (int r = 0; r < g->num_rules; r++) {
+            if (nul[r])
+                continue;
+            int all = 1;
+            for (const tram_gelem *e = g->elems + g->rule_start[r];; e++) {
+                if (tram_gelem_ends_alt(e)) {
+                    if (all) {
+                        nul[r] = 1;
+                        changed = 1;
+                        break;
+                    }
+                    if (e->kind == TRAM_G_END)
+                        break;
+                    all = 1;
+                } else if (e->kind == TRAM_G_BYTES || !nul[e->arg]) {
+                    all = 0;
+                }
+            }
+        }
+    }
+    return nul;
+}
+
+/* Depth-first over "r can start with rule x" edges; a rule met again while
+ * on the path is left-recursive.  colour: 0 new, 1 on the path, 2 done. */
+static int left_recursive(const tram_gbnf *g, const uint8_t *nul, uint8_t *colour, int r, int depth)
+{
+    if (colour[r] == 1)
+        return r;
+    if (colour[r] == 2 || depth > MAX_RULES)
+        return -1;
+    colour[r] = 1;
+    int at_start = 1;
+    for (const tram_gelem *e = g->elems + g->rule_start[r];; e++) {
+        if (tram_gelem_ends_alt(e)) {
+            if (e->kind == TRAM_G_END)
+                break;
+            at_start = 1;
+        } else if (at_start && e->kind == TRAM_G_REF) {
+            int bad = left_recursive(g, nul, colour, e->arg, depth + 1);
+            if (bad >= 0)
+                return bad;
+            at_start = nul[e->arg];
+        } else {
+            at_start = 0;
+        }
+    }
+    colour[r] = 2;
+    return -1;
+}
+
+static int check_left_recursion(const tram_gbnf *g, tram_error *err)
+{
+    uint8_t *nul = nullable_rules(g), *colour = calloc((size_t)g->num_rules, 1);
+    int bad = -1;
+    for (int r = 0; nul && colour && r < g->num_rules && bad < 0; r++)
+        bad = left_recursive(g, nul, colour, r, 0);
+    int oom = !nul || !colour;
+    free(nul);
+    free(colour);
+    if (oom)
+        return tram_fail(err, "grammar: out of memory");
+    if (bad >= 0)
+        return tram_fail(err, "grammar: rule '%s' is left-recursive (it can reach itself before "
+                              "matching a character, e.g. a repetition of something that can be empty)",
+                         g->rule_names[bad]);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- assembly */
+
+static int flatten(parser *ps, tram_gbnf *g)
+{
+    g->num_rules = ps->num_rules;
+    g->rule_start = calloc((size_t)ps->num_rules + 1, sizeof(int32_t));
+    g->elems = calloc((size_t)ps->total_elems + 1, sizeof(tram_gelem));
+    if (!g->rule_start || !g->elems)
+        return FAIL(ps, "grammar: out of memory");
+    for (int r = 0; r < ps->num_rules; r++) {
+        if (!ps->defined[r])
+            return FAIL(ps, "grammar: rule '%s' is used but never defined", ps->names[r]);
+        g->rule_start[r] = g->num_elems;
+        memcpy(g->elems + g->num_elems, ps->rules[r].v, (size_t)ps->rules[r].n * sizeof(tram_gelem));
+        g->num_elems += ps->rules[r].n;
+    }
+    return 0;
+}
+
+static void free_parser(parser *ps)
+{
+    for (int i = 0; i < ps->num_rules; i++)
+        free(ps->rules[i].v);
+    for (int i = 0; i < ps->num_classes; i++)
+        free(ps->classes[i].r);
+    free(ps->rules);
+    free(ps->defined);
+    free(ps->synthetic);
+    free(ps->classes);
+}
+
+int tram_gbnf_parse(const char *text, const char *root, tram_gbnf *g, tram_error *err)
+{
+    *g = (tram_gbnf){.root = -1};
+    parser ps = {.p = text, .err = err};
+    skip_space(&ps, 1);
+    while (*ps.p && !ps.failed) {
+        parse_rule(&ps);
+        skip_space(&ps, 1);
+    }
+    if (!ps.failed && ps.num_rules == 0)
+        FAIL(&ps, "grammar: no rules");
+    if (!ps.failed)
+        flatten(&ps, g);
+    g->rule_names = ps.names;
+    g->sets = ps.sets;
+    g->num_sets = ps.num_sets;
+    if (!ps.failed) {
+        g->num_rules = ps.num_rules;
+        for (int r = 0; r < ps.num_rules && g->root < 0; r++)
+            if (!ps.synthetic[r] && !strcmp(ps.names[r], root))
+                g->root = r;
+        if (g->root < 0)
+            FAIL(&ps, "grammar: no rule named '%s' (the root)", root);
+    }
+    g->num_rules = ps.num_rules;
+    free_parser(&ps);
+    if (ps.failed || check_left_recursion(g, err)) {
+        tram_gbnf_free(g);
+        return -1;
+    }
+    return 0;
+}
+
+void tram_gbnf_free(tram_gbnf *g)
+{
+    for (int i = 0; g->rule_names && i < g->num_rules; i++)
+        free(g->rule_names[i]);
+    free(g->rule_names);
+    free(g->elems);
+    free(g->rule_start);
+    free(g->sets);
+    *g = (tram_gbnf){.root = -1};
+}

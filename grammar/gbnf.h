@@ -1,0 +1,22 @@
+/* gbnf.h — llama.cpp's GBNF grammar text parsed into the byte grammar of
+ * ir.h (internal to grammar/).
+ *
+ * Syntax: rules `name ::= alternatives`, one per line (a rule continues onto
+ * the next line inside parentheses or after `|`); sequences of "literals"
+ * (escapes \n \r \t \\ \" \[ \] \- \^ \/ \xHH \uHHHH \UHHHHHHHH), [classes]
+ * ([^...] negated, a-z ranges), `.` (any character), rule names and
+ * (groups); postfix * + ? {m} {m,} {m,n} {,n}; `#` comments to the end of
+ * the line.  Characters are code points, matched as their UTF-8 bytes.
+ * Left recursion (direct, indirect, or a repetition of something that can
+ * be empty) is an error naming the rule, as is an undefined rule. */
+#ifndef TRAM_GRAMMAR_GBNF_H
+#define TRAM_GRAMMAR_GBNF_H
+
+#include "grammar/ir.h"
+#include "kernels/base.h"
+
+/* Parses text; root names the start rule. */
+int tram_gbnf_parse(const char *text, const char *root, tram_gbnf *out, tram_error *err);
+void tram_gbnf_free(tram_gbnf *g);
+
+#endif

@@ -1,0 +1,142 @@
+/* grammar.c — compiling a grammar, and the matcher (see grammar.h). */
+#include "grammar/grammar.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/gbnf.h"
+#include "grammar/stacks.h"
+#include "grammar/token_mask.h"
+#include "grammar/vocab_trie.h"
+
+struct tram_grammar {
+    atomic_int refs;
+    tram_gbnf ir;
+    tram_vocab_trie *trie;
+    tram_mask_table masks;
+};
+
+struct tram_matcher {
+    const tram_grammar *g;
+    tram_stackset state, next;
+    tram_mask_scratch scratch;
+    int ended;                 /* an end-of-generation token was accepted */
+};
+
+static void grammar_free(tram_grammar *g)
+{
+    tram_mask_table_free(&g->masks);
+    tram_vocab_trie_release(g->trie);
+    tram_gbnf_free(&g->ir);
+    free(g);
+}
+
+tram_grammar *tram_grammar_compile(const char *gbnf, const char *root_rule,
+                                   const struct tram_tokenizer *tok, tram_error *err)
+{
+    tram_grammar *g = tram_calloc(1, sizeof(*g), err);
+    if (!g)
+        return NULL;
+    atomic_init(&g->refs, 1);
+    if (tram_gbnf_parse(gbnf, root_rule, &g->ir, err)) {
+        free(g);
+        return NULL;
+    }
+    if (!(g->trie = tram_vocab_trie_get(tok, err)) ||
+        tram_mask_table_build(&g->masks, &g->ir, g->trie, err)) {
+        grammar_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+const tram_grammar *tram_grammar_retain(const tram_grammar *g)
+{
+    atomic_fetch_add(&((tram_grammar *)g)->refs, 1);
+    return g;
+}
+
+void tram_grammar_release(const tram_grammar *g)
+{
+    if (g && atomic_fetch_sub(&((tram_grammar *)g)->refs, 1) == 1)
+        grammar_free((tram_grammar *)g);
+}
+
+int tram_grammar_vocab(const tram_grammar *g) { return g->trie->vocab; }
+int tram_grammar_mask_words(const tram_grammar *g) { return g->masks.words; }
+
+int tram_matcher_create(tram_matcher **out, const tram_grammar *g, tram_error *err)
+{
+    tram_matcher *m = tram_calloc(1, sizeof(*m), err);
+    *out = NULL;
+    if (!m)
+        return -1;
+    m->g = tram_grammar_retain(g);
+    if (tram_mask_scratch_init(&m->scratch, g->trie, err)) {
+        tram_matcher_free(m);
+        return -1;
+    }
+    tram_stacks_start(&g->ir, g->ir.root, &m->state, m->scratch.buf);
+    if (m->state.oom) {
+        tram_matcher_free(m);
+        return tram_fail(err, "grammar: out of memory");
+    }
+    *out = m;
+    return 0;
+}
+
+void tram_matcher_free(tram_matcher *m)
+{
+    if (!m)
+        return;
+    tram_stackset_free(&m->state);
+    tram_stackset_free(&m->next);
+    tram_mask_scratch_free(&m->scratch);
+    tram_grammar_release(m->g);
+    free(m);
+}
+
+static int is_eog(const tram_vocab_trie *t, int32_t id)
+{
+    for (int i = 0; i < t->num_eog; i++)
+        if (t->eog[i] == id)
+            return 1;
+    return 0;
+}
+
+void tram_matcher_fill_mask(tram_matcher *m, uint32_t *mask)
+{
+    const tram_grammar *g = m->g;
+    memset(mask, 0, (size_t)g->masks.words * sizeof(uint32_t));
+    if (m->ended)
+        return;
+    tram_mask_fill(&g->masks, &g->ir, g->trie, &m->state, mask, &m->scratch);
+    if (m->state.has_end)
+        for (int i = 0; i < g->trie->num_eog; i++)
+            mask[g->trie->eog[i] >> 5] |= 1u << (g->trie->eog[i] & 31);
+}
+
+int tram_matcher_accept(tram_matcher *m, int32_t token)
+{
+    const tram_grammar *g = m->g;
+    if (m->ended || token < 0 || token >= g->trie->vocab)
+        return 0;
+    if (is_eog(g->trie, token)) {
+        m->ended = m->state.has_end;
+        return m->ended;
+    }
+    int len;
+    const uint8_t *b = tram_trie_token(g->trie, token, &len);
+    if (len == 0 || !tram_mask_accepts(&g->ir, &m->state, -1, b, len, &m->scratch))
+        return 0;
+    if (tram_stackset_copy(&m->next, &m->scratch.levels[len]))
+        return 0;
+    tram_stackset t = m->state;
+    m->state = m->next;
+    m->next = t;
+    return 1;
+}
+
+int tram_matcher_can_end(const tram_matcher *m) { return m->ended || m->state.has_end; }
+int tram_matcher_is_done(const tram_matcher *m) { return m->ended || (m->state.has_end && m->state.n == 0); }

@@ -1,0 +1,70 @@
+/* grammar.h — constrained decoding: a compiled grammar and the matcher that
+ * follows one sequence through it, giving each step's allowed tokens.
+ *
+ * A grammar is GBNF text (llama.cpp's syntax; grammar/gbnf.h) compiled
+ * against a tokenizer's vocabulary: the rules become a byte-level pushdown
+ * automaton, and for every grammar position the tokens decided by that
+ * position alone are precomputed (grammar/token_mask.h), so a step's mask
+ * costs little beyond the tokens whose fate depends on the whole stack.
+ * JSON Schema, regular expressions and choice lists are compiled to GBNF
+ * first (grammar/json_schema.h, grammar/regex.h).
+ *
+ * THREADS: a compiled tram_grammar is immutable and reference-counted
+ * (atomically): compile it on any thread, share it among the n samples of
+ * a request and across threads, release it from any thread.  A matcher
+ * belongs to one sequence and one thread at a time.
+ *
+ * The mask is a packed bitmask, bit (id & 31) of word (id >> 5) set when
+ * token id is allowed, tram_grammar_mask_words() uint32 words per row.
+ * End-of-generation tokens are allowed only where the grammar can end;
+ * other control tokens never are. */
+#ifndef TRAM_GRAMMAR_H
+#define TRAM_GRAMMAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tram_tokenizer;
+typedef struct tram_grammar tram_grammar;
+typedef struct tram_matcher tram_matcher;
+
+/* Compiles GBNF text whose start rule is root_rule against tok's
+ * vocabulary.  NULL and a message naming the problem (the rule, the
+ * character) on failure.  The result holds one reference. */
+tram_grammar *tram_grammar_compile(const char *gbnf, const char *root_rule,
+                                   const struct tram_tokenizer *tok, tram_error *err);
+/* Adds a reference; returns g. */
+const tram_grammar *tram_grammar_retain(const tram_grammar *g);
+/* Drops a reference; the last one frees it.  NULL is fine. */
+void tram_grammar_release(const tram_grammar *g);
+
+/* Token ids the mask covers: the tokenizer's vocabulary [0, vocab). */
+int tram_grammar_vocab(const tram_grammar *g);
+int tram_grammar_mask_words(const tram_grammar *g);
+
+/* A matcher at the grammar's start.  It holds a reference to g. */
+int tram_matcher_create(tram_matcher **out, const tram_grammar *g, tram_error *err);
+void tram_matcher_free(tram_matcher *m);
+
+/* Writes the allowed tokens of the current state into mask[words]. */
+void tram_matcher_fill_mask(tram_matcher *m, uint32_t *mask);
+/* Advances by one token: 1 when it was allowed (the state moves on), 0
+ * when not (the state is unchanged).  An end-of-generation token is
+ * allowed where the grammar can end, and ends it. */
+int tram_matcher_accept(tram_matcher *m, int32_t token);
+/* 1 where the grammar may end (an end-of-generation token is allowed). */
+int tram_matcher_can_end(const tram_matcher *m);
+/* 1 once nothing but the end is left: the output is complete. */
+int tram_matcher_is_done(const tram_matcher *m);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,376 @@
+/* regex.c — regular expressions to GBNF (see regex.h): a recursive-descent
+ * reader that writes the equivalent GBNF expression as it goes. */
+#include "grammar/regex.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_NESTING 64
+
+typedef struct {
+    const char *p, *end;
+    int json;
+    int nesting;
+    tram_gbuf *out;
+    tram_error *err;
+    int failed;
+} rx;
+
+#define RX_FAIL(r, ...) ((r)->failed ? -1 : ((r)->failed = 1, tram_fail((r)->err, __VA_ARGS__)))
+
+/* What JSON text may not hold raw inside a string. */
+static const char json_excluded[] = "\"\\\\\\x00-\\x1F";
+
+/* One character as GBNF class-member text (escaped when needed). */
+static void class_char(tram_gbuf *b, unsigned cp)
+{
+    if (cp == ']' || cp == '[' || cp == '\\' || cp == '^' || cp == '-' || cp == '"')
+        tram_gbuf_addf(b, "\\%c", (char)cp);
+    else if (cp < 0x20 || cp == 0x7F)
+        tram_gbuf_addf(b, "\\x%02X", cp);
+    else if (cp < 0x80)
+        tram_gbuf_addf(b, "%c", (char)cp);
+    else
+        tram_gbuf_addf(b, "\\U%08X", cp);
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* One UTF-8 character of the pattern. */
+static long next_cp(rx *r)
+{
+    const unsigned char *s = (const unsigned char *)r->p;
+    int n = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
+          : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (!n || r->p + n > r->end)
+        return RX_FAIL(r, "regex: invalid UTF-8");
+    long cp = n == 1 ? s[0] : s[0] & (0x3F >> (n - 1));
+    for (int i = 1; i < n; i++)
+        cp = cp << 6 | (s[i] & 0x3F);
+    r->p += n;
+    return cp;
+}
+
+typedef struct {
+    long lo, hi;
+} cprange;
+
+#define MAX_RANGES 256
+
+/* Shorthand classes as code point ranges; returns how many. */
+static int shorthand(char c, cprange *out)
+{
+    static const cprange d[] = {{'0', '9'}}, w[] = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}},
+                         sp[] = {{'\t', '\r'}, {' ', ' '}};
+    const cprange *src = c == 'd' || c == 'D' ? d : c == 'w' || c == 'W' ? w : c == 's' || c == 'S' ? sp : NULL;
+    int n = src == d ? 1 : src == w ? 4 : src == sp ? 2 : 0;
+    if (out)
+        memcpy(out, src, (size_t)n * sizeof(*out));
+    return n;
+}
+
+/* An escape after '\': a character (>= 0), or -2 for a shorthand class
+ * whose letter is left in *cls. */
+static long parse_escape(rx *r, char *cls)
+{
+    if (r->p >= r->end)
+        return RX_FAIL(r, "regex: a trailing '\\'");
+    char c = *r->p++;
+    if (shorthand(c, NULL)) {
+        *cls = c;
+        return -2;
+    }
+    static const char simple[] = "n\nt\tr\rf\fv\v";
+    for (const char *s = simple; *s; s += 2)
+        if (c == s[0])
+            return (unsigned char)s[1];
+    if (c == 'u' || c == 'x') {
+        int digits = c == 'u' ? 4 : 2;
+        long cp = 0;
+        for (int i = 0; i < digits; i++) {
+            int h = r->p < r->end ? hexval(*r->p) : -1;
+            if (h < 0)
+                return RX_FAIL(r, "regex: '\\%c' needs %d hex digits", c, digits);
+            cp = cp << 4 | h;
+            r->p++;
+        }
+        return cp;
+    }
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+        return RX_FAIL(r, "regex: '\\%c' is not supported (backreferences, \\b and the like "
+                          "are not)", c);
+    return (unsigned char)c;
+}
+
+/* A literal character as a GBNF expression; inside a JSON string, a quote
+ * or backslash is written escaped and a control character as \u00XX. */
+static void emit_char(rx *r, long cp)
+{
+    if (r->json && (cp == '"' || cp == '\\')) {
+        tram_gbuf_addf(r->out, cp == '"' ? "\"\\\\\\\"\"" : "\"\\\\\\\\\"");
+    } else if (r->json && cp < 0x20) {
+        tram_gbuf_addf(r->out, "\"\\\\u%04lX\"", cp);
+    } else {
+        tram_gbuf_add(r->out, "[", 1);
+        class_char(r->out, (unsigned)cp);
+        tram_gbuf_add(r->out, "]", 1);
+    }
+}
+
+static int has_cp(const cprange *c, int n, long cp)
+{
+    for (int i = 0; i < n; i++)
+        if (c[i].lo <= cp && cp <= c[i].hi)
+            return 1;
+    return 0;
+}
+
+/* A class of ranges as GBNF.  Negated, it also excludes what JSON must
+ * escape; positive, it loses the control characters (a subset of its
+ * language, so every output still matches) and takes a quote or backslash
+ * in escaped form. */
+static void emit_class(rx *r, const cprange *c, int n, int neg)
+{
+    int quote = r->json && !neg && has_cp(c, n, '"'), bslash = r->json && !neg && has_cp(c, n, '\\');
+    if (quote || bslash)
+        tram_gbuf_add(r->out, "(", 1);
+    int any = neg;
+    for (int i = 0; i < n && !any; i++)
+        for (long cp = r->json ? TRAM_MAX(c[i].lo, 0x20) : c[i].lo; cp <= c[i].hi && !any; cp++)
+            any = !r->json || (cp != '"' && cp != '\\');
+    /* an empty class matches nothing: everything, negated */
+    tram_gbuf_addf(r->out, "[%s", neg || !any ? "^" : "");
+    if (!any)
+        tram_gbuf_addf(r->out, "\\x00-\\U0010FFFF");
+    for (int i = 0; i < n; i++) {
+        long lo = c[i].lo, hi = c[i].hi;
+        if (r->json && !neg && lo < 0x20)
+            lo = 0x20;
+        /* split around the quote and the backslash, which go in escaped */
+        for (long a = lo; r->json && !neg && a <= hi;) {
+            long b = a;
+            while (b <= hi && b != '"' && b != '\\')
+                b++;
+            if (b > a) {
+                class_char(r->out, (unsigned)a);
+                if (b - 1 > a) {
+                    tram_gbuf_add(r->out, "-", 1);
+                    class_char(r->out, (unsigned)(b - 1));
+                }
+            }
+            a = b + 1;
+        }
+        if (!r->json || neg) {
+            class_char(r->out, (unsigned)lo);
+            if (hi > lo) {
+                tram_gbuf_add(r->out, "-", 1);
+                class_char(r->out, (unsigned)hi);
+            }
+        }
+    }
+    if (neg && r->json)
+        tram_gbuf_addf(r->out, "%s", json_excluded);
+    tram_gbuf_add(r->out, "]", 1);
+    if (quote)
+        tram_gbuf_addf(r->out, " | \"\\\\\\\"\"");
+    if (bslash)
+        tram_gbuf_addf(r->out, " | \"\\\\\\\\\"");
+    if (quote || bslash)
+        tram_gbuf_add(r->out, ")", 1);
+}
+
+static int parse_class(rx *r)
+{
+    cprange c[MAX_RANGES];
+    int n = 0, neg = 0;
+    r->p++;
+    if (r->p < r->end && *r->p == '^') {
+        neg = 1;
+        r->p++;
+    }
+    for (int first = 1; r->p < r->end && (*r->p != ']' || first); first = 0) {
+        if (n + 4 > MAX_RANGES)
+            return RX_FAIL(r, "regex: more than %d ranges in a class", MAX_RANGES);
+        char cls = 0;
+        long lo = *r->p == '\\' ? (r->p++, parse_escape(r, &cls)) : next_cp(r), hi = lo;
+        if (lo == -2) {
+            if (cls >= 'A' && cls <= 'Z')
+                return RX_FAIL(r, "regex: a negated shorthand (\\D, \\W, \\S) inside a class "
+                                  "is not supported");
+            n += shorthand(cls, c + n);
+            continue;
+        }
+        if (lo >= 0 && r->p + 1 < r->end && r->p[0] == '-' && r->p[1] != ']') {
+            r->p++;
+            hi = *r->p == '\\' ? (r->p++, parse_escape(r, &cls)) : next_cp(r);
+            if (hi == -2)
+                return RX_FAIL(r, "regex: a class range cannot end in a shorthand");
+        }
+        if (lo < 0 || hi < 0)
+            return -1;
+        if (hi < lo)
+            return RX_FAIL(r, "regex: class range runs backwards");
+        c[n++] = (cprange){lo, hi};
+    }
+    if (r->p >= r->end)
+        return RX_FAIL(r, "regex: unterminated class '['");
+    r->p++;
+    emit_class(r, c, n, neg);
+    return 0;
+}
+
+static int parse_alt(rx *r);
+
+static int parse_group(rx *r)
+{
+    r->p++;
+    if (r->p < r->end && *r->p == '?') {
+        if (r->p + 1 < r->end && r->p[1] == ':') {
+            r->p += 2;
+        } else if (r->p + 2 < r->end && (r->p[1] == '<' || (r->p[1] == 'P' && r->p[2] == '<')) &&
+                   r->p[r->p[1] == 'P' ? 3 : 2] != '=' && r->p[r->p[1] == 'P' ? 3 : 2] != '!') {
+            const char *close = memchr(r->p, '>', (size_t)(r->end - r->p));
+            if (!close)
+                return RX_FAIL(r, "regex: unterminated group name");
+            r->p = close + 1;
+        } else {
+            return RX_FAIL(r, "regex: '(?%c' is not supported (lookaround, flags and conditionals "
+                              "are not)", r->p + 1 < r->end ? r->p[1] : ' ');
+        }
+    }
+    if (++r->nesting > MAX_NESTING)
+        return RX_FAIL(r, "regex: groups nested more than %d deep", MAX_NESTING);
+    tram_gbuf_add(r->out, "(", 1);
+    if (parse_alt(r))
+        return -1;
+    if (r->p >= r->end || *r->p != ')')
+        return RX_FAIL(r, "regex: missing ')'");
+    r->p++;
+    r->nesting--;
+    tram_gbuf_add(r->out, ")", 1);
+    return 0;
+}
+
+static int parse_atom(rx *r)
+{
+    char c = *r->p;
+    if (c == '(')
+        return parse_group(r);
+    if (c == '[')
+        return parse_class(r);
+    if (c == '.') {
+        r->p++;
+        tram_gbuf_addf(r->out, "[^\\n%s]", r->json ? json_excluded : "");
+        return 0;
+    }
+    if (c == '*' || c == '+' || c == '?' || c == '{')
+        return RX_FAIL(r, "regex: '%c' has nothing to repeat", c);
+    if (c == '^' || c == '$')
+        return RX_FAIL(r, "regex: '%c' is supported only at the very start or end", c);
+    if (c == '\\') {
+        r->p++;
+        char cls = 0;
+        long cp = parse_escape(r, &cls);
+        if (cp == -2) {
+            cprange c[4];
+            emit_class(r, c, shorthand(cls, c), cls >= 'A' && cls <= 'Z');
+            return 0;
+        }
+        if (cp < 0)
+            return -1;
+        emit_char(r, cp);
+        return 0;
+    }
+    long cp = next_cp(r);
+    if (cp < 0)
+        return -1;
+    emit_char(r, cp);
+    return 0;
+}
+
+static int parse_quantifier(rx *r)
+{
+    char c = *r->p;
+    if (c == '*' || c == '+' || c == '?') {
+        r->p++;
+        tram_gbuf_add(r->out, &c, 1);
+    } else {
+        const char *close = memchr(r->p, '}', (size_t)(r->end - r->p));
+        if (!close)
+            return RX_FAIL(r, "regex: unterminated '{'");
+        for (const char *s = r->p + 1; s < close; s++)
+            if (!(*s >= '0' && *s <= '9') && *s != ',')
+                return RX_FAIL(r, "regex: bad repetition '%.*s'", (int)(close - r->p + 1), r->p);
+        tram_gbuf_add(r->out, r->p, (size_t)(close - r->p + 1));
+        r->p = close + 1;
+    }
+    if (r->p < r->end && *r->p == '?')
+        r->p++;  /* lazy: the same language */
+    else if (r->p < r->end && *r->p == '+')
+        return RX_FAIL(r, "regex: possessive quantifiers are not supported");
+    return 0;
+}
+
+static int at_end_anchor(const rx *r) { return r->p + 1 == r->end && *r->p == '$'; }
+
+static int parse_seq(rx *r)
+{
+    tram_gbuf_add(r->out, "(", 1);
+    while (r->p < r->end && *r->p != '|' && *r->p != ')' && !at_end_anchor(r)) {
+        tram_gbuf_add(r->out, " ", 1);
+        if (parse_atom(r))
+            return -1;
+        while (r->p < r->end && (*r->p == '*' || *r->p == '+' || *r->p == '?' ||
+                                 (*r->p == '{' && r->p + 1 < r->end && r->p[1] >= '0' && r->p[1] <= '9')))
+            if (parse_quantifier(r))
+                return -1;
+    }
+    tram_gbuf_add(r->out, " )", 2);
+    return 0;
+}
+
+static int parse_alt(rx *r)
+{
+    if (parse_seq(r))
+        return -1;
+    while (r->p < r->end && *r->p == '|') {
+        r->p++;
+        tram_gbuf_add(r->out, " | ", 3);
+        if (parse_seq(r))
+            return -1;
+    }
+    return 0;
+}
+
+int tram_regex_rule(const char *regex, const char *rule, int json_string, tram_gbuf *out,
+                    tram_error *err)
+{
+    rx r = {.p = regex, .end = regex + strlen(regex), .json = json_string, .out = out, .err = err};
+    if (r.p < r.end && *r.p == '^')
+        r.p++;
+    tram_gbuf_addf(out, "%s ::= ", rule);
+    if (parse_alt(&r))
+        return -1;
+    if (at_end_anchor(&r))
+        r.p++;
+    if (r.p < r.end)
+        return RX_FAIL(&r, "regex: unbalanced ')'");
+    tram_gbuf_add(out, "\n", 1);
+    return out->oom ? tram_fail(err, "regex: out of memory") : 0;
+}
+
+int tram_regex_to_gbnf(const char *regex, const char *rule, char **gbnf_out, tram_error *err)
+{
+    tram_gbuf b = {0};
+    *gbnf_out = NULL;
+    if (tram_regex_rule(regex, rule, 0, &b, err)) {
+        tram_gbuf_free(&b);
+        return -1;
+    }
+    *gbnf_out = tram_gbuf_take(&b);
+    return *gbnf_out ? 0 : tram_fail(err, "regex: out of memory");
+}

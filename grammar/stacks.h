@@ -1,0 +1,47 @@
+/* stacks.h — the pushdown matcher's state: a set of stacks over a byte
+ * grammar (ir.h), advanced one byte at a time (internal to grammar/).
+ *
+ * A stack in a set is canonical: its top is a BYTES position (references
+ * are expanded into one stack per alternative, finished alternatives
+ * popped).  The empty stack, "the grammar may end here", is a flag.  Sets
+ * grow as needed and are reused, so a matcher in steady state allocates
+ * nothing. */
+#ifndef TRAM_GRAMMAR_STACKS_H
+#define TRAM_GRAMMAR_STACKS_H
+
+#include <stdint.h>
+
+#include "grammar/ir.h"
+
+/* Deepest stack kept; a deeper branch is dropped (fails closed). */
+#define TRAM_MAX_STACK_DEPTH 1024
+
+typedef struct {
+    int32_t *pool;             /* stacks back to back, bottom first */
+    int pool_len, pool_cap;
+    int32_t *off, *len;        /* [n] */
+    uint64_t *hash;            /* [n] */
+    int n, cap;
+    int has_end;               /* the empty stack is in the set */
+    int oom;                   /* an allocation failed: the set is incomplete */
+} tram_stackset;
+
+void tram_stackset_clear(tram_stackset *s);
+void tram_stackset_free(tram_stackset *s);
+int tram_stackset_copy(tram_stackset *dst, const tram_stackset *src);
+
+static inline const int32_t *tram_stack_at(const tram_stackset *s, int i) { return s->pool + s->off[i]; }
+
+/* Adds the canonical expansion of the raw stack buf[0..len) to out; buf
+ * has room for TRAM_MAX_STACK_DEPTH + 1 entries and is left as it was. */
+void tram_stacks_expand(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int len);
+
+/* out = the stacks of `in` (stack `only`, or all when only < 0) after
+ * byte c; buf is scratch as for expand. */
+void tram_stacks_advance(const tram_gbnf *g, const tram_stackset *in, int only, unsigned char c,
+                         tram_stackset *out, int32_t *buf);
+
+/* The start state of rule `rule`. */
+void tram_stacks_start(const tram_gbnf *g, int rule, tram_stackset *out, int32_t *buf);
+
+#endif

@@ -1,0 +1,62 @@
+/* token_mask.h — which tokens a grammar position allows, precomputed
+ * (internal to grammar/).
+ *
+ * XGrammar's observation: at a stack whose top is position p, most tokens
+ * are decided by p's own rule alone.  Walking the vocabulary trie from the
+ * one-frame stack [p] sorts every token into
+ *   accepted:  its bytes are all matched without leaving p's rule (or
+ *              leaving it exactly at the last byte), whatever lies below;
+ *   rejected:  it fails inside p's rule;
+ *   uncertain: p's rule can end before the token does, so the rest of the
+ *              token depends on the frames below p.
+ * At run time a stack's mask is its top's accepted set plus those of its
+ * top's uncertain tokens that the whole stack accepts (checked in trie
+ * order, sharing each prefix's state with the previous token). */
+#ifndef TRAM_GRAMMAR_TOKEN_MASK_H
+#define TRAM_GRAMMAR_TOKEN_MASK_H
+
+#include <stdint.h>
+
+#include "grammar/ir.h"
+#include "grammar/stacks.h"
+#include "grammar/vocab_trie.h"
+#include "kernels/base.h"
+
+typedef struct {
+    uint32_t *bits;            /* accepted, as a bitmask [words], when many */
+    int32_t *ids;              /* else accepted ids */
+    int num_ids;
+    int32_t *uncertain;        /* indices into the trie's sorted tokens, ascending */
+    int num_uncertain;
+} tram_pos_mask;
+
+typedef struct {
+    tram_pos_mask *pos;        /* [num_elems]: filled at BYTES positions */
+    int num_pos;
+    int words;                 /* uint32 words per mask row */
+} tram_mask_table;
+
+int tram_mask_table_build(tram_mask_table *mt, const tram_gbnf *g, const tram_vocab_trie *t,
+                          tram_error *err);
+void tram_mask_table_free(tram_mask_table *mt);
+
+/* Scratch for one matcher's run-time work: a stack set per byte depth. */
+typedef struct {
+    tram_stackset *levels;     /* [max_len + 1] */
+    int num_levels;
+    int32_t *buf;              /* [TRAM_MAX_STACK_DEPTH + 1] */
+} tram_mask_scratch;
+
+int tram_mask_scratch_init(tram_mask_scratch *s, const tram_vocab_trie *t, tram_error *err);
+void tram_mask_scratch_free(tram_mask_scratch *s);
+
+/* ORs the tokens that state `st` allows (text tokens only) into mask. */
+void tram_mask_fill(const tram_mask_table *mt, const tram_gbnf *g, const tram_vocab_trie *t,
+                    const tram_stackset *st, uint32_t *mask, tram_mask_scratch *s);
+
+/* 1 when stack `which` of st (or any stack, which < 0) accepts all n bytes
+ * of b; the state after them is left in s->levels[n]. */
+int tram_mask_accepts(const tram_gbnf *g, const tram_stackset *st, int which, const uint8_t *b, int n,
+                      tram_mask_scratch *s);
+
+#endif

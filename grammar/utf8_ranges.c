@@ -1,0 +1,68 @@
+/* utf8_ranges.c — code point ranges as UTF-8 byte ranges (see utf8_ranges.h). */
+#include "grammar/utf8_ranges.h"
+
+int tram_utf8_encode(uint32_t cp, uint8_t *out)
+{
+    if (cp < 0x80) {
+        out[0] = (uint8_t)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (uint8_t)(0xC0 | cp >> 6);
+        out[1] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (uint8_t)(0xE0 | cp >> 12);
+        out[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
+        out[2] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (uint8_t)(0xF0 | cp >> 18);
+    out[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F));
+    out[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
+    out[3] = (uint8_t)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* [lo, hi] of one encoded length whose encodings differ only in a suffix
+ * that runs over every continuation byte: one sequence of byte ranges. */
+static int split_same_length(uint32_t lo, uint32_t hi, tram_utf8_emit emit, void *ctx)
+{
+    uint8_t a[4], b[4];
+    int n = tram_utf8_encode(lo, a);
+    for (int i = 1; i < n; i++) {
+        uint32_t m = (1u << (6 * i)) - 1;
+        if ((lo & ~m) == (hi & ~m))
+            continue;
+        if (lo & m) {
+            int rc = split_same_length(lo, lo | m, emit, ctx);
+            return rc ? rc : split_same_length((lo | m) + 1, hi, emit, ctx);
+        }
+        if ((hi & m) != m) {
+            int rc = split_same_length(lo, (hi & ~m) - 1, emit, ctx);
+            return rc ? rc : split_same_length(hi & ~m, hi, emit, ctx);
+        }
+    }
+    tram_utf8_encode(hi, b);
+    return emit(ctx, a, b, n);
+}
+
+int tram_utf8_split(uint32_t lo, uint32_t hi, tram_utf8_emit emit, void *ctx)
+{
+    if (hi > TRAM_MAX_CODEPOINT)
+        hi = TRAM_MAX_CODEPOINT;
+    if (lo > hi)
+        return 0;
+    if (lo <= 0xDFFF && hi >= 0xD800) {
+        int rc = lo < 0xD800 ? tram_utf8_split(lo, 0xD7FF, emit, ctx) : 0;
+        return rc || hi <= 0xDFFF ? rc : tram_utf8_split(0xE000, hi, emit, ctx);
+    }
+    static const uint32_t length_ends[] = {0x7F, 0x7FF, 0xFFFF};
+    for (int i = 0; i < 3; i++)
+        if (lo <= length_ends[i] && hi > length_ends[i]) {
+            int rc = tram_utf8_split(lo, length_ends[i], emit, ctx);
+            return rc ? rc : tram_utf8_split(length_ends[i] + 1, hi, emit, ctx);
+        }
+    return split_same_length(lo, hi, emit, ctx);
+}

@@ -1,0 +1,177 @@
+/* structured.c — structured-output fields to a grammar (see structured.h). */
+#include "server/structured.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/gbnf_text.h"
+#include "grammar/json_schema.h"
+#include "grammar/regex.h"
+
+typedef enum { KIND_JSON, KIND_JSON_OBJECT, KIND_REGEX, KIND_CHOICE, KIND_GRAMMAR } kind;
+
+/* One constraint as found: its kind, its value and the field it came from. */
+typedef struct {
+    kind k;
+    const json_t *value;
+    char field[64];
+} constraint;
+
+static int invalid(tram_api_error *e, const char *field, const char *fmt, const char *detail)
+{
+    return tram_api_fail(e, 400, field, "invalid_value", fmt, field, detail);
+}
+
+/* Records c; a second constraint is an error naming both fields. */
+static int found(constraint *c, int *n, kind k, const json_t *value, const char *field,
+                 tram_api_error *e)
+{
+    if (*n)
+        return tram_api_fail(e, 400, field, "invalid_value",
+                             "'%s' and '%s' both constrain the output; give only one.", c->field, field);
+    *c = (constraint){.k = k, .value = value};
+    snprintf(c->field, sizeof(c->field), "%s", field);
+    (*n)++;
+    return 0;
+}
+
+static int read_json_schema(const json_t *rf, constraint *c, int *n, tram_api_error *e)
+{
+    const json_t *js = json_object_get(rf, "json_schema");
+    if (!json_is_object(js))
+        return tram_api_fail(e, 400, "response_format.json_schema", "invalid_value",
+                             "'response_format.json_schema' must be an object with a 'schema'.");
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)js, key, v) {
+        if (strcmp(key, "name") && strcmp(key, "schema") && strcmp(key, "strict") &&
+            strcmp(key, "description"))
+            return invalid(e, "response_format.json_schema", "Unsupported key in '%s': '%s'.", key);
+    }
+    const json_t *schema = json_object_get(js, "schema");
+    if (!schema)
+        return tram_api_fail(e, 400, "response_format.json_schema.schema", "missing_required_parameter",
+                             "Missing required parameter: 'response_format.json_schema.schema'.");
+    return found(c, n, KIND_JSON, schema, "response_format.json_schema.schema", e);
+}
+
+static int read_response_format(const json_t *body, constraint *c, int *n, tram_api_error *e)
+{
+    const json_t *rf = json_object_get(body, "response_format");
+    if (!rf || json_is_null(rf))
+        return 0;
+    const json_t *type = json_object_get(rf, "type");
+    if (!json_is_object(rf) || !json_is_string(type))
+        return tram_api_fail(e, 400, "response_format.type", "invalid_value",
+                             "'response_format' must be an object with a string 'type'.");
+    const char *t = json_string_value(type);
+    if (!strcmp(t, "text"))
+        return 0;
+    if (!strcmp(t, "json_object"))
+        return found(c, n, KIND_JSON_OBJECT, rf, "response_format", e);
+    if (!strcmp(t, "json_schema"))
+        return read_json_schema(rf, c, n, e);
+    return invalid(e, "response_format.type",
+                   "Invalid value for '%s': '%s' is not supported (supported: 'text', 'json_object', "
+                   "'json_schema').", t);
+}
+
+static const struct {
+    const char *key, *alias;
+    kind k;
+} fields[] = {
+    {"json", "guided_json", KIND_JSON},
+    {"regex", "guided_regex", KIND_REGEX},
+    {"choice", "guided_choice", KIND_CHOICE},
+    {"grammar", "guided_grammar", KIND_GRAMMAR},
+    {"json_object", NULL, KIND_JSON_OBJECT},
+};
+
+static int read_structured_outputs(const json_t *body, constraint *c, int *n, tram_api_error *e)
+{
+    const json_t *so = json_object_get(body, "structured_outputs");
+    if (so && !json_is_null(so)) {
+        if (!json_is_object(so))
+            return tram_api_fail(e, 400, "structured_outputs", "invalid_type",
+                                 "'structured_outputs' must be an object.");
+        const char *key;
+        json_t *v;
+        json_object_foreach((json_t *)so, key, v) {
+            size_t i = 0;
+            while (i < TRAM_ARRAY_LEN(fields) && strcmp(fields[i].key, key))
+                i++;
+            char field[64];
+            snprintf(field, sizeof(field), "structured_outputs.%s", key);
+            if (i == TRAM_ARRAY_LEN(fields))
+                return invalid(e, field, "'%s' is not supported by tram%s.", "");
+            if (json_is_null(v) || (fields[i].k == KIND_JSON_OBJECT && json_is_false(v)))
+                continue;
+            if (found(c, n, fields[i].k, v, field, e))
+                return -1;
+        }
+    }
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(fields); i++) {
+        const json_t *v = fields[i].alias ? json_object_get(body, fields[i].alias) : NULL;
+        if (v && !json_is_null(v) && found(c, n, fields[i].k, v, fields[i].alias, e))
+            return -1;
+    }
+    return 0;
+}
+
+/* The constraint as GBNF with root rule "root". */
+static int to_gbnf(const constraint *c, char **gbnf, tram_api_error *e)
+{
+    tram_error err = {{0}};
+    int rc = 0;
+    const json_t *v = c->value;
+    if (c->k == KIND_JSON_OBJECT) {
+        rc = tram_json_object_gbnf("root", gbnf, &err);
+    } else if (c->k == KIND_JSON) {
+        char *text = json_is_string(v) ? strdup(json_string_value(v))
+                   : json_is_object(v) || json_is_boolean(v) ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
+        if (!text)
+            return tram_api_fail(e, 400, c->field, "invalid_type",
+                                 "'%s' must be a JSON Schema (an object, or its JSON text).", c->field);
+        rc = tram_json_schema_to_gbnf(text, "root", gbnf, &err);
+        free(text);
+    } else if (c->k == KIND_REGEX || c->k == KIND_GRAMMAR) {
+        if (!json_is_string(v))
+            return tram_api_fail(e, 400, c->field, "invalid_type", "'%s' must be a string.", c->field);
+        rc = c->k == KIND_REGEX ? tram_regex_to_gbnf(json_string_value(v), "root", gbnf, &err)
+                                : !(*gbnf = strdup(json_string_value(v)));
+    } else {
+        size_t n = json_is_array(v) ? json_array_size(v) : 0;
+        const char **choices = calloc(n + 1, sizeof(*choices));
+        for (size_t i = 0; choices && i < n; i++)
+            choices[i] = json_string_value(json_array_get(v, i));
+        rc = !json_is_array(v) ? tram_fail(&err, "it must be an array of strings")
+           : choices ? tram_choice_to_gbnf(choices, (int)n, "root", gbnf, &err) : -1;
+        free(choices);
+    }
+    if (rc)
+        return tram_api_fail(e, 400, c->field, "invalid_value", "Invalid '%s': %s", c->field,
+                             err.msg[0] ? err.msg : "out of memory.");
+    return 0;
+}
+
+int tram_structured_grammar(const json_t *body, const struct tram_tokenizer *tok,
+                            const tram_grammar **out, tram_api_error *e)
+{
+    constraint c;
+    int n = 0;
+    char *gbnf = NULL;
+    *out = NULL;
+    if (read_response_format(body, &c, &n, e) || read_structured_outputs(body, &c, &n, e))
+        return -1;
+    if (!n)
+        return 0;
+    if (to_gbnf(&c, &gbnf, e))
+        return -1;
+    tram_error err = {{0}};
+    *out = tram_grammar_compile(gbnf, "root", tok, &err);
+    free(gbnf);
+    if (!*out)
+        return tram_api_fail(e, 400, c.field, "invalid_value", "Invalid '%s': %s", c.field, err.msg);
+    return 0;
+}

@@ -1,0 +1,30 @@
+/* structured.h — a request's structured-output constraint, read from its
+ * body and compiled into a grammar (grammar/grammar.h).
+ *
+ * Fields (at most one constraint per request; two are a 400):
+ *   response_format  {"type": "text"} | {"type": "json_object"} |
+ *                    {"type": "json_schema", "json_schema": {"name", "schema",
+ *                     "strict", "description"}}
+ *   structured_outputs  vLLM's {"json" | "regex" | "choice" | "grammar" |
+ *                    "json_object"}: one key
+ *   guided_json, guided_regex, guided_choice, guided_grammar  its older aliases
+ * json takes a schema object or its JSON text; grammar is GBNF with a rule
+ * "root".  Every problem (an unknown type, an unsupported schema keyword,
+ * a bad regex or grammar) is a 400 naming the field.  The CLI's `tram
+ * generate --input` lines read the same fields through the same call. */
+#ifndef TRAM_SERVER_STRUCTURED_H
+#define TRAM_SERVER_STRUCTURED_H
+
+#include <jansson.h>
+
+#include "grammar/grammar.h"
+#include "server/api_error.h"
+
+struct tram_tokenizer;
+
+/* *out: the compiled grammar (one reference, the caller releases it), or
+ * NULL when the body asks for no constraint. */
+int tram_structured_grammar(const json_t *body, const struct tram_tokenizer *tok,
+                            const tram_grammar **out, tram_api_error *e);
+
+#endif
