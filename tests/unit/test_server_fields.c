@@ -9,17 +9,27 @@
 #include <string.h>
 
 #include "server/api_request.h"
+#include "server/structured.h"
+#include "tests/unit/test_tokenizer_util.h"
 
 static tram_sampling_params defaults;
+static tram_tokenizer *tok;
 
-static void init_defaults(void)
+static void setup(void)
 {
     tram_sampling_params_init(&defaults);
+    tok = tok_default();
 }
 
-TestSuite(server_fields, .init = init_defaults);
+static void teardown(void)
+{
+    tram_tokenizer_free(tok);
+}
 
-/* Parses the endpoint's minimal body with name set to the JSON value. */
+TestSuite(server_fields, .init = setup, .fini = teardown);
+
+/* Parses the endpoint's minimal body with name set to the JSON value, as
+ * the server does: the fields, then the structured-output constraint. */
 static int parse_with(unsigned endpoint, const char *name, const char *value, tram_api_request *r,
                       tram_api_error *e)
 {
@@ -36,6 +46,10 @@ static int parse_with(unsigned endpoint, const char *name, const char *value, tr
                                                                   : TRAM_API_COMPLETION,
                                     &defaults, text, strlen(text), e);
     free(text);
+    if (!rc && tram_structured_grammar(r->root, tok, &r->params.grammar, e)) {
+        tram_api_request_free(r);
+        return -1;
+    }
     return rc;
 }
 
@@ -52,7 +66,9 @@ static void check_row(const tram_api_field *f, unsigned endpoint)
     }
     cr_assert_eq(rc, -1, "%s = %s was accepted", f->name, f->example);
     cr_assert_eq(e.status, 400);
-    cr_assert_str_eq(e.param, f->name, "%s: the 400 names '%s' (%s)", f->name, e.param, e.message);
+    size_t n = strlen(f->name);   /* the field, or a part of it: "response_format.type" */
+    cr_assert(!strncmp(e.param, f->name, n) && strchr(".[", e.param[n]), "%s: the 400 names '%s' (%s)",
+              f->name, e.param, e.message);
     if (f->kind != TRAM_FIELD_REJECTED)
         return;
     cr_assert_eq(parse_with(endpoint, f->name, "null", &r, &e), 0, "%s: null: %s", f->name, e.message);
