@@ -459,6 +459,8 @@ static const char *finish_with_tools(tram_completion *c, int ci, const char *rea
         tram_tool_calls_parse(c->tool_format, choice->text, choice->len, &c->api.tools, &tc);
     if (tc.calls)
         reason = "tool_calls";
+    while (tc.calls && !c->api.tools.parallel && json_array_size(tc.calls) > 1)
+        json_array_remove(tc.calls, json_array_size(tc.calls) - 1);  /* "auto" wrote more */
     if (!c->streaming) {
         choice->tool_calls = tc.calls;
         choice->len = tc.content_len;

@@ -9,7 +9,6 @@ import jsonschema
 import openai
 import pytest
 
-from conftest import stream_raw
 
 WEATHER = {
     "type": "object",
@@ -89,55 +88,52 @@ def test_parallel_calls(client, server):
     assert any(c.finish_reason == "tool_calls" for c in r.choices)
 
 
-def round_trip(client, server, stream):
-    """call -> tool result -> final answer; the call made, streamed or not."""
-    kw = dict(model=server.model, tools=TOOLS, temperature=0, max_tokens=60)
-    named = {"type": "function", "function": {"name": "get_weather"}}
-    if stream:
-        with client.chat.completions.stream(messages=ASK, tool_choice=named, **kw) as s:
-            events = [e.type for e in s]
-            first = s.get_final_completion()
-        assert "tool_calls.function.arguments.done" in events
-        assert first.choices[0].finish_reason == "tool_calls"
-    else:
-        first = client.chat.completions.create(messages=ASK, tool_choice=named, **kw)
-    message = first.choices[0].message
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+CALL = dict(messages=ASK, tools=TOOLS, tool_choice=NAMED, temperature=0, max_tokens=60)
+
+
+def answer(client, server, message):
+    """The round trip's second half: the call's result back, a final answer."""
     check_calls(message, only="get_weather")
     call = message.tool_calls[0]
     history = ASK + [message.model_dump(exclude_none=True),
                      {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temp_c": 21, "sky": "clear"})}]
-    final = client.chat.completions.create(messages=history, **{**kw, "max_tokens": 16})
+    final = client.chat.completions.create(model=server.model, messages=history, tools=TOOLS, temperature=0,
+                                           max_tokens=16)
     assert final.choices[0].finish_reason in ("stop", "length", "tool_calls")
-    return first, final
+    return final
 
 
 def test_round_trip(client, server):
-    first, final = round_trip(client, server, stream=False)
-    # the result reached the prompt: the second prompt is longer by the call and the result
-    assert final.usage.prompt_tokens > first.usage.prompt_tokens + 10
+    first = client.chat.completions.create(model=server.model, **CALL)
+    assert first.choices[0].finish_reason == "tool_calls"
+    final = answer(client, server, first.choices[0].message)
+    # the call and its result reached the second prompt
+    assert final.usage.prompt_tokens > first.usage.prompt_tokens + 20
 
 
 def test_round_trip_streamed(client, server):
-    round_trip(client, server, stream=True)
-
-
-def test_stream_matches_non_stream(client, server):
-    """The SDK's accumulation of delta.tool_calls gives the non-streamed message."""
-    kw = dict(model=server.model, messages=ASK, tools=TOOLS, temperature=0, max_tokens=60,
-              tool_choice={"type": "function", "function": {"name": "get_weather"}})
-    whole = client.chat.completions.create(**kw).choices[0].message
-    chunks = [json.loads(p) for p in stream_raw(server.port, "/v1/chat/completions", {**kw, "stream": True})
-              if p != "[DONE]"]
-    calls = [tc for ch in chunks for d in [ch["choices"][0]["delta"]] for tc in d.get("tool_calls") or []]
-    firsts = [tc for tc in calls if "id" in tc]
-    assert [tc["index"] for tc in firsts] == list(range(len(whole.tool_calls)))
-    for tc in firsts:
-        assert tc["type"] == "function" and tc["function"]["name"] and tc["function"]["arguments"] == ""
-    for i, want in enumerate(whole.tool_calls):
-        got = "".join(tc["function"].get("arguments", "") for tc in calls if tc["index"] == i)
-        assert json.loads(got) == json.loads(want.function.arguments)
-    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
-    assert all(ch["choices"][0]["delta"].get("content") is None for ch in chunks)
+    """Through the SDK's stream helper: its events, its accumulation of the
+    delta.tool_calls chunks (one with index, id, type and name, then the
+    arguments), equal to the same request unstreamed; then the answer."""
+    whole = client.chat.completions.create(model=server.model, **CALL).choices[0].message
+    with client.chat.completions.stream(model=server.model, **CALL) as s:
+        events = list(s)
+        first = s.get_final_completion()
+    kinds = [e.type for e in events]
+    assert "tool_calls.function.arguments.done" in kinds and "content.delta" not in kinds
+    deltas = [e.chunk.choices[0].delta for e in events if e.type == "chunk" and e.chunk.choices]
+    calls = [tc for d in deltas for tc in d.tool_calls or []]
+    assert [tc.index for tc in calls] == [0, 0]
+    assert calls[0].id.startswith("call_") and calls[0].id != whole.tool_calls[0].id and calls[0].type == "function"
+    assert calls[0].function.name == "get_weather" and calls[0].function.arguments == ""
+    assert calls[1].id is None and calls[1].function.name is None
+    assert all(d.content is None for d in deltas)
+    message = first.choices[0].message
+    assert first.choices[0].finish_reason == "tool_calls"
+    assert message.tool_calls[0].function.arguments == whole.tool_calls[0].function.arguments
+    assert message.tool_calls[0].id == calls[0].id
+    answer(client, server, message)
 
 
 def test_none_and_auto_give_text(client, server):
