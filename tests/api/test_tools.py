@@ -185,6 +185,7 @@ def test_fields_table_through_http(server):
     ok = server.post("/v1/chat/completions", {"messages": ASK, "max_tokens": 1, "user": "u", "store": False,
                                               "metadata": {"k": "v"}})
     assert ok[0] == 200
+    assert "accepted and ignored: user, store, metadata" in server.log_text()
     for body, param in [({"suffix": "x", "prompt": "a"}, "suffix"), ({"best_of": 3, "prompt": "a"}, "best_of"),
                         ({"frobnicate": 1, "prompt": "a"}, "frobnicate")]:
         status, _, reply = server.post("/v1/completions", body)
