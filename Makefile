@@ -28,7 +28,7 @@ LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 TEST_C  := $(wildcard tests/unit/*.c)
 TEST_OBJ:= $(TEST_C:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps model test test-layering test-unit test-api test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api gpu-check clean help
+.PHONY: all deps model test test-layering test-unit test-api test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api fuzz-grammar gpu-check clean help
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/.deps-ok bin/tram
@@ -44,6 +44,7 @@ help:
 	@echo "make golden     regenerate golden fixtures with Hugging Face transformers (needs torch)"
 	@echo "make fuzz-gguf  libFuzzer on the GGUF reader (FUZZ_SECONDS=600)"
 	@echo "make fuzz-api   libFuzzer on the API request parser (FUZZ_SECONDS=600)"
+	@echo "make fuzz-grammar libFuzzer on the JSON Schema / regex compilers and the GBNF parser (FUZZ_SECONDS=600)"
 
 # ---------------------------------------------------------------- set-up
 # The stamp records that the Debian packages are present; deps.sh installs
@@ -181,7 +182,10 @@ FUZZ_SECONDS ?= 600
 FUZZ_SRC_gguf := models/gguf.c kernels/dequant.c kernels/base.c
 # the parser links alone; jansson rides in the list since a list gets no pkg-config libs
 FUZZ_SRC_api  := server/api_request.c server/api_error.c -ljansson
-fuzz-gguf fuzz-api: fuzz-%: tests/fuzz/fuzz_%.c
+# the grammar front ends: schema and regex compilers, the GBNF parser, the stack matcher
+FUZZ_SRC_grammar := grammar/gbnf.c grammar/utf8_ranges.c grammar/stacks.c grammar/json_schema.c \
+                    grammar/regex.c grammar/gbnf_text.c kernels/base.c -ljansson
+fuzz-gguf fuzz-api fuzz-grammar: fuzz-%: tests/fuzz/fuzz_%.c
 	@mkdir -p $(BUILD)/fuzz tests/fuzz/corpus-$*
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. -D_GNU_SOURCE \
 	      $(shell pkg-config --cflags openblas) -o $(BUILD)/fuzz/fuzz_$* $< $(or $(FUZZ_SRC_$*),$(LIB_C)) \

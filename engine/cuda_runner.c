@@ -154,8 +154,7 @@ int tram_cuda_sampling_of(const tram_seq *s, tram_cuda_sampling *sp, tram_logit_
     const tram_request *r = s->req;
     const tram_sampling_params *p = &r->p;
     int nb = p->num_logit_bias + (tram_seq_holds_stops(s) ? r->num_banned : 0);
-    if (p->logprobs >= 0 || r->num_seqs < r->n || tram_seq_wants_prompt_logprobs(s) || nb > TRAM_CUDA_MAX_BIAS ||
-        s->matcher)
+    if (p->logprobs >= 0 || r->num_seqs < r->n || tram_seq_wants_prompt_logprobs(s) || nb > TRAM_CUDA_MAX_BIAS)
         return 0;
     if (p->num_logit_bias > 0)
         memcpy(bias, p->logit_bias, (size_t)p->num_logit_bias * sizeof(*bias));
@@ -212,6 +211,9 @@ struct tram_cuda_runner {
     int32_t *pad_mem;
     tram_cuda_padded pad;
     const void *logits;          /* the model's device logits (tram_model_run) */
+    const int32_t *mask_rows;    /* the step's token masks (tram_cuda_runner_set_masks) */
+    const uint32_t *masks;
+    int num_masks;
     tram_cuda_runner_stats stats;
 };
 
@@ -251,7 +253,8 @@ int tram_cuda_runner_create(tram_cuda_runner **out, tram_backend *be, const tram
     g->spec = *spec;
     if (runner_alloc(g, err) ||
         tram_cuda_sampler_reserve(be, spec->max_seqs, spec->max_seqs * TRAM_CUDA_MAX_BIAS, spec->max_seqs,
-                                  spec->vocab, spec->max_model_len, err)) {
+                                  spec->vocab, spec->max_model_len, err) ||
+        (spec->mask_words > 0 && tram_cuda_mask_reserve(be, spec->max_seqs, spec->mask_words, err))) {
         tram_cuda_runner_destroy(g);
         return -1;
     }
@@ -382,10 +385,23 @@ int tram_cuda_runner_step(tram_cuda_runner *g, tram_model *m, const tram_batch *
     }
     int bucket = g->spec.pad_block >= 0 ? tram_cuda_step_bucket(b, g->spec.max_seqs) : 0;
     tram_batch run = bucket ? tram_cuda_pad_batch(b, bucket, g->spec.pad_block, g->spec.block_size, &g->pad) : *b;
-    if (tram_model_prepare(m, &run, err) || forward(g, m, bucket, err) ||
+    int masks = g->num_masks;
+    g->num_masks = 0;
+    if (tram_model_prepare(m, &run, err) || forward(g, m, bucket, err))
+        return -1;
+    tram_cuda_logits l = {
+        .data = g->logits, .rows = b->num_logits, .stride = g->spec.logits_width, .vocab = g->spec.vocab};
+    if (tram_cuda_apply_masks(g->be, &l, g->mask_rows, g->masks, masks, g->spec.mask_words, err) ||
         sample_rows(g, b, items, item_row0, item_nrows, err))
         return -1;
     return download_rest(g, b->num_logits, logits, err);
+}
+
+void tram_cuda_runner_set_masks(tram_cuda_runner *g, const int32_t *rows, const uint32_t *masks, int n)
+{
+    g->mask_rows = rows;
+    g->masks = masks;
+    g->num_masks = n;
 }
 
 int32_t tram_cuda_runner_token(const tram_cuda_runner *g, int row) { return g->drawn[row]; }
@@ -417,6 +433,11 @@ int tram_cuda_runner_step(tram_cuda_runner *g, tram_model *m, const tram_batch *
 }
 
 int32_t tram_cuda_runner_token(const tram_cuda_runner *g, int row) { return (void)g, (void)row, -1; }
+
+void tram_cuda_runner_set_masks(tram_cuda_runner *g, const int32_t *rows, const uint32_t *masks, int n)
+{
+    (void)g, (void)rows, (void)masks, (void)n;
+}
 
 void tram_cuda_runner_stats_get(const tram_cuda_runner *g, tram_cuda_runner_stats *out)
 {

@@ -96,6 +96,7 @@ typedef struct {
     int vocab, logits_width;     /* ids drawn, and the logits' row length */
     int max_model_len, block_size;
     int pad_block;               /* graphs' pad block; -1: no graphs (--enforce-eager) */
+    int mask_words;              /* uint32 words of a grammar's token mask (grammar/grammar.h) */
 } tram_cuda_runner_spec;
 
 /* Allocates every buffer a step needs, device ones included (create it
@@ -111,6 +112,11 @@ void tram_cuda_runner_set_pad_block(tram_cuda_runner *g, int pad_block);
  * rows left to the host sampler. */
 int tram_cuda_runner_step(tram_cuda_runner *g, tram_model *m, const tram_batch *b, const tram_sched_item *items,
                           const int *item_row0, const int *item_nrows, float *logits, tram_error *err);
+/* The next step's token masks: masks[i * mask_words ..] for logits row
+ * rows[i], applied on the device after the forward pass, before any row is
+ * drawn or downloaded (grammar-constrained sequences).  The arrays must
+ * stay valid until that step returns. */
+void tram_cuda_runner_set_masks(tram_cuda_runner *g, const int32_t *rows, const uint32_t *masks, int n);
 /* The token drawn on the device for logits row `row` of the last step, or
  * -1 when that row is the host's. */
 int32_t tram_cuda_runner_token(const tram_cuda_runner *g, int row);

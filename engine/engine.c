@@ -48,6 +48,8 @@ struct tram_engine {
     float *masked;             /* [logits_width]: a grammar-constrained row, masked */
     uint32_t *mask;            /* [mask_words]: that row's allowed tokens */
     int mask_words;
+    uint32_t *step_masks;      /* CUDA: [max_seqs][mask_words] the step's masks, for the device */
+    int32_t *step_mask_rows;   /* [max_seqs] their logits rows */
     tram_seq **emitted;        /* sequences with an output this step */
     int num_emitted, cap_emitted;
     tram_output *outs;
@@ -227,6 +229,11 @@ static int alloc_step_arrays(tram_engine *e, tram_error *err)
     e->mask_words = (tram_tokenizer_vocab_size(e->tok) + 31) / 32;
     e->masked = tram_calloc((size_t)e->logits_width, sizeof(float), err);
     e->mask = tram_calloc((size_t)e->mask_words, sizeof(uint32_t), err);
+    int cuda = !strcmp(e->cfg.device, "cuda");
+    e->step_masks = cuda ? tram_calloc(s * (size_t)e->mask_words, sizeof(uint32_t), err) : NULL;
+    e->step_mask_rows = cuda ? tram_calloc(s, sizeof(int32_t), err) : NULL;
+    if (cuda && (!e->step_masks || !e->step_mask_rows))
+        return -1;
     return e->masked && e->mask && e->tok_ids && e->positions && e->slots && e->rows && e->query_start && e->seq_lens &&
                    e->block_tables && e->item_row0 && e->item_nrows && e->logits && e->emitted &&
                    e->outs && e->text
@@ -256,6 +263,7 @@ static int open_cuda_runner(tram_engine *e, tram_error *err)
         .max_model_len = e->max_model_len,
         .block_size = e->cfg.block_size,
         .pad_block = -1,
+        .mask_words = e->mask_words,
     };
     return tram_cuda_runner_create(&e->cuda, e->be, &spec, err);
 }
@@ -330,7 +338,8 @@ void tram_engine_destroy(tram_engine *e)
     tram_model_file_close(e->file);
     void *bufs[] = {e->tok_ids, e->positions, e->slots, e->query_start, e->seq_lens,
                     e->block_tables, e->rows, e->item_row0, e->item_nrows, e->logits,
-                    e->emitted, e->outs, e->text, e->masked, e->mask};
+                    e->emitted, e->outs, e->text, e->masked, e->mask, e->step_masks,
+                    e->step_mask_rows};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
         free(bufs[i]);
     pthread_mutex_destroy(&e->lock);
@@ -837,6 +846,22 @@ static int reserve_emitted(tram_engine *e, tram_error *err)
     return 0;
 }
 
+/* CUDA: the masks of the step's grammar-constrained rows, computed before
+ * the forward pass so that the device masks its logits before drawing. */
+static void cuda_step_masks(tram_engine *e)
+{
+    int n = 0;
+    for (int i = 0; i < e->sched.num_items; i++) {
+        tram_seq *s = e->sched.items[i].seq;
+        if (!s->matcher || e->item_nrows[i] == 0 ||
+            s->num_computed + e->sched.items[i].num_new < s->num_tokens)
+            continue;
+        tram_matcher_fill_mask(s->matcher, e->step_masks + (size_t)n * e->mask_words);
+        e->step_mask_rows[n++] = e->item_row0[i] + e->item_nrows[i] - 1;
+    }
+    tram_cuda_runner_set_masks(e->cuda, e->step_mask_rows, e->step_masks, n);
+}
+
 /* Stamps requests scheduled for the first time: their queue time ends here. */
 static void mark_scheduled(tram_engine *e)
 {
@@ -861,6 +886,8 @@ int tram_engine_step(tram_engine *e, const tram_output **outs, int *num_outs, tr
     mark_scheduled(e);
     if (e->sched.num_items > 0) {
         tram_batch b = build_batch(e);
+        if (e->cuda)
+            cuda_step_masks(e);
         if (e->cuda ? tram_cuda_runner_step(e->cuda, e->model, &b, e->sched.items, e->item_row0,
                                             e->item_nrows, e->logits, err)
                    : tram_model_forward(e->model, &b, e->logits, err))

@@ -50,7 +50,7 @@ static const char *const keywords[] = {
     "type", "properties", "required", "additionalProperties", "items", "prefixItems", "enum",
     "const", "anyOf", "oneOf", "$ref", "minLength", "maxLength", "pattern", "format", "minimum",
     "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems", "nullable",
-    "unevaluatedProperties", NULL,
+    "unevaluatedProperties", "minProperties", "maxProperties", NULL,
 };
 
 static int in_list(const char *const *list, const char *k)
@@ -566,16 +566,36 @@ static int collect_props(jsc *c, json_t *s, const char *path, prop *p, int *n)
     return 0;
 }
 
-static int gen_map(jsc *c, json_t *add, const char *path, tram_gbuf *b)
+/* An object of additional properties only (a map): entries of string keys
+ * and values of the schema add, minProperties..maxProperties of them. */
+static int gen_map(jsc *c, json_t *s, json_t *add, const char *path, tram_gbuf *b)
 {
-    char ws[NAME_MAX_LEN], str[NAME_MAX_LEN], val[NAME_MAX_LEN], sub[512];
+    char ws[NAME_MAX_LEN], str[NAME_MAX_LEN], val[NAME_MAX_LEN], entry[NAME_MAX_LEN + 4], sub[512];
+    long long min = 0, max = -1;
+    if (read_count(c, s, "minProperties", path, &min) < 0 || read_count(c, s, "maxProperties", path, &max) < 0)
+        return -1;
+    if ((max >= 0 && max < min) || min > MAX_ITEMS_REPEAT)
+        return JS_FAIL(c, "minProperties/maxProperties at %s: none or too many (at most %d)", path,
+                       MAX_ITEMS_REPEAT);
+    max = max > MAX_ITEMS_REPEAT ? MAX_ITEMS_REPEAT : max;  /* fewer stay inside a larger bound */
     shared(c, USE_WS, ws, "ws");
     shared(c, USE_STRING, str, "string");
     sub_path(sub, path, "additionalProperties", NULL);
     if (gen(c, add, sub, val))
         return -1;
-    tram_gbuf_addf(b, "\"{\" %s ( %s %s \":\" %s %s %s ( \",\" %s %s %s \":\" %s %s %s )* )? \"}\"", ws, str,
-                   ws, ws, val, ws, ws, str, ws, ws, val, ws);
+    snprintf(entry, sizeof(entry), "%s-e", val);
+    tram_gbuf_addf(&c->out, "%s ::= %s %s \":\" %s %s %s\n", entry, str, ws, ws, val, ws);
+    tram_gbuf_addf(b, "\"{\" %s", ws);
+    if (max == 0) {
+        tram_gbuf_add(b, " \"}\"", 4);
+        return 0;
+    }
+    tram_gbuf_addf(b, min ? " %s" : " ( %s", entry);
+    if (max < 0)
+        tram_gbuf_addf(b, " ( \",\" %s %s ){%lld,}", ws, entry, min ? min - 1 : 0);
+    else
+        tram_gbuf_addf(b, " ( \",\" %s %s ){%lld,%lld}", ws, entry, min ? min - 1 : 0, max - 1);
+    tram_gbuf_addf(b, "%s \"}\"", min ? "" : " )?");
     return 0;
 }
 
@@ -590,11 +610,15 @@ static int gen_object(jsc *c, json_t *s, const char *path, tram_gbuf *b)
         goto out;
     char ws[NAME_MAX_LEN];
     shared(c, USE_WS, ws, "ws");
-    if (n == 0 && json_is_false(add)) {
+    if ((json_object_get(s, "minProperties") || json_object_get(s, "maxProperties")) &&
+        (n > 0 || !json_is_object(add))) {
+        rc = JS_FAIL(c, "'minProperties'/'maxProperties' at %s are supported only on an object whose "
+                        "properties are all additionalProperties of one schema", path);
+    } else if (n == 0 && json_is_false(add)) {
         tram_gbuf_addf(b, "\"{\" %s \"}\"", ws);
         rc = 0;
     } else if (n == 0 && json_is_object(add)) {
-        rc = gen_map(c, add, path, b);
+        rc = gen_map(c, s, add, path, b);
     } else if (n == 0) {
         char any[NAME_MAX_LEN];
         shared(c, USE_VALUE, any, "object");

@@ -7,7 +7,8 @@
  * (recursion included) or any JSON pointer of the document, string
  * minLength/maxLength/pattern/format (date-time, date, time, email, uuid),
  * minimum/maximum/exclusiveMinimum/exclusiveMaximum for integers and
- * numbers, minItems/maxItems, nullable, unevaluatedProperties: false, and
+ * numbers, minItems/maxItems, minProperties/maxProperties of an object made
+ * of additionalProperties only, nullable, unevaluatedProperties: false, and
  * the annotations (title, description, default, examples, $schema, $id,
  * $comment, deprecated, readOnly, writeOnly, discriminator).  Any other
  * keyword, or a supported one used in a way tram cannot enforce, is an

@@ -1,6 +1,7 @@
 /* structured.c — structured-output fields to a grammar (see structured.h). */
 #include "server/structured.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,51 @@ static int to_gbnf(const constraint *c, char **gbnf, tram_api_error *e)
     return 0;
 }
 
+/* Applications send the same schema on call after call: the last few
+ * compiled grammars are kept, keyed by their GBNF text and tokenizer. */
+#define CACHE_SIZE 16
+
+static struct {
+    char *gbnf;
+    const struct tram_tokenizer *tok;
+    const tram_grammar *g;
+    uint64_t used;
+} cache[CACHE_SIZE];
+static uint64_t cache_clock;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const tram_grammar *cache_get(const char *gbnf, const struct tram_tokenizer *tok)
+{
+    const tram_grammar *g = NULL;
+    pthread_mutex_lock(&cache_lock);
+    for (int i = 0; i < CACHE_SIZE && !g; i++)
+        if (cache[i].g && cache[i].tok == tok && !strcmp(cache[i].gbnf, gbnf)) {
+            cache[i].used = ++cache_clock;
+            g = tram_grammar_retain(cache[i].g);
+        }
+    pthread_mutex_unlock(&cache_lock);
+    return g;
+}
+
+static void cache_put(const char *gbnf, const struct tram_tokenizer *tok, const tram_grammar *g)
+{
+    char *copy = strdup(gbnf);
+    if (!copy)
+        return;
+    pthread_mutex_lock(&cache_lock);
+    int victim = 0;
+    for (int i = 1; i < CACHE_SIZE; i++)
+        if (cache[i].used < cache[victim].used)
+            victim = i;
+    tram_grammar_release(cache[victim].g);
+    free(cache[victim].gbnf);
+    cache[victim].gbnf = copy;
+    cache[victim].tok = tok;
+    cache[victim].g = tram_grammar_retain(g);
+    cache[victim].used = ++cache_clock;
+    pthread_mutex_unlock(&cache_lock);
+}
+
 int tram_structured_grammar(const json_t *body, const struct tram_tokenizer *tok,
                             const tram_grammar **out, tram_api_error *e)
 {
@@ -169,7 +215,8 @@ int tram_structured_grammar(const json_t *body, const struct tram_tokenizer *tok
     if (to_gbnf(&c, &gbnf, e))
         return -1;
     tram_error err = {{0}};
-    *out = tram_grammar_compile(gbnf, "root", tok, &err);
+    if (!(*out = cache_get(gbnf, tok)) && (*out = tram_grammar_compile(gbnf, "root", tok, &err)))
+        cache_put(gbnf, tok, *out);
     free(gbnf);
     if (!*out)
         return tram_api_fail(e, 400, c.field, "invalid_value", "Invalid '%s': %s", c.field, err.msg);

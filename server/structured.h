@@ -11,7 +11,10 @@
  * json takes a schema object or its JSON text; grammar is GBNF with a rule
  * "root".  Every problem (an unknown type, an unsupported schema keyword,
  * a bad regex or grammar) is a 400 naming the field.  The CLI's `tram
- * generate --input` lines read the same fields through the same call. */
+ * generate --input` lines read the same fields through the same call.
+ * The last 16 grammars compiled are kept (keyed by GBNF text and tokenizer,
+ * which lives as long as the process in the server and the CLI), since
+ * applications send one schema on call after call. */
 #ifndef TRAM_SERVER_STRUCTURED_H
 #define TRAM_SERVER_STRUCTURED_H
 

@@ -188,6 +188,7 @@ static void cuda_destroy(tram_backend *be)
         cudaFree(c->attn_partial);
         cudaFree(c->stage);
         cuda_sampler_free(c);
+        cuda_masks_free(c);
         if (c->stream)
             cudaStreamDestroy(c->stream);
         free(c);

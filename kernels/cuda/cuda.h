@@ -67,6 +67,19 @@ int tram_cuda_sample(tram_backend *be, const tram_cuda_logits *logits, const tra
                      int n, const tram_logit_bias *bias, int num_bias, int32_t *ids, float *logprobs,
                      tram_error *err);
 
+/* ---- token masks (structured outputs) ---- */
+
+/* Sizes the mask buffers once: at most `rows` masks of `words` uint32 words
+ * per call. */
+int tram_cuda_mask_reserve(tram_backend *be, int rows, int words, tram_error *err);
+/* Uploads n packed bitmasks (mask i at masks[i * words], bit id & 31 of word
+ * id >> 5 for token id) and sets every logit of row rows[i] whose bit is
+ * clear (ids past the mask too) to -INFINITY, in place: kernels/cpu/mask.c on
+ * the device, run before tram_cuda_sample and the host rows' download.
+ * Queued; masks may be reused on return. */
+int tram_cuda_apply_masks(tram_backend *be, const tram_cuda_logits *logits, const int32_t *rows,
+                          const uint32_t *masks, int n, int words, tram_error *err);
+
 /* ---- CUDA graphs of decode steps ---- */
 
 /* Capture: call begin, run the forward ops of a decode step padded to

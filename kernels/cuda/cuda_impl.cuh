@@ -47,6 +47,7 @@ static inline void cuda_gemm_plan_clear(cuda_gemm_plan *p)
 
 typedef struct cuda_int8 cuda_int8;  /* int8.cu's scratch and plans */
 typedef struct cuda_sampler cuda_sampler;
+typedef struct cuda_masks cuda_masks;      /* mask.cu's buffers */
 
 typedef struct {
     int device, num_sms;
@@ -64,6 +65,7 @@ typedef struct {
     float *stage;                   /* f32 staging for to_host_f32, grow-only */
     size_t stage_bytes;
     cuda_sampler *sampler;          /* sampling.cu's buffers; NULL until reserved */
+    cuda_masks *masks;              /* mask.cu's buffers; NULL until reserved */
 
     ncclComm_t comm;                /* NULL when world_size == 1 */
     cudaGraphExec_t graphs[TRAM_CUDA_GRAPH_BUCKETS];
@@ -135,6 +137,8 @@ void cuda_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w,
 
 /* Frees sampling.cu's buffers (tram_cuda_sampler_reserve). */
 void cuda_sampler_free(cuda_state *c);
+/* Frees mask.cu's buffers (tram_cuda_mask_reserve). */
+void cuda_masks_free(cuda_state *c);
 
 /* gemm.cu's cuBLASLt handle, descriptor, workspace and plan table */
 int cuda_gemm_init(cuda_state *c);

@@ -1,0 +1,113 @@
+/* bench_grammar.c — tram's side of bench/structured.sh: the per-token mask
+ * time of the grammar engine on the default model's vocabulary.
+ *
+ *   bench_grammar --vocab OUT.json     the vocabulary as the peers need it:
+ *                                      each token's bytes (hex), control ids,
+ *                                      end-of-generation ids
+ *   bench_grammar WORKLOAD.jsonl       per line {"name", "schema", "token_ids"}:
+ *                                      compiles the schema, then replays the
+ *                                      tokens, timing each step's mask; prints
+ *                                      {"name", "compile_ms", "mask_us": [...]}
+ *                                      per line */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
+#include "server/cli/defaults.h"
+#include "tokenizer/tokenizer.h"
+
+static int dump_vocab(const tram_tokenizer *tok, const char *path)
+{
+    json_t *tokens = json_array(), *special = json_array(), *eog = json_array();
+    int n = tram_tokenizer_vocab_size(tok), neog;
+    for (int id = 0; id < n; id++) {
+        size_t len;
+        const char *b = tram_tokenizer_token_bytes(tok, id, &len);
+        char *hex = malloc(2 * len + 1);
+        for (size_t i = 0; i < len; i++)
+            sprintf(hex + 2 * i, "%02x", (unsigned char)b[i]);
+        hex[2 * len] = 0;
+        json_array_append_new(tokens, json_string(hex));
+        free(hex);
+        if (tram_tokenizer_is_special(tok, id))
+            json_array_append_new(special, json_integer(id));
+    }
+    const int32_t *e = tram_tokenizer_eog_ids(tok, &neog);
+    for (int i = 0; i < neog; i++)
+        json_array_append_new(eog, json_integer(e[i]));
+    json_t *o = json_pack("{s:o, s:o, s:o}", "tokens", tokens, "special", special, "eog", eog);
+    int rc = json_dump_file(o, path, JSON_COMPACT);
+    json_decref(o);
+    return rc;
+}
+
+static int replay(const tram_tokenizer *tok, json_t *line)
+{
+    tram_error err = {{0}};
+    char *schema = json_dumps(json_object_get(line, "schema"), JSON_COMPACT), *gbnf = NULL;
+    const char *name = json_string_value(json_object_get(line, "name"));
+    double t0 = tram_now();
+    if (tram_json_schema_to_gbnf(schema, "root", &gbnf, &err)) {
+        fprintf(stderr, "%s: %s\n", name, err.msg);
+        return -1;
+    }
+    tram_grammar *g = tram_grammar_compile(gbnf, "root", tok, &err);
+    double compile_ms = (tram_now() - t0) * 1e3;
+    tram_matcher *m;
+    if (!g || tram_matcher_create(&m, g, &err)) {
+        fprintf(stderr, "%s: %s\n", name, err.msg);
+        return -1;
+    }
+    uint32_t *mask = calloc((size_t)tram_grammar_mask_words(g), sizeof(uint32_t));
+    json_t *ids = json_object_get(line, "token_ids"), *times = json_array(), *v;
+    size_t i;
+    json_array_foreach(ids, i, v) {
+        int32_t id = (int32_t)json_integer_value(v);
+        double a = tram_now();
+        tram_matcher_fill_mask(m, mask);
+        double us = (tram_now() - a) * 1e6;
+        json_array_append_new(times, json_real(us));
+        if (!((mask[id >> 5] >> (id & 31)) & 1) || !tram_matcher_accept(m, id)) {
+            fprintf(stderr, "%s: token %d at step %zu is not allowed\n", name, id, i);
+            return -1;
+        }
+    }
+    json_t *o = json_pack("{s:s, s:f, s:o}", "name", name, "compile_ms", compile_ms, "mask_us", times);
+    char *text = json_dumps(o, JSON_COMPACT);
+    printf("%s\n", text);
+    free(text);
+    json_decref(o);
+    free(mask);
+    free(schema);
+    free(gbnf);
+    tram_matcher_free(m);
+    tram_grammar_release(g);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    tram_error err = {{0}};
+    tram_tokenizer *tok;
+    if (argc < 2 || tram_tokenizer_load(&tok, TRAM_DEFAULT_MODEL, &err)) {
+        fprintf(stderr, "usage: bench_grammar --vocab OUT.json | WORKLOAD.jsonl %s\n", err.msg);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--vocab"))
+        return argc > 2 && !dump_vocab(tok, argv[2]) ? 0 : 1;
+    FILE *f = fopen(argv[1], "r");
+    char *buf = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    while (f && getline(&buf, &cap, f) > 0) {
+        json_t *line = json_loads(buf, 0, NULL);
+        rc |= !line || replay(tok, line);
+        json_decref(line);
+    }
+    free(buf);
+    tram_tokenizer_free(tok);
+    return f && !rc ? 0 : 1;
+}

@@ -1,0 +1,178 @@
+"""Structured outputs end to end.
+
+The committed corpus (tests/fixtures/schemas/corpus.json, made by
+tests/fixtures/make_schema_corpus.py) runs through the real engine in one
+continuous batch (`tram generate --input`), every schema greedy and at
+temperature 1 (seeds 1, 2 and 3 in turn over the corpus); every output must
+finish with "stop" (a truncated output is a failure), parse, and validate
+with the jsonschema package, formats included.  All lines share one prompt,
+so that the prefix cache serves it and the run costs decode steps only.  Then the API: regex, choice, json_object, errors, and
+the OpenAI SDK's chat.completions.parse with a Pydantic model.
+"""
+import json
+import os
+import re
+import subprocess
+import tempfile
+
+import jsonschema
+import pydantic
+import pytest
+
+from conftest import BIN, MODEL, THREADS
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "..", "fixtures", "schemas", "corpus.json")
+SEEDS = [1, 2, 3]
+MAX_TOKENS = 256
+PROMPT = "Reply with one JSON value and nothing else."
+
+
+def chat(prompt):
+    return [{"role": "user", "content": prompt}]
+
+
+def run_generate(lines):
+    """Runs the lines through one `tram generate --input`; returns the outputs in order."""
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = os.path.join(d, "in.jsonl"), os.path.join(d, "out.jsonl")
+        with open(src, "w") as f:
+            for line in lines:
+                f.write(json.dumps(line) + "\n")
+        cmd = [BIN, "generate", "-m", MODEL, "--input", src, "--output", dst, "--max-model-len", "1024"]
+        if THREADS:
+            cmd += ["--threads", THREADS]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=1500)
+        with open(dst) as f:
+            return [json.loads(x) for x in f]
+
+
+def test_schema_corpus_validates_greedy_and_sampled():
+    with open(CORPUS) as f:
+        corpus = json.load(f)
+    assert len(corpus) >= 200
+    lines, meta = [], []
+    for i, entry in enumerate(corpus):
+        for temperature, seed in [(0.0, 0), (1.0, SEEDS[i % len(SEEDS)])]:
+            lines.append({"messages": chat(PROMPT), "max_tokens": MAX_TOKENS,
+                          "temperature": temperature, "seed": seed,
+                          "response_format": {"type": "json_schema",
+                                              "json_schema": {"name": entry["name"], "schema": entry["schema"]}}})
+            meta.append((entry, temperature, seed))
+    outs = run_generate(lines)
+    assert len(outs) == len(lines)
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    failures = []
+    for (entry, temperature, seed), out in zip(meta, outs):
+        where = f"{entry['name']} T={temperature} seed={seed}"
+        if "error" in out:
+            failures.append(f"{where}: error {out['error']}")
+            continue
+        if out["finish_reason"] != "stop":
+            failures.append(f"{where}: finished by {out['finish_reason']} (truncated): {out['text'][:200]!r}")
+            continue
+        try:
+            value = json.loads(out["text"])
+            jsonschema.validate(value, entry["schema"], format_checker=checker)
+        except (ValueError, jsonschema.ValidationError) as ex:
+            failures.append(f"{where}: {str(ex)[:300]} in {out['text'][:200]!r}")
+    assert not failures, f"{len(failures)} of {len(outs)} outputs failed:\n" + "\n".join(failures)
+
+
+def post(server, path, body):
+    return server.post(path, body)
+
+
+@pytest.mark.parametrize("pattern", [r"\d{3}-\d{4}", r"(cat|dog)s?", r"[A-Z][a-z]{2,6} [0-9]+", r"[a-f0-9]{8}"])
+def test_regex_fullmatches(server, pattern):
+    for seed in (1, 2, 3):
+        status, _, body = post(server, "/v1/completions", {
+            "model": server.model, "prompt": "Write something:", "max_tokens": 40,
+            "temperature": 1.0, "seed": seed, "structured_outputs": {"regex": pattern}})
+        assert status == 200, body
+        choice = body["choices"][0]
+        assert choice["finish_reason"] == "stop", choice
+        assert re.fullmatch(pattern, choice["text"]), (pattern, choice["text"])
+
+
+def test_choice_is_one_of(server):
+    choices = ["positive", "negative", "neutral", "ünïcödé ✓"]
+    for seed in range(4):
+        status, _, body = post(server, "/v1/chat/completions", {
+            "model": server.model, "messages": chat("Sentiment of 'great movie'?"),
+            "temperature": 1.0, "seed": seed, "n": 2, "guided_choice": choices})
+        assert status == 200, body
+        for c in body["choices"]:
+            assert c["message"]["content"] in choices and c["finish_reason"] == "stop", c
+
+
+def test_json_object_and_grammar(server):
+    status, _, body = post(server, "/v1/chat/completions", {
+        "model": server.model, "messages": chat("Describe a book as a JSON object."),
+        "max_tokens": 200, "temperature": 0, "response_format": {"type": "json_object"}})
+    assert status == 200, body
+    c = body["choices"][0]
+    assert c["finish_reason"] == "stop", c
+    assert isinstance(json.loads(c["message"]["content"]), dict)
+    gbnf = 'root ::= "The answer is " digit+ "."\ndigit ::= [0-9]'
+    status, _, body = post(server, "/v1/completions", {
+        "model": server.model, "prompt": "Q: 2+2?", "max_tokens": 30, "temperature": 0,
+        "structured_outputs": {"grammar": gbnf}})
+    assert status == 200, body
+    assert re.fullmatch(r"The answer is [0-9]+\.", body["choices"][0]["text"]), body
+
+
+UNSUPPORTED = ["multipleOf", "not", "allOf", "if", "then", "else", "patternProperties", "propertyNames",
+               "minProperties", "maxProperties", "uniqueItems", "contains", "minContains", "maxContains",
+               "dependentRequired", "dependentSchemas", "additionalItems", "unevaluatedItems", "$anchor",
+               "$dynamicRef", "contentEncoding", "contentMediaType"]
+
+
+@pytest.mark.parametrize("keyword", UNSUPPORTED)
+def test_unsupported_keyword_is_400_naming_it(server, keyword):
+    schema = {"type": "object", "properties": {"a": {"type": "integer", keyword: 1}}}
+    status, _, body = post(server, "/v1/chat/completions", {
+        "model": server.model, "messages": chat("hi"),
+        "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}})
+    assert status == 400, body
+    assert f"'{keyword}'" in body["error"]["message"], body
+    assert body["error"]["param"] == "response_format.json_schema.schema"
+
+
+@pytest.mark.parametrize("body,param,words", [
+    ({"response_format": {"type": "yaml"}}, "response_format.type", "'yaml'"),
+    ({"guided_json": {"type": "string"}, "guided_regex": "a"}, "guided_regex", "both"),
+    ({"response_format": {"type": "json_object"}, "structured_outputs": {"choice": ["a"]}},
+     "structured_outputs.choice", "both"),
+    ({"structured_outputs": {"regex": "(?=a)"}}, "structured_outputs.regex", "not supported"),
+    ({"structured_outputs": {"grammar": "root ::= root \"a\""}}, "structured_outputs.grammar", "left-recursive"),
+    ({"structured_outputs": {"disable_fallback": True}}, "structured_outputs.disable_fallback", "not supported"),
+    ({"guided_json": {"type": "string", "format": "uri"}}, "guided_json", "'format'"),
+    ({"guided_json": {"oneOf": [{"type": "integer"}, {"type": "number"}]}}, "guided_json", "oneOf"),
+])
+def test_bad_constraints_are_400(server, body, param, words):
+    for path in ("/v1/chat/completions", "/v1/completions"):
+        req = dict(body, model=server.model)
+        req.update({"messages": chat("hi")} if "chat" in path else {"prompt": "hi"})
+        status, _, resp = post(server, path, req)
+        assert status == 400, resp
+        assert resp["error"]["param"] == param, resp
+        assert words in resp["error"]["message"], resp
+
+
+class Pet(pydantic.BaseModel):
+    name: str = pydantic.Field(max_length=16)
+    species: str = pydantic.Field(pattern=r"^(cat|dog|bird)$")
+    age: int = pydantic.Field(ge=0, le=30)
+    vaccinated: bool
+
+
+def test_sdk_parse_with_pydantic(client, server):
+    for seed in (0, 1):
+        completion = client.chat.completions.parse(
+            model=server.model, messages=chat("Invent a pet."), response_format=Pet,
+            max_tokens=120, temperature=1.0, seed=seed)
+        msg = completion.choices[0].message
+        assert completion.choices[0].finish_reason == "stop", msg
+        assert isinstance(msg.parsed, Pet), msg
+        assert 0 <= msg.parsed.age <= 30 and msg.parsed.species in ("cat", "dog", "bird")
