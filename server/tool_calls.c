@@ -117,12 +117,18 @@ static int parse_llama3(const char *text, size_t i, size_t len, const tram_api_t
     return 0;
 }
 
+/* The calls' array; its replies keep special tokens, so the text may end
+ * with Mistral's EOS. */
 static int parse_mistral(const char *text, size_t i, size_t len, const tram_api_tools *tools, json_t *calls)
 {
-    json_t *arr = json_loadb(text + i, len - i, 0, NULL);
+    json_error_t err;
+    json_t *arr = json_loadb(text + i, len - i, JSON_DISABLE_EOF_CHECK, &err);
+    size_t end = arr ? skip_space(text, i + (size_t)err.position, len) : len;
+    if (len - end >= 4 && !memcmp(text + end, "</s>", 4))
+        end = skip_space(text, end + 4, len);
     size_t k;
     json_t *obj;
-    int rc = json_is_array(arr) && json_array_size(arr) ? 0 : -1;
+    int rc = json_is_array(arr) && json_array_size(arr) && end == len ? 0 : -1;
     json_array_foreach(arr, k, obj) {
         json_t *call = rc ? NULL : call_json(TRAM_TOOLS_MISTRAL, obj, tools);
         if (!call || json_array_append_new(calls, call))

@@ -86,9 +86,10 @@ Test(tool_calls, mistral)
     const char *two[] = {"get_weather:{\"city\": \"Paris\"}", "search:{}"};
     expect(TRAM_TOOLS_MISTRAL, "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, "
                                "{\"name\": \"search\", \"arguments\": {}, \"id\": \"abcdefghi\"}]", "", 2, two);
-    expect(TRAM_TOOLS_MISTRAL, "Let me check. [TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]",
+    expect(TRAM_TOOLS_MISTRAL, "Let me check. [TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]</s>",
            "Let me check. ", 1, two);
     const char *content[] = {"[TOOL_CALLS] {\"name\": \"search\", \"arguments\": {}}", "[TOOL_CALLS] []", "plain",
+                             "[TOOL_CALLS] [{\"name\": \"search\", \"arguments\": {}}] and more",
                              "[TOOL_CALLS] [{\"name\": \"nope\", \"arguments\": {}}]"};
     for (size_t i = 0; i < sizeof(content) / sizeof(content[0]); i++)
         expect(TRAM_TOOLS_MISTRAL, content[i], content[i], 0, NULL);
