@@ -206,3 +206,23 @@ def test_auto_stream_content_is_the_whole_content(client, server):
     assert whole.message.tool_calls is None and final.message.tool_calls is None
     assert "".join(deltas) == final.message.content == whole.message.content
     assert final.finish_reason == whole.finish_reason
+
+
+def test_sdk_parse_with_a_pydantic_tool(client, server):
+    """client.chat.completions.parse with pydantic_function_tool (a strict
+    function): the SDK parses the arguments into the model."""
+    from typing import Literal
+
+    from pydantic import BaseModel, Field
+
+    class Forecast(BaseModel):
+        city: str = Field(max_length=12)
+        unit: Literal["celsius", "fahrenheit"]
+
+    tool = openai.pydantic_function_tool(Forecast, name="forecast")
+    r = client.chat.completions.parse(model=server.model, messages=ASK, tools=[tool], tool_choice="required",
+                                      parallel_tool_calls=False, temperature=1.0, seed=5, max_tokens=60)
+    call = r.choices[0].message.tool_calls[0]
+    assert isinstance(call.function.parsed_arguments, Forecast)
+    assert call.function.parsed_arguments.unit in ("celsius", "fahrenheit")
+    assert len(call.function.parsed_arguments.city) <= 12
