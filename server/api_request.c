@@ -35,6 +35,10 @@ json_t *tram_api_parse_object(const char *body, size_t len, tram_api_error *e)
     json_error_t jerr;
     json_t *root = json_loadb(body, len, 0, &jerr);
     if (!root) {
+        /* jansson quotes the input "near '...'": bytes that need not be UTF-8 */
+        char *near = strstr(jerr.text, " near '");
+        if (near)
+            *near = 0;
         tram_api_fail(e, 400, NULL, NULL,
                       "We could not parse the JSON body of your request: %s (line %d, column %d).",
                       jerr.text, jerr.line, jerr.column);
@@ -506,7 +510,6 @@ void tram_api_request_free(tram_api_request *r)
     free((void *)r->params.stop);
     free((void *)r->params.stop_token_ids);
     free((void *)r->params.logit_bias);
-    tram_grammar_release(r->params.grammar);
     json_decref(r->root);
     memset(r, 0, sizeof(*r));
 }

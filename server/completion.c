@@ -89,6 +89,7 @@ static void completion_free(tram_completion *c)
     free(c->prompts);
     free(c->choices);
     free(c->last_token_at);
+    tram_grammar_release(c->api.params.grammar);  /* structured.c's or tool_grammar.c's */
     tram_api_request_free(&c->api);
     free(c);
 }

@@ -46,10 +46,12 @@ static int parse_with(unsigned endpoint, const char *name, const char *value, tr
                                                                   : TRAM_API_COMPLETION,
                                     &defaults, text, strlen(text), e);
     free(text);
-    if (!rc && tram_structured_grammar(r->root, tok, &r->params.grammar, e)) {
+    const tram_grammar *g = NULL;
+    if (!rc && tram_structured_grammar(r->root, tok, &g, e)) {
         tram_api_request_free(r);
         return -1;
     }
+    tram_grammar_release(g);
     return rc;
 }
 
