@@ -105,10 +105,13 @@ static char *default_system(const char *s)
     return out;
 }
 
-/* The tool format the template writes, recognised by what only it says. */
+/* The tool format the template writes, recognised by what only it says.
+ * Qwen3's template (reasoning, multi-step tool turns) also writes
+ * <tool_call>, but renders differently: it gets the generic format. */
 static tram_tool_format tool_format(const char *s, tram_chat_family f)
 {
-    if (f == TRAM_CHAT_CHATML && strstr(s, "<tool_call>"))
+    if (f == TRAM_CHAT_CHATML && strstr(s, "<tool_call>") && strstr(s, "<tools></tools> XML tags") &&
+        !strstr(s, "multi_step_tool") && !strstr(s, "reasoning_content"))
         return TRAM_TOOLS_HERMES;
     if (f == TRAM_CHAT_LLAMA3 && strstr(s, "Cutting Knowledge Date"))
         return TRAM_TOOLS_LLAMA3;
