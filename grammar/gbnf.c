@@ -172,6 +172,8 @@ static int64_t decode_utf8(parser *ps)
             return -1;
         cp = cp << 6 | (s[i] & 0x3F);
     }
+    if (cp > 0x10FFFF)
+        return -1;
     ps->p += n;
     return cp;
 }
@@ -184,6 +186,8 @@ static int64_t parse_char(parser *ps)
         return cp < 0 ? FAIL(ps, "grammar: invalid UTF-8") : cp;
     }
     char c = ps->p[1];
+    if (!c)
+        return FAIL(ps, "grammar: a '\\' ends the text");
     ps->p += 2;
     static const char simple[] = "n\nr\rt\t\\\\\"\"[[]]--^^//''..";
     for (const char *s = simple; *s; s += 2)
@@ -424,42 +428,50 @@ static int push_term_then(parser *ps, int rule, int term, int tail, int depth)
     return 0;
 }
 
-/* star: term star | ε.  optional (tail = next optional or -1): term tail | ε. */
-static int repeat_rule(parser *ps, int parent, int term, int star, int tail)
+/* star: term star | ε.  optional (tail = next optional or -1): term tail | ε.
+ * required: term tail. */
+static int repeat_rule(parser *ps, int parent, int term, int star, int tail, int required)
 {
     int r = helper_rule(ps, parent);
-    if (r < 0 || push_term_then(ps, r, term, star ? r : tail, 0) || push(ps, r, TRAM_G_ALT, 0) ||
-        push(ps, r, TRAM_G_END, 0))
+    if (r < 0 || push_term_then(ps, r, term, star ? r : tail, 0) ||
+        (!required && push(ps, r, TRAM_G_ALT, 0)) || push(ps, r, TRAM_G_END, 0))
         return -1;
     return r;
 }
 
 /* Replaces the term at elems[start..] of `rule` by min copies of it, then
- * (max - min) optional ones, or any number when max < 0. */
+ * (max - min) optional ones, or any number when max < 0.  A helper term
+ * (a group, a class beyond ASCII) is inlined into a chain of rules, each
+ * ending in a reference to the next; a short run of bytes is copied. */
 static int repeat(parser *ps, int rule, int start, int min, int max)
 {
+    if (ps->rules[rule].n == start)
+        return 0;  /* an empty literal repeated is still empty */
     int term = term_rule(ps, rule, start);
     if (term < 0)
         return -1;
     elemvec *e = &ps->rules[rule];
     int len = e->n - start;
     tram_gelem copy[64];
-    int flat = len <= (int)TRAM_ARRAY_LEN(copy);
+    int chain = ps->synthetic[term] && len == 1, flat = !chain && len <= (int)TRAM_ARRAY_LEN(copy);
     if (flat)
         memcpy(copy, e->v + start, (size_t)len * sizeof(*copy));
     ps->total_elems -= len;
     e->n = start;
-    for (int i = 0; i < min; i++)
+    int tail = -1;
+    if (max < 0 && (tail = repeat_rule(ps, rule, term, 1, -1, 0)) < 0)
+        return -1;
+    for (int i = min; i < max; i++)
+        if ((tail = repeat_rule(ps, rule, term, 0, tail, 0)) < 0)
+            return -1;
+    for (int i = 0; chain && i < min; i++)
+        if ((tail = repeat_rule(ps, rule, term, 0, tail, 1)) < 0)
+            return -1;
+    for (int i = 0; !chain && i < min; i++)
         for (int k = 0; k < (flat ? len : 1); k++)
             if (push(ps, rule, flat ? (tram_gkind)copy[k].kind : TRAM_G_REF, flat ? copy[k].arg : term))
                 return -1;
-    int tail = -1;
-    if (max < 0)
-        tail = repeat_rule(ps, rule, term, 1, -1);
-    for (int i = min; i < max; i++)
-        if ((tail = repeat_rule(ps, rule, term, 0, tail)) < 0)
-            return -1;
-    return tail >= 0 ? push(ps, rule, TRAM_G_REF, tail) : ps->failed ? -1 : 0;
+    return tail >= 0 ? push(ps, rule, TRAM_G_REF, tail) : 0;
 }
 
 static int parse_count(parser *ps, int *out)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #define MAX_NESTING 64
+#define MAX_REPEAT 4096   /* the GBNF parser's limit */
 
 typedef struct {
     const char *p, *end;
@@ -49,8 +50,13 @@ static long next_cp(rx *r)
     if (!n || r->p + n > r->end)
         return RX_FAIL(r, "regex: invalid UTF-8");
     long cp = n == 1 ? s[0] : s[0] & (0x3F >> (n - 1));
-    for (int i = 1; i < n; i++)
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return RX_FAIL(r, "regex: invalid UTF-8");
         cp = cp << 6 | (s[i] & 0x3F);
+    }
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return RX_FAIL(r, "regex: invalid UTF-8");
     r->p += n;
     return cp;
 }
@@ -302,9 +308,19 @@ static int parse_quantifier(rx *r)
         const char *close = memchr(r->p, '}', (size_t)(r->end - r->p));
         if (!close)
             return RX_FAIL(r, "regex: unterminated '{'");
-        for (const char *s = r->p + 1; s < close; s++)
-            if (!(*s >= '0' && *s <= '9') && *s != ',')
+        long counts[2] = {-1, -1};
+        int k = 0;
+        for (const char *s = r->p + 1; s < close; s++) {
+            if (*s == ',' && k == 0)
+                k = 1;
+            else if (*s >= '0' && *s <= '9' && (counts[k] = (counts[k] < 0 ? 0 : counts[k]) * 10 + *s - '0') > MAX_REPEAT)
+                return RX_FAIL(r, "regex: repetition count over %d", MAX_REPEAT);
+            else if (!(*s >= '0' && *s <= '9'))
                 return RX_FAIL(r, "regex: bad repetition '%.*s'", (int)(close - r->p + 1), r->p);
+        }
+        if ((counts[0] < 0 && counts[1] < 0) || (k == 0 && counts[0] < 0) ||
+            (k == 1 && counts[1] >= 0 && counts[1] < counts[0]))
+            return RX_FAIL(r, "regex: bad repetition '%.*s'", (int)(close - r->p + 1), r->p);
         tram_gbuf_add(r->out, r->p, (size_t)(close - r->p + 1));
         r->p = close + 1;
     }
@@ -313,6 +329,13 @@ static int parse_quantifier(rx *r)
     else if (r->p < r->end && *r->p == '+')
         return RX_FAIL(r, "regex: possessive quantifiers are not supported");
     return 0;
+}
+
+static int is_quantifier(const rx *r)
+{
+    char c = *r->p;
+    return c == '*' || c == '+' || c == '?' ||
+           (c == '{' && r->p + 1 < r->end && ((r->p[1] >= '0' && r->p[1] <= '9') || r->p[1] == ','));
 }
 
 static int at_end_anchor(const rx *r) { return r->p + 1 == r->end && *r->p == '$'; }
@@ -324,10 +347,12 @@ static int parse_seq(rx *r)
         tram_gbuf_add(r->out, " ", 1);
         if (parse_atom(r))
             return -1;
-        while (r->p < r->end && (*r->p == '*' || *r->p == '+' || *r->p == '?' ||
-                                 (*r->p == '{' && r->p + 1 < r->end && r->p[1] >= '0' && r->p[1] <= '9')))
+        if (r->p < r->end && is_quantifier(r)) {
             if (parse_quantifier(r))
                 return -1;
+            if (r->p < r->end && is_quantifier(r))
+                return RX_FAIL(r, "regex: multiple repeat at '%c'", *r->p);
+        }
     }
     tram_gbuf_add(r->out, " )", 2);
     return 0;

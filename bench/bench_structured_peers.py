@@ -1,0 +1,97 @@
+"""The peers' side of bench/structured.sh: XGrammar and llguidance (PyPI)
+compute the per-token mask on the same vocabulary (dumped by
+bench_grammar --vocab) for the same schemas and the same token sequences
+as tram, through their Python APIs, one matcher at a time on one thread;
+each step's mask is the fastest of REPEATS computations, as for tram.
+
+    python bench_structured_peers.py VOCAB.json WORKLOAD.jsonl xgrammar|llguidance
+
+Prints one JSON line per schema: {"name", "compile_ms", "mask_us": [...]}.
+"""
+import json
+import sys
+import time
+
+REPEATS = 3  # each step's mask is computed this often and the fastest kept, as in bench_grammar.c
+
+
+def fastest(fill):
+    best = float("inf")
+    for _ in range(REPEATS):
+        a = time.perf_counter()
+        fill()
+        best = min(best, time.perf_counter() - a)
+    return best * 1e6
+
+
+def load_vocab(path):
+    v = json.load(open(path))
+    special = set(v["special"])
+    tokens = [bytes.fromhex(h) for h in v["tokens"]]
+    return tokens, special, v["eog"]
+
+
+def run_xgrammar(tokens, special, eog, workload):
+    import xgrammar as xgr
+    encoded = [b"" if i in special else t for i, t in enumerate(tokens)]
+    info = xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=len(tokens), stop_token_ids=eog)
+    compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+    bitmask = xgr.allocate_token_bitmask(1, len(tokens))
+    for line in workload:
+        t0 = time.perf_counter()
+        grammar = compiler.compile_json_schema(json.dumps(line["schema"]), any_whitespace=True)
+        compile_ms = (time.perf_counter() - t0) * 1e3
+        matcher = xgr.GrammarMatcher(grammar)
+        times = []
+        for tok in line["token_ids"]:
+            times.append(fastest(lambda: matcher.fill_next_token_bitmask(bitmask)))
+            if not matcher.accept_token(tok):
+                raise SystemExit(f"xgrammar rejects token {tok} of {line['name']}")
+        yield {"name": line["name"], "compile_ms": compile_ms, "mask_us": times}
+
+
+class Wrapper:
+    """What llguidance.TokenizerWrapper reads from a tokenizer."""
+
+    def __init__(self, tokens, special, eog):
+        self.tokens = [b"\xff" + t if i in special else t for i, t in enumerate(tokens)]
+        self.eos_token_id = eog[0]
+        self.bos_token_id = None
+        self.special_token_ids = sorted(special)
+        self.byte_ids = {t[0]: i for i, t in enumerate(tokens) if len(t) == 1 and i not in special}
+
+    def __call__(self, data):
+        return [self.byte_ids[b] for b in data]
+
+
+def run_llguidance(tokens, special, eog, workload):
+    import llguidance
+    import llguidance.numpy
+    tok = llguidance.LLTokenizer(llguidance.TokenizerWrapper(Wrapper(tokens, special, eog)), eos_token=eog)
+    bitmask = llguidance.numpy.allocate_token_bitmask(1, tok.vocab_size)
+    for line in workload:
+        schema = dict(line["schema"], **{"x-guidance": {"whitespace_flexible": True}})
+        t0 = time.perf_counter()
+        matcher = llguidance.LLMatcher(tok, llguidance.grammar_from("json_schema", json.dumps(schema)))
+        err = matcher.get_error()
+        if err:
+            raise SystemExit(f"llguidance: {line['name']}: {err}")
+        compile_ms = (time.perf_counter() - t0) * 1e3
+        times = []
+        for t in line["token_ids"]:
+            times.append(fastest(lambda: llguidance.numpy.fill_next_token_bitmask(matcher, bitmask)))
+            if not matcher.consume_token(t):
+                raise SystemExit(f"llguidance rejects token {t} of {line['name']}: {matcher.get_error()}")
+        yield {"name": line["name"], "compile_ms": compile_ms, "mask_us": times}
+
+
+def main():
+    tokens, special, eog = load_vocab(sys.argv[1])
+    workload = [json.loads(x) for x in open(sys.argv[2])]
+    run = {"xgrammar": run_xgrammar, "llguidance": run_llguidance}[sys.argv[3]]
+    for result in run(tokens, special, eog, workload):
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
