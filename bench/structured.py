@@ -79,19 +79,21 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
 
 
-def throughput(threads):
-    long_schema = {"type": "array", "items": {"type": "string", "maxLength": 12}, "minItems": 40, "maxItems": 40}
-    base = {"messages": PROMPT, "max_tokens": 128, "temperature": 1.0}
-    free = [dict(base, seed=i, ignore_eos=True) for i in range(32)]
-    constrained = [dict(base, seed=i, ignore_eos=True,
-                        response_format={"type": "json_schema", "json_schema": {"name": "l", "schema": long_schema}})
-                   for i in range(32)]
+def throughput(threads, rounds=2):
+    """Free and constrained runs alternate, `rounds` of each; the fastest of each counts."""
+    long_schema = {"type": "array", "items": {"type": "string", "maxLength": 12}, "minItems": 24, "maxItems": 24}
+    base = {"messages": PROMPT, "max_tokens": 64, "temperature": 1.0, "ignore_eos": True}
+    runs = {"free": [dict(base, seed=i) for i in range(32)],
+            "constrained": [dict(base, seed=i, response_format={"type": "json_schema", "json_schema": {
+                "name": "l", "schema": long_schema}}) for i in range(32)]}
     _, startup = generate([dict(base, max_tokens=1)], threads)
     result = {}
-    for name, lines in (("free", free), ("constrained", constrained)):
-        outs, wall = generate(lines, threads)
-        tokens = sum(o["usage"]["completion_tokens"] for o in outs)
-        result[name] = (tokens, wall - startup)
+    for _ in range(rounds):
+        for name, lines in runs.items():
+            outs, wall = generate(lines, threads)
+            tokens = sum(o["usage"]["completion_tokens"] for o in outs)
+            if name not in result or wall - startup < result[name][1]:
+                result[name] = (tokens, wall - startup)
     return result
 
 
@@ -130,8 +132,9 @@ def main():
         cells = [f"{statistics.median(runs[n][i]['mask_us']):.1f} / {pct(runs[n][i]['mask_us'], 99):.1f}" for n in runs]
         lines.append(f"| {w['name']} | {len(w['token_ids'])} | " + " | ".join(cells) + " |")
     (ft, fw), (ct, cw) = tp["free"], tp["constrained"]
-    lines += ["", "Throughput at 32 concurrent requests (`tram generate --input`, 128 tokens each at temperature 1, "
-              "ignore_eos; constrained: a JSON array of 40 strings, so no request ends early):", "",
+    lines += ["", "Throughput at 32 concurrent requests (`tram generate --input`, 64 tokens each at temperature 1, "
+              "ignore_eos; constrained: a JSON array of 24 strings, so no request ends early; free and constrained "
+              "alternate, two runs each, the faster of each shown; start-up, timed by a one-token run, subtracted):", "",
               "| decoding | tokens | seconds | tokens/s |", "|---|---:|---:|---:|",
               f"| free | {ft} | {fw:.2f} | {ft / fw:.1f} |", f"| constrained | {ct} | {cw:.2f} | {ct / cw:.1f} |", "",
               f"Constrained throughput is {100 * (ct / cw) / (ft / fw):.1f} % of free."]

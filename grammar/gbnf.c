@@ -152,38 +152,16 @@ static int is_name_char(char c)
            c == '_';
 }
 
-static int hex_value(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-/* One UTF-8 character, or -1 on invalid UTF-8. */
-static int64_t decode_utf8(parser *ps)
-{
-    const unsigned char *s = (const unsigned char *)ps->p;
-    int n = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
-          : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (!n)
-        return -1;
-    uint32_t cp = n == 1 ? s[0] : s[0] & (0x3F >> (n - 1));
-    for (int i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return -1;
-        cp = cp << 6 | (s[i] & 0x3F);
-    }
-    if (cp > 0x10FFFF)
-        return -1;
-    ps->p += n;
-    return cp;
-}
-
 /* A character of a literal or class: an escape or one UTF-8 character. */
 static int64_t parse_char(parser *ps)
 {
     if (*ps->p != '\\') {
-        int64_t cp = decode_utf8(ps);
-        return cp < 0 ? FAIL(ps, "grammar: invalid UTF-8") : cp;
+        uint32_t cp;
+        int n = tram_utf8_decode(ps->p, 4, &cp);  /* the NUL ends a short one */
+        if (!n)
+            return FAIL(ps, "grammar: invalid UTF-8");
+        ps->p += n;
+        return cp;
     }
     char c = ps->p[1];
     if (!c)
@@ -198,7 +176,7 @@ static int64_t parse_char(parser *ps)
         return FAIL(ps, "grammar: unknown escape '\\%c'", c ? c : '0');
     uint32_t cp = 0;
     for (int i = 0; i < digits; i++, ps->p++) {
-        int h = hex_value(*ps->p);
+        int h = tram_hex_digit(*ps->p);
         if (h < 0)
             return FAIL(ps, "grammar: '\\%c' needs %d hex digits", c, digits);
         cp = cp << 4 | (uint32_t)h;

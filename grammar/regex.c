@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/utf8_ranges.h"
+
 #define MAX_NESTING 64
 #define MAX_REPEAT 4096   /* the GBNF parser's limit */
 
@@ -35,27 +37,12 @@ static void class_char(tram_gbuf *b, unsigned cp)
         tram_gbuf_addf(b, "\\U%08X", cp);
 }
 
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
 /* One UTF-8 character of the pattern. */
 static long next_cp(rx *r)
 {
-    const unsigned char *s = (const unsigned char *)r->p;
-    int n = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
-          : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (!n || r->p + n > r->end)
-        return RX_FAIL(r, "regex: invalid UTF-8");
-    long cp = n == 1 ? s[0] : s[0] & (0x3F >> (n - 1));
-    for (int i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return RX_FAIL(r, "regex: invalid UTF-8");
-        cp = cp << 6 | (s[i] & 0x3F);
-    }
-    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+    uint32_t cp;
+    int n = tram_utf8_decode(r->p, (size_t)(r->end - r->p), &cp);
+    if (!n)
         return RX_FAIL(r, "regex: invalid UTF-8");
     r->p += n;
     return cp;
@@ -98,7 +85,7 @@ static long parse_escape(rx *r, char *cls)
         int digits = c == 'u' ? 4 : 2;
         long cp = 0;
         for (int i = 0; i < digits; i++) {
-            int h = r->p < r->end ? hexval(*r->p) : -1;
+            int h = r->p < r->end ? tram_hex_digit(*r->p) : -1;
             if (h < 0)
                 return RX_FAIL(r, "regex: '\\%c' needs %d hex digits", c, digits);
             cp = cp << 4 | h;

@@ -66,3 +66,28 @@ int tram_utf8_split(uint32_t lo, uint32_t hi, tram_utf8_emit emit, void *ctx)
         }
     return split_same_length(lo, hi, emit, ctx);
 }
+
+int tram_utf8_decode(const char *s, size_t avail, uint32_t *cp)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    int n = u[0] < 0x80 ? 1 : (u[0] & 0xE0) == 0xC0 ? 2 : (u[0] & 0xF0) == 0xE0 ? 3
+          : (u[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (!n || (size_t)n > avail)
+        return 0;
+    uint32_t c = n == 1 ? u[0] : u[0] & (0x3Fu >> (n - 1));
+    for (int i = 1; i < n; i++) {
+        if ((u[i] & 0xC0) != 0x80)
+            return 0;
+        c = c << 6 | (u[i] & 0x3F);
+    }
+    if (c > TRAM_MAX_CODEPOINT || (c >= 0xD800 && c <= 0xDFFF))
+        return 0;
+    *cp = c;
+    return n;
+}
+
+int tram_hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}

@@ -4,6 +4,7 @@
 #ifndef TRAM_GRAMMAR_UTF8_RANGES_H
 #define TRAM_GRAMMAR_UTF8_RANGES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define TRAM_MAX_CODEPOINT 0x10FFFFu
@@ -17,5 +18,13 @@ int tram_utf8_split(uint32_t lo, uint32_t hi, tram_utf8_emit emit, void *ctx);
 
 /* Writes cp's UTF-8 encoding to out[4]; returns its length. */
 int tram_utf8_encode(uint32_t cp, uint8_t *out);
+
+/* The character at s (avail bytes there) into *cp; returns its length, or
+ * 0 when it is not UTF-8 (a bad or missing continuation byte, past
+ * U+10FFFF, a surrogate). */
+int tram_utf8_decode(const char *s, size_t avail, uint32_t *cp);
+
+/* A hex digit's value, or -1. */
+int tram_hex_digit(char c);
 
 #endif

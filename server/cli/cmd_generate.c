@@ -46,7 +46,9 @@ static void usage(FILE *out)
                  "       [--seed S] [--ignore-eos] [engine flags]\n\n"
                  "JSONL lines: {\"prompt\": \"...\"} or {\"messages\": [{\"role\", \"content\"}]}\n"
                  "plus optional max_tokens, temperature, top_p, top_k, min_p, seed, stop,\n"
-                 "ignore_eos, min_tokens, presence_penalty, frequency_penalty, repetition_penalty.\n\n");
+                 "ignore_eos, min_tokens, presence_penalty, frequency_penalty, repetition_penalty,\n"
+                 "and a structured-output constraint as the API takes it: response_format,\n"
+                 "structured_outputs, guided_json, guided_regex, guided_choice or guided_grammar.\n\n");
     tram_engine_print_flags(out);
 }
 
