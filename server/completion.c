@@ -451,14 +451,16 @@ static void send_content(tram_completion *c, int ci, size_t upto, const char *fi
 
 /* The end of a reply that may hold tool calls: they are read out of the
  * whole text; when there are some, the content is the text before them and
- * the reason "tool_calls".  Returns the finish reason. */
+ * the reason "tool_calls" (or still "length": the calls it completed before
+ * max_tokens cut it).  Returns the finish reason. */
 static const char *finish_with_tools(tram_completion *c, int ci, const char *reason)
 {
     tram_api_choice *choice = &c->choices[ci];
     tram_tool_calls tc = {.content_len = choice->len};
+    int cut = !strcmp(reason, "length");
     if (strcmp(reason, "abort") && choice->len)
-        tram_tool_calls_parse(c->tool_format, choice->text, choice->len, &c->api.tools, &tc);
-    if (tc.calls)
+        tram_tool_calls_parse(c->tool_format, choice->text, choice->len, &c->api.tools, cut, &tc);
+    if (tc.calls && !cut)
         reason = "tool_calls";
     while (tc.calls && !c->api.tools.parallel && json_array_size(tc.calls) > 1)
         json_array_remove(tc.calls, json_array_size(tc.calls) - 1);  /* "auto" wrote more */

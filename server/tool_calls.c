@@ -82,18 +82,21 @@ static int add_call(tram_tool_format f, const char *text, size_t from, size_t to
 }
 
 /* <tool_call> blocks from i on, whitespace between them; the last one may
- * lack its closing tag when the model stopped right after the JSON. */
-static int parse_hermes(const char *text, size_t i, size_t len, const tram_api_tools *tools, json_t *calls)
+ * lack its closing tag when the model stopped right after the JSON.  A
+ * reply cut short may end inside a last block, which is dropped. */
+static int parse_hermes(const char *text, size_t i, size_t len, const tram_api_tools *tools, int cut,
+                        json_t *calls)
 {
     static const char open[] = "<tool_call>", close[] = "</tool_call>";
     while ((i = skip_space(text, i, len)) < len) {
-        if (len - i < sizeof(open) - 1 || memcmp(text + i, open, sizeof(open) - 1))
-            return -1;
+        size_t rest = len - i;
+        if (rest < sizeof(open) - 1 || memcmp(text + i, open, sizeof(open) - 1))
+            return cut && rest < sizeof(open) - 1 && !memcmp(text + i, open, rest) ? 0 : -1;
         i += sizeof(open) - 1;
         const char *end = find(text + i, len - i, close);
         size_t stop = end ? (size_t)(end - text) : len;
         if (add_call(TRAM_TOOLS_HERMES, text, i, stop, tools, calls))
-            return -1;
+            return cut && !end ? 0 : -1;
         i = end ? stop + sizeof(close) - 1 : len;
     }
     return 0;
@@ -139,7 +142,7 @@ static int parse_mistral(const char *text, size_t i, size_t len, const tram_api_
 }
 
 int tram_tool_calls_parse(tram_tool_format f, const char *text, size_t len, const tram_api_tools *tools,
-                          tram_tool_calls *out)
+                          int cut, tram_tool_calls *out)
 {
     *out = (tram_tool_calls){.content_len = len};
     size_t start;
@@ -162,7 +165,7 @@ int tram_tool_calls_parse(tram_tool_format f, const char *text, size_t len, cons
         return -1;
     int rc = f == TRAM_TOOLS_LLAMA3    ? parse_llama3(text, start, len, tools, calls)
              : f == TRAM_TOOLS_MISTRAL ? parse_mistral(text, start, len, tools, calls)
-                                       : parse_hermes(text, start, len, tools, calls);
+                                       : parse_hermes(text, start, len, tools, cut, calls);
     if (rc || json_array_size(calls) == 0) {
         json_decref(calls);
         out->content_len = len;

@@ -24,10 +24,12 @@ typedef struct {
                              NULL when the text holds no calls */
 } tram_tool_calls;
 
-/* Reads text[0..len).  Returns 0 (out->calls NULL when none), -1 when out
- * of memory. */
+/* Reads text[0..len); cut: max_tokens cut the reply short, so in the
+ * <tool_call> formats the calls it completed count and an unfinished last
+ * one is dropped.  Returns 0 (out->calls NULL when none), -1 when out of
+ * memory. */
 int tram_tool_calls_parse(tram_tool_format f, const char *text, size_t len, const tram_api_tools *tools,
-                          tram_tool_calls *out);
+                          int cut, tram_tool_calls *out);
 
 /* While a reply streams: how many bytes from the start of text[0..len) are
  * content whatever comes next (none of it can begin a call). */

@@ -22,11 +22,13 @@ static void teardown(void)
 
 TestSuite(tool_calls, .init = setup, .fini = teardown);
 
-/* Parses text; checks the content and the calls' "name:arguments". */
-static void expect(tram_tool_format f, const char *text, const char *content, int n, const char *const *calls)
+/* Parses text (cut short by max_tokens or not); checks the content and the
+ * calls' "name:arguments". */
+static void expect_cut(tram_tool_format f, const char *text, int cut, const char *content, int n,
+                       const char *const *calls)
 {
     tram_tool_calls tc;
-    cr_assert_eq(tram_tool_calls_parse(f, text, strlen(text), &tools, &tc), 0);
+    cr_assert_eq(tram_tool_calls_parse(f, text, strlen(text), &tools, cut, &tc), 0);
     cr_assert_eq(tc.content_len, strlen(content), "%s: content %zu bytes", text, tc.content_len);
     cr_assert_eq(strncmp(text, content, tc.content_len), 0, "%s", text);
     cr_assert_eq(tc.calls ? (int)json_array_size(tc.calls) : 0, n, "%s", text);
@@ -39,6 +41,30 @@ static void expect(tram_tool_format f, const char *text, const char *content, in
         cr_assert_str_eq(json_string_value(json_object_get(call, "type")), "function");
     }
     json_decref(tc.calls);
+}
+
+static void expect(tram_tool_format f, const char *text, const char *content, int n, const char *const *calls)
+{
+    expect_cut(f, text, 0, content, n, calls);
+}
+
+Test(tool_calls, a_reply_cut_short_keeps_its_finished_calls)
+{
+    const char *one[] = {"get_weather:{\"city\": \"Paris\"}"};
+    const char *done = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n";
+    char text[512];
+    const char *tails[] = {"", "<tool_", "<tool_call>\n{\"name\": \"sea", "<tool_call>"};
+    for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++) {
+        snprintf(text, sizeof(text), "%s%s", done, tails[i]);
+        expect_cut(TRAM_TOOLS_HERMES, text, 1, "", 1, one);
+        if (tails[i][0])   /* not cut: an unfinished call makes it all content */
+            expect(TRAM_TOOLS_HERMES, text, text, 0, NULL);
+    }
+    /* nothing finished: content */
+    expect_cut(TRAM_TOOLS_GENERIC, "<tool_call>\n{\"name\": \"get_w", 1, "<tool_call>\n{\"name\": \"get_w", 0, NULL);
+    /* text that is not a call stays content however the reply ended */
+    expect_cut(TRAM_TOOLS_HERMES, "<tool_call>{\"name\": \"x\"}</tool_call> <tool_", 1,
+               "<tool_call>{\"name\": \"x\"}</tool_call> <tool_", 0, NULL);
 }
 
 Test(tool_calls, hermes_and_generic)

@@ -61,7 +61,7 @@ static void check_format(tram_tool_format f, const tram_api_tools *t, const tram
     for (int run = 0; run < 8; run++) {
         char *text = walk(g, tok, &seed);
         tram_tool_calls tc;
-        cr_assert_eq(tram_tool_calls_parse(f, text, strlen(text), t, &tc), 0);
+        cr_assert_eq(tram_tool_calls_parse(f, text, strlen(text), t, 0, &tc), 0);
         cr_assert_not_null(tc.calls, "format %d: no calls in %s", f, text);
         cr_assert_eq(tc.content_len, 0, "format %d: %s", f, text);
         cr_assert_leq((int)json_array_size(tc.calls), max_calls, "format %d: %s", f, text);
