@@ -197,7 +197,7 @@ FUZZ_SECONDS ?= 600
 # (A static pattern rule: make skips implicit-rule search for .PHONY targets.)
 FUZZ_SRC_gguf := models/gguf.c kernels/dequant.c kernels/base.c
 # the parser links alone; jansson rides in the list since a list gets no pkg-config libs
-FUZZ_SRC_api  := server/api_request.c server/api_error.c -ljansson
+FUZZ_SRC_api  := server/api_request.c server/api_error.c server/api_fields.c server/api_tools.c -ljansson
 # the grammar front ends: schema and regex compilers, the GBNF parser, the stack matcher
 FUZZ_SRC_grammar := grammar/gbnf.c grammar/utf8_ranges.c grammar/stacks.c grammar/json_schema.c \
                     grammar/regex.c grammar/gbnf_text.c kernels/base.c -ljansson

@@ -35,6 +35,10 @@ json_t *tram_api_parse_object(const char *body, size_t len, tram_api_error *e)
     json_error_t jerr;
     json_t *root = json_loadb(body, len, 0, &jerr);
     if (!root) {
+        /* jansson quotes the input "near '...'": bytes that need not be UTF-8 */
+        char *near = strstr(jerr.text, " near '");
+        if (near)
+            *near = 0;
         tram_api_fail(e, 400, NULL, NULL,
                       "We could not parse the JSON body of your request: %s (line %d, column %d).",
                       jerr.text, jerr.line, jerr.column);
@@ -161,12 +165,11 @@ static int parse_scalars(const json_t *o, tram_sampling_params *p, tram_api_erro
 }
 
 /* The first of the names present wins (max_completion_tokens over the
- * deprecated max_tokens). */
-static int parse_max_tokens(const json_t *o, tram_api_kind kind, tram_sampling_params *p,
-                            tram_api_error *e)
+ * deprecated max_tokens), on both endpoints as vLLM reads them. */
+static int parse_max_tokens(const json_t *o, tram_sampling_params *p, tram_api_error *e)
 {
     const char *names[2] = {"max_completion_tokens", "max_tokens"};
-    for (int i = kind == TRAM_API_CHAT ? 0 : 1; i < 2; i++) {
+    for (int i = 0; i < 2; i++) {
         int r = get_int(o, names[i], 1, INT_MAX, &p->max_tokens, e);
         if (r)
             return r < 0 ? -1 : 0;
@@ -329,11 +332,14 @@ static int parse_message(const json_t *m, int i, tram_api_message *out, tram_api
     if (!json_is_string(role))
         return type_error(e, param, "a string", role ? role : json_null());
     const char *rs = json_string_value(role);
-    if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant"))
+    if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool"))
         return tram_api_fail(e, 400, param, "invalid_value",
-                             "Invalid value for '%s': supported roles are 'system', 'user' and "
-                             "'assistant'.", param);
+                             "Invalid value for '%s': supported roles are 'system', 'user', "
+                             "'assistant' and 'tool'.", param);
     out->role = rs;
+    if (tram_api_parse_message_tools(m, i, &out->tool_calls, &out->num_tool_calls,
+                                     &out->tool_call_id, e))
+        return -1;
     const json_t *content = json_object_get(m, "content");
     snprintf(param, sizeof(param), "messages[%d].content", i);
     if ((!content || json_is_null(content)) && !strcmp(rs, "assistant"))
@@ -364,9 +370,10 @@ static int parse_messages(const json_t *o, tram_api_request *r, tram_api_error *
     if (!r->messages)
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     for (size_t i = 0; i < json_array_size(v); i++) {
-        if (parse_message(json_array_get(v, i), (int)i, &r->messages[i], e))
+        int rc = parse_message(json_array_get(v, i), (int)i, &r->messages[i], e);
+        r->num_messages++;  /* so that free releases what a failed message holds */
+        if (rc)
             return -1;
-        r->num_messages++;
     }
     return 0;
 }
@@ -453,15 +460,20 @@ static int parse_completion_fields(const json_t *o, tram_api_request *r, tram_ap
 
 static int parse_fields(const json_t *o, tram_api_request *r, tram_api_error *e)
 {
-    if (get_string(o, "model", &r->model, e) < 0 || get_string(o, "user", &r->user, e) < 0 ||
+    unsigned endpoint = r->kind == TRAM_API_CHAT ? TRAM_FIELD_CHAT : TRAM_FIELD_COMPLETION;
+    if (tram_api_check_fields(o, endpoint, r->ignored, sizeof(r->ignored), e) ||
+        get_string(o, "model", &r->model, e) < 0 ||
         get_int(o, "priority", INT_MIN, INT_MAX, &r->priority, e) < 0)
         return -1;
-    if (parse_scalars(o, &r->params, e) || parse_max_tokens(o, r->kind, &r->params, e) ||
+    if (parse_scalars(o, &r->params, e) || parse_max_tokens(o, &r->params, e) ||
         parse_stop(o, &r->params, e) || parse_stop_token_ids(o, &r->params, e) ||
         parse_logit_bias(o, &r->params, e) || parse_stream(o, r, e))
         return -1;
     if (r->kind == TRAM_API_CHAT)
-        return parse_messages(o, r, e) || parse_chat_logprobs(o, &r->params, e) ? -1 : 0;
+        return parse_messages(o, r, e) || parse_chat_logprobs(o, &r->params, e) ||
+                       tram_api_parse_tools(o, &r->tools, e)
+                   ? -1
+                   : 0;
     return parse_completion_fields(o, r, e);
 }
 
@@ -487,8 +499,10 @@ int tram_api_request_parse(tram_api_request *r, tram_api_kind kind,
 
 void tram_api_request_free(tram_api_request *r)
 {
-    for (int i = 0; i < r->num_messages; i++)
+    for (int i = 0; i < r->num_messages; i++) {
         free(r->messages[i].content);
+        tram_api_free_tool_calls(r->messages[i].tool_calls, r->messages[i].num_tool_calls);
+    }
     free(r->messages);
     for (int i = 0; i < r->num_prompts; i++)
         free((void *)r->prompts[i].token_ids);
@@ -496,7 +510,6 @@ void tram_api_request_free(tram_api_request *r)
     free((void *)r->params.stop);
     free((void *)r->params.stop_token_ids);
     free((void *)r->params.logit_bias);
-    tram_grammar_release(r->params.grammar);
     json_decref(r->root);
     memset(r, 0, sizeof(*r));
 }

@@ -14,6 +14,8 @@
 
 #include "engine/tram.h"
 #include "server/api_error.h"
+#include "server/api_fields.h"
+#include "server/api_tools.h"
 
 typedef enum {
     TRAM_API_CHAT,        /* POST /v1/chat/completions */
@@ -21,8 +23,11 @@ typedef enum {
 } tram_api_kind;
 
 typedef struct {
-    const char *role;     /* "system", "user" or "assistant" */
+    const char *role;     /* "system", "user", "assistant" or "tool" */
     char *content;        /* owned; text parts joined by newlines */
+    tram_chat_tool_call *tool_calls;  /* an assistant's calls: owned, num_tool_calls of them */
+    int num_tool_calls;
+    const char *tool_call_id;         /* a tool message: the call it answers */
 } tram_api_message;
 
 typedef struct {
@@ -31,12 +36,13 @@ typedef struct {
     const char *model;              /* NULL when the client named none */
     tram_api_message *messages;     /* chat */
     int num_messages;
+    tram_api_tools tools;           /* chat: tools, tool_choice, parallel_tool_calls */
     tram_prompt *prompts;           /* completions: text, or owned token ids */
     int num_prompts;
     int echo;                       /* completions: prepend the prompt */
     int stream, include_usage;
     int priority;
-    const char *user;
+    char ignored[256];              /* the accepted-and-ignored fields present (api_fields.h) */
     tram_sampling_params params;    /* its arrays are owned */
 } tram_api_request;
 

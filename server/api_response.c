@@ -40,6 +40,7 @@ void tram_api_choice_free(tram_api_choice *c)
 {
     free(c->text);
     json_decref(c->logprobs);
+    json_decref(c->tool_calls);
     memset(c, 0, sizeof(*c));
 }
 
@@ -163,7 +164,7 @@ static json_t *envelope(const tram_api_envelope *env, int chunk)
 static json_t *choice_json(tram_api_kind kind, int index, int chunk, int role, const char *text,
                            size_t len, json_t *logprobs, const char *finish_reason)
 {
-    json_t *s = json_stringn(text ? text : "", text ? len : 0);
+    json_t *s = text ? json_stringn(text, len) : json_null();
     json_t *c = json_pack("{s:i, s:o, s:o}", "index", index, "logprobs",
                           logprobs ? logprobs : json_null(), "finish_reason",
                           finish_reason ? json_string(finish_reason) : json_null());
@@ -196,8 +197,12 @@ json_t *tram_api_response(const tram_api_envelope *env, const tram_api_choice *c
     for (int i = 0; i < n; i++) {
         const tram_api_choice *c = &choices[i];
         json_incref(c->logprobs);
-        json_array_append_new(arr, choice_json(env->kind, i, 0, 1, c->text, c->len, c->logprobs,
-                                               c->finish_reason));
+        const char *text = c->tool_calls && c->len == 0 ? NULL : c->text ? c->text : "";
+        json_t *choice = choice_json(env->kind, i, 0, 1, text, c->len, c->logprobs,
+                                     c->finish_reason);
+        if (choice && c->tool_calls)
+            json_object_set(json_object_get(choice, "message"), "tool_calls", c->tool_calls);
+        json_array_append_new(arr, choice);
     }
     json_object_set_new(r, "usage", usage_json(u));
     return r;
@@ -216,6 +221,26 @@ json_t *tram_api_chunk(const tram_api_envelope *env, int index, int role, const 
                                       finish_reason));
     if (with_usage)
         json_object_set_new(r, "usage", json_null());
+    return r;
+}
+
+json_t *tram_api_tool_call_chunk(const tram_api_envelope *env, int index, const json_t *call,
+                                 int call_index, int first, int with_usage)
+{
+    const json_t *f = json_object_get(call, "function");
+    json_t *item = first ? json_pack("{s:i, s:O, s:s, s:{s:O, s:s}}", "index", call_index, "id",
+                                     json_object_get(call, "id"), "type", "function", "function",
+                                     "name", json_object_get(f, "name"), "arguments", "")
+                         : json_pack("{s:i, s:{s:O}}", "index", call_index, "function",
+                                     "arguments", json_object_get(f, "arguments"));
+    json_t *r = tram_api_chunk(env, index, 0, NULL, 0, NULL, NULL, with_usage);
+    json_t *delta = json_object_get(json_array_get(json_object_get(r, "choices"), 0), "delta");
+    if (!item || !delta) {
+        json_decref(item);
+        json_decref(r);
+        return NULL;
+    }
+    json_object_set_new(delta, "tool_calls", json_pack("[o]", item));
     return r;
 }
 

@@ -19,6 +19,8 @@ typedef struct {
     json_t *logprobs;           /* NULL unless logprobs were asked for */
     const char *finish_reason;  /* NULL while running */
     int started;                /* its first output arrived */
+    json_t *tool_calls;         /* message.tool_calls; text is then the content before them */
+    size_t sent;                /* streams with tools: bytes of text sent as content */
     size_t text_offset;         /* completions logprobs: bytes of text so far */
 } tram_api_choice;
 
@@ -52,11 +54,16 @@ int tram_api_logprobs_append(json_t *lp, tram_api_kind kind, const struct tram_t
 json_t *tram_api_response(const tram_api_envelope *env, const tram_api_choice *choices, int n,
                           const tram_api_usage *u);
 /* One stream chunk for one choice: role (chat, first chunk only) adds
- * "role": "assistant"; logprobs is stolen (may be NULL); finish_reason NULL
+ * "role": "assistant"; text NULL is content null; logprobs is stolen (may be NULL); finish_reason NULL
  * while running; with_usage adds "usage": null as OpenAI does when
  * stream_options.include_usage is set. */
 json_t *tram_api_chunk(const tram_api_envelope *env, int index, int role, const char *text,
                        size_t len, json_t *logprobs, const char *finish_reason, int with_usage);
+/* A stream chunk of one tool call (call: an item of message.tool_calls),
+ * as the OpenAI SDK's stream helpers accumulate them: the first carries
+ * index, id, type and name with empty arguments, the second the arguments. */
+json_t *tram_api_tool_call_chunk(const tram_api_envelope *env, int index, const json_t *call,
+                                 int call_index, int first, int with_usage);
 /* The last chunk when include_usage is set: no choices, the usage. */
 json_t *tram_api_usage_chunk(const tram_api_envelope *env, const tram_api_usage *u);
 

@@ -27,6 +27,8 @@
 #include "server/metrics.h"
 #include "server/prompt.h"
 #include "server/structured.h"
+#include "server/tool_calls.h"
+#include "server/tool_grammar.h"
 #include "tokenizer/tokenizer.h"
 
 typedef enum { P_SUBMITTED, P_ACCEPTED, P_REJECTED, P_FINISHED } prompt_state;
@@ -58,6 +60,8 @@ struct tram_completion {
     int unfinished;              /* prompts accepted and not finished */
     int streaming;               /* the SSE response has started */
     tram_api_error error;        /* the first rejection (status 0: none) */
+    int with_tools;              /* chat with tools and a tool_choice other than none */
+    tram_tool_format tool_format;
     double arrived, first_token;
     long long completion_tokens;
     tram_rcache_entry *flight;   /* the response-cache entry it leads or follows, or NULL */
@@ -90,6 +94,7 @@ static void completion_free(tram_completion *c)
     free(c->prompts);
     free(c->choices);
     free(c->last_token_at);
+    tram_grammar_release(c->api.params.grammar);  /* structured.c's or tool_grammar.c's */
     tram_api_request_free(&c->api);
     free(c);
 }
@@ -126,7 +131,8 @@ static int tokenize_prompts(tram_completion *c, tram_api_error *e)
     const tram_tokenizer *tok = tram_engine_tokenizer(eng);
     if (c->api.kind == TRAM_API_CHAT) {
         char *text;
-        if (tram_prompt_render_chat(c->srv->chat, c->api.messages, c->api.num_messages, &text, e))
+        if (tram_prompt_render_chat(c->srv->chat, c->api.messages, c->api.num_messages,
+                                    c->api.tools.tools, &text, e))
             return -1;
         /* the template writes BOS itself when the model wants one */
         int rc = tram_prompt_encode(eng, text, 0, &c->prompts[0].ids, &c->prompts[0].num_ids, e);
@@ -162,18 +168,40 @@ static int tokenize_prompts(tram_completion *c, tram_api_error *e)
     return 0;
 }
 
+/* tool_choice "required" or a named function: the reply runs through the
+ * grammar of the template's call syntax and the functions' schemas. */
+static int enforce_tool_choice(tram_completion *c, tram_api_error *e)
+{
+    const tram_api_tools *t = &c->api.tools;
+    if (t->choice != TRAM_TOOL_CHOICE_REQUIRED && t->choice != TRAM_TOOL_CHOICE_NAMED)
+        return 0;
+    if (c->api.params.grammar)
+        return tram_api_fail(e, 400, "tool_choice", "invalid_value",
+                             "Invalid 'tool_choice': a reply of tool calls cannot also follow "
+                             "'response_format' or structured outputs.");
+    const tram_engine *eng = c->srv->engine;
+    c->api.params.grammar = tram_tool_grammar(tram_chat_template_tool_format(c->srv->chat), t,
+                                              tram_engine_tokenizer(eng), e);
+    return c->api.params.grammar ? 0 : -1;
+}
+
 static int prepare(tram_completion *c, tram_api_kind kind, const char *body, size_t len,
                    tram_api_error *e)
 {
     tram_server *s = c->srv;
     if (tram_api_request_parse(&c->api, kind, &s->defaults, body, len, e) ||
         tram_check_model(s, c->api.model, e) ||
-        tram_structured_grammar(c->api.root, tram_engine_tokenizer(s->engine), &c->api.params.grammar, e))
+        tram_structured_grammar(c->api.root, tram_engine_tokenizer(s->engine), &c->api.params.grammar, e) ||
+        enforce_tool_choice(c, e))
         return -1;
     const char *param = NULL;
     tram_error err = {{0}};
     if (tram_engine_validate_params(s->engine, &c->api.params, &param, &err))
         return tram_api_fail(e, 400, param, "invalid_value", "%s", err.msg);
+    c->with_tools = c->api.tools.choice != TRAM_TOOL_CHOICE_NONE;
+    c->tool_format = tram_chat_template_tool_format(s->chat);
+    if (c->with_tools && c->tool_format == TRAM_TOOLS_MISTRAL)
+        c->api.params.skip_special_tokens = 0;  /* [TOOL_CALLS] is a special token */
     c->num_prompts = kind == TRAM_API_CHAT ? 1 : c->api.num_prompts;
     c->n = c->api.params.n;
     c->num_choices = c->num_prompts * c->n;
@@ -183,6 +211,8 @@ static int prepare(tram_completion *c, tram_api_kind kind, const char *body, siz
     if (!c->prompts || !c->choices || !c->last_token_at)
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     tram_api_make_id(kind, c->id);
+    if (c->api.ignored[0])
+        tram_log(TRAM_LOG_WARNING, "%s: accepted and ignored: %s", c->id, c->api.ignored);
     c->env = (tram_api_envelope){
         .kind = kind, .id = c->id, .created = (long long)time(NULL), .model = s->model_name};
     return tokenize_prompts(c, e);
@@ -434,9 +464,11 @@ static void count_metrics(tram_completion *c, double now)
     tram_metrics *m = &c->srv->metrics;
     tram_histogram_observe(&m->e2e, now - c->arrived);
     m->served_tokens += (double)c->completion_tokens;
-    for (int i = 0; i < c->num_choices; i++)
-        if (c->choices[i].finish_reason)
-            tram_metrics_count_finish(m, c->choices[i].finish_reason);
+    for (int i = 0; i < c->num_choices; i++) {
+        const char *reason = c->choices[i].finish_reason;
+        if (reason)  /* a reply of tool calls stopped as any other does */
+            tram_metrics_count_finish(m, strcmp(reason, "tool_calls") ? reason : "stop");
+    }
 }
 
 /* libevent wrote the whole reply (it does not call this when the write fails;
@@ -531,7 +563,8 @@ static void start_stream(tram_completion *c)
     c->streaming = 1;
     tram_http_sse_start(c->req);
     for (int i = 0; c->api.kind == TRAM_API_CHAT && i < c->num_choices; i++) {
-        json_t *chunk = tram_api_chunk(&c->env, i, 1, "", 0, NULL, NULL, c->api.include_usage);
+        json_t *chunk = tram_api_chunk(&c->env, i, 1, c->with_tools ? NULL : "", 0, NULL, NULL,
+                                       c->api.include_usage);
         tram_http_sse_send(c->req, chunk);
         json_decref(chunk);
     }
@@ -581,6 +614,80 @@ static void emit(tram_completion *c, int ci, const char *text, size_t len,
     json_decref(chunk);
 }
 
+static void send_chunk(tram_completion *c, json_t *chunk)
+{
+    if (c->req && chunk)
+        tram_http_sse_send(c->req, chunk);
+    json_decref(chunk);
+}
+
+/* Streams the choice's content text[sent..upto), with the logprobs kept so
+ * far and the finish reason when given. */
+static void send_content(tram_completion *c, int ci, size_t upto, const char *finish_reason)
+{
+    tram_api_choice *choice = &c->choices[ci];
+    if (upto <= choice->sent && !choice->logprobs && !finish_reason)
+        return;
+    const char *text = upto > choice->sent ? choice->text + choice->sent : NULL;
+    send_chunk(c, tram_api_chunk(&c->env, ci, 0, text, upto > choice->sent ? upto - choice->sent : 0,
+                                 choice->logprobs, finish_reason, c->api.include_usage));
+    choice->logprobs = NULL;
+    choice->sent = TRAM_MAX(choice->sent, upto);
+}
+
+/* The end of a reply that may hold tool calls: they are read out of the
+ * whole text; when there are some, the content is the text before them and
+ * the reason "tool_calls" (or still "length": the calls it completed before
+ * max_tokens cut it).  Returns the finish reason. */
+static const char *finish_with_tools(tram_completion *c, int ci, const char *reason)
+{
+    tram_api_choice *choice = &c->choices[ci];
+    tram_tool_calls tc = {.content_len = choice->len};
+    int cut = !strcmp(reason, "length");
+    if (strcmp(reason, "abort") && choice->len)
+        tram_tool_calls_parse(c->tool_format, choice->text, choice->len, &c->api.tools, cut, &tc);
+    if (tc.calls && !cut)
+        reason = "tool_calls";
+    while (tc.calls && !c->api.tools.parallel && json_array_size(tc.calls) > 1)
+        json_array_remove(tc.calls, json_array_size(tc.calls) - 1);  /* "auto" wrote more */
+    if (!c->streaming) {
+        choice->tool_calls = tc.calls;
+        choice->len = tc.content_len;
+        if (choice->text)
+            choice->text[choice->len] = 0;
+        return reason;
+    }
+    send_content(c, ci, tc.content_len, tc.calls ? NULL : reason);
+    for (size_t k = 0; tc.calls && k < json_array_size(tc.calls); k++)
+        for (int first = 1; first >= 0; first--)
+            send_chunk(c, tram_api_tool_call_chunk(&c->env, ci, json_array_get(tc.calls, k), (int)k,
+                                                   first, c->api.include_usage));
+    if (tc.calls)
+        send_content(c, ci, 0, reason);
+    json_decref(tc.calls);
+    return reason;
+}
+
+/* Chat with tools: the text is kept whole; while it streams, the content
+ * goes out as far as no call can begin in it. */
+static const char *emit_with_tools(tram_completion *c, int ci, const tram_output *o,
+                                   const char *reason)
+{
+    tram_api_choice *choice = &c->choices[ci];
+    tram_api_kind kind = c->api.kind;
+    tram_api_choice_append(choice, o->text, o->text_len);
+    if (c->api.params.logprobs >= 0 && (choice->logprobs ||
+                                        (choice->logprobs = tram_api_logprobs_new(kind))))
+        tram_api_logprobs_append(choice->logprobs, kind, tram_engine_tokenizer(c->srv->engine),
+                                 o->logprobs, o->logprobs ? o->num_tokens : 0, &choice->text_offset);
+    if (reason)
+        return finish_with_tools(c, ci, reason);
+    if (c->streaming)
+        send_content(c, ci, tram_tool_calls_content_prefix(c->tool_format, choice->text ? choice->text : "",
+                                                           choice->len), NULL);
+    return NULL;
+}
+
 static void observe_latency(tram_completion *c, int ci, double now, double queue_time)
 {
     tram_metrics *m = &c->srv->metrics;
@@ -611,7 +718,10 @@ static int on_output(tram_completion *c, completion_prompt *p, const tram_output
             emit(c, ci, p->echo, strlen(p->echo), o->prompt_logprobs,
                  o->prompt_logprobs ? o->prompt_tokens : 0, NULL);
     }
-    emit(c, ci, o->text, o->text_len, o->logprobs, o->logprobs ? o->num_tokens : 0, reason);
+    if (c->with_tools)
+        reason = emit_with_tools(c, ci, o, reason);
+    else
+        emit(c, ci, o->text, o->text_len, o->logprobs, o->logprobs ? o->num_tokens : 0, reason);
     if (!reason)
         return 0;
     choice->finish_reason = reason;

@@ -153,15 +153,20 @@ static int tokenize(tram_server *s, const json_t *o, int32_t **ids, int *n, tram
     if (!json_object_get(o, "messages"))
         return tram_api_fail(e, 400, "prompt", "missing_required_parameter",
                              "Missing required parameter: 'prompt' (a string) or 'messages'.");
+    /* the conversation as a chat request would render it (the other fields
+     * are this endpoint's own) */
+    json_t *chat = json_pack("{s:O, s:O?}", "messages", json_object_get(o, "messages"), "tools",
+                             json_object_get(o, "tools"));
     tram_api_request r;
-    char *body = json_dumps(o, JSON_COMPACT);
+    char *body = chat ? json_dumps(chat, JSON_COMPACT) : NULL;
+    json_decref(chat);
     int rc = body ? tram_api_request_parse(&r, TRAM_API_CHAT, &s->defaults, body, strlen(body), e)
                   : tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     free(body);
     if (rc)
         return -1;
     char *text;
-    rc = tram_prompt_render_chat(s->chat, r.messages, r.num_messages, &text, e);
+    rc = tram_prompt_render_chat(s->chat, r.messages, r.num_messages, r.tools.tools, &text, e);
     tram_api_request_free(&r);
     if (rc)
         return -1;

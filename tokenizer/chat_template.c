@@ -3,19 +3,12 @@
  * what Jinja's trim filter and .strip() call. */
 #include "tokenizer/chat_template.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct tram_chat_template {
-    tram_chat_family family;
-    char *bos, *eos;
-    char *default_system;   /* ChatML: added when the first message is not a system one */
-    int leading_bos;        /* the template starts with {{ bos_token }} */
-    int eos_space;          /* Mistral v0.1: eos_token + ' ' */
-    const char *warning;
-};
+#include "tokenizer/chat_impl.h"
+
 
 tram_chat_family tram_chat_template_family(const tram_chat_template *ct)
 {
@@ -25,6 +18,16 @@ tram_chat_family tram_chat_template_family(const tram_chat_template *ct)
 const char *tram_chat_template_warning(const tram_chat_template *ct)
 {
     return ct->warning;
+}
+
+tram_tool_format tram_chat_template_tool_format(const tram_chat_template *ct)
+{
+    return ct->tool_format;
+}
+
+void tram_chat_template_set_date(tram_chat_template *ct, const char *date)
+{
+    snprintf(ct->date, sizeof(ct->date), "%s", date);
 }
 
 void tram_chat_template_free(tram_chat_template *ct)
@@ -58,17 +61,13 @@ static int detect(const char *s, tram_chat_family *f)
     return 0;
 }
 
-/* The default system prompt of a ChatML template that adds one when the
- * conversation has none ('<|im_start|>system\n...<|im_end|>' as a literal),
- * with the Jinja string escapes undone; NULL when there is none. */
-static char *default_system(const char *s)
+/* The start of a literal system prompt after the "<|im_start|>system" at
+ * p, or NULL: the newline is either in the file or a \n escape of the Jinja
+ * string, and a literal, unlike '...\n' + messages[0]['content'], goes on
+ * up to <|im_end|> inside the same string. */
+static const char *literal_system(const char *p)
 {
-    const char *open = "<|im_start|>system";
-    const char *p = strstr(s, "!= 'system'") ? strstr(s, open) : NULL;
-    if (!p)
-        return NULL;
-    p += strlen(open);
-    /* The newline is either in the file or a \n escape of the Jinja string. */
+    p += strlen("<|im_start|>system");
     if (*p == '\n')
         p++;
     else if (!strncmp(p, "\\n", 2))
@@ -76,8 +75,21 @@ static char *default_system(const char *s)
     else
         return NULL;
     const char *end = strstr(p, "<|im_end|>");
-    if (!end)
+    return end && end > p && !memchr(p, '\'', (size_t)(end - p)) ? p : NULL;
+}
+
+/* The default system prompt of a ChatML template that adds one when the
+ * conversation has none (SmolLM2's "!= 'system'", Qwen2.5's else branch),
+ * with the Jinja string escapes undone; NULL when there is none. */
+static char *default_system(const char *s)
+{
+    const char *p = NULL;
+    if (strstr(s, "!= 'system'") || strstr(s, "== 'system'"))
+        for (const char *q = strstr(s, "<|im_start|>system"); q && !p; q = strstr(q + 1, "<|im_start|>system"))
+            p = literal_system(q);
+    if (!p)
         return NULL;
+    const char *end = strstr(p, "<|im_end|>");
     char *out = malloc((size_t)(end - p) + 1), *o = out;
     if (!out)
         return NULL;
@@ -91,6 +103,21 @@ static char *default_system(const char *s)
     }
     *o = 0;
     return out;
+}
+
+/* The tool format the template writes, recognised by what only it says.
+ * Qwen3's template (reasoning, multi-step tool turns) also writes
+ * <tool_call>, but renders differently: it gets the generic format. */
+static tram_tool_format tool_format(const char *s, tram_chat_family f)
+{
+    if (f == TRAM_CHAT_CHATML && strstr(s, "<tool_call>") && strstr(s, "<tools></tools> XML tags") &&
+        !strstr(s, "multi_step_tool") && !strstr(s, "reasoning_content"))
+        return TRAM_TOOLS_HERMES;
+    if (f == TRAM_CHAT_LLAMA3 && strstr(s, "Cutting Knowledge Date"))
+        return TRAM_TOOLS_LLAMA3;
+    if (f == TRAM_CHAT_MISTRAL && strstr(s, "[AVAILABLE_TOOLS]"))
+        return TRAM_TOOLS_MISTRAL;
+    return TRAM_TOOLS_GENERIC;
 }
 
 int tram_chat_template_create(tram_chat_template **out, const char *tmpl, const char *bos, const char *eos,
@@ -117,6 +144,8 @@ int tram_chat_template_create(tram_chat_template **out, const char *tmpl, const 
         ct->eos_space = strstr(tmpl, "eos_token + ' '") != NULL;
         if (f == TRAM_CHAT_CHATML)
             ct->default_system = default_system(tmpl);
+        ct->tool_format = tool_format(tmpl, f);
+        ct->date_from_clock = strstr(tmpl, "strftime_now") != NULL;
     } else {
         ct->warning = tmpl ? "unrecognised chat template: using ChatML" : "model has no chat template: using ChatML";
     }
@@ -131,108 +160,31 @@ int tram_chat_template_for(tram_chat_template **out, const tram_tokenizer *t, in
                                      eos >= 0 ? tram_tokenizer_piece(t, eos) : "", fallback_chatml, err);
 }
 
-/* ---- the output string ---- */
-
-typedef struct {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void put(sbuf *b, const char *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = TRAM_MAX(2 * b->cap, b->n + n + 256);
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-/* Appends each string argument in turn (NULL ends the list). */
-static void cat(sbuf *b, ...)
-{
-    va_list ap;
-    va_start(ap, b);
-    for (const char *s; (s = va_arg(ap, const char *));)
-        put(b, s, strlen(s));
-    va_end(ap);
-}
-
-/* Length of a Python whitespace character (str.isspace) at s, or 0. */
-static int py_space(const unsigned char *s)
-{
-    if ((*s >= 0x09 && *s <= 0x0d) || (*s >= 0x1c && *s <= 0x20))
-        return 1;
-    if (s[0] == 0xc2 && (s[1] == 0x85 || s[1] == 0xa0))
-        return 2;
-    if (s[0] == 0xe1 && s[1] == 0x9a && s[2] == 0x80)
-        return 3;   /* U+1680 */
-    if (s[0] == 0xe2 && s[1] == 0x80 && ((s[2] >= 0x80 && s[2] <= 0x8a) || s[2] == 0xa8 || s[2] == 0xa9 || s[2] == 0xaf))
-        return 3;   /* U+2000..200A, 2028, 2029, 202F */
-    if ((s[0] == 0xe2 && s[1] == 0x81 && s[2] == 0x9f) || (s[0] == 0xe3 && s[1] == 0x80 && s[2] == 0x80))
-        return 3;   /* U+205F, U+3000 */
-    return 0;
-}
-
-/* Appends s without leading and trailing whitespace. */
-static void put_stripped(sbuf *b, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s, *end = p + strlen(s), *last = p;
-    for (int k; *p && (k = py_space(p)); p += k) {
-    }
-    for (const unsigned char *q = p; q < end;) {
-        int k = py_space(q);
-        if (!k) {   /* step over one whole character */
-            q++;
-            while (q < end && (*q & 0xc0) == 0x80)
-                q++;
-            last = q;
-        } else {
-            q += k;
-        }
-    }
-    if (last > p)
-        put(b, (const char *)p, (size_t)(last - p));
-}
-
 /* ---- the families ---- */
-
-static int is_role(const tram_chat_msg *m, const char *role)
-{
-    return !strcmp(m->role, role);
-}
 
 /* Templates that raise unless user and assistant turns alternate, user first. */
 static int check_alternation(const tram_chat_msg *msgs, int n, tram_error *err)
 {
     for (int i = 0; i < n; i++)
-        if (is_role(&msgs[i], "user") != (i % 2 == 0))
+        if (tram_chat_is_role(&msgs[i], "user") != (i % 2 == 0))
             return tram_fail(err, "chat template: Conversation roles must alternate user/assistant/user/assistant/...");
     return 0;
 }
 
-static int render_chatml(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, sbuf *b)
+static int render_chatml(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, tram_text_buf *b)
 {
-    if (n && ct->default_system && !is_role(&m[0], "system"))
-        cat(b, "<|im_start|>system\n", ct->default_system, "<|im_end|>\n", NULL);
+    if (n && ct->default_system && !tram_chat_is_role(&m[0], "system"))
+        tram_text_cat(b, "<|im_start|>system\n", ct->default_system, "<|im_end|>\n", NULL);
     for (int i = 0; i < n; i++)
-        cat(b, "<|im_start|>", m[i].role, "\n", m[i].content, "<|im_end|>\n", NULL);
+        tram_text_cat(b, "<|im_start|>", m[i].role, "\n", m[i].content, "<|im_end|>\n", NULL);
     if (gen)
-        cat(b, "<|im_start|>assistant\n", NULL);
+        tram_text_cat(b, "<|im_start|>assistant\n", NULL);
     return 0;
 }
 
-static int render_llama2(const tram_chat_template *ct, const tram_chat_msg *m, int n, sbuf *b, tram_error *err)
+static int render_llama2(const tram_chat_template *ct, const tram_chat_msg *m, int n, tram_text_buf *b, tram_error *err)
 {
-    const char *sys = n && is_role(&m[0], "system") ? m[0].content : NULL;
+    const char *sys = n && tram_chat_is_role(&m[0], "system") ? m[0].content : NULL;
     if (sys) {
         m++;
         n--;
@@ -240,18 +192,18 @@ static int render_llama2(const tram_chat_template *ct, const tram_chat_msg *m, i
     if (check_alternation(m, n, err))
         return -1;
     for (int i = 0; i < n; i++) {
-        sbuf content = {0};
+        tram_text_buf content = {0};
         if (i == 0 && sys)
-            cat(&content, "<<SYS>>\n", sys, "\n<</SYS>>\n\n", NULL);
-        cat(&content, m[i].content, NULL);
-        if (is_role(&m[i], "user")) {
-            cat(b, ct->bos, "[INST] ", NULL);
-            put_stripped(b, content.s);
-            cat(b, " [/INST]", NULL);
-        } else if (is_role(&m[i], "assistant")) {
-            cat(b, " ", NULL);
-            put_stripped(b, content.s);
-            cat(b, " ", ct->eos, NULL);
+            tram_text_cat(&content, "<<SYS>>\n", sys, "\n<</SYS>>\n\n", NULL);
+        tram_text_cat(&content, m[i].content, NULL);
+        if (tram_chat_is_role(&m[i], "user")) {
+            tram_text_cat(b, ct->bos, "[INST] ", NULL);
+            tram_text_put_stripped(b, content.s);
+            tram_text_cat(b, " [/INST]", NULL);
+        } else if (tram_chat_is_role(&m[i], "assistant")) {
+            tram_text_cat(b, " ", NULL);
+            tram_text_put_stripped(b, content.s);
+            tram_text_cat(b, " ", ct->eos, NULL);
         }
         b->oom |= content.oom;
         free(content.s);
@@ -259,78 +211,117 @@ static int render_llama2(const tram_chat_template *ct, const tram_chat_msg *m, i
     return 0;
 }
 
-static int render_llama3(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, sbuf *b)
+static int render_llama3(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, tram_text_buf *b)
 {
     for (int i = 0; i < n; i++) {
-        cat(b, i == 0 ? ct->bos : "", "<|start_header_id|>", m[i].role, "<|end_header_id|>\n\n", NULL);
-        put_stripped(b, m[i].content);
-        cat(b, "<|eot_id|>", NULL);
+        tram_text_cat(b, i == 0 ? ct->bos : "", "<|start_header_id|>", m[i].role, "<|end_header_id|>\n\n", NULL);
+        tram_text_put_stripped(b, m[i].content);
+        tram_text_cat(b, "<|eot_id|>", NULL);
     }
     if (gen)
-        cat(b, "<|start_header_id|>assistant<|end_header_id|>\n\n", NULL);
+        tram_text_cat(b, "<|start_header_id|>assistant<|end_header_id|>\n\n", NULL);
     return 0;
 }
 
-static int render_mistral(const tram_chat_template *ct, const tram_chat_msg *m, int n, sbuf *b, tram_error *err)
+static int render_mistral(const tram_chat_template *ct, const tram_chat_msg *m, int n, tram_text_buf *b, tram_error *err)
 {
-    cat(b, ct->bos, NULL);
+    tram_text_cat(b, ct->bos, NULL);
     for (int i = 0; i < n; i++) {
-        if (is_role(&m[i], "user") != (i % 2 == 0))
+        if (tram_chat_is_role(&m[i], "user") != (i % 2 == 0))
             return check_alternation(m, n, err);
-        if (is_role(&m[i], "user"))
-            cat(b, "[INST] ", m[i].content, " [/INST]", NULL);
-        else if (is_role(&m[i], "assistant"))
-            cat(b, m[i].content, ct->eos, ct->eos_space ? " " : "", NULL);
+        if (tram_chat_is_role(&m[i], "user"))
+            tram_text_cat(b, "[INST] ", m[i].content, " [/INST]", NULL);
+        else if (tram_chat_is_role(&m[i], "assistant"))
+            tram_text_cat(b, m[i].content, ct->eos, ct->eos_space ? " " : "", NULL);
         else
             return tram_fail(err, "chat template: Only user and assistant roles are supported!");
     }
     return 0;
 }
 
-static int render_gemma(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, sbuf *b, tram_error *err)
+static int render_gemma(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, tram_text_buf *b, tram_error *err)
 {
-    if (n && is_role(&m[0], "system"))
+    if (n && tram_chat_is_role(&m[0], "system"))
         return tram_fail(err, "chat template: System role not supported");
     if (check_alternation(m, n, err))
         return -1;
-    cat(b, ct->leading_bos ? ct->bos : "", NULL);
+    tram_text_cat(b, ct->leading_bos ? ct->bos : "", NULL);
     for (int i = 0; i < n; i++) {
-        cat(b, "<start_of_turn>", is_role(&m[i], "assistant") ? "model" : m[i].role, "\n", NULL);
-        put_stripped(b, m[i].content);
-        cat(b, "<end_of_turn>\n", NULL);
+        tram_text_cat(b, "<start_of_turn>", tram_chat_is_role(&m[i], "assistant") ? "model" : m[i].role, "\n", NULL);
+        tram_text_put_stripped(b, m[i].content);
+        tram_text_cat(b, "<end_of_turn>\n", NULL);
     }
     if (gen)
-        cat(b, "<start_of_turn>model\n", NULL);
+        tram_text_cat(b, "<start_of_turn>model\n", NULL);
     return 0;
 }
 
-static int render_phi3(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, sbuf *b)
+static int render_phi3(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, tram_text_buf *b)
 {
-    cat(b, ct->leading_bos ? ct->bos : "", NULL);
+    tram_text_cat(b, ct->leading_bos ? ct->bos : "", NULL);
     for (int i = 0; i < n; i++)
-        if (is_role(&m[i], "system") || is_role(&m[i], "user") || is_role(&m[i], "assistant"))
-            cat(b, "<|", m[i].role, "|>\n", m[i].content, "<|end|>\n", NULL);
-    cat(b, gen ? "<|assistant|>\n" : ct->eos, NULL);
+        if (tram_chat_is_role(&m[i], "system") || tram_chat_is_role(&m[i], "user") || tram_chat_is_role(&m[i], "assistant"))
+            tram_text_cat(b, "<|", m[i].role, "|>\n", m[i].content, "<|end|>\n", NULL);
+    tram_text_cat(b, gen ? "<|assistant|>\n" : ct->eos, NULL);
     return 0;
 }
 
-int tram_chat_template_render(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, int gen, char **out,
-                              tram_error *err)
+/* The families as their templates render plain messages. */
+static int render_plain(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, int gen, tram_text_buf *b,
+                        tram_error *err)
+{
+    switch (ct->family) {
+    case TRAM_CHAT_CHATML: return render_chatml(ct, msgs, n, gen, b);
+    case TRAM_CHAT_LLAMA2: return render_llama2(ct, msgs, n, b, err);
+    case TRAM_CHAT_LLAMA3: return render_llama3(ct, msgs, n, gen, b);
+    case TRAM_CHAT_MISTRAL: return render_mistral(ct, msgs, n, b, err);
+    case TRAM_CHAT_GEMMA: return render_gemma(ct, msgs, n, gen, b, err);
+    case TRAM_CHAT_PHI3: return render_phi3(ct, msgs, n, gen, b);
+    }
+    return 0;
+}
+
+static int has_tool_parts(const tram_chat_msg *m, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (m[i].num_tool_calls || tram_chat_is_role(&m[i], "tool"))
+            return 1;
+    return 0;
+}
+
+/* Templates without a tool format of their own render tram's generic one:
+ * the conversation rewritten into plain messages. */
+static int render_generic(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, const json_t *tools,
+                          int gen, tram_text_buf *b, tram_error *err)
+{
+    if (!tools && !has_tool_parts(msgs, n))
+        return render_plain(ct, msgs, n, gen, b, err);
+    tram_chat_msg *plain;
+    int n_plain;
+    if (tram_chat_generic(ct, msgs, n, tools, &plain, &n_plain, err))
+        return -1;
+    int rc = render_plain(ct, plain, n_plain, gen, b, err);
+    tram_chat_generic_free(plain, n_plain);
+    return rc;
+}
+
+int tram_chat_template_render_tools(const tram_chat_template *ct, const tram_chat_msg *msgs, int n,
+                                    const json_t *tools, int gen, char **out, tram_error *err)
 {
     *out = NULL;
     for (int i = 0; i < n; i++)
         if (!msgs[i].role || !msgs[i].content)
             return tram_fail(err, "chat template: message %d has no %s", i, msgs[i].role ? "content" : "role");
-    sbuf b = {0};
+    if (tools && (!json_is_array(tools) || json_array_size(tools) == 0))
+        return tram_fail(err, "chat template: tools must be a non-empty array");
+    tram_text_buf b = {0};
     int rc = 0;
-    put(&b, "", 0);
-    switch (ct->family) {
-    case TRAM_CHAT_CHATML: rc = render_chatml(ct, msgs, n, gen, &b); break;
-    case TRAM_CHAT_LLAMA2: rc = render_llama2(ct, msgs, n, &b, err); break;
-    case TRAM_CHAT_LLAMA3: rc = render_llama3(ct, msgs, n, gen, &b); break;
-    case TRAM_CHAT_MISTRAL: rc = render_mistral(ct, msgs, n, &b, err); break;
-    case TRAM_CHAT_GEMMA: rc = render_gemma(ct, msgs, n, gen, &b, err); break;
-    case TRAM_CHAT_PHI3: rc = render_phi3(ct, msgs, n, gen, &b); break;
+    tram_text_put(&b, "", 0);
+    switch (ct->tool_format) {
+    case TRAM_TOOLS_GENERIC: rc = render_generic(ct, msgs, n, tools, gen, &b, err); break;
+    case TRAM_TOOLS_HERMES: rc = tram_chat_render_qwen(ct, msgs, n, tools, gen, &b); break;
+    case TRAM_TOOLS_LLAMA3: rc = tram_chat_render_llama31(ct, msgs, n, tools, gen, &b, err); break;
+    case TRAM_TOOLS_MISTRAL: rc = tram_chat_render_mistral_tools(ct, msgs, n, tools, &b, err); break;
     }
     if (!rc && b.oom)
         rc = tram_fail(err, "chat template: out of memory");
@@ -340,4 +331,10 @@ int tram_chat_template_render(const tram_chat_template *ct, const tram_chat_msg 
     }
     *out = b.s;
     return 0;
+}
+
+int tram_chat_template_render(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, int gen, char **out,
+                              tram_error *err)
+{
+    return tram_chat_template_render_tools(ct, msgs, n, NULL, gen, out, err);
 }

@@ -7,6 +7,8 @@
 #ifndef TRAM_CHAT_TEMPLATE_H
 #define TRAM_CHAT_TEMPLATE_H
 
+#include <jansson.h>
+
 #include "kernels/base.h"
 #include "tokenizer/tokenizer.h"
 
@@ -14,9 +16,31 @@ typedef enum {
     TRAM_CHAT_CHATML, TRAM_CHAT_LLAMA2, TRAM_CHAT_LLAMA3, TRAM_CHAT_MISTRAL, TRAM_CHAT_GEMMA, TRAM_CHAT_PHI3,
 } tram_chat_family;
 
+/* How a template writes tools, calls and results.  A template with none of
+ * its own gets GENERIC, tram's documented format (README "Tools"): the tool
+ * list, in Qwen2.5's words, joins the system prompt (or, for families without
+ * one, the first user message); a call is written in the assistant's turn as
+ * <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>; results
+ * become a user turn of <tool_response>\n...\n</tool_response> blocks. */
+typedef enum {
+    TRAM_TOOLS_GENERIC,
+    TRAM_TOOLS_HERMES,    /* Qwen2.5 (Hermes): <tool_call> blocks, tools in the system prompt */
+    TRAM_TOOLS_LLAMA3,    /* Llama 3.1 / 3.2: {"name": ..., "parameters": {...}}, results as ipython */
+    TRAM_TOOLS_MISTRAL,   /* [AVAILABLE_TOOLS] [...], [TOOL_CALLS] [...], [TOOL_RESULTS] */
+} tram_tool_format;
+
 typedef struct {
-    const char *role;      /* "system", "user", "assistant", ... */
+    const char *id;           /* the call's id */
+    const char *name;
+    const json_t *arguments;  /* the arguments as a JSON value (an object) */
+} tram_chat_tool_call;
+
+typedef struct {
+    const char *role;      /* "system", "user", "assistant", "tool", ... */
     const char *content;
+    const tram_chat_tool_call *tool_calls;  /* an assistant's calls (num_tool_calls > 0) */
+    int num_tool_calls;
+    const char *tool_call_id;               /* a tool result: the call it answers */
 } tram_chat_msg;
 
 typedef struct tram_chat_template tram_chat_template;
@@ -35,11 +59,21 @@ void tram_chat_template_free(tram_chat_template *ct);
 tram_chat_family tram_chat_template_family(const tram_chat_template *ct);
 /* A warning to show the user (the ChatML fallback), or NULL. */
 const char *tram_chat_template_warning(const tram_chat_template *ct);
+tram_tool_format tram_chat_template_tool_format(const tram_chat_template *ct);
+/* Llama 3.x's "Today Date" (e.g. "26 Jul 2024") instead of the template's
+ * own (a fixed date, or today's for templates that call strftime_now). */
+void tram_chat_template_set_date(tram_chat_template *ct, const char *date);
 
 /* Renders the conversation into a new malloc'd string.  Conversations the
  * template refuses (roles that do not alternate, a system message where the
  * family has none) are errors with the template's own message. */
 int tram_chat_template_render(const tram_chat_template *ct, const tram_chat_msg *msgs, int n,
                               int add_generation_prompt, char **out, tram_error *err);
+/* The same with tools: NULL, or a non-empty JSON array of
+ * {"type": "function", "function": {...}} objects, rendered the way
+ * apply_chat_template(tools=...) renders them. */
+int tram_chat_template_render_tools(const tram_chat_template *ct, const tram_chat_msg *msgs, int n,
+                                    const json_t *tools, int add_generation_prompt, char **out,
+                                    tram_error *err);
 
 #endif

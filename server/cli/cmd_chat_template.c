@@ -8,6 +8,7 @@
 #include "server/cli/commands.h"
 #include "server/cli/defaults.h"
 #include "server/cli/flags.h"
+#include "server/api_tools.h"
 #include "tokenizer/chat_template.h"
 
 typedef struct {
@@ -27,7 +28,8 @@ static const tram_flag chat_template_flags[] = {
 static void usage(FILE *out)
 {
     fprintf(out, "usage: tram chat-template [-m MODEL] [--no-generation-prompt] [--chatml-fallback] MESSAGES.json\n\n"
-                 "MESSAGES.json holds [{\"role\": ..., \"content\": ...}, ...] (or {\"messages\": [...]}).\n\n"
+                 "MESSAGES.json holds [{\"role\": ..., \"content\": ...}, ...] (or {\"messages\": [...], \"tools\": [...]},\n"
+                 "with tool calls and results as the OpenAI API sends them).\n\n"
                  "  -m MODEL                 a .gguf file or a Hugging Face directory (default %s)\n"
                  "  --no-generation-prompt   do not open an assistant turn at the end\n"
                  "  --chatml-fallback        use ChatML when the template is not a known family\n",
@@ -43,23 +45,31 @@ static int render(const chat_template_opts *o, const char *path)
         return 1;
     }
     json_t *arr = json_is_array(root) ? root : json_object_get(root, "messages");
+    const json_t *tools = json_is_object(root) ? json_object_get(root, "tools") : NULL;
     size_t n = json_array_size(arr);
     tram_chat_msg *msgs = calloc(n + 1, sizeof(*msgs));
-    for (size_t i = 0; msgs && i < n; i++) {
+    tram_api_error api_err = {0};
+    int rc = !msgs || !json_is_array(arr) || (tools && !json_is_array(tools));
+    for (size_t i = 0; !rc && i < n; i++) {
         json_t *m = json_array_get(arr, i);
+        const char *content = json_string_value(json_object_get(m, "content"));
         msgs[i] = (tram_chat_msg){.role = json_string_value(json_object_get(m, "role")),
-                                  .content = json_string_value(json_object_get(m, "content"))};
+                                  .content = content ? content : ""};
+        tram_chat_tool_call *calls = NULL;
+        rc = msgs[i].role && tram_api_parse_message_tools(m, (int)i, &calls, &msgs[i].num_tool_calls,
+                                                          &msgs[i].tool_call_id, &api_err);
+        msgs[i].tool_calls = calls;
     }
     tram_tokenizer *t = NULL;
     tram_chat_template *ct = NULL;
     tram_error err;
     char *out = NULL;
-    int rc = !msgs || !json_is_array(arr);
     if (rc)
-        snprintf(err.msg, sizeof(err.msg), "%s: expected an array of messages", path);
+        snprintf(err.msg, sizeof(err.msg), "%.200s: %.300s", path,
+                 api_err.status ? api_err.message : "expected an array of messages (and of tools)");
     if (!rc)
         rc = tram_tokenizer_load(&t, o->model, &err) || tram_chat_template_for(&ct, t, o->chatml_fallback, &err) ||
-             tram_chat_template_render(ct, msgs, (int)n, o->generation_prompt, &out, &err);
+             tram_chat_template_render_tools(ct, msgs, (int)n, tools, o->generation_prompt, &out, &err);
     if (rc)
         fprintf(stderr, "tram chat-template: %s\n", err.msg);
     else {
@@ -70,6 +80,8 @@ static int render(const chat_template_opts *o, const char *path)
     free(out);
     tram_chat_template_free(ct);
     tram_tokenizer_free(t);
+    for (size_t i = 0; msgs && i < n; i++)
+        tram_api_free_tool_calls((tram_chat_tool_call *)msgs[i].tool_calls, msgs[i].num_tool_calls);
     free(msgs);
     json_decref(root);
     return rc ? 1 : 0;

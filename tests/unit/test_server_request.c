@@ -69,7 +69,7 @@ Test(server_request, chat_fields_reach_the_params)
     cr_assert_eq(p->prompt_logprobs, -1);
     cr_assert(p->ignore_eos);
     cr_assert_eq(p->min_tokens, 2);
-    cr_assert_str_eq(req.user, "u1");
+    cr_assert_str_eq(req.ignored, "user");
     cr_assert(req.stream && req.include_usage);
     cr_assert_eq(req.priority, -3);
     tram_api_request_free(&req);
@@ -235,4 +235,34 @@ Test(server_request, deep_nesting_is_an_error_not_a_crash)
     cr_assert_eq(tram_api_request_parse(&req, TRAM_API_COMPLETION, &defaults, body, n, &err), -1);
     cr_assert_eq(err.status, 400);
     free(body);
+}
+
+Test(server_request, tool_calls_and_results_in_messages)
+{
+    const char *body =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"weather?\"},"
+        " {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"call_1\", \"type\": \"function\","
+        " \"function\": {\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}}]},"
+        " {\"role\": \"tool\", \"tool_call_id\": \"call_1\", \"content\": \"sunny\"}],"
+        " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}],"
+        " \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}},"
+        " \"parallel_tool_calls\": false}";
+    cr_assert_eq(parse(TRAM_API_CHAT, body), 0, "%s", err.message);
+    cr_assert_eq(req.num_messages, 3);
+    cr_assert_eq(req.messages[1].num_tool_calls, 1);
+    cr_assert_str_eq(req.messages[1].content, "");
+    cr_assert_str_eq(req.messages[1].tool_calls[0].id, "call_1");
+    cr_assert_str_eq(req.messages[1].tool_calls[0].name, "get_weather");
+    cr_assert_str_eq(json_string_value(json_object_get(req.messages[1].tool_calls[0].arguments, "city")), "Paris");
+    cr_assert_str_eq(req.messages[2].role, "tool");
+    cr_assert_str_eq(req.messages[2].tool_call_id, "call_1");
+    cr_assert_eq(req.tools.choice, TRAM_TOOL_CHOICE_NAMED);
+    cr_assert_str_eq(req.tools.named, "get_weather");
+    cr_assert_eq(req.tools.parallel, 0);
+    cr_assert_eq(json_array_size(req.tools.tools), 1);
+    tram_api_request_free(&req);
+    cr_assert_eq(parse(TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": "
+                                      "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]}"), 0);
+    cr_assert_eq(req.tools.choice, TRAM_TOOL_CHOICE_AUTO, "auto is the default with tools");
+    tram_api_request_free(&req);
 }

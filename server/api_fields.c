@@ -1,0 +1,197 @@
+/* api_fields.c — the field table (see api_fields.h) and the check every
+ * chat and text completion body passes before its fields are parsed. */
+#include "server/api_fields.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int is_false(const json_t *v, const json_t *body)
+{
+    (void)body;
+    return json_is_false(v);
+}
+
+static int is_true(const json_t *v, const json_t *body)
+{
+    (void)body;
+    return json_is_true(v);
+}
+
+static int is_empty_string(const json_t *v, const json_t *body)
+{
+    (void)body;
+    return json_is_string(v) && json_string_length(v) == 0;
+}
+
+/* best_of = n: the n samples are all returned, nothing is chosen among them. */
+static int equals_n(const json_t *v, const json_t *body)
+{
+    const json_t *n = json_object_get(body, "n");
+    json_int_t want = json_is_integer(n) ? json_integer_value(n) : 1;
+    return json_is_integer(v) && json_integer_value(v) == want;
+}
+
+static int text_only(const json_t *v, const json_t *body)
+{
+    (void)body;
+    const json_t *first = json_array_get(v, 0);
+    return json_array_size(v) == 1 && json_is_string(first) &&
+           !strcmp(json_string_value(first), "text");
+}
+
+static int is_one(const json_t *v, const json_t *body)
+{
+    (void)body;
+    return json_is_number(v) && json_number_value(v) == 1.0;
+}
+
+#define HONOURED(name, where, bad) {name, where, TRAM_FIELD_HONOURED, NULL, NULL, bad, NULL}
+#define IGNORED(name, where) {name, where, TRAM_FIELD_IGNORED, NULL, NULL, "\"x\"", NULL}
+#define REJECTED(name, where, ok, why, bad, good) {name, where, TRAM_FIELD_REJECTED, ok, why, bad, good}
+
+/* Sorted by endpoint, then: OpenAI's fields, vLLM's extras. */
+const tram_api_field tram_api_fields[] = {
+    /* both endpoints, OpenAI */
+    HONOURED("model", TRAM_FIELD_BOTH, "5"),
+    HONOURED("frequency_penalty", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("presence_penalty", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("logit_bias", TRAM_FIELD_BOTH, "5"),
+    HONOURED("logprobs", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("max_tokens", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("max_completion_tokens", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("n", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("seed", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("stop", TRAM_FIELD_BOTH, "5"),
+    HONOURED("stream", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("stream_options", TRAM_FIELD_BOTH, "5"),
+    HONOURED("temperature", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("top_p", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("response_format", TRAM_FIELD_BOTH, "5"),
+    IGNORED("user", TRAM_FIELD_BOTH),
+    /* both endpoints, vLLM */
+    HONOURED("top_k", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("min_p", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("repetition_penalty", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("min_tokens", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("ignore_eos", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("skip_special_tokens", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("stop_token_ids", TRAM_FIELD_BOTH, "5"),
+    HONOURED("priority", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("structured_outputs", TRAM_FIELD_BOTH, "5"),
+    HONOURED("guided_json", TRAM_FIELD_BOTH, "5"),
+    HONOURED("guided_regex", TRAM_FIELD_BOTH, "5"),
+    HONOURED("guided_choice", TRAM_FIELD_BOTH, "5"),
+    HONOURED("guided_grammar", TRAM_FIELD_BOTH, "5"),
+    IGNORED("request_id", TRAM_FIELD_BOTH),
+    REJECTED("use_beam_search", TRAM_FIELD_BOTH, is_false, "beam search is not implemented",
+             "true", "false"),
+    REJECTED("length_penalty", TRAM_FIELD_BOTH, is_one, "it applies to beam search, which is not "
+             "implemented", "0.5", "1.0"),
+    REJECTED("include_stop_str_in_output", TRAM_FIELD_BOTH, is_false,
+             "stop strings are never included in the output", "true", "false"),
+    REJECTED("spaces_between_special_tokens", TRAM_FIELD_BOTH, is_true,
+             "special tokens are always decoded with spaces between them", "false", "true"),
+    REJECTED("prompt_logprobs", TRAM_FIELD_BOTH, NULL,
+             "use 'echo' with 'logprobs' on /v1/completions", "1", NULL),
+    REJECTED("truncate_prompt_tokens", TRAM_FIELD_BOTH, NULL, "prompts are never truncated",
+             "10", NULL),
+    REJECTED("bad_words", TRAM_FIELD_BOTH, NULL, "use 'logit_bias'", "[\"x\"]", NULL),
+    REJECTED("allowed_token_ids", TRAM_FIELD_BOTH, NULL, "use 'logit_bias' or 'structured_outputs'",
+             "[1]", NULL),
+    REJECTED("logits_processors", TRAM_FIELD_BOTH, NULL, "custom logits processors are not "
+             "supported", "[\"x\"]", NULL),
+    REJECTED("return_tokens_as_token_ids", TRAM_FIELD_BOTH, is_false, "tokens are returned as "
+             "text", "true", "false"),
+    REJECTED("guided_decoding_backend", TRAM_FIELD_BOTH, NULL, "tram has one grammar engine",
+             "\"xgrammar\"", NULL),
+    REJECTED("guided_whitespace_pattern", TRAM_FIELD_BOTH, NULL, "the JSON whitespace of "
+             "structured outputs is fixed", "\"\\\\s*\"", NULL),
+
+    /* chat, OpenAI */
+    HONOURED("messages", TRAM_FIELD_CHAT, "5"),
+    HONOURED("top_logprobs", TRAM_FIELD_CHAT, "\"x\""),
+    HONOURED("tools", TRAM_FIELD_CHAT, "5"),
+    HONOURED("tool_choice", TRAM_FIELD_CHAT, "5"),
+    HONOURED("parallel_tool_calls", TRAM_FIELD_CHAT, "\"x\""),
+    IGNORED("metadata", TRAM_FIELD_CHAT),
+    IGNORED("store", TRAM_FIELD_CHAT),
+    IGNORED("service_tier", TRAM_FIELD_CHAT),
+    IGNORED("prompt_cache_key", TRAM_FIELD_CHAT),
+    IGNORED("safety_identifier", TRAM_FIELD_CHAT),
+    REJECTED("audio", TRAM_FIELD_CHAT, NULL, "tram produces text only", "{\"voice\": \"alloy\"}",
+             NULL),
+    REJECTED("modalities", TRAM_FIELD_CHAT, text_only, "tram produces text only",
+             "[\"text\", \"audio\"]", "[\"text\"]"),
+    REJECTED("prediction", TRAM_FIELD_CHAT, NULL, "predicted outputs are not implemented",
+             "{\"type\": \"content\", \"content\": \"x\"}", NULL),
+    REJECTED("functions", TRAM_FIELD_CHAT, NULL, "it is deprecated: use 'tools'", "[]", NULL),
+    REJECTED("function_call", TRAM_FIELD_CHAT, NULL, "it is deprecated: use 'tool_choice'",
+             "\"auto\"", NULL),
+    REJECTED("reasoning_effort", TRAM_FIELD_CHAT, NULL, "the model is not a reasoning model",
+             "\"low\"", NULL),
+    REJECTED("verbosity", TRAM_FIELD_CHAT, NULL, "tram does not rewrite the model's style",
+             "\"low\"", NULL),
+    REJECTED("web_search_options", TRAM_FIELD_CHAT, NULL, "tram has no web search", "{}", NULL),
+    /* chat, vLLM */
+    REJECTED("echo", TRAM_FIELD_CHAT, is_false, "it is supported on /v1/completions only", "true",
+             "false"),
+    REJECTED("add_generation_prompt", TRAM_FIELD_CHAT, is_true, "the assistant's generation "
+             "prompt is always added", "false", "true"),
+    REJECTED("continue_final_message", TRAM_FIELD_CHAT, is_false, "a final assistant message is "
+             "not continued", "true", "false"),
+    REJECTED("add_special_tokens", TRAM_FIELD_CHAT, is_false, "the chat template writes the "
+             "special tokens", "true", "false"),
+    REJECTED("chat_template", TRAM_FIELD_CHAT, NULL, "the model's own template is used",
+             "\"{{ messages }}\"", NULL),
+    REJECTED("chat_template_kwargs", TRAM_FIELD_CHAT, NULL, "the template takes no extra "
+             "arguments", "{\"enable_thinking\": false}", NULL),
+    REJECTED("documents", TRAM_FIELD_CHAT, NULL, "retrieval documents are not rendered", "[]",
+             NULL),
+    REJECTED("mm_processor_kwargs", TRAM_FIELD_CHAT, NULL, "the model takes text only", "{}",
+             NULL),
+
+    /* completions, OpenAI */
+    HONOURED("prompt", TRAM_FIELD_COMPLETION, "5"),
+    HONOURED("echo", TRAM_FIELD_COMPLETION, "\"x\""),
+    REJECTED("best_of", TRAM_FIELD_COMPLETION, equals_n, "only best_of equal to n is supported "
+             "(every sample is returned)", "3", "1"),
+    REJECTED("suffix", TRAM_FIELD_COMPLETION, is_empty_string, "insertion (fill in the middle) "
+             "is not implemented", "\"end\"", "\"\""),
+};
+
+const size_t tram_api_num_fields = sizeof(tram_api_fields) / sizeof(tram_api_fields[0]);
+
+static const tram_api_field *find(const char *name, unsigned endpoint)
+{
+    for (size_t i = 0; i < tram_api_num_fields; i++)
+        if ((tram_api_fields[i].endpoints & endpoint) && !strcmp(tram_api_fields[i].name, name))
+            return &tram_api_fields[i];
+    return NULL;
+}
+
+static void note_ignored(char *ignored, size_t cap, const char *name)
+{
+    size_t used = strlen(ignored);
+    snprintf(ignored + used, cap - used, "%s%s", used ? ", " : "", name);
+}
+
+int tram_api_check_fields(const json_t *body, unsigned endpoint, char *ignored, size_t cap,
+                          tram_api_error *e)
+{
+    ignored[0] = 0;
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)body, key, v) {
+        const tram_api_field *f = find(key, endpoint);
+        if (!f)
+            return tram_api_fail(e, 400, key, "unknown_parameter",
+                                 "Unrecognized request argument supplied: %s", key);
+        if (f->kind == TRAM_FIELD_IGNORED)
+            note_ignored(ignored, cap, key);
+        if (f->kind == TRAM_FIELD_REJECTED && !json_is_null(v) &&
+            !(f->harmless && f->harmless(v, body)))
+            return tram_api_fail(e, 400, key, "unsupported_parameter",
+                                 "Unsupported parameter: '%s': %s.", key, f->why);
+    }
+    return 0;
+}

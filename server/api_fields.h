@@ -1,0 +1,54 @@
+/* api_fields.h — what happens to every request field of /v1/chat/completions
+ * and /v1/completions, in one table (api_fields.c).
+ *
+ * Each field the OpenAI API defines for these endpoints, and each of vLLM's
+ * extras a client may send, is exactly one of:
+ *   - honoured: read by api_request.c (or the tool and structured-output
+ *     parsers) and acted on;
+ *   - ignored: accepted because it cannot change the output (user,
+ *     metadata, store, ...), with one warning log line per request;
+ *   - rejected: a 400 naming it, because it would change the output and
+ *     tram does not implement it, unless its value is the one that changes
+ *     nothing (suffix "", best_of equal to n, modalities ["text"], ...).
+ * A field in no row is rejected too, as OpenAI itself does ("Unrecognized
+ * request argument supplied"), so no field is ever silently dropped. */
+#ifndef TRAM_API_FIELDS_H
+#define TRAM_API_FIELDS_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "server/api_error.h"
+
+typedef enum { TRAM_FIELD_HONOURED, TRAM_FIELD_IGNORED, TRAM_FIELD_REJECTED } tram_field_kind;
+
+/* Endpoint masks. */
+#define TRAM_FIELD_CHAT 1u
+#define TRAM_FIELD_COMPLETION 2u
+#define TRAM_FIELD_BOTH (TRAM_FIELD_CHAT | TRAM_FIELD_COMPLETION)
+
+typedef struct {
+    const char *name;
+    unsigned endpoints;
+    tram_field_kind kind;
+    /* rejected fields: 1 when this value (never null: null is always
+     * harmless) leaves the output as tram makes it; NULL: no value does */
+    int (*harmless)(const json_t *value, const json_t *body);
+    const char *why;      /* rejected: the end of the 400's message */
+    /* for the table's test: honoured, a value of the wrong type (its parser
+     * must name the field); ignored, any value; rejected, a harmful value */
+    const char *example;
+    const char *harmless_example;  /* rejected with a harmless value: one (JSON) */
+} tram_api_field;
+
+extern const tram_api_field tram_api_fields[];
+extern const size_t tram_api_num_fields;
+
+/* Checks every key of body against the table for endpoint (TRAM_FIELD_CHAT
+ * or TRAM_FIELD_COMPLETION): -1 with e filled for a rejected or unknown
+ * field; else 0, with the ignored fields present written to ignored (comma
+ * separated, "" when none). */
+int tram_api_check_fields(const json_t *body, unsigned endpoint, char *ignored, size_t cap,
+                          tram_api_error *e);
+
+#endif

@@ -1,0 +1,133 @@
+/* pyjson.c — see pyjson.h. */
+#include "tokenizer/pyjson.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void put_string(tram_text_buf *b, const char *s, size_t n)
+{
+    tram_text_put(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
+                        : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+        char u[8];
+        if (!esc && c < 0x20) {
+            snprintf(u, sizeof(u), "\\u%04x", c);
+            esc = u;
+        }
+        if (esc)
+            tram_text_put(b, esc, strlen(esc));
+        else
+            tram_text_put(b, (const char *)&c, 1);
+    }
+    tram_text_put(b, "\"", 1);
+}
+
+/* Python's float repr: the shortest digits that read back as x, in fixed
+ * notation when the decimal exponent is in [-4, 16), else as d.ddde+XX. */
+static void put_float(tram_text_buf *b, double x)
+{
+    char sci[40];
+    for (int p = 1; p <= 17; p++) {
+        snprintf(sci, sizeof(sci), "%.*e", p - 1, x);
+        if (strtod(sci, NULL) == x)
+            break;
+    }
+    char digits[24] = {0}, out[64];
+    int nd = 0, neg = sci[0] == '-';
+    const char *e = strchr(sci, 'e');
+    for (const char *p = sci + neg; p < e; p++)
+        if (*p != '.')
+            digits[nd++] = *p;
+    while (nd > 1 && digits[nd - 1] == '0')
+        digits[--nd] = 0;
+    int exp = atoi(e + 1), o = 0;
+    if (neg)
+        out[o++] = '-';
+    if (exp < -4 || exp >= 16) {
+        out[o++] = digits[0];
+        if (nd > 1)
+            o += snprintf(out + o, sizeof(out) - (size_t)o, ".%s", digits + 1);
+        snprintf(out + o, sizeof(out) - (size_t)o, "e%c%02d", exp < 0 ? '-' : '+', abs(exp));
+    } else if (exp < 0) {
+        out[o++] = '0';
+        out[o++] = '.';
+        for (int i = 0; i < -exp - 1; i++)
+            out[o++] = '0';
+        snprintf(out + o, sizeof(out) - (size_t)o, "%s", digits);
+    } else {
+        for (int i = 0; i <= exp; i++)
+            out[o++] = i < nd ? digits[i] : '0';
+        out[o++] = '.';
+        if (nd > exp + 1)
+            o += snprintf(out + o, sizeof(out) - (size_t)o, "%s", digits + exp + 1);
+        else
+            out[o++] = '0';
+        out[o] = 0;
+    }
+    tram_text_put(b, out, strlen(out));
+}
+
+static void newline(tram_text_buf *b, int indent, int depth)
+{
+    tram_text_put(b, "\n", 1);
+    for (int i = 0; i < indent * depth; i++)
+        tram_text_put(b, " ", 1);
+}
+
+static void put_value(tram_text_buf *b, const json_t *v, int indent, int depth);
+
+static void put_container(tram_text_buf *b, const json_t *v, int indent, int depth)
+{
+    int obj = json_is_object(v);
+    size_t n = obj ? json_object_size(v) : json_array_size(v);
+    tram_text_put(b, obj ? "{" : "[", 1);
+    size_t i = 0;
+    const char *key;
+    json_t *item;
+    void *it = obj ? json_object_iter((json_t *)v) : NULL;
+    for (; i < n; i++) {
+        if (i)
+            tram_text_put(b, indent < 0 ? ", " : ",", indent < 0 ? 2 : 1);
+        if (indent >= 0)
+            newline(b, indent, depth + 1);
+        if (obj) {
+            key = json_object_iter_key(it);
+            item = json_object_iter_value(it);
+            it = json_object_iter_next((json_t *)v, it);
+            put_string(b, key, strlen(key));
+            tram_text_put(b, ": ", 2);
+        } else {
+            item = json_array_get(v, i);
+        }
+        put_value(b, item, indent, depth + 1);
+    }
+    if (indent >= 0 && n)
+        newline(b, indent, depth);
+    tram_text_put(b, obj ? "}" : "]", 1);
+}
+
+static void put_value(tram_text_buf *b, const json_t *v, int indent, int depth)
+{
+    char num[32];
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+    case JSON_ARRAY: put_container(b, v, indent, depth); break;
+    case JSON_STRING: put_string(b, json_string_value(v), json_string_length(v)); break;
+    case JSON_INTEGER:
+        snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        tram_text_put(b, num, strlen(num));
+        break;
+    case JSON_REAL: put_float(b, json_real_value(v)); break;
+    case JSON_TRUE: tram_text_put(b, "true", 4); break;
+    case JSON_FALSE: tram_text_put(b, "false", 5); break;
+    default: tram_text_put(b, "null", 4); break;
+    }
+}
+
+void tram_pyjson_put(tram_text_buf *b, const json_t *v, int indent)
+{
+    put_value(b, v, indent, 0);
+}

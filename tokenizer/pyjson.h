@@ -1,0 +1,16 @@
+/* pyjson.h — JSON written exactly as Python's json.dumps(v,
+ * ensure_ascii=False) writes it, which is what the `tojson` filter of
+ * transformers' chat templates calls: ", " and ": " separators (",\n" and
+ * ": " with an indent), keys in their given order, floats as Python's repr
+ * writes them (1.0, 1e-05, 1e+16), non-ASCII characters as themselves. */
+#ifndef TRAM_PYJSON_H
+#define TRAM_PYJSON_H
+
+#include <jansson.h>
+
+#include "tokenizer/text_buf.h"
+
+/* indent < 0: on one line (indent=None); else that many spaces a level. */
+void tram_pyjson_put(tram_text_buf *b, const json_t *v, int indent);
+
+#endif

@@ -1,0 +1,78 @@
+/* text_buf.c — see text_buf.h. */
+#include "tokenizer/text_buf.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/base.h"
+
+void tram_text_put(tram_text_buf *b, const char *s, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = TRAM_MAX(2 * b->cap, b->n + n + 256);
+        char *p = realloc(b->s, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->s = p;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+void tram_text_cat(tram_text_buf *b, ...)
+{
+    va_list ap;
+    va_start(ap, b);
+    for (const char *s; (s = va_arg(ap, const char *));)
+        tram_text_put(b, s, strlen(s));
+    va_end(ap);
+}
+
+/* Length of a Python whitespace character (str.isspace) at s, or 0. */
+static int py_space(const unsigned char *s)
+{
+    if ((*s >= 0x09 && *s <= 0x0d) || (*s >= 0x1c && *s <= 0x20))
+        return 1;
+    if (s[0] == 0xc2 && (s[1] == 0x85 || s[1] == 0xa0))
+        return 2;
+    if (s[0] == 0xe1 && s[1] == 0x9a && s[2] == 0x80)
+        return 3;   /* U+1680 */
+    if (s[0] == 0xe2 && s[1] == 0x80 && ((s[2] >= 0x80 && s[2] <= 0x8a) || s[2] == 0xa8 || s[2] == 0xa9 || s[2] == 0xaf))
+        return 3;   /* U+2000..200A, 2028, 2029, 202F */
+    if ((s[0] == 0xe2 && s[1] == 0x81 && s[2] == 0x9f) || (s[0] == 0xe3 && s[1] == 0x80 && s[2] == 0x80))
+        return 3;   /* U+205F, U+3000 */
+    return 0;
+}
+
+void tram_text_put_stripped(tram_text_buf *b, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + strlen(s), *last = p;
+    for (int k; *p && (k = py_space(p)); p += k) {
+    }
+    for (const unsigned char *q = p; q < end;) {
+        int k = py_space(q);
+        if (!k) {   /* step over one whole character */
+            q++;
+            while (q < end && (*q & 0xc0) == 0x80)
+                q++;
+            last = q;
+        } else {
+            q += k;
+        }
+    }
+    if (last > p)
+        tram_text_put(b, (const char *)p, (size_t)(last - p));
+}
+
+size_t tram_text_py_len(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
