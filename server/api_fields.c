@@ -77,6 +77,7 @@ const tram_api_field tram_api_fields[] = {
     HONOURED("skip_special_tokens", TRAM_FIELD_BOTH, "\"x\""),
     HONOURED("stop_token_ids", TRAM_FIELD_BOTH, "5"),
     HONOURED("priority", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("response_cache", TRAM_FIELD_BOTH, "\"x\""),
     HONOURED("structured_outputs", TRAM_FIELD_BOTH, "5"),
     HONOURED("guided_json", TRAM_FIELD_BOTH, "5"),
     HONOURED("guided_regex", TRAM_FIELD_BOTH, "5"),

@@ -463,7 +463,8 @@ static int parse_fields(const json_t *o, tram_api_request *r, tram_api_error *e)
     unsigned endpoint = r->kind == TRAM_API_CHAT ? TRAM_FIELD_CHAT : TRAM_FIELD_COMPLETION;
     if (tram_api_check_fields(o, endpoint, r->ignored, sizeof(r->ignored), e) ||
         get_string(o, "model", &r->model, e) < 0 ||
-        get_int(o, "priority", INT_MIN, INT_MAX, &r->priority, e) < 0)
+        get_int(o, "priority", INT_MIN, INT_MAX, &r->priority, e) < 0 ||
+        get_bool(o, "response_cache", &r->response_cache, e) < 0)
         return -1;
     if (parse_scalars(o, &r->params, e) || parse_max_tokens(o, &r->params, e) ||
         parse_stop(o, &r->params, e) || parse_stop_token_ids(o, &r->params, e) ||
@@ -484,6 +485,7 @@ int tram_api_request_parse(tram_api_request *r, tram_api_kind kind,
     memset(r, 0, sizeof(*r));
     r->kind = kind;
     r->params = *defaults;
+    r->response_cache = 1;
     /* OpenAI's defaults: completions stop after 16 tokens, chat runs until
      * the context is full. */
     r->params.max_tokens = kind == TRAM_API_COMPLETION ? 16 : 0;

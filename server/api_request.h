@@ -42,6 +42,7 @@ typedef struct {
     int echo;                       /* completions: prepend the prompt */
     int stream, include_usage;
     int priority;
+    int response_cache;             /* 0: the body opted out of the response cache (1) */
     char ignored[256];              /* the accepted-and-ignored fields present (api_fields.h) */
     tram_sampling_params params;    /* its arrays are owned */
 } tram_api_request;

@@ -12,19 +12,6 @@ static const char *const fields_outside_key[] = {
     "model", "stream", "stream_options", "user", "metadata", "priority", "response_cache",
 };
 
-int tram_cache_opt_out(const tram_api_request *r, int *opt_out, tram_api_error *e)
-{
-    const json_t *v = json_object_get(r->root, "response_cache");
-    *opt_out = 0;
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_boolean(v))
-        return tram_api_fail(e, 400, "response_cache", "invalid_type",
-                             "Invalid type for 'response_cache': expected a boolean.");
-    *opt_out = json_is_false(v);
-    return 0;
-}
-
 int tram_cache_control_bypasses(const char *header)
 {
     for (const char *p = header; p && *p;) {

@@ -26,11 +26,6 @@ typedef struct {
     int num_prompts;
 } tram_cache_prompts;
 
-/* Reads the body's opt-out field, "response_cache": false (true or absent:
- * the server's --response-cache decides).  -1 with e filled (400) when it is
- * not a boolean. */
-int tram_cache_opt_out(const tram_api_request *r, int *opt_out, tram_api_error *e);
-
 /* 1 when a Cache-Control header value asks to bypass caches (no-cache or
  * no-store among its directives). */
 int tram_cache_control_bypasses(const char *header);

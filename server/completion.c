@@ -326,17 +326,14 @@ static void cache_header(tram_completion *c, const char *status)
 }
 
 /* 0: compute the request (leading a new entry, or without the cache); 1: an
- * entry serves it (a hit, replayed now, or a flight it now follows); -1 with
- * e filled when the opt-out field is malformed. */
-static int use_cache(tram_completion *c, int bypass, tram_api_error *e)
+ * entry serves it (a hit, replayed now, or a flight it now follows).  The
+ * body opts out with "response_cache": false (api_request.c reads it). */
+static int use_cache(tram_completion *c, int bypass)
 {
     tram_server *s = c->srv;
-    int opt_out;
     tram_rcache_entry *entry;
     tram_rcache_result r;
-    if (tram_cache_opt_out(&c->api, &opt_out, e))
-        return -1;
-    if (!s->cache || bypass || opt_out || !tram_cache_eligible(&c->api, s->cfg.response_cache) ||
+    if (!s->cache || bypass || !c->api.response_cache || !tram_cache_eligible(&c->api, s->cfg.response_cache) ||
         cache_lookup(c, &entry, &r))
         return 0;
     if (r == TRAM_RCACHE_MISS || (r == TRAM_RCACHE_JOIN && tram_rcache_follow(s->cache, entry, c))) {
@@ -360,12 +357,12 @@ static int start(tram_completion *c, tram_api_kind kind, const char *body, size_
 {
     if (prepare(c, kind, body, len, e))
         return -1;
-    int served = use_cache(c, cache_use == CACHE_BYPASS, e);
+    int served = use_cache(c, cache_use == CACHE_BYPASS);
     if (!served && cache_use == CACHE_NEEDED && !c->flight)
         return tram_api_fail(e, 400, NULL, NULL, "The request is not cacheable under this "
                              "--response-cache mode (temperature > 0 without a seed, or it opts "
                              "out).");
-    if (served < 0 || (!served && submit(c))) {
+    if (!served && submit(c)) {
         if (!e->status)
             tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
         return -1;
