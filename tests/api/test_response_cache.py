@@ -76,8 +76,9 @@ def test_a_repeated_request_is_computed_once(cached):
 def test_fields_that_change_the_output_change_the_key(cached):
     req = {"model": "tram-a", "prompt": "Colors: red, green,", "max_tokens": 4, "temperature": 0}
     post(cached, req)
+    # the constraint is a field the cache code never names: it is in the key all the same
     for changed in ({"max_tokens": 5}, {"stop": ["xyz"]}, {"seed": 3}, {"logprobs": 1},
-                    {"some_future_field": True}):
+                    {"structured_outputs": {"choice": [" blue", " yellow"]}}):
         assert post(cached, {**req, **changed})[0] == "miss", changed
 
 
