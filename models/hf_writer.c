@@ -106,7 +106,7 @@ static int plan_tensors(const tram_gguf *g, tram_hf_dtype dtype, out_tensor *out
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         out_tensor *o = &out[i];
         o->t = &g->tensors[i];
-        if (tram_hf_tensor_name(o->t->name, o->name, sizeof(o->name)))
+        if (tram_hf_tensor_name("llama", o->t->name, o->name, sizeof(o->name)))
             return tram_fail(err, "%s: tensor %s has no Hugging Face name", g->path, o->t->name);
         /* Norms and biases stay F32, as in HF checkpoints: they are tiny and
          * rounding them would move every activation. */
@@ -438,6 +438,9 @@ int tram_hf_convert(tram_model_file *f, const char *outdir, tram_hf_dtype dtype,
         return tram_fail(err, "%s: convert reads GGUF files", tram_model_file_path(f));
     if (!tram_hf_architecture(c->arch))
         return tram_fail(err, "%s: architecture '%s' has no Hugging Face class", g->path, c->arch);
+    if (c->n_experts)
+        return tram_fail(err, "%s: convert writes dense models only; this one has %d experts", g->path,
+                         c->n_experts);
     gguf_vocab v;
     json_t *tok = NULL;
     if (check_tokenizer_model(g, err) || read_vocab(g, &v, err) || !(tok = tokenizer_json(g, &v, err)) ||

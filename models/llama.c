@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "models/model.h"
+#include "models/moe.h"
+#include "models/moe_files.h"
 #include "models/quantize.h"
 
 typedef struct {
@@ -18,6 +20,7 @@ typedef struct {
     tram_weight ffn_norm;      /* (1, dim) */
     tram_weight w_gate_up;     /* (2*ffn, dim): gate rows, then up rows */
     tram_weight w_down;        /* (dim, ffn) */
+    tram_moe_weights moe;      /* in place of the three above when the model has experts */
     void *k_cache, *v_cache;   /* (num_blocks*block_size, n_kv_heads*head_dim) */
 } llama_layer;
 
@@ -55,6 +58,7 @@ struct tram_model {
     /* int8 copies of xb and hidden for W8A8 matrices, written by the norm and
      * SiLU ops; NULL arrays when no layer matrix is int8 */
     tram_qact xq_dim, xq_ffn;
+    tram_moe_acts moe_acts;    /* models with experts only */
     llama_batch_buf bb;
     tram_batch prepared;       /* the batch of tram_model_prepare, on the backend */
     tram_act_observer observe;  /* calibration hook, usually NULL */
@@ -146,6 +150,42 @@ static int load_qkv(tram_model *m, tram_model_file *f, int l, float *scratch, tr
     return c->qkv_bias ? load_weight(m, f, &L->bqkv, b, bc, 3, 1, qd + 2 * kd, TRAM_W_F32, scratch, err) : 0;
 }
 
+/* The router, this rank's experts (each with its gate and up stacked, like
+ * the dense FFN's) and the shared expert, if any.  The router stays at the
+ * backend's format: routing decisions are not worth an int8 error. */
+static int load_moe(tram_model *m, tram_model_file *f, int l, float *scratch, tram_error *err)
+{
+    const tram_model_config *c = &m->cfg;
+    tram_moe_weights *W = &m->layers[l].moe;
+    char n[4][64];
+    snprintf(n[0], sizeof(n[0]), "blk.%d.ffn_gate_inp.weight", l);
+    if (tram_moe_weights_init(W, c, m->be, err) ||
+        load_one(m, f, &W->router, n[0], c->n_experts, c->dim, m->lim.weight_type, scratch, err))
+        return -1;
+    const char *gate_up[2] = {n[0], n[1]};
+    for (int i = 0; i < W->layer.count; i++) {
+        static const char *const kinds[3] = {"ffn_gate", "ffn_up", "ffn_down"};
+        for (int k = 0; k < 3; k++)
+            tram_moe_expert_name(n[k], sizeof(n[k]), l, kinds[k], W->layer.first + i);
+        int64_t half = (int64_t)c->ffn_dim * c->dim, counts[2] = {half, half};
+        if (load_weight(m, f, &W->gate_up[i], gate_up, counts, 2, 2 * c->ffn_dim, c->dim,
+                        stacked_type(m, f, gate_up, 2), scratch, err) ||
+            load_one(m, f, &W->down[i], n[2], c->dim, c->ffn_dim, matrix_type(m, f, n[2]), scratch, err))
+            return -1;
+    }
+    if (!c->shared_ffn_dim)
+        return 0;
+    static const char *const shexp[4] = {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", "ffn_gate_inp_shexp"};
+    for (int k = 0; k < 4; k++)
+        snprintf(n[k], sizeof(n[k]), "blk.%d.%s.weight", l, shexp[k]);
+    int64_t half = (int64_t)c->shared_ffn_dim * c->dim, counts[2] = {half, half};
+    return load_weight(m, f, &W->shared_gate_up, gate_up, counts, 2, 2 * c->shared_ffn_dim, c->dim,
+                       stacked_type(m, f, gate_up, 2), scratch, err) ||
+           load_one(m, f, &W->shared_down, n[2], c->dim, c->shared_ffn_dim, matrix_type(m, f, n[2]), scratch,
+                    err) ||
+           load_one(m, f, &W->shared_gate, n[3], 1, c->dim, m->lim.weight_type, scratch, err);
+}
+
 static int load_layer(tram_model *m, tram_model_file *f, int l, float *scratch, tram_error *err)
 {
     const tram_model_config *c = &m->cfg;
@@ -158,11 +198,14 @@ static int load_layer(tram_model *m, tram_model_file *f, int l, float *scratch, 
         snprintf(n[i], sizeof(n[i]), "blk.%d.%s", l, suffix[i]);
     const char *gate_up[2] = {n[3], n[4]};
     int64_t half = (int64_t)c->ffn_dim * c->dim, gu_counts[2] = {half, half};
-    return load_one(m, f, &L->attn_norm, n[0], 1, c->dim, TRAM_W_F32, scratch, err) ||
-           load_qkv(m, f, l, scratch, err) ||
-           load_one(m, f, &L->wo, n[1], c->dim, qd, matrix_type(m, f, n[1]), scratch, err) ||
-           load_one(m, f, &L->ffn_norm, n[2], 1, c->dim, TRAM_W_F32, scratch, err) ||
-           load_weight(m, f, &L->w_gate_up, gate_up, gu_counts, 2, 2 * c->ffn_dim, c->dim,
+    if (load_one(m, f, &L->attn_norm, n[0], 1, c->dim, TRAM_W_F32, scratch, err) ||
+        load_qkv(m, f, l, scratch, err) ||
+        load_one(m, f, &L->wo, n[1], c->dim, qd, matrix_type(m, f, n[1]), scratch, err) ||
+        load_one(m, f, &L->ffn_norm, n[2], 1, c->dim, TRAM_W_F32, scratch, err))
+        return -1;
+    if (c->n_experts)
+        return load_moe(m, f, l, scratch, err);
+    return load_weight(m, f, &L->w_gate_up, gate_up, gu_counts, 2, 2 * c->ffn_dim, c->dim,
                        stacked_type(m, f, gate_up, 2), scratch, err) ||
            load_one(m, f, &L->w_down, n[5], c->dim, c->ffn_dim, matrix_type(m, f, n[5]), scratch, err);
 }
@@ -191,6 +234,7 @@ static int load_weights(tram_model *m, tram_model_file *f, tram_error *err)
     const tram_model_config *c = &m->cfg;
     size_t qkv = (size_t)(c->n_heads + 2 * c->n_kv_heads) * c->head_dim * c->dim;
     size_t biggest = TRAM_MAX(TRAM_MAX((size_t)c->vocab_size * c->dim, (size_t)2 * c->ffn_dim * c->dim), qkv);
+    biggest = TRAM_MAX(biggest, (size_t)2 * c->shared_ffn_dim * c->dim);
     float *scratch = tram_calloc(biggest, sizeof(float), err);
     if (!scratch)
         return -1;
@@ -271,6 +315,8 @@ static int alloc_buffers(tram_model *m, tram_error *err)
     for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
         if (!(*bufs[i].p = be->alloc(be, bufs[i].bytes)))
             return be->sync(be, err) ? -1 : tram_fail(err, "out of memory for activations");
+    if (c->n_experts && tram_moe_acts_alloc(be, c, m->lim.max_tokens, &m->moe_acts, err))
+        return -1;
     return alloc_qacts(m, err) || alloc_kv(m, err) ? -1 : 0;
 }
 
@@ -342,11 +388,13 @@ void tram_model_destroy(tram_model *m)
             for (size_t i = 0; i < TRAM_ARRAY_LEN(ws); i++)
                 if (ws[i]->data)
                     be->free_weight(be, ws[i]);
+            tram_moe_weights_free(be, &L->moe);
             be->free(be, L->k_cache);
             be->free(be, L->v_cache);
         }
         free(m->layers);
     }
+    tram_moe_acts_free(be, &m->moe_acts);
     if (m->output.data && m->output.data != m->tok_embd.data)
         be->free_weight(be, &m->output);
     if (m->tok_embd.data)
@@ -488,6 +536,11 @@ static void ffn_block(tram_model *m, int l, int n)
     tram_backend *be = m->be;
     const llama_layer *L = &m->layers[l];
     observe(m, l, TRAM_ACT_FFN_IN, m->a.xb, n, m->cfg.dim);
+    if (m->cfg.n_experts) {
+        tram_moe_forward(be, &L->moe, &m->moe_acts, m->a.proj, m->a.xb, n);
+        be->all_reduce(be, m->a.proj, (size_t)n * m->cfg.dim);
+        return;
+    }
     matmul_in(m, m->a.gate_up, m->a.xb, &m->xq_dim, &L->w_gate_up, n);
     const tram_qact *qa = qact_for(&m->xq_ffn, &L->w_down);
     if (qa)
