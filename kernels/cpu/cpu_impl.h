@@ -119,7 +119,7 @@ void cpu_int8_matmul(tram_backend *be, float *y, const float *x, const tram_weig
 void cpu_matmul_q(tram_backend *be, void *y, const tram_qact *qa, const tram_weight *w, int n);
 
 /* moe.c: the mixture-of-experts FFN and the shared expert's gated add */
-void cpu_moe(tram_backend *be, void *out, const void *x, const void *logits, const tram_moe_layer *L,
+void cpu_moe_ffn(tram_backend *be, void *out, const void *x, const void *logits, const tram_moe_layer *L,
              const tram_moe_scratch *s, int n);
 void cpu_add_gated(tram_backend *be, void *y, const void *x, const void *gate, int n, int dim);
 

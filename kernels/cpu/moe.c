@@ -89,7 +89,7 @@ static void add_back(float *out, const tram_moe_layer *L, const tram_moe_scratch
     }
 }
 
-void cpu_moe(tram_backend *be, void *out, const void *x, const void *logits, const tram_moe_layer *L,
+void cpu_moe_ffn(tram_backend *be, void *out, const void *x, const void *logits, const tram_moe_layer *L,
              const tram_moe_scratch *s, int n)
 {
     int rows = n * L->top_k, dim = s->dim;

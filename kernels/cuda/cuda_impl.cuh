@@ -1,6 +1,6 @@
 /* cuda_impl.cuh — the CUDA backend's private state, shared by its .cu files
  * (backend.cu: the op table, memory and life cycle; ops.cu: element-wise
- * kernels; attention.cu; gemm.cu; int8.cu; sampling.cu; graph.cu), as
+ * kernels; attention.cu; gemm.cu; int8.cu; sampling.cu; graph.cu; moe.cu), as
  * kernels/cpu/cpu_impl.h is the CPU's.  The helpers every file uses are
  * inline here, so that no file calls back into backend.cu. */
 #ifndef TRAM_CUDA_IMPL_CUH
@@ -46,6 +46,10 @@ static inline void cuda_gemm_plan_clear(cuda_gemm_plan *p)
 #define CUDA_GEMM_WORKSPACE (32u << 20)  /* what cuBLAS recommends for Hopper */
 
 typedef struct cuda_int8 cuda_int8;  /* int8.cu's scratch and plans */
+typedef struct cuda_moe cuda_moe;    /* moe.cu's cuBLAS handle and grouped-GEMM arrays */
+
+/* The most experts one rank holds of a layer (moe.cu's fixed arrays). */
+#define TRAM_MOE_MAX_EXPERTS 1024
 typedef struct cuda_sampler cuda_sampler;
 
 typedef struct {
@@ -68,6 +72,7 @@ typedef struct {
     ncclComm_t comm;                /* NULL when world_size == 1 */
     cudaGraphExec_t graphs[TRAM_CUDA_GRAPH_BUCKETS];
     cuda_int8 *int8;                /* NULL until the first int8 weight */
+    cuda_moe *moe;                  /* NULL until the first MoE layer */
 } cuda_state;
 
 static inline cuda_state *cuda_of(tram_backend *be) { return (cuda_state *)be->impl; }
@@ -132,6 +137,13 @@ void cuda_to_host_f32(tram_backend *be, float *dst, const void *src, size_t n);
 void cuda_attention(tram_backend *be, void *out, const void *q, const void *k_cache,
                     const void *v_cache, const tram_batch *b, const tram_attn_shape *s);
 void cuda_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n);
+
+/* moe.cu: the mixture-of-experts FFN, the shared expert's gated add, and
+ * the state they keep */
+void cuda_moe_ffn(tram_backend *be, void *out, const void *x, const void *logits, const tram_moe_layer *L,
+                  const tram_moe_scratch *s, int n);
+void cuda_add_gated(tram_backend *be, void *y, const void *x, const void *gate, int n, int dim);
+void cuda_moe_free(cuda_state *c);
 
 /* Frees sampling.cu's buffers (tram_cuda_sampler_reserve). */
 void cuda_sampler_free(cuda_state *c);
