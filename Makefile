@@ -128,7 +128,8 @@ CUDA_SRC   := $(wildcard kernels/cuda/*.cu)
 CUDA_OBJ   := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 CUDA_LIBDIR = $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
 CUDA_LIBS   = -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcublas -lnccl -lcudart
-GPU_PROGS  := $(BUILD)/tests/gpu/check_kernels $(BUILD)/tests/gpu/check_e2e $(BUILD)/tests/gpu/bench_device
+GPU_PROGS  := $(BUILD)/tests/gpu/check_kernels $(BUILD)/tests/gpu/check_e2e $(BUILD)/tests/gpu/bench_device \
+              $(BUILD)/tests/gpu/check_nccl
 
 # CUDA_BUILD and CUDA_BIN let tests/gpu/run.sh build its portable bundle
 # beside this build.

@@ -51,8 +51,9 @@ int tram_cuda_profile_blocks(const tram_cuda_pool_spec *s)
     return seqs * ((per + s->block_size - 1) / s->block_size);
 }
 
-static int profile_forward(tram_model *m, const tram_cuda_pool_spec *s, tram_error *err)
+static int profile_forward(tram_ranks *ranks, const tram_cuda_pool_spec *s, tram_error *err)
 {
+    tram_model *m = tram_ranks_model(ranks, 0);
     int seqs, per, bs = s->block_size, mb = s->max_blocks_per_seq;
     profile_shape(s, &seqs, &per);
     int n = seqs * per, vocab = tram_model_config_of(m)->vocab_size;
@@ -79,19 +80,22 @@ static int profile_forward(tram_model *m, const tram_cuda_pool_spec *s, tram_err
         tram_batch b = {.num_tokens = n, .num_seqs = seqs, .token_ids = ids, .positions = pos,
                         .slot_mapping = slots, .query_start = qs, .seq_lens = lens, .block_tables = tables,
                         .max_blocks_per_seq = mb, .logits_rows = rows, .num_logits = seqs};
-        rc = tram_model_forward(m, &b, logits, err);
+        rc = tram_ranks_forward(ranks, &b, logits, err);
     }
     free(ids), free(seq), free(logits);
     return rc;
 }
 
-int tram_cuda_fit_pool(tram_model *m, tram_backend *be, const tram_cuda_pool_spec *s, int *num_blocks,
-                       tram_error *err)
+/* Rank 0 holds the most (the lm_head besides its part), so its GPU decides. */
+int tram_cuda_fit_pool(tram_ranks *ranks, const tram_cuda_pool_spec *s, int *num_blocks, tram_error *err)
 {
+    tram_model *m = tram_ranks_model(ranks, 0);
+    tram_backend *be = tram_ranks_backend(ranks, 0);
     size_t free_bytes = 0, total = 0;
-    if (profile_forward(m, s, err) || device_memory(be, &free_bytes, &total, err))
+    if (profile_forward(ranks, s, err) || device_memory(be, &free_bytes, &total, err))
         return -1;
-    double block = (double)tram_model_kv_block_bytes(tram_model_config_of(m), s->block_size, be->act_bytes);
+    double block = (double)tram_model_kv_block_bytes(tram_model_config_of(m), s->block_size, be->act_bytes,
+                                                     be->world_size);
     /* the profiling pool holds the profile's blocks and the reserved ones */
     double in_use = (double)(total - free_bytes) - (tram_cuda_profile_blocks(s) + s->reserved_blocks) * block;
     double budget = s->utilization * (double)total - in_use, blocks = budget / block - s->reserved_blocks;
@@ -268,35 +272,72 @@ void tram_cuda_runner_destroy(tram_cuda_runner *g)
 
 void tram_cuda_runner_set_pad_block(tram_cuda_runner *g, int pad_block) { g->spec.pad_block = pad_block; }
 
+/* One step on every tensor-parallel rank, each on its own thread and GPU:
+ * the ranks' NCCL all-reduces meet inside the pass, captured graphs
+ * included.  Only rank 0's logits are kept; a rank's capture failure is
+ * reported to the runner after all ranks are done. */
+typedef struct {
+    const tram_batch *run;
+    int bucket;
+    const void *logits;                 /* rank 0's */
+    int replayed, captured;             /* rank 0's */
+    int capture_failed[TRAM_RANKS_MAX];
+    tram_error why[TRAM_RANKS_MAX];
+} rank_step;
+
 /* The forward pass, leaving the logits on the device.  A bucket met for the
  * first time runs eagerly (allocating whatever the pass needs), then is
  * captured (recording only) for the next steps.  A capture that fails turns
  * graphs off with one warning: the eager result stands. */
-static int forward(tram_cuda_runner *g, tram_model *m, int bucket, tram_error *err)
+static int forward(tram_ranks *ranks, int rank, void *ctx, tram_error *err)
 {
-    tram_backend *be = g->be;
-    if (bucket && tram_cuda_graph_ready(be, bucket)) {
-        g->stats.graph_steps++;
-        return tram_cuda_graph_replay(be, bucket, err);
+    rank_step *j = ctx;
+    tram_model *m = tram_ranks_model(ranks, rank);
+    tram_backend *be = tram_ranks_backend(ranks, rank);
+    if (tram_model_prepare(m, j->run, err))
+        return -1;
+    if (j->bucket && tram_cuda_graph_ready(be, j->bucket)) {
+        if (rank == 0)
+            j->replayed = 1;
+        return tram_cuda_graph_replay(be, j->bucket, err);
     }
-    g->logits = tram_model_run(m);
-    g->stats.eager_steps++;
-    if (!bucket)
+    const void *logits = tram_model_run(m);
+    if (rank == 0)
+        j->logits = logits;
+    if (!j->bucket)
         return 0;
     if (be->sync(be, err))
         return -1;
-    tram_error why = {{0}};
-    int rc = tram_cuda_graph_begin(be, &why);
+    int rc = tram_cuda_graph_begin(be, &j->why[rank]);
     if (!rc) {
         tram_model_run(m);
-        rc = tram_cuda_graph_end(be, bucket, &why);
+        rc = tram_cuda_graph_end(be, j->bucket, &j->why[rank]);
     }
-    if (rc) {
-        fprintf(stderr, "tram: CUDA graphs off, running eagerly: %s\n", why.msg);
-        g->spec.pad_block = -1;
+    j->capture_failed[rank] = rc != 0;
+    if (rank == 0)
+        j->captured = !rc;
+    return 0;
+}
+
+static int forward_ranks(tram_cuda_runner *g, tram_ranks *ranks, const tram_batch *run, int bucket,
+                         tram_error *err)
+{
+    rank_step j = {.run = run, .bucket = bucket};
+    if (tram_ranks_run(ranks, forward, &j, err))
+        return -1;
+    if (j.replayed) {
+        g->stats.graph_steps++;
         return 0;
     }
-    g->stats.captures++;
+    g->logits = j.logits;
+    g->stats.eager_steps++;
+    for (int k = 0; k < tram_ranks_world_size(ranks); k++)
+        if (j.capture_failed[k]) {
+            fprintf(stderr, "tram: CUDA graphs off, running eagerly: %s\n", j.why[k].msg);
+            g->spec.pad_block = -1;
+            return 0;
+        }
+    g->stats.captures += (uint64_t)j.captured;
     return 0;
 }
 
@@ -368,7 +409,7 @@ static int download_rest(tram_cuda_runner *g, int num_logits, float *logits, tra
     return be->sync(be, err);
 }
 
-int tram_cuda_runner_step(tram_cuda_runner *g, tram_model *m, const tram_batch *b, const tram_sched_item *items,
+int tram_cuda_runner_step(tram_cuda_runner *g, tram_ranks *ranks, const tram_batch *b, const tram_sched_item *items,
                           const int *item_row0, const int *item_nrows, float *logits, tram_error *err)
 {
     for (int r = 0; r < b->num_logits; r++)
@@ -377,11 +418,11 @@ int tram_cuda_runner_step(tram_cuda_runner *g, tram_model *m, const tram_batch *
         /* more prompt-logprobs rows than stay on the device: all on the host */
         g->stats.eager_steps++;
         g->stats.host_rows += (uint64_t)b->num_logits;
-        return tram_model_forward(m, b, logits, err);
+        return tram_ranks_forward(ranks, b, logits, err);
     }
     int bucket = g->spec.pad_block >= 0 ? tram_cuda_step_bucket(b, g->spec.max_seqs) : 0;
     tram_batch run = bucket ? tram_cuda_pad_batch(b, bucket, g->spec.pad_block, g->spec.block_size, &g->pad) : *b;
-    if (tram_model_prepare(m, &run, err) || forward(g, m, bucket, err) ||
+    if (forward_ranks(g, ranks, &run, bucket, err) ||
         sample_rows(g, b, items, item_row0, item_nrows, err))
         return -1;
     return download_rest(g, b->num_logits, logits, err);
@@ -408,10 +449,10 @@ int tram_cuda_runner_create(tram_cuda_runner **out, tram_backend *be, const tram
 void tram_cuda_runner_destroy(tram_cuda_runner *g) { free(g); }
 void tram_cuda_runner_set_pad_block(tram_cuda_runner *g, int pad_block) { (void)g, (void)pad_block; }
 
-int tram_cuda_runner_step(tram_cuda_runner *g, tram_model *m, const tram_batch *b, const tram_sched_item *items,
+int tram_cuda_runner_step(tram_cuda_runner *g, tram_ranks *ranks, const tram_batch *b, const tram_sched_item *items,
                           const int *item_row0, const int *item_nrows, float *logits, tram_error *err)
 {
-    (void)g, (void)m, (void)b, (void)items, (void)item_row0, (void)item_nrows, (void)logits;
+    (void)g, (void)ranks, (void)b, (void)items, (void)item_row0, (void)item_nrows, (void)logits;
     return tram_fail(err, NO_CUDA);
 }
 

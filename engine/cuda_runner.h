@@ -7,6 +7,7 @@
 #define TRAM_CUDA_RUNNER_H
 
 #include "kernels/base.h"
+#include "engine/ranks.h"
 #include "engine/scheduler.h"
 #include "kernels/cuda/cuda.h"
 #include "models/model.h"
@@ -29,8 +30,7 @@ int tram_cuda_profile_blocks(const tram_cuda_pool_spec *s);
  * for the block manager fit in utilization × device memory beside what is in
  * use, the profiling pool and the reserved blocks excepted.  Fails with the
  * numbers when not even one sequence of max_model_len fits. */
-int tram_cuda_fit_pool(tram_model *m, tram_backend *be, const tram_cuda_pool_spec *s, int *num_blocks,
-                       tram_error *err);
+int tram_cuda_fit_pool(tram_ranks *ranks, const tram_cuda_pool_spec *s, int *num_blocks, tram_error *err);
 
 /* ---- the CUDA step: graphs and sampling on the device ----
  *
@@ -106,10 +106,11 @@ void tram_cuda_runner_destroy(tram_cuda_runner *g);
 /* The pad block is known once the pool is sized. */
 void tram_cuda_runner_set_pad_block(tram_cuda_runner *g, int pad_block);
 
-/* Runs the scheduled step: the forward pass (a graph replay when
- * eligible), device draws, and logits[row][logits_width] (host) for the
- * rows left to the host sampler. */
-int tram_cuda_runner_step(tram_cuda_runner *g, tram_model *m, const tram_batch *b, const tram_sched_item *items,
+/* Runs the scheduled step: the forward pass on every rank (each a graph
+ * replay when eligible), device draws from rank 0's logits, and
+ * logits[row][logits_width] (host) for the rows left to the host sampler.
+ * The runner's backend is rank 0's. */
+int tram_cuda_runner_step(tram_cuda_runner *g, tram_ranks *ranks, const tram_batch *b, const tram_sched_item *items,
                           const int *item_row0, const int *item_nrows, float *logits, tram_error *err);
 /* The token drawn on the device for logits row `row` of the last step, or
  * -1 when that row is the host's. */

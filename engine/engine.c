@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/cuda_runner.h"
+#include "engine/ranks.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
@@ -22,8 +23,9 @@ struct tram_engine {
     tram_engine_config cfg;
     tram_model_file *file;
     tram_tokenizer *tok;
-    tram_backend *be;
-    tram_model *model;
+    tram_ranks *ranks;         /* every rank's backend and model part (engine/ranks.h) */
+    tram_backend *be;          /* rank 0's */
+    tram_model *model;         /* rank 0's: it samples */
     tram_block_manager *bm;
     tram_scheduler sched;
     tram_sampler *sampler;
@@ -70,6 +72,7 @@ void tram_engine_config_init(tram_engine_config *c)
         .quantization = "none",
         .load_format = "auto",
         .weight_format = "f32",
+        .tensor_parallel_size = 1,
     };
 }
 
@@ -102,18 +105,33 @@ static int check_config(const tram_engine_config *c, tram_error *err)
     return 0;
 }
 
-static int open_backend(tram_engine *e, tram_error *err)
+static tram_ranks_spec ranks_spec(const tram_engine_config *c)
 {
-    if (!strcmp(e->cfg.device, "cpu"))
-        return tram_backend_cpu_create(&e->be, e->cfg.num_threads, err);
-#ifdef TRAM_CUDA
-    if (!strcmp(e->cfg.device, "cuda"))
-        return tram_backend_cuda_create(&e->be, 0, err);
-#endif
-    if (!strcmp(e->cfg.device, "cuda"))
-        return tram_fail(err, "device cuda: this binary was built without CUDA (build bin/tram-cuda "
-                              "with `make cuda`)");
-    return tram_fail(err, "unknown device '%s' (expected cpu or cuda)", e->cfg.device);
+    return (tram_ranks_spec){.device = c->device, .world_size = c->tensor_parallel_size,
+                             .num_threads = c->num_threads};
+}
+
+/* The ranks' backends; the model's heads must split among them. */
+static int open_ranks(tram_engine *e, tram_error *err)
+{
+    tram_ranks_spec spec = ranks_spec(&e->cfg);
+    if (tram_ranks_check(&spec, tram_model_file_config(e->file), err) || tram_ranks_create(&e->ranks, &spec, err))
+        return -1;
+    e->be = tram_ranks_backend(e->ranks, 0);
+    return 0;
+}
+
+int tram_engine_check_parallel(const tram_engine_config *c, const char *model_path, tram_error *err)
+{
+    tram_model_file *f;
+    tram_error open_err;
+    int dummy = !strcmp(c->load_format, "dummy");
+    if (dummy ? tram_model_file_open_dummy(&f, c->preset, &open_err) : tram_model_file_open(&f, model_path, &open_err))
+        return 0; /* not a parallelism problem: create reports it */
+    tram_ranks_spec spec = ranks_spec(c);
+    int rc = tram_ranks_check(&spec, tram_model_file_config(f), err);
+    tram_model_file_close(f);
+    return rc;
 }
 
 /* Dummy weights (--load-format dummy) have no tokenizer of their own: they
@@ -166,8 +184,8 @@ static int fit_cuda_pool(tram_engine *e, tram_error *err)
 {
     tram_cuda_pool_spec spec = cuda_pool_spec(e);
     int blocks;
-    if (tram_cuda_fit_pool(e->model, e->be, &spec, &blocks, err) ||
-        tram_model_resize_kv(e->model, blocks + e->pad_blocks, err))
+    if (tram_cuda_fit_pool(e->ranks, &spec, &blocks, err) ||
+        tram_ranks_resize_kv(e->ranks, blocks + e->pad_blocks, err))
         return -1;
     e->cfg.num_kv_blocks = blocks;
     return 0;
@@ -190,7 +208,9 @@ static int size_pool(tram_engine *e, tram_error *err)
         e->cfg.num_kv_blocks = tram_cuda_profile_blocks(&spec);
         return 0;
     }
-    size_t block_bytes = tram_model_kv_block_bytes(mc, bs, e->be->act_bytes);
+    /* the budget holds every rank's part of a block */
+    int world = e->cfg.tensor_parallel_size;
+    size_t block_bytes = tram_model_kv_block_bytes(mc, bs, e->be->act_bytes, world) * world;
     size_t blocks = e->cfg.num_kv_blocks ? (size_t)e->cfg.num_kv_blocks
                                          : e->cfg.kv_cache_memory / block_bytes;
     if (blocks < (size_t)e->max_blocks_per_seq)
@@ -261,7 +281,7 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
      * no CUDA graphs, so no pad blocks for them */
     e->pad_blocks = !strcmp(e->cfg.device, "cuda") && !e->cfg.enforce_eager &&
                     !tram_model_file_config(e->file)->n_experts;
-    if (open_backend(e, err) || size_pool(e, err))
+    if (open_ranks(e, err) || size_pool(e, err))
         return -1;
     e->logits_width = tram_model_file_config(e->file)->vocab_size;
     e->vocab = TRAM_MIN(e->logits_width, tram_tokenizer_vocab_size(e->tok));
@@ -276,8 +296,8 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
         .quantize_int8 = !strcmp(e->cfg.quantization, "int8"),
         .keep_blocks = !strcmp(e->cfg.weight_format, "native"),
     };
-    if (alloc_step_arrays(e, err) || tram_model_create(&e->model, e->file, e->be, &lim, err) ||
-        open_cuda_runner(e, err) || (e->cuda_pool && fit_cuda_pool(e, err)) ||
+    if (alloc_step_arrays(e, err) || tram_ranks_load(e->ranks, e->file, &lim, err) ||
+        !(e->model = tram_ranks_model(e->ranks, 0)) || open_cuda_runner(e, err) || (e->cuda_pool && fit_cuda_pool(e, err)) ||
         tram_bm_create(&e->bm, e->cfg.num_kv_blocks, bs, e->cfg.enable_prefix_caching,
                        name_salt(e->model_name), err) ||
         tram_scheduler_init(&e->sched, e->bm, e->cfg.policy, e->cfg.max_num_batched_tokens,
@@ -320,9 +340,7 @@ void tram_engine_destroy(tram_engine *e)
     tram_bm_destroy(e->bm);
     tram_sampler_destroy(e->sampler);
     tram_cuda_runner_destroy(e->cuda);
-    tram_model_destroy(e->model);
-    if (e->be)
-        e->be->destroy(e->be);
+    tram_ranks_destroy(e->ranks);
     tram_tokenizer_free(e->tok);
     tram_model_file_close(e->file);
     void *bufs[] = {e->tok_ids, e->positions, e->slots, e->query_start, e->seq_lens,
@@ -821,9 +839,9 @@ int tram_engine_step(tram_engine *e, const tram_output **outs, int *num_outs, tr
     mark_scheduled(e);
     if (e->sched.num_items > 0) {
         tram_batch b = build_batch(e);
-        if (e->cuda ? tram_cuda_runner_step(e->cuda, e->model, &b, e->sched.items, e->item_row0,
+        if (e->cuda ? tram_cuda_runner_step(e->cuda, e->ranks, &b, e->sched.items, e->item_row0,
                                             e->item_nrows, e->logits, err)
-                   : tram_model_forward(e->model, &b, e->logits, err))
+                   : tram_ranks_forward(e->ranks, &b, e->logits, err))
             return -1;
         e->stats.forward_tokens_total += (uint64_t)b.num_tokens;
         for (int i = 0; i < e->sched.num_items; i++)

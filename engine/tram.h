@@ -85,9 +85,17 @@ typedef struct {
     char preset[256];             /* dummy weights' shape: a name in models/presets or a .json */
     char tokenizer[512];          /* tokenizer file or directory; "" = the model path's own */
     int enforce_eager;            /* CUDA: run decode steps op by op, no CUDA graphs (0) */
+    int tensor_parallel_size;     /* ranks, one thread each (GPUs on CUDA): heads and FFN split
+                                     among them (engine/ranks.h) (1) */
 } tram_engine_config;
 
 void tram_engine_config_init(tram_engine_config *c);
+
+/* Checks c->tensor_parallel_size against the model at model_path (or the
+ * dummy preset): the heads and FFN must split evenly, and on CUDA as many
+ * GPUs must exist.  -1 and one sentence on failure; 0 also when the model
+ * cannot be opened (create reports that).  create checks the same. */
+int tram_engine_check_parallel(const tram_engine_config *c, const char *model_path, tram_error *err);
 
 /* Opens the model file (GGUF or HF directory) and its tokenizer, creates the
  * backend named by c->device and the model with a KV pool sized from the

@@ -172,15 +172,33 @@ struct tram_backend {
     /* Sum of x across tensor-parallel ranks, in place. */
     void (*all_reduce)(tram_backend *be, void *x, size_t n);
 
+    /* Makes the calling thread's work go to this backend's device: a rank
+     * thread calls it before anything else (CUDA: cudaSetDevice).  NULL: the
+     * backend needs nothing (the CPU). */
+    void (*bind_thread)(tram_backend *be);
+
     /* Waits for queued work; returns the first recorded error, then clears it. */
     int (*sync)(tram_backend *be, tram_error *err);
     void (*destroy)(tram_backend *be);
 };
 
 int tram_backend_cpu_create(tram_backend **out, int num_threads, tram_error *err);
+/* CPU tensor parallelism: the ranks of one process, one thread each, share a
+ * group, through which all_reduce adds in a fixed order (kernels/cpu/
+ * allreduce.c): the sum is the same bits whatever the threads' timing. */
+typedef struct tram_cpu_group tram_cpu_group;
+int tram_cpu_group_create(tram_cpu_group **out, int world_size, tram_error *err);
+void tram_cpu_group_destroy(tram_cpu_group *g);
+/* Rank `rank` of g, with num_threads OpenMP threads of its own. */
+int tram_backend_cpu_create_rank(tram_backend **out, int num_threads, tram_cpu_group *g, int rank,
+                                 tram_error *err);
 #ifdef TRAM_CUDA
 /* Fails with one clear sentence when no usable GPU is present. */
 int tram_backend_cuda_create(tram_backend **out, int device_index, tram_error *err);
+/* Tensor parallelism: world_size backends on devices 0 .. world_size-1, out[r]
+ * rank r, their NCCL communicators made by one ncclCommInitAll; fails with one
+ * sentence when fewer GPUs are present. */
+int tram_backend_cuda_create_ranks(tram_backend **out, int world_size, tram_error *err);
 #endif
 
 #ifdef __cplusplus

@@ -10,15 +10,16 @@
 #include "models/moe.h"
 #include "models/moe_files.h"
 #include "models/quantize.h"
+#include "models/shard.h"
 
 typedef struct {
     tram_weight attn_norm;     /* (1, dim) */
     tram_weight wqkv;          /* (qd + 2*kd, dim): q rows, then k, then v (qd = n_heads*head_dim,
-                                  kd = n_kv_heads*head_dim) */
+                                  kd = n_kv_heads*head_dim, this rank's heads: models/shard.h) */
     tram_weight bqkv;          /* Qwen2 biases, (1, qd + 2*kd) in the same order, or empty */
     tram_weight wo;            /* (dim, n_heads*head_dim) */
     tram_weight ffn_norm;      /* (1, dim) */
-    tram_weight w_gate_up;     /* (2*ffn, dim): gate rows, then up rows */
+    tram_weight w_gate_up;     /* (2*ffn, dim): gate rows, then up rows (this rank's ffn) */
     tram_weight w_down;        /* (dim, ffn) */
     tram_moe_weights moe;      /* in place of the three above when the model has experts */
     void *k_cache, *v_cache;   /* (num_blocks*block_size, n_kv_heads*head_dim) */
@@ -48,11 +49,12 @@ struct tram_model {
     tram_model_config cfg;
     tram_model_limits lim;
     tram_backend *be;
-    tram_attn_shape shape;
+    tram_shard shard;          /* this rank's heads and FFN slice (all of them at world size 1) */
+    tram_attn_shape shape;     /* this rank's heads */
     float *inv_freq;           /* backend copy, (head_dim/2) */
     tram_weight tok_embd;      /* (vocab, dim) */
     tram_weight output_norm;   /* (1, dim) */
-    tram_weight output;        /* (vocab, dim); aliases tok_embd when tied */
+    tram_weight output;        /* (vocab, dim); aliases tok_embd when tied; rank 0 only when not */
     llama_layer *layers;
     llama_acts a;
     /* int8 copies of xb and hidden for W8A8 matrices, written by the norm and
@@ -67,41 +69,12 @@ struct tram_model {
 
 /* ---------------------------------------------------------------- loading */
 
-/* GGUF blocks kept as stored: the rows of each tensor are whole blocks, so
- * stacking tensors by rows is concatenating their bytes. */
-static int load_blocks(tram_model *m, tram_model_file *f, tram_weight *w, const char *const *names,
-                       const int64_t *counts, int n_names, int rows, int cols, tram_wtype type, float *scratch,
-                       tram_error *err)
-{
-    size_t off = 0, bytes;
-    for (int i = 0; i < n_names; i++, off += bytes)
-        if (tram_model_file_read_blocks(f, names[i], (char *)scratch + off, counts[i], &bytes, err))
-            return -1;
-    m->be->upload_weight_blocks(m->be, w, scratch, rows, cols, type);
-    return m->be->sync(m->be, err);
-}
-
-/* Reads tensors of counts[i] values each, one after the other, into one
- * rows x cols weight: matrices stacked by rows, vectors end to end. */
-static int load_weight(tram_model *m, tram_model_file *f, tram_weight *w, const char *const *names,
-                       const int64_t *counts, int n_names, int rows, int cols, tram_wtype type, float *scratch,
-                       tram_error *err)
-{
-    if (type >= TRAM_W_Q8_0)
-        return load_blocks(m, f, w, names, counts, n_names, rows, cols, type, scratch, err);
-    size_t off = 0;
-    for (int i = 0; i < n_names; off += counts[i++])
-        if (tram_model_file_read_f32(f, names[i], scratch + off, counts[i], err))
-            return -1;
-    m->be->upload_weight(m->be, w, scratch, rows, cols, type);
-    return m->be->sync(m->be, err);
-}
-
+/* A weight every rank holds whole (norms, the embedding, the lm_head). */
 static int load_one(tram_model *m, tram_model_file *f, tram_weight *w, const char *name, int rows,
-                    int cols, tram_wtype type, float *scratch, tram_error *err)
+                    int cols, tram_wtype type, tram_shard_scratch *sc, tram_error *err)
 {
-    int64_t count = (int64_t)rows * cols;
-    return load_weight(m, f, w, &name, &count, 1, rows, cols, type, scratch, err);
+    tram_shard_part whole = tram_shard_whole(name, rows, cols);
+    return tram_shard_load(m->be, f, w, &whole, 1, rows, cols, type, sc, err);
 }
 
 /* Int8 for a matrix the file stores as int8, or one the limits quantize at
@@ -132,45 +105,52 @@ static tram_wtype stacked_type(const tram_model *m, tram_model_file *f, const ch
 /* q, k and v are read into one matrix (vLLM's QKVParallelLinear): one product
  * and one pass over the input instead of three.  Every format's rows are
  * independent (int8 rows keep their own scales, GGUF blocks never cross a
- * row), so stacking rows is exact. */
-static int load_qkv(tram_model *m, tram_model_file *f, int l, float *scratch, tram_error *err)
+ * row), so stacking rows is exact.  Under tensor parallelism each of q, k
+ * and v gives this rank's heads' rows, and the biases the same elements. */
+static int load_qkv(tram_model *m, tram_model_file *f, int l, tram_shard_scratch *sc, tram_error *err)
 {
     const tram_model_config *c = &m->cfg;
+    const tram_shard *s = &m->shard;
     llama_layer *L = &m->layers[l];
-    int qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;
+    int hd = c->head_dim, qd = c->n_heads * hd, kd = c->n_kv_heads * hd;
+    int q0 = s->head0 * hd, qn = s->n_heads * hd, k0 = s->kv_head0 * hd, kn = s->n_kv_heads * hd;
     char n[6][64];
     static const char *const suffix[6] = {"attn_q.weight", "attn_k.weight", "attn_v.weight",
                                           "attn_q.bias", "attn_k.bias", "attn_v.bias"};
     for (int i = 0; i < 6; i++)
         snprintf(n[i], sizeof(n[i]), "blk.%d.%s", l, suffix[i]);
-    const char *w[3] = {n[0], n[1], n[2]}, *b[3] = {n[3], n[4], n[5]};
-    int64_t wc[3] = {(int64_t)qd * c->dim, (int64_t)kd * c->dim, (int64_t)kd * c->dim}, bc[3] = {qd, kd, kd};
-    if (load_weight(m, f, &L->wqkv, w, wc, 3, qd + 2 * kd, c->dim, stacked_type(m, f, w, 3), scratch, err))
+    const char *names[3] = {n[0], n[1], n[2]};
+    tram_shard_part w[3] = {tram_shard_rows(n[0], qd, c->dim, q0, qn), tram_shard_rows(n[1], kd, c->dim, k0, kn),
+                            tram_shard_rows(n[2], kd, c->dim, k0, kn)};
+    tram_shard_part b[3] = {tram_shard_rows(n[3], qd, 1, q0, qn), tram_shard_rows(n[4], kd, 1, k0, kn),
+                            tram_shard_rows(n[5], kd, 1, k0, kn)};
+    if (tram_shard_load(m->be, f, &L->wqkv, w, 3, qn + 2 * kn, c->dim, stacked_type(m, f, names, 3), sc, err))
         return -1;
-    return c->qkv_bias ? load_weight(m, f, &L->bqkv, b, bc, 3, 1, qd + 2 * kd, TRAM_W_F32, scratch, err) : 0;
+    return c->qkv_bias ? tram_shard_load(m->be, f, &L->bqkv, b, 3, 1, qn + 2 * kn, TRAM_W_F32, sc, err) : 0;
 }
 
-/* The router, this rank's experts (each with its gate and up stacked, like
- * the dense FFN's) and the shared expert, if any.  The router stays at the
- * backend's format: routing decisions are not worth an int8 error. */
-static int load_moe(tram_model *m, tram_model_file *f, int l, float *scratch, tram_error *err)
+/* The router, this rank's experts whole (expert parallelism; each with its
+ * gate and up stacked, like the dense FFN's) and its slice of the shared
+ * expert, split like a dense FFN.  The router stays at the backend's format:
+ * routing decisions are not worth an int8 error. */
+static int load_moe(tram_model *m, tram_model_file *f, int l, tram_shard_scratch *sc, tram_error *err)
 {
     const tram_model_config *c = &m->cfg;
     tram_moe_weights *W = &m->layers[l].moe;
     char n[4][64];
     snprintf(n[0], sizeof(n[0]), "blk.%d.ffn_gate_inp.weight", l);
     if (tram_moe_weights_init(W, c, m->be, err) ||
-        load_one(m, f, &W->router, n[0], c->n_experts, c->dim, m->lim.weight_type, scratch, err))
+        load_one(m, f, &W->router, n[0], c->n_experts, c->dim, m->lim.weight_type, sc, err))
         return -1;
     const char *gate_up[2] = {n[0], n[1]};
     for (int i = 0; i < W->layer.count; i++) {
         static const char *const kinds[3] = {"ffn_gate", "ffn_up", "ffn_down"};
         for (int k = 0; k < 3; k++)
             tram_moe_expert_name(n[k], sizeof(n[k]), l, kinds[k], W->layer.first + i);
-        int64_t half = (int64_t)c->ffn_dim * c->dim, counts[2] = {half, half};
-        if (load_weight(m, f, &W->gate_up[i], gate_up, counts, 2, 2 * c->ffn_dim, c->dim,
-                        stacked_type(m, f, gate_up, 2), scratch, err) ||
-            load_one(m, f, &W->down[i], n[2], c->dim, c->ffn_dim, matrix_type(m, f, n[2]), scratch, err))
+        tram_shard_part gu[2] = {tram_shard_whole(n[0], c->ffn_dim, c->dim), tram_shard_whole(n[1], c->ffn_dim, c->dim)};
+        if (tram_shard_load(m->be, f, &W->gate_up[i], gu, 2, 2 * c->ffn_dim, c->dim, stacked_type(m, f, gate_up, 2),
+                            sc, err) ||
+            load_one(m, f, &W->down[i], n[2], c->dim, c->ffn_dim, matrix_type(m, f, n[2]), sc, err))
             return -1;
     }
     if (!c->shared_ffn_dim)
@@ -178,36 +158,42 @@ static int load_moe(tram_model *m, tram_model_file *f, int l, float *scratch, tr
     static const char *const shexp[4] = {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", "ffn_gate_inp_shexp"};
     for (int k = 0; k < 4; k++)
         snprintf(n[k], sizeof(n[k]), "blk.%d.%s.weight", l, shexp[k]);
-    int64_t half = (int64_t)c->shared_ffn_dim * c->dim, counts[2] = {half, half};
-    return load_weight(m, f, &W->shared_gate_up, gate_up, counts, 2, 2 * c->shared_ffn_dim, c->dim,
-                       stacked_type(m, f, gate_up, 2), scratch, err) ||
-           load_one(m, f, &W->shared_down, n[2], c->dim, c->shared_ffn_dim, matrix_type(m, f, n[2]), scratch,
-                    err) ||
-           load_one(m, f, &W->shared_gate, n[3], 1, c->dim, m->lim.weight_type, scratch, err);
+    int sh = c->shared_ffn_dim, sn = sh / m->shard.world_size, s0 = m->shard.rank * sn;
+    tram_shard_part gu[2] = {tram_shard_rows(n[0], sh, c->dim, s0, sn), tram_shard_rows(n[1], sh, c->dim, s0, sn)};
+    tram_shard_part down = tram_shard_cols(n[2], c->dim, sh, s0, sn);
+    return tram_shard_load(m->be, f, &W->shared_gate_up, gu, 2, 2 * sn, c->dim, stacked_type(m, f, gate_up, 2), sc,
+                           err) ||
+           tram_shard_load(m->be, f, &W->shared_down, &down, 1, c->dim, sn, matrix_type(m, f, n[2]), sc, err) ||
+           load_one(m, f, &W->shared_gate, n[3], 1, c->dim, m->lim.weight_type, sc, err);
 }
 
-static int load_layer(tram_model *m, tram_model_file *f, int l, float *scratch, tram_error *err)
+/* gate and up by rows (this rank's FFN slice of each), o_proj and down by
+ * columns (this rank's heads, its FFN slice): their partial sums meet in
+ * all_reduce. */
+static int load_layer(tram_model *m, tram_model_file *f, int l, tram_shard_scratch *sc, tram_error *err)
 {
     const tram_model_config *c = &m->cfg;
+    const tram_shard *s = &m->shard;
     llama_layer *L = &m->layers[l];
-    int qd = c->n_heads * c->head_dim;
+    int hd = c->head_dim, qd = c->n_heads * hd, q0 = s->head0 * hd, qn = s->n_heads * hd;
+    int ffn = c->ffn_dim, f0 = s->ffn0, fn = s->ffn_dim;
     char n[6][64];
     static const char *const suffix[6] = {"attn_norm.weight", "attn_output.weight", "ffn_norm.weight",
                                           "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
     for (int i = 0; i < 6; i++)
         snprintf(n[i], sizeof(n[i]), "blk.%d.%s", l, suffix[i]);
     const char *gate_up[2] = {n[3], n[4]};
-    int64_t half = (int64_t)c->ffn_dim * c->dim, gu_counts[2] = {half, half};
-    if (load_one(m, f, &L->attn_norm, n[0], 1, c->dim, TRAM_W_F32, scratch, err) ||
-        load_qkv(m, f, l, scratch, err) ||
-        load_one(m, f, &L->wo, n[1], c->dim, qd, matrix_type(m, f, n[1]), scratch, err) ||
-        load_one(m, f, &L->ffn_norm, n[2], 1, c->dim, TRAM_W_F32, scratch, err))
+    tram_shard_part o = tram_shard_cols(n[1], c->dim, qd, q0, qn), down = tram_shard_cols(n[5], c->dim, ffn, f0, fn);
+    tram_shard_part gu[2] = {tram_shard_rows(n[3], ffn, c->dim, f0, fn), tram_shard_rows(n[4], ffn, c->dim, f0, fn)};
+    if (load_one(m, f, &L->attn_norm, n[0], 1, c->dim, TRAM_W_F32, sc, err) ||
+        load_qkv(m, f, l, sc, err) ||
+        tram_shard_load(m->be, f, &L->wo, &o, 1, c->dim, qn, matrix_type(m, f, n[1]), sc, err) ||
+        load_one(m, f, &L->ffn_norm, n[2], 1, c->dim, TRAM_W_F32, sc, err))
         return -1;
     if (c->n_experts)
-        return load_moe(m, f, l, scratch, err);
-    return load_weight(m, f, &L->w_gate_up, gate_up, gu_counts, 2, 2 * c->ffn_dim, c->dim,
-                       stacked_type(m, f, gate_up, 2), scratch, err) ||
-           load_one(m, f, &L->w_down, n[5], c->dim, c->ffn_dim, matrix_type(m, f, n[5]), scratch, err);
+        return load_moe(m, f, l, sc, err);
+    return tram_shard_load(m->be, f, &L->w_gate_up, gu, 2, 2 * fn, c->dim, stacked_type(m, f, gate_up, 2), sc, err) ||
+           tram_shard_load(m->be, f, &L->w_down, &down, 1, c->dim, fn, matrix_type(m, f, n[5]), sc, err);
 }
 
 /* Inverse RoPE frequencies, divided by the per-frequency factors that
@@ -235,24 +221,25 @@ static int load_weights(tram_model *m, tram_model_file *f, tram_error *err)
     size_t qkv = (size_t)(c->n_heads + 2 * c->n_kv_heads) * c->head_dim * c->dim;
     size_t biggest = TRAM_MAX(TRAM_MAX((size_t)c->vocab_size * c->dim, (size_t)2 * c->ffn_dim * c->dim), qkv);
     biggest = TRAM_MAX(biggest, (size_t)2 * c->shared_ffn_dim * c->dim);
-    float *scratch = tram_calloc(biggest, sizeof(float), err);
-    if (!scratch)
+    tram_shard_scratch sc;
+    if (tram_shard_scratch_init(&sc, biggest, err))
         return -1;
     /* A tied table is also the lm_head, and takes its format; an untied one is
-     * only looked up a row at a time and stays at full precision. */
+     * only looked up a row at a time and stays at full precision.  Every rank
+     * holds the table (a lookup needs no communication); only rank 0, which
+     * samples, holds an untied lm_head and computes logits. */
     tram_wtype embd_type = c->tied_embeddings ? matrix_type(m, f, "token_embd.weight") : m->lim.weight_type;
-    int rc = load_inv_freq(m, f, scratch, err) ||
-             load_one(m, f, &m->tok_embd, "token_embd.weight", c->vocab_size, c->dim, embd_type, scratch,
-                      err) ||
-             load_one(m, f, &m->output_norm, "output_norm.weight", 1, c->dim, TRAM_W_F32, scratch, err);
+    int rc = load_inv_freq(m, f, sc.whole, err) ||
+             load_one(m, f, &m->tok_embd, "token_embd.weight", c->vocab_size, c->dim, embd_type, &sc, err) ||
+             load_one(m, f, &m->output_norm, "output_norm.weight", 1, c->dim, TRAM_W_F32, &sc, err);
     if (!rc && c->tied_embeddings)
         m->output = m->tok_embd;
-    else if (!rc)
+    else if (!rc && m->shard.rank == 0)
         rc = load_one(m, f, &m->output, "output.weight", c->vocab_size, c->dim,
-                      matrix_type(m, f, "output.weight"), scratch, err);
+                      matrix_type(m, f, "output.weight"), &sc, err);
     for (int l = 0; !rc && l < c->n_layers; l++)
-        rc = load_layer(m, f, l, scratch, err);
-    free(scratch);
+        rc = load_layer(m, f, l, &sc, err);
+    tram_shard_scratch_free(&sc);
     return rc ? -1 : 0;
 }
 
@@ -261,7 +248,7 @@ static int load_weights(tram_model *m, tram_model_file *f, tram_error *err)
 static int alloc_kv(tram_model *m, tram_error *err)
 {
     tram_backend *be = m->be;
-    size_t kd = (size_t)m->cfg.n_kv_heads * m->cfg.head_dim;
+    size_t kd = (size_t)m->shard.n_kv_heads * m->cfg.head_dim;
     size_t kv_bytes = (size_t)m->lim.num_blocks * m->lim.block_size * kd * be->act_bytes;
     for (int l = 0; l < m->cfg.n_layers; l++) {
         m->layers[l].k_cache = be->alloc(be, kv_bytes);
@@ -291,7 +278,7 @@ static int alloc_qacts(tram_model *m, tram_error *err)
     }
     if (!any)
         return 0;
-    return alloc_qact(m, &m->xq_dim, m->cfg.dim, err) || alloc_qact(m, &m->xq_ffn, m->cfg.ffn_dim, err) ? -1 : 0;
+    return alloc_qact(m, &m->xq_dim, m->cfg.dim, err) || alloc_qact(m, &m->xq_ffn, m->shard.ffn_dim, err) ? -1 : 0;
 }
 
 static int alloc_buffers(tram_model *m, tram_error *err)
@@ -299,13 +286,14 @@ static int alloc_buffers(tram_model *m, tram_error *err)
     const tram_model_config *c = &m->cfg;
     tram_backend *be = m->be;
     size_t t = m->lim.max_tokens, s = m->lim.max_seqs, ab = be->act_bytes;
-    size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t qd = (size_t)m->shard.n_heads * c->head_dim, kd = (size_t)m->shard.n_kv_heads * c->head_dim;
+    size_t ffn = m->shard.ffn_dim;
     struct { void **p; size_t bytes; } bufs[] = {
         {&m->a.x, t * c->dim * ab}, {&m->a.xb, t * c->dim * ab}, {&m->a.qkv, t * (qd + 2 * kd) * ab},
         {&m->a.q, t * qd * ab},
         {&m->a.k, t * kd * ab}, {&m->a.v, t * kd * ab}, {&m->a.att, t * qd * ab},
-        {&m->a.proj, t * c->dim * ab}, {&m->a.gate_up, t * 2 * c->ffn_dim * ab},
-        {&m->a.hidden, t * c->ffn_dim * ab}, {&m->a.last, s * c->dim * ab},
+        {&m->a.proj, t * c->dim * ab}, {&m->a.gate_up, t * 2 * ffn * ab},
+        {&m->a.hidden, t * ffn * ab}, {&m->a.last, s * c->dim * ab},
         {&m->a.logits, s * c->vocab_size * sizeof(float)},  /* act_bytes <= 4 */
         {(void **)&m->bb.token_ids, t * 4}, {(void **)&m->bb.positions, t * 4},
         {(void **)&m->bb.slot_mapping, t * 4}, {(void **)&m->bb.query_start, (s + 1) * 4},
@@ -338,9 +326,10 @@ int tram_model_resize_kv(tram_model *m, int num_blocks, tram_error *err)
     return alloc_kv(m, err);
 }
 
-size_t tram_model_kv_block_bytes(const tram_model_config *c, int block_size, int act_bytes)
+size_t tram_model_kv_block_bytes(const tram_model_config *c, int block_size, int act_bytes, int world_size)
 {
-    return (size_t)2 * c->n_layers * block_size * c->n_kv_heads * c->head_dim * act_bytes;
+    int kv_heads = TRAM_MAX(1, c->n_kv_heads / world_size); /* divided, or one replicated */
+    return (size_t)2 * c->n_layers * block_size * kv_heads * c->head_dim * act_bytes;
 }
 
 static int limits_check(const tram_model_limits *lim, tram_error *err)
@@ -364,7 +353,11 @@ int tram_model_create(tram_model **out, tram_model_file *f, tram_backend *be,
     m->cfg = *tram_model_file_config(f);
     m->lim = *lim;
     m->be = be;
-    m->shape = (tram_attn_shape){m->cfg.n_heads, m->cfg.n_kv_heads, m->cfg.head_dim, lim->block_size,
+    if (tram_shard_plan(&m->shard, &m->cfg, be->rank, be->world_size, err)) {
+        free(m);
+        return -1;
+    }
+    m->shape = (tram_attn_shape){m->shard.n_heads, m->shard.n_kv_heads, m->cfg.head_dim, lim->block_size,
                                  1.0f / sqrtf((float)m->cfg.head_dim)};
     m->layers = tram_calloc(m->cfg.n_layers, sizeof(*m->layers), err);
     if (!m->layers || load_weights(m, f, err) || alloc_buffers(m, err)) {
@@ -517,7 +510,7 @@ static void attention_block(tram_model *m, int l, const tram_batch *d)
 {
     tram_backend *be = m->be;
     const llama_layer *L = &m->layers[l];
-    int n = d->num_tokens, qd = m->cfg.n_heads * m->cfg.head_dim, kd = m->cfg.n_kv_heads * m->cfg.head_dim;
+    int n = d->num_tokens, qd = m->shard.n_heads * m->cfg.head_dim, kd = m->shard.n_kv_heads * m->cfg.head_dim;
     observe(m, l, TRAM_ACT_ATTN_IN, m->a.xb, n, m->cfg.dim);
     matmul_in(m, m->a.qkv, m->a.xb, &m->xq_dim, &L->wqkv, n);
     if (m->cfg.qkv_bias)
@@ -544,10 +537,10 @@ static void ffn_block(tram_model *m, int l, int n)
     matmul_in(m, m->a.gate_up, m->a.xb, &m->xq_dim, &L->w_gate_up, n);
     const tram_qact *qa = qact_for(&m->xq_ffn, &L->w_down);
     if (qa)
-        be->silu_mul_q(be, m->a.hidden, qa, m->a.gate_up, n, m->cfg.ffn_dim);
+        be->silu_mul_q(be, m->a.hidden, qa, m->a.gate_up, n, m->shard.ffn_dim);
     else
-        be->silu_mul(be, m->a.hidden, m->a.gate_up, n, m->cfg.ffn_dim);
-    observe(m, l, TRAM_ACT_FFN_HIDDEN, m->a.hidden, n, m->cfg.ffn_dim);
+        be->silu_mul(be, m->a.hidden, m->a.gate_up, n, m->shard.ffn_dim);
+    observe(m, l, TRAM_ACT_FFN_HIDDEN, m->a.hidden, n, m->shard.ffn_dim);
     matmul_in(m, m->a.proj, m->a.hidden, &m->xq_ffn, &L->w_down, n);
     be->all_reduce(be, m->a.proj, (size_t)n * m->cfg.dim);
 }
@@ -595,9 +588,12 @@ int tram_model_forward(tram_model *m, const tram_batch *b, float *logits, tram_e
 {
     if (batch_check(m, b, err))
         return -1;
+    if (logits && m->shard.rank != 0)
+        return tram_fail(err, "tensor-parallel rank %d computes no logits: rank 0 does", m->shard.rank);
     tram_batch d = upload_batch(m, b);
     run_layers(m, &d);
-    logits_block(m, &d, logits);
+    if (logits)
+        logits_block(m, &d, logits);
     return m->be->sync(m->be, err);
 }
 
@@ -617,6 +613,8 @@ const void *tram_model_run(tram_model *m)
     tram_backend *be = m->be;
     const tram_batch *d = &m->prepared;
     run_layers(m, d);
+    if (m->shard.rank != 0)
+        return NULL;
     be->gather_rows(be, m->a.last, m->a.xb, d->logits_rows, d->num_logits, m->cfg.dim);
     be->matmul(be, m->a.logits, m->a.last, &m->output, d->num_logits);
     return m->a.logits;

@@ -91,9 +91,13 @@ typedef struct {
 
 typedef struct tram_model tram_model;
 
-/* Bytes of KV cache one block takes across all layers (to size the pool). */
-size_t tram_model_kv_block_bytes(const tram_model_config *c, int block_size, int act_bytes);
+/* Bytes of KV cache one block takes across all layers on one rank of
+ * world_size (1: unsharded), to size the pool. */
+size_t tram_model_kv_block_bytes(const tram_model_config *c, int block_size, int act_bytes, int world_size);
 
+/* Loads be's tensor-parallel part of the model (be->rank of be->world_size,
+ * models/shard.h): its own heads, FFN slice and KV pool; the ranks of one
+ * world are created on the same file with the same limits. */
 int tram_model_create(tram_model **out, tram_model_file *f, tram_backend *be,
                       const tram_model_limits *lim, tram_error *err);
 void tram_model_destroy(tram_model *m);
@@ -102,16 +106,18 @@ void tram_model_destroy(tram_model *m);
 int tram_model_resize_kv(tram_model *m, int num_blocks, tram_error *err);
 const tram_model_config *tram_model_config_of(const tram_model *m);
 
-/* Runs the batch and writes logits[num_logits][vocab] (host, f32). */
+/* Runs the batch and writes logits[num_logits][vocab] (host, f32).  Under
+ * tensor parallelism every rank runs every batch (their all-reduces meet) and
+ * only rank 0 computes logits: the others pass logits = NULL. */
 int tram_model_forward(tram_model *m, const tram_batch *b, float *logits, tram_error *err);
 
 /* The same pass in two halves, for a GPU engine that samples on the device
  * and replays CUDA graphs: prepare checks the batch (at most max_seqs logits
  * rows) and uploads its arrays into buffers whose addresses never change;
  * run queues the whole forward pass on those buffers (device work only, so a
- * graph can capture it) and returns the logits, backend memory
- * [num_logits][vocab] in the backend's activation type, valid until the next
- * pass.  Neither syncs. */
+ * graph can capture it, all-reduces included) and returns the logits, backend
+ * memory [num_logits][vocab] in the backend's activation type, valid until
+ * the next pass (NULL on ranks other than 0).  Neither syncs. */
 int tram_model_prepare(tram_model *m, const tram_batch *b, tram_error *err);
 const void *tram_model_run(tram_model *m);
 

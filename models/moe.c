@@ -78,12 +78,13 @@ void tram_moe_acts_free(tram_backend *be, tram_moe_acts *a)
     *a = (tram_moe_acts){0};
 }
 
-/* Qwen2-MoE: out += sigmoid(shared_gate · x) * shared_expert(x), once over
- * all ranks (on rank 0), so that the all-reduce counts it once. */
+/* Qwen2-MoE: out += sigmoid(shared_gate · x) * shared_expert(x).  Each rank
+ * holds a slice of the shared FFN and the whole gate: the gate scales every
+ * rank's partial sum alike, so the all-reduce adds up the gated whole. */
 static void shared_expert(tram_backend *be, const tram_moe_weights *w, const tram_moe_acts *a, void *out,
                           const void *x, int n)
 {
-    if (!w->shared_gate_up.data || be->rank != 0)
+    if (!w->shared_gate_up.data)
         return;
     be->matmul(be, a->shared_gate_up, x, &w->shared_gate_up, n);
     be->silu_mul(be, a->shared_hidden, a->shared_gate_up, n, w->shared_down.cols);

@@ -15,7 +15,8 @@ typedef struct {
     tram_weight *gate_up, *down;    /* [layer.count] the experts this rank holds */
     tram_moe_layer layer;           /* routing parameters; points into gate_up and down */
     /* Qwen2-MoE's shared expert (data NULL when the model has none): every
-     * token's FFN of width shared_ffn_dim, times sigmoid(shared_gate · x). */
+     * token's FFN of width shared_ffn_dim (this rank's slice of it), times
+     * sigmoid(shared_gate · x). */
     tram_weight shared_gate_up, shared_down, shared_gate;
 } tram_moe_weights;
 
@@ -41,7 +42,7 @@ int tram_moe_acts_alloc(tram_backend *be, const tram_model_config *c, int max_to
 void tram_moe_acts_free(tram_backend *be, tram_moe_acts *a);
 
 /* out[n, dim] = this rank's part of the layer's MoE FFN of x[n, dim] (its
- * routed experts, and the shared expert on rank 0); the caller all-reduces. */
+ * routed experts, its slice of the shared expert); the caller all-reduces. */
 void tram_moe_forward(tram_backend *be, const tram_moe_weights *w, const tram_moe_acts *a, void *out,
                       const void *x, int n);
 

@@ -62,10 +62,9 @@ static void cpu_free_weight(tram_backend *be, tram_weight *w)
 
 static void cpu_all_reduce(tram_backend *be, void *x, size_t n)
 {
-    (void)x;
-    (void)n;
-    if (be->world_size > 1)
-        cpu_fail(be, "all_reduce across ranks is not implemented on the CPU yet");
+    cpu_state *s = cpu_of(be);
+    if (s->group && cpu_group_all_reduce(s->group, be->rank, x, n))
+        cpu_fail(be, "all_reduce: the ranks gave buffers of different sizes");
 }
 
 /* ---------------------------------------------------------------- life cycle */
@@ -93,6 +92,15 @@ static void cpu_destroy(tram_backend *be)
 
 int tram_backend_cpu_create(tram_backend **out, int num_threads, tram_error *err)
 {
+    return tram_backend_cpu_create_rank(out, num_threads, NULL, 0, err);
+}
+
+int tram_backend_cpu_create_rank(tram_backend **out, int num_threads, tram_cpu_group *g, int rank,
+                                 tram_error *err)
+{
+    int world = g ? cpu_group_size(g) : 1;
+    if (rank < 0 || rank >= world)
+        return tram_fail(err, "rank %d outside a CPU group of %d", rank, world);
     tram_backend *be = tram_calloc(1, sizeof(*be), err);
     cpu_state *s = be ? tram_calloc(1, sizeof(*s), err) : NULL;
     if (!s) {
@@ -102,9 +110,10 @@ int tram_backend_cpu_create(tram_backend **out, int num_threads, tram_error *err
     s->threads = num_threads > 0 ? num_threads : omp_get_num_procs();
     s->i8_kernel = tram_i8_kernel_best();
     s->q_kernel = tram_q_kernel_best();
+    s->group = g;
     openblas_set_num_threads(1); /* we thread around it: see cpu_matmul */
     *be = (tram_backend){
-        .name = "cpu", .act_bytes = sizeof(float), .rank = 0, .world_size = 1, .impl = s,
+        .name = "cpu", .act_bytes = sizeof(float), .rank = rank, .world_size = world, .impl = s,
         .alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,
         .upload_weight = cpu_upload_weight, .free_weight = cpu_free_weight,
         .upload_weight_blocks = cpu_upload_weight_blocks,

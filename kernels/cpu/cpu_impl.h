@@ -24,6 +24,7 @@ typedef struct {
     tram_cpu_kernel q_kernel;  /* the best this CPU runs, for GGUF block weights */
     tram_q8_block *xb;         /* activations quantized for block matmuls, grown to the largest */
     size_t xb_cap;             /* bytes */
+    tram_cpu_group *group;     /* tensor-parallel ranks (allreduce.c); NULL alone */
 } cpu_state;
 
 static inline cpu_state *cpu_of(tram_backend *be) { return be->impl; }
@@ -120,8 +121,14 @@ void cpu_matmul_q(tram_backend *be, void *y, const tram_qact *qa, const tram_wei
 
 /* moe.c: the mixture-of-experts FFN and the shared expert's gated add */
 void cpu_moe_ffn(tram_backend *be, void *out, const void *x, const void *logits, const tram_moe_layer *L,
-             const tram_moe_scratch *s, int n);
+                 const tram_moe_scratch *s, int n);
 void cpu_add_gated(tram_backend *be, void *y, const void *x, const void *gate, int n, int dim);
+
+/* allreduce.c: the sum across a group's ranks, in rank order; -1 when the
+ * ranks disagree on n */
+#define TRAM_CPU_MAX_RANKS 64
+int cpu_group_size(const tram_cpu_group *g);
+int cpu_group_all_reduce(tram_cpu_group *g, int rank, float *x, size_t n);
 
 /* gemm_blocks.c: GGUF block weights and their products */
 void cpu_upload_weight_blocks(tram_backend *be, tram_weight *w, const void *blocks, int rows, int cols,

@@ -150,13 +150,19 @@ extern "C" void tram_cuda_random_weight(tram_backend *be, tram_weight *w, int ro
 static void cuda_all_reduce(tram_backend *be, void *x, size_t n)
 {
     cuda_state *c = cuda_of(be);
-    if (be->world_size <= 1)
-        return;
-    if (!c->comm) {
-        cuda_fail(be, "all_reduce: world_size %d but no communicator", be->world_size);
+    if (!c->comm) { /* a lone backend; a one-rank communicator still runs NCCL (tests/gpu/check_nccl.c) */
+        if (be->world_size > 1)
+            cuda_fail(be, "all_reduce: world_size %d but no communicator", be->world_size);
         return;
     }
     NCCL_CHECK(&c->st, ncclAllReduce(x, x, n, ncclBfloat16, ncclSum, c->comm, c->stream));
+}
+
+/* A rank's thread queues on its own device's stream. */
+static void cuda_bind_thread(tram_backend *be)
+{
+    cuda_state *c = cuda_of(be);
+    CUDA_CHECK(&c->st, cudaSetDevice(c->device));
 }
 
 /* ---------------------------------------------------------------- life cycle */
@@ -184,7 +190,7 @@ static void cuda_destroy(tram_backend *be)
         tram_cuda_int8_destroy(be);
         cuda_gemm_destroy(c);
         if (c->comm)
-            ncclCommDestroy(c->comm);
+            NCCL_CHECK(&c->st, ncclCommDestroy(c->comm));
         cudaFree(c->attn_partial);
         cudaFree(c->stage);
         cuda_sampler_free(c);
@@ -246,9 +252,9 @@ extern "C" int tram_backend_cuda_create(tram_backend **out, int device_index, tr
         .matmul = cuda_matmul, .add_bias = cuda_add_bias, .rope = cuda_rope, .kv_store = cuda_kv_store,
         .attention = cuda_attention, .silu_mul = cuda_silu_mul, .rmsnorm_q = cuda_rmsnorm_q,
         .add_rmsnorm_q = cuda_add_rmsnorm_q, .silu_mul_q = cuda_silu_mul_q, .matmul_q = tram_cuda_int8_matmul_q,
-        .split_qkv = cuda_split_qkv, .gather_rows = cuda_gather_rows, .to_host_f32 = cuda_to_host_f32,
-        .moe = cuda_moe_ffn, .add_gated = cuda_add_gated, .all_reduce = cuda_all_reduce, .sync = cuda_sync,
-        .destroy = cuda_destroy,
+        .split_qkv = cuda_split_qkv, .gather_rows = cuda_gather_rows,
+        .to_host_f32 = cuda_to_host_f32, .moe = cuda_moe_ffn, .add_gated = cuda_add_gated,
+        .all_reduce = cuda_all_reduce, .bind_thread = cuda_bind_thread, .sync = cuda_sync, .destroy = cuda_destroy,
     };
     if (cuda_state_init(c, device_index)) {
         tram_fail(err, "%s", c->st.err.msg);
@@ -257,6 +263,39 @@ extern "C" int tram_backend_cuda_create(tram_backend **out, int device_index, tr
     }
     *out = be;
     return 0;
+}
+
+/* One backend per device, then every communicator in one ncclCommInitAll
+ * (one process drives them all, each rank from its own thread). */
+extern "C" int tram_backend_cuda_create_ranks(tram_backend **out, int world_size, tram_error *err)
+{
+    enum { MAX_RANKS = 64 };
+    int devices[MAX_RANKS];
+    ncclComm_t comms[MAX_RANKS];
+    if (world_size < 1 || world_size > MAX_RANKS)
+        return tram_fail(err, "tensor parallel size must be in [1, %d], got %d", MAX_RANKS, world_size);
+    memset(out, 0, (size_t)world_size * sizeof(*out));
+    int rc = 0;
+    for (int r = 0; r < world_size && !rc; r++) {
+        devices[r] = r;
+        rc = tram_backend_cuda_create(&out[r], r, err);
+    }
+    tram_cuda_status st = {};
+    if (!rc && NCCL_CHECK(&st, ncclCommInitAll(comms, world_size, devices)))
+        rc = tram_fail(err, "%s", st.err.msg);
+    for (int r = 0; r < world_size && !rc; r++) {
+        cuda_of(out[r])->comm = comms[r];
+        out[r]->rank = r;
+        out[r]->world_size = world_size;
+    }
+    if (!rc && CUDA_CHECK(&st, cudaSetDevice(0)))
+        rc = tram_fail(err, "%s", st.err.msg);
+    if (rc)
+        for (int r = 0; r < world_size; r++) {
+            cuda_destroy(out[r]);
+            out[r] = NULL;
+        }
+    return rc;
 }
 
 extern "C" int tram_cuda_device_info_of(tram_backend *be, tram_cuda_device_info *out, tram_error *err)

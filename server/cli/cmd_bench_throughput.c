@@ -378,7 +378,7 @@ static int throughput(int argc, char **argv)
                     .output_len = 128};
     tram_engine_config_init(&o.ec);
     const tram_flag_table tables[] = {TRAM_FLAG_TABLE(bench_flags, &o), tram_engine_flags(&o.ec)};
-    if (tram_flags_parse(tables, 2, argc, argv, NULL, 0) < 0)
+    if (tram_flags_parse(tables, 2, argc, argv, NULL, 0) < 0 || tram_engine_flags_check(&o.ec, o.model))
         return TRAM_EXIT_USAGE;
     tram_error err = {{0}};
     bench_req *reqs = tram_calloc((size_t)o.num_prompts, sizeof(*reqs), &err);

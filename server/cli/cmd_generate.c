@@ -52,7 +52,7 @@ static void usage(FILE *out)
 static int parse_args(gen_opts *o, int argc, char **argv)
 {
     const tram_flag_table tables[] = {TRAM_FLAG_TABLE(generate_flags, o), tram_engine_flags(&o->ec)};
-    if (tram_flags_parse(tables, 2, argc, argv, NULL, 0) < 0)
+    if (tram_flags_parse(tables, 2, argc, argv, NULL, 0) < 0 || tram_engine_flags_check(&o->ec, o->model))
         return -1;
     if (!o->prompt == !(o->input && o->output)) {
         fprintf(stderr, "tram: give either -p PROMPT or both --input and --output\n");

@@ -63,7 +63,7 @@ static int serve(int argc, char **argv)
     c.model_path = TRAM_DEFAULT_MODEL;
     c.api_key = getenv("TRAM_API_KEY");
     const tram_flag_table tables[] = {TRAM_FLAG_TABLE(serve_flags, &c), tram_engine_flags(&c.engine)};
-    if (tram_flags_parse(tables, 2, argc, argv, NULL, 0) < 0)
+    if (tram_flags_parse(tables, 2, argc, argv, NULL, 0) < 0 || tram_engine_flags_check(&c.engine, c.model_path))
         return TRAM_EXIT_USAGE;
     return tram_server_run(&c);
 }

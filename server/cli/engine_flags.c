@@ -8,7 +8,9 @@ void tram_engine_print_flags(FILE *out)
     fprintf(out,
             "engine flags:\n"
             "  --device cpu|cuda              backend (cpu)\n"
-            "  -t, --threads N                CPU threads (all cores)\n"
+            "  -t, --threads N                CPU threads (all cores; tensor-parallel ranks share them)\n"
+            "  -tp, --tensor-parallel-size N  ranks, one thread each (one GPU each on cuda), the\n"
+            "                                 model's heads and FFN split among them (1)\n"
             "  --block-size N                 tokens per KV block (16)\n"
             "  --kv-cache-memory SIZE         KV cache budget on the CPU, e.g. 2GiB (2GiB)\n"
             "  --gpu-memory-utilization F     GPU memory fraction for weights and KV (0.9)\n"
@@ -52,6 +54,8 @@ static const tram_flag engine_flags[] = {
      .hi = 1 << 20},
     {.name = "--max-num-seqs", .kind = TRAM_FLAG_INT, .field = FIELD(max_num_seqs), .lo = 1, .hi = 1 << 16},
     {.name = "--max-model-len", .kind = TRAM_FLAG_INT, .field = FIELD(max_model_len), .lo = 2, .hi = 1 << 24},
+    {.name = "--tensor-parallel-size", .alias = "-tp", .kind = TRAM_FLAG_INT, .field = FIELD(tensor_parallel_size),
+     .lo = 1, .hi = 64},
     {.name = "--threads", .alias = "-t", .kind = TRAM_FLAG_INT, .field = FIELD(num_threads), .lo = 1, .hi = 4096},
     {.name = "--seed", .kind = TRAM_FLAG_SEED, .field = FIELD(seed)},
     {.name = "--gpu-memory-utilization", .kind = TRAM_FLAG_DOUBLE, .field = FIELD(gpu_memory_utilization),
@@ -73,4 +77,13 @@ static const tram_flag engine_flags[] = {
 tram_flag_table tram_engine_flags(tram_engine_config *c)
 {
     return TRAM_FLAG_TABLE(engine_flags, c);
+}
+
+int tram_engine_flags_check(const tram_engine_config *c, const char *model_path)
+{
+    tram_error err;
+    if (!tram_engine_check_parallel(c, model_path, &err))
+        return 0;
+    fprintf(stderr, "tram: --tensor-parallel-size: %s\n", err.msg);
+    return -1;
 }

@@ -14,8 +14,14 @@
  * --[no-]enable-prefix-caching, --scheduling-policy fcfs|priority,
  * --device cpu|cuda, --threads N (also -t), --seed N, --quantization
  * none|int8, --weight-format f32|native, --load-format auto|dummy,
- * --preset NAME, --tokenizer PATH, --enforce-eager. */
+ * --preset NAME, --tokenizer PATH, --enforce-eager, --tensor-parallel-size N
+ * (also -tp). */
 tram_flag_table tram_engine_flags(tram_engine_config *c);
+
+/* After parsing: checks what needs the model (--tensor-parallel-size
+ * against its heads and the GPUs present); prints one sentence and returns
+ * -1 (exit TRAM_EXIT_USAGE) when a flag cannot be honoured. */
+int tram_engine_flags_check(const tram_engine_config *c, const char *model_path);
 
 /* Prints the engine flags' help lines (for a subcommand's usage). */
 void tram_engine_print_flags(FILE *out);

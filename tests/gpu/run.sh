@@ -10,7 +10,9 @@
 #      model is too large to carry): greedy tokens and logits, CPU = CUDA; a
 #      decode step replayed from a CUDA graph = the eager step, bit for bit;
 #      the engine under 64 concurrent requests with graphs, preempting, and
-#      eager, no leaked KV blocks (check_e2e)
+#      eager, no leaked KV blocks (check_e2e); tensor parallelism's NCCL path
+#      on a one-rank communicator: all-reduce eager and in a graph, the model's
+#      logits = the plain backend's, its decode graph = eager (check_nccl)
 #   4. benchmark on the preset (llama-3.1-8b, bf16, dummy weights): copy
 #      bandwidth, bf16 GEMM rate, decode step at batch 1, 8, 64, 256 over a
 #      context of 512, each beside its floors (bench_device); then the
@@ -20,8 +22,8 @@
 # what is left of the budget; a step that fails or times out is a row of the
 # table, never the end of the run (only "no usable GPU" ends it early, since
 # nothing could run then).  Logs go to $OUT (default /tmp/tram-gpu-check):
-# build.log, kernels.log, e2e.log, bench.log, throughput.log and summary.md,
-# six files, inside the device tool's eight.  The table is printed last, and
+# build.log, kernels.log, e2e.log, nccl.log, bench.log, throughput.log and
+# summary.md, seven files, inside the device tool's eight.  The table is printed last, and
 # written to $OUT/summary.md.  Exit status: 0 when every step passed.
 #
 #   sh tests/gpu/run.sh bundle   on a machine without a GPU: build (portable
@@ -58,7 +60,7 @@ bundle() {
     CFLAGS="-O2 -g -march=x86-64-v3" CXXFLAGS="-O2 -g -march=x86-64-v3" \
         make cuda CUDA_BUILD=build/bundle-obj CUDA_BIN=build/bundle-obj/tram-cuda || exit 1
     rm -rf build/gpu-bundle && mkdir -p build/gpu-bundle/bin build/gpu-bundle/lib || exit 1
-    for p in tram-cuda tests/gpu/check_kernels tests/gpu/check_e2e tests/gpu/bench_device; do
+    for p in tram-cuda tests/gpu/check_kernels tests/gpu/check_e2e tests/gpu/check_nccl tests/gpu/bench_device; do
         cp "build/bundle-obj/$p" build/gpu-bundle/bin/ || exit 1
     done
     # Libraries outside glibc, the C++ runtime and CUDA: the device image has
@@ -129,7 +131,8 @@ build_here() {
     if timeout "$(left 300)" make cuda >"$OUT/build.log" 2>&1; then
         BIN=build/gpu-bin
         mkdir -p "$BIN" && cp bin/tram-cuda build/cuda/tests/gpu/check_kernels build/cuda/tests/gpu/check_e2e \
-            build/cuda/tests/gpu/bench_device "$BIN/" && row build "make cuda: ok" && return 0
+            build/cuda/tests/gpu/check_nccl build/cuda/tests/gpu/bench_device "$BIN/" && row build "make cuda: ok" &&
+            return 0
     fi
     tail -n 30 "$OUT/build.log"
     row build "make cuda failed and no usable bundle: nothing can run (build.log)"
@@ -167,6 +170,7 @@ check e2e 150 "$BIN/check_e2e" smollm2-135m "$TOKENIZER"
 # the greedy, graph and engine lines are the point of this step: show them all
 grep -E '^(PASS +(greedy|graph|engine)|INFO)' "$OUT/e2e.log" >"$TMP/passed"
 while read -r line; do row "" "$line"; done <"$TMP/passed"
+check nccl 60 "$BIN/check_nccl" smollm2-135m
 
 # ---------------------------------------------------------------- 4. benchmark
 IFS=, read -r n_req in_len out_len <<EOF

@@ -104,25 +104,48 @@ static inline void bb_add(batch_builder *bb, int slot, const int32_t *ids, int n
     bb->rows[b->num_logits++] = b->num_tokens - 1;
 }
 
-static inline void test_forward_ok(tram_model *model, const tram_batch *b, float *logits)
+/* What runs a batch: one model, or tensor-parallel ranks (engine/ranks.h). */
+typedef struct {
+    int (*forward)(void *ctx, const tram_batch *b, float *logits, tram_error *err);
+    void *ctx;
+    int vocab;
+} test_runner;
+
+static inline int test_model_forward(void *model, const tram_batch *b, float *logits, tram_error *err)
+{
+    return tram_model_forward(model, b, logits, err);
+}
+
+static inline test_runner test_runner_of(tram_model *model)
+{
+    return (test_runner){test_model_forward, model, tram_model_config_of(model)->vocab_size};
+}
+
+static inline void test_run_ok(const test_runner *r, const tram_batch *b, float *logits)
 {
     tram_error err;
-    cr_assert(!tram_model_forward(model, b, logits, &err), "%s", err.msg);
+    cr_assert(!r->forward(r->ctx, b, logits, &err), "%s", err.msg);
+}
+
+static inline void test_forward_ok(tram_model *model, const tram_batch *b, float *logits)
+{
+    test_runner r = test_runner_of(model);
+    test_run_ok(&r, b, logits);
 }
 
 /* The top-20 logits after each prompt within rel (relative, plus 1e-4) of
  * transformers', and, when greedy, every greedy token equal. */
-static inline void test_golden_check(tram_model *model, const test_golden_case *cases, int n_cases, float rel,
-                                     int greedy)
+static inline void test_golden_run(const test_runner *r, const test_golden_case *cases, int n_cases, float rel,
+                                   int greedy)
 {
-    int vocab = tram_model_config_of(model)->vocab_size;
+    int vocab = r->vocab;
     float *logits = malloc((size_t)vocab * sizeof(float));
     for (int c = 0; c < n_cases; c++) {
         const test_golden_case *g = &cases[c];
         batch_builder bb;
         bb_init(&bb);
         bb_add(&bb, 0, g->ids, g->n_prompt, 0);
-        test_forward_ok(model, &bb.b, logits);
+        test_run_ok(r, &bb.b, logits);
         for (int i = 0; i < 20; i++) {
             float ours = logits[g->top_ids[i]], ref = g->top_logits[i];
             cr_expect(fabsf(ours - ref) <= rel * fabsf(ref) + 1e-4f,
@@ -134,10 +157,17 @@ static inline void test_golden_check(tram_model *model, const test_golden_case *
             cr_assert_eq(next, g->greedy[t], "case %d token %d: %d, transformers %d", c, t, next, g->greedy[t]);
             bb_init(&bb);
             bb_add(&bb, 0, &next, 1, pos++);
-            test_forward_ok(model, &bb.b, logits);
+            test_run_ok(r, &bb.b, logits);
         }
     }
     free(logits);
+}
+
+static inline void test_golden_check(tram_model *model, const test_golden_case *cases, int n_cases, float rel,
+                                     int greedy)
+{
+    test_runner r = test_runner_of(model);
+    test_golden_run(&r, cases, n_cases, rel, greedy);
 }
 
 /* The prompts of up to MAX_SEQS cases in one batch give each one's logits

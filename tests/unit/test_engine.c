@@ -2,7 +2,10 @@
  * whole, prefix-cache hit = miss, preempted = never preempted; seeded sampling
  * independent of the batch; n samples sharing prompt blocks; no leaked blocks
  * after any of it; min_tokens holding back stop strings.  Outputs are short
- * (4-12 tokens: enough for several decode steps) to keep the suite fast. */
+ * (4-12 tokens: enough for several decode steps) to keep the suite fast.
+ * The suite engine_tp2 runs the first four again under tensor parallelism
+ * (two ranks, on dummy weights of a shape that splits in two: the default
+ * model's 9 heads do not; its tokenizer still serves). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,11 +25,20 @@ typedef struct {
     int cached;
 } result;
 
+static int tensor_parallel = 1; /* engine_tp2 sets 2 */
+
+static void tp2(void) { tensor_parallel = 2; }
+
 static tram_engine *make_engine(tram_engine_config *c)
 {
     tram_error err = {{0}};
     tram_engine *e = NULL;
     c->num_threads = 1;
+    if (tensor_parallel > 1) {
+        c->tensor_parallel_size = tensor_parallel;
+        snprintf(c->load_format, sizeof(c->load_format), "dummy");
+        snprintf(c->preset, sizeof(c->preset), "tests/fixtures/tp/llama-gqa.json");
+    }
     cr_assert_eq(tram_engine_create(&e, c, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
     return e;
 }
@@ -109,7 +121,7 @@ static void assert_same(const result *a, const result *b, int n, int samples)
         }
 }
 
-Test(engine, batch_invariance_32_prompts, .timeout = 300)
+static void batch_invariance_32_prompts(void)
 {
     tram_engine_config c = base_config();
     c.enable_prefix_caching = 0;
@@ -140,7 +152,7 @@ static const char *long_prompt =
     "with short, precise sentences. Always mention one surprising fact, and never use lists. "
     "Keep every answer under fifty words, and end with a question for the reader.";
 
-Test(engine, chunked_prefill_equals_whole, .timeout = 300)
+static void chunked_prefill_equals_whole(void)
 {
     static result whole[3], chunked[3];
     tram_sampling_params p = test_greedy_params(4);
@@ -176,7 +188,7 @@ static int common_prefix_tokens(const tram_tokenizer *t, const char *a, const ch
     return i;
 }
 
-Test(engine, prefix_caching_same_outputs_fewer_tokens, .timeout = 300)
+static void prefix_caching_same_outputs_fewer_tokens(void)
 {
     enum { N = 4 };
     static result res[2][N];
@@ -213,7 +225,7 @@ Test(engine, prefix_caching_same_outputs_fewer_tokens, .timeout = 300)
                  (unsigned long long)saved);
 }
 
-Test(engine, preemption_keeps_outputs, .timeout = 300)
+static void preemption_keeps_outputs(void)
 {
     enum { N = 8 };
     static result res[2][N];
@@ -239,6 +251,19 @@ Test(engine, preemption_keeps_outputs, .timeout = 300)
     cr_assert_gt(preemptions, 0, "the tiny pool must force preemptions");
     assert_same(res[0], res[1], N, 1);
 }
+
+/* Each equivalence on one rank, then on two. */
+Test(engine, batch_invariance_32_prompts, .timeout = 300) { batch_invariance_32_prompts(); }
+Test(engine, chunked_prefill_equals_whole, .timeout = 300) { chunked_prefill_equals_whole(); }
+Test(engine, prefix_caching_same_outputs_fewer_tokens, .timeout = 300) { prefix_caching_same_outputs_fewer_tokens(); }
+Test(engine, preemption_keeps_outputs, .timeout = 300) { preemption_keeps_outputs(); }
+Test(engine_tp2, batch_invariance_32_prompts, .init = tp2, .timeout = 300) { batch_invariance_32_prompts(); }
+Test(engine_tp2, chunked_prefill_equals_whole, .init = tp2, .timeout = 300) { chunked_prefill_equals_whole(); }
+Test(engine_tp2, prefix_caching_same_outputs_fewer_tokens, .init = tp2, .timeout = 300)
+{
+    prefix_caching_same_outputs_fewer_tokens();
+}
+Test(engine_tp2, preemption_keeps_outputs, .init = tp2, .timeout = 300) { preemption_keeps_outputs(); }
 
 Test(engine, seeded_sampling_ignores_batch_and_n_shares_blocks, .timeout = 300)
 {

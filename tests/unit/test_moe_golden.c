@@ -3,12 +3,14 @@
  * Face directories save_pretrained wrote and from the same weights as GGUF
  * (3-D expert tensors), give transformers' greedy tokens and logits; batching
  * never changes a row's experts; a 3-D tensor's experts read as the
- * directory's (the int8 and Q8_0 expert products: tests/unit/test_moe.c). */
+ * directory's (the int8 and Q8_0 expert products: tests/unit/test_moe.c);
+ * the experts divided between two tensor-parallel ranks give TP=1's logits. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/ranks.h"
 #include "models/model.h"
 #include "tests/unit/test_batch.h"
 #include "tests/unit/test_util.h"
@@ -170,4 +172,46 @@ Test(moe_golden, expert_slices_of_3d_tensors_read_like_the_hf_experts)
     tram_model_file_close(hf);
     tram_model_file_close(bf16);
     tram_model_file_close(q8);
+}
+
+static int ranks_forward(void *ranks, const tram_batch *b, float *logits, tram_error *err)
+{
+    return tram_ranks_forward(ranks, b, logits, err);
+}
+
+/* Expert parallelism: at TP=2 each rank runs its 4 of the 8 experts (and half
+ * the shared expert) and one all-reduce adds them; the logits after every
+ * prompt are TP=1's within 1e-4, and the greedy tokens transformers'. */
+Test(moe_golden, tensor_parallel_2_equals_1)
+{
+    const char *fixtures[2][2] = {{MOE_DIR "mixtral.json", MOE_DIR "mixtral"},
+                                  {MOE_DIR "qwen2moe.json", MOE_DIR "qwen2moe.gguf"}};
+    tram_model_limits lim = test_model_limits();
+    for (int i = 0; i < 2; i++) {
+        n_cases = test_load_golden(fixtures[i][0], cases, 8);
+        moe_model one = open_model(fixtures[i][1], &lim);
+        tram_ranks *ranks;
+        tram_error err;
+        tram_ranks_spec spec = {.device = "cpu", .world_size = 2, .num_threads = 2};
+        cr_assert(!tram_ranks_create(&ranks, &spec, &err), "%s", err.msg);
+        cr_assert(!tram_ranks_load(ranks, one.file, &lim, &err), "%s", err.msg);
+        int vocab = tram_model_file_config(one.file)->vocab_size;
+        test_runner two = {ranks_forward, ranks, vocab};
+        float *a = malloc((size_t)vocab * sizeof(float)), *b = malloc((size_t)vocab * sizeof(float));
+        for (int c = 0; c < n_cases; c++) {
+            batch_builder bb;
+            bb_init(&bb);
+            bb_add(&bb, 0, cases[c].ids, cases[c].n_prompt, 0);
+            test_forward_ok(one.model, &bb.b, a);
+            test_run_ok(&two, &bb.b, b);
+            for (int v = 0; v < vocab; v++)
+                cr_assert(fabsf(a[v] - b[v]) <= 1e-4f * fabsf(a[v]) + 1e-4f, "%s case %d logit %d: TP=1 %f, TP=2 %f",
+                          fixtures[i][1], c, v, a[v], b[v]);
+        }
+        test_golden_run(&two, cases, n_cases, 1e-3f, 1);
+        free(a);
+        free(b);
+        tram_ranks_destroy(ranks);
+        close_model(&one);
+    }
 }

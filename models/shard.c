@@ -1,0 +1,158 @@
+/* shard.c — a rank's part of the model (see shard.h). */
+#include "models/shard.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BLOCK_WEIGHTS 32 /* weights per GGUF block (Q8_0, Q4_0, Q4_1) */
+
+static int splits(const tram_model_config *c, int world)
+{
+    int kv_ok = c->n_kv_heads % world == 0 || world % c->n_kv_heads == 0;
+    /* MoE: the experts are divided whole (at least one a rank), a shared
+     * expert's FFN like a dense one (models/moe.h) */
+    int ffn_ok = c->n_experts ? c->n_experts >= world && c->shared_ffn_dim % world == 0 : c->ffn_dim % world == 0;
+    return world >= 1 && c->n_heads % world == 0 && kv_ok && ffn_ok;
+}
+
+int tram_shard_check(const tram_model_config *c, int world_size, tram_error *err)
+{
+    if (splits(c, world_size))
+        return 0;
+    char fits[256] = "";
+    size_t len = 0;
+    for (int w = 1; w <= c->n_heads && len < sizeof(fits) - 16; w++)
+        if (splits(c, w))
+            len += (size_t)snprintf(fits + len, sizeof(fits) - len, "%s%d", len ? ", " : "", w);
+    return tram_fail(err, "%d ranks do not split this model's %d attention heads, %d KV heads and FFN of %d "
+                          "evenly (tensor parallel sizes that do: %s)",
+                     world_size, c->n_heads, c->n_kv_heads, c->ffn_dim, fits);
+}
+
+int tram_shard_plan(tram_shard *s, const tram_model_config *c, int rank, int world_size, tram_error *err)
+{
+    if (tram_shard_check(c, world_size, err))
+        return -1;
+    if (rank < 0 || rank >= world_size)
+        return tram_fail(err, "rank %d outside a tensor-parallel world of %d", rank, world_size);
+    int heads = c->n_heads / world_size, kv = TRAM_MAX(1, c->n_kv_heads / world_size);
+    *s = (tram_shard){
+        .rank = rank,
+        .world_size = world_size,
+        .n_heads = heads,
+        .n_kv_heads = kv,
+        .ffn_dim = c->ffn_dim / world_size,
+        .head0 = rank * heads,
+        /* replicated (fewer KV heads than ranks): the KV head of the rank's query heads */
+        .kv_head0 = c->n_kv_heads >= world_size ? rank * kv : rank * c->n_kv_heads / world_size,
+        .ffn0 = rank * (c->ffn_dim / world_size),
+    };
+    return 0;
+}
+
+int tram_shard_scratch_init(tram_shard_scratch *sc, size_t floats, tram_error *err)
+{
+    sc->whole = tram_calloc(floats, sizeof(float), err);
+    sc->packed = sc->whole ? tram_calloc(floats, sizeof(float), err) : NULL;
+    if (!sc->packed) {
+        free(sc->whole);
+        sc->whole = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void tram_shard_scratch_free(tram_shard_scratch *sc)
+{
+    free(sc->whole);
+    free(sc->packed);
+    *sc = (tram_shard_scratch){0};
+}
+
+static int is_whole(const tram_shard_part *p)
+{
+    return p->row0 == 0 && p->nrows == p->rows && p->col0 == 0 && p->ncols == p->cols;
+}
+
+/* Rows [row0, +nrows), and in each the bytes [col_off, +col_bytes), of a
+ * tensor whose rows are row_bytes apart. */
+static size_t copy_part(char *out, const char *whole, const tram_shard_part *p, size_t row_bytes, size_t col_off,
+                        size_t col_bytes)
+{
+    for (int r = 0; r < p->nrows; r++)
+        memcpy(out + (size_t)r * col_bytes, whole + (size_t)(p->row0 + r) * row_bytes + col_off, col_bytes);
+    return (size_t)p->nrows * col_bytes;
+}
+
+/* The part's f32 values into out; returns how many, or -1. */
+static int64_t read_part_f32(tram_model_file *f, const tram_shard_part *p, float *out, tram_shard_scratch *sc,
+                             tram_error *err)
+{
+    int64_t numel = (int64_t)p->rows * p->cols;
+    if (is_whole(p))
+        return tram_model_file_read_f32(f, p->name, out, numel, err) ? -1 : numel;
+    if (tram_model_file_read_f32(f, p->name, sc->whole, numel, err))
+        return -1;
+    size_t row = (size_t)p->cols * sizeof(float);
+    return (int64_t)(copy_part((char *)out, (const char *)sc->whole, p, row, (size_t)p->col0 * sizeof(float),
+                               (size_t)p->ncols * sizeof(float)) / sizeof(float));
+}
+
+/* The part's GGUF blocks into out; returns their bytes, or -1. */
+static int64_t read_part_blocks(tram_model_file *f, const tram_shard_part *p, char *out, tram_shard_scratch *sc,
+                                tram_error *err)
+{
+    int64_t numel = (int64_t)p->rows * p->cols;
+    size_t bytes;
+    if (is_whole(p))
+        return tram_model_file_read_blocks(f, p->name, out, numel, &bytes, err) ? -1 : (int64_t)bytes;
+    if (p->col0 % BLOCK_WEIGHTS || p->ncols % BLOCK_WEIGHTS)
+        return tram_fail(err, "%s: a tensor-parallel rank's columns [%d, %d) of its %d split the file's blocks "
+                              "of %d weights, so --weight-format native cannot shard it at this size; use "
+                              "--weight-format f32",
+                         p->name, p->col0, p->col0 + p->ncols, p->cols, BLOCK_WEIGHTS);
+    if (tram_model_file_read_blocks(f, p->name, sc->whole, numel, &bytes, err))
+        return -1;
+    size_t row = bytes / (size_t)p->rows, block = row / (size_t)(p->cols / BLOCK_WEIGHTS);
+    return (int64_t)copy_part(out, (const char *)sc->whole, p, row, (size_t)p->col0 / BLOCK_WEIGHTS * block,
+                              (size_t)p->ncols / BLOCK_WEIGHTS * block);
+}
+
+static int parts_check(const tram_shard_part *parts, int n, int rows, int cols, tram_error *err)
+{
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const tram_shard_part *p = &parts[i];
+        if (p->row0 < 0 || p->nrows < 1 || p->row0 + p->nrows > p->rows || p->col0 < 0 || p->ncols < 1 ||
+            p->col0 + p->ncols > p->cols)
+            return tram_fail(err, "%s: shard [%d, +%d) x [%d, +%d) outside its %d x %d", p->name, p->row0,
+                             p->nrows, p->col0, p->ncols, p->rows, p->cols);
+        total += (int64_t)p->nrows * p->ncols;
+    }
+    if (total != (int64_t)rows * cols)
+        return tram_fail(err, "%s: shards of %lld values do not fill a %d x %d weight", parts[0].name,
+                         (long long)total, rows, cols);
+    return 0;
+}
+
+int tram_shard_load(tram_backend *be, tram_model_file *f, tram_weight *w, const tram_shard_part *parts, int n,
+                    int rows, int cols, tram_wtype type, tram_shard_scratch *sc, tram_error *err)
+{
+    if (parts_check(parts, n, rows, cols, err))
+        return -1;
+    int blocks = type >= TRAM_W_Q8_0;
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t got = blocks ? read_part_blocks(f, &parts[i], (char *)sc->packed + off, sc, err)
+                             : read_part_f32(f, &parts[i], sc->packed + off, sc, err);
+        if (got < 0)
+            return -1;
+        off += got;
+    }
+    if (blocks)
+        be->upload_weight_blocks(be, w, sc->packed, rows, cols, type);
+    else
+        be->upload_weight(be, w, sc->packed, rows, cols, type);
+    return be->sync(be, err);
+}
