@@ -19,6 +19,10 @@
 #define MOE_DIR "tests/fixtures/moe/"
 
 static test_golden_case cases[8];
+
+/* One fixture of each family, one from a directory, one from a GGUF. */
+static const char *const both[2][2] = {{MOE_DIR "mixtral.json", MOE_DIR "mixtral"},
+                                       {MOE_DIR "qwen2moe.json", MOE_DIR "qwen2moe.gguf"}};
 static int n_cases;
 
 typedef struct {
@@ -127,12 +131,10 @@ Test(moe_golden, hf_directory_tokenizer_gives_the_prompt_ids)
  * back to the wrong token, would not). */
 Test(moe_golden, batching_never_changes_a_rows_experts)
 {
-    const char *fixtures[2][2] = {{MOE_DIR "mixtral.json", MOE_DIR "mixtral"},
-                                  {MOE_DIR "qwen2moe.json", MOE_DIR "qwen2moe.gguf"}};
     tram_model_limits lim = test_model_limits();
     for (int i = 0; i < 2; i++) {
-        n_cases = test_load_golden(fixtures[i][0], cases, 8);
-        moe_model m = open_model(fixtures[i][1], &lim);
+        n_cases = test_load_golden(both[i][0], cases, 8);
+        moe_model m = open_model(both[i][1], &lim);
         test_batched_equals_alone(m.model, cases, n_cases, 1e-4f);
         close_model(&m);
     }
@@ -184,12 +186,10 @@ static int ranks_forward(void *ranks, const tram_batch *b, float *logits, tram_e
  * prompt are TP=1's within 1e-4, and the greedy tokens transformers'. */
 Test(moe_golden, tensor_parallel_2_equals_1)
 {
-    const char *fixtures[2][2] = {{MOE_DIR "mixtral.json", MOE_DIR "mixtral"},
-                                  {MOE_DIR "qwen2moe.json", MOE_DIR "qwen2moe.gguf"}};
     tram_model_limits lim = test_model_limits();
     for (int i = 0; i < 2; i++) {
-        n_cases = test_load_golden(fixtures[i][0], cases, 8);
-        moe_model one = open_model(fixtures[i][1], &lim);
+        n_cases = test_load_golden(both[i][0], cases, 8);
+        moe_model one = open_model(both[i][1], &lim);
         tram_ranks *ranks;
         tram_error err;
         tram_ranks_spec spec = {.device = "cpu", .world_size = 2, .num_threads = 2};
@@ -206,7 +206,7 @@ Test(moe_golden, tensor_parallel_2_equals_1)
             test_run_ok(&two, &bb.b, b);
             for (int v = 0; v < vocab; v++)
                 cr_assert(fabsf(a[v] - b[v]) <= 1e-4f * fabsf(a[v]) + 1e-4f, "%s case %d logit %d: TP=1 %f, TP=2 %f",
-                          fixtures[i][1], c, v, a[v], b[v]);
+                          both[i][1], c, v, a[v], b[v]);
         }
         test_golden_run(&two, cases, n_cases, 1e-3f, 1);
         free(a);
