@@ -113,6 +113,9 @@ void cpu_attention(tram_backend *be, void *out, const void *q, const void *k_cac
 /* gemm.c: every matmul, f32 weights itself, int8 and block weights by
  * cpu_int8_matmul and cpu_blocks_matmul */
 void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n);
+/* the experts' grouped products (moe.c): group e is rows [off[e], off[e+1]) of x and y */
+void cpu_matmul_grouped(tram_backend *be, float *y, const float *x, const tram_weight *w, const int32_t *off,
+                        int count);
 
 /* int8.c: int8 weights (cpu_upload_weight makes them) and their products */
 void cpu_int8_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols);

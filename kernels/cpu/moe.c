@@ -1,8 +1,9 @@
 /* moe.c — the mixture-of-experts FFN on the CPU, the reference of
  * kernels/cuda/moe.cu: route each token (softmax, top-k), group the routed
- * rows by expert, one matmul per expert over its gathered rows (so any weight
- * format cpu_matmul runs works per expert: f32, int8 W8A8, GGUF blocks), and
- * add each token's expert outputs back in ascending expert order. */
+ * rows by expert, multiply each expert's gathered rows at once (a grouped
+ * GEMM, gemm.c's cpu_matmul_grouped; any weight format cpu_matmul runs works
+ * per expert: f32, int8 W8A8, GGUF blocks), and add each token's expert
+ * outputs back in ascending expert order. */
 #include <math.h>
 #include <string.h>
 
@@ -90,7 +91,7 @@ static void add_back(float *out, const tram_moe_layer *L, const tram_moe_scratch
 }
 
 void cpu_moe_ffn(tram_backend *be, void *out, const void *x, const void *logits, const tram_moe_layer *L,
-             const tram_moe_scratch *s, int n)
+                 const tram_moe_scratch *s, int n)
 {
     int rows = n * L->top_k, dim = s->dim;
     if (rows > s->max_rows || L->top_k > L->n_experts || L->first < 0 || L->first + L->count > L->n_experts) {
@@ -105,19 +106,9 @@ void cpu_moe_ffn(tram_backend *be, void *out, const void *x, const void *logits,
     for (int i = 0; i < held; i++)
         memcpy((float *)s->x + (size_t)i * dim, (const float *)x + (size_t)(s->order[i] / L->top_k) * dim,
                (size_t)dim * sizeof(float));
-    for (int e = 0; e < L->count; e++) {
-        int first = s->offsets[e], m = s->offsets[e + 1] - first;
-        if (m)
-            cpu_matmul(be, (float *)s->gate_up + (size_t)first * 2 * L->ffn, (float *)s->x + (size_t)first * dim,
-                       &L->gate_up[e], m);
-    }
+    cpu_matmul_grouped(be, s->gate_up, s->x, L->gate_up, s->offsets, L->count);
     cpu_silu_mul(be, s->hidden, s->gate_up, held, L->ffn);
-    for (int e = 0; e < L->count; e++) {
-        int first = s->offsets[e], m = s->offsets[e + 1] - first;
-        if (m)
-            cpu_matmul(be, (float *)s->y + (size_t)first * dim, (float *)s->hidden + (size_t)first * L->ffn,
-                       &L->down[e], m);
-    }
+    cpu_matmul_grouped(be, s->y, s->hidden, L->down, s->offsets, L->count);
 #pragma omp parallel for num_threads(cpu_of(be)->threads) if (n >= PAR_MIN_ROWS)
     for (int t = 0; t < n; t++)
         add_back(out, L, s, t, dim);
