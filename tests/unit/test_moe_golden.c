@@ -4,13 +4,16 @@
  * (3-D expert tensors), give transformers' greedy tokens and logits; batching
  * never changes a row's experts; a 3-D tensor's experts read as the
  * directory's (the int8 and Q8_0 expert products: tests/unit/test_moe.c);
- * the experts divided between two tensor-parallel ranks give TP=1's logits. */
+ * the experts divided between two tensor-parallel ranks give TP=1's logits;
+ * `tram convert` writes the GGUFs back as directories that match again. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/ranks.h"
+#include "models/hf_writer.h"
 #include "models/model.h"
 #include "tests/unit/test_batch.h"
 #include "tests/unit/test_util.h"
@@ -213,5 +216,25 @@ Test(moe_golden, tensor_parallel_2_equals_1)
         free(b);
         tram_ranks_destroy(ranks);
         close_model(&one);
+    }
+}
+
+/* `tram convert` writes each 3-D expert tensor as the HF directory's experts
+ * (and MixtralConfig / Qwen2MoeConfig): the directory gives transformers'
+ * tokens and logits again. */
+Test(moe_golden, converted_gguf_directories_match_transformers)
+{
+    const char *ggufs[2] = {MOE_DIR "mixtral.gguf", MOE_DIR "qwen2moe.gguf"};
+    for (int i = 0; i < 2; i++) {
+        char dir[] = "/tmp/tram_moe_convert_XXXXXX", cmd[64];
+        tram_model_file *f;
+        tram_error err;
+        cr_assert(mkdtemp(dir));
+        cr_assert(!tram_model_file_open(&f, ggufs[i], &err), "%s", err.msg);
+        cr_assert(!tram_hf_convert(f, dir, TRAM_HF_BF16, &err), "%s", err.msg);
+        tram_model_file_close(f);
+        golden_f32(both[i][0], dir);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        cr_assert_eq(system(cmd), 0);
     }
 }
