@@ -1,8 +1,8 @@
 /* engine.c — the engine's life cycle, its requests, and the step loop of
  * tram_engine_step: tram_scheduler_schedule() picks the work, build_batch()
- * lays it out, one forward pass runs it (tram_model_forward, or
- * tram_cuda_runner_step on CUDA), postprocess_item() samples and applies the
- * stop rules, collect_outputs() reports. */
+ * lays it out, one forward pass runs it on every tensor-parallel rank
+ * (tram_ranks_forward, or tram_cuda_runner_step on CUDA), postprocess_item()
+ * samples and applies the stop rules, collect_outputs() reports. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>

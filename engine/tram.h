@@ -10,7 +10,9 @@
  *   - One thread, the engine thread, owns a tram_engine: tram_engine_create,
  *     _add_request, _abort, _step, _has_unfinished and _destroy are called from
  *     that thread only, never concurrently.  Nothing in the engine takes locks
- *     or blocks except the forward pass itself.
+ *     or blocks except the forward pass itself.  With tensor_parallel_size
+ *     N > 1 the engine starts N - 1 rank threads of its own (engine/ranks.h),
+ *     which only run the passes the engine thread hands them, and wait.
  *   - Callable from ANY thread, at any time between create and destroy:
  *       tram_engine_validate_params, tram_engine_stats_get, tram_engine_model_config,
  *       tram_engine_tokenizer, tram_engine_max_model_len, tram_engine_model_name,

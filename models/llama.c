@@ -221,15 +221,19 @@ static int load_weights(tram_model *m, tram_model_file *f, tram_error *err)
     size_t qkv = (size_t)(c->n_heads + 2 * c->n_kv_heads) * c->head_dim * c->dim;
     size_t biggest = TRAM_MAX(TRAM_MAX((size_t)c->vocab_size * c->dim, (size_t)2 * c->ffn_dim * c->dim), qkv);
     biggest = TRAM_MAX(biggest, (size_t)2 * c->shared_ffn_dim * c->dim);
+    /* cut under tensor parallelism: q and o (qd x dim), gate, up and down (ffn
+     * x dim), a shared expert's (shared_ffn x dim); routed experts load whole */
+    size_t widest = (size_t)TRAM_MAX(TRAM_MAX(c->n_heads * c->head_dim, c->ffn_dim), c->shared_ffn_dim);
+    size_t cut = m->shard.world_size > 1 ? widest * c->dim : 0;
     tram_shard_scratch sc;
-    if (tram_shard_scratch_init(&sc, biggest, err))
+    if (tram_shard_scratch_init(&sc, biggest, cut, err))
         return -1;
     /* A tied table is also the lm_head, and takes its format; an untied one is
      * only looked up a row at a time and stays at full precision.  Every rank
      * holds the table (a lookup needs no communication); only rank 0, which
      * samples, holds an untied lm_head and computes logits. */
     tram_wtype embd_type = c->tied_embeddings ? matrix_type(m, f, "token_embd.weight") : m->lim.weight_type;
-    int rc = load_inv_freq(m, f, sc.whole, err) ||
+    int rc = load_inv_freq(m, f, sc.packed, err) ||
              load_one(m, f, &m->tok_embd, "token_embd.weight", c->vocab_size, c->dim, embd_type, &sc, err) ||
              load_one(m, f, &m->output_norm, "output_norm.weight", 1, c->dim, TRAM_W_F32, &sc, err);
     if (!rc && c->tied_embeddings)

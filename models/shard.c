@@ -55,13 +55,13 @@ int tram_shard_plan(tram_shard *s, const tram_model_config *c, int rank, int wor
     return 0;
 }
 
-int tram_shard_scratch_init(tram_shard_scratch *sc, size_t floats, tram_error *err)
+int tram_shard_scratch_init(tram_shard_scratch *sc, size_t packed_floats, size_t whole_floats, tram_error *err)
 {
-    sc->whole = tram_calloc(floats, sizeof(float), err);
-    sc->packed = sc->whole ? tram_calloc(floats, sizeof(float), err) : NULL;
-    if (!sc->packed) {
-        free(sc->whole);
-        sc->whole = NULL;
+    *sc = (tram_shard_scratch){.whole_floats = whole_floats};
+    sc->packed = tram_calloc(packed_floats, sizeof(float), err);
+    sc->whole = sc->packed && whole_floats ? tram_calloc(whole_floats, sizeof(float), err) : NULL;
+    if (!sc->packed || (whole_floats && !sc->whole)) {
+        tram_shard_scratch_free(sc);
         return -1;
     }
     return 0;
@@ -77,6 +77,15 @@ void tram_shard_scratch_free(tram_shard_scratch *sc)
 static int is_whole(const tram_shard_part *p)
 {
     return p->row0 == 0 && p->nrows == p->rows && p->col0 == 0 && p->ncols == p->cols;
+}
+
+/* A part is cut from the whole tensor, read into sc->whole first. */
+static int whole_fits(const tram_shard_part *p, const tram_shard_scratch *sc, tram_error *err)
+{
+    if ((size_t)p->rows * (size_t)p->cols <= sc->whole_floats)
+        return 0;
+    return tram_fail(err, "%s: its %d x %d values exceed the loader's buffer for cut tensors", p->name, p->rows,
+                     p->cols);
 }
 
 /* Rows [row0, +nrows), and in each the bytes [col_off, +col_bytes), of a
@@ -96,7 +105,7 @@ static int64_t read_part_f32(tram_model_file *f, const tram_shard_part *p, float
     int64_t numel = (int64_t)p->rows * p->cols;
     if (is_whole(p))
         return tram_model_file_read_f32(f, p->name, out, numel, err) ? -1 : numel;
-    if (tram_model_file_read_f32(f, p->name, sc->whole, numel, err))
+    if (whole_fits(p, sc, err) || tram_model_file_read_f32(f, p->name, sc->whole, numel, err))
         return -1;
     size_t row = (size_t)p->cols * sizeof(float);
     return (int64_t)(copy_part((char *)out, (const char *)sc->whole, p, row, (size_t)p->col0 * sizeof(float),
@@ -116,7 +125,7 @@ static int64_t read_part_blocks(tram_model_file *f, const tram_shard_part *p, ch
                               "of %d weights, so --weight-format native cannot shard it at this size; use "
                               "--weight-format f32",
                          p->name, p->col0, p->col0 + p->ncols, p->cols, BLOCK_WEIGHTS);
-    if (tram_model_file_read_blocks(f, p->name, sc->whole, numel, &bytes, err))
+    if (whole_fits(p, sc, err) || tram_model_file_read_blocks(f, p->name, sc->whole, numel, &bytes, err))
         return -1;
     size_t row = bytes / (size_t)p->rows, block = row / (size_t)(p->cols / BLOCK_WEIGHTS);
     return (int64_t)copy_part(out, (const char *)sc->whole, p, row, (size_t)p->col0 / BLOCK_WEIGHTS * block,

@@ -54,13 +54,16 @@ static inline tram_shard_part tram_shard_cols(const char *name, int rows, int co
     return (tram_shard_part){name, rows, cols, 0, rows, col0, ncols};
 }
 
-/* Host buffers for loading: one whole tensor, and the parts packed. */
+/* Host buffers for loading: the parts packed, and one whole tensor that a
+ * part is cut from (a whole part is read straight into packed). */
 typedef struct {
-    float *whole, *packed;
+    float *packed, *whole;
+    size_t whole_floats;
 } tram_shard_scratch;
 
-/* floats: the largest tensor, in f32 values. */
-int tram_shard_scratch_init(tram_shard_scratch *sc, size_t floats, tram_error *err);
+/* packed_floats: the largest weight loaded; whole_floats: the largest tensor
+ * only part of which is loaded (0 when nothing is cut: world size 1). */
+int tram_shard_scratch_init(tram_shard_scratch *sc, size_t packed_floats, size_t whole_floats, tram_error *err);
 void tram_shard_scratch_free(tram_shard_scratch *sc);
 
 /* Loads the parts, stacked by rows, into one rows x cols weight of `type`
