@@ -68,10 +68,16 @@ int tram_moe_gguf_config(const tram_gguf *g, const char *arch, tram_model_config
     snprintf(key, sizeof(key), "%s.expert_weights_norm", arch);
     if (tram_gguf_find_kv(g, key) && tram_gguf_get_bool(g, key, &c->norm_topk_prob, err))
         return -1;
-    return gguf_moe_int(g, arch, "expert_used_count", 1, 1, c->n_experts, &c->n_experts_used, err) ||
-           gguf_moe_int(g, arch, "expert_feed_forward_length", 0, 1, 1 << 20, &c->ffn_dim, err) ||
-           gguf_moe_int(g, arch, "expert_shared_feed_forward_length", 0, 1, 1 << 20, &c->shared_ffn_dim, err)
-               ? -1 : 0;
+    if (gguf_moe_int(g, arch, "expert_used_count", 1, 1, c->n_experts, &c->n_experts_used, err) ||
+        gguf_moe_int(g, arch, "expert_feed_forward_length", 0, 1, 1 << 20, &c->ffn_dim, err) ||
+        gguf_moe_int(g, arch, "expert_shared_feed_forward_length", 0, 1, 1 << 20, &c->shared_ffn_dim, err))
+        return -1;
+    /* a file with shared-expert tensors but no width for them must not run
+     * without them: the width is the tensor's */
+    const tram_gguf_tensor *shared = tram_gguf_find_tensor(g, "blk.0.ffn_up_shexp.weight");
+    if (!c->shared_ffn_dim && shared && shared->n_dims == 2 && shared->ne[1] > 0 && shared->ne[1] <= 1 << 20)
+        c->shared_ffn_dim = (int)shared->ne[1];
+    return 0;
 }
 
 /* Qwen2-MoE's dense layers (decoder_sparse_step, mlp_only_layers) are not
@@ -90,7 +96,7 @@ static int hf_all_layers_sparse(const json_t *root, const char *path, tram_error
 
 int tram_moe_hf_config(const json_t *root, tram_model_config *c, const char *path, tram_error *err)
 {
-    long long experts, used, ffn = c->ffn_dim, shared = 0;
+    long long experts, used, ffn = c->ffn_dim, shared;
     int mixtral = !strcmp(c->arch, "mixtral");
     if (tram_json_get_int(root, mixtral ? "num_local_experts" : "num_experts", 1, 1, 1024, &experts, path,
                           err) ||
@@ -103,7 +109,7 @@ int tram_moe_hf_config(const json_t *root, tram_model_config *c, const char *pat
         return 0;
     c->norm_topk_prob = 0;
     if (tram_json_get_int(root, "moe_intermediate_size", 1, 1, 1 << 20, &ffn, path, err) ||
-        tram_json_get_int(root, "shared_expert_intermediate_size", 0, 0, 1 << 20, &shared, path, err) ||
+        tram_json_get_int(root, "shared_expert_intermediate_size", 1, 0, 1 << 20, &shared, path, err) ||
         tram_json_get_bool(root, "norm_topk_prob", 0, &c->norm_topk_prob, path, err) ||
         tram_json_get_bool(root, "qkv_bias", 0, &c->qkv_bias, path, err))
         return -1;

@@ -7,6 +7,7 @@
  * the experts divided between two tensor-parallel ranks give TP=1's logits;
  * `tram convert` writes the GGUFs back as directories that match again. */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,4 +238,37 @@ Test(moe_golden, converted_gguf_directories_match_transformers)
         snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
         cr_assert_eq(system(cmd), 0);
     }
+}
+
+/* The fixture's Qwen2-MoE config.json with one field changed (or removed)
+ * must be refused naming it: dense layers among the sparse ones are not
+ * computed, and a shared expert of unknown width is not skipped. */
+static void refused(const char *field, json_t *value, const char *expect)
+{
+    char dir[] = "/tmp/tram_moe_config_XXXXXX", path[64], cmd[64];
+    cr_assert(mkdtemp(dir));
+    json_error_t jerr;
+    json_t *cfg = json_load_file(MOE_DIR "qwen2moe/config.json", 0, &jerr);
+    cr_assert(cfg, "%s", jerr.text);
+    if (value)
+        json_object_set_new(cfg, field, value);
+    else
+        json_object_del(cfg, field);
+    snprintf(path, sizeof(path), "%s/config.json", dir);
+    cr_assert(!json_dump_file(cfg, path, 0));
+    json_decref(cfg);
+    tram_model_file *f;
+    tram_error err;
+    cr_assert_eq(tram_model_file_open(&f, dir, &err), -1, "%s accepted", field);
+    cr_assert(strstr(err.msg, expect), "%s: %s", field, err.msg);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+Test(moe_golden, qwen2moe_configs_tram_cannot_run_are_refused_by_name)
+{
+    refused("decoder_sparse_step", json_integer(2), "decoder_sparse_step");
+    refused("mlp_only_layers", json_pack("[i]", 1), "mlp_only_layers");
+    refused("shared_expert_intermediate_size", NULL, "shared_expert_intermediate_size");
+    refused("num_experts_per_tok", json_integer(9), "num_experts_per_tok");
 }
