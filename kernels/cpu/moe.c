@@ -103,6 +103,7 @@ void cpu_moe_ffn(tram_backend *be, void *out, const void *x, const void *logits,
         route_token((const float *)logits + (size_t)t * L->n_experts, L, s->expert + (size_t)t * L->top_k,
                     s->weight + (size_t)t * L->top_k);
     int held = group_rows(L, s, rows);
+#pragma omp parallel for num_threads(cpu_of(be)->threads) if (held >= PAR_MIN_ROWS)
     for (int i = 0; i < held; i++)
         memcpy((float *)s->x + (size_t)i * dim, (const float *)x + (size_t)(s->order[i] / L->top_k) * dim,
                (size_t)dim * sizeof(float));
