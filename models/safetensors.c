@@ -48,6 +48,7 @@ typedef struct {
 struct tram_hf_model {
     char dir[512];
     char arch[32];         /* tram's name, which decides the MoE tensor names */
+    int n_experts;
     st_file *files;
     int n_files;
     st_tensor *tensors;
@@ -462,6 +463,7 @@ int tram_hf_open(tram_hf_model **out, const char *dir, tram_model_config *cfg, t
         return -1;
     }
     snprintf(m->arch, sizeof(m->arch), "%s", cfg->arch);
+    m->n_experts = cfg->n_experts;
     *out = m;
     return 0;
 }
@@ -480,20 +482,52 @@ void tram_hf_close(tram_hf_model *m)
     free(m);
 }
 
-static const st_tensor *hf_lookup(const tram_hf_model *m, const char *gguf_name)
+/* transformers 5 saves with save_original_format=False the experts fused,
+ * mlp.experts.gate_up_proj [E][2*ffn][dim] (gate rows, then up) and
+ * mlp.experts.down_proj [E][dim][ffn], and Mixtral's router as mlp.gate:
+ * expert E's gate, up or down is a contiguous run of a fused tensor. */
+static const st_tensor *hf_fused(const tram_hf_model *m, const char *gguf_name, st_tensor *view)
+{
+    int layer, expert, used = 0;
+    char kind[16], name[128];
+    if (!strcmp(m->arch, "mixtral") && !tram_hf_tensor_name("qwen2moe", gguf_name, name, sizeof(name)) &&
+        strstr(name, ".mlp.gate."))
+        return st_find(m, name);
+    if (!m->n_experts || sscanf(gguf_name, "blk.%d.%15[a-z_].%d.weight%n", &layer, kind, &expert, &used) != 3 ||
+        gguf_name[used] || expert < 0 || expert >= m->n_experts)
+        return NULL;
+    int down = !strcmp(kind, "ffn_down"), up = !strcmp(kind, "ffn_up");
+    if (!down && !up && strcmp(kind, "ffn_gate"))
+        return NULL;
+    snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.%s", layer, down ? "down_proj" : "gate_up_proj");
+    const st_tensor *t = st_find(m, name);
+    int64_t per_expert = t ? t->numel / m->n_experts : 0;
+    if (!t || t->numel % m->n_experts || (!down && per_expert % 2))
+        return NULL;
+    *view = *t;
+    view->numel = down ? per_expert : per_expert / 2;
+    view->data += (size_t)(expert * per_expert + (up ? view->numel : 0)) * (size_t)st_dtypes[t->dtype].size;
+    return view;
+}
+
+static const st_tensor *hf_lookup(const tram_hf_model *m, const char *gguf_name, st_tensor *view)
 {
     char hf_name[256];
-    return tram_hf_tensor_name(m->arch, gguf_name, hf_name, sizeof(hf_name)) ? NULL : st_find(m, hf_name);
+    const st_tensor *t = tram_hf_tensor_name(m->arch, gguf_name, hf_name, sizeof(hf_name)) ? NULL
+                                                                                            : st_find(m, hf_name);
+    return t ? t : hf_fused(m, gguf_name, view);
 }
 
 int tram_hf_has_tensor(const tram_hf_model *m, const char *gguf_name)
 {
-    return hf_lookup(m, gguf_name) != NULL;
+    st_tensor view;
+    return hf_lookup(m, gguf_name, &view) != NULL;
 }
 
 int tram_hf_read_f32(tram_hf_model *m, const char *gguf_name, float *out, int64_t numel, tram_error *err)
 {
-    const st_tensor *t = hf_lookup(m, gguf_name);
+    st_tensor view;
+    const st_tensor *t = hf_lookup(m, gguf_name, &view);
     if (!t)
         return tram_fail(err, "%s: tensor %s is missing", m->dir, gguf_name);
     if (t->numel != numel)

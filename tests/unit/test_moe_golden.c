@@ -80,6 +80,13 @@ Test(moe_golden, mixtral_gguf_matches_transformers)
     golden_f32(MOE_DIR "mixtral.json", MOE_DIR "mixtral.gguf");
 }
 
+/* save_pretrained(save_original_format=False): the experts fused in 3-D
+ * gate_up_proj / down_proj, Mixtral's router as mlp.gate. */
+Test(moe_golden, mixtral_fused_hf_directory_matches_transformers)
+{
+    golden_f32(MOE_DIR "mixtral.json", MOE_DIR "mixtral-fused");
+}
+
 Test(moe_golden, qwen2moe_hf_directory_matches_transformers)
 {
     golden_f32(MOE_DIR "qwen2moe.json", MOE_DIR "qwen2moe");
