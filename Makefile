@@ -137,7 +137,7 @@ NVCCFLAGS  ?= -O3 -std=c++17 $(CUDA_ARCH) -Werror all-warnings -Xcompiler -Wall,
 CUDA_SRC   := $(wildcard kernels/cuda/*.cu)
 CUDA_OBJ   := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 CUDA_LIBDIR = $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
-CUDA_LIBS   = -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lnccl -lcudart
+CUDA_LIBS   = -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcublas -lnccl -lcudart
 # every tests/gpu/X.c or X.cu is a program (tests/gpu/run.sh runs and bundles them)
 GPU_PROGS  := $(patsubst %,$(BUILD)/%,$(basename $(wildcard tests/gpu/*.c tests/gpu/*.cu)))
 

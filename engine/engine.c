@@ -292,9 +292,13 @@ static int open_cuda_runner(tram_engine *e, tram_error *err)
 
 static int create_parts(tram_engine *e, const char *path, tram_error *err)
 {
-    e->pad_blocks = !strcmp(e->cfg.device, "cuda") && !e->cfg.enforce_eager;
-    if (check_config(&e->cfg, err) || open_model_file(e, path, err) || open_ranks(e, err) ||
-        size_pool(e, err))
+    if (check_config(&e->cfg, err) || open_model_file(e, path, err))
+        return -1;
+    /* MoE layers size their grouped GEMMs on the host (kernels/cuda/moe.cu):
+     * no CUDA graphs, so no pad blocks for them */
+    e->pad_blocks = !strcmp(e->cfg.device, "cuda") && !e->cfg.enforce_eager &&
+                    !tram_model_file_config(e->file)->n_experts;
+    if (open_ranks(e, err) || size_pool(e, err))
         return -1;
     e->logits_width = tram_model_file_config(e->file)->vocab_size;
     e->vocab = TRAM_MIN(e->logits_width, tram_tokenizer_vocab_size(e->tok));

@@ -71,6 +71,32 @@ typedef struct {
 
 static inline int tram_qact_stride(int cols) { return (cols + 3) & ~3; }
 
+/* One mixture-of-experts layer's routed experts as one backend holds them:
+ * experts [first, first + count) of n_experts (expert parallelism divides
+ * them among ranks), each an FFN down(silu(gate(x)) * up(x)) of width ffn. */
+typedef struct {
+    int n_experts, top_k;     /* softmax over n_experts router logits, then the top_k largest */
+    int norm_topk;            /* the top_k probabilities renormalized to sum 1 (Mixtral) */
+    int first, count;
+    int ffn;
+    const tram_weight *gate_up;  /* [count]: (2*ffn, dim), gate rows then up rows */
+    const tram_weight *down;     /* [count]: (dim, ffn) */
+} tram_moe_layer;
+
+/* Backend memory the moe op works in, for max_rows = max_tokens * top_k
+ * routed rows, allocated once by the model.  After the op, expert[] and
+ * weight[] hold each (token, choice)'s expert and routing weight. */
+typedef struct {
+    int max_rows, dim;
+    int32_t *expert;          /* [max_rows] expert of row token * top_k + choice */
+    float *weight;            /* [max_rows] its routing weight */
+    int32_t *order;           /* [max_rows] the rows held here, grouped by expert, tokens ascending */
+    int32_t *slot;            /* [max_rows] each row's place in order, -1 when held elsewhere */
+    int32_t *offsets;         /* [n_experts + 1] each held expert's first place in order */
+    void *x, *y;              /* [max_rows][dim] gathered inputs, expert outputs */
+    void *gate_up, *hidden;   /* [max_rows][2*ffn], [max_rows][ffn] */
+} tram_moe_scratch;
+
 typedef struct tram_backend tram_backend;
 
 struct tram_backend {
@@ -155,6 +181,17 @@ struct tram_backend {
                         int dim);
     /* Host f32 copy of activations (logits). */
     void (*to_host_f32)(tram_backend *be, float *dst, const void *src, size_t n);
+    /* Mixture of experts: out[n, dim] = the sum, over each token's top_k
+     * experts that L holds, of its routing weight times the expert's FFN of
+     * x (grouped: each expert's rows are gathered and multiplied at once, then
+     * added back in ascending expert order, as transformers does); logits are
+     * the router's [n, n_experts] (activations).  Experts held elsewhere add
+     * nothing: the all_reduce that follows sums the ranks. */
+    void (*moe)(tram_backend *be, void *out, const void *x, const void *logits, const tram_moe_layer *L,
+                const tram_moe_scratch *s, int n);
+    /* y[i] += sigmoid(gate[i]) * x[i] for rows of dim values; gate is [n]
+     * (activations, one logit per row): Qwen2-MoE's shared expert. */
+    void (*add_gated)(tram_backend *be, void *y, const void *x, const void *gate, int n, int dim);
     /* Sum of x across tensor-parallel ranks, in place. */
     void (*all_reduce)(tram_backend *be, void *x, size_t n);
 

@@ -12,26 +12,58 @@ typedef struct {
     dummy_kind kind;
 } dummy_shape;
 
-/* Shape of a per-layer tensor, from its name after "blk.N.". */
+/* Which models have a per-layer tensor. */
+typedef enum { HAS_ALWAYS, HAS_DENSE, HAS_EXPERTS, HAS_SHARED, HAS_BIAS } dummy_has;
+
+static int dummy_present(const tram_model_config *c, dummy_has has)
+{
+    switch (has) {
+    case HAS_DENSE: return !c->n_experts;
+    case HAS_EXPERTS: return c->n_experts > 0;
+    case HAS_SHARED: return c->shared_ffn_dim > 0;
+    case HAS_BIAS: return c->qkv_bias;
+    default: return 1;
+    }
+}
+
+/* Shape of a per-layer tensor, from its name after "blk.N."; an expert's
+ * matrix ("ffn_up.E.weight", models/moe_files.h) has a dense FFN matrix's. */
 static int layer_shape(const tram_model_config *c, const char *suffix, dummy_shape *s)
 {
     int64_t dim = c->dim, qd = (int64_t)c->n_heads * c->head_dim, kd = (int64_t)c->n_kv_heads * c->head_dim;
+    int64_t ffn = c->ffn_dim, shared = c->shared_ffn_dim;
+    char kind[16], name[32];
+    int expert, used = 0;
+    if (sscanf(suffix, "%15[a-z_].%d.weight%n", kind, &expert, &used) == 2 && !suffix[used]) {
+        if (!c->n_experts || expert < 0 || expert >= c->n_experts ||
+            (strcmp(kind, "ffn_gate") && strcmp(kind, "ffn_up") && strcmp(kind, "ffn_down")))
+            return -1;
+        snprintf(name, sizeof(name), "%s.weight", kind);
+        suffix = name;
+    }
     const struct {
         const char *name;
         int64_t rows, cols;
         dummy_kind kind;
+        dummy_has has;
     } t[] = {
-        {"attn_norm.weight", 1, dim, DUMMY_NORM},       {"ffn_norm.weight", 1, dim, DUMMY_NORM},
-        {"attn_q.weight", qd, dim, DUMMY_MATRIX},       {"attn_k.weight", kd, dim, DUMMY_MATRIX},
-        {"attn_v.weight", kd, dim, DUMMY_MATRIX},       {"attn_output.weight", dim, qd, DUMMY_MATRIX},
-        {"ffn_gate.weight", c->ffn_dim, dim, DUMMY_MATRIX}, {"ffn_up.weight", c->ffn_dim, dim, DUMMY_MATRIX},
-        {"ffn_down.weight", dim, c->ffn_dim, DUMMY_MATRIX}, {"attn_q.bias", 1, qd, DUMMY_BIAS},
-        {"attn_k.bias", 1, kd, DUMMY_BIAS},             {"attn_v.bias", 1, kd, DUMMY_BIAS},
+        {"attn_norm.weight", 1, dim, DUMMY_NORM, HAS_ALWAYS},   {"ffn_norm.weight", 1, dim, DUMMY_NORM, HAS_ALWAYS},
+        {"attn_q.weight", qd, dim, DUMMY_MATRIX, HAS_ALWAYS},   {"attn_k.weight", kd, dim, DUMMY_MATRIX, HAS_ALWAYS},
+        {"attn_v.weight", kd, dim, DUMMY_MATRIX, HAS_ALWAYS},   {"attn_output.weight", dim, qd, DUMMY_MATRIX, HAS_ALWAYS},
+        {"ffn_gate.weight", ffn, dim, DUMMY_MATRIX, HAS_DENSE}, {"ffn_up.weight", ffn, dim, DUMMY_MATRIX, HAS_DENSE},
+        {"ffn_down.weight", dim, ffn, DUMMY_MATRIX, HAS_DENSE}, {"attn_q.bias", 1, qd, DUMMY_BIAS, HAS_BIAS},
+        {"attn_k.bias", 1, kd, DUMMY_BIAS, HAS_BIAS},           {"attn_v.bias", 1, kd, DUMMY_BIAS, HAS_BIAS},
+        {"ffn_gate_inp.weight", c->n_experts, dim, DUMMY_MATRIX, HAS_EXPERTS},
+        {"ffn_gate_inp_shexp.weight", 1, dim, DUMMY_MATRIX, HAS_SHARED},
+        {"ffn_gate_shexp.weight", shared, dim, DUMMY_MATRIX, HAS_SHARED},
+        {"ffn_up_shexp.weight", shared, dim, DUMMY_MATRIX, HAS_SHARED},
+        {"ffn_down_shexp.weight", dim, shared, DUMMY_MATRIX, HAS_SHARED},
     };
     for (size_t i = 0; i < TRAM_ARRAY_LEN(t); i++) {
         if (strcmp(suffix, t[i].name))
             continue;
-        if (t[i].kind == DUMMY_BIAS && !c->qkv_bias)
+        /* an expert's matrix stands in for the dense one, in MoE models only */
+        if (suffix == name ? !c->n_experts : !dummy_present(c, t[i].has))
             return -1;
         *s = (dummy_shape){.rows = t[i].rows, .cols = t[i].cols, .kind = t[i].kind};
         return 0;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "models/gguf.h"
+#include "models/moe_files.h"
 #include "models/safetensors.h"
 
 /* Token ids from the GGUF's tokenizer metadata; -1 when absent. */
@@ -52,6 +53,30 @@ static void set_id(json_t *obj, const char *key, long long id)
 
 /* ---------------------------------------------------------------- config.json */
 
+/* tram's name of the HF family: a llama GGUF with experts is a Mixtral. */
+static const char *hf_family(const tram_model_config *c)
+{
+    return c->n_experts && strcmp(c->arch, "qwen2moe") ? "mixtral" : c->arch;
+}
+
+/* The experts' fields of MixtralConfig / Qwen2MoeConfig. */
+static void moe_config(json_t *root, const tram_model_config *c)
+{
+    if (!c->n_experts)
+        return;
+    int qwen = !strcmp(c->arch, "qwen2moe");
+    json_object_set_new(root, qwen ? "num_experts" : "num_local_experts", json_integer(c->n_experts));
+    json_object_set_new(root, "num_experts_per_tok", json_integer(c->n_experts_used));
+    if (!qwen)
+        return;
+    json_object_set_new(root, "moe_intermediate_size", json_integer(c->ffn_dim));
+    json_object_set_new(root, "shared_expert_intermediate_size", json_integer(c->shared_ffn_dim));
+    json_object_set_new(root, "norm_topk_prob", json_boolean(c->norm_topk_prob));
+    json_object_set_new(root, "qkv_bias", json_boolean(c->qkv_bias));
+    json_object_set_new(root, "decoder_sparse_step", json_integer(1));
+    json_object_set_new(root, "mlp_only_layers", json_array());
+}
+
 static json_t *config_json(const tram_model_config *c, const gguf_vocab *v, tram_hf_dtype dtype)
 {
     json_t *rope = json_null();
@@ -62,7 +87,8 @@ static json_t *config_json(const tram_model_config *c, const gguf_vocab *v, tram
                          c->rope_original_max_pos);
     json_t *root = json_pack(
         "{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:o, s:o, s:b, s:s, s:s}",
-        "architectures", tram_hf_architecture(c->arch), "model_type", c->arch, "hidden_size", c->dim,
+        "architectures", tram_hf_architecture(hf_family(c)), "model_type",
+        strcmp(c->arch, "qwen2moe") ? hf_family(c) : "qwen2_moe", "hidden_size", c->dim,
         "intermediate_size", c->ffn_dim, "num_hidden_layers", c->n_layers, "num_attention_heads", c->n_heads,
         "num_key_value_heads", c->n_kv_heads, "head_dim", c->head_dim, "vocab_size", c->vocab_size,
         "max_position_embeddings", c->max_seq_len, "rms_norm_eps", json_float(c->norm_eps), "rope_theta",
@@ -75,6 +101,7 @@ static json_t *config_json(const tram_model_config *c, const gguf_vocab *v, tram
         json_object_set_new(root, "sliding_window", json_null());
     else
         json_object_set_new(root, "attention_bias", json_false());
+    moe_config(root, c);
     set_id(root, "bos_token_id", v->bos);
     set_id(root, "eos_token_id", v->eos);
     return root;
@@ -92,34 +119,75 @@ static json_t *generation_config_json(const gguf_vocab *v)
 /* ---------------------------------------------------------------- model.safetensors */
 
 typedef struct {
-    const tram_gguf_tensor *t;
-    char name[256];
+    char src[256];          /* the name tram reads it under (an expert's own, for a 3-D tensor) */
+    char name[256];         /* the HF name */
     int bf16;
-    int64_t numel;
+    int64_t rows, numel;    /* rows: of a matrix, or the length of a vector */
     uint64_t begin, end;
 } out_tensor;
 
-static int plan_tensors(const tram_gguf *g, tram_hf_dtype dtype, out_tensor *out, json_t *header,
-                        tram_error *err)
+/* 1 when t stacks experts ("blk.N.ffn_up_exps.weight", 3-D): its layer and
+ * the kind of matrix ("ffn_up") into *layer and kind. */
+static int stacked_experts(const tram_gguf_tensor *t, int *layer, char *kind, size_t kind_len)
 {
+    int used = 0;
+    char stem[64];
+    if (t->n_dims != 3 || sscanf(t->name, "blk.%d.%63[a-z_]%n", layer, stem, &used) != 2 ||
+        strcmp(t->name + used, ".weight"))
+        return 0;
+    size_t n = strlen(stem);
+    if (n <= 5 || strcmp(stem + n - 5, "_exps"))
+        return 0;
+    snprintf(kind, kind_len, "%.*s", (int)(n - 5), stem);
+    return 1;
+}
+
+/* A GGUF tensor is one HF tensor, or one per expert when it stacks them:
+ * "blk.N.ffn_up_exps.weight" holds experts.E.up_proj for every E. */
+static int64_t hf_count(const tram_gguf_tensor *t)
+{
+    int layer;
+    char kind[64];
+    return stacked_experts(t, &layer, kind, sizeof(kind)) ? t->ne[2] : 1;
+}
+
+static void plan_one(const tram_gguf_tensor *t, int expert, out_tensor *o)
+{
+    int layer;
+    char kind[64];
+    if (stacked_experts(t, &layer, kind, sizeof(kind)))
+        tram_moe_expert_name(o->src, sizeof(o->src), layer, kind, expert);
+    else
+        snprintf(o->src, sizeof(o->src), "%s", t->name);
+    o->numel = t->ne[0] * (t->n_dims > 1 ? t->ne[1] : 1);
+    o->rows = t->n_dims > 1 ? t->ne[1] : t->ne[0];
+}
+
+static int plan_tensors(tram_model_file *f, tram_hf_dtype dtype, out_tensor *out, json_t *header, tram_error *err)
+{
+    const tram_gguf *g = tram_model_file_gguf(f);
+    const char *family = hf_family(tram_model_file_config(f));
     uint64_t offset = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
-        out_tensor *o = &out[i];
-        o->t = &g->tensors[i];
-        if (tram_hf_tensor_name(o->t->name, o->name, sizeof(o->name)))
-            return tram_fail(err, "%s: tensor %s has no Hugging Face name", g->path, o->t->name);
-        /* Norms and biases stay F32, as in HF checkpoints: they are tiny and
-         * rounding them would move every activation. */
-        o->bf16 = dtype == TRAM_HF_BF16 && o->t->n_dims > 1;
-        o->numel = tram_gguf_tensor_numel(o->t);
-        o->begin = offset;
-        o->end = offset += (uint64_t)o->numel * (o->bf16 ? 2 : 4);
-        json_t *shape = json_array();
-        for (uint32_t d = o->t->n_dims; d-- > 0;)   /* ne[0] is innermost: HF lists it last */
-            json_array_append_new(shape, json_integer(o->t->ne[d]));
-        json_object_set_new(header, o->name,
-                            json_pack("{s:s, s:o, s:[I, I]}", "dtype", o->bf16 ? "BF16" : "F32", "shape", shape,
-                                      "data_offsets", (json_int_t)o->begin, (json_int_t)o->end));
+        const tram_gguf_tensor *t = &g->tensors[i];
+        for (int64_t e = 0; e < hf_count(t); e++) {
+            out_tensor *o = out++;
+            plan_one(t, (int)e, o);
+            if (tram_hf_tensor_name(family, o->src, o->name, sizeof(o->name)))
+                return tram_fail(err, "%s: tensor %s has no Hugging Face name", g->path, o->src);
+            /* Norms and biases stay F32, as in HF checkpoints: they are tiny and
+             * rounding them would move every activation. */
+            o->bf16 = dtype == TRAM_HF_BF16 && t->n_dims > 1;
+            o->begin = offset;
+            o->end = offset += (uint64_t)o->numel * (o->bf16 ? 2 : 4);
+            /* ne[0] is innermost: HF lists it last; the shared expert's gate is a [1, dim] Linear */
+            json_t *shape = t->n_dims > 1 || strstr(t->name, "gate_inp_shexp")
+                                ? json_pack("[I, I]", (json_int_t)(t->n_dims > 1 ? t->ne[1] : 1), (json_int_t)t->ne[0])
+                                : json_pack("[I]", (json_int_t)t->ne[0]);
+            json_object_set_new(header, o->name,
+                                json_pack("{s:s, s:o, s:[I, I]}", "dtype", o->bf16 ? "BF16" : "F32", "shape", shape,
+                                          "data_offsets", (json_int_t)o->begin, (json_int_t)o->end));
+        }
     }
     return 0;
 }
@@ -162,16 +230,15 @@ static int write_tensor(tram_model_file *f, const out_tensor *o, float *buf, flo
                         tram_error *err)
 {
     const tram_model_config *c = tram_model_file_config(f);
-    if (tram_model_file_read_f32(f, o->t->name, buf, o->numel, err))
+    if (tram_model_file_read_f32(f, o->src, buf, o->numel, err))
         return -1;
     const float *src = buf;
-    int heads = permuted_heads(c, o->t->name);
+    int heads = permuted_heads(c, o->src);
     if (heads) {
-        int64_t rows = o->t->n_dims > 1 ? o->t->ne[1] : o->t->ne[0];
-        if (rows != (int64_t)heads * c->head_dim)
-            return tram_fail(err, "%s: %lld rows are not %d heads of %d", o->t->name, (long long)rows, heads,
+        if (o->rows != (int64_t)heads * c->head_dim)
+            return tram_fail(err, "%s: %lld rows are not %d heads of %d", o->src, (long long)o->rows, heads,
                              c->head_dim);
-        unpermute_rows(buf, scratch, rows, o->numel / rows, c->head_dim);
+        unpermute_rows(buf, scratch, o->rows, o->numel / o->rows, c->head_dim);
         src = scratch;
     }
     const void *bytes = src;
@@ -205,15 +272,18 @@ static int write_header(FILE *fp, json_t *header, tram_error *err)
 static int write_safetensors(tram_model_file *f, const char *dir, tram_hf_dtype dtype, tram_error *err)
 {
     const tram_gguf *g = tram_model_file_gguf(f);
-    out_tensor *plan = tram_calloc(g->n_tensors, sizeof(*plan), err);
+    int64_t n_out = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        n_out += hf_count(&g->tensors[i]);
+    out_tensor *plan = tram_calloc((size_t)n_out, sizeof(*plan), err);
     json_t *header = json_pack("{s:{s:s}}", "__metadata__", "format", "pt");
     char path[1024];
     snprintf(path, sizeof(path), "%s/model.safetensors", dir);
     FILE *fp = NULL;
     float *buf = NULL, *scratch = NULL;
-    int rc = !plan || plan_tensors(g, dtype, plan, header, err) ? -1 : 0;
+    int rc = !plan || plan_tensors(f, dtype, plan, header, err) ? -1 : 0;
     int64_t most = 0;
-    for (uint64_t i = 0; !rc && i < g->n_tensors; i++)
+    for (int64_t i = 0; !rc && i < n_out; i++)
         most = TRAM_MAX(most, plan[i].numel);
     if (!rc && (!(buf = tram_calloc((size_t)most, sizeof(float), err)) ||
                 !(scratch = tram_calloc((size_t)most, sizeof(float), err))))
@@ -222,7 +292,7 @@ static int write_safetensors(tram_model_file *f, const char *dir, tram_hf_dtype 
         rc = tram_fail(err, "%s: cannot create: %s", path, strerror(errno));
     if (!rc)
         rc = write_header(fp, header, err);
-    for (uint64_t i = 0; !rc && i < g->n_tensors; i++)
+    for (int64_t i = 0; !rc && i < n_out; i++)
         rc = write_tensor(f, &plan[i], buf, scratch, fp, err);
     if (fp && fclose(fp) && !rc)
         rc = tram_fail(err, "%s: cannot write: %s", path, strerror(errno));
@@ -294,6 +364,10 @@ static json_t *added_token(json_t *content, int special)
                      "rstrip", 0, "normalized", 0, "special", special);
 }
 
+#define QWEN2_SPLIT                                                                        \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*" \
+    "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
 /* The pre-tokenizer HF ships for each llama.cpp pre-tokenizer name. */
 static json_t *pre_tokenizer(const tram_gguf *g, tram_error *err)
 {
@@ -308,8 +382,14 @@ static json_t *pre_tokenizer(const tram_gguf *g, tram_error *err)
     else if (!strcmp(pre, "smollm"))   /* digits one by one, then GPT-2's regex */
         out = json_pack("{s:s, s:[{s:s, s:b}, o]}", "type", "Sequence", "pretokenizers", "type", "Digits",
                         "individual_digits", 1, byte_level);
-    else
-        tram_fail(err, "%s: pre-tokenizer '%s' cannot be converted yet (gpt2, smollm can)", g->path, pre);
+    else if (!strcmp(pre, "qwen2")) {  /* Qwen2's split regex (its tokenizer.json's), then bytes */
+        json_decref(byte_level);
+        byte_level = NULL;
+        out = json_pack("{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, {s:s, s:b, s:b, s:b}]}", "type", "Sequence",
+                        "pretokenizers", "type", "Split", "pattern", "Regex", QWEN2_SPLIT, "behavior", "Isolated",
+                        "invert", 0, "type", "ByteLevel", "add_prefix_space", 0, "trim_offsets", 0, "use_regex", 0);
+    } else
+        tram_fail(err, "%s: pre-tokenizer '%s' cannot be converted yet (gpt2, smollm, qwen2 can)", g->path, pre);
     if (!out)
         json_decref(byte_level);
     free(pre);
@@ -382,6 +462,15 @@ static void set_token(json_t *obj, const char *key, const gguf_vocab *v, long lo
         json_object_set_new(obj, key, token_string(v->tokens, (uint64_t)id, NULL));
 }
 
+/* transformers 5 rebuilds a GPT2Tokenizer's pipeline with GPT-2's regex, so
+ * a Qwen2 vocabulary must name its own class. */
+static int is_qwen2_pre(const tram_gguf *g)
+{
+    const tram_gguf_kv *kv = tram_gguf_find_kv(g, "tokenizer.ggml.pre");
+    return kv && kv->value.type == TRAM_GGUF_STRING && kv->value.v.str.len == 5 &&
+           !memcmp(kv->value.v.str.ptr, "qwen2", 5);
+}
+
 static json_t *tokenizer_config_json(const tram_gguf *g, const tram_model_config *c, const gguf_vocab *v)
 {
     json_t *decoder = json_object();
@@ -396,7 +485,7 @@ static json_t *tokenizer_config_json(const tram_gguf *g, const tram_model_config
     json_t *root = json_pack("{s:b, s:b, s:b, s:o, s:b, s:i, s:s}", "add_bos_token", v->add_bos, "add_eos_token", 0,
                              "add_prefix_space", 0, "added_tokens_decoder", decoder,
                              "clean_up_tokenization_spaces", 0, "model_max_length", c->max_seq_len,
-                             "tokenizer_class", "GPT2Tokenizer");
+                             "tokenizer_class", is_qwen2_pre(g) ? "Qwen2Tokenizer" : "GPT2Tokenizer");
     set_token(root, "bos_token", v, v->bos);
     set_token(root, "eos_token", v, v->eos);
     set_token(root, "pad_token", v, v->pad);
@@ -436,7 +525,7 @@ int tram_hf_convert(tram_model_file *f, const char *outdir, tram_hf_dtype dtype,
     const tram_model_config *c = tram_model_file_config(f);
     if (!g)
         return tram_fail(err, "%s: convert reads GGUF files", tram_model_file_path(f));
-    if (!tram_hf_architecture(c->arch))
+    if (!tram_hf_architecture(hf_family(c)))
         return tram_fail(err, "%s: architecture '%s' has no Hugging Face class", g->path, c->arch);
     gguf_vocab v;
     json_t *tok = NULL;

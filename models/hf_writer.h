@@ -2,7 +2,9 @@
  * convert`): config.json, model.safetensors, tokenizer.json,
  * tokenizer_config.json, generation_config.json.  Q and K rows stored
  * permuted for interleaved RoPE are put back in HF's rotate-half order, so the
- * directory runs in transformers (and in tram, with NeoX RoPE) unchanged. */
+ * directory runs in transformers (and in tram, with NeoX RoPE) unchanged.  A
+ * mixture-of-experts GGUF becomes a Mixtral or Qwen2-MoE directory, each 3-D
+ * ffn_*_exps tensor written as its experts' own tensors. */
 #ifndef TRAM_HF_WRITER_H
 #define TRAM_HF_WRITER_H
 

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "models/model.h"
+#include "models/moe.h"
+#include "models/moe_files.h"
 #include "models/quantize.h"
 #include "models/shard.h"
 
@@ -19,6 +21,7 @@ typedef struct {
     tram_weight ffn_norm;      /* (1, dim) */
     tram_weight w_gate_up;     /* (2*ffn, dim): gate rows, then up rows (this rank's ffn) */
     tram_weight w_down;        /* (dim, ffn) */
+    tram_moe_weights moe;      /* in place of the three above when the model has experts */
     void *k_cache, *v_cache;   /* (num_blocks*block_size, n_kv_heads*head_dim) */
 } llama_layer;
 
@@ -60,6 +63,7 @@ struct tram_model {
     /* int8 copies of xb and hidden for W8A8 matrices, written by the norm and
      * SiLU ops; NULL arrays when no layer matrix is int8 */
     tram_qact xq_dim, xq_ffn;
+    tram_moe_acts moe_acts;    /* models with experts only */
     llama_batch_buf bb;
     tram_batch prepared;       /* the batch of tram_model_prepare, on the backend */
     tram_act_observer observe;  /* calibration hook, usually NULL */
@@ -128,6 +132,44 @@ static int load_qkv(tram_model *m, tram_model_file *f, int l, tram_shard_scratch
     return c->qkv_bias ? tram_shard_load(m->be, f, &L->bqkv, b, 3, 1, qn + 2 * kn, TRAM_W_F32, sc, err) : 0;
 }
 
+/* The router, this rank's experts whole (expert parallelism; each with its
+ * gate and up stacked, like the dense FFN's) and its slice of the shared
+ * expert, split like a dense FFN.  The router stays at the backend's format:
+ * routing decisions are not worth an int8 error. */
+static int load_moe(tram_model *m, tram_model_file *f, int l, tram_shard_scratch *sc, tram_error *err)
+{
+    const tram_model_config *c = &m->cfg;
+    tram_moe_weights *W = &m->layers[l].moe;
+    char n[4][64];
+    snprintf(n[0], sizeof(n[0]), "blk.%d.ffn_gate_inp.weight", l);
+    if (tram_moe_weights_init(W, c, m->be, err) ||
+        load_one(m, f, &W->router, n[0], c->n_experts, c->dim, m->lim.weight_type, sc, err))
+        return -1;
+    const char *gate_up[2] = {n[0], n[1]};
+    for (int i = 0; i < W->layer.count; i++) {
+        static const char *const kinds[3] = {"ffn_gate", "ffn_up", "ffn_down"};
+        for (int k = 0; k < 3; k++)
+            tram_moe_expert_name(n[k], sizeof(n[k]), l, kinds[k], W->layer.first + i);
+        tram_shard_part gu[2] = {tram_shard_whole(n[0], c->ffn_dim, c->dim), tram_shard_whole(n[1], c->ffn_dim, c->dim)};
+        if (tram_shard_load(m->be, f, &W->gate_up[i], gu, 2, 2 * c->ffn_dim, c->dim, stacked_type(m, f, gate_up, 2),
+                            sc, err) ||
+            load_one(m, f, &W->down[i], n[2], c->dim, c->ffn_dim, matrix_type(m, f, n[2]), sc, err))
+            return -1;
+    }
+    if (!c->shared_ffn_dim)
+        return 0;
+    static const char *const shexp[4] = {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", "ffn_gate_inp_shexp"};
+    for (int k = 0; k < 4; k++)
+        snprintf(n[k], sizeof(n[k]), "blk.%d.%s.weight", l, shexp[k]);
+    int sh = c->shared_ffn_dim, sn = sh / m->shard.world_size, s0 = m->shard.rank * sn;
+    tram_shard_part gu[2] = {tram_shard_rows(n[0], sh, c->dim, s0, sn), tram_shard_rows(n[1], sh, c->dim, s0, sn)};
+    tram_shard_part down = tram_shard_cols(n[2], c->dim, sh, s0, sn);
+    return tram_shard_load(m->be, f, &W->shared_gate_up, gu, 2, 2 * sn, c->dim, stacked_type(m, f, gate_up, 2), sc,
+                           err) ||
+           tram_shard_load(m->be, f, &W->shared_down, &down, 1, c->dim, sn, matrix_type(m, f, n[2]), sc, err) ||
+           load_one(m, f, &W->shared_gate, n[3], 1, c->dim, m->lim.weight_type, sc, err);
+}
+
 /* gate and up by rows (this rank's FFN slice of each), o_proj and down by
  * columns (this rank's heads, its FFN slice): their partial sums meet in
  * all_reduce. */
@@ -146,12 +188,14 @@ static int load_layer(tram_model *m, tram_model_file *f, int l, tram_shard_scrat
     const char *gate_up[2] = {n[3], n[4]};
     tram_shard_part o = tram_shard_cols(n[1], c->dim, qd, q0, qn), down = tram_shard_cols(n[5], c->dim, ffn, f0, fn);
     tram_shard_part gu[2] = {tram_shard_rows(n[3], ffn, c->dim, f0, fn), tram_shard_rows(n[4], ffn, c->dim, f0, fn)};
-    return load_one(m, f, &L->attn_norm, n[0], 1, c->dim, TRAM_W_F32, sc, err) ||
-           load_qkv(m, f, l, sc, err) ||
-           tram_shard_load(m->be, f, &L->wo, &o, 1, c->dim, qn, matrix_type(m, f, n[1]), sc, err) ||
-           load_one(m, f, &L->ffn_norm, n[2], 1, c->dim, TRAM_W_F32, sc, err) ||
-           tram_shard_load(m->be, f, &L->w_gate_up, gu, 2, 2 * fn, c->dim, stacked_type(m, f, gate_up, 2), sc,
-                           err) ||
+    if (load_one(m, f, &L->attn_norm, n[0], 1, c->dim, TRAM_W_F32, sc, err) ||
+        load_qkv(m, f, l, sc, err) ||
+        tram_shard_load(m->be, f, &L->wo, &o, 1, c->dim, qn, matrix_type(m, f, n[1]), sc, err) ||
+        load_one(m, f, &L->ffn_norm, n[2], 1, c->dim, TRAM_W_F32, sc, err))
+        return -1;
+    if (c->n_experts)
+        return load_moe(m, f, l, sc, err);
+    return tram_shard_load(m->be, f, &L->w_gate_up, gu, 2, 2 * fn, c->dim, stacked_type(m, f, gate_up, 2), sc, err) ||
            tram_shard_load(m->be, f, &L->w_down, &down, 1, c->dim, fn, matrix_type(m, f, n[5]), sc, err);
 }
 
@@ -179,8 +223,11 @@ static int load_weights(tram_model *m, tram_model_file *f, tram_error *err)
     const tram_model_config *c = &m->cfg;
     size_t qkv = (size_t)(c->n_heads + 2 * c->n_kv_heads) * c->head_dim * c->dim;
     size_t biggest = TRAM_MAX(TRAM_MAX((size_t)c->vocab_size * c->dim, (size_t)2 * c->ffn_dim * c->dim), qkv);
-    /* cut under tensor parallelism: q and o (qd x dim), gate, up and down (ffn x dim) */
-    size_t cut = m->shard.world_size > 1 ? (size_t)TRAM_MAX(c->n_heads * c->head_dim, c->ffn_dim) * c->dim : 0;
+    biggest = TRAM_MAX(biggest, (size_t)2 * c->shared_ffn_dim * c->dim);
+    /* cut under tensor parallelism: q and o (qd x dim), gate, up and down (ffn
+     * x dim), a shared expert's (shared_ffn x dim); routed experts load whole */
+    size_t widest = (size_t)TRAM_MAX(TRAM_MAX(c->n_heads * c->head_dim, c->ffn_dim), c->shared_ffn_dim);
+    size_t cut = m->shard.world_size > 1 ? widest * c->dim : 0;
     tram_shard_scratch sc;
     if (tram_shard_scratch_init(&sc, biggest, cut, err))
         return -1;
@@ -265,6 +312,8 @@ static int alloc_buffers(tram_model *m, tram_error *err)
             return be->sync(be, err) ? -1 : tram_fail(err, "out of memory for activations");
     if (!(m->bb.host = be->alloc_host(be, (4 * t + 2 * s + 1 + s * m->lim.max_blocks_per_seq) * 4)))
         return be->sync(be, err) ? -1 : tram_fail(err, "out of host memory for the batch staging");
+    if (c->n_experts && tram_moe_acts_alloc(be, c, m->lim.max_tokens, &m->moe_acts, err))
+        return -1;
     return alloc_qacts(m, err) || alloc_kv(m, err) ? -1 : 0;
 }
 
@@ -341,11 +390,13 @@ void tram_model_destroy(tram_model *m)
             for (size_t i = 0; i < TRAM_ARRAY_LEN(ws); i++)
                 if (ws[i]->data)
                     be->free_weight(be, ws[i]);
+            tram_moe_weights_free(be, &L->moe);
             be->free(be, L->k_cache);
             be->free(be, L->v_cache);
         }
         free(m->layers);
     }
+    tram_moe_acts_free(be, &m->moe_acts);
     if (m->output.data && m->output.data != m->tok_embd.data)
         be->free_weight(be, &m->output);
     if (m->tok_embd.data)
@@ -506,6 +557,11 @@ static void ffn_block(tram_model *m, int l, int n)
     tram_backend *be = m->be;
     const llama_layer *L = &m->layers[l];
     observe(m, l, TRAM_ACT_FFN_IN, m->a.xb, n, m->cfg.dim);
+    if (m->cfg.n_experts) {
+        tram_moe_forward(be, &L->moe, &m->moe_acts, m->a.proj, m->a.xb, n);
+        be->all_reduce(be, m->a.proj, (size_t)n * m->cfg.dim);
+        return;
+    }
     matmul_in(m, m->a.gate_up, m->a.xb, &m->xq_dim, &L->w_gate_up, n);
     const tram_qact *qa = qact_for(&m->xq_ffn, &L->w_down);
     if (qa)

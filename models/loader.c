@@ -9,6 +9,7 @@
 #include "models/dummy.h"
 #include "models/gguf.h"
 #include "models/model.h"
+#include "models/moe_files.h"
 #include "models/presets.h"
 #include "models/safetensors.h"
 
@@ -50,10 +51,11 @@ static int gguf_read_config(const tram_gguf *g, tram_model_config *c, tram_error
     char *arch = NULL;
     if (tram_gguf_get_str(g, "general.architecture", &arch, err))
         return -1;
-    int known = !strcmp(arch, "llama") || !strcmp(arch, "qwen2") || !strcmp(arch, "mistral");
+    int known = !strcmp(arch, "llama") || !strcmp(arch, "qwen2") || !strcmp(arch, "mistral") ||
+                !strcmp(arch, "qwen2moe");
     snprintf(c->arch, sizeof(c->arch), "%s", arch);
     if (!known) {
-        tram_fail(err, "%s: architecture '%s' is not supported (llama, mistral, qwen2 are)", g->path, arch);
+        tram_fail(err, "%s: architecture '%s' is not supported (llama, mistral, qwen2, qwen2moe are)", g->path, arch);
         free(arch);
         return -1;
     }
@@ -72,7 +74,8 @@ static int gguf_read_config(const tram_gguf *g, tram_model_config *c, tram_error
         c->rope_theta = gguf_arch_float_or(g, arch, "rope.freq_base", 10000.0f);
         /* llama.cpp stores llama/mistral Q and K rows permuted for interleaved
          * RoPE; qwen2 files keep the NeoX layout. */
-        c->rope_style = strcmp(arch, "qwen2") ? TRAM_ROPE_INTERLEAVED : TRAM_ROPE_NEOX;
+        c->rope_style = strncmp(arch, "qwen2", 5) ? TRAM_ROPE_INTERLEAVED : TRAM_ROPE_NEOX;
+        ok = !tram_moe_gguf_config(g, arch, c, err);
     }
     free(arch);
     if (!ok)
@@ -95,6 +98,8 @@ static int config_check(const tram_model_config *c, const char *path, tram_error
         return tram_fail(err, "%s: head dimension %d is not supported", path, c->head_dim);
     if (c->vocab_size < 1 || c->vocab_size > (1 << 22))
         return tram_fail(err, "%s: vocabulary size %d is out of range", path, c->vocab_size);
+    if (c->n_experts && (c->n_experts_used < 1 || c->n_experts_used > c->n_experts))
+        return tram_fail(err, "%s: %d experts per token of %d experts", path, c->n_experts_used, c->n_experts);
     return 0;
 }
 
@@ -160,11 +165,22 @@ const tram_model_config *tram_model_file_config(const tram_model_file *f) { retu
 const char *tram_model_file_path(const tram_model_file *f) { return f->path; }
 struct tram_gguf *tram_model_file_gguf(const tram_model_file *f) { return f->gguf; }
 
+/* The GGUF tensor `name`, or the slice of a 3-D expert tensor that stands for
+ * it (models/moe_files.h); NULL when neither exists or f is no GGUF. */
+static const tram_gguf_tensor *gguf_tensor(const tram_model_file *f, const char *name, tram_gguf_tensor *slice)
+{
+    const tram_gguf_tensor *t = f->gguf ? tram_gguf_find_tensor(f->gguf, name) : NULL;
+    if (t || !f->gguf)
+        return t;
+    return tram_gguf_expert_slice(f->gguf, name, slice) ? NULL : slice;
+}
+
 int tram_model_file_has_tensor(const tram_model_file *f, const char *name)
 {
+    tram_gguf_tensor slice;
     if (f->dummy)
         return tram_dummy_has_tensor(&f->cfg, name);
-    return f->gguf ? tram_gguf_find_tensor(f->gguf, name) != NULL : tram_hf_has_tensor(f->hf, name);
+    return f->gguf ? gguf_tensor(f, name, &slice) != NULL : tram_hf_has_tensor(f->hf, name);
 }
 
 /* The F32 "<name>.scale" tensor `tram quantize` writes beside an I8 tensor. */
@@ -179,7 +195,8 @@ static const tram_gguf_tensor *int8_scales(const tram_model_file *f, const tram_
 
 int tram_model_file_is_int8(const tram_model_file *f, const char *name)
 {
-    const tram_gguf_tensor *t = f->gguf ? tram_gguf_find_tensor(f->gguf, name) : NULL;
+    tram_gguf_tensor slice;
+    const tram_gguf_tensor *t = gguf_tensor(f, name, &slice);
     return t && int8_scales(f, t);
 }
 
@@ -216,7 +233,8 @@ int tram_model_file_read_f32(tram_model_file *f, const char *name, float *out, i
         return tram_dummy_read_f32(&f->cfg, name, out, numel, err);
     if (f->hf)
         return tram_hf_read_f32(f->hf, name, out, numel, err);
-    const tram_gguf_tensor *t = tram_gguf_find_tensor(f->gguf, name);
+    tram_gguf_tensor slice;
+    const tram_gguf_tensor *t = gguf_tensor(f, name, &slice);
     if (!t)
         return tram_fail(err, "%s: tensor %s is missing", f->path, name);
     if (tram_gguf_tensor_numel(t) != numel)
@@ -230,7 +248,8 @@ int tram_model_file_read_f32(tram_model_file *f, const char *name, float *out, i
 
 tram_wtype tram_model_file_block_type(const tram_model_file *f, const char *name)
 {
-    const tram_gguf_tensor *t = f->gguf ? tram_gguf_find_tensor(f->gguf, name) : NULL;
+    tram_gguf_tensor slice;
+    const tram_gguf_tensor *t = gguf_tensor(f, name, &slice);
     if (!t)
         return TRAM_W_F32;
     switch (t->type) {
@@ -244,7 +263,8 @@ tram_wtype tram_model_file_block_type(const tram_model_file *f, const char *name
 int tram_model_file_read_blocks(tram_model_file *f, const char *name, void *out, int64_t numel,
                                 size_t *bytes, tram_error *err)
 {
-    const tram_gguf_tensor *t = f->gguf ? tram_gguf_find_tensor(f->gguf, name) : NULL;
+    tram_gguf_tensor slice;
+    const tram_gguf_tensor *t = gguf_tensor(f, name, &slice);
     if (!t || tram_model_file_block_type(f, name) == TRAM_W_F32)
         return tram_fail(err, "%s: tensor %s is missing or not in a block format", f->path, name);
     int64_t size = tram_ggml_type_size(t->type, numel);

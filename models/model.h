@@ -18,10 +18,10 @@ extern "C" {
 #endif
 
 typedef struct {
-    char arch[32];                /* "llama", "qwen2", "mistral" */
+    char arch[32];                /* "llama", "qwen2", "mistral", "mixtral", "qwen2moe" */
     int dim;                      /* hidden size */
     int n_layers, n_heads, n_kv_heads, head_dim;
-    int ffn_dim, vocab_size;
+    int ffn_dim, vocab_size;      /* ffn_dim: the dense FFN's width, or one expert's */
     int max_seq_len;              /* context length the model was trained for */
     float norm_eps;
     float rope_theta;
@@ -31,6 +31,11 @@ typedef struct {
     int rope_original_max_pos;
     int tied_embeddings;          /* lm_head = token embedding */
     int qkv_bias;                 /* Qwen2 */
+    /* Mixture of experts (models/moe.h): every layer's FFN is n_experts routed
+     * experts of width ffn_dim, n_experts_used per token; 0 experts: dense. */
+    int n_experts, n_experts_used;
+    int norm_topk_prob;           /* renormalize the top-k weights to sum 1 (Mixtral always) */
+    int shared_ffn_dim;           /* Qwen2-MoE's sigmoid-gated shared expert; 0: none */
 } tram_model_config;
 
 /* ---- model files ---- */

@@ -56,6 +56,22 @@ static int preset_sizes(const json_t *root, tram_model_config *c, const char *pa
            tram_json_get_bool(root, "qkv_bias", 1, &c->qkv_bias, path, err) ? -1 : 0;
 }
 
+/* Mixture of experts: n_experts, n_experts_used, norm_topk_prob and
+ * shared_ffn_dim, all required when arch is mixtral or qwen2moe. */
+static int preset_experts(const json_t *root, tram_model_config *c, const char *path, tram_error *err)
+{
+    long long experts, used, shared;
+    if (tram_json_get_int(root, "n_experts", 1, 1, 1024, &experts, path, err) ||
+        tram_json_get_int(root, "n_experts_used", 1, 1, experts, &used, path, err) ||
+        tram_json_get_int(root, "shared_ffn_dim", 1, 0, 1 << 20, &shared, path, err) ||
+        tram_json_get_bool(root, "norm_topk_prob", 1, &c->norm_topk_prob, path, err))
+        return -1;
+    c->n_experts = (int)experts;
+    c->n_experts_used = (int)used;
+    c->shared_ffn_dim = (int)shared;
+    return 0;
+}
+
 static int preset_rope(const json_t *root, tram_model_config *c, const char *path, tram_error *err)
 {
     const char *style, *type = NULL;
@@ -83,8 +99,12 @@ int tram_preset_load(const char *name, tram_model_config *out, tram_error *err)
     tram_model_config c = {0};
     int rc = tram_json_get_string(root, "arch", 1, &arch, path, err) || preset_sizes(root, &c, path, err) ||
              preset_rope(root, &c, path, err);
-    if (!rc && strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "mistral"))
-        rc = tram_fail(err, "%s: arch '%s' is not supported (llama, qwen2, mistral)", path, arch);
+    int moe = !rc && (!strcmp(arch, "mixtral") || !strcmp(arch, "qwen2moe"));
+    if (!rc && !moe && strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "mistral"))
+        rc = tram_fail(err, "%s: arch '%s' is not supported (llama, qwen2, mistral, mixtral, qwen2moe)", path,
+                       arch);
+    if (moe)
+        rc = preset_experts(root, &c, path, err);
     if (!rc)
         snprintf(c.arch, sizeof(c.arch), "%s", arch);
     json_decref(root);

@@ -429,6 +429,9 @@ int tram_quantize_model(tram_model_file *f, const tram_quant_opts *o, tram_error
     const tram_gguf *g = tram_model_file_gguf(f);
     if (!g)
         return tram_fail(err, "%s: quantize reads GGUF files only", tram_model_file_path(f));
+    if (tram_model_file_config(f)->n_experts)
+        return tram_fail(err, "%s: quantize does not write mixture-of-experts models (--quantization int8 "
+                         "quantizes their experts at load)", tram_model_file_path(f));
     quant_job j = {.f = f, .c = tram_model_file_config(f), .o = o, .layer = -1};
     j.tied = j.c->tied_embeddings;
     /* the lookup table cannot take the head's factors: the head gets its own copy */

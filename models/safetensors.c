@@ -19,6 +19,7 @@
 
 #include "kernels/dequant.h"
 #include "models/json_util.h"
+#include "models/moe_files.h"
 
 /* Every dtype of the safetensors format; only the float ones can be read. */
 enum { ST_F32, ST_F16, ST_BF16 };
@@ -46,6 +47,8 @@ typedef struct {
 
 struct tram_hf_model {
     char dir[512];
+    char arch[32];         /* tram's name, which decides the MoE tensor names */
+    int n_experts;
     st_file *files;
     int n_files;
     st_tensor *tensors;
@@ -66,7 +69,7 @@ static const struct {
     {"ffn_down", "mlp.down_proj"},
 };
 
-int tram_hf_tensor_name(const char *gguf_name, char *out, size_t out_len)
+int tram_hf_tensor_name(const char *arch, const char *gguf_name, char *out, size_t out_len)
 {
     const char *suffix = strrchr(gguf_name, '.');
     if (!suffix || (strcmp(suffix, ".weight") && strcmp(suffix, ".bias")))
@@ -80,7 +83,11 @@ int tram_hf_tensor_name(const char *gguf_name, char *out, size_t out_len)
                 !strncmp(module, layer_names[i].gguf, (size_t)module_len))
                 return snprintf(out, out_len, "model.layers.%d.%s%s", layer, layer_names[i].hf,
                                 suffix) < (int)out_len ? 0 : -1;
-        return -1;
+        char moe_module[64];
+        if (module_len >= (int)sizeof(moe_module))
+            return -1;
+        snprintf(moe_module, sizeof(moe_module), "%.*s", module_len, module);
+        return tram_moe_hf_name(arch, layer, moe_module, suffix, out, out_len);
     }
     for (size_t i = 0; i < TRAM_ARRAY_LEN(global_names); i++)
         if ((int)strlen(global_names[i].gguf) == stem_len &&
@@ -307,6 +314,8 @@ static const struct {
     {"LlamaForCausalLM", "llama", "llama"},
     {"MistralForCausalLM", "mistral", "mistral"},
     {"Qwen2ForCausalLM", "qwen2", "qwen2"},
+    {"MixtralForCausalLM", "mixtral", "mixtral"},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", "qwen2moe"},
 };
 
 const char *tram_hf_architecture(const char *arch)
@@ -326,12 +335,12 @@ static int hf_arch(const json_t *root, tram_model_config *c, const char *path, t
     for (size_t i = 0; i < TRAM_ARRAY_LEN(hf_archs); i++) {
         if (want ? !strcmp(want, hf_archs[i].architecture) : type && !strcmp(type, hf_archs[i].model_type)) {
             snprintf(c->arch, sizeof(c->arch), "%s", hf_archs[i].arch);
-            c->qkv_bias = !strcmp(hf_archs[i].arch, "qwen2");
+            c->qkv_bias = !strncmp(hf_archs[i].arch, "qwen2", 5);  /* qwen2moe reads qkv_bias too */
             return 0;
         }
     }
     return tram_fail(err, "%s: architecture '%s' is not supported (LlamaForCausalLM, MistralForCausalLM, "
-                     "Qwen2ForCausalLM are)", path, want ? want : type ? type : "(none given)");
+                     "Qwen2ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM are)", path, want ? want : type ? type : "(none given)");
 }
 
 /* rope_scaling (or transformers 5's rope_parameters): absent, "default", or
@@ -381,9 +390,9 @@ static int hf_unsupported(const json_t *root, const char *path, tram_error *err)
 static int hf_sliding_window(const json_t *root, tram_model_config *c, const char *path, tram_error *err)
 {
     long long window = 0;
-    int used = strcmp(c->arch, "qwen2") != 0;  /* qwen2 sets use_sliding_window */
+    int used = strncmp(c->arch, "qwen2", 5) != 0;  /* qwen2 and qwen2moe set use_sliding_window */
     if (tram_json_get_bool(root, "use_sliding_window", 0, &used, path, err) ||
-        tram_json_get_int(root, "sliding_window", 0, 1, INT_MAX, &window, path, err))
+        tram_json_get_int(root, "sliding_window", 0, 0, INT_MAX, &window, path, err))  /* 0: none */
         return -1;
     if (used && window && window < c->max_seq_len)
         c->max_seq_len = (int)window;
@@ -432,6 +441,8 @@ static int hf_read_config(const char *dir, tram_model_config *c, tram_error *err
     c->rope_style = TRAM_ROPE_NEOX;
     int rc = hf_arch(root, c, path, err) || hf_unsupported(root, path, err) || hf_sizes(root, c, path, err) ||
              hf_rope(root, c, path, err) || hf_sliding_window(root, c, path, err) ? -1 : 0;
+    if (!rc && (!strcmp(c->arch, "mixtral") || !strcmp(c->arch, "qwen2moe")))
+        rc = tram_moe_hf_config(root, c, path, err);
     json_decref(root);
     return rc;
 }
@@ -451,6 +462,8 @@ int tram_hf_open(tram_hf_model **out, const char *dir, tram_model_config *cfg, t
         tram_hf_close(m);
         return -1;
     }
+    snprintf(m->arch, sizeof(m->arch), "%s", cfg->arch);
+    m->n_experts = cfg->n_experts;
     *out = m;
     return 0;
 }
@@ -469,20 +482,52 @@ void tram_hf_close(tram_hf_model *m)
     free(m);
 }
 
-static const st_tensor *hf_lookup(const tram_hf_model *m, const char *gguf_name)
+/* transformers 5 saves with save_original_format=False the experts fused,
+ * mlp.experts.gate_up_proj [E][2*ffn][dim] (gate rows, then up) and
+ * mlp.experts.down_proj [E][dim][ffn], and Mixtral's router as mlp.gate:
+ * expert E's gate, up or down is a contiguous run of a fused tensor. */
+static const st_tensor *hf_fused(const tram_hf_model *m, const char *gguf_name, st_tensor *view)
+{
+    int layer, expert, used = 0;
+    char kind[16], name[128];
+    if (!strcmp(m->arch, "mixtral") && !tram_hf_tensor_name("qwen2moe", gguf_name, name, sizeof(name)) &&
+        strstr(name, ".mlp.gate."))
+        return st_find(m, name);
+    if (!m->n_experts || sscanf(gguf_name, "blk.%d.%15[a-z_].%d.weight%n", &layer, kind, &expert, &used) != 3 ||
+        gguf_name[used] || expert < 0 || expert >= m->n_experts)
+        return NULL;
+    int down = !strcmp(kind, "ffn_down"), up = !strcmp(kind, "ffn_up");
+    if (!down && !up && strcmp(kind, "ffn_gate"))
+        return NULL;
+    snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.%s", layer, down ? "down_proj" : "gate_up_proj");
+    const st_tensor *t = st_find(m, name);
+    int64_t per_expert = t ? t->numel / m->n_experts : 0;
+    if (!t || t->numel % m->n_experts || (!down && per_expert % 2))
+        return NULL;
+    *view = *t;
+    view->numel = down ? per_expert : per_expert / 2;
+    view->data += (size_t)(expert * per_expert + (up ? view->numel : 0)) * (size_t)st_dtypes[t->dtype].size;
+    return view;
+}
+
+static const st_tensor *hf_lookup(const tram_hf_model *m, const char *gguf_name, st_tensor *view)
 {
     char hf_name[256];
-    return tram_hf_tensor_name(gguf_name, hf_name, sizeof(hf_name)) ? NULL : st_find(m, hf_name);
+    const st_tensor *t = tram_hf_tensor_name(m->arch, gguf_name, hf_name, sizeof(hf_name)) ? NULL
+                                                                                            : st_find(m, hf_name);
+    return t ? t : hf_fused(m, gguf_name, view);
 }
 
 int tram_hf_has_tensor(const tram_hf_model *m, const char *gguf_name)
 {
-    return hf_lookup(m, gguf_name) != NULL;
+    st_tensor view;
+    return hf_lookup(m, gguf_name, &view) != NULL;
 }
 
 int tram_hf_read_f32(tram_hf_model *m, const char *gguf_name, float *out, int64_t numel, tram_error *err)
 {
-    const st_tensor *t = hf_lookup(m, gguf_name);
+    st_tensor view;
+    const st_tensor *t = hf_lookup(m, gguf_name, &view);
     if (!t)
         return tram_fail(err, "%s: tensor %s is missing", m->dir, gguf_name);
     if (t->numel != numel)

@@ -10,7 +10,10 @@
 static int splits(const tram_model_config *c, int world)
 {
     int kv_ok = c->n_kv_heads % world == 0 || world % c->n_kv_heads == 0;
-    return world >= 1 && c->n_heads % world == 0 && kv_ok && c->ffn_dim % world == 0;
+    /* MoE: the experts are divided whole (at least one a rank), a shared
+     * expert's FFN like a dense one (models/moe.h) */
+    int ffn_ok = c->n_experts ? c->n_experts >= world && c->shared_ffn_dim % world == 0 : c->ffn_dim % world == 0;
+    return world >= 1 && c->n_heads % world == 0 && kv_ok && ffn_ok;
 }
 
 int tram_shard_check(const tram_model_config *c, int world_size, tram_error *err)
@@ -22,6 +25,10 @@ int tram_shard_check(const tram_model_config *c, int world_size, tram_error *err
     for (int w = 1; w <= c->n_heads && len < sizeof(fits) - 16; w++)
         if (splits(c, w))
             len += (size_t)snprintf(fits + len, sizeof(fits) - len, "%s%d", len ? ", " : "", w);
+    if (c->n_experts)
+        return tram_fail(err, "%d ranks do not split this model's %d attention heads, %d KV heads, %d experts and "
+                              "shared expert of %d evenly (tensor parallel sizes that do: %s)",
+                         world_size, c->n_heads, c->n_kv_heads, c->n_experts, c->shared_ffn_dim, fits);
     return tram_fail(err, "%d ranks do not split this model's %d attention heads, %d KV heads and FFN of %d "
                           "evenly (tensor parallel sizes that do: %s)",
                      world_size, c->n_heads, c->n_kv_heads, c->ffn_dim, fits);

@@ -224,7 +224,9 @@ static int read_config(tram_tokenizer *t, const char *path, tram_error *err)
     json_error_t je;
     if (access(path, R_OK))
         return 0;
-    json_t *root = json_load_file(path, 0, &je);
+    /* It reads no integers, and save_pretrained writes model_max_length as
+     * 10^30 when the model sets none, beyond any JSON integer jansson keeps. */
+    json_t *root = json_load_file(path, JSON_DECODE_INT_AS_REAL, &je);
     if (!root)
         return tram_fail(err, "%s:%d: %s", path, je.line, je.text);
     const json_t *tmpl = json_object_get(root, "chat_template");

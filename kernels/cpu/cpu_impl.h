@@ -1,6 +1,6 @@
 /* cpu_impl.h — the CPU backend's private state, shared by its .c files
  * (backend.c: the op table, memory and life cycle; ops.c: element-wise ops;
- * attention.c; gemm.c: f32 matmul; int8.c; gemm_blocks.c), as
+ * attention.c; gemm.c: f32 matmul; int8.c; gemm_blocks.c; moe.c), as
  * kernels/cuda/cuda_impl.cuh is CUDA's.  The helpers every file uses are
  * inline here, so that no file calls back into backend.c. */
 #ifndef TRAM_CPU_IMPL_H
@@ -118,11 +118,19 @@ void cpu_attention(tram_backend *be, void *out, const void *q, const void *k_cac
 /* gemm.c: every matmul, f32 weights itself, int8 and block weights by
  * cpu_int8_matmul and cpu_blocks_matmul */
 void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n);
+/* the experts' grouped products (moe.c): group e is rows [off[e], off[e+1]) of x and y */
+void cpu_matmul_grouped(tram_backend *be, float *y, const float *x, const tram_weight *w, const int32_t *off,
+                        int count);
 
 /* int8.c: int8 weights (cpu_upload_weight makes them) and their products */
 void cpu_int8_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols);
 void cpu_int8_matmul(tram_backend *be, float *y, const float *x, const tram_weight *w, int n);
 void cpu_matmul_q(tram_backend *be, void *y, const tram_qact *qa, const tram_weight *w, int n);
+
+/* moe.c: the mixture-of-experts FFN and the shared expert's gated add */
+void cpu_moe_ffn(tram_backend *be, void *out, const void *x, const void *logits, const tram_moe_layer *L,
+                 const tram_moe_scratch *s, int n);
+void cpu_add_gated(tram_backend *be, void *y, const void *x, const void *gate, int n, int dim);
 
 /* allreduce.c: the sum across a group's ranks, in rank order; -1 when the
  * ranks disagree on n */

@@ -54,3 +54,34 @@ void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, 
             sgemm_rows(y, x, w->data, n, w->rows, w->cols, r0, r1);
     }
 }
+
+/* The experts' products at once (a grouped GEMM): group e is y_e[m_e, rows]
+ * = x_e[m_e, cols] · W_eᵀ over rows [off[e], off[e+1]) of x and y.  With f32
+ * weights one parallel region serves every group, each thread taking its
+ * slice of every expert's output rows: one fork and join per projection, not
+ * one per expert.  Other formats go group by group through cpu_matmul. */
+void cpu_matmul_grouped(tram_backend *be, float *y, const float *x, const tram_weight *w, const int32_t *off,
+                        int count)
+{
+    int all_f32 = 1;
+    for (int e = 0; e < count; e++)
+        all_f32 &= w[e].type == TRAM_W_F32;
+    if (!all_f32) {
+        for (int e = 0; e < count; e++)
+            if (off[e + 1] > off[e])
+                cpu_matmul(be, y + (size_t)off[e] * w[e].rows, x + (size_t)off[e] * w[e].cols, &w[e],
+                           off[e + 1] - off[e]);
+        return;
+    }
+#pragma omp parallel num_threads(cpu_of(be)->threads)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        for (int e = 0; e < count; e++) {
+            int m = off[e + 1] - off[e], chunk = ((w[e].rows + nt - 1) / nt + 15) / 16 * 16;
+            int r0 = TRAM_MIN(t * chunk, w[e].rows), r1 = TRAM_MIN(r0 + chunk, w[e].rows);
+            if (m && r1 > r0)
+                sgemm_rows(y + (size_t)off[e] * w[e].rows, x + (size_t)off[e] * w[e].cols, w[e].data, m, w[e].rows,
+                           w[e].cols, r0, r1);
+        }
+    }
+}

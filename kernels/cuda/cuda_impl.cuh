@@ -1,6 +1,6 @@
 /* cuda_impl.cuh — the CUDA backend's private state, shared by its .cu files
  * (backend.cu: the op table, memory and life cycle; ops.cu: element-wise
- * kernels; attention.cu; gemm.cu; int8.cu; sampling.cu; graph.cu), as
+ * kernels; attention.cu; gemm.cu; int8.cu; sampling.cu; graph.cu; moe.cu), as
  * kernels/cpu/cpu_impl.h is the CPU's.  The helpers every file uses are
  * inline here, so that no file calls back into backend.cu. */
 #ifndef TRAM_CUDA_IMPL_CUH
@@ -49,6 +49,10 @@ static inline void cuda_gemm_plan_clear(cuda_gemm_plan *p)
 #define CUDA_GEMM_WORKSPACE (32u << 20)  /* what cuBLAS recommends for Hopper */
 
 typedef struct cuda_int8 cuda_int8;  /* int8.cu's scratch and plans */
+typedef struct cuda_moe cuda_moe;    /* moe.cu's cuBLAS handle and grouped-GEMM arrays */
+
+/* The most experts one rank holds of a layer (moe.cu's fixed arrays). */
+#define TRAM_MOE_MAX_EXPERTS 1024
 typedef struct cuda_sampler cuda_sampler;
 typedef struct cuda_masks cuda_masks;      /* mask.cu's buffers */
 
@@ -76,6 +80,7 @@ typedef struct {
     cudaGraphExec_t graphs[TRAM_CUDA_GRAPH_BUCKETS];
     cuda_int8 *int8;                /* NULL until the first int8 weight */
     tram_kernel_variants variants;  /* variants.cu: each family's kernel variant */
+    cuda_moe *moe;                  /* NULL until the first MoE layer */
 } cuda_state;
 
 static inline cuda_state *cuda_of(tram_backend *be) { return (cuda_state *)be->impl; }
@@ -154,6 +159,13 @@ int cuda_gemm_tune(cuda_state *c, cuda_gemm_plan *p, const cublasLtMatmulHeurist
                    const void *w, const void *x, void *y);
 /* y = x·Wᵀ by gemm_v2.cu's GEMV in p->gemv_splits column splits (n <= 8). */
 void cuda_gemv(cuda_state *c, const cuda_gemm_plan *p, void *y, const void *x, const void *w);
+
+/* moe.cu: the mixture-of-experts FFN, the shared expert's gated add, and
+ * the state they keep */
+void cuda_moe_ffn(tram_backend *be, void *out, const void *x, const void *logits, const tram_moe_layer *L,
+                  const tram_moe_scratch *s, int n);
+void cuda_add_gated(tram_backend *be, void *y, const void *x, const void *gate, int n, int dim);
+void cuda_moe_free(cuda_state *c);
 
 /* Frees sampling.cu's buffers (tram_cuda_sampler_reserve). */
 void cuda_sampler_free(cuda_state *c);

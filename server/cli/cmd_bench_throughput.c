@@ -258,7 +258,10 @@ static int run(tram_engine *e, const bench_req *reqs, int n, int sequential, uin
 static void matmul_flops(const tram_model_config *c, double *per_token, double *per_row)
 {
     double q = (double)c->n_heads * c->head_dim, kv = (double)c->n_kv_heads * c->head_dim;
-    double layer = c->dim * q + 2 * c->dim * kv + q * c->dim + 3.0 * c->dim * c->ffn_dim;
+    /* an MoE token runs its router, its n_experts_used experts and the shared one */
+    double ffns = c->n_experts ? c->n_experts_used : 1;
+    double ffn = 3.0 * c->dim * (ffns * c->ffn_dim + c->shared_ffn_dim) + (double)c->dim * c->n_experts;
+    double layer = c->dim * q + 2 * c->dim * kv + q * c->dim + ffn;
     *per_token = 2 * layer * c->n_layers;
     *per_row = 2.0 * c->dim * c->vocab_size;
 }

@@ -72,6 +72,16 @@ static void print_hparams(const tram_gguf *g, const char *arch)
         else
             print_key(g, suffixes[i], key);
     }
+    /* mixture of experts: shown when the file has experts */
+    static const char *experts[][2] = {{"experts", "expert_count"}, {"experts_per_token", "expert_used_count"},
+                                       {"expert_ffn_length", "expert_feed_forward_length"},
+                                       {"shared_expert_ffn_length", "expert_shared_feed_forward_length"}};
+    snprintf(key, sizeof(key), "%s.expert_count", arch);
+    for (size_t i = 0; tram_gguf_find_kv(g, key) && i < TRAM_ARRAY_LEN(experts); i++) {
+        char expert_key[128];
+        snprintf(expert_key, sizeof(expert_key), "%s.%s", arch, experts[i][1]);
+        print_key(g, experts[i][0], expert_key);
+    }
 }
 
 static void print_tensors(const tram_gguf *g)

@@ -485,6 +485,69 @@ static void check_silu_gather(int n, int ffn)
     ipair_free(r);
 }
 
+/* ---------------------------------------------------------------- mixture of experts */
+
+#define MOE_MAX_EXPERTS 64
+
+/* The moe op's scratch on one backend, for `rows` routed rows. */
+static tram_moe_scratch moe_scratch(tram_backend *be, int rows, int dim, int ffn, int experts)
+{
+    size_t ab = (size_t)be->act_bytes;
+    tram_moe_scratch s = {
+        .max_rows = rows, .dim = dim, .expert = be->alloc(be, rows * 4u), .weight = be->alloc(be, rows * 4u),
+        .order = be->alloc(be, rows * 4u), .slot = be->alloc(be, rows * 4u),
+        .offsets = be->alloc(be, (experts + 1) * 4u), .x = be->alloc(be, rows * dim * ab),
+        .y = be->alloc(be, rows * dim * ab), .gate_up = be->alloc(be, rows * 2 * ffn * ab),
+        .hidden = be->alloc(be, rows * ffn * ab)};
+    die_if(!s.expert || !s.weight || !s.order || !s.slot || !s.offsets || !s.x || !s.y || !s.gate_up || !s.hidden,
+           "out of memory for the moe scratch");
+    return s;
+}
+
+static void moe_scratch_free(tram_backend *be, tram_moe_scratch *s)
+{
+    void *bufs[] = {s->expert, s->weight, s->order, s->slot, s->offsets, s->x, s->y, s->gate_up, s->hidden};
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
+        be->free(be, bufs[i]);
+}
+
+/* Routing from the same bf16 logits on both backends (so the same experts),
+ * the grouped expert products and the add-back, with and without the top-k
+ * renormalization, and a rank's share of the experts (expert parallelism). */
+static void check_moe(int n, int dim, int ffn, int experts, int top_k)
+{
+    char shape[64];
+    snprintf(shape, sizeof(shape), "n %d dim %d ffn %d e %d/%d", n, dim, ffn, top_k, experts);
+    static wpair gu[MOE_MAX_EXPERTS], dn[MOE_MAX_EXPERTS];
+    static tram_weight guc[MOE_MAX_EXPERTS], gug[MOE_MAX_EXPERTS], dnc[MOE_MAX_EXPERTS], dng[MOE_MAX_EXPERTS];
+    for (int e = 0; e < experts; e++) {
+        gu[e] = wpair_new(2 * ffn, dim, 1.0f / sqrtf((float)dim));
+        dn[e] = wpair_new(dim, ffn, 1.0f / sqrtf((float)ffn));
+        guc[e] = gu[e].c, gug[e] = gu[e].g, dnc[e] = dn[e].c, dng[e] = dn[e].g;
+    }
+    pair x = pair_new((size_t)n * dim), logits = pair_new((size_t)n * experts), out = pair_new((size_t)n * dim);
+    pair_random(x, 1.0f);
+    pair_random(logits, 2.0f);
+    tram_moe_scratch sc = moe_scratch(cpu, n * top_k, dim, ffn, experts);
+    tram_moe_scratch sg = moe_scratch(gpu, n * top_k, dim, ffn, experts);
+    static const char *const ops[3] = {"moe", "moe norm_topk", "moe 2nd half"};
+    for (int i = 0; i < 3; i++) {
+        int first = i == 2 ? experts / 2 : 0, count = experts - first;
+        tram_moe_layer lc = {.n_experts = experts, .top_k = top_k, .norm_topk = i == 1, .first = first,
+                             .count = count, .ffn = ffn, .gate_up = guc + first, .down = dnc + first};
+        tram_moe_layer lg = lc;
+        lg.gate_up = gug + first, lg.down = dng + first;
+        pair_poison(out);
+        cpu->moe(cpu, out.c, x.c, logits.c, &lc, &sc, n);
+        gpu->moe(gpu, out.g, x.g, logits.g, &lg, &sg, n);
+        pair_check(out, out.n, ops[i], shape);
+    }
+    moe_scratch_free(cpu, &sc), moe_scratch_free(gpu, &sg);
+    pair_free(x), pair_free(logits), pair_free(out);
+    for (int e = 0; e < experts; e++)
+        wpair_free(&gu[e]), wpair_free(&dn[e]);
+}
+
 static void check_rope(int n, const tram_attn_shape *s, float theta, tram_rope_style style)
 {
     char shape[64];
@@ -925,6 +988,11 @@ int main(int argc, char **argv)
     check_silu_gather(1, 1536);
     if (large)
         check_silu_gather(64, 14336);
+    check_moe(1, 576, 1536, 8, 2);
+    if (large)
+        check_moe(1 + rand() % 256, 2048, 1408, 60, 4);
+    else
+        check_moe(1 + rand() % 16, 256, 192, 16, 4);
     tram_attn_shape small = {9, 3, 64, 16, 0.125f}, big = {32, 8, 128, 16, 0.0884f};
     for (int style = 0; style < 2; style++) {
         check_rope(1 + rand() % 64, &small, 100000.0f, (tram_rope_style)style);

@@ -10,68 +10,27 @@
 
 #include "server/cli/defaults.h"
 #include "models/model.h"
+#include "tests/unit/test_batch.h"
 #include "tests/unit/test_util.h"
 
 #define GOLDEN "tests/fixtures/golden/smollm2.json"
-#define BLOCK 16
-#define MAX_BLOCKS 64 /* 1024 tokens per sequence */
-#define MAX_SEQS 8
-
-typedef struct {
-    int32_t ids[1024];
-    int n_prompt, n_greedy;
-    int32_t greedy[32];
-    int32_t top_ids[20];
-    float top_logits[20];
-} golden_case;
+#define GOLDEN_MIN_CASES 8
 
 static tram_model_file *file;
 static tram_backend *be;
 static tram_model *model;
-static golden_case cases[16];
+static test_golden_case cases[16];
 static int n_cases;
 static int vocab;
-
-static void int_array(json_t *arr, int32_t *out, int *n, int cap)
-{
-    cr_assert(json_is_array(arr));
-    *n = (int)json_array_size(arr);
-    cr_assert(*n <= cap);
-    for (int i = 0; i < *n; i++)
-        out[i] = (int32_t)json_integer_value(json_array_get(arr, i));
-}
-
-static void load_golden(void)
-{
-    json_error_t jerr;
-    json_t *root = json_load_file(GOLDEN, 0, &jerr);
-    cr_assert(root, "cannot read %s: %s", GOLDEN, jerr.text);
-    json_t *arr = json_object_get(root, "cases");
-    n_cases = (int)json_array_size(arr);
-    cr_assert(n_cases >= 8 && n_cases <= 16);
-    for (int c = 0; c < n_cases; c++) {
-        json_t *jc = json_array_get(arr, c);
-        golden_case *g = &cases[c];
-        int n;
-        int_array(json_object_get(jc, "prompt_ids"), g->ids, &g->n_prompt, 1024);
-        int_array(json_object_get(jc, "greedy_ids"), g->greedy, &g->n_greedy, 32);
-        int_array(json_object_get(jc, "top_ids"), g->top_ids, &n, 20);
-        json_t *tl = json_object_get(jc, "top_logits");
-        for (int i = 0; i < 20; i++)
-            g->top_logits[i] = (float)json_real_value(json_array_get(tl, i));
-    }
-    json_decref(root);
-}
 
 static void setup(void)
 {
     tram_error err;
-    load_golden();
+    n_cases = test_load_golden(GOLDEN, cases, 16);
+    cr_assert(n_cases >= GOLDEN_MIN_CASES);
     cr_assert(!tram_model_file_open(&file, TRAM_DEFAULT_MODEL, &err), "%s", err.msg);
     cr_assert(!tram_backend_cpu_create(&be, 2, &err), "%s", err.msg);
-    tram_model_limits lim = {.max_tokens = 2048, .max_seqs = MAX_SEQS, .max_blocks_per_seq = MAX_BLOCKS,
-                             .num_blocks = MAX_SEQS * MAX_BLOCKS, .block_size = BLOCK,
-                             .weight_type = TRAM_W_F32};
+    tram_model_limits lim = test_model_limits();
     cr_assert(!tram_model_create(&model, file, be, &lim, &err), "%s", err.msg);
     vocab = tram_model_config_of(model)->vocab_size;
 }
@@ -83,106 +42,26 @@ static void teardown(void)
     tram_model_file_close(file);
 }
 
-/* A batch builder over a fixed block layout: sequence s owns blocks
- * [s*MAX_BLOCKS, (s+1)*MAX_BLOCKS) in reverse order, so that the block table
- * really is followed (a kernel that ignored it would read the wrong slots). */
-typedef struct {
-    int32_t ids[2048], pos[2048], slots[2048], qstart[MAX_SEQS + 1], lens[MAX_SEQS];
-    int32_t slot_tables[MAX_SEQS * MAX_BLOCKS]; /* blocks owned by each sequence slot */
-    int32_t tables[MAX_SEQS * MAX_BLOCKS], rows[MAX_SEQS];
-    tram_batch b;
-} batch_builder;
-
-static void bb_init(batch_builder *bb)
-{
-    memset(bb, 0, sizeof(*bb));
-    for (int s = 0; s < MAX_SEQS; s++)
-        for (int j = 0; j < MAX_BLOCKS; j++)
-            bb->slot_tables[s * MAX_BLOCKS + j] = s * MAX_BLOCKS + (MAX_BLOCKS - 1 - j);
-    bb->b = (tram_batch){.token_ids = bb->ids, .positions = bb->pos, .slot_mapping = bb->slots,
-                         .query_start = bb->qstart, .seq_lens = bb->lens, .block_tables = bb->tables,
-                         .max_blocks_per_seq = MAX_BLOCKS, .logits_rows = bb->rows};
-}
-
-/* Adds tokens ids[0..n) of the sequence in `slot`, starting at position `start`. */
-static void bb_add(batch_builder *bb, int slot, const int32_t *ids, int n, int start)
-{
-    tram_batch *b = &bb->b;
-    int s = b->num_seqs++;
-    memcpy(bb->tables + s * MAX_BLOCKS, bb->slot_tables + slot * MAX_BLOCKS, MAX_BLOCKS * sizeof(int32_t));
-    for (int i = 0; i < n; i++) {
-        int t = b->num_tokens++, p = start + i;
-        bb->ids[t] = ids[i];
-        bb->pos[t] = p;
-        bb->slots[t] = bb->tables[s * MAX_BLOCKS + p / BLOCK] * BLOCK + p % BLOCK;
-    }
-    bb->qstart[s + 1] = b->num_tokens;
-    bb->lens[s] = start + n;
-    bb->rows[b->num_logits++] = b->num_tokens - 1;
-}
-
 static void forward(const tram_batch *b, float *logits)
 {
-    tram_error err;
-    cr_assert(!tram_model_forward(model, b, logits, &err), "%s", err.msg);
+    test_forward_ok(model, b, logits);
 }
 
 TestSuite(forward, .init = setup, .fini = teardown, .timeout = 300);
 
 Test(forward, top20_logits_and_greedy_tokens_match_transformers)
 {
-    float *logits = malloc((size_t)vocab * sizeof(float));
-    for (int c = 0; c < n_cases; c++) {
-        golden_case *g = &cases[c];
-        batch_builder bb;
-        bb_init(&bb);
-        bb_add(&bb, 0, g->ids, g->n_prompt, 0);
-        forward(&bb.b, logits);
-        for (int i = 0; i < 20; i++) {
-            float ours = logits[g->top_ids[i]], ref = g->top_logits[i];
-            cr_expect(fabsf(ours - ref) <= 1e-3f * fabsf(ref) + 1e-4f,
-                      "case %d: logit of token %d is %f, transformers %f", c, g->top_ids[i], ours, ref);
-        }
-        int pos = g->n_prompt;
-        for (int t = 0; t < g->n_greedy; t++) {
-            int32_t next = test_argmax(logits, vocab);
-            cr_assert_eq(next, g->greedy[t], "case %d token %d: %d, transformers %d", c, t, next, g->greedy[t]);
-            bb_init(&bb);
-            bb_add(&bb, 0, &next, 1, pos++);
-            forward(&bb.b, logits);
-        }
-    }
-    free(logits);
+    test_golden_check(model, cases, n_cases, 1e-3f, 1);
 }
 
 Test(forward, batched_prefill_equals_each_alone)
 {
-    int n = TRAM_MIN(n_cases, MAX_SEQS);
-    float *alone = malloc((size_t)n * vocab * sizeof(float));
-    float *together = malloc((size_t)n * vocab * sizeof(float));
-    batch_builder bb;
-    int total = 0;
-    for (int c = 0; c < n; c++) {
-        bb_init(&bb);
-        bb_add(&bb, c, cases[c].ids, cases[c].n_prompt, 0);
-        forward(&bb.b, alone + (size_t)c * vocab);
-        total += cases[c].n_prompt;
-    }
-    cr_assert(total <= 2048, "the golden prompts fit one batch");
-    bb_init(&bb);
-    for (int c = 0; c < n; c++)
-        bb_add(&bb, c, cases[c].ids, cases[c].n_prompt, 0);
-    forward(&bb.b, together);
-    for (size_t i = 0; i < (size_t)n * vocab; i++)
-        cr_assert(fabsf(alone[i] - together[i]) <= 1e-4f * fabsf(alone[i]) + 1e-4f,
-                  "logit %zu: alone %f, batched %f", i, alone[i], together[i]);
-    free(alone);
-    free(together);
+    test_batched_equals_alone(model, cases, n_cases, 1e-4f);
 }
 
 Test(forward, chunked_prefill_equals_whole)
 {
-    golden_case *g = &cases[0];
+    test_golden_case *g = &cases[0];
     for (int c = 0; c < n_cases; c++)
         if (cases[c].n_prompt > g->n_prompt)
             g = &cases[c];

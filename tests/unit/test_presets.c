@@ -1,5 +1,6 @@
 /* Presets (models/presets/NAME.json): each one's parameter count, computed from
- * its hyper-parameters, equals the count its model card publishes; bad files
+ * its hyper-parameters (the MoE ones' experts included), equals the count its
+ * model card publishes; bad files
  * fail with the file and field named. */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -10,7 +11,11 @@
 static int64_t param_count(const tram_model_config *c)
 {
     int64_t qd = (int64_t)c->n_heads * c->head_dim, kd = (int64_t)c->n_kv_heads * c->head_dim;
-    int64_t layer = c->dim * (qd + 2 * kd) + qd * c->dim + 3 * (int64_t)c->dim * c->ffn_dim + 2 * c->dim;
+    int64_t ffn = 3 * (int64_t)c->dim * c->ffn_dim;
+    if (c->n_experts)  /* the experts, the router, the shared expert and its gate */
+        ffn = ffn * c->n_experts + (int64_t)c->dim * c->n_experts +
+              (c->shared_ffn_dim ? 3 * (int64_t)c->dim * c->shared_ffn_dim + c->dim : 0);
+    int64_t layer = c->dim * (qd + 2 * kd) + qd * c->dim + ffn + 2 * c->dim;
     if (c->qkv_bias)
         layer += qd + 2 * kd;
     return (int64_t)c->vocab_size * c->dim * (c->tied_embeddings ? 1 : 2) + c->n_layers * layer + c->dim;
@@ -26,6 +31,8 @@ Test(presets, parameter_counts_match_the_model_cards)
         {"llama-3.2-1b", 1235814400LL},
         {"qwen2.5-7b", 7615616512LL},
         {"smollm2-135m", 134515008LL},
+        {"mixtral-8x7b", 46702792704LL},
+        {"qwen1.5-moe-a2.7b", 14315784192LL},
     };
     for (size_t i = 0; i < sizeof(cards) / sizeof(cards[0]); i++) {
         tram_model_config c;

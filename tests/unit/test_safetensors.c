@@ -91,14 +91,14 @@ Test(safetensors, name_mapping)
     };
     char out[128];
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
-        cr_assert(!tram_hf_tensor_name(pairs[i][0], out, sizeof(out)), "%s", pairs[i][0]);
+        cr_assert(!tram_hf_tensor_name("llama", pairs[i][0], out, sizeof(out)), "%s", pairs[i][0]);
         cr_assert_str_eq(out, pairs[i][1]);
     }
     static const char *unknown[] = {"rope_freqs.weight", "blk.0.attn_qkv.weight", "blk.x.attn_q.weight",
                                     "token_embd", "blk.-1.attn_q.weight", "output.scale", ""};
     for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++)
-        cr_assert(tram_hf_tensor_name(unknown[i], out, sizeof(out)) == -1, "'%s' mapped", unknown[i]);
-    cr_assert(tram_hf_tensor_name("blk.0.ffn_down.weight", out, 10) == -1, "truncated name accepted");
+        cr_assert(tram_hf_tensor_name("llama", unknown[i], out, sizeof(out)) == -1, "'%s' mapped", unknown[i]);
+    cr_assert(tram_hf_tensor_name("llama", "blk.0.ffn_down.weight", out, 10) == -1, "truncated name accepted");
 }
 
 /* ---------------------------------------------------------------- config.json */
