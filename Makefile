@@ -28,7 +28,7 @@ LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 TEST_C  := $(wildcard tests/unit/*.c)
 TEST_OBJ:= $(TEST_C:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps model test test-layering test-unit test-api test-gpu-dry test-fleet test-deploy test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api fuzz-grammar gpu-check clean help
+.PHONY: all deps model test test-layering test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api fuzz-grammar gpu-check clean help
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/.deps-ok bin/tram
@@ -80,7 +80,11 @@ $(BUILD)/%.o: %.cc | $(BUILD)/.deps-ok
 $(BUILD)/tests/unit/run: $(TEST_OBJ) $(BUILD)/libtram.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS) -lcriterion
 
-test: deps all test-layering test-unit test-api test-gpu-dry test-fleet test-deploy
+# The CUDA compile comes before the API tests: they also run bin/tram-cuda's
+# flag checks (tests/api/test_tensor_parallel.py) when it exists.
+test: deps all test-layering test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy
+
+test-cuda-compile:
 	@if command -v $(NVCC) >/dev/null 2>&1; then $(MAKE) --no-print-directory cuda; \
 	 else echo "nvcc not found: skipping the CUDA compile check"; fi
 
