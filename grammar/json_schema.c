@@ -27,7 +27,7 @@ typedef struct {
 } ref_memo;
 
 typedef struct {
-    tram_gbuf out;
+    tram_strbuf out;
     const char *prefix;
     json_t *doc;
     int counter, depth, failed;
@@ -97,12 +97,12 @@ static void sub_path(char *out, const char *path, const char *a, const char *b)
 
 /* ---------------------------------------------------------------- literals */
 
-static int literal_value(jsc *c, tram_gbuf *b, json_t *v)
+static int literal_value(jsc *c, tram_strbuf *b, json_t *v)
 {
     char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     if (!text)
         return JS_FAIL(c, "JSON Schema: out of memory");
-    tram_gbuf_literal(b, text, strlen(text));
+    tram_gbnf_literal(b, text, strlen(text));
     free(text);
     return 0;
 }
@@ -139,21 +139,21 @@ static int value_fits_type(json_t *s, json_t *v)
     return 1;
 }
 
-static int gen_enum(jsc *c, json_t *s, json_t *values, const char *path, tram_gbuf *b)
+static int gen_enum(jsc *c, json_t *s, json_t *values, const char *path, tram_strbuf *b)
 {
     size_t i;
     json_t *v;
     int n = 0;
-    tram_gbuf_add(b, "(", 1);
+    tram_strbuf_add(b, "(", 1);
     json_array_foreach(values, i, v) {
         if (!value_fits_type(s, v))
             continue;
-        tram_gbuf_add(b, n ? " | " : " ", n ? 3 : 1);
+        tram_strbuf_add(b, n ? " | " : " ", n ? 3 : 1);
         n++;
         if (literal_value(c, b, v))
             return -1;
     }
-    tram_gbuf_add(b, " )", 2);
+    tram_strbuf_add(b, " )", 2);
     return n ? 0 : JS_FAIL(c, "enum at %s: no value fits the schema's type", path);
 }
 
@@ -178,16 +178,16 @@ static int all_char(const char *s, int n, char ch)
 }
 
 /* Decimal strings lo..hi of the same length n, as GBNF. */
-static void same_length(tram_gbuf *b, const char *lo, const char *hi, int n)
+static void same_length(tram_strbuf *b, const char *lo, const char *hi, int n)
 {
     if (n == 0)
         return;
     if (all_char(lo, n, '0') && all_char(hi, n, '9')) {
-        tram_gbuf_addf(b, " [0-9]{%d}", n);
+        tram_strbuf_addf(b, " [0-9]{%d}", n);
         return;
     }
     if (lo[0] == hi[0]) {
-        tram_gbuf_addf(b, " \"%c\"", lo[0]);
+        tram_strbuf_addf(b, " \"%c\"", lo[0]);
         same_length(b, lo + 1, hi + 1, n - 1);
         return;
     }
@@ -197,30 +197,30 @@ static void same_length(tram_gbuf *b, const char *lo, const char *hi, int n)
     char nines[20], zeros[20];
     memset(nines, '9', sizeof(nines));
     memset(zeros, '0', sizeof(zeros));
-    tram_gbuf_add(b, " (", 2);
+    tram_strbuf_add(b, " (", 2);
     if (!lo_full) {
-        tram_gbuf_addf(b, " \"%c\"", lo[0]);
+        tram_strbuf_addf(b, " \"%c\"", lo[0]);
         same_length(b, lo + 1, nines, n - 1);
         sep = " |";
     }
     if (first <= last) {
-        tram_gbuf_addf(b, "%s [%c-%c]", sep, first, last);
+        tram_strbuf_addf(b, "%s [%c-%c]", sep, first, last);
         if (n > 1)
-            tram_gbuf_addf(b, " [0-9]{%d}", n - 1);
+            tram_strbuf_addf(b, " [0-9]{%d}", n - 1);
         sep = " |";
     }
     if (!hi_full) {
-        tram_gbuf_addf(b, "%s \"%c\"", sep, hi[0]);
+        tram_strbuf_addf(b, "%s \"%c\"", sep, hi[0]);
         same_length(b, zeros, hi + 1, n - 1);
     }
-    tram_gbuf_add(b, " )", 2);
+    tram_strbuf_add(b, " )", 2);
 }
 
 /* The integers a..b (0 <= a <= b <= MAX_MAGNITUDE), no leading zeros. */
-static void nonneg_range(tram_gbuf *b, long long lo, long long hi)
+static void nonneg_range(tram_strbuf *b, long long lo, long long hi)
 {
     const char *sep = "";
-    tram_gbuf_add(b, " (", 2);
+    tram_strbuf_add(b, " (", 2);
     for (int len = digits_of(lo); len <= digits_of(hi); len++) {
         long long p = 1;
         for (int i = 1; i < len; i++)
@@ -229,30 +229,30 @@ static void nonneg_range(tram_gbuf *b, long long lo, long long hi)
         char sa[24], sz[24];
         snprintf(sa, sizeof(sa), "%lld", a);
         snprintf(sz, sizeof(sz), "%lld", z);
-        tram_gbuf_addf(b, "%s", sep);
+        tram_strbuf_addf(b, "%s", sep);
         same_length(b, sa, sz, len);
         sep = " |";
     }
-    tram_gbuf_add(b, " )", 2);
+    tram_strbuf_add(b, " )", 2);
 }
 
 /* The integers lo..hi (clamped to 16 digits); 0 when there are none. */
-static int int_range(tram_gbuf *b, long long lo, long long hi)
+static int int_range(tram_strbuf *b, long long lo, long long hi)
 {
     lo = TRAM_MAX(lo, -MAX_MAGNITUDE);
     hi = TRAM_MIN(hi, MAX_MAGNITUDE);
     if (lo > hi)
         return 0;
-    tram_gbuf_add(b, " (", 2);
+    tram_strbuf_add(b, " (", 2);
     if (lo < 0) {
-        tram_gbuf_add(b, " \"-\"", 4);
+        tram_strbuf_add(b, " \"-\"", 4);
         nonneg_range(b, hi < 0 ? -hi : 1, -lo);
     }
     if (lo < 0 && hi >= 0)
-        tram_gbuf_add(b, " |", 2);
+        tram_strbuf_add(b, " |", 2);
     if (hi >= 0)
         nonneg_range(b, TRAM_MAX(lo, 0), hi);
-    tram_gbuf_add(b, " )", 2);
+    tram_strbuf_add(b, " )", 2);
     return 1;
 }
 
@@ -321,7 +321,7 @@ static long long int_hi(const bounds *bd)
     return clamp_ll(bd->excl_max && m == bd->max ? m - 1 : m);
 }
 
-static int gen_integer(jsc *c, json_t *s, const char *path, tram_gbuf *b)
+static int gen_integer(jsc *c, json_t *s, const char *path, tram_strbuf *b)
 {
     bounds bd;
     if (read_bounds(c, s, path, &bd))
@@ -329,7 +329,7 @@ static int gen_integer(jsc *c, json_t *s, const char *path, tram_gbuf *b)
     if (!bd.has_min && !bd.has_max) {
         char n[NAME_MAX_LEN];
         shared(c, USE_INTEGER, n, "integer");
-        tram_gbuf_addf(b, "%s", n);
+        tram_strbuf_addf(b, "%s", n);
         return 0;
     }
     return int_range(b, int_lo(&bd), int_hi(&bd)) ? 0
@@ -341,34 +341,34 @@ static int gen_integer(jsc *c, json_t *s, const char *path, tram_gbuf *b)
 /* A bounded number: an integer in the bounds, or a fraction on an integer
  * part k whose whole interval (k, k + 1) lies inside them (for negative
  * parts -j: (-(j + 1), -j)); no exponent. */
-static int gen_bounded_number(jsc *c, const bounds *bd, const char *path, tram_gbuf *b)
+static int gen_bounded_number(jsc *c, const bounds *bd, const char *path, tram_strbuf *b)
 {
     int n = 0;
-    tram_gbuf_add(b, " (", 2);
-    tram_gbuf part = {0};
+    tram_strbuf_add(b, " (", 2);
+    tram_strbuf part = {0};
     if (int_range(&part, int_lo(bd), int_hi(bd))) {
-        tram_gbuf_add(b, part.s, part.len);
+        tram_strbuf_add(b, part.s, part.len);
         n++;
     }
-    tram_gbuf_free(&part);
+    tram_strbuf_free(&part);
     long long k_lo = TRAM_MAX(0, bd->has_min ? clamp_ll(ceil(bd->min)) : 0);
     long long k_hi = bd->has_max ? clamp_ll(floor(bd->max - 1)) : MAX_MAGNITUDE;
     if (int_range(&part, k_lo, k_hi)) {
-        tram_gbuf_addf(b, "%s (%.*s" FRACTION " )", n++ ? " |" : "", (int)part.len, part.s);
+        tram_strbuf_addf(b, "%s (%.*s" FRACTION " )", n++ ? " |" : "", (int)part.len, part.s);
     }
-    tram_gbuf_free(&part);
+    tram_strbuf_free(&part);
     long long j_lo = TRAM_MAX(0, bd->has_max ? clamp_ll(ceil(-bd->max)) : 0);
     long long j_hi = bd->has_min ? clamp_ll(floor(-bd->min - 1)) : MAX_MAGNITUDE;
     if (int_range(&part, j_lo, j_hi)) {
-        tram_gbuf_addf(b, "%s ( \"-\" %.*s" FRACTION " )", n++ ? " |" : "", (int)part.len, part.s);
+        tram_strbuf_addf(b, "%s ( \"-\" %.*s" FRACTION " )", n++ ? " |" : "", (int)part.len, part.s);
     }
-    tram_gbuf_free(&part);
-    tram_gbuf_add(b, " )", 2);
+    tram_strbuf_free(&part);
+    tram_strbuf_add(b, " )", 2);
     return n ? 0 : JS_FAIL(c, "number bounds at %s are too narrow: no integer, and no interval "
                               "between two integers, fits inside them", path);
 }
 
-static int gen_number(jsc *c, json_t *s, const char *path, tram_gbuf *b)
+static int gen_number(jsc *c, json_t *s, const char *path, tram_strbuf *b)
 {
     bounds bd;
     if (read_bounds(c, s, path, &bd))
@@ -377,7 +377,7 @@ static int gen_number(jsc *c, json_t *s, const char *path, tram_gbuf *b)
         return gen_bounded_number(c, &bd, path, b);
     char n[NAME_MAX_LEN];
     shared(c, USE_NUMBER, n, "number");
-    tram_gbuf_addf(b, "%s", n);
+    tram_strbuf_addf(b, "%s", n);
     return 0;
 }
 
@@ -416,7 +416,7 @@ static int read_count(jsc *c, json_t *s, const char *key, const char *path, long
     return 1;
 }
 
-static int gen_string(jsc *c, json_t *s, const char *path, const char *name, tram_gbuf *b)
+static int gen_string(jsc *c, json_t *s, const char *path, const char *name, tram_strbuf *b)
 {
     json_t *fmt = json_object_get(s, "format"), *pat = json_object_get(s, "pattern");
     long long min = 0, max = -1;
@@ -433,7 +433,7 @@ static int gen_string(jsc *c, json_t *s, const char *path, const char *name, tra
             return JS_FAIL(c, "unsupported JSON Schema keyword 'format' value '%s' at %s (supported: "
                               "date-time, date, time, email, uuid)",
                            json_is_string(fmt) ? json_string_value(fmt) : "?", path);
-        tram_gbuf_addf(b, "\"\\\"\" %s \"\\\"\"", g);
+        tram_strbuf_addf(b, "\"\\\"\" %s \"\\\"\"", g);
         return 0;
     }
     if (pat) {
@@ -442,7 +442,7 @@ static int gen_string(jsc *c, json_t *s, const char *path, const char *name, tra
         tram_error inner;
         if (!json_is_string(pat) || tram_regex_rule(json_string_value(pat), rule, 1, &c->out, &inner))
             return JS_FAIL(c, "'pattern' at %s: %s", path, json_is_string(pat) ? inner.msg : "must be a string");
-        tram_gbuf_addf(b, "\"\\\"\" %s \"\\\"\"", rule);
+        tram_strbuf_addf(b, "\"\\\"\" %s \"\\\"\"", rule);
         return 0;
     }
     if (min > MAX_STRING_REPEAT)
@@ -451,7 +451,7 @@ static int gen_string(jsc *c, json_t *s, const char *path, const char *name, tra
     if (!has_min && !has_max) {
         char n[NAME_MAX_LEN];
         shared(c, USE_STRING, n, "string");
-        tram_gbuf_addf(b, "%s", n);
+        tram_strbuf_addf(b, "%s", n);
         return 0;
     }
     if (has_max && max < min)
@@ -459,9 +459,9 @@ static int gen_string(jsc *c, json_t *s, const char *path, const char *name, tra
     /* generating at most MAX_STRING_REPEAT characters stays inside any larger maxLength */
     long long cap = has_max ? TRAM_MIN(max, MAX_STRING_REPEAT) : -1;
     if (cap >= 0)
-        tram_gbuf_addf(b, "\"\\\"\" " JSON_CHAR "{%lld,%lld} \"\\\"\"", min, cap);
+        tram_strbuf_addf(b, "\"\\\"\" " JSON_CHAR "{%lld,%lld} \"\\\"\"", min, cap);
     else
-        tram_gbuf_addf(b, "\"\\\"\" " JSON_CHAR "{%lld,} \"\\\"\"", min);
+        tram_strbuf_addf(b, "\"\\\"\" " JSON_CHAR "{%lld,} \"\\\"\"", min);
     return 0;
 }
 
@@ -473,7 +473,7 @@ typedef struct {
     int required;
 } prop;
 
-static void key_value(jsc *c, tram_gbuf *b, const prop *p)
+static void key_value(jsc *c, tram_strbuf *b, const prop *p)
 {
     char ws[NAME_MAX_LEN];
     shared(c, USE_WS, ws, "ws");
@@ -482,43 +482,43 @@ static void key_value(jsc *c, tram_gbuf *b, const prop *p)
     if (!text)
         c->failed = 1;
     else
-        tram_gbuf_literal(b, text, strlen(text));
-    tram_gbuf_addf(b, " %s \":\" %s %s %s", ws, ws, p->value, ws);
+        tram_gbnf_literal(b, text, strlen(text));
+    tram_strbuf_addf(b, " %s \":\" %s %s %s", ws, ws, p->value, ws);
     free(text);
     json_decref(k);
 }
 
 /* Properties i.. after one was written: required ones in turn, optional
  * ones each maybe. */
-static void props_after(jsc *c, tram_gbuf *b, const prop *p, int i, int n)
+static void props_after(jsc *c, tram_strbuf *b, const prop *p, int i, int n)
 {
     char ws[NAME_MAX_LEN];
     shared(c, USE_WS, ws, "ws");
     for (; i < n; i++) {
-        tram_gbuf_addf(b, p[i].required ? " \",\" %s " : " ( \",\" %s ", ws);
+        tram_strbuf_addf(b, p[i].required ? " \",\" %s " : " ( \",\" %s ", ws);
         key_value(c, b, &p[i]);
         if (!p[i].required)
-            tram_gbuf_add(b, " )?", 3);
+            tram_strbuf_add(b, " )?", 3);
     }
 }
 
 /* Properties i.. when none was written yet. */
-static void props_first(jsc *c, tram_gbuf *b, const prop *p, int i, int n)
+static void props_first(jsc *c, tram_strbuf *b, const prop *p, int i, int n)
 {
     if (i == n)
         return;
     if (p[i].required) {
-        tram_gbuf_add(b, " ", 1);
+        tram_strbuf_add(b, " ", 1);
         key_value(c, b, &p[i]);
         props_after(c, b, p, i + 1, n);
         return;
     }
-    tram_gbuf_add(b, " ( ", 3);
+    tram_strbuf_add(b, " ( ", 3);
     key_value(c, b, &p[i]);
     props_after(c, b, p, i + 1, n);
-    tram_gbuf_add(b, " |", 2);
+    tram_strbuf_add(b, " |", 2);
     props_first(c, b, p, i + 1, n);
-    tram_gbuf_add(b, " )", 2);
+    tram_strbuf_add(b, " )", 2);
 }
 
 static int is_required(json_t *req, const char *key)
@@ -568,7 +568,7 @@ static int collect_props(jsc *c, json_t *s, const char *path, prop *p, int *n)
 
 /* An object of additional properties only (a map): entries of string keys
  * and values of the schema add, minProperties..maxProperties of them. */
-static int gen_map(jsc *c, json_t *s, json_t *add, const char *path, tram_gbuf *b)
+static int gen_map(jsc *c, json_t *s, json_t *add, const char *path, tram_strbuf *b)
 {
     char ws[NAME_MAX_LEN], str[NAME_MAX_LEN], val[NAME_MAX_LEN], entry[NAME_MAX_LEN + 4], sub[512];
     long long min = 0, max = -1;
@@ -584,22 +584,22 @@ static int gen_map(jsc *c, json_t *s, json_t *add, const char *path, tram_gbuf *
     if (gen(c, add, sub, val))
         return -1;
     snprintf(entry, sizeof(entry), "%s-e", val);
-    tram_gbuf_addf(&c->out, "%s ::= %s %s \":\" %s %s %s\n", entry, str, ws, ws, val, ws);
-    tram_gbuf_addf(b, "\"{\" %s", ws);
+    tram_strbuf_addf(&c->out, "%s ::= %s %s \":\" %s %s %s\n", entry, str, ws, ws, val, ws);
+    tram_strbuf_addf(b, "\"{\" %s", ws);
     if (max == 0) {
-        tram_gbuf_add(b, " \"}\"", 4);
+        tram_strbuf_add(b, " \"}\"", 4);
         return 0;
     }
-    tram_gbuf_addf(b, min ? " %s" : " ( %s", entry);
+    tram_strbuf_addf(b, min ? " %s" : " ( %s", entry);
     if (max < 0)
-        tram_gbuf_addf(b, " ( \",\" %s %s ){%lld,}", ws, entry, min ? min - 1 : 0);
+        tram_strbuf_addf(b, " ( \",\" %s %s ){%lld,}", ws, entry, min ? min - 1 : 0);
     else
-        tram_gbuf_addf(b, " ( \",\" %s %s ){%lld,%lld}", ws, entry, min ? min - 1 : 0, max - 1);
-    tram_gbuf_addf(b, "%s \"}\"", min ? "" : " )?");
+        tram_strbuf_addf(b, " ( \",\" %s %s ){%lld,%lld}", ws, entry, min ? min - 1 : 0, max - 1);
+    tram_strbuf_addf(b, "%s \"}\"", min ? "" : " )?");
     return 0;
 }
 
-static int gen_object(jsc *c, json_t *s, const char *path, tram_gbuf *b)
+static int gen_object(jsc *c, json_t *s, const char *path, tram_strbuf *b)
 {
     json_t *add = json_object_get(s, "additionalProperties");
     prop *p = calloc(MAX_PROPS, sizeof(*p));
@@ -615,19 +615,19 @@ static int gen_object(jsc *c, json_t *s, const char *path, tram_gbuf *b)
         rc = JS_FAIL(c, "'minProperties'/'maxProperties' at %s are supported only on an object whose "
                         "properties are all additionalProperties of one schema", path);
     } else if (n == 0 && json_is_false(add)) {
-        tram_gbuf_addf(b, "\"{\" %s \"}\"", ws);
+        tram_strbuf_addf(b, "\"{\" %s \"}\"", ws);
         rc = 0;
     } else if (n == 0 && json_is_object(add)) {
         rc = gen_map(c, s, add, path, b);
     } else if (n == 0) {
         char any[NAME_MAX_LEN];
         shared(c, USE_VALUE, any, "object");
-        tram_gbuf_addf(b, "%s", any);
+        tram_strbuf_addf(b, "%s", any);
         rc = 0;
     } else {
-        tram_gbuf_addf(b, "\"{\" %s", ws);
+        tram_strbuf_addf(b, "\"{\" %s", ws);
         props_first(c, b, p, 0, n);
-        tram_gbuf_add(b, " \"}\"", 4);
+        tram_strbuf_add(b, " \"}\"", 4);
         rc = c->failed ? -1 : 0;
     }
 out:
@@ -637,17 +637,17 @@ out:
 
 /* ---------------------------------------------------------------- arrays */
 
-static void items_tail(jsc *c, tram_gbuf *b, const char *item, long long min, long long max)
+static void items_tail(jsc *c, tram_strbuf *b, const char *item, long long min, long long max)
 {
     char ws[NAME_MAX_LEN];
     shared(c, USE_WS, ws, "ws");
     if (max < 0)
-        tram_gbuf_addf(b, " ( \",\" %s %s %s ){%lld,}", ws, item, ws, min);
+        tram_strbuf_addf(b, " ( \",\" %s %s %s ){%lld,}", ws, item, ws, min);
     else if (max > 0)
-        tram_gbuf_addf(b, " ( \",\" %s %s %s ){%lld,%lld}", ws, item, ws, min, max);
+        tram_strbuf_addf(b, " ( \",\" %s %s %s ){%lld,%lld}", ws, item, ws, min, max);
 }
 
-static int gen_array(jsc *c, json_t *s, const char *path, tram_gbuf *b)
+static int gen_array(jsc *c, json_t *s, const char *path, tram_strbuf *b)
 {
     json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
     long long min = 0, max = -1;
@@ -666,15 +666,15 @@ static int gen_array(jsc *c, json_t *s, const char *path, tram_gbuf *b)
     char ws[NAME_MAX_LEN], item[NAME_MAX_LEN], sub[512];
     shared(c, USE_WS, ws, "ws");
     long long k = prefix ? TRAM_MIN((long long)json_array_size(prefix), max < 0 ? (long long)1 << 40 : max) : 0;
-    tram_gbuf_addf(b, "\"[\" %s", ws);
+    tram_strbuf_addf(b, "\"[\" %s", ws);
     for (long long i = 0; i < k; i++) {
         char elem[NAME_MAX_LEN], idx[24];
         snprintf(idx, sizeof(idx), "%lld", i);
         sub_path(sub, path, "prefixItems", idx);
         if (gen(c, json_array_get(prefix, (size_t)i), sub, elem))
             return -1;
-        tram_gbuf_addf(b, "%s %s %s", i ? " \",\" " : "", i ? ws : "", elem);
-        tram_gbuf_addf(b, " %s", ws);
+        tram_strbuf_addf(b, "%s %s %s", i ? " \",\" " : "", i ? ws : "", elem);
+        tram_strbuf_addf(b, " %s", ws);
     }
     long long need = TRAM_MAX(0, min - k), room = max < 0 ? -1 : max - k;
     if (json_is_false(items) && need > 0)
@@ -688,15 +688,15 @@ static int gen_array(jsc *c, json_t *s, const char *path, tram_gbuf *b)
         if (k > 0) {
             items_tail(c, b, item, need, room);
         } else if (need > 0) {
-            tram_gbuf_addf(b, " %s %s", item, ws);
+            tram_strbuf_addf(b, " %s %s", item, ws);
             items_tail(c, b, item, need - 1, room < 0 ? -1 : room - 1);
         } else {
-            tram_gbuf_addf(b, " ( %s %s", item, ws);
+            tram_strbuf_addf(b, " ( %s %s", item, ws);
             items_tail(c, b, item, 0, room < 0 ? -1 : room - 1);
-            tram_gbuf_add(b, " )?", 3);
+            tram_strbuf_add(b, " )?", 3);
         }
     }
-    tram_gbuf_add(b, " \"]\"", 4);
+    tram_strbuf_add(b, " \"]\"", 4);
     return 0;
 }
 
@@ -824,7 +824,7 @@ static int check_one_of(jsc *c, json_t *branches, const char *path)
                       "const/enum of a required property", path);
 }
 
-static int gen_union(jsc *c, json_t *s, const char *key, const char *path, tram_gbuf *b)
+static int gen_union(jsc *c, json_t *s, const char *key, const char *path, tram_strbuf *b)
 {
     json_t *branches = json_object_get(s, key), *v;
     if (!json_is_array(branches) || json_array_size(branches) == 0)
@@ -832,18 +832,18 @@ static int gen_union(jsc *c, json_t *s, const char *key, const char *path, tram_
     if (!strcmp(key, "oneOf") && check_one_of(c, branches, path))
         return -1;
     size_t i;
-    tram_gbuf_add(b, "(", 1);
+    tram_strbuf_add(b, "(", 1);
     json_array_foreach(branches, i, v) {
         char sub[512], idx[24], name[NAME_MAX_LEN];
         snprintf(idx, sizeof(idx), "%zu", i);
         sub_path(sub, path, key, idx);
         if (gen(c, v, sub, name))
             return -1;
-        tram_gbuf_addf(b, "%s %s", i ? " |" : "", name);
+        tram_strbuf_addf(b, "%s %s", i ? " |" : "", name);
     }
     if (json_is_true(json_object_get(s, "nullable")))
-        tram_gbuf_add(b, " | \"null\"", 9);
-    tram_gbuf_add(b, " )", 2);
+        tram_strbuf_add(b, " | \"null\"", 9);
+    tram_strbuf_add(b, " )", 2);
     return 0;
 }
 
@@ -877,7 +877,7 @@ static json_t *resolve(jsc *c, const char *ref)
     return *p ? NULL : cur;
 }
 
-static int gen_ref(jsc *c, json_t *s, const char *path, tram_gbuf *b)
+static int gen_ref(jsc *c, json_t *s, const char *path, tram_strbuf *b)
 {
     json_t *ref = json_object_get(s, "$ref");
     const char *k;
@@ -890,7 +890,7 @@ static int gen_ref(jsc *c, json_t *s, const char *path, tram_gbuf *b)
     const char *target = json_string_value(ref);
     for (int i = 0; i < c->num_refs; i++)
         if (!strcmp(c->refs[i].pointer, target)) {
-            tram_gbuf_addf(b, "%s", c->refs[i].name);
+            tram_strbuf_addf(b, "%s", c->refs[i].name);
             return 0;
         }
     json_t *to = resolve(c, target);
@@ -910,7 +910,7 @@ static int gen_ref(jsc *c, json_t *s, const char *path, tram_gbuf *b)
     new_name(c, m->name);
     char name[NAME_MAX_LEN];
     memcpy(name, m->name, sizeof(name));
-    tram_gbuf_addf(b, "%s", name);
+    tram_strbuf_addf(b, "%s", name);
     return m->pointer ? gen_into(c, to, target, name) : JS_FAIL(c, "JSON Schema: out of memory");
 }
 
@@ -933,19 +933,19 @@ static const char *infer_type(json_t *s)
     return NULL;
 }
 
-static int gen_type(jsc *c, json_t *s, const char *type, const char *path, const char *name, tram_gbuf *b)
+static int gen_type(jsc *c, json_t *s, const char *type, const char *path, const char *name, tram_strbuf *b)
 {
     if (!strcmp(type, "string")) return gen_string(c, s, path, name, b);
     if (!strcmp(type, "integer")) return gen_integer(c, s, path, b);
     if (!strcmp(type, "number")) return gen_number(c, s, path, b);
     if (!strcmp(type, "object")) return gen_object(c, s, path, b);
     if (!strcmp(type, "array")) return gen_array(c, s, path, b);
-    if (!strcmp(type, "boolean")) return tram_gbuf_addf(b, "( \"true\" | \"false\" )"), 0;
-    if (!strcmp(type, "null")) return tram_gbuf_addf(b, "\"null\""), 0;
+    if (!strcmp(type, "boolean")) return tram_strbuf_addf(b, "( \"true\" | \"false\" )"), 0;
+    if (!strcmp(type, "null")) return tram_strbuf_addf(b, "\"null\""), 0;
     return JS_FAIL(c, "unsupported JSON Schema type '%s' at %s", type, path);
 }
 
-static int gen_types(jsc *c, json_t *s, const char *path, const char *name, tram_gbuf *b)
+static int gen_types(jsc *c, json_t *s, const char *path, const char *name, tram_strbuf *b)
 {
     json_t *t = json_object_get(s, "type");
     int nullable = json_is_true(json_object_get(s, "nullable"));
@@ -954,27 +954,27 @@ static int gen_types(jsc *c, json_t *s, const char *path, const char *name, tram
         if (!inferred) {
             char any[NAME_MAX_LEN];
             shared(c, USE_VALUE, any, "value");
-            tram_gbuf_addf(b, "%s", any);
+            tram_strbuf_addf(b, "%s", any);
             return 0;
         }
-        tram_gbuf_add(b, "( ", 2);
+        tram_strbuf_add(b, "( ", 2);
         int rc = gen_type(c, s, inferred, path, name, b);
-        tram_gbuf_addf(b, "%s )", nullable ? " | \"null\"" : "");
+        tram_strbuf_addf(b, "%s )", nullable ? " | \"null\"" : "");
         return rc;
     }
     if (!json_is_string(t) && !(json_is_array(t) && json_array_size(t) > 0))
         return JS_FAIL(c, "'type' at %s must be a string or a non-empty array", path);
-    tram_gbuf_add(b, "(", 1);
+    tram_strbuf_add(b, "(", 1);
     size_t n = json_is_array(t) ? json_array_size(t) : 1;
     for (size_t i = 0; i < n; i++) {
         json_t *x = json_is_array(t) ? json_array_get(t, i) : t;
         if (!json_is_string(x))
             return JS_FAIL(c, "'type' at %s must list strings", path);
-        tram_gbuf_add(b, i ? " | " : " ", i ? 3 : 1);
+        tram_strbuf_add(b, i ? " | " : " ", i ? 3 : 1);
         if (gen_type(c, s, json_string_value(x), path, name, b))
             return -1;
     }
-    tram_gbuf_addf(b, "%s )", nullable ? " | \"null\"" : "");
+    tram_strbuf_addf(b, "%s )", nullable ? " | \"null\"" : "");
     return 0;
 }
 
@@ -993,12 +993,12 @@ static int check_alone(jsc *c, json_t *s, const char *key, const char *path)
     return 0;
 }
 
-static int gen_body(jsc *c, json_t *s, const char *path, const char *name, tram_gbuf *b)
+static int gen_body(jsc *c, json_t *s, const char *path, const char *name, tram_strbuf *b)
 {
     if (json_is_true(s) || (json_is_object(s) && json_object_size(s) == 0)) {
         char any[NAME_MAX_LEN];
         shared(c, USE_VALUE, any, "value");
-        tram_gbuf_addf(b, "%s", any);
+        tram_strbuf_addf(b, "%s", any);
         return 0;
     }
     if (json_is_false(s))
@@ -1033,11 +1033,11 @@ static int gen_into(jsc *c, json_t *s, const char *path, const char *name)
 {
     if (++c->depth > MAX_DEPTH)
         return JS_FAIL(c, "the schema is nested more than %d deep (at %s)", MAX_DEPTH, path);
-    tram_gbuf body = {0};
+    tram_strbuf body = {0};
     int rc = gen_body(c, s, path, name, &body);
     if (!rc && !c->failed)
-        tram_gbuf_addf(&c->out, "%s ::= %s\n", name, body.s ? body.s : "");
-    tram_gbuf_free(&body);
+        tram_strbuf_addf(&c->out, "%s ::= %s\n", name, body.s ? body.s : "");
+    tram_strbuf_free(&body);
     c->depth--;
     return rc || c->failed ? -1 : 0;
 }
@@ -1056,20 +1056,20 @@ static void shared_rules(jsc *c)
     if (c->used & USE_VALUE)
         c->used |= USE_WS | USE_STRING | USE_NUMBER;
     if (c->used & USE_WS)
-        tram_gbuf_addf(&c->out, "%s-ws ::= \" \"?\n", p);
+        tram_strbuf_addf(&c->out, "%s-ws ::= \" \"?\n", p);
     if (c->used & USE_STRING)
-        tram_gbuf_addf(&c->out, "%s-string ::= \"\\\"\" " JSON_CHAR "* \"\\\"\"\n", p);
+        tram_strbuf_addf(&c->out, "%s-string ::= \"\\\"\" " JSON_CHAR "* \"\\\"\"\n", p);
     if (c->used & (USE_NUMBER | USE_INTEGER))
-        tram_gbuf_addf(&c->out, "%s-integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n", p);
+        tram_strbuf_addf(&c->out, "%s-integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n", p);
     if (c->used & USE_NUMBER)
-        tram_gbuf_addf(&c->out, "%s-number ::= %s-integer ( \".\" [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} )?\n", p, p);
+        tram_strbuf_addf(&c->out, "%s-number ::= %s-integer ( \".\" [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} )?\n", p, p);
     if (c->used & USE_VALUE) {
-        tram_gbuf_addf(&c->out, "%1$s-value ::= %1$s-object | %1$s-array | %1$s-string | %1$s-number | "
+        tram_strbuf_addf(&c->out, "%1$s-value ::= %1$s-object | %1$s-array | %1$s-string | %1$s-number | "
                                 "\"true\" | \"false\" | \"null\"\n", p);
-        tram_gbuf_addf(&c->out, "%1$s-object ::= \"{\" %1$s-ws ( %1$s-string %1$s-ws \":\" %1$s-ws %1$s-value "
+        tram_strbuf_addf(&c->out, "%1$s-object ::= \"{\" %1$s-ws ( %1$s-string %1$s-ws \":\" %1$s-ws %1$s-value "
                                 "%1$s-ws ( \",\" %1$s-ws %1$s-string %1$s-ws \":\" %1$s-ws %1$s-value %1$s-ws )* )? "
                                 "\"}\"\n", p);
-        tram_gbuf_addf(&c->out, "%1$s-array ::= \"[\" %1$s-ws ( %1$s-value %1$s-ws ( \",\" %1$s-ws %1$s-value "
+        tram_strbuf_addf(&c->out, "%1$s-array ::= \"[\" %1$s-ws ( %1$s-value %1$s-ws ( \",\" %1$s-ws %1$s-value "
                                 "%1$s-ws )* )? \"]\"\n", p);
     }
 }
@@ -1090,21 +1090,21 @@ static int check_prefix(const char *prefix, tram_error *err)
 
 static int finish(jsc *c, const char *root, char **gbnf_out, tram_error *err)
 {
-    tram_gbuf all = {0};
+    tram_strbuf all = {0};
     if (!c->failed) {
         shared_rules(c);
-        tram_gbuf_addf(&all, "%s ::= %s\n", c->prefix, root);
-        tram_gbuf_add(&all, c->out.s ? c->out.s : "", c->out.len);
+        tram_strbuf_addf(&all, "%s ::= %s\n", c->prefix, root);
+        tram_strbuf_add(&all, c->out.s ? c->out.s : "", c->out.len);
     }
-    tram_gbuf_free(&c->out);
+    tram_strbuf_free(&c->out);
     for (int i = 0; i < c->num_refs; i++)
         free(c->refs[i].pointer);
     free(c->refs);
     if (c->failed) {
-        tram_gbuf_free(&all);
+        tram_strbuf_free(&all);
         return -1;
     }
-    *gbnf_out = tram_gbuf_take(&all);
+    *gbnf_out = tram_strbuf_take(&all);
     return *gbnf_out ? 0 : tram_fail(err, "JSON Schema: out of memory");
 }
 

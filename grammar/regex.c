@@ -14,7 +14,7 @@ typedef struct {
     const char *p, *end;
     int json;
     int nesting;
-    tram_gbuf *out;
+    tram_strbuf *out;
     tram_error *err;
     int failed;
 } rx;
@@ -25,16 +25,16 @@ typedef struct {
 static const char json_excluded[] = "\"\\\\\\x00-\\x1F";
 
 /* One character as GBNF class-member text (escaped when needed). */
-static void class_char(tram_gbuf *b, unsigned cp)
+static void class_char(tram_strbuf *b, unsigned cp)
 {
     if (cp == ']' || cp == '[' || cp == '\\' || cp == '^' || cp == '-' || cp == '"')
-        tram_gbuf_addf(b, "\\%c", (char)cp);
+        tram_strbuf_addf(b, "\\%c", (char)cp);
     else if (cp < 0x20 || cp == 0x7F)
-        tram_gbuf_addf(b, "\\x%02X", cp);
+        tram_strbuf_addf(b, "\\x%02X", cp);
     else if (cp < 0x80)
-        tram_gbuf_addf(b, "%c", (char)cp);
+        tram_strbuf_addf(b, "%c", (char)cp);
     else
-        tram_gbuf_addf(b, "\\U%08X", cp);
+        tram_strbuf_addf(b, "\\U%08X", cp);
 }
 
 /* One UTF-8 character of the pattern. */
@@ -104,13 +104,13 @@ static long parse_escape(rx *r, char *cls)
 static void emit_char(rx *r, long cp)
 {
     if (r->json && (cp == '"' || cp == '\\')) {
-        tram_gbuf_addf(r->out, cp == '"' ? "\"\\\\\\\"\"" : "\"\\\\\\\\\"");
+        tram_strbuf_addf(r->out, cp == '"' ? "\"\\\\\\\"\"" : "\"\\\\\\\\\"");
     } else if (r->json && cp < 0x20) {
-        tram_gbuf_addf(r->out, "\"\\\\u%04lX\"", cp);
+        tram_strbuf_addf(r->out, "\"\\\\u%04lX\"", cp);
     } else {
-        tram_gbuf_add(r->out, "[", 1);
+        tram_strbuf_add(r->out, "[", 1);
         class_char(r->out, (unsigned)cp);
-        tram_gbuf_add(r->out, "]", 1);
+        tram_strbuf_add(r->out, "]", 1);
     }
 }
 
@@ -130,15 +130,15 @@ static void emit_class(rx *r, const cprange *c, int n, int neg)
 {
     int quote = r->json && !neg && has_cp(c, n, '"'), bslash = r->json && !neg && has_cp(c, n, '\\');
     if (quote || bslash)
-        tram_gbuf_add(r->out, "(", 1);
+        tram_strbuf_add(r->out, "(", 1);
     int any = neg;
     for (int i = 0; i < n && !any; i++)
         for (long cp = r->json ? TRAM_MAX(c[i].lo, 0x20) : c[i].lo; cp <= c[i].hi && !any; cp++)
             any = !r->json || (cp != '"' && cp != '\\');
     /* an empty class matches nothing: everything, negated */
-    tram_gbuf_addf(r->out, "[%s", neg || !any ? "^" : "");
+    tram_strbuf_addf(r->out, "[%s", neg || !any ? "^" : "");
     if (!any)
-        tram_gbuf_addf(r->out, "\\x00-\\U0010FFFF");
+        tram_strbuf_addf(r->out, "\\x00-\\U0010FFFF");
     for (int i = 0; i < n; i++) {
         long lo = c[i].lo, hi = c[i].hi;
         if (r->json && !neg && lo < 0x20)
@@ -151,7 +151,7 @@ static void emit_class(rx *r, const cprange *c, int n, int neg)
             if (b > a) {
                 class_char(r->out, (unsigned)a);
                 if (b - 1 > a) {
-                    tram_gbuf_add(r->out, "-", 1);
+                    tram_strbuf_add(r->out, "-", 1);
                     class_char(r->out, (unsigned)(b - 1));
                 }
             }
@@ -160,20 +160,20 @@ static void emit_class(rx *r, const cprange *c, int n, int neg)
         if (!r->json || neg) {
             class_char(r->out, (unsigned)lo);
             if (hi > lo) {
-                tram_gbuf_add(r->out, "-", 1);
+                tram_strbuf_add(r->out, "-", 1);
                 class_char(r->out, (unsigned)hi);
             }
         }
     }
     if (neg && r->json)
-        tram_gbuf_addf(r->out, "%s", json_excluded);
-    tram_gbuf_add(r->out, "]", 1);
+        tram_strbuf_addf(r->out, "%s", json_excluded);
+    tram_strbuf_add(r->out, "]", 1);
     if (quote)
-        tram_gbuf_addf(r->out, " | \"\\\\\\\"\"");
+        tram_strbuf_addf(r->out, " | \"\\\\\\\"\"");
     if (bslash)
-        tram_gbuf_addf(r->out, " | \"\\\\\\\\\"");
+        tram_strbuf_addf(r->out, " | \"\\\\\\\\\"");
     if (quote || bslash)
-        tram_gbuf_add(r->out, ")", 1);
+        tram_strbuf_add(r->out, ")", 1);
 }
 
 static int parse_class(rx *r)
@@ -237,14 +237,14 @@ static int parse_group(rx *r)
     }
     if (++r->nesting > MAX_NESTING)
         return RX_FAIL(r, "regex: groups nested more than %d deep", MAX_NESTING);
-    tram_gbuf_add(r->out, "(", 1);
+    tram_strbuf_add(r->out, "(", 1);
     if (parse_alt(r))
         return -1;
     if (r->p >= r->end || *r->p != ')')
         return RX_FAIL(r, "regex: missing ')'");
     r->p++;
     r->nesting--;
-    tram_gbuf_add(r->out, ")", 1);
+    tram_strbuf_add(r->out, ")", 1);
     return 0;
 }
 
@@ -257,7 +257,7 @@ static int parse_atom(rx *r)
         return parse_class(r);
     if (c == '.') {
         r->p++;
-        tram_gbuf_addf(r->out, "[^\\n%s]", r->json ? json_excluded : "");
+        tram_strbuf_addf(r->out, "[^\\n%s]", r->json ? json_excluded : "");
         return 0;
     }
     if (c == '*' || c == '+' || c == '?' || c == '{')
@@ -290,7 +290,7 @@ static int parse_quantifier(rx *r)
     char c = *r->p;
     if (c == '*' || c == '+' || c == '?') {
         r->p++;
-        tram_gbuf_add(r->out, &c, 1);
+        tram_strbuf_add(r->out, &c, 1);
     } else {
         const char *close = memchr(r->p, '}', (size_t)(r->end - r->p));
         if (!close)
@@ -308,7 +308,7 @@ static int parse_quantifier(rx *r)
         if ((counts[0] < 0 && counts[1] < 0) || (k == 0 && counts[0] < 0) ||
             (k == 1 && counts[1] >= 0 && counts[1] < counts[0]))
             return RX_FAIL(r, "regex: bad repetition '%.*s'", (int)(close - r->p + 1), r->p);
-        tram_gbuf_add(r->out, r->p, (size_t)(close - r->p + 1));
+        tram_strbuf_add(r->out, r->p, (size_t)(close - r->p + 1));
         r->p = close + 1;
     }
     if (r->p < r->end && *r->p == '?')
@@ -329,9 +329,9 @@ static int at_end_anchor(const rx *r) { return r->p + 1 == r->end && *r->p == '$
 
 static int parse_seq(rx *r)
 {
-    tram_gbuf_add(r->out, "(", 1);
+    tram_strbuf_add(r->out, "(", 1);
     while (r->p < r->end && *r->p != '|' && *r->p != ')' && !at_end_anchor(r)) {
-        tram_gbuf_add(r->out, " ", 1);
+        tram_strbuf_add(r->out, " ", 1);
         if (parse_atom(r))
             return -1;
         if (r->p < r->end && is_quantifier(r)) {
@@ -341,7 +341,7 @@ static int parse_seq(rx *r)
                 return RX_FAIL(r, "regex: multiple repeat at '%c'", *r->p);
         }
     }
-    tram_gbuf_add(r->out, " )", 2);
+    tram_strbuf_add(r->out, " )", 2);
     return 0;
 }
 
@@ -351,38 +351,38 @@ static int parse_alt(rx *r)
         return -1;
     while (r->p < r->end && *r->p == '|') {
         r->p++;
-        tram_gbuf_add(r->out, " | ", 3);
+        tram_strbuf_add(r->out, " | ", 3);
         if (parse_seq(r))
             return -1;
     }
     return 0;
 }
 
-int tram_regex_rule(const char *regex, const char *rule, int json_string, tram_gbuf *out,
+int tram_regex_rule(const char *regex, const char *rule, int json_string, tram_strbuf *out,
                     tram_error *err)
 {
     rx r = {.p = regex, .end = regex + strlen(regex), .json = json_string, .out = out, .err = err};
     if (r.p < r.end && *r.p == '^')
         r.p++;
-    tram_gbuf_addf(out, "%s ::= ", rule);
+    tram_strbuf_addf(out, "%s ::= ", rule);
     if (parse_alt(&r))
         return -1;
     if (at_end_anchor(&r))
         r.p++;
     if (r.p < r.end)
         return RX_FAIL(&r, "regex: unbalanced ')'");
-    tram_gbuf_add(out, "\n", 1);
+    tram_strbuf_add(out, "\n", 1);
     return out->oom ? tram_fail(err, "regex: out of memory") : 0;
 }
 
 int tram_regex_to_gbnf(const char *regex, const char *rule, char **gbnf_out, tram_error *err)
 {
-    tram_gbuf b = {0};
+    tram_strbuf b = {0};
     *gbnf_out = NULL;
     if (tram_regex_rule(regex, rule, 0, &b, err)) {
-        tram_gbuf_free(&b);
+        tram_strbuf_free(&b);
         return -1;
     }
-    *gbnf_out = tram_gbuf_take(&b);
+    *gbnf_out = tram_strbuf_take(&b);
     return *gbnf_out ? 0 : tram_fail(err, "regex: out of memory");
 }

@@ -18,7 +18,7 @@
 /* Appends the rule `rule ::= ...` for regex to out.  json_string: the
  * text goes inside a JSON string, so characters that JSON must escape are
  * written escaped (", \) or left out (control characters). */
-int tram_regex_rule(const char *regex, const char *rule, int json_string, tram_gbuf *out,
+int tram_regex_rule(const char *regex, const char *rule, int json_string, tram_strbuf *out,
                     tram_error *err);
 
 /* GBNF text whose rule `rule` matches the regex's full matches. */

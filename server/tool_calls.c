@@ -60,7 +60,7 @@ static json_t *call_json(tram_tool_format f, const json_t *obj, const tram_api_t
         args = json_object_get(obj, "arguments");
     if (!name || !json_is_object(args) || !tram_api_tool_function(tools, name))
         return NULL;
-    tram_text_buf b = {0};
+    tram_strbuf b = {0};
     tram_pyjson_put(&b, args, -1);
     char id[32];
     tram_tool_call_id(f, id);

@@ -9,39 +9,39 @@
 #include "tokenizer/text_buf.h"
 
 /* A GBNF string literal of s. */
-static void put_literal(tram_text_buf *b, const char *s)
+static void put_literal(tram_strbuf *b, const char *s)
 {
-    tram_text_put(b, "\"", 1);
+    tram_strbuf_add(b, "\"", 1);
     for (; *s; s++) {
         const char *esc = *s == '"' ? "\\\"" : *s == '\\' ? "\\\\" : *s == '\n' ? "\\n" : NULL;
         if (esc)
-            tram_text_put(b, esc, 2);
+            tram_strbuf_add(b, esc, 2);
         else
-            tram_text_put(b, s, 1);
+            tram_strbuf_add(b, s, 1);
     }
-    tram_text_put(b, "\"", 1);
+    tram_strbuf_add(b, "\"", 1);
 }
 
 /* The text around a call's arguments, in the template's syntax. */
-static void call_rule(tram_text_buf *b, tram_tool_format f, const char *name, int k)
+static void call_rule(tram_strbuf *b, tram_tool_format f, const char *name, int k)
 {
     char rule[32];
     snprintf(rule, sizeof(rule), "call%d ::= ", k);
-    tram_text_cat(b, rule, NULL);
-    tram_text_buf head = {0};
-    tram_text_cat(&head, f == TRAM_TOOLS_LLAMA3 || f == TRAM_TOOLS_MISTRAL ? "" : "<tool_call>\n",
+    tram_strbuf_cat(b, rule, NULL);
+    tram_strbuf head = {0};
+    tram_strbuf_cat(&head, f == TRAM_TOOLS_LLAMA3 || f == TRAM_TOOLS_MISTRAL ? "" : "<tool_call>\n",
                   "{\"name\": \"", name, f == TRAM_TOOLS_LLAMA3 ? "\", \"parameters\": " : "\", \"arguments\": ",
                   NULL);
     put_literal(b, head.s ? head.s : "");
     free(head.s);
     snprintf(rule, sizeof(rule), " fn%d ", k);
-    tram_text_cat(b, rule, NULL);
+    tram_strbuf_cat(b, rule, NULL);
     put_literal(b, f == TRAM_TOOLS_LLAMA3 || f == TRAM_TOOLS_MISTRAL ? "}" : "}\n</tool_call>");
-    tram_text_cat(b, "\n", NULL);
+    tram_strbuf_cat(b, "\n", NULL);
 }
 
 /* fnK's rules from the function's parameters schema. */
-static int schema_rules(tram_text_buf *b, const json_t *fn, size_t i, int k, tram_api_error *e)
+static int schema_rules(tram_strbuf *b, const json_t *fn, size_t i, int k, tram_api_error *e)
 {
     const json_t *params = json_object_get(fn, "parameters");
     char *schema = params ? json_dumps(params, JSON_COMPACT)
@@ -57,32 +57,32 @@ static int schema_rules(tram_text_buf *b, const json_t *fn, size_t i, int k, tra
         return tram_api_fail(e, 400, param, "invalid_value", "Invalid '%s': %s", param,
                              err.msg[0] ? err.msg : "out of memory");
     }
-    tram_text_cat(b, gbnf, "\n", NULL);
+    tram_strbuf_cat(b, gbnf, "\n", NULL);
     free(gbnf);
     return 0;
 }
 
 /* root: one call, or calls joined as the template joins them. */
-static void root_rule(tram_text_buf *b, tram_tool_format f, int many)
+static void root_rule(tram_strbuf *b, tram_tool_format f, int many)
 {
     const char *sep = f == TRAM_TOOLS_MISTRAL ? ", " : "\n";
-    tram_text_cat(b, "root ::= ", NULL);
+    tram_strbuf_cat(b, "root ::= ", NULL);
     if (f == TRAM_TOOLS_MISTRAL)
         put_literal(b, "[TOOL_CALLS] [");
-    tram_text_cat(b, " call", NULL);
+    tram_strbuf_cat(b, " call", NULL);
     if (many && f != TRAM_TOOLS_LLAMA3) {
-        tram_text_cat(b, " (", NULL);
+        tram_strbuf_cat(b, " (", NULL);
         put_literal(b, sep);
-        tram_text_cat(b, " call)*", NULL);
+        tram_strbuf_cat(b, " call)*", NULL);
     }
     if (f == TRAM_TOOLS_MISTRAL)
         put_literal(b, "]");
-    tram_text_cat(b, "\ncall ::=", NULL);
+    tram_strbuf_cat(b, "\ncall ::=", NULL);
 }
 
 char *tram_tool_grammar_gbnf(tram_tool_format f, const tram_api_tools *t, tram_api_error *e)
 {
-    tram_text_buf b = {0}, calls = {0};
+    tram_strbuf b = {0}, calls = {0};
     root_rule(&b, f, t->parallel && t->choice != TRAM_TOOL_CHOICE_NAMED);
     int k = 0, rc = 0;
     for (size_t i = 0; !rc && i < json_array_size(t->tools); i++) {
@@ -92,12 +92,12 @@ char *tram_tool_grammar_gbnf(tram_tool_format f, const tram_api_tools *t, tram_a
             continue;
         char alt[24];
         snprintf(alt, sizeof(alt), "%s call%d", k ? " |" : "", k);
-        tram_text_cat(&b, alt, NULL);
+        tram_strbuf_cat(&b, alt, NULL);
         call_rule(&calls, f, name, k);
         rc = schema_rules(&calls, fn, i, k, e);
         k++;
     }
-    tram_text_cat(&b, "\n", calls.s ? calls.s : "", NULL);
+    tram_strbuf_cat(&b, "\n", calls.s ? calls.s : "", NULL);
     free(calls.s);
     if (!rc && (b.oom || calls.oom))
         rc = tram_api_fail(e, 500, NULL, NULL, "Out of memory.");

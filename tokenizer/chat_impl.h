@@ -30,11 +30,11 @@ static inline int tram_chat_is_role(const tram_chat_msg *m, const char *role)
 /* The templates with a tool format of their own, each following its Jinja
  * source; tools is NULL or a non-empty array of tool objects. */
 int tram_chat_render_qwen(const tram_chat_template *ct, const tram_chat_msg *m, int n, const json_t *tools,
-                          int gen, tram_text_buf *b);
+                          int gen, tram_strbuf *b);
 int tram_chat_render_llama31(const tram_chat_template *ct, const tram_chat_msg *m, int n, const json_t *tools,
-                             int gen, tram_text_buf *b, tram_error *err);
+                             int gen, tram_strbuf *b, tram_error *err);
 int tram_chat_render_mistral_tools(const tram_chat_template *ct, const tram_chat_msg *m, int n,
-                                   const json_t *tools, tram_text_buf *b, tram_error *err);
+                                   const json_t *tools, tram_strbuf *b, tram_error *err);
 
 /* tram's generic format for templates without one: the conversation
  * rewritten into plain system/user/assistant messages (see chat_template.h),

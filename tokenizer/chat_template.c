@@ -171,18 +171,18 @@ static int check_alternation(const tram_chat_msg *msgs, int n, tram_error *err)
     return 0;
 }
 
-static int render_chatml(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, tram_text_buf *b)
+static int render_chatml(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, tram_strbuf *b)
 {
     if (n && ct->default_system && !tram_chat_is_role(&m[0], "system"))
-        tram_text_cat(b, "<|im_start|>system\n", ct->default_system, "<|im_end|>\n", NULL);
+        tram_strbuf_cat(b, "<|im_start|>system\n", ct->default_system, "<|im_end|>\n", NULL);
     for (int i = 0; i < n; i++)
-        tram_text_cat(b, "<|im_start|>", m[i].role, "\n", m[i].content, "<|im_end|>\n", NULL);
+        tram_strbuf_cat(b, "<|im_start|>", m[i].role, "\n", m[i].content, "<|im_end|>\n", NULL);
     if (gen)
-        tram_text_cat(b, "<|im_start|>assistant\n", NULL);
+        tram_strbuf_cat(b, "<|im_start|>assistant\n", NULL);
     return 0;
 }
 
-static int render_llama2(const tram_chat_template *ct, const tram_chat_msg *m, int n, tram_text_buf *b, tram_error *err)
+static int render_llama2(const tram_chat_template *ct, const tram_chat_msg *m, int n, tram_strbuf *b, tram_error *err)
 {
     const char *sys = n && tram_chat_is_role(&m[0], "system") ? m[0].content : NULL;
     if (sys) {
@@ -192,18 +192,18 @@ static int render_llama2(const tram_chat_template *ct, const tram_chat_msg *m, i
     if (check_alternation(m, n, err))
         return -1;
     for (int i = 0; i < n; i++) {
-        tram_text_buf content = {0};
+        tram_strbuf content = {0};
         if (i == 0 && sys)
-            tram_text_cat(&content, "<<SYS>>\n", sys, "\n<</SYS>>\n\n", NULL);
-        tram_text_cat(&content, m[i].content, NULL);
+            tram_strbuf_cat(&content, "<<SYS>>\n", sys, "\n<</SYS>>\n\n", NULL);
+        tram_strbuf_cat(&content, m[i].content, NULL);
         if (tram_chat_is_role(&m[i], "user")) {
-            tram_text_cat(b, ct->bos, "[INST] ", NULL);
+            tram_strbuf_cat(b, ct->bos, "[INST] ", NULL);
             tram_text_put_stripped(b, content.s);
-            tram_text_cat(b, " [/INST]", NULL);
+            tram_strbuf_cat(b, " [/INST]", NULL);
         } else if (tram_chat_is_role(&m[i], "assistant")) {
-            tram_text_cat(b, " ", NULL);
+            tram_strbuf_cat(b, " ", NULL);
             tram_text_put_stripped(b, content.s);
-            tram_text_cat(b, " ", ct->eos, NULL);
+            tram_strbuf_cat(b, " ", ct->eos, NULL);
         }
         b->oom |= content.oom;
         free(content.s);
@@ -211,63 +211,63 @@ static int render_llama2(const tram_chat_template *ct, const tram_chat_msg *m, i
     return 0;
 }
 
-static int render_llama3(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, tram_text_buf *b)
+static int render_llama3(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, tram_strbuf *b)
 {
     for (int i = 0; i < n; i++) {
-        tram_text_cat(b, i == 0 ? ct->bos : "", "<|start_header_id|>", m[i].role, "<|end_header_id|>\n\n", NULL);
+        tram_strbuf_cat(b, i == 0 ? ct->bos : "", "<|start_header_id|>", m[i].role, "<|end_header_id|>\n\n", NULL);
         tram_text_put_stripped(b, m[i].content);
-        tram_text_cat(b, "<|eot_id|>", NULL);
+        tram_strbuf_cat(b, "<|eot_id|>", NULL);
     }
     if (gen)
-        tram_text_cat(b, "<|start_header_id|>assistant<|end_header_id|>\n\n", NULL);
+        tram_strbuf_cat(b, "<|start_header_id|>assistant<|end_header_id|>\n\n", NULL);
     return 0;
 }
 
-static int render_mistral(const tram_chat_template *ct, const tram_chat_msg *m, int n, tram_text_buf *b, tram_error *err)
+static int render_mistral(const tram_chat_template *ct, const tram_chat_msg *m, int n, tram_strbuf *b, tram_error *err)
 {
-    tram_text_cat(b, ct->bos, NULL);
+    tram_strbuf_cat(b, ct->bos, NULL);
     for (int i = 0; i < n; i++) {
         if (tram_chat_is_role(&m[i], "user") != (i % 2 == 0))
             return check_alternation(m, n, err);
         if (tram_chat_is_role(&m[i], "user"))
-            tram_text_cat(b, "[INST] ", m[i].content, " [/INST]", NULL);
+            tram_strbuf_cat(b, "[INST] ", m[i].content, " [/INST]", NULL);
         else if (tram_chat_is_role(&m[i], "assistant"))
-            tram_text_cat(b, m[i].content, ct->eos, ct->eos_space ? " " : "", NULL);
+            tram_strbuf_cat(b, m[i].content, ct->eos, ct->eos_space ? " " : "", NULL);
         else
             return tram_fail(err, "chat template: Only user and assistant roles are supported!");
     }
     return 0;
 }
 
-static int render_gemma(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, tram_text_buf *b, tram_error *err)
+static int render_gemma(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, tram_strbuf *b, tram_error *err)
 {
     if (n && tram_chat_is_role(&m[0], "system"))
         return tram_fail(err, "chat template: System role not supported");
     if (check_alternation(m, n, err))
         return -1;
-    tram_text_cat(b, ct->leading_bos ? ct->bos : "", NULL);
+    tram_strbuf_cat(b, ct->leading_bos ? ct->bos : "", NULL);
     for (int i = 0; i < n; i++) {
-        tram_text_cat(b, "<start_of_turn>", tram_chat_is_role(&m[i], "assistant") ? "model" : m[i].role, "\n", NULL);
+        tram_strbuf_cat(b, "<start_of_turn>", tram_chat_is_role(&m[i], "assistant") ? "model" : m[i].role, "\n", NULL);
         tram_text_put_stripped(b, m[i].content);
-        tram_text_cat(b, "<end_of_turn>\n", NULL);
+        tram_strbuf_cat(b, "<end_of_turn>\n", NULL);
     }
     if (gen)
-        tram_text_cat(b, "<start_of_turn>model\n", NULL);
+        tram_strbuf_cat(b, "<start_of_turn>model\n", NULL);
     return 0;
 }
 
-static int render_phi3(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, tram_text_buf *b)
+static int render_phi3(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, tram_strbuf *b)
 {
-    tram_text_cat(b, ct->leading_bos ? ct->bos : "", NULL);
+    tram_strbuf_cat(b, ct->leading_bos ? ct->bos : "", NULL);
     for (int i = 0; i < n; i++)
         if (tram_chat_is_role(&m[i], "system") || tram_chat_is_role(&m[i], "user") || tram_chat_is_role(&m[i], "assistant"))
-            tram_text_cat(b, "<|", m[i].role, "|>\n", m[i].content, "<|end|>\n", NULL);
-    tram_text_cat(b, gen ? "<|assistant|>\n" : ct->eos, NULL);
+            tram_strbuf_cat(b, "<|", m[i].role, "|>\n", m[i].content, "<|end|>\n", NULL);
+    tram_strbuf_cat(b, gen ? "<|assistant|>\n" : ct->eos, NULL);
     return 0;
 }
 
 /* The families as their templates render plain messages. */
-static int render_plain(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, int gen, tram_text_buf *b,
+static int render_plain(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, int gen, tram_strbuf *b,
                         tram_error *err)
 {
     switch (ct->family) {
@@ -292,7 +292,7 @@ static int has_tool_parts(const tram_chat_msg *m, int n)
 /* Templates without a tool format of their own render tram's generic one:
  * the conversation rewritten into plain messages. */
 static int render_generic(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, const json_t *tools,
-                          int gen, tram_text_buf *b, tram_error *err)
+                          int gen, tram_strbuf *b, tram_error *err)
 {
     if (!tools && !has_tool_parts(msgs, n))
         return render_plain(ct, msgs, n, gen, b, err);
@@ -314,9 +314,9 @@ int tram_chat_template_render_tools(const tram_chat_template *ct, const tram_cha
             return tram_fail(err, "chat template: message %d has no %s", i, msgs[i].role ? "content" : "role");
     if (tools && (!json_is_array(tools) || json_array_size(tools) == 0))
         return tram_fail(err, "chat template: tools must be a non-empty array");
-    tram_text_buf b = {0};
+    tram_strbuf b = {0};
     int rc = 0;
-    tram_text_put(&b, "", 0);
+    tram_strbuf_add(&b, "", 0);
     switch (ct->tool_format) {
     case TRAM_TOOLS_GENERIC: rc = render_generic(ct, msgs, n, tools, gen, &b, err); break;
     case TRAM_TOOLS_HERMES: rc = tram_chat_render_qwen(ct, msgs, n, tools, gen, &b); break;

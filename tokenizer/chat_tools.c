@@ -21,77 +21,77 @@ static int is_tool_result(const tram_chat_msg *m)
 
 /* The tool list Qwen2.5 puts in its system prompt; tram's generic format
  * uses the same words. */
-static void hermes_tools(tram_text_buf *b, const json_t *tools)
+static void hermes_tools(tram_strbuf *b, const json_t *tools)
 {
-    tram_text_cat(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    tram_strbuf_cat(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
                      "You are provided with function signatures within <tools></tools> XML tags:\n<tools>", NULL);
     size_t i;
     const json_t *tool;
     json_array_foreach(tools, i, tool) {
-        tram_text_cat(b, "\n", NULL);
+        tram_strbuf_cat(b, "\n", NULL);
         tram_pyjson_put(b, tool, -1);
     }
-    tram_text_cat(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+    tram_strbuf_cat(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
                      "within <tool_call></tool_call> XML tags:\n<tool_call>\n"
                      "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>", NULL);
 }
 
-static void hermes_call(tram_text_buf *b, const tram_chat_tool_call *c)
+static void hermes_call(tram_strbuf *b, const tram_chat_tool_call *c)
 {
-    tram_text_cat(b, "<tool_call>\n{\"name\": \"", c->name, "\", \"arguments\": ", NULL);
+    tram_strbuf_cat(b, "<tool_call>\n{\"name\": \"", c->name, "\", \"arguments\": ", NULL);
     tram_pyjson_put(b, c->arguments, -1);
-    tram_text_cat(b, "}\n</tool_call>", NULL);
+    tram_strbuf_cat(b, "}\n</tool_call>", NULL);
 }
 
 static void qwen_system(const tram_chat_template *ct, const tram_chat_msg *m, int n, const json_t *tools,
-                        tram_text_buf *b)
+                        tram_strbuf *b)
 {
     const char *sys = n && tram_chat_is_role(&m[0], "system") ? m[0].content : ct->default_system;
     if (tools) {
-        tram_text_cat(b, "<|im_start|>system\n", sys ? sys : "", "\n\n", NULL);
+        tram_strbuf_cat(b, "<|im_start|>system\n", sys ? sys : "", "\n\n", NULL);
         hermes_tools(b, tools);
-        tram_text_cat(b, "<|im_end|>\n", NULL);
+        tram_strbuf_cat(b, "<|im_end|>\n", NULL);
     } else if (sys) {
-        tram_text_cat(b, "<|im_start|>system\n", sys, "<|im_end|>\n", NULL);
+        tram_strbuf_cat(b, "<|im_start|>system\n", sys, "<|im_end|>\n", NULL);
     }
 }
 
 int tram_chat_render_qwen(const tram_chat_template *ct, const tram_chat_msg *m, int n, const json_t *tools,
-                          int gen, tram_text_buf *b)
+                          int gen, tram_strbuf *b)
 {
     qwen_system(ct, m, n, tools, b);
     for (int i = 0; i < n; i++) {
         if (tram_chat_is_role(&m[i], "user") || (tram_chat_is_role(&m[i], "system") && i > 0) ||
             (tram_chat_is_role(&m[i], "assistant") && !m[i].num_tool_calls)) {
-            tram_text_cat(b, "<|im_start|>", m[i].role, "\n", m[i].content, "<|im_end|>\n", NULL);
+            tram_strbuf_cat(b, "<|im_start|>", m[i].role, "\n", m[i].content, "<|im_end|>\n", NULL);
         } else if (tram_chat_is_role(&m[i], "assistant")) {
-            tram_text_cat(b, "<|im_start|>assistant", *m[i].content ? "\n" : "", m[i].content, NULL);
+            tram_strbuf_cat(b, "<|im_start|>assistant", *m[i].content ? "\n" : "", m[i].content, NULL);
             for (int k = 0; k < m[i].num_tool_calls; k++) {
-                tram_text_cat(b, "\n", NULL);
+                tram_strbuf_cat(b, "\n", NULL);
                 hermes_call(b, &m[i].tool_calls[k]);
             }
-            tram_text_cat(b, "<|im_end|>\n", NULL);
+            tram_strbuf_cat(b, "<|im_end|>\n", NULL);
         } else if (is_tool_result(&m[i])) {
             if (i == 0 || !is_tool_result(&m[i - 1]))
-                tram_text_cat(b, "<|im_start|>user", NULL);
-            tram_text_cat(b, "\n<tool_response>\n", m[i].content, "\n</tool_response>", NULL);
+                tram_strbuf_cat(b, "<|im_start|>user", NULL);
+            tram_strbuf_cat(b, "\n<tool_response>\n", m[i].content, "\n</tool_response>", NULL);
             if (i == n - 1 || !is_tool_result(&m[i + 1]))
-                tram_text_cat(b, "<|im_end|>\n", NULL);
+                tram_strbuf_cat(b, "<|im_end|>\n", NULL);
         }
     }
     if (gen)
-        tram_text_cat(b, "<|im_start|>assistant\n", NULL);
+        tram_strbuf_cat(b, "<|im_start|>assistant\n", NULL);
     return 0;
 }
 
 /* ---- Llama 3.1 / 3.2 ---- */
 
-static void llama3_header(tram_text_buf *b, const char *role)
+static void llama3_header(tram_strbuf *b, const char *role)
 {
-    tram_text_cat(b, "<|start_header_id|>", role, "<|end_header_id|>\n\n", NULL);
+    tram_strbuf_cat(b, "<|start_header_id|>", role, "<|end_header_id|>\n\n", NULL);
 }
 
-static void llama3_system(const tram_chat_template *ct, const char *system, const json_t *tools, tram_text_buf *b)
+static void llama3_system(const tram_chat_template *ct, const char *system, const json_t *tools, tram_strbuf *b)
 {
     char today[32] = "26 Jul 2024";   /* both templates' fallback date */
     time_t now = time(NULL);
@@ -101,18 +101,18 @@ static void llama3_system(const tram_chat_template *ct, const char *system, cons
     else if (ct->date_from_clock && localtime_r(&now, &tm))
         strftime(today, sizeof(today), "%d %b %Y", &tm);
     llama3_header(b, "system");
-    tram_text_cat(b, tools ? "Environment: ipython\n" : "", "Cutting Knowledge Date: December 2023\n",
+    tram_strbuf_cat(b, tools ? "Environment: ipython\n" : "", "Cutting Knowledge Date: December 2023\n",
                   "Today Date: ", today, "\n\n", NULL);
     tram_text_put_stripped(b, system);
-    tram_text_cat(b, "<|eot_id|>", NULL);
+    tram_strbuf_cat(b, "<|eot_id|>", NULL);
 }
 
 /* tools_in_user_message: the tools go into the first message after the
  * system one, whatever its role. */
-static void llama3_tools_message(const json_t *tools, const char *first, tram_text_buf *b)
+static void llama3_tools_message(const json_t *tools, const char *first, tram_strbuf *b)
 {
     llama3_header(b, "user");
-    tram_text_cat(b, "Given the following functions, please respond with a JSON for a function call ",
+    tram_strbuf_cat(b, "Given the following functions, please respond with a JSON for a function call ",
                   "with its proper arguments that best answers the given prompt.\n\n",
                   "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and "
                   "its value}.", "Do not use variables.\n\n", NULL);
@@ -120,21 +120,21 @@ static void llama3_tools_message(const json_t *tools, const char *first, tram_te
     const json_t *tool;
     json_array_foreach(tools, i, tool) {
         tram_pyjson_put(b, tool, 4);
-        tram_text_cat(b, "\n\n", NULL);
+        tram_strbuf_cat(b, "\n\n", NULL);
     }
     tram_text_put_stripped(b, first);
-    tram_text_cat(b, "<|eot_id|>", NULL);
+    tram_strbuf_cat(b, "<|eot_id|>", NULL);
 }
 
-static int llama3_message(const tram_chat_msg *m, tram_text_buf *b, tram_error *err)
+static int llama3_message(const tram_chat_msg *m, tram_strbuf *b, tram_error *err)
 {
     if (m->num_tool_calls) {
         if (m->num_tool_calls != 1)
             return tram_fail(err, "chat template: This model only supports single tool-calls at once!");
         llama3_header(b, "assistant");
-        tram_text_cat(b, "{\"name\": \"", m->tool_calls[0].name, "\", \"parameters\": ", NULL);
+        tram_strbuf_cat(b, "{\"name\": \"", m->tool_calls[0].name, "\", \"parameters\": ", NULL);
         tram_pyjson_put(b, m->tool_calls[0].arguments, -1);
-        tram_text_cat(b, "}<|eot_id|>", NULL);
+        tram_strbuf_cat(b, "}<|eot_id|>", NULL);
     } else if (is_tool_result(m) || tram_chat_is_role(m, "ipython")) {
         /* a string is "iterable" to Jinja, so the template writes it as JSON */
         llama3_header(b, "ipython");
@@ -143,19 +143,19 @@ static int llama3_message(const tram_chat_msg *m, tram_text_buf *b, tram_error *
             return tram_fail(err, "chat template: a tool result is not UTF-8");
         tram_pyjson_put(b, s, -1);
         json_decref(s);
-        tram_text_cat(b, "<|eot_id|>", NULL);
+        tram_strbuf_cat(b, "<|eot_id|>", NULL);
     } else {
         llama3_header(b, m->role);
         tram_text_put_stripped(b, m->content);
-        tram_text_cat(b, "<|eot_id|>", NULL);
+        tram_strbuf_cat(b, "<|eot_id|>", NULL);
     }
     return 0;
 }
 
 int tram_chat_render_llama31(const tram_chat_template *ct, const tram_chat_msg *m, int n, const json_t *tools,
-                             int gen, tram_text_buf *b, tram_error *err)
+                             int gen, tram_strbuf *b, tram_error *err)
 {
-    tram_text_cat(b, ct->bos, NULL);
+    tram_strbuf_cat(b, ct->bos, NULL);
     const char *system = "";
     if (n && tram_chat_is_role(&m[0], "system")) {
         system = m[0].content;
@@ -184,48 +184,48 @@ int tram_chat_render_llama31(const tram_chat_template *ct, const tram_chat_msg *
 static const char *const mistral_id_error = "chat template: Tool call IDs should be alphanumeric strings with length 9!";
 
 /* Jinja's `val is string`: written raw between quotes, no escaping. */
-static void mistral_tools(const json_t *tools, tram_text_buf *b)
+static void mistral_tools(const json_t *tools, tram_strbuf *b)
 {
-    tram_text_cat(b, "[AVAILABLE_TOOLS] [", NULL);
+    tram_strbuf_cat(b, "[AVAILABLE_TOOLS] [", NULL);
     size_t i;
     const json_t *tool;
     json_array_foreach(tools, i, tool) {
-        tram_text_cat(b, "{\"type\": \"function\", \"function\": {", NULL);
+        tram_strbuf_cat(b, "{\"type\": \"function\", \"function\": {", NULL);
         const char *key;
         const json_t *val;
         int first = 1;
         json_object_foreach((json_t *)json_object_get(tool, "function"), key, val) {
             if (!strcmp(key, "return"))
                 continue;
-            tram_text_cat(b, first ? "\"" : ", \"", key, "\": ", NULL);
+            tram_strbuf_cat(b, first ? "\"" : ", \"", key, "\": ", NULL);
             first = 0;
             if (json_is_string(val))
-                tram_text_cat(b, "\"", json_string_value(val), "\"", NULL);
+                tram_strbuf_cat(b, "\"", json_string_value(val), "\"", NULL);
             else
                 tram_pyjson_put(b, val, -1);
         }
-        tram_text_cat(b, "}}", i + 1 < json_array_size(tools) ? ", " : "]", NULL);
+        tram_strbuf_cat(b, "}}", i + 1 < json_array_size(tools) ? ", " : "]", NULL);
     }
-    tram_text_cat(b, "[/AVAILABLE_TOOLS]", NULL);
+    tram_strbuf_cat(b, "[/AVAILABLE_TOOLS]", NULL);
 }
 
 /* `tool_call.function|tojson` without its closing brace, then the id. */
-static int mistral_calls(const tram_chat_template *ct, const tram_chat_msg *m, tram_text_buf *b, tram_error *err)
+static int mistral_calls(const tram_chat_template *ct, const tram_chat_msg *m, tram_strbuf *b, tram_error *err)
 {
-    tram_text_cat(b, "[TOOL_CALLS] [", NULL);
+    tram_strbuf_cat(b, "[TOOL_CALLS] [", NULL);
     for (int k = 0; k < m->num_tool_calls; k++) {
         const tram_chat_tool_call *c = &m->tool_calls[k];
-        tram_text_cat(b, "{\"name\": ", NULL);
+        tram_strbuf_cat(b, "{\"name\": ", NULL);
         json_t *name = json_string(c->name);
         tram_pyjson_put(b, name, -1);
         json_decref(name);
-        tram_text_cat(b, ", \"arguments\": ", NULL);
+        tram_strbuf_cat(b, ", \"arguments\": ", NULL);
         tram_pyjson_put(b, c->arguments, -1);
         if (!c->id || tram_text_py_len(c->id) != 9)
             return tram_fail(err, "%s", mistral_id_error);
-        tram_text_cat(b, ", \"id\": \"", c->id, "\"}", k + 1 < m->num_tool_calls ? ", " : "]", NULL);
+        tram_strbuf_cat(b, ", \"id\": \"", c->id, "\"}", k + 1 < m->num_tool_calls ? ", " : "]", NULL);
     }
-    tram_text_cat(b, ct->eos, NULL);
+    tram_strbuf_cat(b, ct->eos, NULL);
     return 0;
 }
 
@@ -252,24 +252,24 @@ static int same_message(const tram_chat_msg *a, const tram_chat_msg *b)
 }
 
 static int mistral_message(const tram_chat_template *ct, const tram_chat_msg *m, int last, const char *system,
-                           tram_text_buf *b, tram_error *err)
+                           tram_strbuf *b, tram_error *err)
 {
     if (tram_chat_is_role(m, "user")) {
         if (last && system)
-            tram_text_cat(b, "[INST] ", system, "\n\n", m->content, "[/INST]", NULL);
+            tram_strbuf_cat(b, "[INST] ", system, "\n\n", m->content, "[/INST]", NULL);
         else
-            tram_text_cat(b, "[INST] ", m->content, "[/INST]", NULL);
+            tram_strbuf_cat(b, "[INST] ", m->content, "[/INST]", NULL);
     } else if (m->num_tool_calls) {
         return mistral_calls(ct, m, b, err);
     } else if (tram_chat_is_role(m, "assistant")) {
-        tram_text_cat(b, " ", NULL);
+        tram_strbuf_cat(b, " ", NULL);
         tram_text_put_stripped(b, m->content);
-        tram_text_cat(b, ct->eos, NULL);
+        tram_strbuf_cat(b, ct->eos, NULL);
     } else if (is_tool_result(m) || tram_chat_is_role(m, "tool_results")) {
-        tram_text_cat(b, "[TOOL_RESULTS] {\"content\": ", m->content, ", ", NULL);
+        tram_strbuf_cat(b, "[TOOL_RESULTS] {\"content\": ", m->content, ", ", NULL);
         if (!m->tool_call_id || tram_text_py_len(m->tool_call_id) != 9)
             return tram_fail(err, "%s", mistral_id_error);
-        tram_text_cat(b, "\"call_id\": \"", m->tool_call_id, "\"}[/TOOL_RESULTS]", NULL);
+        tram_strbuf_cat(b, "\"call_id\": \"", m->tool_call_id, "\"}[/TOOL_RESULTS]", NULL);
     } else {
         return tram_fail(err, "chat template: Only user and assistant roles are supported, with the exception of an "
                               "initial optional system message!");
@@ -278,7 +278,7 @@ static int mistral_message(const tram_chat_template *ct, const tram_chat_msg *m,
 }
 
 int tram_chat_render_mistral_tools(const tram_chat_template *ct, const tram_chat_msg *m, int n,
-                                   const json_t *tools, tram_text_buf *b, tram_error *err)
+                                   const json_t *tools, tram_strbuf *b, tram_error *err)
 {
     const char *system = NULL;
     if (n && tram_chat_is_role(&m[0], "system")) {
@@ -292,7 +292,7 @@ int tram_chat_render_mistral_tools(const tram_chat_template *ct, const tram_chat
             last_user = &m[i];
     if (mistral_check_roles(m, n, err))
         return -1;
-    tram_text_cat(b, ct->bos, NULL);
+    tram_strbuf_cat(b, ct->bos, NULL);
     for (int i = 0; i < n; i++) {
         if (tools && tram_chat_is_role(&m[i], "user") && same_message(&m[i], last_user))
             mistral_tools(tools, b);
@@ -309,48 +309,39 @@ static int has_system_role(tram_chat_family f)
     return f != TRAM_CHAT_GEMMA && f != TRAM_CHAT_MISTRAL;
 }
 
-static char *take(tram_text_buf *b)
-{
-    if (b->oom) {
-        free(b->s);
-        return NULL;
-    }
-    return b->s ? b->s : strdup("");
-}
-
 static char *calls_text(const tram_chat_msg *m)
 {
-    tram_text_buf b = {0};
-    tram_text_cat(&b, m->content, NULL);
+    tram_strbuf b = {0};
+    tram_strbuf_cat(&b, m->content, NULL);
     for (int k = 0; k < m->num_tool_calls; k++) {
-        tram_text_cat(&b, k || *m->content ? "\n" : "", NULL);
+        tram_strbuf_cat(&b, k || *m->content ? "\n" : "", NULL);
         hermes_call(&b, &m->tool_calls[k]);
     }
-    return take(&b);
+    return tram_strbuf_take(&b);
 }
 
 /* A run of tool results from m[i], as one user turn; *used: how many. */
 static char *results_text(const tram_chat_msg *m, int n, int i, int *used)
 {
-    tram_text_buf b = {0};
+    tram_strbuf b = {0};
     int k = i;
     for (; k < n && is_tool_result(&m[k]); k++)
-        tram_text_cat(&b, k > i ? "\n" : "", "<tool_response>\n", m[k].content, "\n</tool_response>", NULL);
+        tram_strbuf_cat(&b, k > i ? "\n" : "", "<tool_response>\n", m[k].content, "\n</tool_response>", NULL);
     *used = k - i;
-    return take(&b);
+    return tram_strbuf_take(&b);
 }
 
 /* The tool list joins the system prompt (or the template's default one),
  * or the first user message where the family has no system role. */
 static char *with_tools(const char *text, const json_t *tools, int before)
 {
-    tram_text_buf b = {0};
+    tram_strbuf b = {0};
     if (!before && text)
-        tram_text_cat(&b, text, "\n\n", NULL);
+        tram_strbuf_cat(&b, text, "\n\n", NULL);
     hermes_tools(&b, tools);
     if (before)
-        tram_text_cat(&b, "\n\n", text, NULL);
-    return take(&b);
+        tram_strbuf_cat(&b, "\n\n", text, NULL);
+    return tram_strbuf_take(&b);
 }
 
 void tram_chat_generic_free(tram_chat_msg *m, int n)

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void put_string(tram_text_buf *b, const char *s, size_t n)
+static void put_string(tram_strbuf *b, const char *s, size_t n)
 {
-    tram_text_put(b, "\"", 1);
+    tram_strbuf_add(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
@@ -18,16 +18,16 @@ static void put_string(tram_text_buf *b, const char *s, size_t n)
             esc = u;
         }
         if (esc)
-            tram_text_put(b, esc, strlen(esc));
+            tram_strbuf_add(b, esc, strlen(esc));
         else
-            tram_text_put(b, (const char *)&c, 1);
+            tram_strbuf_add(b, (const char *)&c, 1);
     }
-    tram_text_put(b, "\"", 1);
+    tram_strbuf_add(b, "\"", 1);
 }
 
 /* Python's float repr: the shortest digits that read back as x, in fixed
  * notation when the decimal exponent is in [-4, 16), else as d.ddde+XX. */
-static void put_float(tram_text_buf *b, double x)
+static void put_float(tram_strbuf *b, double x)
 {
     char sci[40];
     for (int p = 1; p <= 17; p++) {
@@ -67,30 +67,30 @@ static void put_float(tram_text_buf *b, double x)
             out[o++] = '0';
         out[o] = 0;
     }
-    tram_text_put(b, out, strlen(out));
+    tram_strbuf_add(b, out, strlen(out));
 }
 
-static void newline(tram_text_buf *b, int indent, int depth)
+static void newline(tram_strbuf *b, int indent, int depth)
 {
-    tram_text_put(b, "\n", 1);
+    tram_strbuf_add(b, "\n", 1);
     for (int i = 0; i < indent * depth; i++)
-        tram_text_put(b, " ", 1);
+        tram_strbuf_add(b, " ", 1);
 }
 
-static void put_value(tram_text_buf *b, const json_t *v, int indent, int depth);
+static void put_value(tram_strbuf *b, const json_t *v, int indent, int depth);
 
-static void put_container(tram_text_buf *b, const json_t *v, int indent, int depth)
+static void put_container(tram_strbuf *b, const json_t *v, int indent, int depth)
 {
     int obj = json_is_object(v);
     size_t n = obj ? json_object_size(v) : json_array_size(v);
-    tram_text_put(b, obj ? "{" : "[", 1);
+    tram_strbuf_add(b, obj ? "{" : "[", 1);
     size_t i = 0;
     const char *key;
     json_t *item;
     void *it = obj ? json_object_iter((json_t *)v) : NULL;
     for (; i < n; i++) {
         if (i)
-            tram_text_put(b, indent < 0 ? ", " : ",", indent < 0 ? 2 : 1);
+            tram_strbuf_add(b, indent < 0 ? ", " : ",", indent < 0 ? 2 : 1);
         if (indent >= 0)
             newline(b, indent, depth + 1);
         if (obj) {
@@ -98,7 +98,7 @@ static void put_container(tram_text_buf *b, const json_t *v, int indent, int dep
             item = json_object_iter_value(it);
             it = json_object_iter_next((json_t *)v, it);
             put_string(b, key, strlen(key));
-            tram_text_put(b, ": ", 2);
+            tram_strbuf_add(b, ": ", 2);
         } else {
             item = json_array_get(v, i);
         }
@@ -106,10 +106,10 @@ static void put_container(tram_text_buf *b, const json_t *v, int indent, int dep
     }
     if (indent >= 0 && n)
         newline(b, indent, depth);
-    tram_text_put(b, obj ? "}" : "]", 1);
+    tram_strbuf_add(b, obj ? "}" : "]", 1);
 }
 
-static void put_value(tram_text_buf *b, const json_t *v, int indent, int depth)
+static void put_value(tram_strbuf *b, const json_t *v, int indent, int depth)
 {
     char num[32];
     switch (json_typeof(v)) {
@@ -118,16 +118,16 @@ static void put_value(tram_text_buf *b, const json_t *v, int indent, int depth)
     case JSON_STRING: put_string(b, json_string_value(v), json_string_length(v)); break;
     case JSON_INTEGER:
         snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        tram_text_put(b, num, strlen(num));
+        tram_strbuf_add(b, num, strlen(num));
         break;
     case JSON_REAL: put_float(b, json_real_value(v)); break;
-    case JSON_TRUE: tram_text_put(b, "true", 4); break;
-    case JSON_FALSE: tram_text_put(b, "false", 5); break;
-    default: tram_text_put(b, "null", 4); break;
+    case JSON_TRUE: tram_strbuf_add(b, "true", 4); break;
+    case JSON_FALSE: tram_strbuf_add(b, "false", 5); break;
+    default: tram_strbuf_add(b, "null", 4); break;
     }
 }
 
-void tram_pyjson_put(tram_text_buf *b, const json_t *v, int indent)
+void tram_pyjson_put(tram_strbuf *b, const json_t *v, int indent)
 {
     put_value(b, v, indent, 0);
 }

@@ -11,6 +11,6 @@
 #include "tokenizer/text_buf.h"
 
 /* indent < 0: on one line (indent=None); else that many spaces a level. */
-void tram_pyjson_put(tram_text_buf *b, const json_t *v, int indent);
+void tram_pyjson_put(tram_strbuf *b, const json_t *v, int indent);
 
 #endif

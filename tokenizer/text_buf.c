@@ -1,37 +1,10 @@
 /* text_buf.c — see text_buf.h. */
 #include "tokenizer/text_buf.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/base.h"
-
-void tram_text_put(tram_text_buf *b, const char *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = TRAM_MAX(2 * b->cap, b->n + n + 256);
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-void tram_text_cat(tram_text_buf *b, ...)
-{
-    va_list ap;
-    va_start(ap, b);
-    for (const char *s; (s = va_arg(ap, const char *));)
-        tram_text_put(b, s, strlen(s));
-    va_end(ap);
-}
 
 /* Length of a Python whitespace character (str.isspace) at s, or 0. */
 static int py_space(const unsigned char *s)
@@ -49,7 +22,7 @@ static int py_space(const unsigned char *s)
     return 0;
 }
 
-void tram_text_put_stripped(tram_text_buf *b, const char *s)
+void tram_text_put_stripped(tram_strbuf *b, const char *s)
 {
     const unsigned char *p = (const unsigned char *)s, *end = p + strlen(s), *last = p;
     for (int k; *p && (k = py_space(p)); p += k) {
@@ -66,7 +39,7 @@ void tram_text_put_stripped(tram_text_buf *b, const char *s)
         }
     }
     if (last > p)
-        tram_text_put(b, (const char *)p, (size_t)(last - p));
+        tram_strbuf_add(b, (const char *)p, (size_t)(last - p));
 }
 
 size_t tram_text_py_len(const char *s)

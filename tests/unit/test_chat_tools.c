@@ -88,7 +88,7 @@ static void check_dumps(const char *json, int indent, const char *want)
 {
     json_t *v = json_loads(json, JSON_DECODE_ANY, NULL);
     cr_assert_not_null(v, "%s", json);
-    tram_text_buf b = {0};
+    tram_strbuf b = {0};
     tram_pyjson_put(&b, v, indent);
     cr_assert_str_eq(b.s, want);
     free(b.s);
