@@ -5,12 +5,27 @@
 #include <string.h>
 #include <strings.h>
 
-/* Fields that never change what the model outputs; everything else in the
- * body is part of the key.  "model" is replaced by the served model itself,
- * so every name of it (--served-model-name a,b) shares the entries. */
+#include "server/api_fields.h"
+
+/* Honoured fields that never change what the model outputs; they, and the
+ * fields the field table ignores (api_fields.c: user, metadata, request_id,
+ * ...), stay out of the key; everything else in the body is part of it.
+ * "model" is replaced by the served model itself, so every name of it
+ * (--served-model-name a,b) shares the entries. */
 static const char *const fields_outside_key[] = {
-    "model", "stream", "stream_options", "user", "metadata", "priority", "response_cache",
+    "model", "stream", "stream_options", "priority", "response_cache",
 };
+
+static int outside_key(const char *name)
+{
+    for (size_t i = 0; i < sizeof(fields_outside_key) / sizeof(fields_outside_key[0]); i++)
+        if (!strcmp(name, fields_outside_key[i]))
+            return 1;
+    for (size_t i = 0; i < tram_api_num_fields; i++)
+        if (tram_api_fields[i].kind == TRAM_FIELD_IGNORED && !strcmp(name, tram_api_fields[i].name))
+            return 1;
+    return 0;
+}
 
 int tram_cache_control_bypasses(const char *header)
 {
@@ -38,8 +53,12 @@ static char *canonical_body(const json_t *root)
     json_t *copy = json_copy((json_t *)root);
     if (!copy)
         return NULL;
-    for (size_t i = 0; i < sizeof(fields_outside_key) / sizeof(fields_outside_key[0]); i++)
-        json_object_del(copy, fields_outside_key[i]);
+    const char *name;
+    json_t *value;
+    void *next;
+    json_object_foreach_safe(copy, next, name, value)
+        if (outside_key(name))
+            json_object_del(copy, name);
     char *text = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
     json_decref(copy);
     return text;
