@@ -223,6 +223,13 @@ def expected_texts(port):
     return out
 
 
+def ready(port):
+    try:
+        return request(port, "GET", "/readyz", timeout=5)[0] == 200
+    except OSError:
+        return False
+
+
 def busy(port):
     try:
         return metric(port, "num_requests_running") > 0
@@ -294,8 +301,11 @@ def main():
         load = Load(port)
         load.run()
         wait_for(lambda: load.done() >= SIGTERM_AT and busy(drained.port), "a busy replica to drain")
-        drain_started = time.time()
         drained.proc.send_signal(signal.SIGTERM)
+        # the drain begins when the replica's loop has taken the signal: a
+        # request that reached it before then is still its to answer
+        wait_for(lambda: not ready(drained.port), "the replica to start draining")
+        drain_started = time.time()
         wait_for(lambda: load.done() >= SIGKILL_AT and busy(killed.port), "a busy replica to kill")
         killed.proc.kill()
         load.join()
