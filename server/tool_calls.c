@@ -94,7 +94,7 @@ static int slice_is(const tram_strbuf *b, size_t at, const char *s)
 }
 
 /* A key of the call object ended: which member is it. */
-static int on_key(tram_tool_reader *r, tram_tool_call *c)
+static void on_key(tram_tool_reader *r, tram_tool_call *c)
 {
     size_t at = r->scan.key_at;
     c->member = slice_is(&c->out, at, "\"name\"") ? M_NAME
@@ -103,9 +103,8 @@ static int on_key(tram_tool_reader *r, tram_tool_call *c)
                       ? M_ARGS
                       : M_OTHER;
     if (c->seen & c->member)
-        return invalid(r);
+        invalid(r);
     c->seen |= c->member;
-    return 0;
 }
 
 /* The name's value ended: it must be one of the request's functions (their
@@ -133,8 +132,8 @@ static int call_byte(tram_tool_reader *r, char ch)
     int ev = tram_json_scan_byte(&r->scan, (unsigned char)ch, &c->out);
     if ((ev & TRAM_JSCAN_ERROR) || c->out.oom)
         return invalid(r);
-    if ((ev & TRAM_JSCAN_KEY) && on_key(r, c))
-        return 0;
+    if (ev & TRAM_JSCAN_KEY)
+        on_key(r, c);
     if ((ev & TRAM_JSCAN_BEGIN) && c->member != M_OTHER &&
         c->out.s[r->scan.value_at] != (c->member == M_NAME ? '"' : '{'))
         return invalid(r);  /* the name is a string, the arguments an object */
