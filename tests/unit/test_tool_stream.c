@@ -412,3 +412,60 @@ Test(tool_stream, a_cut_reply_keeps_its_finished_calls_in_any_pieces)
                        "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par";
     for_each_split(TRAM_TOOLS_HERMES, &tools, text, 1, same_calls);
 }
+
+/* Any text, split any way: the same reading at the end, the streamed content
+ * is that reading's content (all of the text when it holds no calls), and
+ * the calls it holds streamed as they are. */
+static void consistent(const stream_result *whole, const stream_result *s, const char *text, const char *how)
+{
+    cr_assert_str_eq(s->calls, whole->calls, "%s, %s", text, how);
+    cr_assert_eq(s->content_len, whole->content_len, "%s, %s", text, how);
+    size_t want = whole->calls[0] ? whole->content_len : strlen(text);
+    cr_assert_eq(s->content.len, want, "%s, %s", text, how);
+    cr_assert_eq(memcmp(s->content.s ? s->content.s : "", text, want), 0, "%s, %s", text, how);
+    const char *p = s->calls;
+    for (int i = 0; *p; i++) {
+        const char *args = strchr(p, ':') + 1;
+        size_t n = s->args[i].len;
+        cr_assert(n && !strncmp(args, s->args[i].s, n) && args[n] == '|', "%s, %s: call %d", text, how, i);
+        p = args + n + 1;
+    }
+}
+
+Test(tool_stream, random_texts_read_alike_in_any_pieces)
+{
+    static const char *const frags[] = {
+        "<tool_call>", "</tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "</s>", "{", "}", "[", "]", ": ", ", ",
+        ";", "\"name\"", "\"arguments\"", "\"parameters\"", "\"get_weather\"", "\"search\"", "\"q\"", "1", "-2.5e3",
+        "\"\\u00e9\\n\"", "true", " ", "\n", "<", "text", "\"\\ud83d", "{\"name\": \"search\", \"arguments\": {\"q\": 1}}",
+    };
+    static const char *const valid[] = {
+        "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": [1, \"a\"]}}\n</tool_call>",
+        "{\"name\": \"search\", \"parameters\": {\"q\": 1}}; {\"name\": \"get_weather\", \"parameters\": {}}",
+        "Hi [TOOL_CALLS] [{\"name\": \"search\", \"arguments\": {\"q\": true}}]</s>",
+    };
+    const size_t nf = sizeof(frags) / sizeof(frags[0]);
+    unsigned seed = 99;
+    char text[512];
+    for (int round = 0; round < 120; round++) {
+        size_t n = 0;
+        if (round % 2) {   /* a call with a fragment put in, or cut short */
+            n = (size_t)snprintf(text, sizeof(text), "%s", valid[rand_r(&seed) % 3]);
+            size_t at = (size_t)rand_r(&seed) % n;
+            const char *f = frags[rand_r(&seed) % nf];
+            if (rand_r(&seed) % 3 == 0)
+                n = at;
+            else
+                n = (size_t)snprintf(text, sizeof(text), "%.*s%s%s", (int)at, valid[round / 2 % 3], f,
+                                     valid[round / 2 % 3] + at);
+            text[n] = 0;
+        } else {
+            for (int k = 1 + rand_r(&seed) % 12; k > 0 && n < 400; k--)
+                n += (size_t)snprintf(text + n, sizeof(text) - n, "%s", frags[rand_r(&seed) % nf]);
+        }
+        if (!n)
+            continue;
+        for (tram_tool_format f = TRAM_TOOLS_GENERIC; f <= TRAM_TOOLS_MISTRAL; f++)
+            for_each_split(f, &tools, text, 0, consistent);
+    }
+}
