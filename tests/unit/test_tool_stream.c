@@ -450,15 +450,12 @@ Test(tool_stream, random_texts_read_alike_in_any_pieces)
     for (int round = 0; round < 120; round++) {
         size_t n = 0;
         if (round % 2) {   /* a call with a fragment put in, or cut short */
-            n = (size_t)snprintf(text, sizeof(text), "%s", valid[rand_r(&seed) % 3]);
-            size_t at = (size_t)rand_r(&seed) % n;
-            const char *f = frags[rand_r(&seed) % nf];
+            const char *base = valid[rand_r(&seed) % 3], *f = frags[rand_r(&seed) % nf];
+            size_t at = (size_t)rand_r(&seed) % strlen(base);
             if (rand_r(&seed) % 3 == 0)
-                n = at;
+                n = (size_t)snprintf(text, sizeof(text), "%.*s", (int)at, base);
             else
-                n = (size_t)snprintf(text, sizeof(text), "%.*s%s%s", (int)at, valid[round / 2 % 3], f,
-                                     valid[round / 2 % 3] + at);
-            text[n] = 0;
+                n = (size_t)snprintf(text, sizeof(text), "%.*s%s%s", (int)at, base, f, base + at);
         } else {
             for (int k = 1 + rand_r(&seed) % 12; k > 0 && n < 400; k--)
                 n += (size_t)snprintf(text + n, sizeof(text) - n, "%s", frags[rand_r(&seed) % nf]);
