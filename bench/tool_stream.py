@@ -6,36 +6,21 @@ last arguments pieces, and to the end, and the number of pieces.  Before
 tram streamed calls as they are written, the name and the whole arguments
 came at the end.
 
-Starts its own server (bin/tram, the default model, --threads THREADS)."""
+Starts its own server (bin/tram, the default model, --threads THREADS),
+as bench/response_cache.py does."""
 import http.client
 import json
 import os
 import statistics
-import subprocess
 import time
 
-BIN = os.environ.get("TRAM_BIN", "bin/tram")
-MODEL = os.environ.get("MODEL", "models/SmolLM2-135M-Instruct.Q4_1.gguf")
-THREADS = os.environ.get("THREADS", "2")
-PORT = int(os.environ.get("PORT", "18743"))
+from response_cache import PORT, THREADS, serve  # one server, started the same way
+
 REQUESTS = int(os.environ.get("REQUESTS", "20"))
 TOOL = {"type": "function", "function": {"name": "book_trip", "parameters": {
     "type": "object", "additionalProperties": False, "required": ["city", "days", "notes", "budget"],
     "properties": {"city": {"type": "string", "maxLength": 16}, "days": {"type": "integer", "minimum": 1},
                    "notes": {"type": "string", "maxLength": 80}, "budget": {"type": "number"}}}}}
-
-
-def serve():
-    proc = subprocess.Popen([BIN, "serve", "-m", MODEL, "--port", str(PORT), "--threads", THREADS],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while True:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=5)
-            c.request("GET", "/health")
-            if c.getresponse().status == 200:
-                return proc
-        except OSError:
-            time.sleep(0.05)
 
 
 def one(seed):
