@@ -224,15 +224,13 @@ json_t *tram_api_chunk(const tram_api_envelope *env, int index, int role, const 
     return r;
 }
 
-json_t *tram_api_tool_call_chunk(const tram_api_envelope *env, int index, const json_t *call,
-                                 int call_index, int first, int with_usage)
+json_t *tram_api_tool_call_chunk(const tram_api_envelope *env, int index, int call_index, const char *id,
+                                 const char *name, const char *arguments, size_t len, int with_usage)
 {
-    const json_t *f = json_object_get(call, "function");
-    json_t *item = first ? json_pack("{s:i, s:O, s:s, s:{s:O, s:s}}", "index", call_index, "id",
-                                     json_object_get(call, "id"), "type", "function", "function",
-                                     "name", json_object_get(f, "name"), "arguments", "")
-                         : json_pack("{s:i, s:{s:O}}", "index", call_index, "function",
-                                     "arguments", json_object_get(f, "arguments"));
+    json_t *item = name ? json_pack("{s:i, s:s, s:s, s:{s:s, s:s}}", "index", call_index, "id", id, "type",
+                                    "function", "function", "name", name, "arguments", "")
+                        : json_pack("{s:i, s:{s:s%}}", "index", call_index, "function", "arguments",
+                                    arguments, len);
     json_t *r = tram_api_chunk(env, index, 0, NULL, 0, NULL, NULL, with_usage);
     json_t *delta = json_object_get(json_array_get(json_object_get(r, "choices"), 0), "delta");
     if (!item || !delta) {

@@ -59,11 +59,12 @@ json_t *tram_api_response(const tram_api_envelope *env, const tram_api_choice *c
  * stream_options.include_usage is set. */
 json_t *tram_api_chunk(const tram_api_envelope *env, int index, int role, const char *text,
                        size_t len, json_t *logprobs, const char *finish_reason, int with_usage);
-/* A stream chunk of one tool call (call: an item of message.tool_calls),
- * as the OpenAI SDK's stream helpers accumulate them: the first carries
- * index, id, type and name with empty arguments, the second the arguments. */
-json_t *tram_api_tool_call_chunk(const tram_api_envelope *env, int index, const json_t *call,
-                                 int call_index, int first, int with_usage);
+/* A stream chunk of one tool call, as the OpenAI SDK's stream helpers
+ * accumulate them: with id and name (the call's first chunk), index, id,
+ * type and name with empty arguments; without, index and the next
+ * arguments[0..len). */
+json_t *tram_api_tool_call_chunk(const tram_api_envelope *env, int index, int call_index, const char *id,
+                                 const char *name, const char *arguments, size_t len, int with_usage);
 /* The last chunk when include_usage is set: no choices, the usage. */
 json_t *tram_api_usage_chunk(const tram_api_envelope *env, const tram_api_usage *u);
 

@@ -62,6 +62,7 @@ struct tram_completion {
     tram_api_error error;        /* the first rejection (status 0: none) */
     int with_tools;              /* chat with tools and a tool_choice other than none */
     tram_tool_format tool_format;
+    tram_tool_reader *readers;   /* with_tools: per choice, its calls read as the text comes */
     double arrived, first_token;
     long long completion_tokens;
     tram_rcache_entry *flight;   /* the response-cache entry it leads or follows, or NULL */
@@ -91,6 +92,9 @@ static void completion_free(tram_completion *c)
     }
     for (int i = 0; c->choices && i < c->num_choices; i++)
         tram_api_choice_free(&c->choices[i]);
+    for (int i = 0; c->readers && i < c->num_choices; i++)
+        tram_tool_reader_free(&c->readers[i]);
+    free(c->readers);
     free(c->prompts);
     free(c->choices);
     free(c->last_token_at);
@@ -208,8 +212,11 @@ static int prepare(tram_completion *c, tram_api_kind kind, const char *body, siz
     c->prompts = calloc((size_t)c->num_prompts, sizeof(*c->prompts));
     c->choices = calloc((size_t)c->num_choices, sizeof(*c->choices));
     c->last_token_at = calloc((size_t)c->num_choices, sizeof(*c->last_token_at));
-    if (!c->prompts || !c->choices || !c->last_token_at)
+    c->readers = c->with_tools ? calloc((size_t)c->num_choices, sizeof(*c->readers)) : NULL;
+    if (!c->prompts || !c->choices || !c->last_token_at || (c->with_tools && !c->readers))
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+    for (int i = 0; c->readers && i < c->num_choices; i++)
+        tram_tool_reader_init(&c->readers[i], c->tool_format, &c->api.tools);
     tram_api_make_id(kind, c->id);
     if (c->api.ignored[0])
         tram_log(TRAM_LOG_WARNING, "%s: accepted and ignored: %s", c->id, c->api.ignored);
@@ -632,41 +639,47 @@ static void send_content(tram_completion *c, int ci, size_t upto, const char *fi
     choice->sent = TRAM_MAX(choice->sent, upto);
 }
 
-/* The end of a reply that may hold tool calls: they are read out of the
- * whole text; when there are some, the content is the text before them and
- * the reason "tool_calls" (or still "length": the calls it completed before
- * max_tokens cut it).  Returns the finish reason. */
+/* Streams what the choice's reader is sure of so far: content, then each
+ * call's name and the pieces of its arguments as they are written. */
+static void stream_tools(tram_completion *c, int ci)
+{
+    tram_tool_delta d;
+    while (tram_tool_reader_next(&c->readers[ci], &d)) {
+        if (d.kind == TRAM_TOOL_DELTA_CONTENT)
+            send_content(c, ci, d.to, NULL);
+        else
+            send_chunk(c, tram_api_tool_call_chunk(&c->env, ci, d.index, d.id, d.name, d.text, d.len,
+                                                   c->api.include_usage));
+    }
+}
+
+/* The end of a reply that may hold tool calls: when the whole text is
+ * calls, the content is the text before them and the reason "tool_calls"
+ * (or still "length": the calls it completed before max_tokens cut it).
+ * Returns the finish reason. */
 static const char *finish_with_tools(tram_completion *c, int ci, const char *reason)
 {
     tram_api_choice *choice = &c->choices[ci];
-    tram_tool_calls tc = {.content_len = choice->len};
+    tram_tool_reader *r = &c->readers[ci];
     int cut = !strcmp(reason, "length");
-    if (strcmp(reason, "abort") && choice->len)
-        tram_tool_calls_parse(c->tool_format, choice->text, choice->len, &c->api.tools, cut, &tc);
-    if (tc.calls && !cut)
+    tram_tool_reader_finish(r, cut, !strcmp(reason, "abort"));
+    json_t *calls = tram_tool_reader_calls(r);
+    if (calls && !cut)
         reason = "tool_calls";
-    while (tc.calls && !c->api.tools.parallel && json_array_size(tc.calls) > 1)
-        json_array_remove(tc.calls, json_array_size(tc.calls) - 1);  /* "auto" wrote more */
     if (!c->streaming) {
-        choice->tool_calls = tc.calls;
-        choice->len = tc.content_len;
+        choice->tool_calls = calls;
+        choice->len = r->content_end;
         if (choice->text)
             choice->text[choice->len] = 0;
         return reason;
     }
-    send_content(c, ci, tc.content_len, tc.calls ? NULL : reason);
-    for (size_t k = 0; tc.calls && k < json_array_size(tc.calls); k++)
-        for (int first = 1; first >= 0; first--)
-            send_chunk(c, tram_api_tool_call_chunk(&c->env, ci, json_array_get(tc.calls, k), (int)k,
-                                                   first, c->api.include_usage));
-    if (tc.calls)
-        send_content(c, ci, 0, reason);
-    json_decref(tc.calls);
+    stream_tools(c, ci);
+    send_content(c, ci, 0, reason);
+    json_decref(calls);
     return reason;
 }
 
-/* Chat with tools: the text is kept whole; while it streams, the content
- * goes out as far as no call can begin in it. */
+/* Chat with tools: the text is kept whole and read for calls as it comes. */
 static const char *emit_with_tools(tram_completion *c, int ci, const tram_output *o,
                                    const char *reason)
 {
@@ -677,11 +690,11 @@ static const char *emit_with_tools(tram_completion *c, int ci, const tram_output
                                         (choice->logprobs = tram_api_logprobs_new(kind))))
         tram_api_logprobs_append(choice->logprobs, kind, tram_engine_tokenizer(c->srv->engine),
                                  o->logprobs, o->logprobs ? o->num_tokens : 0, &choice->text_offset);
+    tram_tool_reader_feed(&c->readers[ci], choice->text ? choice->text : "", choice->len);
     if (reason)
         return finish_with_tools(c, ci, reason);
     if (c->streaming)
-        send_content(c, ci, tram_tool_calls_content_prefix(c->tool_format, choice->text ? choice->text : "",
-                                                           choice->len), NULL);
+        stream_tools(c, ci);
     return NULL;
 }
 

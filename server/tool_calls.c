@@ -1,4 +1,6 @@
-/* tool_calls.c — see tool_calls.h. */
+/* tool_calls.c — see tool_calls.h.  The reader walks the text once, a byte
+ * at a time; whatever pieces the text arrives in, it ends in the same
+ * place, so the streamed reply and the whole one are read alike. */
 #include "server/tool_calls.h"
 
 #include <stdlib.h>
@@ -6,27 +8,32 @@
 #include <sys/random.h>
 
 #include "kernels/base.h"
-#include "tokenizer/pyjson.h"
+
+/* The places in a format (tool_calls.h shows the formats). */
+enum {
+    T_CONTENT,     /* before the calls' marker (all but Llama 3) */
+    T_LEAD,        /* Llama 3: space before the first call or its <|python_tag|> */
+    T_LITERAL,     /* matching r->literal, then r->after_literal */
+    T_ARRAY,       /* Mistral: space, then the calls' '[' */
+    T_BEFORE_CALL, /* space, then a call's '{' */
+    T_CALL,        /* in a call's object */
+    T_AFTER_CALL,  /* space, then what follows a call in the format */
+    T_BETWEEN,     /* Hermes: space, then the next <tool_call> */
+    T_TAIL,        /* Mistral: space after ']', then </s> */
+    T_END,         /* only space may follow */
+};
+
+/* The members of a call object that matter, as bits of tram_tool_call.seen. */
+enum { M_OTHER = 0, M_NAME = 1, M_ARGS = 2 };
 
 static const char *marker(tram_tool_format f)
 {
     return f == TRAM_TOOLS_MISTRAL ? "[TOOL_CALLS]" : f == TRAM_TOOLS_LLAMA3 ? "<|python_tag|>" : "<tool_call>";
 }
 
-static const char *find(const char *text, size_t len, const char *what)
+static int is_space(char c)
 {
-    size_t n = strlen(what);
-    for (size_t i = 0; i + n <= len; i++)
-        if (!memcmp(text + i, what, n))
-            return text + i;
-    return NULL;
-}
-
-static size_t skip_space(const char *s, size_t i, size_t len)
-{
-    while (i < len && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r'))
-        i++;
-    return i;
+    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
 }
 
 void tram_tool_call_id(tram_tool_format f, char out[32])
@@ -48,145 +55,286 @@ void tram_tool_call_id(tram_tool_format f, char out[32])
     out[o] = 0;
 }
 
-/* {"id", "type": "function", "function": {"name", "arguments": "<JSON>"}}
- * for one call object the model wrote, or NULL when it is not a call of one
- * of the request's functions.  The arguments are written as Python's
- * json.dumps writes them, as vLLM returns them. */
-static json_t *call_json(tram_tool_format f, const json_t *obj, const tram_api_tools *tools)
+void tram_tool_reader_init(tram_tool_reader *r, tram_tool_format f, const tram_api_tools *tools)
 {
-    const char *name = json_string_value(json_object_get(obj, "name"));
-    const json_t *args = json_object_get(obj, f == TRAM_TOOLS_LLAMA3 ? "parameters" : "arguments");
-    if (!args && f == TRAM_TOOLS_LLAMA3)
-        args = json_object_get(obj, "arguments");
-    if (!name || !json_is_object(args) || !tram_api_tool_function(tools, name))
-        return NULL;
-    tram_strbuf b = {0};
-    tram_pyjson_put(&b, args, -1);
-    char id[32];
-    tram_tool_call_id(f, id);
-    json_t *call = b.oom ? NULL
-                         : json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function", "name",
-                                     name, "arguments", b.s);
-    free(b.s);
-    return call;
+    *r = (tram_tool_reader){.format = f, .tools = tools, .state = f == TRAM_TOOLS_LLAMA3 ? T_LEAD : T_CONTENT};
 }
 
-/* Appends the call in text[from..to) (one JSON object) to calls. */
-static int add_call(tram_tool_format f, const char *text, size_t from, size_t to, const tram_api_tools *tools,
-                    json_t *calls)
+void tram_tool_reader_free(tram_tool_reader *r)
 {
-    json_t *obj = json_loadb(text + from, to - from, 0, NULL);
-    json_t *call = obj ? call_json(f, obj, tools) : NULL;
-    json_decref(obj);
-    return call ? json_array_append_new(calls, call) : -1;
+    for (int i = 0; i < r->num_calls; i++)
+        tram_strbuf_free(&r->calls[i].out);
+    free(r->calls);
+    tram_json_scan_free(&r->scan);
+    *r = (tram_tool_reader){0};
 }
 
-/* <tool_call> blocks from i on, whitespace between them; the last one may
- * lack its closing tag when the model stopped right after the JSON.  A
- * reply cut short may end inside a last block, which is dropped. */
-static int parse_hermes(const char *text, size_t i, size_t len, const tram_api_tools *tools, int cut,
-                        json_t *calls)
+/* The text is not calls: nothing more is read, all of it is content.
+ * Returns 0, for the readers' one-line exits. */
+static int invalid(tram_tool_reader *r)
 {
-    static const char open[] = "<tool_call>", close[] = "</tool_call>";
-    while ((i = skip_space(text, i, len)) < len) {
-        size_t rest = len - i;
-        if (rest < sizeof(open) - 1 || memcmp(text + i, open, sizeof(open) - 1))
-            return cut && rest < sizeof(open) - 1 && !memcmp(text + i, open, rest) ? 0 : -1;
-        i += sizeof(open) - 1;
-        const char *end = find(text + i, len - i, close);
-        size_t stop = end ? (size_t)(end - text) : len;
-        if (add_call(TRAM_TOOLS_HERMES, text, i, stop, tools, calls))
-            return cut && !end ? 0 : -1;
-        i = end ? stop + sizeof(close) - 1 : len;
-    }
+    r->invalid = 1;
     return 0;
 }
 
-/* JSON objects separated by ';', as Llama 3.1's parsers read them. */
-static int parse_llama3(const char *text, size_t i, size_t len, const tram_api_tools *tools, json_t *calls)
+static int expect_literal(tram_tool_reader *r, const char *literal, int after)
 {
-    while ((i = skip_space(text, i, len)) < len) {
-        json_error_t err;
-        json_t *obj = json_loadb(text + i, len - i, JSON_DISABLE_EOF_CHECK, &err);
-        json_t *call = obj ? call_json(TRAM_TOOLS_LLAMA3, obj, tools) : NULL;
-        json_decref(obj);
-        if (!call || json_array_append_new(calls, call))
-            return -1;
-        i = skip_space(text, i + (size_t)err.position, len);
-        if (i < len && text[i] != ';')
-            return -1;
-        i += i < len;
-    }
+    r->state = T_LITERAL;
+    r->literal = literal;
+    r->matched = 1;   /* its first byte is the one that led here */
+    r->after_literal = after;
     return 0;
 }
 
-/* The calls' array; its replies keep special tokens, so the text may end
- * with Mistral's EOS. */
-static int parse_mistral(const char *text, size_t i, size_t len, const tram_api_tools *tools, json_t *calls)
+/* ---- a call's object ---- */
+
+static int slice_is(const tram_strbuf *b, size_t at, const char *s)
 {
-    json_error_t err;
-    json_t *arr = json_loadb(text + i, len - i, JSON_DISABLE_EOF_CHECK, &err);
-    size_t end = arr ? skip_space(text, i + (size_t)err.position, len) : len;
-    if (len - end >= 4 && !memcmp(text + end, "</s>", 4))
-        end = skip_space(text, end + 4, len);
-    size_t k;
-    json_t *obj;
-    int rc = json_is_array(arr) && json_array_size(arr) && end == len ? 0 : -1;
-    json_array_foreach(arr, k, obj) {
-        json_t *call = rc ? NULL : call_json(TRAM_TOOLS_MISTRAL, obj, tools);
-        if (!call || json_array_append_new(calls, call))
-            rc = -1;
+    return b->len - at == strlen(s) && !memcmp(b->s + at, s, b->len - at);
+}
+
+/* A key of the call object ended: which member is it. */
+static void on_key(tram_tool_reader *r, tram_tool_call *c)
+{
+    size_t at = r->scan.key_at;
+    c->member = slice_is(&c->out, at, "\"name\"") ? M_NAME
+                : slice_is(&c->out, at, "\"arguments\"") ||
+                          (r->format == TRAM_TOOLS_LLAMA3 && slice_is(&c->out, at, "\"parameters\""))
+                      ? M_ARGS
+                      : M_OTHER;
+    if (c->seen & c->member)
+        invalid(r);
+    c->seen |= c->member;
+}
+
+/* The name's value ended: it must be one of the request's functions (their
+ * names need no escapes, so the written string is the name in quotes). */
+static int on_name(tram_tool_reader *r, tram_tool_call *c)
+{
+    const char *v = c->out.s + r->scan.value_at;
+    size_t n = r->scan.value_end - r->scan.value_at;
+    char name[72];
+    if (n < 2 || n - 2 >= sizeof(name) || v[0] != '"')
+        return invalid(r);
+    memcpy(name, v + 1, n - 2);
+    name[n - 2] = 0;
+    const json_t *fn = memchr(name, '\\', n - 2) ? NULL : tram_api_tool_function(r->tools, name);
+    if (!fn)
+        return invalid(r);
+    c->name = json_string_value(json_object_get(fn, "name"));
+    tram_tool_call_id(r->format, c->id);
+    return 0;
+}
+
+static int call_byte(tram_tool_reader *r, char ch)
+{
+    tram_tool_call *c = &r->calls[r->num_calls - 1];
+    int ev = tram_json_scan_byte(&r->scan, (unsigned char)ch, &c->out);
+    if ((ev & TRAM_JSCAN_ERROR) || c->out.oom)
+        return invalid(r);
+    if (ev & TRAM_JSCAN_KEY)
+        on_key(r, c);
+    if ((ev & TRAM_JSCAN_BEGIN) && c->member != M_OTHER &&
+        c->out.s[r->scan.value_at] != (c->member == M_NAME ? '"' : '{'))
+        return invalid(r);  /* the name is a string, the arguments an object */
+    if ((ev & TRAM_JSCAN_BEGIN) && c->member == M_ARGS)
+        c->args_at = r->scan.value_at;
+    if ((ev & TRAM_JSCAN_END) && c->member == M_NAME)
+        on_name(r, c);
+    if ((ev & TRAM_JSCAN_END) && c->member == M_ARGS)
+        c->args_end = r->scan.value_end;
+    if (r->invalid || !(ev & TRAM_JSCAN_DONE))
+        return 0;
+    if (!c->name || !c->args_end)
+        return invalid(r);
+    c->done = 1;
+    r->state = T_AFTER_CALL;
+    return 0;
+}
+
+/* A call's '{': a new call. */
+static int begin_call(tram_tool_reader *r, char ch)
+{
+    if (ch != '{')
+        return invalid(r);
+    if (r->num_calls == r->cap_calls) {
+        int cap = r->cap_calls ? 2 * r->cap_calls : 4;
+        tram_tool_call *calls = realloc(r->calls, (size_t)cap * sizeof(*calls));
+        if (!calls)
+            return invalid(r);
+        r->calls = calls;
+        r->cap_calls = cap;
     }
-    json_decref(arr);
-    return rc;
+    r->calls[r->num_calls++] = (tram_tool_call){0};
+    tram_json_scan_init(&r->scan);
+    r->state = T_CALL;
+    return call_byte(r, ch);
+}
+
+/* ---- the format around the calls ---- */
+
+/* Before the marker: content, as far as no marker can begin in it. */
+static void content(tram_tool_reader *r, const char *text, size_t len)
+{
+    const char *m = marker(r->format);
+    size_t n = strlen(m);
+    for (; r->pos < len; r->pos++) {
+        size_t k = 0;
+        while (k < n && r->pos + k < len && text[r->pos + k] == m[k])
+            k++;
+        if (k == n) {
+            r->calls_at = r->content_end = r->pos;
+            r->pos += n;
+            r->state = r->format == TRAM_TOOLS_MISTRAL ? T_ARRAY : T_BEFORE_CALL;
+            return;
+        }
+        if (r->pos + k == len)
+            break;  /* the text may be starting the marker */
+    }
+    r->content_end = r->pos;
+}
+
+/* What may follow a call in its format. */
+static int after_call(tram_tool_reader *r, char ch)
+{
+    tram_tool_format f = r->format;
+    if ((f == TRAM_TOOLS_LLAMA3 && ch == ';') || (f == TRAM_TOOLS_MISTRAL && ch == ','))
+        r->state = T_BEFORE_CALL;
+    else if (f == TRAM_TOOLS_MISTRAL && ch == ']')
+        r->state = T_TAIL;
+    else if ((f == TRAM_TOOLS_GENERIC || f == TRAM_TOOLS_HERMES) && ch == '<')
+        expect_literal(r, "</tool_call>", T_BETWEEN);
+    else
+        invalid(r);
+    return 0;
+}
+
+static int literal_byte(tram_tool_reader *r, char ch)
+{
+    if (ch != r->literal[r->matched++])
+        return invalid(r);
+    if (!r->literal[r->matched])
+        r->state = r->after_literal;
+    return 0;
+}
+
+/* One byte after the content; space is skipped where the format allows it. */
+static int format_byte(tram_tool_reader *r, char ch)
+{
+    if (r->state == T_CALL)
+        return call_byte(r, ch);
+    if (r->state == T_LITERAL)
+        return literal_byte(r, ch);
+    if (is_space(ch))
+        return 0;
+    switch (r->state) {
+    case T_LEAD: return ch == '<' ? expect_literal(r, marker(r->format), T_BEFORE_CALL) : begin_call(r, ch);
+    case T_BEFORE_CALL: return begin_call(r, ch);
+    case T_ARRAY:
+        r->state = T_BEFORE_CALL;
+        return ch == '[' ? 0 : invalid(r);
+    case T_AFTER_CALL: return after_call(r, ch);
+    case T_BETWEEN: return ch == '<' ? expect_literal(r, marker(r->format), T_BEFORE_CALL) : invalid(r);
+    case T_TAIL: return ch == '<' ? expect_literal(r, "</s>", T_END) : invalid(r);
+    default: return invalid(r);  /* T_END */
+    }
+}
+
+void tram_tool_reader_feed(tram_tool_reader *r, const char *text, size_t len)
+{
+    r->len = len;
+    if (r->state == T_CONTENT && !r->invalid)
+        content(r, text, len);
+    while (r->state != T_CONTENT && !r->invalid && r->pos < len)
+        format_byte(r, text[r->pos++]);
+    if (r->invalid)
+        r->content_end = len;
+}
+
+/* Where the text may end with its calls complete. */
+static int may_end(const tram_tool_reader *r)
+{
+    switch (r->format) {
+    case TRAM_TOOLS_LLAMA3: return r->state == T_AFTER_CALL || r->state == T_BEFORE_CALL;
+    case TRAM_TOOLS_MISTRAL: return r->state == T_TAIL || r->state == T_END;
+    default: return r->state == T_AFTER_CALL || r->state == T_BETWEEN;  /* the last may lack its tag */
+    }
+}
+
+void tram_tool_reader_finish(tram_tool_reader *r, int cut, int abort)
+{
+    int hermes = r->format == TRAM_TOOLS_GENERIC || r->format == TRAM_TOOLS_HERMES;
+    int n = 0;
+    while (n < r->num_calls && r->calls[n].done)
+        n++;
+    if (abort || r->state == T_CONTENT || n == 0 || !(may_end(r) || (cut && hermes)))
+        r->invalid = 1;
+    r->num_final = r->invalid ? 0 : r->tools->parallel ? n : 1;
+    r->content_end = r->invalid ? r->len : r->calls_at;
+    r->finished = 1;
+}
+
+json_t *tram_tool_reader_calls(const tram_tool_reader *r)
+{
+    json_t *calls = r->num_final ? json_array() : NULL;
+    for (int i = 0; calls && i < r->num_final; i++) {
+        const tram_tool_call *c = &r->calls[i];
+        json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s%}}", "id", c->id, "type", "function", "function",
+                                 "name", c->name, "arguments", c->out.s + c->args_at,
+                                 c->args_end - c->args_at);
+        if (!call || json_array_append_new(calls, call)) {
+            json_decref(calls);
+            calls = NULL;
+        }
+    }
+    return calls;
+}
+
+/* How many calls may stream: all, or the first without parallel_tool_calls;
+ * once finished, those the reply holds. */
+static int streamable(const tram_tool_reader *r)
+{
+    if (r->invalid)
+        return 0;
+    return r->finished ? r->num_final : r->tools->parallel ? r->num_calls : TRAM_MIN(r->num_calls, 1);
+}
+
+int tram_tool_reader_next(tram_tool_reader *r, tram_tool_delta *d)
+{
+    if (r->content_end > r->content_sent) {
+        *d = (tram_tool_delta){.kind = TRAM_TOOL_DELTA_CONTENT, .from = r->content_sent, .to = r->content_end};
+        r->content_sent = r->content_end;
+        return 1;
+    }
+    for (int i = 0; i < streamable(r); i++) {
+        tram_tool_call *c = &r->calls[i];
+        if (!c->name)
+            return 0;   /* its arguments wait for its name */
+        if (!c->named_sent) {
+            c->named_sent = 1;
+            *d = (tram_tool_delta){.kind = TRAM_TOOL_DELTA_NAME, .index = i, .id = c->id, .name = c->name};
+            return 1;
+        }
+        size_t written = !c->args_at ? 0 : (c->args_end ? c->args_end : c->out.len) - c->args_at;
+        if (written > c->args_sent) {
+            *d = (tram_tool_delta){.kind = TRAM_TOOL_DELTA_ARGUMENTS, .index = i,
+                                   .text = c->out.s + c->args_at + c->args_sent, .len = written - c->args_sent};
+            c->args_sent = written;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 int tram_tool_calls_parse(tram_tool_format f, const char *text, size_t len, const tram_api_tools *tools,
                           int cut, tram_tool_calls *out)
 {
-    *out = (tram_tool_calls){.content_len = len};
-    size_t start;
-    if (f == TRAM_TOOLS_LLAMA3) {   /* the whole reply is the calls, or none is */
-        start = skip_space(text, 0, len);
-        if (start == len || (text[start] != '{' && text[start] != '<'))
-            return 0;
-        if (find(text + start, len - start, marker(f)) == text + start)
-            start += strlen(marker(f));
-        out->content_len = 0;
-    } else {
-        const char *at = find(text, len, marker(f));
-        if (!at)
-            return 0;
-        out->content_len = (size_t)(at - text);
-        start = out->content_len + (f == TRAM_TOOLS_MISTRAL ? strlen(marker(f)) : 0);
-    }
-    json_t *calls = json_array();
-    if (!calls)
-        return -1;
-    int rc = f == TRAM_TOOLS_LLAMA3    ? parse_llama3(text, start, len, tools, calls)
-             : f == TRAM_TOOLS_MISTRAL ? parse_mistral(text, start, len, tools, calls)
-                                       : parse_hermes(text, start, len, tools, cut, calls);
-    if (rc || json_array_size(calls) == 0) {
-        json_decref(calls);
-        out->content_len = len;
-        return 0;
-    }
-    out->calls = calls;
-    return 0;
-}
-
-size_t tram_tool_calls_content_prefix(tram_tool_format f, const char *text, size_t len)
-{
-    if (f == TRAM_TOOLS_LLAMA3) {   /* decided by the first character that is not space */
-        size_t i = skip_space(text, 0, len);
-        return i < len && text[i] != '{' && text[i] != '<' ? len : 0;
-    }
-    const char *m = marker(f), *at = find(text, len, m);
-    if (at)
-        return (size_t)(at - text);
-    size_t n = strlen(m);
-    for (size_t k = n - 1; k > 0; k--)   /* the longest end of text that begins the marker */
-        if (k <= len && !memcmp(text + len - k, m, k))
-            return len - k;
-    return len;
+    tram_tool_reader r;
+    tram_tool_reader_init(&r, f, tools);
+    tram_tool_reader_feed(&r, text, len);
+    tram_tool_reader_finish(&r, cut, 0);
+    *out = (tram_tool_calls){.content_len = r.content_end, .calls = tram_tool_reader_calls(&r)};
+    int rc = r.num_final && !out->calls ? -1 : 0;
+    tram_tool_reader_free(&r);
+    return rc;
 }

@@ -5,9 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void put_string(tram_strbuf *b, const char *s, size_t n)
+void tram_pyjson_put_chars(tram_strbuf *b, const char *s, size_t n)
 {
-    tram_strbuf_add(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
@@ -22,6 +21,12 @@ static void put_string(tram_strbuf *b, const char *s, size_t n)
         else
             tram_strbuf_add(b, (const char *)&c, 1);
     }
+}
+
+static void put_string(tram_strbuf *b, const char *s, size_t n)
+{
+    tram_strbuf_add(b, "\"", 1);
+    tram_pyjson_put_chars(b, s, n);
     tram_strbuf_add(b, "\"", 1);
 }
 

@@ -12,5 +12,8 @@
 
 /* indent < 0: on one line (indent=None); else that many spaces a level. */
 void tram_pyjson_put(tram_strbuf *b, const json_t *v, int indent);
+/* The inside of a JSON string of the UTF-8 bytes s[0..n), escaped as
+ * json.dumps escapes it (no quotes around it). */
+void tram_pyjson_put_chars(tram_strbuf *b, const char *s, size_t n);
 
 #endif

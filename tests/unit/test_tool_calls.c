@@ -121,9 +121,15 @@ Test(tool_calls, mistral)
         expect(TRAM_TOOLS_MISTRAL, content[i], content[i], 0, NULL);
 }
 
+/* What streams as content of text fed whole: the bytes no call can begin in. */
 static size_t prefix(tram_tool_format f, const char *text)
 {
-    return tram_tool_calls_content_prefix(f, text, strlen(text));
+    tram_tool_reader r;
+    tram_tool_reader_init(&r, f, &tools);
+    tram_tool_reader_feed(&r, text, strlen(text));
+    size_t n = r.content_end;
+    tram_tool_reader_free(&r);
+    return n;
 }
 
 Test(tool_calls, what_streams_as_content)
@@ -137,6 +143,9 @@ Test(tool_calls, what_streams_as_content)
     cr_assert_eq(prefix(TRAM_TOOLS_LLAMA3, "  "), 0, "undecided until a character that is not space");
     cr_assert_eq(prefix(TRAM_TOOLS_LLAMA3, "  {\"name\""), 0);
     cr_assert_eq(prefix(TRAM_TOOLS_LLAMA3, "  Hi {"), 6);
+    cr_assert_eq(prefix(TRAM_TOOLS_LLAMA3, "<|python"), 0);
+    cr_assert_eq(prefix(TRAM_TOOLS_LLAMA3, "<b>"), 3, "not the tag: content");
+    cr_assert_eq(prefix(TRAM_TOOLS_HERMES, "<tool_call>{\"name\": [1"), 22, "a name that is not a string: content");
 }
 
 Test(tool_calls, ids)

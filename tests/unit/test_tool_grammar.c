@@ -1,7 +1,8 @@
 /* The grammar behind tool_choice "required" and a named function
  * (server/tool_grammar.c): random walks through it, token by token over the
  * default model's vocabulary, always end in text that server/tool_calls.c
- * reads back as calls of the allowed functions, in every template format. */
+ * reads back as calls of the allowed functions, in every template format,
+ * and streams as those calls. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,44 @@ static char *walk(const tram_grammar *g, const tram_tokenizer *tok, unsigned *se
     return text;
 }
 
+/* Fed a byte at a time, the reader streams no content, each call's name in
+ * order, then arguments whose pieces add up to the whole reading's. */
+static void check_streamed(tram_tool_format f, const tram_api_tools *t, const char *text, const json_t *calls)
+{
+    size_t n = json_array_size(calls), len = strlen(text);
+    tram_strbuf *args = calloc(n, sizeof(*args));
+    tram_tool_reader r;
+    tram_tool_reader_init(&r, f, t);
+    size_t named = 0;
+    for (size_t i = 1; i <= len + 1; i++) {
+        if (i <= len)
+            tram_tool_reader_feed(&r, text, i);
+        else
+            tram_tool_reader_finish(&r, 0, 0);
+        tram_tool_delta d;
+        while (tram_tool_reader_next(&r, &d)) {
+            cr_assert_neq(d.kind, TRAM_TOOL_DELTA_CONTENT, "format %d: %s", f, text);
+            cr_assert_lt((size_t)d.index, n, "format %d: %s", f, text);
+            const json_t *fn = json_object_get(json_array_get(calls, (size_t)d.index), "function");
+            if (d.kind == TRAM_TOOL_DELTA_NAME) {
+                cr_assert_eq((size_t)d.index, named++, "format %d: %s", f, text);
+                cr_assert_str_eq(d.name, json_string_value(json_object_get(fn, "name")));
+            } else {
+                tram_strbuf_add(&args[d.index], d.text, d.len);
+            }
+        }
+    }
+    cr_assert_eq(named, n, "format %d: %s", f, text);
+    for (size_t k = 0; k < n; k++) {
+        const json_t *fn = json_object_get(json_array_get(calls, k), "function");
+        cr_assert_str_eq(args[k].s ? args[k].s : "", json_string_value(json_object_get(fn, "arguments")),
+                         "format %d: %s", f, text);
+        tram_strbuf_free(&args[k]);
+    }
+    free(args);
+    tram_tool_reader_free(&r);
+}
+
 static void check_format(tram_tool_format f, const tram_api_tools *t, const tram_tokenizer *tok, int max_calls)
 {
     tram_api_error e = {0};
@@ -71,6 +110,7 @@ static void check_format(tram_tool_format f, const tram_api_tools *t, const tram
             const char *name = json_string_value(json_object_get(json_object_get(call, "function"), "name"));
             cr_assert(!t->named || !strcmp(name, t->named), "format %d: %s", f, text);
         }
+        check_streamed(f, t, text, tc.calls);
         json_decref(tc.calls);
         free(text);
     }
