@@ -22,55 +22,32 @@ typedef struct jj_scope {
     int captured;   /* a macro defined here keeps it: a loop may not reuse it */
 } jj_scope;
 
-struct jj_render {
+typedef struct jj_render {
     jj_pool pool;
     jj_buf *out;      /* where output goes now (a macro or block set swaps it) */
     int depth;
     long steps;
     long long now;
-};
+} jj_render;
 
 enum { FLOW_NEXT, FLOW_BREAK, FLOW_CONTINUE };
-
-jj_pool *jj_render_pool(jj_render *r)
-{
-    return &r->pool;
-}
-
-void jj_rfail(jj_render *r, int line, const char *fmt, ...)
-{
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    jj_fail(&r->pool, "chat template: line %d: %s", line, msg);
-}
-
-const jv *jj_arg(const jj_args *a, int pos, const char *name)
-{
-    for (int i = 0; name && i < a->nkw; i++)
-        if (!strcmp(a->kwnames[i], name))
-            return &a->kwargs[i];
-    return pos >= 0 && pos < a->nargs ? &a->args[pos] : NULL;
-}
 
 static void enter(jj_render *r, int line)
 {
     if (++r->depth > MAX_DEPTH)
-        jj_rfail(r, line, "the template nests or recurses deeper than %d levels", MAX_DEPTH);
+        jj_fail_at(&r->pool, line, "the template nests or recurses deeper than %d levels", MAX_DEPTH);
 }
 
 static void step(jj_render *r, int line)
 {
     if (++r->steps > MAX_STEPS)
-        jj_rfail(r, line, "the template runs more than %d loop iterations and macro calls", MAX_STEPS);
+        jj_fail_at(&r->pool, line, "the template runs more than %d loop iterations and macro calls", MAX_STEPS);
 }
 
 static void emit(jj_render *r, jv s, int line)
 {
     if (r->out->n + s.str.n > MAX_OUTPUT)
-        jj_rfail(r, line, "the template writes more than %u MiB", MAX_OUTPUT >> 20);
+        jj_fail_at(&r->pool, line, "the template writes more than %u MiB", MAX_OUTPUT >> 20);
     jj_buf_add(&r->pool, r->out, s.str.s, s.str.n);
 }
 
@@ -104,10 +81,11 @@ static void assign(jj_render *r, jj_scope *s, const char *name, jv v)
 /* ---- expressions ---- */
 
 static jv eval(jj_render *r, jj_scope *s, const jj_node *n);
+static jv call_value(jj_render *r, jv fn, const jj_args *a, int line);
 
 static _Noreturn void undefined_error(jj_render *r, jv v, int line)
 {
-    jj_rfail(r, line, "%s", v.undef ? v.undef : "undefined value");
+    jj_fail_at(&r->pool, line, "%s", v.undef ? v.undef : "undefined value");
 }
 
 /* What is missing, in jinja2's words: "'dict object' has no attribute 'x'",
@@ -212,7 +190,7 @@ static void slice_bounds(jj_render *r, const jj_node *n, jj_scope *s, size_t len
     jv st = n->d ? eval(r, s, n->d) : jv_none();
     *stepv = st.t == JV_NONE ? 1 : st.t == JV_INT ? st.i : 0;
     if (*stepv == 0)
-        jj_rfail(r, n->line, "slice step must be a non-zero integer");
+        jj_fail_at(&r->pool, n->line, "slice step must be a non-zero integer");
     int64_t L = (int64_t)len, def_start = *stepv > 0 ? 0 : L - 1, def_stop = *stepv > 0 ? L : -1;
     const jj_node *ends[2] = {n->b, n->c};
     int64_t *out[2] = {start, stop}, defs[2] = {def_start, def_stop};
@@ -223,7 +201,7 @@ static void slice_bounds(jj_render *r, const jj_node *n, jj_scope *s, size_t len
             continue;
         }
         if (v.t != JV_INT)
-            jj_rfail(r, n->line, "slice indices must be integers or None");
+            jj_fail_at(&r->pool, n->line, "slice indices must be integers or None");
         int64_t i = v.i < 0 ? v.i + L : v.i;
         if (*stepv > 0)
             i = i < 0 ? 0 : i > L ? L : i;
@@ -240,7 +218,7 @@ static jv slice(jj_render *r, jj_scope *s, const jj_node *n)
         undefined_error(r, obj, n->line);
     int is_str = obj.t == JV_STR;
     if (!is_str && obj.t != JV_LIST && obj.t != JV_TUPLE)
-        jj_rfail(r, n->line, "'%s' object is not subscriptable", jv_type_name(obj));
+        jj_fail_at(&r->pool, n->line, "'%s' object is not subscriptable", jv_type_name(obj));
     size_t len = is_str ? jj_utf8_len(obj.str.s, obj.str.n) : obj.list->n;
     int64_t a, b, st;
     slice_bounds(r, n, s, len, &a, &b, &st);
@@ -289,33 +267,7 @@ static int compare(jj_render *r, jv a, jv b, int line)
                 return compare(r, a.list->v[i], b.list->v[i], line);
         return a.list->n < b.list->n ? -1 : a.list->n > b.list->n;
     }
-    jj_rfail(r, line, "'<' not supported between instances of '%s' and '%s'", jv_type_name(a), jv_type_name(b));
-}
-
-int jj_contains(jj_render *r, jv hay, jv needle, int line)
-{
-    switch (hay.t) {
-    case JV_STR:
-        if (needle.t != JV_STR)
-            jj_rfail(r, line, "'in <string>' requires string as left operand, not %s", jv_type_name(needle));
-        if (!needle.str.n)
-            return 1;
-        for (size_t i = 0; i + needle.str.n <= hay.str.n; i++)
-            if (!memcmp(hay.str.s + i, needle.str.s, needle.str.n))
-                return 1;
-        return 0;
-    case JV_LIST:
-    case JV_TUPLE:
-    case JV_GEN:
-        for (size_t i = 0; i < hay.list->n; i++)
-            if (jv_equal(hay.list->v[i], needle))
-                return 1;
-        return 0;
-    case JV_DICT:
-    case JV_NS: return jv_get(hay, needle) != NULL;
-    case JV_UNDEF: return 0;
-    default: jj_rfail(r, line, "argument of type '%s' is not iterable", jv_type_name(hay));
-    }
+    jj_fail_at(&r->pool, line, "'<' not supported between instances of '%s' and '%s'", jv_type_name(a), jv_type_name(b));
 }
 
 static jv concat2(jj_render *r, jv a, jv b)
@@ -355,9 +307,9 @@ static _Noreturn void bad_operands(jj_render *r, const char *op, jv a, jv b, int
     if (a.t == JV_UNDEF || b.t == JV_UNDEF)
         undefined_error(r, a.t == JV_UNDEF ? a : b, line);
     if (!strcmp(op, "+") && (a.t == JV_STR || a.t == JV_LIST))
-        jj_rfail(r, line, "can only concatenate %s (not \"%s\") to %s", jv_type_name(a), jv_type_name(b),
+        jj_fail_at(&r->pool, line, "can only concatenate %s (not \"%s\") to %s", jv_type_name(a), jv_type_name(b),
                  jv_type_name(a));
-    jj_rfail(r, line, "unsupported operand type(s) for %s: '%s' and '%s'", op, jv_type_name(a), jv_type_name(b));
+    jj_fail_at(&r->pool, line, "unsupported operand type(s) for %s: '%s' and '%s'", op, jv_type_name(a), jv_type_name(b));
 }
 
 static jv add(jj_render *r, jv a, jv b, int line)
@@ -403,7 +355,7 @@ static jv arithmetic(jj_render *r, jj_op op, jv a, jv b, int line)
     double x = jv_num(a), y = jv_num(b);
     int64_t i = (int64_t)x, k = (int64_t)y, res;
     if ((op == JOP_DIV || op == JOP_FLOORDIV || op == JOP_MOD) && y == 0)
-        jj_rfail(r, line, "division by zero");
+        jj_fail_at(&r->pool, line, "division by zero");
     switch (op) {
     case JOP_ADD:
         if (ints && !__builtin_add_overflow(i, k, &res))
@@ -450,8 +402,8 @@ static jv binop(jj_render *r, jj_scope *s, const jj_node *n)
     case JOP_LE: return jv_bool(compare(r, a, b, n->line) <= 0);
     case JOP_GT: return jv_bool(compare(r, a, b, n->line) > 0);
     case JOP_GE: return jv_bool(compare(r, a, b, n->line) >= 0);
-    case JOP_IN: return jv_bool(jj_contains(r, b, a, n->line));
-    case JOP_NOT_IN: return jv_bool(!jj_contains(r, b, a, n->line));
+    case JOP_IN: return jv_bool(jj_contains(&r->pool, b, a, n->line));
+    case JOP_NOT_IN: return jv_bool(!jj_contains(&r->pool, b, a, n->line));
     default: return arithmetic(r, n->op, a, b, n->line);
     }
 }
@@ -474,8 +426,8 @@ static jv eval_filter(jj_render *r, jj_scope *s, const jj_node *n, jv v)
 {
     jj_args a = eval_args(r, s, n);
     jv out;
-    if (!jj_filter(r, n->name, v, &a, n->line, &out))
-        jj_rfail(r, n->line, "no filter named '%s'", n->name);
+    if (!jj_filter(&r->pool, n->name, v, &a, n->line, &out))
+        jj_fail_at(&r->pool, n->line, "no filter named '%s'", n->name);
     return out;
 }
 
@@ -483,9 +435,9 @@ static jv eval_test(jj_render *r, jj_scope *s, const jj_node *n)
 {
     jv v = eval(r, s, n->a);
     jj_args a = eval_args(r, s, n);
-    int t = jj_test(r, n->name, v, &a, n->line);
+    int t = jj_test(&r->pool, n->name, v, &a, n->line);
     if (t < 0)
-        jj_rfail(r, n->line, "no test named '%s'", n->name);
+        jj_fail_at(&r->pool, n->line, "no test named '%s'", n->name);
     return jv_bool(n->negated ? !t : t);
 }
 
@@ -500,7 +452,7 @@ static jv eval_inner(jj_render *r, jj_scope *s, const jj_node *n)
     case JN_CALL: {
         jv fn = eval(r, s, n->a);
         jj_args a = eval_args(r, s, n);
-        return jj_call_value(r, fn, &a, n->line);
+        return call_value(r, fn, &a, n->line);
     }
     case JN_FILTER: return eval_filter(r, s, n, eval(r, s, n->a));
     case JN_TEST: return eval_test(r, s, n);
@@ -509,7 +461,7 @@ static jv eval_inner(jj_render *r, jj_scope *s, const jj_node *n)
     case JN_POS: {
         jv v = eval(r, s, n->a);
         if (!jv_is_number(v))
-            jj_rfail(r, n->line, "bad operand type for unary %c: '%s'", n->kind == JN_NEG ? '-' : '+', jv_type_name(v));
+            jj_fail_at(&r->pool, n->line, "bad operand type for unary %c: '%s'", n->kind == JN_NEG ? '-' : '+', jv_type_name(v));
         if (n->kind == JN_POS)
             return v.t == JV_BOOL ? jv_int(v.b) : v;
         return v.t == JV_FLOAT ? jv_float(-v.f) : jv_int(-(int64_t)jv_num(v));
@@ -559,7 +511,7 @@ static jv call_macro(jj_render *r, jv fn, const jj_args *a, int line)
     const jj_node *m = fn.macro.node;
     step(r, line);
     if (a->nargs > m->nkw)
-        jj_rfail(r, line, "macro '%s' takes not more than %d argument(s)", m->name, m->nkw);
+        jj_fail_at(&r->pool, line, "macro '%s' takes not more than %d argument(s)", m->name, m->nkw);
     jj_scope *s = new_scope(r, fn.macro.scope);
     for (int i = 0; i < m->nkw; i++) {
         const jv *v = jj_arg(a, i < a->nargs ? i : -1, m->kwnames[i]);
@@ -571,51 +523,22 @@ static jv call_macro(jj_render *r, jv fn, const jj_args *a, int line)
         while (k < m->nkw && strcmp(m->kwnames[k], a->kwnames[i]))
             k++;
         if (k == m->nkw)
-            jj_rfail(r, line, "macro '%s' takes no keyword argument '%s'", m->name, a->kwnames[i]);
+            jj_fail_at(&r->pool, line, "macro '%s' takes no keyword argument '%s'", m->name, a->kwnames[i]);
     }
     return capture(r, s, m->b);
 }
 
 static jv builtin(jj_render *r, const char *name, const jj_args *a, int line);
 
-jv jj_call_value(jj_render *r, jv fn, const jj_args *a, int line)
+static jv call_value(jj_render *r, jv fn, const jj_args *a, int line)
 {
     switch (fn.t) {
     case JV_MACRO: return call_macro(r, fn, a, line);
     case JV_BUILTIN: return builtin(r, fn.str.s, a, line);
-    case JV_METHOD: return jj_method(r, *fn.self, fn.str.s, a, line);
+    case JV_METHOD: return jj_method(&r->pool, *fn.self, fn.str.s, a, line);
     case JV_UNDEF: undefined_error(r, fn, line);
-    default: jj_rfail(r, line, "'%s' object is not callable", jv_type_name(fn));
+    default: jj_fail_at(&r->pool, line, "'%s' object is not callable", jv_type_name(fn));
     }
-}
-
-/* The items a for loop walks: a list's, a dict's keys, a string's characters. */
-static jv iterable(jj_render *r, jv v, int line)
-{
-    if (v.t == JV_LIST || v.t == JV_TUPLE)
-        return v;
-    if (v.t == JV_GEN)
-        return (jv){.t = JV_LIST, .list = v.list};
-    jv out = jv_list(&r->pool, JV_LIST);
-    if (v.t == JV_DICT) {
-        for (size_t i = 0; i < v.dict->n; i++)
-            jv_push(&r->pool, out, v.dict->keys[i]);
-    } else if (v.t == JV_STR) {
-        size_t len = jj_utf8_len(v.str.s, v.str.n);
-        for (size_t i = 0, at = 0; i < len; i++) {
-            size_t next = jj_utf8_offset(v.str.s, v.str.n, i + 1);
-            jv_push(&r->pool, out, jv_strn(v.str.s + at, next - at));
-            at = next;
-        }
-    } else if (v.t != JV_UNDEF) {
-        jj_rfail(r, line, "'%s' object is not iterable", jv_type_name(v));
-    }
-    return out;
-}
-
-jv jj_iterable(jj_render *r, jv v, int line)
-{
-    return iterable(r, v, line);
 }
 
 static void bind_targets(jj_render *r, jj_scope *s, const jj_node *n, jv item)
@@ -624,9 +547,9 @@ static void bind_targets(jj_render *r, jj_scope *s, const jj_node *n, jv item)
         assign(r, s, n->kwnames[0], item);
         return;
     }
-    jv parts = iterable(r, item, n->line);
+    jv parts = jj_iterable(&r->pool, item, n->line);
     if ((int)parts.list->n != n->nkw)
-        jj_rfail(r, n->line, "cannot unpack %zu values into %d names", parts.list->n, n->nkw);
+        jj_fail_at(&r->pool, n->line, "cannot unpack %zu values into %d names", parts.list->n, n->nkw);
     for (int i = 0; i < n->nkw; i++)
         assign(r, s, n->kwnames[i], parts.list->v[i]);
 }
@@ -652,7 +575,7 @@ static jj_scope *iteration_scope(jj_render *r, jj_scope *outer, jj_scope *last)
  * next one, as in jinja2 (namespace() is how templates carry values on). */
 static int exec_for(jj_render *r, jj_scope *outer, const jj_node *n)
 {
-    jv all = iterable(r, eval(r, outer, n->a), n->line);
+    jv all = jj_iterable(&r->pool, eval(r, outer, n->a), n->line);
     jv items = all;
     jj_scope *s = NULL;
     if (n->d) {   /* the `if` filter runs first: loop.length counts what it keeps */
@@ -678,26 +601,26 @@ static int exec_for(jj_render *r, jj_scope *outer, const jj_node *n)
     return FLOW_NEXT;
 }
 
+/* A block's output through the filters of `chain` (the last one first,
+ * down to the hole the parser left for the output). */
+static jv filtered(jj_render *r, jj_scope *s, const jj_node *chain, jv v)
+{
+    if (chain->kind != JN_FILTER)
+        return v;
+    return eval_filter(r, s, chain, filtered(r, s, chain->a, v));
+}
+
 static void exec_set(jj_render *r, jj_scope *s, const jj_node *n)
 {
     if (n->kind == JN_SET_BLOCK) {
-        jv v = capture(r, s, n->b);
-        if (n->d->kind == JN_FILTER) {   /* {% set x | f %}: apply the filters in order */
-            const jj_node *chain[32];
-            int k = 0;
-            for (const jj_node *f = n->d; f->kind == JN_FILTER && k < 32; f = f->a)
-                chain[k++] = f;
-            while (k--)
-                v = eval_filter(r, s, chain[k], v);
-        }
-        assign(r, s, n->name, v);
+        assign(r, s, n->name, filtered(r, s, n->d, capture(r, s, n->b)));
         return;
     }
     jv v = eval(r, s, n->a);
     if (n->d) {
         jv ns = eval(r, s, n->d);
         if (ns.t != JV_NS)
-            jj_rfail(r, n->line, "cannot assign attribute on non-namespace object");
+            jj_fail_at(&r->pool, n->line, "cannot assign attribute on non-namespace object");
         jv_set(&r->pool, ns, jv_str(n->name), v);
         return;
     }
@@ -729,20 +652,10 @@ static int exec_inner(jj_render *r, jj_scope *s, const jj_node *n)
         s->captured = 1;
         return FLOW_NEXT;
     }
-    case JN_FILTER_BLOCK: {
-        const jj_node *chain[32];
-        int k = 0;
-        for (const jj_node *f = n->d; f->kind == JN_FILTER && k < 32; f = f->a)
-            chain[k++] = f;
-        jv v = capture(r, s, n->b);
-        while (k--)
-            v = eval_filter(r, s, chain[k], v);
-        emit(r, jv_to_str(&r->pool, v), n->line);
-        return FLOW_NEXT;
-    }
+    case JN_FILTER_BLOCK: emit(r, jv_to_str(&r->pool, filtered(r, s, n->d, capture(r, s, n->b))), n->line); return FLOW_NEXT;
     case JN_BREAK: return FLOW_BREAK;
     case JN_CONTINUE: return FLOW_CONTINUE;
-    default: jj_rfail(r, n->line, "not a statement");
+    default: jj_fail_at(&r->pool, n->line, "not a statement");
     }
 }
 
@@ -760,14 +673,14 @@ static jv range(jj_render *r, const jj_args *a, int line)
 {
     int64_t v[3] = {0, 0, 1};
     if (a->nargs < 1 || a->nargs > 3)
-        jj_rfail(r, line, "range expected 1 to 3 arguments, got %d", a->nargs);
+        jj_fail_at(&r->pool, line, "range expected 1 to 3 arguments, got %d", a->nargs);
     for (int i = 0; i < a->nargs; i++) {
         if (a->args[i].t != JV_INT && a->args[i].t != JV_BOOL)
-            jj_rfail(r, line, "'%s' object cannot be interpreted as an integer", jv_type_name(a->args[i]));
+            jj_fail_at(&r->pool, line, "'%s' object cannot be interpreted as an integer", jv_type_name(a->args[i]));
         v[a->nargs == 1 ? 1 : i] = a->args[i].t == JV_INT ? a->args[i].i : a->args[i].b;
     }
     if (v[2] == 0)
-        jj_rfail(r, line, "range() arg 3 must not be zero");
+        jj_fail_at(&r->pool, line, "range() arg 3 must not be zero");
     jv out = jv_list(&r->pool, JV_LIST);
     for (int64_t i = v[0]; v[2] > 0 ? i < v[1] : i > v[1]; i += v[2]) {
         step(r, line);
@@ -779,12 +692,12 @@ static jv range(jj_render *r, const jj_args *a, int line)
 static jv strftime_now(jj_render *r, const jj_args *a, int line)
 {
     if (a->nargs != 1 || a->args[0].t != JV_STR)
-        jj_rfail(r, line, "strftime_now takes one format string");
+        jj_fail_at(&r->pool, line, "strftime_now takes one format string");
     time_t t = (time_t)r->now;
     struct tm tm;
     char buf[256];
     if (!localtime_r(&t, &tm))
-        jj_rfail(r, line, "strftime_now: no local time");
+        jj_fail_at(&r->pool, line, "strftime_now: no local time");
     char *fmt = jj_strndup(&r->pool, a->args[0].str.s, a->args[0].str.n);
     size_t n = strftime(buf, sizeof(buf), fmt, &tm);
     return jv_strn(jj_strndup(&r->pool, buf, n), n);
@@ -804,7 +717,7 @@ static jv builtin(jj_render *r, const char *name, const jj_args *a, int line)
     jv d = jv_dict(&r->pool, !strcmp(name, "namespace") ? JV_NS : JV_DICT);
     for (int i = 0; i < a->nargs; i++) {
         if (a->args[i].t != JV_DICT && a->args[i].t != JV_NS)
-            jj_rfail(r, line, "%s() takes a mapping, not '%s'", name, jv_type_name(a->args[i]));
+            jj_fail_at(&r->pool, line, "%s() takes a mapping, not '%s'", name, jv_type_name(a->args[i]));
         for (size_t k = 0; k < a->args[i].dict->n; k++)
             jv_set(&r->pool, d, a->args[i].dict->keys[k], a->args[i].dict->vals[k]);
     }

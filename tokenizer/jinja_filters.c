@@ -9,9 +9,6 @@
 
 #include "tokenizer/jinja_impl.h"
 
-jv jj_str_case(jj_render *r, jv v, const char *how);
-jv jj_str_replace(jj_render *r, jv v, jv old, jv new_, int64_t count);
-
 static jj_args no_args(void)
 {
     return (jj_args){0};
@@ -26,14 +23,14 @@ static jj_args rest(const jj_args *a, int from)
     return out;
 }
 
-static const char *name_arg(jj_render *r, const jj_args *a, int pos, const char *kw, const char *filter, int line)
+static const char *name_arg(jj_pool *p, const jj_args *a, int pos, const char *kw, const char *filter, int line)
 {
     const jv *v = jj_arg(a, pos, kw);
     if (!v)
         return NULL;
     if (v->t != JV_STR)
-        jj_rfail(r, line, "%s: %s must be a string", filter, kw ? kw : "the argument");
-    return jj_strndup(jj_render_pool(r), v->str.s, v->str.n);
+        jj_fail_at(p, line, "%s: %s must be a string", filter, kw ? kw : "the argument");
+    return jj_strndup(p, v->str.s, v->str.n);
 }
 
 static int flag_arg(const jj_args *a, int pos, const char *kw)
@@ -43,9 +40,8 @@ static int flag_arg(const jj_args *a, int pos, const char *kw)
 }
 
 /* x.attr.sub, as selectattr and map read it: jinja2's getattr, then item. */
-static jv attribute(jj_render *r, jv v, const char *path)
+static jv attribute(jj_pool *p, jv v, const char *path)
 {
-    jj_pool *p = jj_render_pool(r);
     for (const char *part = path; v.t != JV_UNDEF;) {
         const char *dot = strchr(part, '.');
         size_t n = dot ? (size_t)(dot - part) : strlen(part);
@@ -62,7 +58,7 @@ static jv attribute(jj_render *r, jv v, const char *path)
     return v;
 }
 
-static size_t length(jj_render *r, jv v, int line)
+static size_t length(jj_pool *p, jv v, int line)
 {
     switch (v.t) {
     case JV_STR: return jj_utf8_len(v.str.s, v.str.n);
@@ -71,41 +67,40 @@ static size_t length(jj_render *r, jv v, int line)
     case JV_DICT:
     case JV_NS: return v.dict->n;
     case JV_UNDEF: return 0;
-    default: jj_rfail(r, line, "object of type '%s' has no len()", jv_type_name(v));
+    default: jj_fail_at(p, line, "object of type '%s' has no len()", jv_type_name(v));
     }
 }
 
-static jv join(jj_render *r, jv v, const jj_args *a, int line)
+static jv join(jj_pool *p, jv v, const jj_args *a, int line)
 {
-    jj_pool *p = jj_render_pool(r);
-    jv items = jj_iterable(r, v, line);
+    jv items = jj_iterable(p, v, line);
     const jv *sep = jj_arg(a, 0, "d");
-    const char *attr = name_arg(r, a, 1, "attribute", "join", line);
+    const char *attr = name_arg(p, a, 1, "attribute", "join", line);
     jj_buf b = {0};
     jj_buf_add(p, &b, "", 0);
     for (size_t i = 0; i < items.list->n; i++) {
         if (i && sep)
             jv_put_str(p, &b, *sep);
-        jv_put_str(p, &b, attr ? attribute(r, items.list->v[i], attr) : items.list->v[i]);
+        jv_put_str(p, &b, attr ? attribute(p, items.list->v[i], attr) : items.list->v[i]);
     }
     return jj_buf_value(&b);
 }
 
-static jv items(jj_render *r, jv v, int line)
+static jv items(jj_pool *p, jv v, int line)
 {
     if (v.t == JV_UNDEF)
-        return jv_list(jj_render_pool(r), JV_LIST);
+        return jv_list(p, JV_LIST);
     if (v.t != JV_DICT && v.t != JV_NS)
-        jj_rfail(r, line, "items: can only get item pairs from a mapping");
+        jj_fail_at(p, line, "items: can only get item pairs from a mapping");
     jj_args none = no_args();
     jv as_dict = v;
     as_dict.t = JV_DICT;
-    jv pairs = jj_method(r, as_dict, "items", &none, line);
+    jv pairs = jj_method(p, as_dict, "items", &none, line);
     pairs.t = JV_GEN;   /* jinja2's items filter yields the pairs */
     return pairs;
 }
 
-static jv to_int(jj_render *r, jv v, const jj_args *a)
+static jv to_int(jj_pool *p, jv v, const jj_args *a)
 {
     const jv *dflt = jj_arg(a, 0, "default");
     jv otherwise = dflt ? *dflt : jv_int(0);
@@ -117,7 +112,7 @@ static jv to_int(jj_render *r, jv v, const jj_args *a)
         return isfinite(v.f) ? jv_int((int64_t)v.f) : otherwise;
     if (v.t != JV_STR)
         return otherwise;
-    char *s = jj_strndup(jj_render_pool(r), v.str.s, v.str.n), *end;
+    char *s = jj_strndup(p, v.str.s, v.str.n), *end;
     long long i = strtoll(s, &end, 10);
     while (*end == ' ' || *end == '\t' || *end == '\n')
         end++;
@@ -127,7 +122,7 @@ static jv to_int(jj_render *r, jv v, const jj_args *a)
     return end != s && !*end && isfinite(f) ? jv_int((int64_t)f) : otherwise;
 }
 
-static jv to_float(jj_render *r, jv v, const jj_args *a)
+static jv to_float(jj_pool *p, jv v, const jj_args *a)
 {
     const jv *dflt = jj_arg(a, 0, "default");
     jv otherwise = dflt ? *dflt : jv_float(0);
@@ -135,17 +130,17 @@ static jv to_float(jj_render *r, jv v, const jj_args *a)
         return jv_float(jv_num(v));
     if (v.t != JV_STR)
         return otherwise;
-    char *s = jj_strndup(jj_render_pool(r), v.str.s, v.str.n), *end;
+    char *s = jj_strndup(p, v.str.s, v.str.n), *end;
     double f = strtod(s, &end);
     return end != s && !*end ? jv_float(f) : otherwise;
 }
 
-static jv round_filter(jj_render *r, jv v, const jj_args *a, int line)
+static jv round_filter(jj_pool *p, jv v, const jj_args *a, int line)
 {
     if (!jv_is_number(v))
-        jj_rfail(r, line, "round: '%s' is not a number", jv_type_name(v));
+        jj_fail_at(p, line, "round: '%s' is not a number", jv_type_name(v));
     const jv *prec = jj_arg(a, 0, "precision");
-    const char *method = name_arg(r, a, 1, "method", "round", line);
+    const char *method = name_arg(p, a, 1, "method", "round", line);
     double scale = pow(10, prec && prec->t == JV_INT ? (double)prec->i : 0), x = jv_num(v) * scale;
     if (!method || !strcmp(method, "common")) {
         double f = floor(x), d = x - f;   /* Python's round: halves to even */
@@ -155,52 +150,50 @@ static jv round_filter(jj_render *r, jv v, const jj_args *a, int line)
     } else if (!strcmp(method, "ceil")) {
         x = ceil(x);
     } else {
-        jj_rfail(r, line, "round: method must be common, ceil or floor");
+        jj_fail_at(p, line, "round: method must be common, ceil or floor");
     }
     return jv_float(x / scale);
 }
 
 /* select / reject / selectattr / rejectattr */
-static jv select_items(jj_render *r, jv v, const jj_args *a, int by_attr, int keep, int line)
+static jv select_items(jj_pool *p, jv v, const jj_args *a, int by_attr, int keep, int line)
 {
-    jj_pool *p = jj_render_pool(r);
-    jv all = jj_iterable(r, jv_truthy(v) ? v : jv_undef(NULL), line), out = jv_list(p, JV_GEN);
-    const char *attr = by_attr ? name_arg(r, a, 0, NULL, "selectattr", line) : NULL;
+    jv all = jj_iterable(p, jv_truthy(v) ? v : jv_undef(NULL), line), out = jv_list(p, JV_GEN);
+    const char *attr = by_attr ? name_arg(p, a, 0, NULL, "selectattr", line) : NULL;
     if (by_attr && !attr)
-        jj_rfail(r, line, "selectattr: missing the attribute");
-    const char *test = name_arg(r, a, by_attr, NULL, "select", line);
+        jj_fail_at(p, line, "selectattr: missing the attribute");
+    const char *test = name_arg(p, a, by_attr, NULL, "select", line);
     jj_args targs = rest(a, by_attr + 1);
     targs.nkw = 0;
     for (size_t i = 0; i < all.list->n; i++) {
-        jv x = attr ? attribute(r, all.list->v[i], attr) : all.list->v[i];
-        int t = test ? jj_test(r, test, x, &targs, line) : jv_truthy(x);
+        jv x = attr ? attribute(p, all.list->v[i], attr) : all.list->v[i];
+        int t = test ? jj_test(p, test, x, &targs, line) : jv_truthy(x);
         if (t < 0)
-            jj_rfail(r, line, "no test named '%s'", test);
+            jj_fail_at(p, line, "no test named '%s'", test);
         if (t == keep)
             jv_push(p, out, all.list->v[i]);
     }
     return out;
 }
 
-static jv map_items(jj_render *r, jv v, const jj_args *a, int line)
+static jv map_items(jj_pool *p, jv v, const jj_args *a, int line)
 {
-    jj_pool *p = jj_render_pool(r);
-    jv all = jj_iterable(r, jv_truthy(v) ? v : jv_undef(NULL), line), out = jv_list(p, JV_GEN);
-    const char *attr = name_arg(r, a, -1, "attribute", "map", line);
+    jv all = jj_iterable(p, jv_truthy(v) ? v : jv_undef(NULL), line), out = jv_list(p, JV_GEN);
+    const char *attr = name_arg(p, a, -1, "attribute", "map", line);
     const jv *dflt = jj_arg(a, -1, "default");
-    const char *filter = attr ? NULL : name_arg(r, a, 0, NULL, "map", line);
+    const char *filter = attr ? NULL : name_arg(p, a, 0, NULL, "map", line);
     if (!attr && !filter)
-        jj_rfail(r, line, "map: needs a filter name or attribute=");
+        jj_fail_at(p, line, "map: needs a filter name or attribute=");
     jj_args fargs = rest(a, 1);
     fargs.nkw = 0;
     for (size_t i = 0; i < all.list->n; i++) {
         jv x;
         if (attr) {
-            x = attribute(r, all.list->v[i], attr);
+            x = attribute(p, all.list->v[i], attr);
             if (x.t == JV_UNDEF && dflt)
                 x = *dflt;
-        } else if (!jj_filter(r, filter, all.list->v[i], &fargs, line, &x)) {
-            jj_rfail(r, line, "no filter named '%s'", filter);
+        } else if (!jj_filter(p, filter, all.list->v[i], &fargs, line, &x)) {
+            jj_fail_at(p, line, "no filter named '%s'", filter);
         }
         jv_push(p, out, x);
     }
@@ -208,14 +201,14 @@ static jv map_items(jj_render *r, jv v, const jj_args *a, int line)
 }
 
 /* For sort and unique: strings compare lowercased unless case_sensitive. */
-static jv sort_key(jj_render *r, jv x, const char *attr, int case_sensitive)
+static jv sort_key(jj_pool *p, jv x, const char *attr, int case_sensitive)
 {
     if (attr)
-        x = attribute(r, x, attr);
-    return x.t == JV_STR && !case_sensitive ? jj_str_case(r, x, "lower") : x;
+        x = attribute(p, x, attr);
+    return x.t == JV_STR && !case_sensitive ? jj_str_case(p, x, "lower") : x;
 }
 
-static int less(jj_render *r, jv a, jv b, int line)
+static int less(jj_pool *p, jv a, jv b, int line)
 {
     if (jv_is_number(a) && jv_is_number(b))
         return jv_num(a) < jv_num(b);
@@ -224,20 +217,19 @@ static int less(jj_render *r, jv a, jv b, int line)
         int c = memcmp(a.str.s, b.str.s, m);
         return c < 0 || (c == 0 && a.str.n < b.str.n);
     }
-    jj_rfail(r, line, "'<' not supported between instances of '%s' and '%s'", jv_type_name(a), jv_type_name(b));
+    jj_fail_at(p, line, "'<' not supported between instances of '%s' and '%s'", jv_type_name(a), jv_type_name(b));
 }
 
 /* A stable insertion sort of items by key (lists in templates are short). */
-static jv sorted(jj_render *r, jv items, jv *keys, int reverse, int line)
+static jv sorted(jj_pool *p, jv items, jv *keys, int reverse, int line)
 {
-    jj_pool *p = jj_render_pool(r);
     size_t n = items.list->n;
     jv out = jv_list(p, JV_LIST);
     for (size_t i = 0; i < n; i++)
         jv_push(p, out, items.list->v[i]);
     for (size_t i = 1; i < n; i++)
         for (size_t k = i; k > 0; k--) {
-            int swap = reverse ? less(r, keys[k - 1], keys[k], line) : less(r, keys[k], keys[k - 1], line);
+            int swap = reverse ? less(p, keys[k - 1], keys[k], line) : less(p, keys[k], keys[k - 1], line);
             if (!swap)
                 break;
             jv t = out.list->v[k], tk = keys[k];
@@ -249,36 +241,35 @@ static jv sorted(jj_render *r, jv items, jv *keys, int reverse, int line)
     return out;
 }
 
-static jv sort_filter(jj_render *r, jv v, const jj_args *a, int line)
+static jv sort_filter(jj_pool *p, jv v, const jj_args *a, int line)
 {
-    jv all = jj_iterable(r, v, line);
-    const char *attr = name_arg(r, a, 2, "attribute", "sort", line);
+    jv all = jj_iterable(p, v, line);
+    const char *attr = name_arg(p, a, 2, "attribute", "sort", line);
     int cs = flag_arg(a, 1, "case_sensitive");
-    jv *keys = jj_alloc(jj_render_pool(r), (all.list->n + 1) * sizeof(jv));
+    jv *keys = jj_alloc(p, (all.list->n + 1) * sizeof(jv));
     for (size_t i = 0; i < all.list->n; i++)
-        keys[i] = sort_key(r, all.list->v[i], attr, cs);
-    return sorted(r, all, keys, flag_arg(a, 0, "reverse"), line);
+        keys[i] = sort_key(p, all.list->v[i], attr, cs);
+    return sorted(p, all, keys, flag_arg(a, 0, "reverse"), line);
 }
 
-static jv dictsort(jj_render *r, jv v, const jj_args *a, int line)
+static jv dictsort(jj_pool *p, jv v, const jj_args *a, int line)
 {
-    jv pairs = items(r, v, line);
-    const char *by = name_arg(r, a, 1, "by", "dictsort", line);
+    jv pairs = items(p, v, line);
+    const char *by = name_arg(p, a, 1, "by", "dictsort", line);
     int cs = flag_arg(a, 0, "case_sensitive"), by_value = by && !strcmp(by, "value");
-    jv *keys = jj_alloc(jj_render_pool(r), (pairs.list->n + 1) * sizeof(jv));
+    jv *keys = jj_alloc(p, (pairs.list->n + 1) * sizeof(jv));
     for (size_t i = 0; i < pairs.list->n; i++)
-        keys[i] = sort_key(r, pairs.list->v[i].list->v[by_value], NULL, cs);
-    return sorted(r, pairs, keys, flag_arg(a, 2, "reverse"), line);
+        keys[i] = sort_key(p, pairs.list->v[i].list->v[by_value], NULL, cs);
+    return sorted(p, pairs, keys, flag_arg(a, 2, "reverse"), line);
 }
 
-static jv unique(jj_render *r, jv v, const jj_args *a, int line)
+static jv unique(jj_pool *p, jv v, const jj_args *a, int line)
 {
-    jj_pool *p = jj_render_pool(r);
-    jv all = jj_iterable(r, v, line), out = jv_list(p, JV_GEN), seen = jv_list(p, JV_LIST);
-    const char *attr = name_arg(r, a, 1, "attribute", "unique", line);
+    jv all = jj_iterable(p, v, line), out = jv_list(p, JV_GEN), seen = jv_list(p, JV_LIST);
+    const char *attr = name_arg(p, a, 1, "attribute", "unique", line);
     int cs = flag_arg(a, 0, "case_sensitive");
     for (size_t i = 0; i < all.list->n; i++) {
-        jv key = sort_key(r, all.list->v[i], attr, cs);
+        jv key = sort_key(p, all.list->v[i], attr, cs);
         size_t k = 0;
         while (k < seen.list->n && !jv_equal(seen.list->v[k], key))
             k++;
@@ -290,17 +281,16 @@ static jv unique(jj_render *r, jv v, const jj_args *a, int line)
     return out;
 }
 
-static jv copy_list(jj_render *r, jv v, int line)
+static jv copy_list(jj_pool *p, jv v, int line)
 {
-    jv all = jj_iterable(r, v, line), out = jv_list(jj_render_pool(r), JV_LIST);
+    jv all = jj_iterable(p, v, line), out = jv_list(p, JV_LIST);
     for (size_t i = 0; i < all.list->n; i++)
-        jv_push(jj_render_pool(r), out, all.list->v[i]);
+        jv_push(p, out, all.list->v[i]);
     return out;
 }
 
-static jv reverse(jj_render *r, jv v, int line)
+static jv reverse(jj_pool *p, jv v, int line)
 {
-    jj_pool *p = jj_render_pool(r);
     if (v.t == JV_STR) {
         jj_buf b = {0};
         jj_buf_add(p, &b, "", 0);
@@ -314,15 +304,14 @@ static jv reverse(jj_render *r, jv v, int line)
         return jj_buf_value(&b);
     }
     /* reversed() of a list is an iterator; of anything else, a list */
-    jv all = jj_iterable(r, v, line), out = jv_list(p, v.t == JV_LIST || v.t == JV_TUPLE ? JV_GEN : JV_LIST);
+    jv all = jj_iterable(p, v, line), out = jv_list(p, v.t == JV_LIST || v.t == JV_TUPLE ? JV_GEN : JV_LIST);
     for (size_t i = all.list->n; i-- > 0;)
         jv_push(p, out, all.list->v[i]);
     return out;
 }
 
-static jv indent(jj_render *r, jv v, const jj_args *a, int line)
+static jv indent(jj_pool *p, jv v, const jj_args *a, int line)
 {
-    jj_pool *p = jj_render_pool(r);
     const jv *w = jj_arg(a, 0, "width");
     jj_buf pad = {0};
     jj_buf_add(p, &pad, "", 0);
@@ -332,7 +321,7 @@ static jv indent(jj_render *r, jv v, const jj_args *a, int line)
         for (int64_t i = 0; i < (w ? (w->t == JV_INT ? w->i : -1) : 4); i++)
             jj_buf_add(p, &pad, " ", 1);
     if (w && w->t != JV_STR && w->t != JV_INT)
-        jj_rfail(r, line, "indent: width must be an integer or a string");
+        jj_fail_at(p, line, "indent: width must be an integer or a string");
     int first = flag_arg(a, 1, "first"), blank = flag_arg(a, 2, "blank");
     jv s = jv_to_str(p, v);
     jj_buf b = {0};
@@ -350,40 +339,40 @@ static jv indent(jj_render *r, jv v, const jj_args *a, int line)
     return jj_buf_value(&b);
 }
 
-static jv tojson(jj_render *r, jv v, const jj_args *a, int line)
+static jv tojson(jj_pool *p, jv v, const jj_args *a, int line)
 {
     const jv *ind = jj_arg(a, 0, "indent");
     if (ind && ind->t != JV_INT && ind->t != JV_NONE)
-        jj_rfail(r, line, "tojson: indent must be an integer");
+        jj_fail_at(p, line, "tojson: indent must be an integer");
     const jv *seps = jj_arg(a, -1, "separators");
     if (seps && seps->t != JV_NONE)
-        jj_rfail(r, line, "tojson: separators= is not supported");
-    return jv_tojson(jj_render_pool(r), v, ind && ind->t == JV_INT ? (int)ind->i : -1, flag_arg(a, -1, "sort_keys"),
+        jj_fail_at(p, line, "tojson: separators= is not supported");
+    return jv_tojson(p, v, ind && ind->t == JV_INT ? (int)ind->i : -1, flag_arg(a, -1, "sort_keys"),
                      flag_arg(a, -1, "ensure_ascii"));
 }
 
-static jv first_or_last(jj_render *r, jv v, int last, int line)
+static jv first_or_last(jj_pool *p, jv v, int last, int line)
 {
     if (last && v.t == JV_GEN)
-        jj_rfail(r, line, "last: a generator cannot be reversed; add |list");
-    jv all = jj_iterable(r, v, line);
+        jj_fail_at(p, line, "last: a generator cannot be reversed; add |list");
+    jv all = jj_iterable(p, v, line);
     if (!all.list->n)
         return jv_undef("the sequence is empty");
     return all.list->v[last ? all.list->n - 1 : 0];
 }
 
-static jv sum_min_max(jj_render *r, const char *name, jv v, const jj_args *a, int line)
+static jv sum_min_max(jj_pool *p, const char *name, jv v, const jj_args *a, int line)
 {
-    jv all = jj_iterable(r, v, line);
-    const char *attr = name_arg(r, a, -1, "attribute", name, line);
+    jv all = jj_iterable(p, v, line);
+    const char *attr = name_arg(p, a, -1, "attribute", name, line);
     if (!strcmp(name, "sum")) {
         const jv *start = jj_arg(a, 1, "start");
         double total = start ? jv_num(*start) : 0;
         int floats = start && start->t == JV_FLOAT;
         for (size_t i = 0; i < all.list->n; i++) {
-            jv x = attr ? attribute(r, all.list->v[i], attr) : all.list->v[i];
+            jv x = attr ? attribute(p, all.list->v[i], attr) : all.list->v[i];
             if (!jv_is_number(x))
-                jj_rfail(r, line, "sum: '%s' is not a number", jv_type_name(x));
+                jj_fail_at(p, line, "sum: '%s' is not a number", jv_type_name(x));
             floats |= x.t == JV_FLOAT;
             total += jv_num(x);
         }
@@ -394,7 +383,7 @@ static jv sum_min_max(jj_render *r, const char *name, jv v, const jj_args *a, in
     int cs = flag_arg(a, 0, "case_sensitive");
     size_t best = 0;
     for (size_t i = 1; i < all.list->n; i++) {
-        int lt = less(r, sort_key(r, all.list->v[i], attr, cs), sort_key(r, all.list->v[best], attr, cs), line);
+        int lt = less(p, sort_key(p, all.list->v[i], attr, cs), sort_key(p, all.list->v[best], attr, cs), line);
         if (name[1] == 'i' ? lt : !lt && !jv_equal(all.list->v[i], all.list->v[best]))
             best = i;
     }
@@ -402,9 +391,8 @@ static jv sum_min_max(jj_render *r, const char *name, jv v, const jj_args *a, in
 }
 
 /* Python's printf-style `format % args`, for %s, %d and %%. */
-static jv printf_format(jj_render *r, jv v, const jj_args *a, int line)
+static jv printf_format(jj_pool *p, jv v, const jj_args *a, int line)
 {
-    jj_pool *p = jj_render_pool(r);
     jv fmt = jv_to_str(p, v);
     jj_buf b = {0};
     jj_buf_add(p, &b, "", 0);
@@ -421,106 +409,123 @@ static jv printf_format(jj_render *r, jv v, const jj_args *a, int line)
             jv x = a->args[next++];
             jv_put_str(p, &b, c == 'd' && jv_is_number(x) ? jv_int((int64_t)jv_num(x)) : x);
         } else {
-            jj_rfail(r, line, "format: only %%s, %%d and %%%% with enough arguments are supported");
+            jj_fail_at(p, line, "format: only %%s, %%d and %%%% with enough arguments are supported");
         }
     }
     return jj_buf_value(&b);
 }
 
-static int string_filter(jj_render *r, const char *name, jv v, const jj_args *a, int line, jv *out)
+/* jinja2's title filter (not str.title): each word capitalized, words
+ * starting after whitespace or one of - ( { [ <. */
+static jv title(jj_pool *p, jv v)
 {
-    jj_pool *p = jj_render_pool(r);
-    if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "capitalize") || !strcmp(name, "title"))
-        *out = jj_str_case(r, jv_to_str(p, v), name);
+    jj_buf b = {0};
+    jj_buf_add(p, &b, "", 0);
+    for (size_t i = 0, j; i < v.str.n; i = j) {
+        int delim = strchr("-({[< \t\n\r\f\v", v.str.s[i]) != NULL;
+        for (j = i; j < v.str.n && (strchr("-({[< \t\n\r\f\v", v.str.s[j]) != NULL) == delim; j++) {
+        }
+        jv part = jv_strn(v.str.s + i, j - i);
+        jv_put_str(p, &b, delim ? part : jj_str_case(p, part, "capitalize"));
+    }
+    return jj_buf_value(&b);
+}
+
+static int string_filter(jj_pool *p, const char *name, jv v, const jj_args *a, int line, jv *out)
+{
+    if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "capitalize"))
+        *out = jj_str_case(p, jv_to_str(p, v), name);
+    else if (!strcmp(name, "title"))
+        *out = title(p, jv_to_str(p, v));
     else if (!strcmp(name, "trim"))
-        *out = jj_method(r, jv_to_str(p, v), "strip", a, line);
+        *out = jj_method(p, jv_to_str(p, v), "strip", a, line);
     else if (!strcmp(name, "replace")) {
         const jv *old = jj_arg(a, 0, "old"), *new_ = jj_arg(a, 1, "new"), *count = jj_arg(a, 2, "count");
         if (!old || !new_)
-            jj_rfail(r, line, "replace: needs the old and new strings");
-        *out = jj_str_replace(r, jv_to_str(p, v), jv_to_str(p, *old), jv_to_str(p, *new_),
+            jj_fail_at(p, line, "replace: needs the old and new strings");
+        *out = jj_str_replace(p, jv_to_str(p, v), jv_to_str(p, *old), jv_to_str(p, *new_),
                               count && count->t == JV_INT ? count->i : -1);
     } else if (!strcmp(name, "string")) {
         *out = jv_to_str(p, v);
     } else if (!strcmp(name, "escape") || !strcmp(name, "e") || !strcmp(name, "forceescape")) {
         *out = jv_escape(p, v);
     } else if (!strcmp(name, "indent")) {
-        *out = indent(r, v, a, line);
+        *out = indent(p, v, a, line);
     } else if (!strcmp(name, "format")) {
-        *out = printf_format(r, v, a, line);
+        *out = printf_format(p, v, a, line);
     } else if (!strcmp(name, "wordcount")) {
         jj_args none = no_args();
-        *out = jv_int((int64_t)jj_method(r, jv_to_str(p, v), "split", &none, line).list->n);
+        *out = jv_int((int64_t)jj_method(p, jv_to_str(p, v), "split", &none, line).list->n);
     } else {
         return 0;
     }
     return 1;
 }
 
-static int sequence_filter(jj_render *r, const char *name, jv v, const jj_args *a, int line, jv *out)
+static int sequence_filter(jj_pool *p, const char *name, jv v, const jj_args *a, int line, jv *out)
 {
     if (!strcmp(name, "length") || !strcmp(name, "count"))
-        *out = jv_int((int64_t)length(r, v, line));
+        *out = jv_int((int64_t)length(p, v, line));
     else if (!strcmp(name, "join"))
-        *out = join(r, v, a, line);
+        *out = join(p, v, a, line);
     else if (!strcmp(name, "items"))
-        *out = items(r, v, line);
+        *out = items(p, v, line);
     else if (!strcmp(name, "dictsort"))
-        *out = dictsort(r, v, a, line);
+        *out = dictsort(p, v, a, line);
     else if (!strcmp(name, "list"))
-        *out = copy_list(r, v, line);
+        *out = copy_list(p, v, line);
     else if (!strcmp(name, "first") || !strcmp(name, "last"))
-        *out = first_or_last(r, v, name[0] == 'l', line);
+        *out = first_or_last(p, v, name[0] == 'l', line);
     else if (!strcmp(name, "select") || !strcmp(name, "reject"))
-        *out = select_items(r, v, a, 0, name[0] == 's', line);
+        *out = select_items(p, v, a, 0, name[0] == 's', line);
     else if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr"))
-        *out = select_items(r, v, a, 1, name[0] == 's', line);
+        *out = select_items(p, v, a, 1, name[0] == 's', line);
     else if (!strcmp(name, "map"))
-        *out = map_items(r, v, a, line);
+        *out = map_items(p, v, a, line);
     else if (!strcmp(name, "unique"))
-        *out = unique(r, v, a, line);
+        *out = unique(p, v, a, line);
     else if (!strcmp(name, "sort"))
-        *out = sort_filter(r, v, a, line);
+        *out = sort_filter(p, v, a, line);
     else if (!strcmp(name, "reverse"))
-        *out = reverse(r, v, line);
+        *out = reverse(p, v, line);
     else if (!strcmp(name, "sum") || !strcmp(name, "min") || !strcmp(name, "max"))
-        *out = sum_min_max(r, name, v, a, line);
+        *out = sum_min_max(p, name, v, a, line);
     else
         return 0;
     return 1;
 }
 
-int jj_filter(jj_render *r, const char *name, jv v, const jj_args *a, int line, jv *out)
+int jj_filter(jj_pool *p, const char *name, jv v, const jj_args *a, int line, jv *out)
 {
     if (!strcmp(name, "tojson"))
-        *out = tojson(r, v, a, line);
+        *out = tojson(p, v, a, line);
     else if (!strcmp(name, "default") || !strcmp(name, "d")) {
         const jv *dflt = jj_arg(a, 0, "default_value");
         int use = v.t == JV_UNDEF || (flag_arg(a, 1, "boolean") && !jv_truthy(v));
         *out = use ? (dflt ? *dflt : jv_str("")) : v;
     } else if (!strcmp(name, "safe")) {
-        *out = jv_to_str(jj_render_pool(r), v);
+        *out = jv_to_str(p, v);
         out->markup = 1;
     } else if (!strcmp(name, "int"))
-        *out = to_int(r, v, a);
+        *out = to_int(p, v, a);
     else if (!strcmp(name, "float"))
-        *out = to_float(r, v, a);
+        *out = to_float(p, v, a);
     else if (!strcmp(name, "abs")) {
         if (!jv_is_number(v))
-            jj_rfail(r, line, "bad operand type for abs(): '%s'", jv_type_name(v));
+            jj_fail_at(p, line, "bad operand type for abs(): '%s'", jv_type_name(v));
         *out = v.t == JV_FLOAT ? jv_float(fabs(v.f)) : jv_int(llabs((long long)jv_num(v)));
     } else if (!strcmp(name, "round"))
-        *out = round_filter(r, v, a, line);
+        *out = round_filter(p, v, a, line);
     else if (!strcmp(name, "bool"))
         *out = jv_bool(jv_truthy(v));
     else
-        return string_filter(r, name, v, a, line, out) || sequence_filter(r, name, v, a, line, out);
+        return string_filter(p, name, v, a, line, out) || sequence_filter(p, name, v, a, line, out);
     return 1;
 }
 
 /* ---- tests ---- */
 
-static int compare_test(jj_render *r, const char *name, jv v, const jj_args *a, int line, int *out)
+static int compare_test(jj_pool *p, const char *name, jv v, const jj_args *a, int line, int *out)
 {
     static const char *const names[][3] = {{"equalto", "eq", "=="}, {"ne", "!=", ""}, {"lt", "lessthan", "<"},
                                            {"le", "<=", ""},         {"gt", "greaterthan", ">"}, {"ge", ">=", ""},
@@ -531,10 +536,10 @@ static int compare_test(jj_render *r, const char *name, jv v, const jj_args *a, 
     if (k == 8)
         return 0;
     if (a->nargs < 1)
-        jj_rfail(r, line, "test '%s' takes an argument", name);
+        jj_fail_at(p, line, "test '%s' takes an argument", name);
     jv b = a->args[0];
     if (k == 7) {
-        *out = jj_contains(r, b, v, line);
+        *out = jj_contains(p, b, v, line);
         return 1;
     }
     if (k <= 1 || k == 6) {
@@ -548,13 +553,13 @@ static int compare_test(jj_render *r, const char *name, jv v, const jj_args *a, 
         lt = c < 0 || (c == 0 && v.str.n < b.str.n);
     }
     if (lt < 0)
-        jj_rfail(r, line, "'%s' not supported between '%s' and '%s'", name, jv_type_name(v), jv_type_name(b));
+        jj_fail_at(p, line, "'%s' not supported between '%s' and '%s'", name, jv_type_name(v), jv_type_name(b));
     int eq = jv_equal(v, b);
     *out = k == 2 ? lt : k == 3 ? lt || eq : k == 4 ? !lt && !eq : !lt;
     return 1;
 }
 
-int jj_test(jj_render *r, const char *name, jv v, const jj_args *a, int line)
+int jj_test(jj_pool *p, const char *name, jv v, const jj_args *a, int line)
 {
     int t = v.t;
     if (!strcmp(name, "defined"))
@@ -587,7 +592,7 @@ int jj_test(jj_render *r, const char *name, jv v, const jj_args *a, int line)
         const jv *by = jj_arg(a, 0, "num");
         int64_t d = name[0] == 'd' ? (by && by->t == JV_INT ? by->i : 0) : 2;
         if ((t != JV_INT && t != JV_BOOL) || d == 0)
-            jj_rfail(r, line, "test '%s' needs integers", name);
+            jj_fail_at(p, line, "test '%s' needs integers", name);
         int64_t m = (t == JV_INT ? v.i : v.b) % d;
         return name[0] == 'o' ? m != 0 : m == 0;
     }
@@ -595,8 +600,8 @@ int jj_test(jj_render *r, const char *name, jv v, const jj_args *a, int line)
         if (t != JV_STR)
             return 0;
         jj_args none = no_args();
-        return jv_truthy(jj_method(r, v, name[0] == 'l' ? "islower" : "isupper", &none, line));
+        return jv_truthy(jj_method(p, v, name[0] == 'l' ? "islower" : "isupper", &none, line));
     }
     int out;
-    return compare_test(r, name, v, a, line, &out) ? out : -1;
+    return compare_test(p, name, v, a, line, &out) ? out : -1;
 }

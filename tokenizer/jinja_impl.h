@@ -143,8 +143,6 @@ struct tram_jinja {
 /* jinja_lex.c + jinja_parse.c */
 jj_node *jj_parse(jj_pool *p, const char *src);
 
-/* jinja_eval.c: the render state the filters call back into. */
-typedef struct jj_render jj_render;
 /* A call's evaluated arguments. */
 typedef struct {
     jv *args;
@@ -153,25 +151,30 @@ typedef struct {
     jv *kwargs;
     int nkw;
 } jj_args;
-jv jj_call_value(jj_render *r, jv fn, const jj_args *a, int line);
-jj_pool *jj_render_pool(jj_render *r);
-/* The items a for loop walks: a list's, a dict's keys, a string's characters
- * (Undefined: none). */
-jv jj_iterable(jj_render *r, jv v, int line);
-/* Python's `needle in hay`. */
-int jj_contains(jj_render *r, jv hay, jv needle, int line);
 /* The keyword argument `name`, else positional argument `pos`, else NULL. */
 const jv *jj_arg(const jj_args *a, int pos, const char *name);
-_Noreturn void jj_rfail(jj_render *r, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A render error at a template line. */
+_Noreturn void jj_fail_at(jj_pool *p, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The items a for loop walks: a list's, a dict's keys, a string's characters
+ * (Undefined: none). */
+jv jj_iterable(jj_pool *p, jv v, int line);
+/* Python's `needle in hay`. */
+int jj_contains(jj_pool *p, jv hay, jv needle, int line);
 
 /* jinja_filters.c */
 /* Calls filter `name` on v, or returns 0 when there is none of that name. */
-int jj_filter(jj_render *r, const char *name, jv v, const jj_args *a, int line, jv *out);
+int jj_filter(jj_pool *p, const char *name, jv v, const jj_args *a, int line, jv *out);
 /* Test `name` of v; -1 when there is none of that name. */
-int jj_test(jj_render *r, const char *name, jv v, const jj_args *a, int line);
+int jj_test(jj_pool *p, const char *name, jv v, const jj_args *a, int line);
+
+/* jinja_methods.c */
 /* Method `name` of self, called. */
-jv jj_method(jj_render *r, jv self, const char *name, const jj_args *a, int line);
+jv jj_method(jj_pool *p, jv self, const char *name, const jj_args *a, int line);
 /* Whether v has a method `name` (str.strip, dict.items, ...). */
 int jj_has_method(jv v, const char *name);
+/* str.upper, lower, title and capitalize (how: the method's name). */
+jv jj_str_case(jj_pool *p, jv v, const char *how);
+/* str.replace(old, new, count); count < 0: all. */
+jv jj_str_replace(jj_pool *p, jv v, jv old, jv new_, int64_t count);
 
 #endif

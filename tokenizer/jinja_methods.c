@@ -175,17 +175,16 @@ static jv split_space(jj_pool *p, jv v, int64_t maxsplit, int from_right)
     return reversed(p, parts);
 }
 
-static jv split(jj_render *r, jv v, const jv *sep, int64_t maxsplit, int from_right, int line)
+static jv split(jj_pool *p, jv v, const jv *sep, int64_t maxsplit, int from_right, int line)
 {
     if (sep && sep->str.n == 0)
-        jj_rfail(r, line, "empty separator");
-    return sep ? split_sep(jj_render_pool(r), v, *sep, maxsplit, from_right)
-               : split_space(jj_render_pool(r), v, maxsplit, from_right);
+        jj_fail_at(p, line, "empty separator");
+    return sep ? split_sep(p, v, *sep, maxsplit, from_right)
+               : split_space(p, v, maxsplit, from_right);
 }
 
-static jv replace(jj_render *r, jv v, jv old, jv new_, int64_t count)
+static jv replace(jj_pool *p, jv v, jv old, jv new_, int64_t count)
 {
-    jj_pool *p = jj_render_pool(r);
     jj_buf b = {0};
     jj_buf_add(p, &b, "", 0);
     int64_t done = 0;
@@ -211,9 +210,9 @@ static jv replace(jj_render *r, jv v, jv old, jv new_, int64_t count)
     return jj_buf_value(&b);
 }
 
-jv jj_str_replace(jj_render *r, jv v, jv old, jv new_, int64_t count)
+jv jj_str_replace(jj_pool *p, jv v, jv old, jv new_, int64_t count)
 {
-    return replace(r, v, old, new_, count);
+    return replace(p, v, old, new_, count);
 }
 
 static int64_t find(jv v, jv sub, int from_right)
@@ -266,9 +265,8 @@ static void encode(jj_pool *p, jj_buf *b, unsigned c, const unsigned char *orig,
 }
 
 /* upper, lower, title, capitalize */
-jv jj_str_case(jj_render *r, jv v, const char *how)
+jv jj_str_case(jj_pool *p, jv v, const char *how)
 {
-    jj_pool *p = jj_render_pool(r);
     jj_buf b = {0};
     jj_buf_add(p, &b, "", 0);
     const unsigned char *s = (const unsigned char *)v.str.s;
@@ -285,25 +283,24 @@ jv jj_str_case(jj_render *r, jv v, const char *how)
     return jj_buf_value(&b);
 }
 
-static int starts_or_ends(jj_render *r, jv v, jv affix, int end, int line)
+static int starts_or_ends(jj_pool *p, jv v, jv affix, int end, int line)
 {
     if (affix.t == JV_TUPLE) {
         for (size_t i = 0; i < affix.list->n; i++)
-            if (starts_or_ends(r, v, affix.list->v[i], end, line))
+            if (starts_or_ends(p, v, affix.list->v[i], end, line))
                 return 1;
         return 0;
     }
     if (affix.t != JV_STR)
-        jj_rfail(r, line, "%swith first arg must be str or a tuple of str", end ? "ends" : "starts");
+        jj_fail_at(p, line, "%swith first arg must be str or a tuple of str", end ? "ends" : "starts");
     if (affix.str.n > v.str.n)
         return 0;
     return !memcmp(v.str.s + (end ? v.str.n - affix.str.n : 0), affix.str.s, affix.str.n);
 }
 
 /* str.format with {} / {0} / {name} fields and {{ }} escapes. */
-static jv format(jj_render *r, jv v, const jj_args *a, int line)
+static jv format(jj_pool *p, jv v, const jj_args *a, int line)
 {
-    jj_pool *p = jj_render_pool(r);
     jj_buf b = {0};
     jj_buf_add(p, &b, "", 0);
     int next = 0;
@@ -320,7 +317,7 @@ static jv format(jj_render *r, jv v, const jj_args *a, int line)
         }
         const char *close = memchr(v.str.s + i, '}', v.str.n - i);
         if (!close)
-            jj_rfail(r, line, "Single '{' encountered in format string");
+            jj_fail_at(p, line, "Single '{' encountered in format string");
         size_t len = (size_t)(close - (v.str.s + i)) - 1;
         char *field = jj_strndup(p, v.str.s + i + 1, len);
         const jv *val = NULL;
@@ -331,7 +328,7 @@ static jv format(jj_render *r, jv v, const jj_args *a, int line)
         else
             val = jj_arg(a, -1, field);
         if (!val || strchr(field, ':') || strchr(field, '!') || strchr(field, '.') || strchr(field, '['))
-            jj_rfail(r, line, "str.format: field '{%s}' is not supported or has no argument", field);
+            jj_fail_at(p, line, "str.format: field '{%s}' is not supported or has no argument", field);
         jv_put_str(p, &b, *val);
         i += len + 1;
     }
@@ -358,13 +355,13 @@ static int all_chars(jv v, const char *kind)
     return strcmp(kind, "isupper") && strcmp(kind, "islower") ? 1 : cased;
 }
 
-static const jv *str_arg(jj_render *r, const jj_args *a, int pos, const char *name, int line)
+static const jv *str_arg(jj_pool *p, const jj_args *a, int pos, const char *name, int line)
 {
     const jv *v = jj_arg(a, pos, name);
     if (v && v->t == JV_NONE)
         return NULL;
     if (v && v->t != JV_STR)
-        jj_rfail(r, line, "str.%s: argument must be str, not %s", name, jv_type_name(*v));
+        jj_fail_at(p, line, "str.%s: argument must be str, not %s", name, jv_type_name(*v));
     return v;
 }
 
@@ -374,22 +371,21 @@ static int64_t int_arg(const jj_args *a, int pos, const char *name, int64_t othe
     return v && v->t == JV_INT ? v->i : otherwise;
 }
 
-static jv str_method(jj_render *r, jv v, const char *name, const jj_args *a, int line)
+static jv str_method(jj_pool *p, jv v, const char *name, const jj_args *a, int line)
 {
-    jj_pool *p = jj_render_pool(r);
     if (!strcmp(name, "strip") || !strcmp(name, "lstrip") || !strcmp(name, "rstrip"))
-        return strip(v, str_arg(r, a, 0, "chars", line), name[0] != 'r', name[0] != 'l');
+        return strip(v, str_arg(p, a, 0, "chars", line), name[0] != 'r', name[0] != 'l');
     if (!strcmp(name, "split") || !strcmp(name, "rsplit"))
-        return split(r, v, str_arg(r, a, 0, "sep", line), int_arg(a, 1, "maxsplit", -1), name[0] == 'r', line);
+        return split(p, v, str_arg(p, a, 0, "sep", line), int_arg(a, 1, "maxsplit", -1), name[0] == 'r', line);
     if (!strcmp(name, "startswith") || !strcmp(name, "endswith")) {
         if (a->nargs < 1)
-            jj_rfail(r, line, "str.%s takes an argument", name);
-        return jv_bool(starts_or_ends(r, v, a->args[0], name[0] == 'e', line));
+            jj_fail_at(p, line, "str.%s takes an argument", name);
+        return jv_bool(starts_or_ends(p, v, a->args[0], name[0] == 'e', line));
     }
     if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "title") || !strcmp(name, "capitalize"))
-        return jj_str_case(r, v, name);
+        return jj_str_case(p, v, name);
     if (!strcmp(name, "format"))
-        return format(r, v, a, line);
+        return format(p, v, a, line);
     if (!strcmp(name, "splitlines")) {
         jv out = jv_list(p, JV_LIST);
         for (size_t i = 0; i < v.str.n;) {
@@ -403,13 +399,13 @@ static jv str_method(jj_render *r, jv v, const char *name, const jj_args *a, int
     }
     if (!strcmp(name, "join")) {
         if (a->nargs != 1)
-            jj_rfail(r, line, "str.join takes one argument");
-        jv items = jj_iterable(r, a->args[0], line);
+            jj_fail_at(p, line, "str.join takes one argument");
+        jv items = jj_iterable(p, a->args[0], line);
         jj_buf b = {0};
         jj_buf_add(p, &b, "", 0);
         for (size_t i = 0; i < items.list->n; i++) {
             if (items.list->v[i].t != JV_STR)
-                jj_rfail(r, line, "sequence item %zu: expected str instance, %s found", i,
+                jj_fail_at(p, line, "sequence item %zu: expected str instance, %s found", i,
                          jv_type_name(items.list->v[i]));
             if (i)
                 jj_buf_add(p, &b, v.str.s, v.str.n);
@@ -419,14 +415,14 @@ static jv str_method(jj_render *r, jv v, const char *name, const jj_args *a, int
     }
     if (!strncmp(name, "is", 2))
         return jv_bool(all_chars(v, name));
-    const jv *sub = str_arg(r, a, 0, "sub", line);
+    const jv *sub = str_arg(p, a, 0, "sub", line);
     if (!sub)
-        jj_rfail(r, line, "str.%s takes a string argument", name);
+        jj_fail_at(p, line, "str.%s takes a string argument", name);
     if (!strcmp(name, "replace")) {
-        const jv *new_ = str_arg(r, a, 1, "new", line);
+        const jv *new_ = str_arg(p, a, 1, "new", line);
         if (!new_)
-            jj_rfail(r, line, "str.replace takes two string arguments");
-        return replace(r, v, *sub, *new_, int_arg(a, 2, "count", -1));
+            jj_fail_at(p, line, "str.replace takes two string arguments");
+        return replace(p, v, *sub, *new_, int_arg(a, 2, "count", -1));
     }
     if (!strcmp(name, "count")) {
         int64_t k = 0;
@@ -439,21 +435,20 @@ static jv str_method(jj_render *r, jv v, const char *name, const jj_args *a, int
     }
     int64_t at = find(v, *sub, !strcmp(name, "rfind"));
     if (!strcmp(name, "index") && at < 0)
-        jj_rfail(r, line, "substring not found");
+        jj_fail_at(p, line, "substring not found");
     return jv_int(at);
 }
 
-static jv container_method(jj_render *r, jv v, const char *name, const jj_args *a, int line)
+static jv container_method(jj_pool *p, jv v, const char *name, const jj_args *a, int line)
 {
-    jj_pool *p = jj_render_pool(r);
     if (listed(unsafe_methods, name))
-        jj_rfail(r, line, "access to attribute '%s' of '%s' object is unsafe.", name, jv_type_name(v));
+        jj_fail_at(p, line, "access to attribute '%s' of '%s' object is unsafe.", name, jv_type_name(v));
     if (!strcmp(name, "copy"))
         return v;   /* values do not change, so a copy is the value itself */
     if (v.t == JV_DICT) {
         if (!strcmp(name, "get")) {
             if (a->nargs < 1)
-                jj_rfail(r, line, "dict.get takes a key");
+                jj_fail_at(p, line, "dict.get takes a key");
             jv *got = jv_get(v, a->args[0]);
             return got ? *got : a->nargs > 1 ? a->args[1] : jv_none();
         }
@@ -471,7 +466,7 @@ static jv container_method(jj_render *r, jv v, const char *name, const jj_args *
         return out;
     }
     if (a->nargs != 1)
-        jj_rfail(r, line, "list.%s takes one argument", name);
+        jj_fail_at(p, line, "list.%s takes one argument", name);
     int64_t k = 0;
     for (size_t i = 0; i < v.list->n; i++)
         if (jv_equal(v.list->v[i], a->args[0])) {
@@ -480,11 +475,11 @@ static jv container_method(jj_render *r, jv v, const char *name, const jj_args *
             k++;
         }
     if (!strcmp(name, "index"))
-        jj_rfail(r, line, "value is not in list");
+        jj_fail_at(p, line, "value is not in list");
     return jv_int(k);
 }
 
-jv jj_method(jj_render *r, jv self, const char *name, const jj_args *a, int line)
+jv jj_method(jj_pool *p, jv self, const char *name, const jj_args *a, int line)
 {
-    return self.t == JV_STR ? str_method(r, self, name, a, line) : container_method(r, self, name, a, line);
+    return self.t == JV_STR ? str_method(p, self, name, a, line) : container_method(p, self, name, a, line);
 }

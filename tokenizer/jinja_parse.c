@@ -219,6 +219,15 @@ static jj_node *subscript(parser *ps, jj_node *obj)
     return n;
 }
 
+/* fn(...) after the '(' */
+static jj_node *call(parser *ps, jj_node *fn)
+{
+    jj_node *c = node(ps, JN_CALL);
+    c->a = fn;
+    call_args(ps, c);
+    return c;
+}
+
 static jj_node *postfix(parser *ps, jj_node *n)
 {
     for (;;) {
@@ -236,10 +245,7 @@ static jj_node *postfix(parser *ps, jj_node *n)
         } else if (accept_op(ps, "[")) {
             n = subscript(ps, n);
         } else if (accept_op(ps, "(")) {
-            jj_node *c = node(ps, JN_CALL);
-            c->a = n;
-            call_args(ps, c);
-            n = c;
+            n = call(ps, n);
         } else {
             return n;
         }
@@ -258,16 +264,22 @@ static int starts_test_arg(parser *ps)
     return t->kind == JT_OP && (is_op(ps, "[") || is_op(ps, "{"));
 }
 
+/* operand | name(args), after the '|' */
+static jj_node *filter(parser *ps, jj_node *operand)
+{
+    jj_node *f = node(ps, JN_FILTER);
+    f->a = operand;
+    f->name = expect_name(ps);
+    if (accept_op(ps, "("))
+        call_args(ps, f);
+    return f;
+}
+
 static jj_node *filters_and_tests(parser *ps, jj_node *n)
 {
     for (;;) {
         if (accept_op(ps, "|")) {
-            jj_node *f = node(ps, JN_FILTER);
-            f->a = n;
-            f->name = expect_name(ps);
-            if (accept_op(ps, "("))
-                call_args(ps, f);
-            n = f;
+            n = filter(ps, n);
         } else if (accept_name(ps, "is")) {
             jj_node *t = node(ps, JN_TEST);
             t->a = n;
@@ -279,10 +291,7 @@ static jj_node *filters_and_tests(parser *ps, jj_node *n)
                 add_arg(ps, t, postfix(ps, primary(ps)));
             n = t;
         } else if (accept_op(ps, "(")) {
-            jj_node *c = node(ps, JN_CALL);
-            c->a = n;
-            call_args(ps, c);
-            n = c;
+            n = call(ps, n);
         } else {
             return n;
         }
@@ -452,6 +461,25 @@ static void end_block(parser *ps)
     ps->pos++;
 }
 
+/* The end of a block's opening tag, its body, and its {% end... %} tag. */
+static jj_node *block_body(parser *ps, const char *end)
+{
+    const char *const ends[] = {end, NULL};
+    const char *ended;
+    end_block(ps);
+    jj_node *n = body(ps, ends, &ended);
+    end_block(ps);
+    return n;
+}
+
+/* Where a block's filters start from: the block's output, filled in later. */
+static jj_node *hole(parser *ps)
+{
+    jj_node *n = node(ps, JN_LIT);
+    n->lit = jv_undef(NULL);
+    return n;
+}
+
 static jj_node *if_stmt(parser *ps)
 {
     static const char *const ends[] = {"elif", "else", "endif", NULL};
@@ -524,18 +552,12 @@ static jj_node *set_stmt(parser *ps)
         targets(ps, n);
     }
     if (!accept_op(ps, "=")) {
-        static const char *const ends[] = {"endset", NULL};
         if (n->d || n->nkw != 1)
             syntax(ps, "expected '='");
         n->kind = JN_SET_BLOCK;
         n->name = n->kwnames[0];
-        jj_node *filters = node(ps, JN_LIT);   /* {% set x | f %}: the filters apply to the body */
-        filters->lit = jv_undef(NULL);
-        n->d = filters_and_tests(ps, filters);
-        end_block(ps);
-        const char *ended;
-        n->b = body(ps, ends, &ended);
-        end_block(ps);
+        n->d = filters_and_tests(ps, hole(ps));   /* {% set x | f %}: the filters apply to the body */
+        n->b = block_body(ps, "endset");
         return n;
     }
     n->a = tuple_or_expression(ps);
@@ -545,7 +567,6 @@ static jj_node *set_stmt(parser *ps)
 
 static jj_node *macro_stmt(parser *ps)
 {
-    static const char *const ends[] = {"endmacro", NULL};
     jj_node *n = node(ps, JN_MACRO);
     n->name = expect_name(ps);
     expect_op(ps, "(");
@@ -555,32 +576,16 @@ static jj_node *macro_stmt(parser *ps)
         const char *param = expect_name(ps);
         add_kw(ps, n, param, accept_op(ps, "=") ? expression(ps) : NULL);
     }
-    end_block(ps);
-    const char *ended;
-    n->b = body(ps, ends, &ended);
-    if (cur(ps)->kind == JT_NAME)
-        ps->pos++;   /* {% endmacro name %} */
-    end_block(ps);
+    n->b = block_body(ps, "endmacro");
     return n;
 }
 
 /* {% filter name(args) %}...{% endfilter %} */
 static jj_node *filter_stmt(parser *ps)
 {
-    static const char *const ends[] = {"endfilter", NULL};
     jj_node *n = node(ps, JN_FILTER_BLOCK);
-    jj_node *hole = node(ps, JN_LIT);
-    hole->lit = jv_undef(NULL);
-    jj_node *f = node(ps, JN_FILTER);
-    f->a = hole;
-    f->name = expect_name(ps);
-    if (accept_op(ps, "("))
-        call_args(ps, f);
-    n->d = filters_and_tests(ps, f);
-    end_block(ps);
-    const char *ended;
-    n->b = body(ps, ends, &ended);
-    end_block(ps);
+    n->d = filters_and_tests(ps, filter(ps, hole(ps)));
+    n->b = block_body(ps, "endfilter");
     return n;
 }
 
@@ -602,14 +607,8 @@ static jj_node *statement(parser *ps, const char *name)
         end_block(ps);
         return n;
     }
-    if (!strcmp(name, "generation")) {   /* transformers' assistant-mask tag: its body renders as it is */
-        static const char *const ends[] = {"endgeneration", NULL};
-        const char *ended;
-        end_block(ps);
-        jj_node *n = body(ps, ends, &ended);
-        end_block(ps);
-        return n;
-    }
+    if (!strcmp(name, "generation"))   /* transformers' assistant-mask tag: its body renders as it is */
+        return block_body(ps, "endgeneration");
     ps->pos--;
     syntax(ps, "unknown or misplaced tag");
 }

@@ -260,6 +260,75 @@ size_t jj_utf8_offset(const char *s, size_t n, size_t i)
     return n;
 }
 
+/* ---- what the evaluator and the filters share ---- */
+
+void jj_fail_at(jj_pool *p, int line, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    jj_fail(p, "chat template: line %d: %s", line, msg);
+}
+
+const jv *jj_arg(const jj_args *a, int pos, const char *name)
+{
+    for (int i = 0; name && i < a->nkw; i++)
+        if (!strcmp(a->kwnames[i], name))
+            return &a->kwargs[i];
+    return pos >= 0 && pos < a->nargs ? &a->args[pos] : NULL;
+}
+
+int jj_contains(jj_pool *p, jv hay, jv needle, int line)
+{
+    switch (hay.t) {
+    case JV_STR:
+        if (needle.t != JV_STR)
+            jj_fail_at(p, line, "'in <string>' requires string as left operand, not %s", jv_type_name(needle));
+        if (!needle.str.n)
+            return 1;
+        for (size_t i = 0; i + needle.str.n <= hay.str.n; i++)
+            if (!memcmp(hay.str.s + i, needle.str.s, needle.str.n))
+                return 1;
+        return 0;
+    case JV_LIST:
+    case JV_TUPLE:
+    case JV_GEN:
+        for (size_t i = 0; i < hay.list->n; i++)
+            if (jv_equal(hay.list->v[i], needle))
+                return 1;
+        return 0;
+    case JV_DICT:
+    case JV_NS: return jv_get(hay, needle) != NULL;
+    case JV_UNDEF: return 0;
+    default: jj_fail_at(p, line, "argument of type '%s' is not iterable", jv_type_name(hay));
+    }
+}
+
+jv jj_iterable(jj_pool *p, jv v, int line)
+{
+    if (v.t == JV_LIST || v.t == JV_TUPLE)
+        return v;
+    if (v.t == JV_GEN)
+        return (jv){.t = JV_LIST, .list = v.list};
+    jv out = jv_list(p, JV_LIST);
+    if (v.t == JV_DICT) {
+        for (size_t i = 0; i < v.dict->n; i++)
+            jv_push(p, out, v.dict->keys[i]);
+    } else if (v.t == JV_STR) {
+        for (size_t at = 0, next; at < v.str.n; at = next) {
+            for (next = at + 1; next < v.str.n && ((unsigned char)v.str.s[next] & 0xc0) == 0x80; next++) {
+            }
+            jv_push(p, out, jv_strn(v.str.s + at, next - at));
+        }
+    } else if (v.t != JV_UNDEF) {
+        jj_fail_at(p, line, "'%s' object is not iterable", jv_type_name(v));
+    }
+    return out;
+}
+
+
 /* ---- str() and repr() ---- */
 
 static void put_float(jj_pool *p, jj_buf *b, double x)

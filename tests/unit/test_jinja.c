@@ -61,6 +61,8 @@ static const struct { const char *tmpl, *want; } cases[] = {
      "321"},
     {"{% generation %}gen{% endgeneration %}|{% filter upper %}up{% endfilter %}",
      "gen|UP"},
+    {"{% set x | upper | replace('A', 'b') %}a{{ 1 }}{% endset %}{{ x }}|{% filter trim | upper %}  q {% endfilter %}|{{ 'ÀÉ' | lower }}{{ 'αβ' | upper }}{{ 'hello wORLD 1st' | title }}",
+     "b1|Q|àéΑΒHello World 1st"},
     {"{% if n is none %}A{% elif t %}B{% else %}C{% endif %}{% if i is integer and f is float and t is boolean %}D{% endif %}",
      "AD"},
     {"{{ x is defined }}{{ x is undefined }}{{ s is string }}{{ i is number }}{{ t is number }}{{ d is mapping }}{{ l is iterable }}{{ s is sequence }}{{ i is sequence }}{{ t is true }}{{ 3 is odd }}{{ 4 is divisibleby(2) }}{{ 'a' is eq 'a' }}{{ 1 is in [1] }}",

@@ -17,35 +17,6 @@ static const char *str(const json_t *o, const char *key)
     return json_string_value(json_object_get(o, key));
 }
 
-#define MAX_MSGS 16
-#define MAX_CALLS 4
-
-typedef struct {
-    tram_chat_msg msgs[MAX_MSGS];
-    tram_chat_tool_call calls[MAX_MSGS][MAX_CALLS];
-    int n, tool_parts;
-} conversation;
-
-static void load(const json_t *jm, conversation *c)
-{
-    c->n = (int)json_array_size(jm);
-    c->tool_parts = 0;
-    cr_assert_leq(c->n, MAX_MSGS);
-    for (int k = 0; k < c->n; k++) {
-        const json_t *m = json_array_get(jm, (size_t)k), *calls = json_object_get(m, "tool_calls");
-        cr_assert_leq(json_array_size(calls), MAX_CALLS);
-        for (size_t j = 0; j < json_array_size(calls); j++) {
-            const json_t *cl = json_array_get(calls, j), *f = json_object_get(cl, "function");
-            c->calls[k][j] = (tram_chat_tool_call){
-                .id = str(cl, "id"), .name = str(f, "name"), .arguments = json_object_get(f, "arguments")};
-        }
-        c->msgs[k] = (tram_chat_msg){.role = str(m, "role"), .content = str(m, "content"),
-                                     .tool_calls = c->calls[k], .num_tool_calls = (int)json_array_size(calls),
-                                     .tool_call_id = str(m, "tool_call_id")};
-        c->tool_parts |= c->msgs[k].num_tool_calls || !strcmp(c->msgs[k].role, "tool");
-    }
-}
-
 /* The same refusal: the template's own message (raise_exception), or the
  * same Python error; Python's recursion limit is tram's depth limit. */
 static int same_refusal(const char *tram, const char *python)
@@ -100,8 +71,8 @@ static int check_chat_template(const json_t *t, const json_t *head, const json_t
                  "%s: %s", str(t, "name"), err.msg);
     tram_chat_template_set_date(ct, str(head, "date_string"));
     tram_chat_template_set_clock(ct, pinned_clock(head));
-    conversation c;
-    load(json_array_get(conv, 1), &c);
+    tok_conversation c;
+    tok_load_conversation(json_array_get(conv, 1), 0, &c);
     const json_t *tools = json_array_get(conv, 0);
     char *out = NULL;
     int rc = tram_chat_template_render_tools(ct, c.msgs, c.n, json_is_null(tools) ? NULL : tools, 1, &out, &err);
