@@ -13,8 +13,8 @@
 
 #define MAX_DEPTH 2000            /* nested evaluations (macro recursion included) */
 #define MAX_STEPS 2000000         /* loop iterations and macro calls of one render */
-#define MAX_OUTPUT (64u << 20)    /* bytes of output */
-#define MAX_MEMORY (512u << 20)   /* bytes held by one render */
+#define MAX_OUTPUT (16u << 20)    /* bytes of output, and of any one string */
+#define MAX_MEMORY (256u << 20)   /* bytes held by one render */
 
 typedef struct jj_scope {
     jv vars;   /* a dict */
@@ -272,13 +272,13 @@ static int compare(jj_render *r, jv a, jv b, int line)
 
 static jv concat2(jj_render *r, jv a, jv b)
 {
-    if ((a.t == JV_STR ? a.str.n : 0) + (b.t == JV_STR ? b.str.n : 0) > MAX_OUTPUT)
+    jv x = jv_to_str(&r->pool, a), y = jv_to_str(&r->pool, b);
+    if (x.str.n + y.str.n > MAX_OUTPUT)
         jj_fail(&r->pool, "chat template: a string grows past %u MiB", MAX_OUTPUT >> 20);
-    jj_buf out = {0};
-    jv_put_str(&r->pool, &out, a);
-    jv_put_str(&r->pool, &out, b);
-    jj_buf_add(&r->pool, &out, "", 0);
-    return jj_buf_value(&out);
+    char *s = jj_alloc(&r->pool, x.str.n + y.str.n + 1);
+    memcpy(s, x.str.s, x.str.n);
+    memcpy(s + x.str.n, y.str.s, y.str.n);
+    return jv_strn(s, x.str.n + y.str.n);
 }
 
 static jv repeat(jj_render *r, jv seq, int64_t times)
@@ -554,13 +554,6 @@ static void bind_targets(jj_render *r, jj_scope *s, const jj_node *n, jv item)
         assign(r, s, n->kwnames[i], parts.list->v[i]);
 }
 
-static jv loop_object(jj_render *r, jv items, size_t i)
-{
-    jj_loop *l = jj_alloc(&r->pool, sizeof(*l));
-    *l = (jj_loop){.items = items, .i = i};
-    return (jv){.t = JV_LOOP, .loop = l};
-}
-
 /* A fresh scope for the next iteration: the last one's, emptied, unless a
  * macro defined there keeps it. */
 static jj_scope *iteration_scope(jj_render *r, jj_scope *outer, jj_scope *last)
@@ -588,11 +581,15 @@ static int exec_for(jj_render *r, jj_scope *outer, const jj_node *n)
                 jv_push(&r->pool, items, all.list->v[i]);
         }
     }
+    /* one `loop` for the whole loop, as jinja2's LoopContext: it moves on */
+    jj_loop *loop = jj_alloc(&r->pool, sizeof(*loop));
+    loop->items = items;
     for (size_t i = 0; i < items.list->n; i++) {
         step(r, n->line);
         s = iteration_scope(r, outer, s);
         bind_targets(r, s, n, items.list->v[i]);
-        assign(r, s, "loop", loop_object(r, items, i));
+        loop->i = i;
+        assign(r, s, "loop", (jv){.t = JV_LOOP, .loop = loop});
         if (exec(r, s, n->b) == FLOW_BREAK)
             break;
     }

@@ -60,7 +60,7 @@ typedef struct jv {
 
 struct jj_list { jv *v; size_t n, cap; };
 struct jj_dict { jv *keys, *vals; size_t n, cap; };
-struct jj_loop { jv items; size_t i; };   /* items: a list */
+struct jj_loop { jv items; size_t i; };   /* items: a list; i: the current one */
 
 typedef struct { char *s; size_t n, cap; } jj_buf;   /* a string being built, in the pool */
 void jj_buf_add(jj_pool *p, jj_buf *b, const char *s, size_t n);
