@@ -15,6 +15,7 @@
 #define MAX_STEPS 2000000         /* loop iterations and macro calls of one render */
 #define MAX_OUTPUT (16u << 20)    /* bytes of output, and of any one string */
 #define MAX_MEMORY (256u << 20)   /* bytes held by one render */
+#define MAX_WORK 50000000         /* units of work of one render (jj_work); a real template uses 25,000 */
 
 typedef struct jj_scope {
     jv vars;   /* a dict */
@@ -104,9 +105,10 @@ static jv missing(jj_render *r, jv obj, const char *what, jv key)
     return jv_undef(b.s);
 }
 
-static jv method(jv *self_slot, jj_render *r, jv self, const char *name)
+/* self.name, bound: a value to call. */
+static jv method(jj_render *r, jv self, const char *name)
 {
-    jv *boxed = self_slot ? self_slot : jj_alloc(&r->pool, sizeof(jv));
+    jv *boxed = jj_alloc(&r->pool, sizeof(jv));
     *boxed = self;
     jv m = jv_str(name);
     m.t = JV_METHOD;
@@ -139,8 +141,9 @@ static jv get_attr(jj_render *r, jv obj, const char *name, int line)
     if (obj.t == JV_LOOP)
         return loop_attr(r, obj.loop, name);
     if (jj_has_method(obj, name))
-        return method(NULL, r, obj, name);
+        return method(r, obj, name);
     if (obj.t == JV_DICT || obj.t == JV_NS) {
+        jj_work(&r->pool, obj.dict->n);
         jv *v = jv_get_str(obj, name);
         return v ? *v : missing(r, obj, "attribute", jv_str(name));
     }
@@ -159,6 +162,7 @@ static jv get_item(jj_render *r, jv obj, jv key, int line)
     if (obj.t == JV_UNDEF)
         undefined_error(r, obj, line);
     if (obj.t == JV_DICT || obj.t == JV_NS) {
+        jj_work(&r->pool, obj.dict->n);
         jv *v = jv_get(obj, key);
         if (v)
             return *v;
@@ -178,7 +182,7 @@ static jv get_item(jj_render *r, jv obj, jv key, int line)
     if (key.t == JV_STR) {
         char *name = jj_strndup(&r->pool, key.str.s, key.str.n);
         if (jj_has_method(obj, name))
-            return method(NULL, r, obj, name);
+            return method(r, obj, name);
     }
     return missing(r, obj, key.t == JV_STR ? "attribute" : "element", key);
 }
@@ -283,18 +287,19 @@ static jv concat2(jj_render *r, jv a, jv b)
 
 static jv repeat(jj_render *r, jv seq, int64_t times)
 {
+    size_t n = seq.t == JV_STR ? seq.str.n : seq.list->n;
+    if (n == 0 || times <= 0)
+        times = 0;
+    else if ((uint64_t)times > (seq.t == JV_STR ? MAX_OUTPUT : MAX_STEPS) / n)
+        jj_fail(&r->pool, "chat template: a %s repeated past %u %s", seq.t == JV_STR ? "string" : "list",
+                seq.t == JV_STR ? MAX_OUTPUT >> 20 : (unsigned)MAX_STEPS, seq.t == JV_STR ? "MiB" : "items");
     if (seq.t == JV_STR) {
         jj_buf out = {0};
         jj_buf_add(&r->pool, &out, "", 0);
-        for (int64_t i = 0; i < times; i++) {
-            if (out.n + seq.str.n > MAX_OUTPUT)
-                jj_fail(&r->pool, "chat template: a string repeated past %u MiB", MAX_OUTPUT >> 20);
+        for (int64_t i = 0; i < times; i++)
             jj_buf_add(&r->pool, &out, seq.str.s, seq.str.n);
-        }
         return jj_buf_value(&out);
     }
-    if (times > 0 && seq.list->n * (uint64_t)times > MAX_STEPS)
-        jj_fail(&r->pool, "chat template: a list repeated past %d items", MAX_STEPS);
     jv out = jv_list(&r->pool, seq.t);
     for (int64_t i = 0; i < times; i++)
         for (size_t k = 0; k < seq.list->n; k++)
@@ -353,9 +358,11 @@ static jv arithmetic(jj_render *r, jj_op op, jv a, jv b, int line)
         bad_operands(r, names[op], a, b, line);
     int ints = a.t != JV_FLOAT && b.t != JV_FLOAT;
     double x = jv_num(a), y = jv_num(b);
-    int64_t i = (int64_t)x, k = (int64_t)y, res;
+    int64_t i = ints ? jv_int_of(a) : 0, k = ints ? jv_int_of(b) : 0, res;
     if ((op == JOP_DIV || op == JOP_FLOORDIV || op == JOP_MOD) && y == 0)
         jj_fail_at(&r->pool, line, "division by zero");
+    if (ints && i == INT64_MIN && k == -1)
+        ints = 0;   /* the one quotient past int64 */
     switch (op) {
     case JOP_ADD:
         if (ints && !__builtin_add_overflow(i, k, &res))
@@ -464,7 +471,9 @@ static jv eval_inner(jj_render *r, jj_scope *s, const jj_node *n)
             jj_fail_at(&r->pool, n->line, "bad operand type for unary %c: '%s'", n->kind == JN_NEG ? '-' : '+', jv_type_name(v));
         if (n->kind == JN_POS)
             return v.t == JV_BOOL ? jv_int(v.b) : v;
-        return v.t == JV_FLOAT ? jv_float(-v.f) : jv_int(-(int64_t)jv_num(v));
+        if (v.t == JV_FLOAT || jv_int_of(v) == INT64_MIN)
+            return jv_float(-jv_num(v));
+        return jv_int(-jv_int_of(v));
     }
     case JN_NOT: return jv_bool(!jv_truthy(eval(r, s, n->a)));
     case JN_AND: {
@@ -746,7 +755,7 @@ int tram_jinja_render(const tram_jinja *t, const json_t *vars, long long now, ch
     *out = NULL;
     if (!r)
         return tram_fail(err, "chat template: out of memory");
-    r->pool = (jj_pool){.limit = MAX_MEMORY, .on_error = &on_error, .err = err};
+    r->pool = (jj_pool){.limit = MAX_MEMORY, .work_limit = MAX_WORK, .on_error = &on_error, .err = err};
     r->now = now;
     int rc = -1;
     if (!setjmp(on_error)) {

@@ -109,7 +109,7 @@ static jv to_int(jj_pool *p, jv v, const jj_args *a)
     if (v.t == JV_BOOL)
         return jv_int(v.b);
     if (v.t == JV_FLOAT)
-        return isfinite(v.f) ? jv_int((int64_t)v.f) : otherwise;
+        return jv_float_to_int(v.f, otherwise);
     if (v.t != JV_STR)
         return otherwise;
     char *s = jj_strndup(p, v.str.s, v.str.n), *end;
@@ -119,7 +119,7 @@ static jv to_int(jj_pool *p, jv v, const jj_args *a)
     if (end != s && !*end)
         return jv_int(i);
     double f = strtod(s, &end);   /* jinja2: int(float(value)) when int(value) fails */
-    return end != s && !*end && isfinite(f) ? jv_int((int64_t)f) : otherwise;
+    return end != s && !*end ? jv_float_to_int(f, otherwise) : otherwise;
 }
 
 static jv to_float(jj_pool *p, jv v, const jj_args *a)
@@ -220,24 +220,36 @@ static int less(jj_pool *p, jv a, jv b, int line)
     jj_fail_at(p, line, "'<' not supported between instances of '%s' and '%s'", jv_type_name(a), jv_type_name(b));
 }
 
-/* A stable insertion sort of items by key (lists in templates are short). */
+/* Merges the sorted runs [lo, mid) and [mid, hi) of idx by keys. */
+static void merge(jj_pool *p, const jv *keys, size_t *idx, size_t *tmp, size_t lo, size_t mid, size_t hi, int reverse,
+                  int line)
+{
+    size_t i = lo, j = mid, k = lo;
+    jj_work(p, hi - lo);
+    while (i < mid && j < hi) {
+        /* stable: the right run goes first only when strictly before */
+        int right_first = reverse ? less(p, keys[idx[i]], keys[idx[j]], line) : less(p, keys[idx[j]], keys[idx[i]], line);
+        tmp[k++] = right_first ? idx[j++] : idx[i++];
+    }
+    while (i < mid)
+        tmp[k++] = idx[i++];
+    while (j < hi)
+        tmp[k++] = idx[j++];
+    memcpy(idx + lo, tmp + lo, (hi - lo) * sizeof(*idx));
+}
+
+/* items sorted stably by keys (Python's sorted, reverse included). */
 static jv sorted(jj_pool *p, jv items, jv *keys, int reverse, int line)
 {
-    size_t n = items.list->n;
+    size_t n = items.list->n, *idx = jj_alloc(p, (n + 1) * sizeof(size_t)), *tmp = jj_alloc(p, (n + 1) * sizeof(size_t));
+    for (size_t i = 0; i < n; i++)
+        idx[i] = i;
+    for (size_t width = 1; width < n; width *= 2)
+        for (size_t lo = 0; lo + width < n; lo += 2 * width)
+            merge(p, keys, idx, tmp, lo, lo + width, lo + 2 * width < n ? lo + 2 * width : n, reverse, line);
     jv out = jv_list(p, JV_LIST);
     for (size_t i = 0; i < n; i++)
-        jv_push(p, out, items.list->v[i]);
-    for (size_t i = 1; i < n; i++)
-        for (size_t k = i; k > 0; k--) {
-            int swap = reverse ? less(p, keys[k - 1], keys[k], line) : less(p, keys[k], keys[k - 1], line);
-            if (!swap)
-                break;
-            jv t = out.list->v[k], tk = keys[k];
-            out.list->v[k] = out.list->v[k - 1];
-            keys[k] = keys[k - 1];
-            out.list->v[k - 1] = t;
-            keys[k - 1] = tk;
-        }
+        jv_push(p, out, items.list->v[idx[i]]);
     return out;
 }
 
@@ -270,6 +282,7 @@ static jv unique(jj_pool *p, jv v, const jj_args *a, int line)
     int cs = flag_arg(a, 0, "case_sensitive");
     for (size_t i = 0; i < all.list->n; i++) {
         jv key = sort_key(p, all.list->v[i], attr, cs);
+        jj_work(p, seen.list->n);
         size_t k = 0;
         while (k < seen.list->n && !jv_equal(seen.list->v[k], key))
             k++;
@@ -376,7 +389,7 @@ static jv sum_min_max(jj_pool *p, const char *name, jv v, const jj_args *a, int 
             floats |= x.t == JV_FLOAT;
             total += jv_num(x);
         }
-        return floats ? jv_float(total) : jv_int((int64_t)total);
+        return floats ? jv_float(total) : jv_float_to_int(total, jv_float(total));
     }
     if (!all.list->n)
         return jv_undef("the sequence is empty");
@@ -407,7 +420,7 @@ static jv printf_format(jj_pool *p, jv v, const jj_args *a, int line)
             jj_buf_add(p, &b, "%", 1);
         } else if ((c == 's' || c == 'd') && next < a->nargs) {
             jv x = a->args[next++];
-            jv_put_str(p, &b, c == 'd' && jv_is_number(x) ? jv_int((int64_t)jv_num(x)) : x);
+            jv_put_str(p, &b, c == 'd' && jv_is_number(x) ? jv_float_to_int(jv_num(x), x) : x);
         } else {
             jj_fail_at(p, line, "format: only %%s, %%d and %%%% with enough arguments are supported");
         }
@@ -513,7 +526,8 @@ int jj_filter(jj_pool *p, const char *name, jv v, const jj_args *a, int line, jv
     else if (!strcmp(name, "abs")) {
         if (!jv_is_number(v))
             jj_fail_at(p, line, "bad operand type for abs(): '%s'", jv_type_name(v));
-        *out = v.t == JV_FLOAT ? jv_float(fabs(v.f)) : jv_int(llabs((long long)jv_num(v)));
+        int64_t i = jv_int_of(v);
+        *out = v.t == JV_FLOAT || i == INT64_MIN ? jv_float(fabs(jv_num(v))) : jv_int(i < 0 ? -i : i);
     } else if (!strcmp(name, "round"))
         *out = round_filter(p, v, a, line);
     else if (!strcmp(name, "bool"))

@@ -17,6 +17,7 @@ typedef struct jj_block jj_block;
 typedef struct {
     jj_block *blocks;
     size_t total, limit;   /* bytes held, and the most allowed */
+    size_t work, work_limit;   /* units of work done (bytes written, items visited), and the most allowed (0: any) */
     jmp_buf *on_error;     /* where jj_fail jumps */
     tram_error *err;
 } jj_pool;
@@ -26,6 +27,9 @@ void *jj_realloc(jj_pool *p, void *old, size_t n);
 void jj_pool_free(jj_pool *p);
 _Noreturn void jj_fail(jj_pool *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 char *jj_strndup(jj_pool *p, const char *s, size_t n);
+/* Counts units of work (a byte written, an item visited): a render that
+ * would run for too long, each step cheap but too many, ends in an error. */
+void jj_work(jj_pool *p, size_t units);
 
 /* ---- values ---- */
 typedef enum {
@@ -86,6 +90,10 @@ int jv_truthy(jv v);
 int jv_equal(jv a, jv b);
 int jv_is_number(jv v);          /* int, float or bool, as Python's numbers */
 double jv_num(jv v);
+/* The integer of an int or a bool. */
+int64_t jv_int_of(jv v);
+/* int(f) of a float: the value, or (NaN, infinite, past int64) otherwise. */
+jv jv_float_to_int(double f, jv otherwise);
 const char *jv_type_name(jv v);  /* Python's type name: 'str', 'dict', ... */
 /* Python's str() and repr(), appended. */
 void jv_put_str(jj_pool *p, jj_buf *b, jv v);

@@ -5,6 +5,7 @@
 #include "tokenizer/jinja_lex.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,7 +148,7 @@ static size_t lex_string(lexer *lx, const char *s, jj_tok *t)
     return i + 1;
 }
 
-static size_t lex_number(lexer *lx, const char *s, jj_tok *t)
+static size_t lex_number(const char *s, jj_tok *t)
 {
     char *end;
     size_t n = strspn(s, "0123456789_");
@@ -161,9 +162,14 @@ static size_t lex_number(lexer *lx, const char *s, jj_tok *t)
             digits[k++] = s[i];
     digits[k] = 0;
     t->kind = is_float ? JT_FLOAT : JT_INT;
-    if (!is_float)
+    if (!is_float) {
+        errno = 0;
         t->i = strtoll(digits, NULL, 10);
-    (void)lx;
+        if (errno == ERANGE) {   /* past int64: Python's int would be exact; a float is the nearest tram has */
+            t->kind = JT_FLOAT;
+            t->f = strtod(digits, NULL);
+        }
+    }
     return n;
 }
 
@@ -211,7 +217,7 @@ static void lex_tag(lexer *lx)
             t->s = jj_strndup(lx->p, c, n);
             t->n = n;
         } else if (isdigit((unsigned char)*c)) {
-            n = lex_number(lx, c, t);
+            n = lex_number(c, t);
         } else if (*c == '\'' || *c == '"') {
             t->kind = JT_STRING;
             n = lex_string(lx, c, t);

@@ -481,5 +481,6 @@ static jv container_method(jj_pool *p, jv v, const char *name, const jj_args *a,
 
 jv jj_method(jj_pool *p, jv self, const char *name, const jj_args *a, int line)
 {
+    jj_work(p, self.t == JV_STR ? self.str.n : self.t == JV_DICT ? self.dict->n : self.list->n);
     return self.t == JV_STR ? str_method(p, self, name, a, line) : container_method(p, self, name, a, line);
 }

@@ -85,6 +85,13 @@ void jj_pool_free(jj_pool *p)
     p->total = 0;
 }
 
+void jj_work(jj_pool *p, size_t units)
+{
+    p->work += units;
+    if (p->work_limit && p->work > p->work_limit)
+        jj_fail(p, "chat template: the render does more than %zu million steps of work", p->work_limit / 1000000);
+}
+
 char *jj_strndup(jj_pool *p, const char *s, size_t n)
 {
     char *d = jj_alloc(p, n + 1);
@@ -94,6 +101,7 @@ char *jj_strndup(jj_pool *p, const char *s, size_t n)
 
 void jj_buf_add(jj_pool *p, jj_buf *b, const char *s, size_t n)
 {
+    jj_work(p, n + 1);
     if (b->n + n + 1 > b->cap) {
         b->cap = (b->n + n + 1) * 2;
         b->s = jj_realloc(p, b->s, b->cap);
@@ -127,6 +135,7 @@ jv jv_list(jj_pool *p, jv_type t)
 
 void jv_push(jj_pool *p, jv list, jv item)
 {
+    jj_work(p, 1);
     jj_list *l = list.list;
     if (l->n == l->cap) {
         l->cap = l->cap ? l->cap * 2 : 4;
@@ -154,13 +163,9 @@ jv *jv_get_str(jv dict, const char *key)
     return jv_get(dict, jv_str(key));
 }
 
-void jv_set(jj_pool *p, jv dict, jv key, jv val)
+/* Appends key: val to a dict that does not hold key. */
+static void append_entry(jj_pool *p, jv dict, jv key, jv val)
 {
-    jv *have = jv_get(dict, key);
-    if (have) {
-        *have = val;
-        return;
-    }
     jj_dict *d = dict.dict;
     if (d->n == d->cap) {
         d->cap = d->cap ? d->cap * 2 : 4;
@@ -171,6 +176,16 @@ void jv_set(jj_pool *p, jv dict, jv key, jv val)
     d->vals[d->n++] = val;
 }
 
+void jv_set(jj_pool *p, jv dict, jv key, jv val)
+{
+    jj_work(p, dict.dict->n);
+    jv *have = jv_get(dict, key);
+    if (have)
+        *have = val;
+    else
+        append_entry(p, dict, key, val);
+}
+
 int jv_is_number(jv v)
 {
     return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL;
@@ -179,6 +194,16 @@ int jv_is_number(jv v)
 double jv_num(jv v)
 {
     return v.t == JV_FLOAT ? v.f : v.t == JV_INT ? (double)v.i : v.t == JV_BOOL ? v.b : 0;
+}
+
+int64_t jv_int_of(jv v)
+{
+    return v.t == JV_INT ? v.i : v.t == JV_BOOL ? v.b : 0;
+}
+
+jv jv_float_to_int(double f, jv otherwise)
+{
+    return f > -9.2e18 && f < 9.2e18 ? jv_int((int64_t)f) : otherwise;
 }
 
 int jv_truthy(jv v)
@@ -201,7 +226,7 @@ int jv_truthy(jv v)
 int jv_equal(jv a, jv b)
 {
     if (jv_is_number(a) && jv_is_number(b))
-        return a.t == JV_FLOAT || b.t == JV_FLOAT ? jv_num(a) == jv_num(b) : (int64_t)jv_num(a) == (int64_t)jv_num(b);
+        return a.t == JV_FLOAT || b.t == JV_FLOAT ? jv_num(a) == jv_num(b) : jv_int_of(a) == jv_int_of(b);
     int la = a.t == JV_LIST || a.t == JV_TUPLE, lb = b.t == JV_LIST || b.t == JV_TUPLE;
     if (la && lb) {
         if (a.t != b.t || a.list->n != b.list->n)
@@ -282,6 +307,8 @@ const jv *jj_arg(const jj_args *a, int pos, const char *name)
 
 int jj_contains(jj_pool *p, jv hay, jv needle, int line)
 {
+    jj_work(p, hay.t == JV_STR ? hay.str.n : hay.t == JV_DICT || hay.t == JV_NS ? hay.dict->n
+             : hay.t == JV_LIST || hay.t == JV_TUPLE || hay.t == JV_GEN ? hay.list->n : 1);
     switch (hay.t) {
     case JV_STR:
         if (needle.t != JV_STR)
@@ -603,8 +630,8 @@ jv jv_from_json(jj_pool *p, const json_t *j)
         jv d = jv_dict(p, JV_DICT);
         const char *k;
         json_t *x;
-        json_object_foreach((json_t *)j, k, x)
-            jv_set(p, d, jv_str(jj_strndup(p, k, strlen(k))), jv_from_json(p, x));
+        json_object_foreach((json_t *)j, k, x)   /* a JSON object's keys are unique */
+            append_entry(p, d, jv_str(jj_strndup(p, k, strlen(k))), jv_from_json(p, x));
         return d;
     }
     case JSON_ARRAY: {

@@ -105,6 +105,12 @@ static const struct { const char *tmpl, *error; } errors[] = {
     {"{% for i in range(3000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}", "loop iterations"},
     {"{% set ns = namespace(x='ab') %}{% for i in range(40) %}{% set ns.x = ns.x ~ ns.x %}{% endfor %}{{ ns.x }}", "MiB"},
     {"{{ [1] * 100000000 }}", "items"},
+    {"{{ '' * 1000000000000 }}{{ 'ab' * 100000000 }}", "MiB"},
+    {"{% set big = range(100000) | list %}{% for i in range(100000) %}{% if -1 in big %}{% endif %}{% endfor %}",
+     "steps of work"},
+    {"{{ range(100000) | unique | list | length }}", "steps of work"},
+    {"{{ 99999999999999999999 // 1 }}{{ -(-9223372036854775807 - 1) }}{{ (-9223372036854775807 - 1) // -1 }}{{ x.y }}",
+     "'x' is undefined"},
 };
 
 static int render(const char *tmpl, char **out, tram_error *err)
@@ -141,6 +147,17 @@ Test(jinja, errors_and_limits, .timeout = 30)
         cr_assert_null(out);
         cr_assert(strstr(err.msg, errors[i].error), "%s: '%s' lacks '%s'", errors[i].tmpl, err.msg, errors[i].error);
     }
+}
+
+/* Big inputs stay fast: sorting is O(n log n). */
+Test(jinja, big_sort, .timeout = 10)
+{
+    char *out = NULL;
+    tram_error err = {{0}};
+    cr_assert_eq(render("{{ (range(200000) | reverse | sort)[199999] }} {{ (range(50000) | map('string') | sort)[1] }}",
+                        &out, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(out, "199999 1");
+    free(out);
 }
 
 /* Deep nesting in the source is a parse error, not a stack overflow. */
