@@ -267,8 +267,12 @@ static int compare(jj_render *r, jv a, jv b, int line)
     }
     if ((a.t == JV_LIST || a.t == JV_TUPLE) && a.t == b.t) {
         for (size_t i = 0; i < a.list->n && i < b.list->n; i++)
-            if (!jv_equal(a.list->v[i], b.list->v[i]))
-                return compare(r, a.list->v[i], b.list->v[i], line);
+            if (!jv_equal(a.list->v[i], b.list->v[i])) {
+                enter(r, line);
+                int c = compare(r, a.list->v[i], b.list->v[i], line);
+                r->depth--;
+                return c;
+            }
         return a.list->n < b.list->n ? -1 : a.list->n > b.list->n;
     }
     jj_fail_at(&r->pool, line, "'<' not supported between instances of '%s' and '%s'", jv_type_name(a), jv_type_name(b));

@@ -141,6 +141,8 @@ static jv round_filter(jj_pool *p, jv v, const jj_args *a, int line)
         jj_fail_at(p, line, "round: '%s' is not a number", jv_type_name(v));
     const jv *prec = jj_arg(a, 0, "precision");
     const char *method = name_arg(p, a, 1, "method", "round", line);
+    if ((!method || !strcmp(method, "common")) && v.t != JV_FLOAT && (!prec || jv_int_of(*prec) >= 0))
+        return jv_int(jv_int_of(v));   /* Python's round() of an int is that int */
     double scale = pow(10, prec && prec->t == JV_INT ? (double)prec->i : 0), x = jv_num(v) * scale;
     if (!method || !strcmp(method, "common")) {
         double f = floor(x), d = x - f;   /* Python's round: halves to even */

@@ -369,27 +369,45 @@ static jj_node *sum(parser *ps)
     }
 }
 
-static jj_node *comparison(parser *ps)
+/* The comparison operator at the cursor, taken; 0 when there is none. */
+static int comparison_op(parser *ps, jj_op *op)
 {
     static const char *const ops[] = {"==", "!=", "<=", ">=", "<", ">"};
     static const jj_op codes[] = {JOP_EQ, JOP_NE, JOP_LE, JOP_GE, JOP_LT, JOP_GT};
-    jj_node *n = sum(ps);
-    for (;;) {
-        int k = 0;
-        while (k < 6 && !is_op(ps, ops[k]))
-            k++;
-        if (k < 6) {
-            ps->pos++;
-            n = binop(ps, codes[k], n, sum(ps));
-        } else if (accept_name(ps, "in")) {
-            n = binop(ps, JOP_IN, n, sum(ps));
-        } else if (is_name(ps, "not") && ps->t[ps->pos + 1].kind == JT_NAME && !strcmp(ps->t[ps->pos + 1].s, "in")) {
-            ps->pos += 2;
-            n = binop(ps, JOP_NOT_IN, n, sum(ps));
-        } else {
-            return n;
+    for (int k = 0; k < 6; k++)
+        if (accept_op(ps, ops[k])) {
+            *op = codes[k];
+            return 1;
         }
+    if (accept_name(ps, "in")) {
+        *op = JOP_IN;
+        return 1;
     }
+    if (is_name(ps, "not") && ps->t[ps->pos + 1].kind == JT_NAME && !strcmp(ps->t[ps->pos + 1].s, "in")) {
+        ps->pos += 2;
+        *op = JOP_NOT_IN;
+        return 1;
+    }
+    return 0;
+}
+
+/* a < b < c is Python's (a < b) and (b < c). */
+static jj_node *comparison(parser *ps)
+{
+    jj_node *left = sum(ps), *n = NULL;
+    jj_op op;
+    while (comparison_op(ps, &op)) {
+        jj_node *right = sum(ps), *cmp = binop(ps, op, left, right);
+        if (n) {
+            jj_node *both = node(ps, JN_AND);
+            both->a = n;
+            both->b = cmp;
+            cmp = both;
+        }
+        n = cmp;
+        left = right;
+    }
+    return n ? n : left;
 }
 
 static jj_node *not_expr(parser *ps)

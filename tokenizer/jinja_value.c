@@ -223,8 +223,23 @@ int jv_truthy(jv v)
     }
 }
 
+#define MAX_VALUE_DEPTH 2048   /* nesting a value may have where it is compared, printed or dumped */
+
+static int equal_at(jv a, jv b, int depth);
+
+/* Values nested deeper than MAX_VALUE_DEPTH compare unequal (Python would
+ * raise RecursionError; jansson reads no JSON that deep). */
 int jv_equal(jv a, jv b)
 {
+    return equal_at(a, b, 0);
+}
+
+static int equal_at(jv a, jv b, int depth)
+{
+    if ((a.t == JV_LIST || a.t == JV_TUPLE || a.t == JV_DICT) && a.t == b.t && a.list == b.list)
+        return 1;   /* the same object, as Python's containers check first */
+    if (depth > MAX_VALUE_DEPTH)
+        return 0;
     if (jv_is_number(a) && jv_is_number(b))
         return a.t == JV_FLOAT || b.t == JV_FLOAT ? jv_num(a) == jv_num(b) : jv_int_of(a) == jv_int_of(b);
     int la = a.t == JV_LIST || a.t == JV_TUPLE, lb = b.t == JV_LIST || b.t == JV_TUPLE;
@@ -232,7 +247,7 @@ int jv_equal(jv a, jv b)
         if (a.t != b.t || a.list->n != b.list->n)
             return 0;
         for (size_t i = 0; i < a.list->n; i++)
-            if (!jv_equal(a.list->v[i], b.list->v[i]))
+            if (!equal_at(a.list->v[i], b.list->v[i], depth + 1))
                 return 0;
         return 1;
     }
@@ -247,7 +262,7 @@ int jv_equal(jv a, jv b)
             return 0;
         for (size_t i = 0; i < a.dict->n; i++) {
             jv *other = jv_get(b, a.dict->keys[i]);
-            if (!other || !jv_equal(a.dict->vals[i], *other))
+            if (!other || !equal_at(a.dict->vals[i], *other, depth + 1))
                 return 0;
         }
         return 1;
@@ -390,15 +405,19 @@ static void put_str_repr(jj_pool *p, jj_buf *b, const char *s, size_t n)
     jj_buf_add(p, b, &q, 1);
 }
 
-static void put_container(jj_pool *p, jj_buf *b, jv v)
+static void put_value(jj_pool *p, jj_buf *b, jv v, int repr, int depth);
+
+static void put_container(jj_pool *p, jj_buf *b, jv v, int depth)
 {
+    if (depth > MAX_VALUE_DEPTH)
+        jj_fail(p, "chat template: a value nested deeper than %d levels is printed", MAX_VALUE_DEPTH);
     if (v.t == JV_DICT || v.t == JV_NS) {
         jj_buf_str(p, b, v.t == JV_NS ? "<Namespace {" : "{");
         for (size_t i = 0; i < v.dict->n; i++) {
             jj_buf_str(p, b, i ? ", " : "");
-            jv_put_repr(p, b, v.dict->keys[i]);
+            put_value(p, b, v.dict->keys[i], 1, depth + 1);
             jj_buf_str(p, b, ": ");
-            jv_put_repr(p, b, v.dict->vals[i]);
+            put_value(p, b, v.dict->vals[i], 1, depth + 1);
         }
         jj_buf_str(p, b, v.t == JV_NS ? "}>" : "}");
         return;
@@ -406,13 +425,18 @@ static void put_container(jj_pool *p, jj_buf *b, jv v)
     jj_buf_str(p, b, v.t == JV_TUPLE ? "(" : "[");
     for (size_t i = 0; i < v.list->n; i++) {
         jj_buf_str(p, b, i ? ", " : "");
-        jv_put_repr(p, b, v.list->v[i]);
+        put_value(p, b, v.list->v[i], 1, depth + 1);
     }
     jj_buf_str(p, b, v.t == JV_TUPLE ? (v.list->n == 1 ? ",)" : ")") : "]");
 }
 
-void jv_put_str(jj_pool *p, jj_buf *b, jv v)
+/* str(v), or repr(v) for a string when repr (inside containers, as Python prints them). */
+static void put_value(jj_pool *p, jj_buf *b, jv v, int repr, int depth)
 {
+    if (repr && v.t == JV_STR) {
+        put_str_repr(p, b, v.str.s, v.str.n);
+        return;
+    }
     char num[32];
     switch (v.t) {
     case JV_UNDEF: break;
@@ -429,16 +453,18 @@ void jv_put_str(jj_pool *p, jj_buf *b, jv v)
     case JV_METHOD: jj_buf_str(p, b, "<built-in method>"); break;
     case JV_GEN: jj_fail(p, "chat template: a generator (from map, select, ...) is printed; add |list");
     case JV_LOOP: jj_buf_str(p, b, "<LoopContext>"); break;
-    default: put_container(p, b, v); break;
+    default: put_container(p, b, v, depth); break;
     }
+}
+
+void jv_put_str(jj_pool *p, jj_buf *b, jv v)
+{
+    put_value(p, b, v, 0, 0);
 }
 
 void jv_put_repr(jj_pool *p, jj_buf *b, jv v)
 {
-    if (v.t == JV_STR)
-        put_str_repr(p, b, v.str.s, v.str.n);
-    else
-        jv_put_str(p, b, v);
+    put_value(p, b, v, 1, 0);
 }
 
 jv jv_to_str(jj_pool *p, jv v)
@@ -561,8 +587,8 @@ static void put_json_container(jj_pool *p, jj_buf *b, jv v, const json_style *st
 static void put_json(jj_pool *p, jj_buf *b, jv v, const json_style *st, int depth)
 {
     char s[40];
-    if (depth > 200)
-        jj_fail(p, "chat template: tojson: the value nests deeper than 200 levels");
+    if (depth > MAX_VALUE_DEPTH)
+        jj_fail(p, "chat template: tojson: the value nests deeper than %d levels", MAX_VALUE_DEPTH);
     switch (v.t) {
     case JV_NONE: jj_buf_str(p, b, "null"); break;
     case JV_BOOL: jj_buf_str(p, b, v.b ? "true" : "false"); break;

@@ -27,6 +27,8 @@ static const struct { const char *tmpl, *want; } cases[] = {
      "3 -4 1 2 3.5 1024 7"},
     {"{{ 'a' ~ 1 ~ none ~ true }} {{ 'ab' * 3 }} {{ [1] + [2] }}",
      "a1NoneTrue ababab [1, 2]"},
+    {"{{ 1 < 2 < 3 }} {{ 3 > 2 > 2 }} {{ 1 == 1 in [True] }} {{ 3 | round }} {{ 2.5 | round }} {{ 7 | round(2) }}",
+     "True False True 3 2.0 7"},
     {"{{ 1 == 1.0 }} {{ 'a' < 'b' }} {{ 2 in [1, 2] }} {{ 'x' not in 'abc' }} {{ 'b' in {'b': 1} }}",
      "True True True True True"},
     {"{{ 1 if false }}|{{ 1 if false else 2 }}|{{ none or 'z' }}|{{ 0 and 1 }}|{{ not 0 }}",
@@ -106,11 +108,9 @@ static const struct { const char *tmpl, *error; } errors[] = {
     {"{% set ns = namespace(x='ab') %}{% for i in range(40) %}{% set ns.x = ns.x ~ ns.x %}{% endfor %}{{ ns.x }}", "MiB"},
     {"{{ [1] * 100000000 }}", "items"},
     {"{{ '' * 1000000000000 }}{{ 'ab' * 100000000 }}", "MiB"},
-    {"{% set big = range(100000) | list %}{% for i in range(100000) %}{% if -1 in big %}{% endif %}{% endfor %}",
-     "steps of work"},
+    {"{% set big = range(100000) | list %}{% for i in range(100000) %}{% if -1 in big %}{% endif %}{% endfor %}", "steps of work"},
     {"{{ range(100000) | unique | list | length }}", "steps of work"},
-    {"{{ 99999999999999999999 // 1 }}{{ -(-9223372036854775807 - 1) }}{{ (-9223372036854775807 - 1) // -1 }}{{ x.y }}",
-     "'x' is undefined"},
+    {"{{ 99999999999999999999 // 1 }}{{ -(-9223372036854775807 - 1) }}{{ (-9223372036854775807 - 1) // -1 }}{{ x.y }}", "'x' is undefined"},
 };
 
 static int render(const char *tmpl, char **out, tram_error *err)
@@ -158,6 +158,28 @@ Test(jinja, big_sort, .timeout = 10)
                         &out, &err), 0, "%s", err.msg);
     cr_assert_str_eq(out, "199999 1");
     free(out);
+}
+
+/* A value nested 100000 deep (built by a loop) compares, and printing or
+ * dumping it is an error, not a stack overflow. */
+Test(jinja, deep_values)
+{
+    const char *build = "{% set ns = namespace(x=1) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}";
+    const char *uses[] = {"{{ ns.x == ns.x }}{{ ns.x | length }}", "{{ ns.x }}", "{{ ns.x | tojson }}"};
+    for (int k = 0; k < 3; k++) {
+        char src[512], *out = NULL;
+        tram_error err = {{0}};
+        snprintf(src, sizeof(src), "%s%s", build, uses[k]);
+        int rc = render(src, &out, &err);
+        if (k == 0) {
+            cr_assert_eq(rc, 0, "%s", err.msg);
+            cr_assert_str_eq(out, "True1");
+        } else {
+            cr_assert_eq(rc, -1, "%s", uses[k]);
+            cr_assert(strstr(err.msg, "deeper than"), "%s", err.msg);
+        }
+        free(out);
+    }
 }
 
 /* Deep nesting in the source is a parse error, not a stack overflow. */
