@@ -28,7 +28,7 @@ LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 TEST_C  := $(wildcard tests/unit/*.c)
 TEST_OBJ:= $(TEST_C:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps model test test-layering test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api fuzz-grammar fuzz-tools gpu-check clean help
+.PHONY: all deps model test test-layering test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja gpu-check clean help
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/.deps-ok bin/tram
@@ -46,6 +46,7 @@ help:
 	@echo "make fuzz-api   libFuzzer on the API request parser (FUZZ_SECONDS=600)"
 	@echo "make fuzz-grammar libFuzzer on the JSON Schema / regex compilers and the GBNF parser (FUZZ_SECONDS=600)"
 	@echo "make fuzz-tools libFuzzer on the streamed tool-call reader (FUZZ_SECONDS=600)"
+	@echo "make fuzz-jinja libFuzzer on the chat-template interpreter (FUZZ_SECONDS=600)"
 
 # ---------------------------------------------------------------- set-up
 # The stamp records that the Debian packages are present; deps.sh installs
@@ -209,7 +210,10 @@ FUZZ_SRC_grammar := grammar/gbnf.c grammar/utf8_ranges.c grammar/stacks.c gramma
 # the streamed tool-call reader and the JSON writer under it
 FUZZ_SRC_tools := server/tool_calls.c server/json_scan.c server/api_tools.c server/api_error.c \
                   tokenizer/pyjson.c kernels/strbuf.c kernels/base.c -ljansson
-fuzz-gguf fuzz-api fuzz-grammar fuzz-tools: fuzz-%: tests/fuzz/fuzz_%.c
+# the chat-template interpreter, parsing and rendering
+FUZZ_SRC_jinja := $(wildcard tokenizer/jinja_*.c) tokenizer/pyjson.c tokenizer/text_buf.c kernels/strbuf.c \
+                  kernels/base.c -ljansson
+fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja: fuzz-%: tests/fuzz/fuzz_%.c
 	@mkdir -p $(BUILD)/fuzz tests/fuzz/corpus-$*
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. -D_GNU_SOURCE \
 	      $(shell pkg-config --cflags openblas) -o $(BUILD)/fuzz/fuzz_$* $< $(or $(FUZZ_SRC_$*),$(LIB_C)) \

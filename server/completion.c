@@ -172,6 +172,17 @@ static int tokenize_prompts(tram_completion *c, tram_api_error *e)
     return 0;
 }
 
+/* tools for a template whose call syntax tram cannot parse back out of the
+ * reply: refused, rather than sent in a format the model was not taught. */
+static int check_tools_supported(tram_completion *c, tram_api_error *e)
+{
+    if (c->api.tools.tools && tram_chat_template_tool_format(c->srv->chat) == TRAM_TOOLS_UNSUPPORTED)
+        return tram_api_fail(e, 400, "tools", "invalid_value",
+                             "Invalid 'tools': this model's chat template writes tool calls in a syntax tram cannot "
+                             "parse (it parses Hermes <tool_call>, Llama 3 JSON and Mistral [TOOL_CALLS] calls).");
+    return 0;
+}
+
 /* tool_choice "required" or a named function: the reply runs through the
  * grammar of the template's call syntax and the functions' schemas. */
 static int enforce_tool_choice(tram_completion *c, tram_api_error *e)
@@ -196,7 +207,7 @@ static int prepare(tram_completion *c, tram_api_kind kind, const char *body, siz
     if (tram_api_request_parse(&c->api, kind, &s->defaults, body, len, e) ||
         tram_check_model(s, c->api.model, e) ||
         tram_structured_grammar(c->api.root, tram_engine_tokenizer(s->engine), &c->api.params.grammar, e) ||
-        enforce_tool_choice(c, e))
+        check_tools_supported(c, e) || enforce_tool_choice(c, e))
         return -1;
     const char *param = NULL;
     tram_error err = {{0}};

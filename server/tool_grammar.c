@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "grammar/json_schema.h"
-#include "tokenizer/text_buf.h"
+#include "kernels/strbuf.h"
 
 /* A GBNF string literal of s. */
 static void put_literal(tram_strbuf *b, const char *s)

@@ -1,14 +1,21 @@
-/* chat_template.c — see chat_template.h.  Each family's renderer follows its
- * Jinja template line by line; `strip` is Python's str.strip(), which is
- * what Jinja's trim filter and .strip() call. */
+/* chat_template.c — see chat_template.h.  The template renders through the
+ * Jinja interpreter with the variables transformers' apply_chat_template
+ * gives it (messages, tools, documents, add_generation_prompt, bos_token,
+ * eos_token, and date_string when set). */
 #include "tokenizer/chat_template.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tokenizer/chat_impl.h"
 
+/* What tram uses when the model has no template (or one it cannot parse)
+ * and the ChatML fallback was asked for. */
+static const char chatml[] =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
 tram_chat_family tram_chat_template_family(const tram_chat_template *ct)
 {
@@ -30,35 +37,119 @@ void tram_chat_template_set_date(tram_chat_template *ct, const char *date)
     snprintf(ct->date, sizeof(ct->date), "%s", date);
 }
 
+void tram_chat_template_set_clock(tram_chat_template *ct, long long now)
+{
+    ct->clock = now;
+}
+
 void tram_chat_template_free(tram_chat_template *ct)
 {
     if (!ct)
         return;
+    tram_jinja_free(ct->jinja);
     free(ct->bos);
     free(ct->eos);
     free(ct->default_system);
     free(ct);
 }
 
-/* ---- recognising a template ---- */
+/* ---- rendering ---- */
 
-static int detect(const char *s, tram_chat_family *f)
+/* A message as the template sees it: the keys an OpenAI request has, in its
+ * order; arguments as the JSON value they hold, as vLLM passes them. */
+static json_t *message_json(const tram_chat_msg *m)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "role", json_string(m->role));
+    if (m->tool_call_id)
+        json_object_set_new(o, "tool_call_id", json_string(m->tool_call_id));
+    json_object_set_new(o, "content", m->content ? json_string(m->content) : json_null());
+    if (m->num_tool_calls) {
+        json_t *calls = json_array();
+        for (int k = 0; k < m->num_tool_calls; k++) {
+            const tram_chat_tool_call *c = &m->tool_calls[k];
+            json_t *fn = json_pack("{s:s?,s:O?}", "name", c->name, "arguments", c->arguments);
+            json_t *call = json_pack("{s:s?,s:s,s:o?}", "id", c->id, "type", "function", "function", fn);
+            json_array_append_new(calls, call);
+        }
+        json_object_set_new(o, "tool_calls", calls);
+    }
+    return o;
+}
+
+static int render_messages(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, const json_t *tools,
+                           int gen, char **out, tram_error *err)
+{
+    json_t *messages = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(messages, message_json(&msgs[i]));
+    json_t *vars = json_pack("{s:o,s:O,s:n,s:b,s:s,s:s}", "messages", messages, "tools", tools ? tools : json_null(),
+                             "documents", "add_generation_prompt", gen, "bos_token", ct->bos, "eos_token", ct->eos);
+    if (!vars)
+        return tram_fail(err, "chat template: a message is not valid UTF-8, or out of memory");
+    if (ct->date[0])
+        json_object_set_new(vars, "date_string", json_string(ct->date));
+    int rc = tram_jinja_render(ct->jinja, vars, ct->clock ? ct->clock : (long long)time(NULL), out, err);
+    json_decref(vars);
+    return rc;
+}
+
+static int has_tool_parts(const tram_chat_msg *m, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (m[i].num_tool_calls || tram_chat_is_role(&m[i], "tool"))
+            return 1;
+    return 0;
+}
+
+int tram_chat_template_render_tools(const tram_chat_template *ct, const tram_chat_msg *msgs, int n,
+                                    const json_t *tools, int gen, char **out, tram_error *err)
+{
+    *out = NULL;
+    for (int i = 0; i < n; i++)
+        if (!msgs[i].role)
+            return tram_fail(err, "chat template: message %d has no role", i);
+    if (tools && (!json_is_array(tools) || json_array_size(tools) == 0))
+        return tram_fail(err, "chat template: tools must be a non-empty array");
+    int tool_parts = tools || has_tool_parts(msgs, n);
+    if (tool_parts && ct->tool_format == TRAM_TOOLS_UNSUPPORTED)
+        return tram_fail(err, "chat template: the model's template writes tool calls in a syntax tram cannot parse "
+                              "(it parses Hermes <tool_call>, Llama 3 JSON and Mistral [TOOL_CALLS] calls), so this "
+                              "model cannot take tools or tool calls");
+    if (!tool_parts || ct->tool_format != TRAM_TOOLS_GENERIC)
+        return render_messages(ct, msgs, n, tools, gen, out, err);
+    tram_chat_msg *plain;
+    int n_plain;
+    if (tram_chat_generic(ct, msgs, n, tools, &plain, &n_plain, err))
+        return -1;
+    int rc = render_messages(ct, plain, n_plain, NULL, gen, out, err);
+    tram_chat_generic_free(plain, n_plain);
+    return rc;
+}
+
+int tram_chat_template_render(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, int gen, char **out,
+                              tram_error *err)
+{
+    return tram_chat_template_render_tools(ct, msgs, n, NULL, gen, out, err);
+}
+
+/* ---- what the template is ---- */
+
+static tram_chat_family detect(const char *s)
 {
     if (strstr(s, "<|im_start|>"))
-        *f = TRAM_CHAT_CHATML;
-    else if (strstr(s, "<|start_header_id|>"))
-        *f = TRAM_CHAT_LLAMA3;
-    else if (strstr(s, "<start_of_turn>"))
-        *f = TRAM_CHAT_GEMMA;
-    else if (strstr(s, "<|user|>") && strstr(s, "<|end|>"))
-        *f = TRAM_CHAT_PHI3;
-    else if (strstr(s, "[INST]") && strstr(s, "<<SYS>>"))
-        *f = TRAM_CHAT_LLAMA2;
-    else if (strstr(s, "[INST]"))
-        *f = TRAM_CHAT_MISTRAL;
-    else
-        return -1;
-    return 0;
+        return TRAM_CHAT_CHATML;
+    if (strstr(s, "<|start_header_id|>"))
+        return TRAM_CHAT_LLAMA3;
+    if (strstr(s, "<start_of_turn>"))
+        return TRAM_CHAT_GEMMA;
+    if (strstr(s, "<|user|>") && strstr(s, "<|end|>"))
+        return TRAM_CHAT_PHI3;
+    if (strstr(s, "[INST]") && strstr(s, "<<SYS>>"))
+        return TRAM_CHAT_LLAMA2;
+    if (strstr(s, "[INST]"))
+        return TRAM_CHAT_MISTRAL;
+    return TRAM_CHAT_OTHER;
 }
 
 /* The start of a literal system prompt after the "<|im_start|>system" at
@@ -80,7 +171,8 @@ static const char *literal_system(const char *p)
 
 /* The default system prompt of a ChatML template that adds one when the
  * conversation has none (SmolLM2's "!= 'system'", Qwen2.5's else branch),
- * with the Jinja string escapes undone; NULL when there is none. */
+ * with the Jinja string escapes undone; NULL when there is none.  tram's
+ * generic tool format puts the tool list after it. */
 static char *default_system(const char *s)
 {
     const char *p = NULL;
@@ -105,49 +197,111 @@ static char *default_system(const char *s)
     return out;
 }
 
-/* The tool format the template writes, recognised by what only it says.
- * Qwen3's template (reasoning, multi-step tool turns) also writes
- * <tool_call>, but renders differently: it gets the generic format. */
-static tram_tool_format tool_format(const char *s, tram_chat_family f)
+/* Whether the template renders a system message: it neither refuses one
+ * (Gemma, Mistral v0.1) nor drops it. */
+static int takes_system(const tram_chat_template *ct)
 {
-    if (f == TRAM_CHAT_CHATML && strstr(s, "<tool_call>") && strstr(s, "<tools></tools> XML tags") &&
-        !strstr(s, "multi_step_tool") && !strstr(s, "reasoning_content"))
-        return TRAM_TOOLS_HERMES;
-    if (f == TRAM_CHAT_LLAMA3 && strstr(s, "Cutting Knowledge Date"))
-        return TRAM_TOOLS_LLAMA3;
-    if (f == TRAM_CHAT_MISTRAL && strstr(s, "[AVAILABLE_TOOLS]"))
-        return TRAM_TOOLS_MISTRAL;
-    return TRAM_TOOLS_GENERIC;
+    static const char probe[] = "tram-probe-system-prompt";
+    const tram_chat_msg m[] = {{.role = "system", .content = probe}, {.role = "user", .content = "Hi"}};
+    char *out;
+    if (render_messages(ct, m, 2, NULL, 1, &out, NULL))
+        return 0;
+    int found = strstr(out, probe) != NULL;
+    free(out);
+    return found;
+}
+
+static const char *skip_space(const char *s)
+{
+    while (*s == ' ' || *s == '\n')
+        s++;
+    return s;
+}
+
+/* Whether text holds open, then body (space around it allowed), then close
+ * (NULL: anything may follow the body). */
+static int written_as(const char *text, const char *open, const char *body, const char *close)
+{
+    for (const char *p = strstr(text, open); p; p = strstr(p + 1, open)) {
+        const char *q = skip_space(p + strlen(open));
+        if (!strncmp(q, body, strlen(body)) && (!close || !strncmp(skip_space(q + strlen(body)), close, strlen(close))))
+            return 1;
+    }
+    return 0;
+}
+
+/* The syntax the template writes a tool call in, from a probe render of a
+ * conversation with one call and its result; GENERIC when it does not read
+ * `tools` at all. */
+static tram_tool_format call_syntax(const tram_chat_template *ct)
+{
+    if (!tram_jinja_uses(ct->jinja, "tools"))
+        return TRAM_TOOLS_GENERIC;
+    json_t *args = json_pack("{s:i}", "probe_arg", 1);
+    json_t *tools = json_pack("[{s:s,s:{s:s,s:s,s:{s:s,s:{s:{s:s}}}}}]", "type", "function", "function", "name",
+                              "probe_fn", "description", "A probe.", "parameters", "type", "object", "properties",
+                              "probe_arg", "type", "integer");
+    const tram_chat_tool_call call = {.id = "a1B2c3D4e", .name = "probe_fn", .arguments = args};
+    const tram_chat_msg m[] = {{.role = "user", .content = "Probe?"},
+                               {.role = "assistant", .content = "", .tool_calls = &call, .num_tool_calls = 1},
+                               {.role = "tool", .content = "1", .tool_call_id = "a1B2c3D4e"}};
+    char *out = NULL;
+    tram_tool_format f = TRAM_TOOLS_UNSUPPORTED;
+    if (args && tools && !render_messages(ct, m, 3, tools, 1, &out, NULL)) {
+        if (written_as(out, "<tool_call>", "{\"name\": \"probe_fn\", \"arguments\": {\"probe_arg\": 1}}", "</tool_call>"))
+            f = TRAM_TOOLS_HERMES;
+        else if (written_as(out, "<|start_header_id|>assistant<|end_header_id|>",
+                            "{\"name\": \"probe_fn\", \"parameters\": {\"probe_arg\": 1}}", "<|eot_id|>"))
+            f = TRAM_TOOLS_LLAMA3;
+        else if (written_as(out, "[TOOL_CALLS]", "[{\"name\": \"probe_fn\", \"arguments\": {\"probe_arg\": 1}", NULL))
+            f = TRAM_TOOLS_MISTRAL;
+    }
+    free(out);
+    json_decref(args);
+    json_decref(tools);
+    return f;
+}
+
+static int init(tram_chat_template *ct, const char *tmpl, int fallback_chatml, tram_error *err)
+{
+    if (!tmpl) {
+        if (!fallback_chatml)
+            return tram_fail(err, "chat template: the model has none; pass the ChatML fallback option to use ChatML");
+        ct->warning = "model has no chat template: using ChatML";
+    } else if (tram_jinja_parse(&ct->jinja, tmpl, err)) {
+        if (!fallback_chatml)
+            return -1;
+        ct->warning = "the chat template cannot be parsed: using ChatML";
+    }
+    if (!ct->jinja && tram_jinja_parse(&ct->jinja, chatml, err))
+        return -1;
+    const char *text = ct->warning ? chatml : tmpl;
+    ct->family = detect(text);
+    if (ct->family == TRAM_CHAT_CHATML)
+        ct->default_system = default_system(text);
+    ct->has_system = takes_system(ct);
+    ct->tool_format = call_syntax(ct);
+    if (ct->tool_format == TRAM_TOOLS_UNSUPPORTED)
+        ct->warning = "the chat template writes tool calls in a syntax tram cannot parse: requests with tools get a 400";
+    return 0;
 }
 
 int tram_chat_template_create(tram_chat_template **out, const char *tmpl, const char *bos, const char *eos,
                               int fallback_chatml, tram_error *err)
 {
     *out = NULL;
-    tram_chat_family f = TRAM_CHAT_CHATML;
-    int known = tmpl && !detect(tmpl, &f);
-    if (!known && !fallback_chatml)
-        return tram_fail(err, tmpl ? "chat template: not a family tram knows (ChatML, Llama-2, Llama-3, Mistral, "
-                                     "Gemma, Phi-3); pass the ChatML fallback option to use ChatML anyway"
-                                   : "chat template: the model has none; pass the ChatML fallback option to use ChatML");
     tram_chat_template *ct = tram_calloc(1, sizeof(*ct), err);
     if (!ct)
         return -1;
-    *ct = (tram_chat_template){.family = f, .bos = strdup(bos ? bos : ""), .eos = strdup(eos ? eos : "")};
+    ct->bos = strdup(bos ? bos : "");
+    ct->eos = strdup(eos ? eos : "");
     if (!ct->bos || !ct->eos) {
         tram_chat_template_free(ct);
         return tram_fail(err, "chat template: out of memory");
     }
-    if (known) {
-        const char *lead = tmpl + strspn(tmpl, " \t\r\n");
-        ct->leading_bos = !strncmp(lead, "{{ bos_token }}", 15) || !strncmp(lead, "{{bos_token}}", 13);
-        ct->eos_space = strstr(tmpl, "eos_token + ' '") != NULL;
-        if (f == TRAM_CHAT_CHATML)
-            ct->default_system = default_system(tmpl);
-        ct->tool_format = tool_format(tmpl, f);
-        ct->date_from_clock = strstr(tmpl, "strftime_now") != NULL;
-    } else {
-        ct->warning = tmpl ? "unrecognised chat template: using ChatML" : "model has no chat template: using ChatML";
+    if (init(ct, tmpl, fallback_chatml, err)) {
+        tram_chat_template_free(ct);
+        return -1;
     }
     *out = ct;
     return 0;
@@ -158,183 +312,4 @@ int tram_chat_template_for(tram_chat_template **out, const tram_tokenizer *t, in
     int32_t bos = tram_tokenizer_bos(t), eos = tram_tokenizer_eos(t);
     return tram_chat_template_create(out, tram_tokenizer_chat_template(t), bos >= 0 ? tram_tokenizer_piece(t, bos) : "",
                                      eos >= 0 ? tram_tokenizer_piece(t, eos) : "", fallback_chatml, err);
-}
-
-/* ---- the families ---- */
-
-/* Templates that raise unless user and assistant turns alternate, user first. */
-static int check_alternation(const tram_chat_msg *msgs, int n, tram_error *err)
-{
-    for (int i = 0; i < n; i++)
-        if (tram_chat_is_role(&msgs[i], "user") != (i % 2 == 0))
-            return tram_fail(err, "chat template: Conversation roles must alternate user/assistant/user/assistant/...");
-    return 0;
-}
-
-static int render_chatml(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, tram_strbuf *b)
-{
-    if (n && ct->default_system && !tram_chat_is_role(&m[0], "system"))
-        tram_strbuf_cat(b, "<|im_start|>system\n", ct->default_system, "<|im_end|>\n", NULL);
-    for (int i = 0; i < n; i++)
-        tram_strbuf_cat(b, "<|im_start|>", m[i].role, "\n", m[i].content, "<|im_end|>\n", NULL);
-    if (gen)
-        tram_strbuf_cat(b, "<|im_start|>assistant\n", NULL);
-    return 0;
-}
-
-static int render_llama2(const tram_chat_template *ct, const tram_chat_msg *m, int n, tram_strbuf *b, tram_error *err)
-{
-    const char *sys = n && tram_chat_is_role(&m[0], "system") ? m[0].content : NULL;
-    if (sys) {
-        m++;
-        n--;
-    }
-    if (check_alternation(m, n, err))
-        return -1;
-    for (int i = 0; i < n; i++) {
-        tram_strbuf content = {0};
-        if (i == 0 && sys)
-            tram_strbuf_cat(&content, "<<SYS>>\n", sys, "\n<</SYS>>\n\n", NULL);
-        tram_strbuf_cat(&content, m[i].content, NULL);
-        if (tram_chat_is_role(&m[i], "user")) {
-            tram_strbuf_cat(b, ct->bos, "[INST] ", NULL);
-            tram_text_put_stripped(b, content.s);
-            tram_strbuf_cat(b, " [/INST]", NULL);
-        } else if (tram_chat_is_role(&m[i], "assistant")) {
-            tram_strbuf_cat(b, " ", NULL);
-            tram_text_put_stripped(b, content.s);
-            tram_strbuf_cat(b, " ", ct->eos, NULL);
-        }
-        b->oom |= content.oom;
-        free(content.s);
-    }
-    return 0;
-}
-
-static int render_llama3(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, tram_strbuf *b)
-{
-    for (int i = 0; i < n; i++) {
-        tram_strbuf_cat(b, i == 0 ? ct->bos : "", "<|start_header_id|>", m[i].role, "<|end_header_id|>\n\n", NULL);
-        tram_text_put_stripped(b, m[i].content);
-        tram_strbuf_cat(b, "<|eot_id|>", NULL);
-    }
-    if (gen)
-        tram_strbuf_cat(b, "<|start_header_id|>assistant<|end_header_id|>\n\n", NULL);
-    return 0;
-}
-
-static int render_mistral(const tram_chat_template *ct, const tram_chat_msg *m, int n, tram_strbuf *b, tram_error *err)
-{
-    tram_strbuf_cat(b, ct->bos, NULL);
-    for (int i = 0; i < n; i++) {
-        if (tram_chat_is_role(&m[i], "user") != (i % 2 == 0))
-            return check_alternation(m, n, err);
-        if (tram_chat_is_role(&m[i], "user"))
-            tram_strbuf_cat(b, "[INST] ", m[i].content, " [/INST]", NULL);
-        else if (tram_chat_is_role(&m[i], "assistant"))
-            tram_strbuf_cat(b, m[i].content, ct->eos, ct->eos_space ? " " : "", NULL);
-        else
-            return tram_fail(err, "chat template: Only user and assistant roles are supported!");
-    }
-    return 0;
-}
-
-static int render_gemma(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, tram_strbuf *b, tram_error *err)
-{
-    if (n && tram_chat_is_role(&m[0], "system"))
-        return tram_fail(err, "chat template: System role not supported");
-    if (check_alternation(m, n, err))
-        return -1;
-    tram_strbuf_cat(b, ct->leading_bos ? ct->bos : "", NULL);
-    for (int i = 0; i < n; i++) {
-        tram_strbuf_cat(b, "<start_of_turn>", tram_chat_is_role(&m[i], "assistant") ? "model" : m[i].role, "\n", NULL);
-        tram_text_put_stripped(b, m[i].content);
-        tram_strbuf_cat(b, "<end_of_turn>\n", NULL);
-    }
-    if (gen)
-        tram_strbuf_cat(b, "<start_of_turn>model\n", NULL);
-    return 0;
-}
-
-static int render_phi3(const tram_chat_template *ct, const tram_chat_msg *m, int n, int gen, tram_strbuf *b)
-{
-    tram_strbuf_cat(b, ct->leading_bos ? ct->bos : "", NULL);
-    for (int i = 0; i < n; i++)
-        if (tram_chat_is_role(&m[i], "system") || tram_chat_is_role(&m[i], "user") || tram_chat_is_role(&m[i], "assistant"))
-            tram_strbuf_cat(b, "<|", m[i].role, "|>\n", m[i].content, "<|end|>\n", NULL);
-    tram_strbuf_cat(b, gen ? "<|assistant|>\n" : ct->eos, NULL);
-    return 0;
-}
-
-/* The families as their templates render plain messages. */
-static int render_plain(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, int gen, tram_strbuf *b,
-                        tram_error *err)
-{
-    switch (ct->family) {
-    case TRAM_CHAT_CHATML: return render_chatml(ct, msgs, n, gen, b);
-    case TRAM_CHAT_LLAMA2: return render_llama2(ct, msgs, n, b, err);
-    case TRAM_CHAT_LLAMA3: return render_llama3(ct, msgs, n, gen, b);
-    case TRAM_CHAT_MISTRAL: return render_mistral(ct, msgs, n, b, err);
-    case TRAM_CHAT_GEMMA: return render_gemma(ct, msgs, n, gen, b, err);
-    case TRAM_CHAT_PHI3: return render_phi3(ct, msgs, n, gen, b);
-    }
-    return 0;
-}
-
-static int has_tool_parts(const tram_chat_msg *m, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (m[i].num_tool_calls || tram_chat_is_role(&m[i], "tool"))
-            return 1;
-    return 0;
-}
-
-/* Templates without a tool format of their own render tram's generic one:
- * the conversation rewritten into plain messages. */
-static int render_generic(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, const json_t *tools,
-                          int gen, tram_strbuf *b, tram_error *err)
-{
-    if (!tools && !has_tool_parts(msgs, n))
-        return render_plain(ct, msgs, n, gen, b, err);
-    tram_chat_msg *plain;
-    int n_plain;
-    if (tram_chat_generic(ct, msgs, n, tools, &plain, &n_plain, err))
-        return -1;
-    int rc = render_plain(ct, plain, n_plain, gen, b, err);
-    tram_chat_generic_free(plain, n_plain);
-    return rc;
-}
-
-int tram_chat_template_render_tools(const tram_chat_template *ct, const tram_chat_msg *msgs, int n,
-                                    const json_t *tools, int gen, char **out, tram_error *err)
-{
-    *out = NULL;
-    for (int i = 0; i < n; i++)
-        if (!msgs[i].role || !msgs[i].content)
-            return tram_fail(err, "chat template: message %d has no %s", i, msgs[i].role ? "content" : "role");
-    if (tools && (!json_is_array(tools) || json_array_size(tools) == 0))
-        return tram_fail(err, "chat template: tools must be a non-empty array");
-    tram_strbuf b = {0};
-    int rc = 0;
-    tram_strbuf_add(&b, "", 0);
-    switch (ct->tool_format) {
-    case TRAM_TOOLS_GENERIC: rc = render_generic(ct, msgs, n, tools, gen, &b, err); break;
-    case TRAM_TOOLS_HERMES: rc = tram_chat_render_qwen(ct, msgs, n, tools, gen, &b); break;
-    case TRAM_TOOLS_LLAMA3: rc = tram_chat_render_llama31(ct, msgs, n, tools, gen, &b, err); break;
-    case TRAM_TOOLS_MISTRAL: rc = tram_chat_render_mistral_tools(ct, msgs, n, tools, &b, err); break;
-    }
-    if (!rc && b.oom)
-        rc = tram_fail(err, "chat template: out of memory");
-    if (rc) {
-        free(b.s);
-        return -1;
-    }
-    *out = b.s;
-    return 0;
-}
-
-int tram_chat_template_render(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, int gen, char **out,
-                              tram_error *err)
-{
-    return tram_chat_template_render_tools(ct, msgs, n, NULL, gen, out, err);
 }

@@ -1,9 +1,9 @@
-/* chat_template.h — chat templates of the common model families, rendered in
- * C exactly as their Jinja templates render through transformers'
- * apply_chat_template.  The family is recognised from the template string;
- * details that vary between a family's releases (SmolLM2's default system
- * prompt, a leading bos_token, Mistral v0.1's space after EOS) are read from
- * the template too. */
+/* chat_template.h — a model's chat template, rendered by tram's Jinja
+ * interpreter (tokenizer/jinja.h) exactly as transformers'
+ * apply_chat_template renders it.  What the rest of tram needs to know about
+ * the template (its family, whether it takes a system message, the syntax it
+ * writes tool calls in) is read from the template text and from probe
+ * renders when it is created. */
 #ifndef TRAM_CHAT_TEMPLATE_H
 #define TRAM_CHAT_TEMPLATE_H
 
@@ -12,21 +12,29 @@
 #include "kernels/base.h"
 #include "tokenizer/tokenizer.h"
 
+/* The family, from the template's markers; OTHER renders just as well. */
 typedef enum {
     TRAM_CHAT_CHATML, TRAM_CHAT_LLAMA2, TRAM_CHAT_LLAMA3, TRAM_CHAT_MISTRAL, TRAM_CHAT_GEMMA, TRAM_CHAT_PHI3,
+    TRAM_CHAT_OTHER,
 } tram_chat_family;
 
-/* How a template writes tools, calls and results.  A template with none of
- * its own gets GENERIC, tram's documented format (README "Tools"): the tool
- * list, in Qwen2.5's words, joins the system prompt (or, for families without
- * one, the first user message); a call is written in the assistant's turn as
+/* The syntax a template writes tool calls in, which is the syntax tram
+ * parses out of the model's reply.  A template that takes `tools` renders
+ * them itself; the syntax is read from a probe render of one call.  A
+ * template that does not read `tools` at all gets GENERIC, tram's documented
+ * format (README "Tools"): the tool list, in Qwen2.5's words, joins the
+ * system prompt (or, for templates without one, the first user message); a
+ * call is written in the assistant's turn as
  * <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>; results
- * become a user turn of <tool_response>\n...\n</tool_response> blocks. */
+ * become a user turn of <tool_response>\n...\n</tool_response> blocks.  A
+ * template that takes `tools` but writes calls in another syntax is
+ * UNSUPPORTED: a conversation with tools or tool calls is an error. */
 typedef enum {
     TRAM_TOOLS_GENERIC,
-    TRAM_TOOLS_HERMES,    /* Qwen2.5 (Hermes): <tool_call> blocks, tools in the system prompt */
-    TRAM_TOOLS_LLAMA3,    /* Llama 3.1 / 3.2: {"name": ..., "parameters": {...}}, results as ipython */
-    TRAM_TOOLS_MISTRAL,   /* [AVAILABLE_TOOLS] [...], [TOOL_CALLS] [...], [TOOL_RESULTS] */
+    TRAM_TOOLS_HERMES,    /* <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call> (Qwen2.5, Hermes, ...) */
+    TRAM_TOOLS_LLAMA3,    /* Llama 3.1 / 3.2: {"name": ..., "parameters": {...}} */
+    TRAM_TOOLS_MISTRAL,   /* [TOOL_CALLS] [{"name": ..., "arguments": {...}, ...}] */
+    TRAM_TOOLS_UNSUPPORTED,
 } tram_tool_format;
 
 typedef struct {
@@ -37,7 +45,7 @@ typedef struct {
 
 typedef struct {
     const char *role;      /* "system", "user", "assistant", "tool", ... */
-    const char *content;
+    const char *content;   /* NULL: None */
     const tram_chat_tool_call *tool_calls;  /* an assistant's calls (num_tool_calls > 0) */
     int num_tool_calls;
     const char *tool_call_id;               /* a tool result: the call it answers */
@@ -46,9 +54,9 @@ typedef struct {
 typedef struct tram_chat_template tram_chat_template;
 
 /* tmpl: the Jinja source (NULL when the model has none).  bos / eos: the
- * strings bos_token / eos_token stand for.  An unrecognised or missing
- * template is an error, unless fallback_chatml: then it is ChatML and
- * tram_chat_template_warning says so. */
+ * strings bos_token / eos_token stand for.  A missing template, or one the
+ * interpreter cannot parse, is an error, unless fallback_chatml: then it is
+ * ChatML and tram_chat_template_warning says so. */
 int tram_chat_template_create(tram_chat_template **out, const char *tmpl, const char *bos, const char *eos,
                               int fallback_chatml, tram_error *err);
 /* The model's own template, BOS and EOS. */
@@ -57,16 +65,19 @@ int tram_chat_template_for(tram_chat_template **out, const tram_tokenizer *t, in
 void tram_chat_template_free(tram_chat_template *ct);
 
 tram_chat_family tram_chat_template_family(const tram_chat_template *ct);
-/* A warning to show the user (the ChatML fallback), or NULL. */
+/* A warning to show the user (the ChatML fallback, tools unsupported), or NULL. */
 const char *tram_chat_template_warning(const tram_chat_template *ct);
 tram_tool_format tram_chat_template_tool_format(const tram_chat_template *ct);
-/* Llama 3.x's "Today Date" (e.g. "26 Jul 2024") instead of the template's
- * own (a fixed date, or today's for templates that call strftime_now). */
+/* The template variable date_string (Llama 3.x's "Today Date", e.g.
+ * "26 Jul 2024"), left undefined unless set. */
 void tram_chat_template_set_date(tram_chat_template *ct, const char *date);
+/* The time strftime_now reads (seconds since the epoch, shown in local
+ * time); 0, the default: the time of each render. */
+void tram_chat_template_set_clock(tram_chat_template *ct, long long now);
 
 /* Renders the conversation into a new malloc'd string.  Conversations the
  * template refuses (roles that do not alternate, a system message where the
- * family has none) are errors with the template's own message. */
+ * template takes none) are errors with the template's own message. */
 int tram_chat_template_render(const tram_chat_template *ct, const tram_chat_msg *msgs, int n,
                               int add_generation_prompt, char **out, tram_error *err);
 /* The same with tools: NULL, or a non-empty JSON array of

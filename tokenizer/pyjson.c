@@ -23,7 +23,7 @@ void tram_pyjson_put_chars(tram_strbuf *b, const char *s, size_t n)
     }
 }
 
-static void put_string(tram_strbuf *b, const char *s, size_t n)
+void tram_pyjson_put_string(tram_strbuf *b, const char *s, size_t n)
 {
     tram_strbuf_add(b, "\"", 1);
     tram_pyjson_put_chars(b, s, n);
@@ -32,7 +32,7 @@ static void put_string(tram_strbuf *b, const char *s, size_t n)
 
 /* Python's float repr: the shortest digits that read back as x, in fixed
  * notation when the decimal exponent is in [-4, 16), else as d.ddde+XX. */
-static void put_float(tram_strbuf *b, double x)
+void tram_pyjson_float(char out[40], double x)
 {
     char sci[40];
     for (int p = 1; p <= 17; p++) {
@@ -40,7 +40,7 @@ static void put_float(tram_strbuf *b, double x)
         if (strtod(sci, NULL) == x)
             break;
     }
-    char digits[24] = {0}, out[64];
+    char digits[24] = {0};
     int nd = 0, neg = sci[0] == '-';
     const char *e = strchr(sci, 'e');
     for (const char *p = sci + neg; p < e; p++)
@@ -54,25 +54,24 @@ static void put_float(tram_strbuf *b, double x)
     if (exp < -4 || exp >= 16) {
         out[o++] = digits[0];
         if (nd > 1)
-            o += snprintf(out + o, sizeof(out) - (size_t)o, ".%s", digits + 1);
-        snprintf(out + o, sizeof(out) - (size_t)o, "e%c%02d", exp < 0 ? '-' : '+', abs(exp));
+            o += snprintf(out + o, (size_t)40 - (size_t)o, ".%s", digits + 1);
+        snprintf(out + o, (size_t)40 - (size_t)o, "e%c%02d", exp < 0 ? '-' : '+', abs(exp));
     } else if (exp < 0) {
         out[o++] = '0';
         out[o++] = '.';
         for (int i = 0; i < -exp - 1; i++)
             out[o++] = '0';
-        snprintf(out + o, sizeof(out) - (size_t)o, "%s", digits);
+        snprintf(out + o, (size_t)40 - (size_t)o, "%s", digits);
     } else {
         for (int i = 0; i <= exp; i++)
             out[o++] = i < nd ? digits[i] : '0';
         out[o++] = '.';
         if (nd > exp + 1)
-            o += snprintf(out + o, sizeof(out) - (size_t)o, "%s", digits + exp + 1);
+            o += snprintf(out + o, (size_t)40 - (size_t)o, "%s", digits + exp + 1);
         else
             out[o++] = '0';
         out[o] = 0;
     }
-    tram_strbuf_add(b, out, strlen(out));
 }
 
 static void newline(tram_strbuf *b, int indent, int depth)
@@ -102,7 +101,7 @@ static void put_container(tram_strbuf *b, const json_t *v, int indent, int depth
             key = json_object_iter_key(it);
             item = json_object_iter_value(it);
             it = json_object_iter_next((json_t *)v, it);
-            put_string(b, key, strlen(key));
+            tram_pyjson_put_string(b, key, strlen(key));
             tram_strbuf_add(b, ": ", 2);
         } else {
             item = json_array_get(v, i);
@@ -116,16 +115,19 @@ static void put_container(tram_strbuf *b, const json_t *v, int indent, int depth
 
 static void put_value(tram_strbuf *b, const json_t *v, int indent, int depth)
 {
-    char num[32];
+    char num[40];
     switch (json_typeof(v)) {
     case JSON_OBJECT:
     case JSON_ARRAY: put_container(b, v, indent, depth); break;
-    case JSON_STRING: put_string(b, json_string_value(v), json_string_length(v)); break;
+    case JSON_STRING: tram_pyjson_put_string(b, json_string_value(v), json_string_length(v)); break;
     case JSON_INTEGER:
         snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
         tram_strbuf_add(b, num, strlen(num));
         break;
-    case JSON_REAL: put_float(b, json_real_value(v)); break;
+    case JSON_REAL:
+        tram_pyjson_float(num, json_real_value(v));
+        tram_strbuf_add(b, num, strlen(num));
+        break;
     case JSON_TRUE: tram_strbuf_add(b, "true", 4); break;
     case JSON_FALSE: tram_strbuf_add(b, "false", 5); break;
     default: tram_strbuf_add(b, "null", 4); break;

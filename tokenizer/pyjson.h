@@ -8,12 +8,17 @@
 
 #include <jansson.h>
 
-#include "tokenizer/text_buf.h"
+#include "kernels/strbuf.h"
 
 /* indent < 0: on one line (indent=None); else that many spaces a level. */
 void tram_pyjson_put(tram_strbuf *b, const json_t *v, int indent);
 /* The inside of a JSON string of the UTF-8 bytes s[0..n), escaped as
  * json.dumps escapes it (no quotes around it). */
 void tram_pyjson_put_chars(tram_strbuf *b, const char *s, size_t n);
+
+/* A JSON string of the n bytes at s, quoted and escaped. */
+void tram_pyjson_put_string(tram_strbuf *b, const char *s, size_t n);
+/* Python's repr() of a finite float into out. */
+void tram_pyjson_float(char out[40], double x);
 
 #endif

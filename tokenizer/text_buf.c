@@ -1,13 +1,8 @@
 /* text_buf.c — see text_buf.h. */
 #include "tokenizer/text_buf.h"
 
-#include <stdlib.h>
-#include <string.h>
-
-#include "kernels/base.h"
-
 /* Length of a Python whitespace character (str.isspace) at s, or 0. */
-static int py_space(const unsigned char *s)
+int tram_text_py_space(const unsigned char *s)
 {
     if ((*s >= 0x09 && *s <= 0x0d) || (*s >= 0x1c && *s <= 0x20))
         return 1;
@@ -20,32 +15,4 @@ static int py_space(const unsigned char *s)
     if ((s[0] == 0xe2 && s[1] == 0x81 && s[2] == 0x9f) || (s[0] == 0xe3 && s[1] == 0x80 && s[2] == 0x80))
         return 3;   /* U+205F, U+3000 */
     return 0;
-}
-
-void tram_text_put_stripped(tram_strbuf *b, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s, *end = p + strlen(s), *last = p;
-    for (int k; *p && (k = py_space(p)); p += k) {
-    }
-    for (const unsigned char *q = p; q < end;) {
-        int k = py_space(q);
-        if (!k) {   /* step over one whole character */
-            q++;
-            while (q < end && (*q & 0xc0) == 0x80)
-                q++;
-            last = q;
-        } else {
-            q += k;
-        }
-    }
-    if (last > p)
-        tram_strbuf_add(b, (const char *)p, (size_t)(last - p));
-}
-
-size_t tram_text_py_len(const char *s)
-{
-    size_t n = 0;
-    for (; *s; s++)
-        n += ((unsigned char)*s & 0xc0) != 0x80;
-    return n;
 }

@@ -32,7 +32,7 @@ static void usage(FILE *out)
                  "with tool calls and results as the OpenAI API sends them).\n\n"
                  "  -m MODEL                 a .gguf file or a Hugging Face directory (default %s)\n"
                  "  --no-generation-prompt   do not open an assistant turn at the end\n"
-                 "  --chatml-fallback        use ChatML when the template is not a known family\n",
+                 "  --chatml-fallback        use ChatML when the model has no template or one tram cannot parse\n",
                  TRAM_DEFAULT_MODEL);
 }
 

@@ -78,20 +78,32 @@ Test(chat_template, families_and_default_model)
     tram_tokenizer_free(t);
 }
 
+/* A template of no known family renders through the interpreter all the
+ * same; one the interpreter cannot parse, or none, is an error unless the
+ * ChatML fallback is asked for. */
 Test(chat_template, unknown_template)
 {
     tram_chat_template *ct;
     tram_error err = {{0}};
     const char *odd = "{% for m in messages %}### {{ m['role'] }}: {{ m['content'] }}\n{% endfor %}";
-    cr_assert_eq(tram_chat_template_create(&ct, odd, "", "", 0, &err), -1);
-    cr_assert(strstr(err.msg, "not a family"), "%s", err.msg);
-    cr_assert_null(ct);
-    cr_assert_eq(tram_chat_template_create(&ct, NULL, "", "", 0, &err), -1);
-    cr_assert_eq(tram_chat_template_create(&ct, odd, "", "", 1, &err), 0);
-    cr_assert_eq(tram_chat_template_family(ct), TRAM_CHAT_CHATML);
-    cr_assert_not_null(tram_chat_template_warning(ct));
+    cr_assert_eq(tram_chat_template_create(&ct, odd, "", "", 0, &err), 0, "%s", err.msg);
+    cr_assert_eq(tram_chat_template_family(ct), TRAM_CHAT_OTHER);
+    cr_assert_null(tram_chat_template_warning(ct));
     tram_chat_msg m[] = {{.role = "user", .content = "x"}, {.role = NULL, .content = "y"}};
     char *out;
+    cr_assert_eq(tram_chat_template_render(ct, m, 1, 0, &out, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(out, "### user: x\n");
+    free(out);
+    tram_chat_template_free(ct);
+
+    const char *broken = "{% for m in messages %}{{ m.content }}";
+    cr_assert_eq(tram_chat_template_create(&ct, broken, "", "", 0, &err), -1);
+    cr_assert(strstr(err.msg, "not closed"), "%s", err.msg);
+    cr_assert_null(ct);
+    cr_assert_eq(tram_chat_template_create(&ct, NULL, "", "", 0, &err), -1);
+    cr_assert_eq(tram_chat_template_create(&ct, broken, "", "", 1, &err), 0);
+    cr_assert_eq(tram_chat_template_family(ct), TRAM_CHAT_CHATML);
+    cr_assert_not_null(tram_chat_template_warning(ct));
     cr_assert_eq(tram_chat_template_render(ct, m, 2, 0, &out, &err), -1);
     cr_assert_eq(tram_chat_template_render(ct, m, 1, 0, &out, &err), 0);
     cr_assert_str_eq(out, "<|im_start|>user\nx<|im_end|>\n");

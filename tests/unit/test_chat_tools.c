@@ -15,37 +15,6 @@ static const char *str(const json_t *o, const char *key)
     return json_string_value(json_object_get(o, key));
 }
 
-#define MAX_MSGS 16
-#define MAX_CALLS 4
-
-typedef struct {
-    tram_chat_msg msgs[MAX_MSGS];
-    tram_chat_tool_call calls[MAX_MSGS][MAX_CALLS];
-} conversation;
-
-/* The fixture's messages as the server passes them: null content is "". */
-static int load_messages(const json_t *jm, conversation *c)
-{
-    int n = (int)json_array_size(jm);
-    cr_assert_leq(n, MAX_MSGS);
-    for (int k = 0; k < n; k++) {
-        const json_t *m = json_array_get(jm, (size_t)k);
-        const json_t *calls = json_object_get(m, "tool_calls");
-        cr_assert_leq(json_array_size(calls), MAX_CALLS);
-        for (size_t j = 0; j < json_array_size(calls); j++) {
-            const json_t *cl = json_array_get(calls, j), *f = json_object_get(cl, "function");
-            c->calls[k][j] = (tram_chat_tool_call){
-                .id = str(cl, "id"), .name = str(f, "name"), .arguments = json_object_get(f, "arguments")};
-        }
-        c->msgs[k] = (tram_chat_msg){.role = str(m, "role"),
-                                     .content = str(m, "content") ? str(m, "content") : "",
-                                     .tool_calls = c->calls[k],
-                                     .num_tool_calls = (int)json_array_size(calls),
-                                     .tool_call_id = str(m, "tool_call_id")};
-    }
-    return n;
-}
-
 Test(chat_tools, renders_like_transformers)
 {
     json_t *rows = tok_load_jsonl(TOK_FIXTURES "chat_tools.jsonl");
@@ -63,8 +32,9 @@ Test(chat_tools, renders_like_transformers)
         seen[tram_chat_template_tool_format(ct)]++;
         if (str(row, "date_string"))
             tram_chat_template_set_date(ct, str(row, "date_string"));
-        conversation c;
-        int n = load_messages(json_object_get(row, "messages"), &c);
+        tok_conversation c;
+        tok_load_conversation(json_object_get(row, "messages"), 1, &c);   /* null content as the server passes it */
+        int n = c.n;
         const json_t *tools = json_object_get(row, "tools");
         char *out = NULL;
         int rc = tram_chat_template_render_tools(ct, c.msgs, n, json_is_null(tools) ? NULL : tools,

@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "server/cli/defaults.h"
 #include "models/gguf.h"
@@ -64,4 +65,32 @@ void tok_assert_ids(const int32_t *ids, int n, const json_t *golden, const char 
     cr_assert(first < 0, "%s: ids differ at %d (ours %d of %d, HF %d of %d) for text \"%.80s\"", what, first,
               first < n ? ids[first] : -1, n, first < gn ? g[first] : -1, gn, text);
     free(g);
+}
+
+static const char *str(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+void tok_load_conversation(const json_t *jm, int null_as_empty, tok_conversation *c)
+{
+    c->n = (int)json_array_size(jm);
+    c->tool_parts = 0;
+    cr_assert_leq(c->n, TOK_MAX_MSGS);
+    for (int k = 0; k < c->n; k++) {
+        const json_t *m = json_array_get(jm, (size_t)k), *calls = json_object_get(m, "tool_calls");
+        cr_assert_leq(json_array_size(calls), TOK_MAX_CALLS);
+        for (size_t j = 0; j < json_array_size(calls); j++) {
+            const json_t *cl = json_array_get(calls, j), *f = json_object_get(cl, "function");
+            c->calls[k][j] = (tram_chat_tool_call){
+                .id = str(cl, "id"), .name = str(f, "name"), .arguments = json_object_get(f, "arguments")};
+        }
+        const char *content = str(m, "content");
+        c->msgs[k] = (tram_chat_msg){.role = str(m, "role"),
+                                     .content = content || !null_as_empty ? content : "",
+                                     .tool_calls = c->calls[k],
+                                     .num_tool_calls = (int)json_array_size(calls),
+                                     .tool_call_id = str(m, "tool_call_id")};
+        c->tool_parts |= c->msgs[k].num_tool_calls || !strcmp(c->msgs[k].role, "tool");
+    }
 }
