@@ -14,7 +14,7 @@
 #define MAX_ELEMS (1 << 20)
 #define MAX_RULES (1 << 16)
 #define MAX_NESTING 128
-#define MAX_REPEAT 4096
+#define MAX_UNROLLED 32     /* counts up to this are expanded into rules */
 #define MAX_RANGES 1024
 
 typedef struct {
@@ -44,6 +44,8 @@ typedef struct {
     int num_sets, cap_sets;
     interned_class *classes;
     int num_classes, cap_classes;
+    tram_grepeat *repeats;
+    int num_repeats, cap_repeats;
 } parser;
 
 #define FAIL(ps, ...) ((ps)->failed ? -1 : ((ps)->failed = 1, tram_fail((ps)->err, __VA_ARGS__)))
@@ -417,14 +419,44 @@ static int repeat_rule(parser *ps, int parent, int term, int star, int tail, int
     return r;
 }
 
+/* A large count: the term at elems[start..] of `rule` becomes one REPEAT
+ * element over a body rule of its own (the term's alternatives inlined, as
+ * in repeat_rule), and the matcher keeps the count on the stack (ir.h).
+ *
+ * Why a counter and not an expansion: unrolling x{0,100000} makes 100000
+ * rules whose every byte position needs its own precomputed mask (a walk
+ * of the whole vocabulary each), and an expansion into O(log n) rules is
+ * ambiguous, so the matcher would carry many stacks at once.  With a
+ * counter the grammar and its masks are the same size at any count, the
+ * stack set stays as small as for x*, and the masks of the body's
+ * positions stay valid: they are computed for "any count" (x*), which is
+ * exact whenever the count is far enough from max that no token can reach
+ * it (token_mask.c checks the few steps that are not). */
+static int counted_repeat(parser *ps, int rule, int start, int min, int max)
+{
+    int term = term_rule(ps, rule, start), body = term < 0 ? -1 : helper_rule(ps, rule);
+    if (body < 0 || push_term_then(ps, body, term, -1, 0) || push(ps, body, TRAM_G_END, 0))
+        return -1;
+    if (grow((void **)&ps->repeats, &ps->cap_repeats, ps->num_repeats + 1, sizeof(*ps->repeats)))
+        return FAIL(ps, "grammar: out of memory");
+    ps->repeats[ps->num_repeats] = (tram_grepeat){.body = body, .min = min, .max = max};
+    elemvec *e = &ps->rules[rule];
+    ps->total_elems -= e->n - start;
+    e->n = start;
+    return push(ps, rule, TRAM_G_REPEAT, ps->num_repeats++);
+}
+
 /* Replaces the term at elems[start..] of `rule` by min copies of it, then
  * (max - min) optional ones, or any number when max < 0.  A helper term
  * (a group, a class beyond ASCII) is inlined into a chain of rules, each
- * ending in a reference to the next; a short run of bytes is copied. */
+ * ending in a reference to the next; a short run of bytes is copied.
+ * Large counts are counted instead (counted_repeat). */
 static int repeat(parser *ps, int rule, int start, int min, int max)
 {
     if (ps->rules[rule].n == start)
         return 0;  /* an empty literal repeated is still empty */
+    if (min > MAX_UNROLLED || max > MAX_UNROLLED)
+        return counted_repeat(ps, rule, start, min, max);
     int term = term_rule(ps, rule, start);
     if (term < 0)
         return -1;
@@ -457,10 +489,10 @@ static int parse_count(parser *ps, int *out)
     if (*ps->p < '0' || *ps->p > '9')
         return 0;
     long v = 0;
-    while (*ps->p >= '0' && *ps->p <= '9' && v <= MAX_REPEAT)
+    while (*ps->p >= '0' && *ps->p <= '9' && v <= TRAM_GBNF_MAX_REPEAT)
         v = v * 10 + (*ps->p++ - '0');
-    if (v > MAX_REPEAT)
-        return FAIL(ps, "grammar: repetition count over %d", MAX_REPEAT);
+    if (v > TRAM_GBNF_MAX_REPEAT)
+        return FAIL(ps, "grammar: repetition count over %d, the largest tram supports", TRAM_GBNF_MAX_REPEAT);
     *out = (int)v;
     return 1;
 }
@@ -610,7 +642,7 @@ static uint8_t *nullable_rules(const tram_gbnf *g)
                     if (e->kind == TRAM_G_END)
                         break;
                     all = 1;
-                } else if (e->kind == TRAM_G_BYTES || !nul[e->arg]) {
+                } else if (e->kind == TRAM_G_BYTES || !tram_gelem_nullable(g, nul, e)) {
                     all = 0;
                 }
             }
@@ -634,11 +666,11 @@ static int left_recursive(const tram_gbnf *g, const uint8_t *nul, uint8_t *colou
             if (e->kind == TRAM_G_END)
                 break;
             at_start = 1;
-        } else if (at_start && e->kind == TRAM_G_REF) {
-            int bad = left_recursive(g, nul, colour, e->arg, depth + 1);
+        } else if (at_start && tram_gelem_rule(g, e) >= 0) {
+            int bad = left_recursive(g, nul, colour, tram_gelem_rule(g, e), depth + 1);
             if (bad >= 0)
                 return bad;
-            at_start = nul[e->arg];
+            at_start = tram_gelem_nullable(g, nul, e);
         } else {
             at_start = 0;
         }
@@ -647,10 +679,21 @@ static int left_recursive(const tram_gbnf *g, const uint8_t *nul, uint8_t *colou
     return -1;
 }
 
+/* A rule holding a counted repetition of something that can be empty (the
+ * counter would spin without reading a byte), or -1. */
+static int empty_counted_repeat(const tram_gbnf *g, const uint8_t *nul)
+{
+    for (int r = 0; r < g->num_rules; r++)
+        for (const tram_gelem *e = g->elems + g->rule_start[r]; e->kind != TRAM_G_END; e++)
+            if (e->kind == TRAM_G_REPEAT && nul[g->repeats[e->arg].body])
+                return r;
+    return -1;
+}
+
 static int check_left_recursion(const tram_gbnf *g, tram_error *err)
 {
     uint8_t *nul = nullable_rules(g), *colour = calloc((size_t)g->num_rules, 1);
-    int bad = -1;
+    int bad = nul ? empty_counted_repeat(g, nul) : -1;
     for (int r = 0; nul && colour && r < g->num_rules && bad < 0; r++)
         bad = left_recursive(g, nul, colour, r, 0);
     int oom = !nul || !colour;
@@ -712,6 +755,8 @@ int tram_gbnf_parse(const char *text, const char *root, tram_gbnf *g, tram_error
     g->rule_names = ps.names;
     g->sets = ps.sets;
     g->num_sets = ps.num_sets;
+    g->repeats = ps.repeats;
+    g->num_repeats = ps.num_repeats;
     if (!ps.failed) {
         g->num_rules = ps.num_rules;
         for (int r = 0; r < ps.num_rules && g->root < 0; r++)
@@ -737,5 +782,6 @@ void tram_gbnf_free(tram_gbnf *g)
     free(g->elems);
     free(g->rule_start);
     free(g->sets);
+    free(g->repeats);
     *g = (tram_gbnf){.root = -1};
 }

@@ -15,6 +15,11 @@
 #include "grammar/ir.h"
 #include "kernels/base.h"
 
+/* The largest count of a repetition {m,n}, here and in the regex and JSON
+ * Schema compilers (minLength, maxItems, ...).  A counted repetition costs
+ * the same at any count (see counted_repeat in gbnf.c). */
+#define TRAM_GBNF_MAX_REPEAT 1000000
+
 /* Parses text; root names the start rule. */
 int tram_gbnf_parse(const char *text, const char *root, tram_gbnf *out, tram_error *err);
 void tram_gbnf_free(tram_gbnf *g);

@@ -120,10 +120,59 @@ static void expand_ref(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int
     buf[len - 1] = top;
 }
 
+/* buf[0..base) is what lies under the loop at q, `done` its iterations
+ * so far: the loop ends here when done >= min, and runs its body again
+ * when done < max, on top of the count and the marker. */
+static void loop_iterate(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int base, int32_t q,
+                         int32_t done)
+{
+    const tram_grepeat *rep = &g->repeats[g->elems[q].arg];
+    int any = done == TRAM_LOOP_ANY_COUNT;
+    if (any || done >= rep->min)
+        tram_stacks_expand(g, out, buf, base);
+    if ((!any && rep->max >= 0 && done >= rep->max) || base + 2 >= TRAM_MAX_STACK_DEPTH)
+        return;
+    buf[base] = done;
+    buf[base + 1] = tram_loop_marker(q);
+    for (int32_t pos = g->rule_start[rep->body];; pos++) {
+        buf[base + 2] = pos;
+        tram_stacks_expand(g, out, buf, base + 3);
+        while (!tram_gelem_ends_alt(&g->elems[pos]))
+            pos++;
+        if (g->elems[pos].kind == TRAM_G_END)
+            break;
+    }
+}
+
+/* A REPEAT on top: replaced by what follows it (as for a reference), the
+ * loop entered with no iterations done. */
+static void enter_loop(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int len)
+{
+    int32_t q = buf[len - 1];
+    int keep = !tram_gelem_ends_alt(&g->elems[q + 1]);
+    buf[len - 1] = q + 1;
+    loop_iterate(g, out, buf, keep ? len : len - 1, q, 0);
+    buf[len - 1] = q;
+}
+
+/* A marker on top: one more iteration of its loop is done. */
+static void end_iteration(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int len)
+{
+    int32_t marker = buf[len - 1], done = buf[len - 2];
+    loop_iterate(g, out, buf, len - 2, tram_loop_of_marker(marker),
+                 done == TRAM_LOOP_ANY_COUNT ? done : done + 1);
+    buf[len - 2] = done;
+    buf[len - 1] = marker;
+}
+
 void tram_stacks_expand(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int len)
 {
     if (len == 0) {
         out->has_end = 1;
+        return;
+    }
+    if (buf[len - 1] < 0) {
+        end_iteration(g, out, buf, len);
         return;
     }
     const tram_gelem *e = &g->elems[buf[len - 1]];
@@ -131,6 +180,8 @@ void tram_stacks_expand(const tram_gbnf *g, tram_stackset *out, int32_t *buf, in
         add_stack(out, buf, len);
     else if (e->kind == TRAM_G_REF)
         expand_ref(g, out, buf, len);
+    else if (e->kind == TRAM_G_REPEAT)
+        enter_loop(g, out, buf, len);
     else
         tram_stacks_expand(g, out, buf, len - 1);
 }
