@@ -14,7 +14,7 @@
 #define MAX_ELEMS (1 << 20)
 #define MAX_RULES (1 << 16)
 #define MAX_NESTING 128
-#define MAX_UNROLLED 32     /* counts up to this are expanded into rules */
+#define UNROLLED 128        /* counts up to this are expanded into rules */
 #define MAX_RANGES 1024
 
 typedef struct {
@@ -36,6 +36,7 @@ typedef struct {
     const char *p;
     tram_error *err;
     int failed, nesting, total_elems;
+    int tail;                  /* the last iterations of a large bounded count expanded */
     char **names;
     elemvec *rules;
     uint8_t *defined, *synthetic;
@@ -419,6 +420,8 @@ static int repeat_rule(parser *ps, int parent, int term, int star, int tail, int
     return r;
 }
 
+static int repeat(parser *ps, int rule, int start, int min, int max);
+
 /* A large count: the term at elems[start..] of `rule` becomes one REPEAT
  * element over a body rule of its own (the term's alternatives inlined, as
  * in repeat_rule), and the matcher keeps the count on the stack (ir.h).
@@ -427,19 +430,33 @@ static int repeat_rule(parser *ps, int parent, int term, int star, int tail, int
  * rules whose every byte position needs its own precomputed mask (a walk
  * of the whole vocabulary each), and an expansion into O(log n) rules is
  * ambiguous, so the matcher would carry many stacks at once.  With a
- * counter the grammar and its masks are the same size at any count, the
- * stack set stays as small as for x*, and the masks of the body's
- * positions stay valid: they are computed for "any count" (x*), which is
- * exact whenever the count is far enough from max that no token can reach
- * it (token_mask.c checks the few steps that are not). */
+ * counter the grammar and its masks are the same size at any count, and
+ * the stack set stays as small as for x*.  The masks of the body's
+ * positions are computed for "any count" (x* semantics, token_mask.c),
+ * which is exact while no token can run past the last iteration; so a
+ * bounded count x{m,n} is the loop up to n - tail iterations and then, for
+ * the last `tail`, x{max(0, m - (n - tail)), tail} expanded as usual.  A
+ * token starts at most one iteration per byte after its first, so with a
+ * tail as long as the longest token no token reaches the loop's end from
+ * inside it; a shorter tail stays exact, with the tokens that can checked
+ * at run time (token_mask.c). */
 static int counted_repeat(parser *ps, int rule, int start, int min, int max)
 {
     int term = term_rule(ps, rule, start), body = term < 0 ? -1 : helper_rule(ps, rule);
     if (body < 0 || push_term_then(ps, body, term, -1, 0) || push(ps, body, TRAM_G_END, 0))
         return -1;
+    tram_grepeat rep = {.body = body, .min = min, .max = max, .tail = -1};
+    if (max >= 0) {
+        rep.max = max - ps->tail;
+        rep.min = TRAM_MIN(min, rep.max);
+        rep.tail_max = ps->tail;
+        if ((rep.tail = helper_rule(ps, rule)) < 0 || push(ps, rep.tail, TRAM_G_REF, term) ||
+            repeat(ps, rep.tail, 0, TRAM_MAX(0, min - rep.max), ps->tail) || push(ps, rep.tail, TRAM_G_END, 0))
+            return -1;
+    }
     if (grow((void **)&ps->repeats, &ps->cap_repeats, ps->num_repeats + 1, sizeof(*ps->repeats)))
         return FAIL(ps, "grammar: out of memory");
-    ps->repeats[ps->num_repeats] = (tram_grepeat){.body = body, .min = min, .max = max};
+    ps->repeats[ps->num_repeats] = rep;
     elemvec *e = &ps->rules[rule];
     ps->total_elems -= e->n - start;
     e->n = start;
@@ -455,7 +472,7 @@ static int repeat(parser *ps, int rule, int start, int min, int max)
 {
     if (ps->rules[rule].n == start)
         return 0;  /* an empty literal repeated is still empty */
-    if (min > MAX_UNROLLED || max > MAX_UNROLLED)
+    if (max >= 0 ? max > UNROLLED && max > ps->tail : min > UNROLLED)
         return counted_repeat(ps, rule, start, min, max);
     int term = term_rule(ps, rule, start);
     if (term < 0)
@@ -739,10 +756,10 @@ static void free_parser(parser *ps)
     free(ps->classes);
 }
 
-int tram_gbnf_parse(const char *text, const char *root, tram_gbnf *g, tram_error *err)
+int tram_gbnf_parse(const char *text, const char *root, int tail, tram_gbnf *g, tram_error *err)
 {
     *g = (tram_gbnf){.root = -1};
-    parser ps = {.p = text, .err = err};
+    parser ps = {.p = text, .err = err, .tail = TRAM_MAX(tail, 1)};
     skip_space(&ps, 1);
     while (*ps.p && !ps.failed) {
         parse_rule(&ps);

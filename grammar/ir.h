@@ -35,9 +35,11 @@ typedef struct {
     uint32_t bits[8];
 } tram_byteset;
 
-/* body{min,max}; max < 0: no upper bound.  The body cannot match empty. */
+/* body{min,max} (max < 0: no upper bound), ended after min..max - 1
+ * iterations; after max, the loop goes on into rule tail (when >= 0), which
+ * matches at most tail_max more, else it ends.  The body cannot match empty. */
 typedef struct {
-    int32_t body, min, max;
+    int32_t body, min, max, tail, tail_max;
 } tram_grepeat;
 
 /* The count entry of a precomputed mask's walk: any count, every

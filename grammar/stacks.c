@@ -96,6 +96,21 @@ int tram_stackset_copy(tram_stackset *dst, const tram_stackset *src)
     return 0;
 }
 
+/* For each alternative of `rule`: its start pushed on buf[0..len), expanded. */
+static void push_rule(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int len, int rule)
+{
+    if (len >= TRAM_MAX_STACK_DEPTH)
+        return;
+    for (int32_t pos = g->rule_start[rule];; pos++) {
+        buf[len] = pos;
+        tram_stacks_expand(g, out, buf, len + 1);
+        while (!tram_gelem_ends_alt(&g->elems[pos]))
+            pos++;
+        if (g->elems[pos].kind == TRAM_G_END)
+            break;
+    }
+}
+
 /* A reference is replaced by what follows it (left out when that is the
  * end of the alternative: the tail call keeps repetitions shallow), with
  * one of the rule's alternatives pushed on top. */
@@ -103,45 +118,27 @@ static void expand_ref(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int
 {
     int32_t top = buf[len - 1], cont = top + 1;
     int keep = !tram_gelem_ends_alt(&g->elems[cont]);
-    int base = keep ? len : len - 1;
-    if (base >= TRAM_MAX_STACK_DEPTH)
-        return;
     buf[len - 1] = cont;
-    int32_t pos = g->rule_start[g->elems[top].arg];
-    for (;;) {
-        buf[base] = pos;
-        tram_stacks_expand(g, out, buf, base + 1);
-        while (!tram_gelem_ends_alt(&g->elems[pos]))
-            pos++;
-        if (g->elems[pos].kind == TRAM_G_END)
-            break;
-        pos++;
-    }
+    push_rule(g, out, buf, keep ? len : len - 1, g->elems[top].arg);
     buf[len - 1] = top;
 }
 
 /* buf[0..base) is what lies under the loop at q, `done` its iterations
- * so far: the loop ends here when done >= min, and runs its body again
- * when done < max, on top of the count and the marker. */
+ * so far (TRAM_LOOP_ANY_COUNT: any number, for the precomputed masks). */
 static void loop_iterate(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int base, int32_t q,
                          int32_t done)
 {
     const tram_grepeat *rep = &g->repeats[g->elems[q].arg];
-    int any = done == TRAM_LOOP_ANY_COUNT;
-    if (any || done >= rep->min)
-        tram_stacks_expand(g, out, buf, base);
-    if ((!any && rep->max >= 0 && done >= rep->max) || base + 2 >= TRAM_MAX_STACK_DEPTH)
+    int any = done == TRAM_LOOP_ANY_COUNT, at_max = !any && rep->max >= 0 && done >= rep->max;
+    if (any || (done >= rep->min && !(at_max && rep->tail >= 0)))
+        tram_stacks_expand(g, out, buf, base);  /* the loop ends */
+    if (at_max && rep->tail >= 0)
+        push_rule(g, out, buf, base, rep->tail);
+    if (at_max || base + 2 >= TRAM_MAX_STACK_DEPTH)
         return;
     buf[base] = done;
     buf[base + 1] = tram_loop_marker(q);
-    for (int32_t pos = g->rule_start[rep->body];; pos++) {
-        buf[base + 2] = pos;
-        tram_stacks_expand(g, out, buf, base + 3);
-        while (!tram_gelem_ends_alt(&g->elems[pos]))
-            pos++;
-        if (g->elems[pos].kind == TRAM_G_END)
-            break;
-    }
+    push_rule(g, out, buf, base + 2, rep->body);
 }
 
 /* A REPEAT on top: replaced by what follows it (as for a reference), the
@@ -206,14 +203,5 @@ void tram_stacks_advance(const tram_gbnf *g, const tram_stackset *in, int only, 
 void tram_stacks_start(const tram_gbnf *g, int rule, tram_stackset *out, int32_t *buf)
 {
     tram_stackset_clear(out);
-    int32_t pos = g->rule_start[rule];
-    for (;;) {
-        buf[0] = pos;
-        tram_stacks_expand(g, out, buf, 1);
-        while (!tram_gelem_ends_alt(&g->elems[pos]))
-            pos++;
-        if (g->elems[pos].kind == TRAM_G_END)
-            break;
-        pos++;
-    }
+    push_rule(g, out, buf, 0, rule);
 }

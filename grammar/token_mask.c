@@ -306,8 +306,13 @@ static int follow_sets(const tram_gbnf *g, tram_byteset *follow, tram_error *err
                 tram_byteset f = {{0}};
                 if (first_of(g, p + 1, first, nul, &f))
                     merge(&f, &follow[r]);
-                if (e->kind == TRAM_G_REPEAT)
-                    merge(&f, &first[sub]);  /* the next iteration */
+                if (e->kind == TRAM_G_REPEAT && g->repeats[e->arg].tail >= 0)
+                    changed |= merge(&follow[g->repeats[e->arg].tail], &f);
+                if (e->kind == TRAM_G_REPEAT) {  /* the body: then the next iteration, or the tail */
+                    merge(&f, &first[sub]);
+                    if (g->repeats[e->arg].tail >= 0)
+                        merge(&f, &first[g->repeats[e->arg].tail]);
+                }
                 changed |= merge(&follow[sub], &f);
             }
     }
@@ -450,7 +455,7 @@ static int32_t loop_room(const tram_gbnf *g, const tram_vocab_trie *t, const tra
     if (rep->max < 0)
         return INT32_MAX;
     /* under the body's frame: the iterations done, then the loop's marker */
-    int32_t room = rep->max - tram_stack_at(st, which)[st->len[which] - 3];
+    int32_t room = rep->max + (rep->tail >= 0 ? rep->tail_max : 0) - tram_stack_at(st, which)[st->len[which] - 3];
     return room >= t->max_len ? INT32_MAX : room;
 }
 

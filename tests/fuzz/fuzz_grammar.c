@@ -39,7 +39,7 @@ static void parse(const char *gbnf, int must, const char *allowed, const uint8_t
 {
     tram_gbnf g;
     tram_error err = {{0}};
-    if (tram_gbnf_parse(gbnf, "root", &g, &err)) {
+    if (tram_gbnf_parse(gbnf, "root", 8, &g, &err)) {
         if (!err.msg[0] || (must && !(allowed && strstr(err.msg, allowed))))
             abort();
         return;

@@ -22,6 +22,11 @@
 
 static int32_t buf[TRAM_MAX_STACK_DEPTH + 1];
 
+/* The expanded tail of large bounded counts where no vocabulary is in play:
+ * short, so that the byte matcher's tests cross from the counted loop into
+ * the tail (any tail gives the same language). */
+#define BYTE_TAIL 8
+
 /* 1 when the grammar matches all of text: the oracle the mask is checked against. */
 static int run_bytes(const tram_gbnf *g, tram_stackset *st, const char *text, size_t n)
 {
@@ -42,7 +47,7 @@ static int matches(const char *gbnf, const char *text)
 {
     tram_gbnf g;
     tram_error err = {{0}};
-    cr_assert_eq(tram_gbnf_parse(gbnf, "root", &g, &err), 0, "%s: %s", gbnf, err.msg);
+    cr_assert_eq(tram_gbnf_parse(gbnf, "root", BYTE_TAIL, &g, &err), 0, "%s: %s", gbnf, err.msg);
     tram_stackset st = {0};
     tram_stacks_start(&g, g.root, &st, buf);
     int ok = run_bytes(&g, &st, text, strlen(text)) && st.has_end;
@@ -104,7 +109,7 @@ Test(grammar, gbnf_errors_name_the_problem)
     for (size_t i = 0; i < TRAM_ARRAY_LEN(cases); i++) {
         tram_gbnf g;
         tram_error err = {{0}};
-        cr_assert_eq(tram_gbnf_parse(cases[i].gbnf, "root", &g, &err), -1, "case %zu parsed", i);
+        cr_assert_eq(tram_gbnf_parse(cases[i].gbnf, "root", BYTE_TAIL, &g, &err), -1, "case %zu parsed", i);
         cr_assert(strstr(err.msg, cases[i].words), "case %zu: '%s' lacks '%s'", i, err.msg, cases[i].words);
     }
 }
@@ -356,20 +361,24 @@ Test(grammar_counts, gbnf_and_regex_counts_are_exact)
     cr_assert(!matches("root ::= ( \"[\" [a-z]{0,40} \"]\" ){1,300}", "[abcdefghijklmnopqrstuvwxyzabcdefghijklmno]"));
 }
 
-/* A count of 100000 is a few grammar positions, and the matcher follows it
- * with as many stacks, each as short, as it follows x* with. */
+/* A count of 100000 makes the grammar of a count of 200, and the matcher
+ * follows it with as many stacks, each as short, as it follows x* with. */
 Test(grammar_counts, a_long_count_keeps_the_matcher_small)
 {
     static const char *const gbnf[] = {"root ::= \"\\\"\" ( [^\"\\\\] | \"\\\\\" [nt] ){0,100000} \"\\\"\"",
-                                       "root ::= \"\\\"\" ( [^\"\\\\] | \"\\\\\" [nt] )* \"\\\"\""};
-    tram_gbnf g[2];
+                                       "root ::= \"\\\"\" ( [^\"\\\\] | \"\\\\\" [nt] )* \"\\\"\"",
+                                       "root ::= \"\\\"\" ( [^\"\\\\] | \"\\\\\" [nt] ){0,200} \"\\\"\""};
+    tram_gbnf g[3];
     tram_stackset st[2] = {{0}}, next = {0};
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         tram_error err = {{0}};
-        cr_assert_eq(tram_gbnf_parse(gbnf[k], "root", &g[k], &err), 0, "%s", err.msg);
-        tram_stacks_start(&g[k], g[k].root, &st[k], buf);
+        cr_assert_eq(tram_gbnf_parse(gbnf[k], "root", BYTE_TAIL, &g[k], &err), 0, "%s", err.msg);
+        if (k < 2)
+            tram_stacks_start(&g[k], g[k].root, &st[k], buf);
     }
-    cr_assert_lt(g[0].num_elems, 2 * g[1].num_elems, "%d grammar positions for a count of 100000", g[0].num_elems);
+    cr_assert_eq(g[0].num_elems, g[2].num_elems, "a count of 100000: %d grammar positions, of 200: %d",
+                 g[0].num_elems, g[2].num_elems);
+    tram_gbnf_free(&g[2]);
     const char text[] = "a\\n\xc3\xa9 ";  /* 4 characters in 6 bytes */
     for (int i = 0; i <= 100000 / 4 * 6; i++) {
         unsigned char c = (unsigned char)(i == 0 ? '"' : text[(i - 1) % 6]);
@@ -415,12 +424,12 @@ Test(grammar_counts, counts_past_the_limit_are_errors_naming_it)
         cr_assert(strstr(err.msg, schemas[i].words), "case %zu: '%s' lacks '%s'", i, err.msg, schemas[i].words);
     }
     static const char *const gbnf[] = {"root ::= \"a\"{1000001}", "root ::= \"a\"{2,99999999999}",
-                                       "root ::= (\"a\"?){100}", "root ::= (\"a\" | \"\"){0,500}"};
+                                       "root ::= (\"a\"?){1000}", "root ::= (\"a\" | \"\"){0,500}"};
     static const char *const words[] = {"count over 1000000", "count over 1000000", "can be empty", "can be empty"};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(gbnf); i++) {
         tram_gbnf g;
         tram_error err = {{0}};
-        cr_assert_eq(tram_gbnf_parse(gbnf[i], "root", &g, &err), -1, "'%s' parsed", gbnf[i]);
+        cr_assert_eq(tram_gbnf_parse(gbnf[i], "root", BYTE_TAIL, &g, &err), -1, "'%s' parsed", gbnf[i]);
         cr_assert(strstr(err.msg, words[i]), "'%s': '%s' lacks '%s'", gbnf[i], err.msg, words[i]);
     }
     char *out = NULL;
@@ -433,14 +442,15 @@ Test(grammar_counts, counts_past_the_limit_are_errors_naming_it)
 
 /* At each step of a random walk through the grammar, the matcher's mask
  * equals, token by token over the whole vocabulary, what the byte matcher
- * says of the token's bytes from the same state. */
-static void check_mask(const tram_tokenizer *tok, const char *gbnf, int steps, unsigned seed)
+ * says of the token's bytes from the same state.  tail: of large bounded
+ * counts (0: the default, the longest token). */
+static void check_mask(const tram_tokenizer *tok, const char *gbnf, int tail, int steps, unsigned seed)
 {
     tram_error err = {{0}};
-    tram_grammar *g = tram_grammar_compile(gbnf, "root", tok, &err);
+    tram_grammar *g = tram_grammar_compile_tail(gbnf, "root", tok, tail, &err);
     cr_assert(g, "%s", err.msg);
     tram_gbnf ir;
-    cr_assert_eq(tram_gbnf_parse(gbnf, "root", &ir, &err), 0);
+    cr_assert_eq(tram_gbnf_parse(gbnf, "root", BYTE_TAIL, &ir, &err), 0);
     tram_matcher *m;
     cr_assert_eq(tram_matcher_create(&m, g, &err), 0);
     tram_stackset state = {0}, probe = {0};
@@ -500,12 +510,18 @@ Test(grammar, mask_equals_brute_force, .timeout = 120)
                      "root", &schema, &err), 0, "%s", err.msg);
     cr_assert_eq(tram_json_object_gbnf("root", &object, &err), 0);
     cr_assert_eq(tram_regex_to_gbnf("[\\u03b1-\\u03c9]{2,5} (yes|no)\\.?", "root", &re, &err), 0, "%s", err.msg);
-    /* counted repetitions (counts over 32), walked up to their max */
+    /* counted repetitions, walked up to their max: with the default tail,
+     * and with a tail of 3 so that near the bound the tokens longer than
+     * it are checked at run time */
+    char *counted = NULL;
+    cr_assert_eq(tram_json_schema_to_gbnf("{\"type\":\"string\",\"minLength\":135,\"maxLength\":140}", "root",
+                                          &counted, &err), 0, "%s", err.msg);
     const char *grammars[] = {schema, object, re, "root ::= ( [^a-z\\n] | \"ab\" ){1,6} \"\\n\"?",
-                              "root ::= \"\\\"\" ( [a-z ] | \"\\\\n\" ){30,36} \"\\\"\"",
-                              "root ::= \"[\" ( [0-9] \",\" ){33,34} \"]\""};
+                              "root ::= \"<\" ( [a-z ] | \"\\\\n\" ){130,140} \">\"", counted, counted};
+    const int tails[] = {0, 0, 0, 0, 3, 3, 0}, steps[] = {10, 10, 10, 10, 24, 24, 24};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(grammars); i++)
-        check_mask(tok, grammars[i], i < 4 ? 10 : 14, (unsigned)(7 + i));
+        check_mask(tok, grammars[i], tails[i], steps[i], (unsigned)(7 + i));
+    free(counted);
     free(schema);
     free(object);
     free(re);
