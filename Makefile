@@ -204,7 +204,7 @@ FUZZ_SRC_gguf := models/gguf.c kernels/dequant.c kernels/base.c
 FUZZ_SRC_api  := server/api_request.c server/api_error.c server/api_fields.c server/api_tools.c -ljansson
 # the grammar front ends: schema and regex compilers, the GBNF parser, the stack matcher
 FUZZ_SRC_grammar := grammar/gbnf.c grammar/utf8_ranges.c grammar/stacks.c grammar/json_schema.c \
-                    grammar/regex.c grammar/gbnf_text.c kernels/base.c -ljansson
+                    grammar/regex.c grammar/gbnf_text.c kernels/base.c kernels/strbuf.c -ljansson
 fuzz-gguf fuzz-api fuzz-grammar: fuzz-%: tests/fuzz/fuzz_%.c
 	@mkdir -p $(BUILD)/fuzz tests/fuzz/corpus-$*
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. -D_GNU_SOURCE \

@@ -47,6 +47,8 @@ typedef struct {
     int num_classes, cap_classes;
     tram_grepeat *repeats;
     int num_repeats, cap_repeats;
+    int32_t *repeated;         /* pairs (rule, term) of repetitions that may run twice */
+    int num_repeated, cap_repeated;
 } parser;
 
 #define FAIL(ps, ...) ((ps)->failed ? -1 : ((ps)->failed = 1, tram_fail((ps)->err, __VA_ARGS__)))
@@ -440,9 +442,9 @@ static int repeat(parser *ps, int rule, int start, int min, int max);
  * tail as long as the longest token no token reaches the loop's end from
  * inside it; a shorter tail stays exact, with the tokens that can checked
  * at run time (token_mask.c). */
-static int counted_repeat(parser *ps, int rule, int start, int min, int max)
+static int counted_repeat(parser *ps, int rule, int start, int term, int min, int max)
 {
-    int term = term_rule(ps, rule, start), body = term < 0 ? -1 : helper_rule(ps, rule);
+    int body = helper_rule(ps, rule);
     if (body < 0 || push_term_then(ps, body, term, -1, 0) || push(ps, body, TRAM_G_END, 0))
         return -1;
     tram_grepeat rep = {.body = body, .min = min, .max = max, .tail = -1};
@@ -472,11 +474,17 @@ static int repeat(parser *ps, int rule, int start, int min, int max)
 {
     if (ps->rules[rule].n == start)
         return 0;  /* an empty literal repeated is still empty */
-    if (max >= 0 ? max > UNROLLED && max > ps->tail : min > UNROLLED)
-        return counted_repeat(ps, rule, start, min, max);
     int term = term_rule(ps, rule, start);
     if (term < 0)
         return -1;
+    if (max < 0 || max > 1) {  /* checked once all rules are known (check_repeated) */
+        if (grow((void **)&ps->repeated, &ps->cap_repeated, 2 * ps->num_repeated + 2, sizeof(int32_t)))
+            return FAIL(ps, "grammar: out of memory");
+        ps->repeated[2 * ps->num_repeated] = rule;
+        ps->repeated[2 * ps->num_repeated++ + 1] = term;
+    }
+    if (max >= 0 ? max > UNROLLED && max > ps->tail : min > UNROLLED)
+        return counted_repeat(ps, rule, start, term, min, max);
     elemvec *e = &ps->rules[rule];
     int len = e->n - start;
     tram_gelem copy[64];
@@ -696,23 +704,25 @@ static int left_recursive(const tram_gbnf *g, const uint8_t *nul, uint8_t *colou
     return -1;
 }
 
-/* A rule holding a counted repetition of something that can be empty (the
- * counter would spin without reading a byte), or -1. */
-static int empty_counted_repeat(const tram_gbnf *g, const uint8_t *nul)
+/* A rule that repeats, more than once, something that can be empty, or -1.
+ * Every way through the empty copies would be a stack to expand: 2^n of
+ * them for (""|""){n}, so it is refused, as x* of such an x is. */
+static int empty_repeated(const uint8_t *nul, const int32_t *repeated, int num_repeated)
 {
-    for (int r = 0; r < g->num_rules; r++)
-        for (const tram_gelem *e = g->elems + g->rule_start[r]; e->kind != TRAM_G_END; e++)
-            if (e->kind == TRAM_G_REPEAT && nul[g->repeats[e->arg].body])
-                return r;
+    for (int i = 0; i < num_repeated; i++)
+        if (nul[repeated[2 * i + 1]])
+            return repeated[2 * i];
     return -1;
 }
 
-static int check_left_recursion(const tram_gbnf *g, tram_error *err)
+static int check_left_recursion(const tram_gbnf *g, const int32_t *repeated, int num_repeated, tram_error *err)
 {
     uint8_t *nul = nullable_rules(g), *colour = calloc((size_t)g->num_rules, 1);
-    int bad = nul ? empty_counted_repeat(g, nul) : -1;
+    int bad = -1, empty = -1;
     for (int r = 0; nul && colour && r < g->num_rules && bad < 0; r++)
         bad = left_recursive(g, nul, colour, r, 0);
+    if (nul && bad < 0)
+        empty = empty_repeated(nul, repeated, num_repeated);
     int oom = !nul || !colour;
     free(nul);
     free(colour);
@@ -722,6 +732,9 @@ static int check_left_recursion(const tram_gbnf *g, tram_error *err)
         return tram_fail(err, "grammar: rule '%s' is left-recursive (it can reach itself before "
                               "matching a character, e.g. a repetition of something that can be empty)",
                          g->rule_names[bad]);
+    if (empty >= 0)
+        return tram_fail(err, "grammar: rule '%s' repeats something that can be empty (repeat what it "
+                              "must match instead: x{0,n}, not (x?){n})", g->rule_names[empty]);
     return 0;
 }
 
@@ -784,7 +797,9 @@ int tram_gbnf_parse(const char *text, const char *root, int tail, tram_gbnf *g, 
     }
     g->num_rules = ps.num_rules;
     free_parser(&ps);
-    if (ps.failed || check_left_recursion(g, err)) {
+    int bad = ps.failed || check_left_recursion(g, ps.repeated, ps.num_repeated, err);
+    free(ps.repeated);
+    if (bad) {
         tram_gbnf_free(g);
         return -1;
     }

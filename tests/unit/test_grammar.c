@@ -298,6 +298,18 @@ static void check_counts(text_matcher match, const char *fmt, int lo, int hi, co
     }
 }
 
+/* 1 when regex re compiles to a grammar that parses; else err says why. */
+static int matches_or_error(const char *re, tram_error *err)
+{
+    char *gbnf = NULL;
+    tram_gbnf g;
+    int ok = !tram_regex_to_gbnf(re, "root", &gbnf, err) && !tram_gbnf_parse(gbnf, "root", BYTE_TAIL, &g, err);
+    if (ok)
+        tram_gbnf_free(&g);
+    free(gbnf);
+    return ok;
+}
+
 static int regex_matches(const char *re, const char *text)
 {
     char *gbnf = NULL;
@@ -423,9 +435,12 @@ Test(grammar_counts, counts_past_the_limit_are_errors_naming_it)
         cr_assert_eq(tram_json_schema_to_gbnf(schemas[i].schema, "root", &gbnf, &err), -1, "case %zu compiled", i);
         cr_assert(strstr(err.msg, schemas[i].words), "case %zu: '%s' lacks '%s'", i, err.msg, schemas[i].words);
     }
+    /* a repeated term that can be empty: 2^120 ways through (""|""){120} */
     static const char *const gbnf[] = {"root ::= \"a\"{1000001}", "root ::= \"a\"{2,99999999999}",
-                                       "root ::= (\"a\"?){1000}", "root ::= (\"a\" | \"\"){0,500}"};
-    static const char *const words[] = {"count over 1000000", "count over 1000000", "can be empty", "can be empty"};
+                                       "root ::= (\"a\"?){1000}", "root ::= (\"a\" | \"\"){0,500}",
+                                       "root ::= (\"\" | \"\"){120}", "root ::= x{2,}\nx ::= \"b\"?"};
+    static const char *const words[] = {"count over 1000000", "count over 1000000", "'root' repeats something that can be empty",
+                                        "can be empty", "can be empty", "can be empty"};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(gbnf); i++) {
         tram_gbnf g;
         tram_error err = {{0}};
@@ -436,6 +451,7 @@ Test(grammar_counts, counts_past_the_limit_are_errors_naming_it)
     tram_error err = {{0}};
     cr_assert_eq(tram_regex_to_gbnf("x{1000001}", "root", &out, &err), -1);
     cr_assert(strstr(err.msg, "over 1000000"), "%s", err.msg);
+    cr_assert(!matches_or_error("(|){120}", &err) && strstr(err.msg, "can be empty"), "%s", err.msg);
 }
 
 /* ---------------------------------------------------------------- the token mask */
