@@ -9,7 +9,13 @@
  *                                      tokens, timing each step's mask (the
  *                                      fastest of REPEATS computations); prints
  *                                      {"name", "compile_ms", "mask_us": [...]}
- *                                      per line */
+ *                                      per line
+ *   bench_grammar --bounds             schemas, GBNF and regexes with large
+ *                                      counts (maxLength 100000, minItems
+ *                                      5000, ...): compile time, memory, and
+ *                                      each step's mask over a walk to the
+ *                                      bound; prints {"name", "compile_ms",
+ *                                      "rss_mb", "can_end", "mask_us"} per case */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +23,7 @@
 
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
+#include "grammar/regex.h"
 #include "server/cli/defaults.h"
 #include "tokenizer/tokenizer.h"
 
@@ -49,6 +56,18 @@ static int dump_vocab(const tram_tokenizer *tok, const char *path)
     return rc;
 }
 
+/* The step's mask into mask; returns its time in µs, the fastest of REPEATS. */
+static double timed_mask(tram_matcher *m, uint32_t *mask)
+{
+    double us = 1e30;
+    for (int rep = 0; rep < REPEATS; rep++) {
+        double a = tram_now();
+        tram_matcher_fill_mask(m, mask);
+        us = TRAM_MIN(us, (tram_now() - a) * 1e6);
+    }
+    return us;
+}
+
 static int replay(const tram_tokenizer *tok, json_t *line)
 {
     tram_error err = {{0}};
@@ -71,13 +90,7 @@ static int replay(const tram_tokenizer *tok, json_t *line)
     size_t i;
     json_array_foreach(ids, i, v) {
         int32_t id = (int32_t)json_integer_value(v);
-        double us = 1e30;
-        for (int rep = 0; rep < REPEATS; rep++) {
-            double a = tram_now();
-            tram_matcher_fill_mask(m, mask);
-            us = TRAM_MIN(us, (tram_now() - a) * 1e6);
-        }
-        json_array_append_new(times, json_real(us));
+        json_array_append_new(times, json_real(timed_mask(m, mask)));
         if (!((mask[id >> 5] >> (id & 31)) & 1) || !tram_matcher_accept(m, id)) {
             fprintf(stderr, "%s: token %d at step %zu is not allowed\n", name, id, i);
             return -1;
@@ -96,6 +109,118 @@ static int replay(const tram_tokenizer *tok, json_t *line)
     return 0;
 }
 
+/* ---------------------------------------------------------------- large bounds */
+
+typedef struct {
+    const char *name, *schema, *regex, *gbnf;
+    const char *prefer[6];     /* each step takes the first of these tokens the mask allows */
+} bound_case;
+
+static const bound_case bound_cases[] = {
+    {.name = "string maxLength 100", .schema = "{\"type\":\"string\",\"maxLength\":100}",
+     .prefer = {" summary", " of", " the", "a", "\""}},
+    {.name = "string maxLength 100000", .schema = "{\"type\":\"string\",\"maxLength\":100000}",
+     .prefer = {" summary", " of", " the", "a", "\""}},
+    {.name = "string minLength 100000", .schema = "{\"type\":\"string\",\"minLength\":100000}",
+     .prefer = {"\"", " summary", " of"}},
+    {.name = "array minItems 5000", .schema = "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":5000}",
+     .prefer = {"]", ",", "1"}},
+    {.name = "array of strings maxLength 300, maxItems 1000",
+     .schema = "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":300},\"maxItems\":1000}",
+     .prefer = {" summary", " of", "a", "\"", ",", "]"}},
+    {.name = "regex [a-z ]{100000}", .regex = "[a-z ]{100000}", .prefer = {" summary", " of", "a"}},
+    {.name = "GBNF ( [^\\n] ){0,100000} \"\\n\"", .gbnf = "root ::= ( [^\\n] ){0,100000} \"\\n\"",
+     .prefer = {" summary", " of", "a", "\n"}},
+};
+
+/* The one token text encodes to, or -1. */
+static int32_t token_id(const tram_tokenizer *tok, const char *text)
+{
+    int32_t *ids = NULL, id = -1;
+    int n = 0;
+    tram_error err = {{0}};
+    if (!tram_tokenizer_encode(tok, text, strlen(text), 0, 0, &ids, &n, &err) && n == 1)
+        id = ids[0];
+    free(ids);
+    return id;
+}
+
+static double rss_mb(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f && fscanf(f, "%ld %ld", &pages, &resident) != 2)
+        resident = 0;
+    if (f)
+        fclose(f);
+    return (double)resident * 4096 / (1 << 20);
+}
+
+static char *case_gbnf(const bound_case *c, tram_error *err)
+{
+    char *gbnf = NULL;
+    if (c->gbnf)
+        return strdup(c->gbnf);
+    int rc = c->schema ? tram_json_schema_to_gbnf(c->schema, "root", &gbnf, err)
+                       : tram_regex_to_gbnf(c->regex, "root", &gbnf, err);
+    return rc ? NULL : gbnf;
+}
+
+/* Walks the case to its end (or 200000 steps), timing each step's mask. */
+static int walk_bound(const tram_tokenizer *tok, const bound_case *c)
+{
+    tram_error err = {{0}};
+    double rss0 = rss_mb(), t0 = tram_now();
+    char *gbnf = case_gbnf(c, &err);
+    tram_grammar *g = gbnf ? tram_grammar_compile(gbnf, "root", tok, &err) : NULL;
+    double compile_ms = (tram_now() - t0) * 1e3, grown = rss_mb() - rss0;
+    tram_matcher *m;
+    if (!g || tram_matcher_create(&m, g, &err)) {
+        fprintf(stderr, "%s: %s\n", c->name, err.msg);
+        return -1;
+    }
+    uint32_t *mask = calloc((size_t)tram_grammar_mask_words(g), sizeof(uint32_t));
+    json_t *times = json_array();
+    int32_t prefer[6];
+    for (int k = 0; k < 6; k++)
+        prefer[k] = c->prefer[k] ? token_id(tok, c->prefer[k]) : -1;
+    /* a schema's value opens with its quote or bracket */
+    int32_t first = c->schema ? token_id(tok, strstr(c->schema, "\"array\"") ? "[" : "\"") : -1;
+    if (first >= 0 && !tram_matcher_accept(m, first))
+        return -1;
+    for (int step = 0; step < 200000 && !tram_matcher_is_done(m); step++) {
+        json_array_append_new(times, json_real(timed_mask(m, mask)));
+        int32_t pick = -1;
+        for (int k = 0; k < 6 && prefer[k] >= 0 && pick < 0; k++)
+            if ((mask[prefer[k] >> 5] >> (prefer[k] & 31)) & 1)
+                pick = prefer[k];
+        if (pick < 0)
+            break;  /* only the end is left */
+        tram_matcher_accept(m, pick);
+    }
+    json_t *o = json_pack("{s:s, s:f, s:f, s:i, s:o}", "name", c->name, "compile_ms", compile_ms, "rss_mb", grown,
+                          "can_end", tram_matcher_can_end(m), "mask_us", times);
+    char *text = json_dumps(o, JSON_COMPACT);
+    printf("%s\n", text);
+    free(text);
+    json_decref(o);
+    free(mask);
+    free(gbnf);
+    tram_matcher_free(m);
+    tram_grammar_release(g);
+    return 0;
+}
+
+static int bounds(const tram_tokenizer *tok)
+{
+    tram_error err = {{0}};
+    tram_grammar_release(tram_grammar_compile("root ::= \"x\"", "root", tok, &err));  /* builds the shared trie */
+    int rc = 0;
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(bound_cases); i++)
+        rc |= walk_bound(tok, &bound_cases[i]);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     tram_error err = {{0}};
@@ -106,6 +231,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--vocab"))
         return argc > 2 && !dump_vocab(tok, argv[2]) ? 0 : 1;
+    if (!strcmp(argv[1], "--bounds"))
+        return bounds(tok) ? 1 : 0;
     FILE *f = fopen(argv[1], "r");
     char *buf = NULL;
     size_t cap = 0;

@@ -14,7 +14,7 @@
 #define MAX_ELEMS (1 << 20)
 #define MAX_RULES (1 << 16)
 #define MAX_NESTING 128
-#define MAX_REPEAT 4096
+#define UNROLLED 128        /* counts up to this are expanded into rules */
 #define MAX_RANGES 1024
 
 typedef struct {
@@ -36,6 +36,7 @@ typedef struct {
     const char *p;
     tram_error *err;
     int failed, nesting, total_elems;
+    int tail;                  /* the last iterations of a large bounded count expanded */
     char **names;
     elemvec *rules;
     uint8_t *defined, *synthetic;
@@ -44,6 +45,10 @@ typedef struct {
     int num_sets, cap_sets;
     interned_class *classes;
     int num_classes, cap_classes;
+    tram_grepeat *repeats;
+    int num_repeats, cap_repeats;
+    int32_t *repeated;         /* pairs (rule, term) of repetitions that may run twice */
+    int num_repeated, cap_repeated;
 } parser;
 
 #define FAIL(ps, ...) ((ps)->failed ? -1 : ((ps)->failed = 1, tram_fail((ps)->err, __VA_ARGS__)))
@@ -417,10 +422,54 @@ static int repeat_rule(parser *ps, int parent, int term, int star, int tail, int
     return r;
 }
 
+static int repeat(parser *ps, int rule, int start, int min, int max);
+
+/* A large count: the term at elems[start..] of `rule` becomes one REPEAT
+ * element over a body rule of its own (the term's alternatives inlined, as
+ * in repeat_rule), and the matcher keeps the count on the stack (ir.h).
+ *
+ * Why a counter and not an expansion: unrolling x{0,100000} makes 100000
+ * rules whose every byte position needs its own precomputed mask (a walk
+ * of the whole vocabulary each), and an expansion into O(log n) rules is
+ * ambiguous, so the matcher would carry many stacks at once.  With a
+ * counter the grammar and its masks are the same size at any count, and
+ * the stack set stays as small as for x*.  The masks of the body's
+ * positions are computed for "any count" (x* semantics, token_mask.c),
+ * which is exact while no token can run past the last iteration; so a
+ * bounded count x{m,n} is the loop up to n - tail iterations and then, for
+ * the last `tail`, x{max(0, m - (n - tail)), tail} expanded as usual.  A
+ * token starts at most one iteration per byte after its first, so with a
+ * tail as long as the longest token no token reaches the loop's end from
+ * inside it; a shorter tail stays exact, with the tokens that can checked
+ * at run time (token_mask.c). */
+static int counted_repeat(parser *ps, int rule, int start, int term, int min, int max)
+{
+    int body = helper_rule(ps, rule);
+    if (body < 0 || push_term_then(ps, body, term, -1, 0) || push(ps, body, TRAM_G_END, 0))
+        return -1;
+    tram_grepeat rep = {.body = body, .min = min, .max = max, .tail = -1};
+    if (max >= 0) {
+        rep.max = max - ps->tail;
+        rep.min = TRAM_MIN(min, rep.max);
+        rep.tail_max = ps->tail;
+        if ((rep.tail = helper_rule(ps, rule)) < 0 || push(ps, rep.tail, TRAM_G_REF, term) ||
+            repeat(ps, rep.tail, 0, TRAM_MAX(0, min - rep.max), ps->tail) || push(ps, rep.tail, TRAM_G_END, 0))
+            return -1;
+    }
+    if (grow((void **)&ps->repeats, &ps->cap_repeats, ps->num_repeats + 1, sizeof(*ps->repeats)))
+        return FAIL(ps, "grammar: out of memory");
+    ps->repeats[ps->num_repeats] = rep;
+    elemvec *e = &ps->rules[rule];
+    ps->total_elems -= e->n - start;
+    e->n = start;
+    return push(ps, rule, TRAM_G_REPEAT, ps->num_repeats++);
+}
+
 /* Replaces the term at elems[start..] of `rule` by min copies of it, then
  * (max - min) optional ones, or any number when max < 0.  A helper term
  * (a group, a class beyond ASCII) is inlined into a chain of rules, each
- * ending in a reference to the next; a short run of bytes is copied. */
+ * ending in a reference to the next; a short run of bytes is copied.
+ * Large counts are counted instead (counted_repeat). */
 static int repeat(parser *ps, int rule, int start, int min, int max)
 {
     if (ps->rules[rule].n == start)
@@ -428,6 +477,14 @@ static int repeat(parser *ps, int rule, int start, int min, int max)
     int term = term_rule(ps, rule, start);
     if (term < 0)
         return -1;
+    if (max < 0 || max > 1) {  /* checked once all rules are known (check_repeated) */
+        if (grow((void **)&ps->repeated, &ps->cap_repeated, 2 * ps->num_repeated + 2, sizeof(int32_t)))
+            return FAIL(ps, "grammar: out of memory");
+        ps->repeated[2 * ps->num_repeated] = rule;
+        ps->repeated[2 * ps->num_repeated++ + 1] = term;
+    }
+    if (max >= 0 ? max > UNROLLED && max > ps->tail : min > UNROLLED)
+        return counted_repeat(ps, rule, start, term, min, max);
     elemvec *e = &ps->rules[rule];
     int len = e->n - start;
     tram_gelem copy[64];
@@ -457,10 +514,10 @@ static int parse_count(parser *ps, int *out)
     if (*ps->p < '0' || *ps->p > '9')
         return 0;
     long v = 0;
-    while (*ps->p >= '0' && *ps->p <= '9' && v <= MAX_REPEAT)
+    while (*ps->p >= '0' && *ps->p <= '9' && v <= TRAM_GBNF_MAX_REPEAT)
         v = v * 10 + (*ps->p++ - '0');
-    if (v > MAX_REPEAT)
-        return FAIL(ps, "grammar: repetition count over %d", MAX_REPEAT);
+    if (v > TRAM_GBNF_MAX_REPEAT)
+        return FAIL(ps, "grammar: repetition count over %d, the largest tram supports", TRAM_GBNF_MAX_REPEAT);
     *out = (int)v;
     return 1;
 }
@@ -610,7 +667,7 @@ static uint8_t *nullable_rules(const tram_gbnf *g)
                     if (e->kind == TRAM_G_END)
                         break;
                     all = 1;
-                } else if (e->kind == TRAM_G_BYTES || !nul[e->arg]) {
+                } else if (e->kind == TRAM_G_BYTES || !tram_gelem_nullable(g, nul, e)) {
                     all = 0;
                 }
             }
@@ -634,11 +691,11 @@ static int left_recursive(const tram_gbnf *g, const uint8_t *nul, uint8_t *colou
             if (e->kind == TRAM_G_END)
                 break;
             at_start = 1;
-        } else if (at_start && e->kind == TRAM_G_REF) {
-            int bad = left_recursive(g, nul, colour, e->arg, depth + 1);
+        } else if (at_start && tram_gelem_rule(g, e) >= 0) {
+            int bad = left_recursive(g, nul, colour, tram_gelem_rule(g, e), depth + 1);
             if (bad >= 0)
                 return bad;
-            at_start = nul[e->arg];
+            at_start = tram_gelem_nullable(g, nul, e);
         } else {
             at_start = 0;
         }
@@ -647,12 +704,25 @@ static int left_recursive(const tram_gbnf *g, const uint8_t *nul, uint8_t *colou
     return -1;
 }
 
-static int check_left_recursion(const tram_gbnf *g, tram_error *err)
+/* A rule that repeats, more than once, something that can be empty, or -1.
+ * Every way through the empty copies would be a stack to expand: 2^n of
+ * them for (""|""){n}, so it is refused, as x* of such an x is. */
+static int empty_repeated(const uint8_t *nul, const int32_t *repeated, int num_repeated)
+{
+    for (int i = 0; i < num_repeated; i++)
+        if (nul[repeated[2 * i + 1]])
+            return repeated[2 * i];
+    return -1;
+}
+
+static int check_left_recursion(const tram_gbnf *g, const int32_t *repeated, int num_repeated, tram_error *err)
 {
     uint8_t *nul = nullable_rules(g), *colour = calloc((size_t)g->num_rules, 1);
-    int bad = -1;
+    int bad = -1, empty = -1;
     for (int r = 0; nul && colour && r < g->num_rules && bad < 0; r++)
         bad = left_recursive(g, nul, colour, r, 0);
+    if (nul && bad < 0)
+        empty = empty_repeated(nul, repeated, num_repeated);
     int oom = !nul || !colour;
     free(nul);
     free(colour);
@@ -662,6 +732,9 @@ static int check_left_recursion(const tram_gbnf *g, tram_error *err)
         return tram_fail(err, "grammar: rule '%s' is left-recursive (it can reach itself before "
                               "matching a character, e.g. a repetition of something that can be empty)",
                          g->rule_names[bad]);
+    if (empty >= 0)
+        return tram_fail(err, "grammar: rule '%s' repeats something that can be empty (repeat what it "
+                              "must match instead: x{0,n}, not (x?){n})", g->rule_names[empty]);
     return 0;
 }
 
@@ -696,10 +769,10 @@ static void free_parser(parser *ps)
     free(ps->classes);
 }
 
-int tram_gbnf_parse(const char *text, const char *root, tram_gbnf *g, tram_error *err)
+int tram_gbnf_parse(const char *text, const char *root, int tail, tram_gbnf *g, tram_error *err)
 {
     *g = (tram_gbnf){.root = -1};
-    parser ps = {.p = text, .err = err};
+    parser ps = {.p = text, .err = err, .tail = TRAM_MAX(tail, 1)};
     skip_space(&ps, 1);
     while (*ps.p && !ps.failed) {
         parse_rule(&ps);
@@ -712,6 +785,8 @@ int tram_gbnf_parse(const char *text, const char *root, tram_gbnf *g, tram_error
     g->rule_names = ps.names;
     g->sets = ps.sets;
     g->num_sets = ps.num_sets;
+    g->repeats = ps.repeats;
+    g->num_repeats = ps.num_repeats;
     if (!ps.failed) {
         g->num_rules = ps.num_rules;
         for (int r = 0; r < ps.num_rules && g->root < 0; r++)
@@ -722,7 +797,9 @@ int tram_gbnf_parse(const char *text, const char *root, tram_gbnf *g, tram_error
     }
     g->num_rules = ps.num_rules;
     free_parser(&ps);
-    if (ps.failed || check_left_recursion(g, err)) {
+    int bad = ps.failed || check_left_recursion(g, ps.repeated, ps.num_repeated, err);
+    free(ps.repeated);
+    if (bad) {
         tram_gbnf_free(g);
         return -1;
     }
@@ -737,5 +814,6 @@ void tram_gbnf_free(tram_gbnf *g)
     free(g->elems);
     free(g->rule_start);
     free(g->sets);
+    free(g->repeats);
     *g = (tram_gbnf){.root = -1};
 }

@@ -15,8 +15,16 @@
 #include "grammar/ir.h"
 #include "kernels/base.h"
 
-/* Parses text; root names the start rule. */
-int tram_gbnf_parse(const char *text, const char *root, tram_gbnf *out, tram_error *err);
+/* The largest count of a repetition {m,n}, here and in the regex and JSON
+ * Schema compilers (minLength, maxItems, ...).  A counted repetition costs
+ * the same at any count (see counted_repeat in gbnf.c). */
+#define TRAM_GBNF_MAX_REPEAT 1000000
+
+/* Parses text; root names the start rule.  tail: how many of the last
+ * iterations of a large bounded count are expanded into rules (the
+ * longest token's length in bytes keeps every mask precomputed; see
+ * counted_repeat in gbnf.c); at least 1. */
+int tram_gbnf_parse(const char *text, const char *root, int tail, tram_gbnf *out, tram_error *err);
 void tram_gbnf_free(tram_gbnf *g);
 
 #endif

@@ -32,23 +32,31 @@ static void grammar_free(tram_grammar *g)
     free(g);
 }
 
-tram_grammar *tram_grammar_compile(const char *gbnf, const char *root_rule,
-                                   const struct tram_tokenizer *tok, tram_error *err)
+/* The longest tail of a large bounded count expanded into rules: the
+ * longest token up to this, so that only tokens longer than this (few
+ * vocabularies have any) are checked at run time near the bound. */
+#define MAX_TAIL 128
+
+tram_grammar *tram_grammar_compile_tail(const char *gbnf, const char *root_rule,
+                                        const struct tram_tokenizer *tok, int tail, tram_error *err)
 {
     tram_grammar *g = tram_calloc(1, sizeof(*g), err);
     if (!g)
         return NULL;
     atomic_init(&g->refs, 1);
-    if (tram_gbnf_parse(gbnf, root_rule, &g->ir, err)) {
-        free(g);
-        return NULL;
-    }
     if (!(g->trie = tram_vocab_trie_get(tok, err)) ||
+        tram_gbnf_parse(gbnf, root_rule, tail > 0 ? tail : TRAM_MIN(g->trie->max_len, MAX_TAIL), &g->ir, err) ||
         tram_mask_table_build(&g->masks, &g->ir, g->trie, err)) {
         grammar_free(g);
         return NULL;
     }
     return g;
+}
+
+tram_grammar *tram_grammar_compile(const char *gbnf, const char *root_rule,
+                                   const struct tram_tokenizer *tok, tram_error *err)
+{
+    return tram_grammar_compile_tail(gbnf, root_rule, tok, 0, err);
 }
 
 const tram_grammar *tram_grammar_retain(const tram_grammar *g)

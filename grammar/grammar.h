@@ -39,6 +39,13 @@ typedef struct tram_matcher tram_matcher;
  * character) on failure.  The result holds one reference. */
 tram_grammar *tram_grammar_compile(const char *gbnf, const char *root_rule,
                                    const struct tram_tokenizer *tok, tram_error *err);
+/* As tram_grammar_compile, with `tail` (> 0) in place of the longest
+ * token's length as the last iterations of a large bounded count expanded
+ * into rules (grammar/gbnf.h): any tail is exact; with a short one, more
+ * tokens are checked at run time near the bound (the tests reach that
+ * check so). */
+tram_grammar *tram_grammar_compile_tail(const char *gbnf, const char *root_rule,
+                                        const struct tram_tokenizer *tok, int tail, tram_error *err);
 /* Adds a reference; returns g. */
 const tram_grammar *tram_grammar_retain(const tram_grammar *g);
 /* Drops a reference; the last one frees it.  NULL is fine. */

@@ -10,13 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/gbnf.h"
 #include "grammar/gbnf_text.h"
 #include "grammar/regex.h"
 
 #define NAME_MAX_LEN 160
 #define MAX_DEPTH 64
-#define MAX_STRING_REPEAT 128   /* longest bounded string generated, in characters */
-#define MAX_ITEMS_REPEAT 100    /* most array items generated under maxItems */
 #define MAX_MAGNITUDE 9999999999999999LL  /* 16 digits: every generated integer part */
 
 enum { USE_WS = 1, USE_STRING = 2, USE_NUMBER = 4, USE_INTEGER = 8, USE_VALUE = 16 };
@@ -405,6 +404,8 @@ static const char *format_gbnf(const char *f)
 #undef TIME
 }
 
+/* A count keyword (minLength, maxItems, ...): honoured exactly up to the
+ * grammar's largest repetition count, a failure naming it above. */
 static int read_count(jsc *c, json_t *s, const char *key, const char *path, long long *out)
 {
     json_t *x = json_object_get(s, key);
@@ -412,6 +413,9 @@ static int read_count(jsc *c, json_t *s, const char *key, const char *path, long
         return 0;
     if (!json_is_integer(x) || json_integer_value(x) < 0)
         return JS_FAIL(c, "'%s' at %s must be a non-negative integer", key, path);
+    if (json_integer_value(x) > TRAM_GBNF_MAX_REPEAT)
+        return JS_FAIL(c, "'%s' %lld at %s is over %d, the largest count tram supports", key,
+                       (long long)json_integer_value(x), path, TRAM_GBNF_MAX_REPEAT);
     *out = json_integer_value(x);
     return 1;
 }
@@ -445,9 +449,6 @@ static int gen_string(jsc *c, json_t *s, const char *path, const char *name, tra
         tram_strbuf_addf(b, "\"\\\"\" %s \"\\\"\"", rule);
         return 0;
     }
-    if (min > MAX_STRING_REPEAT)
-        return JS_FAIL(c, "minLength %lld at %s is over %d, the longest bounded string tram generates",
-                       min, path, MAX_STRING_REPEAT);
     if (!has_min && !has_max) {
         char n[NAME_MAX_LEN];
         shared(c, USE_STRING, n, "string");
@@ -456,10 +457,8 @@ static int gen_string(jsc *c, json_t *s, const char *path, const char *name, tra
     }
     if (has_max && max < min)
         return JS_FAIL(c, "maxLength below minLength at %s", path);
-    /* generating at most MAX_STRING_REPEAT characters stays inside any larger maxLength */
-    long long cap = has_max ? TRAM_MIN(max, MAX_STRING_REPEAT) : -1;
-    if (cap >= 0)
-        tram_strbuf_addf(b, "\"\\\"\" " JSON_CHAR "{%lld,%lld} \"\\\"\"", min, cap);
+    if (has_max)
+        tram_strbuf_addf(b, "\"\\\"\" " JSON_CHAR "{%lld,%lld} \"\\\"\"", min, max);
     else
         tram_strbuf_addf(b, "\"\\\"\" " JSON_CHAR "{%lld,} \"\\\"\"", min);
     return 0;
@@ -574,10 +573,8 @@ static int gen_map(jsc *c, json_t *s, json_t *add, const char *path, tram_strbuf
     long long min = 0, max = -1;
     if (read_count(c, s, "minProperties", path, &min) < 0 || read_count(c, s, "maxProperties", path, &max) < 0)
         return -1;
-    if ((max >= 0 && max < min) || min > MAX_ITEMS_REPEAT)
-        return JS_FAIL(c, "minProperties/maxProperties at %s: none or too many (at most %d)", path,
-                       MAX_ITEMS_REPEAT);
-    max = max > MAX_ITEMS_REPEAT ? MAX_ITEMS_REPEAT : max;  /* fewer stay inside a larger bound */
+    if (max >= 0 && max < min)
+        return JS_FAIL(c, "maxProperties below minProperties at %s", path);
     shared(c, USE_WS, ws, "ws");
     shared(c, USE_STRING, str, "string");
     sub_path(sub, path, "additionalProperties", NULL);
@@ -659,10 +656,6 @@ static int gen_array(jsc *c, json_t *s, const char *path, tram_strbuf *b)
         return JS_FAIL(c, "'prefixItems' at %s must be an array", path);
     if (max >= 0 && max < min)
         return JS_FAIL(c, "maxItems below minItems at %s", path);
-    if (min > MAX_ITEMS_REPEAT)
-        return JS_FAIL(c, "minItems %lld at %s is over %d", min, path, MAX_ITEMS_REPEAT);
-    if (max > MAX_ITEMS_REPEAT)
-        max = MAX_ITEMS_REPEAT;  /* fewer items stay inside any larger maxItems */
     char ws[NAME_MAX_LEN], item[NAME_MAX_LEN], sub[512];
     shared(c, USE_WS, ws, "ws");
     long long k = prefix ? TRAM_MIN((long long)json_array_size(prefix), max < 0 ? (long long)1 << 40 : max) : 0;

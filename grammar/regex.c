@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/gbnf.h"
 #include "grammar/utf8_ranges.h"
 
 #define MAX_NESTING 64
-#define MAX_REPEAT 4096   /* the GBNF parser's limit */
 
 typedef struct {
     const char *p, *end;
@@ -300,8 +300,8 @@ static int parse_quantifier(rx *r)
         for (const char *s = r->p + 1; s < close; s++) {
             if (*s == ',' && k == 0)
                 k = 1;
-            else if (*s >= '0' && *s <= '9' && (counts[k] = (counts[k] < 0 ? 0 : counts[k]) * 10 + *s - '0') > MAX_REPEAT)
-                return RX_FAIL(r, "regex: repetition count over %d", MAX_REPEAT);
+            else if (*s >= '0' && *s <= '9' && (counts[k] = (counts[k] < 0 ? 0 : counts[k]) * 10 + *s - '0') > TRAM_GBNF_MAX_REPEAT)
+                return RX_FAIL(r, "regex: repetition count over %d, the largest tram supports", TRAM_GBNF_MAX_REPEAT);
             else if (!(*s >= '0' && *s <= '9'))
                 return RX_FAIL(r, "regex: bad repetition '%.*s'", (int)(close - r->p + 1), r->p);
         }

@@ -96,6 +96,21 @@ int tram_stackset_copy(tram_stackset *dst, const tram_stackset *src)
     return 0;
 }
 
+/* For each alternative of `rule`: its start pushed on buf[0..len), expanded. */
+static void push_rule(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int len, int rule)
+{
+    if (len >= TRAM_MAX_STACK_DEPTH)
+        return;
+    for (int32_t pos = g->rule_start[rule];; pos++) {
+        buf[len] = pos;
+        tram_stacks_expand(g, out, buf, len + 1);
+        while (!tram_gelem_ends_alt(&g->elems[pos]))
+            pos++;
+        if (g->elems[pos].kind == TRAM_G_END)
+            break;
+    }
+}
+
 /* A reference is replaced by what follows it (left out when that is the
  * end of the alternative: the tail call keeps repetitions shallow), with
  * one of the rule's alternatives pushed on top. */
@@ -103,21 +118,48 @@ static void expand_ref(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int
 {
     int32_t top = buf[len - 1], cont = top + 1;
     int keep = !tram_gelem_ends_alt(&g->elems[cont]);
-    int base = keep ? len : len - 1;
-    if (base >= TRAM_MAX_STACK_DEPTH)
-        return;
     buf[len - 1] = cont;
-    int32_t pos = g->rule_start[g->elems[top].arg];
-    for (;;) {
-        buf[base] = pos;
-        tram_stacks_expand(g, out, buf, base + 1);
-        while (!tram_gelem_ends_alt(&g->elems[pos]))
-            pos++;
-        if (g->elems[pos].kind == TRAM_G_END)
-            break;
-        pos++;
-    }
+    push_rule(g, out, buf, keep ? len : len - 1, g->elems[top].arg);
     buf[len - 1] = top;
+}
+
+/* buf[0..base) is what lies under the loop at q, `done` its iterations
+ * so far (TRAM_LOOP_ANY_COUNT: any number, for the precomputed masks). */
+static void loop_iterate(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int base, int32_t q,
+                         int32_t done)
+{
+    const tram_grepeat *rep = &g->repeats[g->elems[q].arg];
+    int any = done == TRAM_LOOP_ANY_COUNT, at_max = !any && rep->max >= 0 && done >= rep->max;
+    if (any || (done >= rep->min && !(at_max && rep->tail >= 0)))
+        tram_stacks_expand(g, out, buf, base);  /* the loop ends */
+    if (at_max && rep->tail >= 0)
+        push_rule(g, out, buf, base, rep->tail);
+    if (at_max || base + 2 >= TRAM_MAX_STACK_DEPTH)
+        return;
+    buf[base] = done;
+    buf[base + 1] = tram_loop_marker(q);
+    push_rule(g, out, buf, base + 2, rep->body);
+}
+
+/* A REPEAT on top: replaced by what follows it (as for a reference), the
+ * loop entered with no iterations done. */
+static void enter_loop(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int len)
+{
+    int32_t q = buf[len - 1];
+    int keep = !tram_gelem_ends_alt(&g->elems[q + 1]);
+    buf[len - 1] = q + 1;
+    loop_iterate(g, out, buf, keep ? len : len - 1, q, 0);
+    buf[len - 1] = q;
+}
+
+/* A marker on top: one more iteration of its loop is done. */
+static void end_iteration(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int len)
+{
+    int32_t marker = buf[len - 1], done = buf[len - 2];
+    loop_iterate(g, out, buf, len - 2, tram_loop_of_marker(marker),
+                 done == TRAM_LOOP_ANY_COUNT ? done : done + 1);
+    buf[len - 2] = done;
+    buf[len - 1] = marker;
 }
 
 void tram_stacks_expand(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int len)
@@ -126,11 +168,17 @@ void tram_stacks_expand(const tram_gbnf *g, tram_stackset *out, int32_t *buf, in
         out->has_end = 1;
         return;
     }
+    if (buf[len - 1] < 0) {
+        end_iteration(g, out, buf, len);
+        return;
+    }
     const tram_gelem *e = &g->elems[buf[len - 1]];
     if (e->kind == TRAM_G_BYTES)
         add_stack(out, buf, len);
     else if (e->kind == TRAM_G_REF)
         expand_ref(g, out, buf, len);
+    else if (e->kind == TRAM_G_REPEAT)
+        enter_loop(g, out, buf, len);
     else
         tram_stacks_expand(g, out, buf, len - 1);
 }
@@ -155,14 +203,5 @@ void tram_stacks_advance(const tram_gbnf *g, const tram_stackset *in, int only, 
 void tram_stacks_start(const tram_gbnf *g, int rule, tram_stackset *out, int32_t *buf)
 {
     tram_stackset_clear(out);
-    int32_t pos = g->rule_start[rule];
-    for (;;) {
-        buf[0] = pos;
-        tram_stacks_expand(g, out, buf, 1);
-        while (!tram_gelem_ends_alt(&g->elems[pos]))
-            pos++;
-        if (g->elems[pos].kind == TRAM_G_END)
-            break;
-        pos++;
-    }
+    push_rule(g, out, buf, 0, rule);
 }

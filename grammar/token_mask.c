@@ -219,13 +219,22 @@ static int store(walk *w, tram_pos_mask *pm, int words, tram_error *err)
     return 0;
 }
 
-static int build_position(walk *w, int32_t p, tram_pos_mask *pm, int words, tram_error *err)
+/* A position in the body of counted loop `loop` (-1: none) is walked with
+ * the loop under it at any count: a token may run on into the next
+ * iteration, as in x*, and stays decided by its position alone. */
+static int build_position(walk *w, int32_t p, int32_t loop, tram_pos_mask *pm, int words, tram_error *err)
 {
     memset(w->accepted, 0, (size_t)words * sizeof(uint32_t));
     w->num_accepted = w->num_uncertain = 0;
     tram_stackset_clear(&w->dfa.tmp);
-    w->buf[0] = p;
-    tram_stacks_expand(w->g, &w->dfa.tmp, w->buf, 1);
+    int len = 0;
+    if (loop >= 0) {
+        w->buf[len++] = TRAM_LOOP_ANY_COUNT;
+        w->buf[len++] = tram_loop_marker(loop);
+    }
+    w->buf[len++] = p;
+    pm->loop = loop;
+    tram_stacks_expand(w->g, &w->dfa.tmp, w->buf, len);
     int start = w->dfa.tmp.oom ? -1 : dfa_intern(&w->dfa, &w->dfa.tmp);
     if (start >= 0)
         walk_node(w, 0, start, 0);
@@ -239,10 +248,10 @@ static int first_of(const tram_gbnf *g, int32_t pos, const tram_byteset *first, 
                     tram_byteset *out)
 {
     for (const tram_gelem *e = g->elems + pos; !tram_gelem_ends_alt(e); e++) {
-        const tram_byteset *add = e->kind == TRAM_G_BYTES ? &g->sets[e->arg] : &first[e->arg];
+        const tram_byteset *add = e->kind == TRAM_G_BYTES ? &g->sets[e->arg] : &first[tram_gelem_rule(g, e)];
         for (int i = 0; i < 8; i++)
             out->bits[i] |= add->bits[i];
-        if (e->kind == TRAM_G_BYTES || !nul[e->arg])
+        if (e->kind == TRAM_G_BYTES || !tram_gelem_nullable(g, nul, e))
             return 0;
     }
     return 1;
@@ -291,12 +300,20 @@ static int follow_sets(const tram_gbnf *g, tram_byteset *follow, tram_error *err
                 const tram_gelem *e = &g->elems[p];
                 if (e->kind == TRAM_G_END)
                     break;
-                if (e->kind != TRAM_G_REF)
+                int sub = tram_gelem_rule(g, e);
+                if (sub < 0)
                     continue;
                 tram_byteset f = {{0}};
                 if (first_of(g, p + 1, first, nul, &f))
                     merge(&f, &follow[r]);
-                changed |= merge(&follow[e->arg], &f);
+                if (e->kind == TRAM_G_REPEAT && g->repeats[e->arg].tail >= 0)
+                    changed |= merge(&follow[g->repeats[e->arg].tail], &f);
+                if (e->kind == TRAM_G_REPEAT) {  /* the body: then the next iteration, or the tail */
+                    merge(&f, &first[sub]);
+                    if (g->repeats[e->arg].tail >= 0)
+                        merge(&f, &first[g->repeats[e->arg].tail]);
+                }
+                changed |= merge(&follow[sub], &f);
             }
     }
     free(first);
@@ -317,16 +334,23 @@ int tram_mask_table_build(tram_mask_table *mt, const tram_gbnf *g, const tram_vo
         .accepted = tram_calloc((size_t)mt->words, sizeof(uint32_t), err),
         .uncertain = tram_calloc((size_t)t->num_tokens + 1, sizeof(int32_t), err),
     };
-    int rc = mt->pos && follow && w.buf && w.accepted && w.uncertain ? 0 : -1;
+    int32_t *loop_of = tram_calloc((size_t)g->num_rules + 1, sizeof(int32_t), err);
+    int rc = mt->pos && follow && w.buf && w.accepted && w.uncertain && loop_of ? 0 : -1;
     if (!rc)
         rc = follow_sets(g, follow, err);
+    for (int r = 0; !rc && r < g->num_rules; r++)
+        loop_of[r] = -1;
+    for (int32_t q = 0; !rc && q < g->num_elems; q++)
+        if (g->elems[q].kind == TRAM_G_REPEAT)
+            loop_of[g->repeats[g->elems[q].arg].body] = q;  /* a body belongs to its loop alone */
     for (int r = 0; !rc && r < g->num_rules; r++) {
         w.follow = &follow[r];
         for (int32_t p = g->rule_start[r]; !rc && p < (r + 1 < g->num_rules ? g->rule_start[r + 1]
                                                                              : g->num_elems); p++)
             if (g->elems[p].kind == TRAM_G_BYTES)
-                rc = build_position(&w, p, &mt->pos[p], mt->words, err);
+                rc = build_position(&w, p, loop_of[r], &mt->pos[p], mt->words, err);
     }
+    free(loop_of);
     dfa_free(&w.dfa);
     free(w.buf);
     free(w.accepted);
@@ -351,9 +375,11 @@ void tram_mask_table_free(tram_mask_table *mt)
 int tram_mask_scratch_init(tram_mask_scratch *s, const tram_vocab_trie *t, tram_error *err)
 {
     s->num_levels = t->max_len + 2;
+    s->words = (t->vocab + 31) / 32;
     s->levels = tram_calloc((size_t)s->num_levels, sizeof(tram_stackset), err);
     s->buf = tram_calloc(TRAM_MAX_STACK_DEPTH + 1, sizeof(int32_t), err);
-    return s->levels && s->buf ? 0 : -1;
+    s->accepted = tram_calloc((size_t)s->words, sizeof(uint32_t), err);
+    return s->levels && s->buf && s->accepted ? 0 : -1;
 }
 
 void tram_mask_scratch_free(tram_mask_scratch *s)
@@ -362,6 +388,7 @@ void tram_mask_scratch_free(tram_mask_scratch *s)
         tram_stackset_free(&s->levels[d]);
     free(s->levels);
     free(s->buf);
+    free(s->accepted);
     *s = (tram_mask_scratch){0};
 }
 
@@ -389,24 +416,72 @@ int tram_mask_accepts(const tram_gbnf *g, const tram_stackset *st, int which, co
     return n > 0 && n < s->num_levels && run_bytes(g, st, which, b, 0, n, s, &reached);
 }
 
-/* The uncertain tokens of stack `which`'s top, in trie order: each token
- * starts from the state of the prefix it shares with the one before. */
+/* Tokens checked against one stack in trie order: each token starts from
+ * the state of the prefix it shares with the one checked before. */
+typedef struct {
+    const uint8_t *prev;
+    int prev_len, reached;
+} trie_run;
+
+static void check_token(trie_run *r, const tram_gbnf *g, const tram_vocab_trie *t, const tram_stackset *st,
+                        int which, int32_t id, uint32_t *mask, tram_mask_scratch *s)
+{
+    int len;
+    const uint8_t *b = tram_trie_token(t, id, &len);
+    int common = 0, limit = TRAM_MIN(TRAM_MIN(len, r->prev_len), r->reached);
+    while (r->prev && common < limit && b[common] == r->prev[common])
+        common++;
+    if (len < s->num_levels && run_bytes(g, st, which, b, common, len, s, &r->reached))
+        mask[id >> 5] |= 1u << (id & 31);
+    r->prev = b;
+    r->prev_len = len;
+}
+
+/* The uncertain tokens of stack `which`'s top. */
 static void fill_uncertain(const tram_pos_mask *pm, const tram_gbnf *g, const tram_vocab_trie *t,
                            const tram_stackset *st, int which, uint32_t *mask, tram_mask_scratch *s)
 {
-    const uint8_t *prev = NULL;
-    int prev_len = 0, reached = 0;
-    for (int i = 0; i < pm->num_uncertain; i++) {
-        int32_t id = t->sorted_ids[pm->uncertain[i]];
-        int len;
-        const uint8_t *b = tram_trie_token(t, id, &len);
-        int common = 0, limit = TRAM_MIN(TRAM_MIN(len, prev_len), reached);
-        while (prev && common < limit && b[common] == prev[common])
-            common++;
-        if (len < s->num_levels && run_bytes(g, st, which, b, common, len, s, &reached))
+    trie_run r = {0};
+    for (int i = 0; i < pm->num_uncertain; i++)
+        check_token(&r, g, t, st, which, t->sorted_ids[pm->uncertain[i]], mask, s);
+}
+
+/* The iterations stack `which` may still start in the counted loop its top
+ * is the body of, or INT32_MAX when no token can reach the loop's max. */
+static int32_t loop_room(const tram_gbnf *g, const tram_vocab_trie *t, const tram_stackset *st, int which,
+                         int32_t loop)
+{
+    const tram_grepeat *rep = &g->repeats[g->elems[loop].arg];
+    if (rep->max < 0)
+        return INT32_MAX;
+    /* under the body's frame: the iterations done, then the loop's marker */
+    int32_t room = rep->max + (rep->tail >= 0 ? rep->tail_max : 0) - tram_stack_at(st, which)[st->len[which] - 3];
+    return room >= t->max_len ? INT32_MAX : room;
+}
+
+/* The accepted tokens of a body position near its loop's max.  Each
+ * iteration takes a byte at least, so a token of len bytes starts at most
+ * len - 1 new ones: one no longer than room is accepted as precomputed,
+ * a longer one is checked against the whole stack. */
+static void fill_near_max(const tram_pos_mask *pm, int32_t room, const tram_gbnf *g, const tram_vocab_trie *t,
+                          const tram_stackset *st, int which, uint32_t *mask, tram_mask_scratch *s)
+{
+    const uint32_t *accepted = pm->bits;
+    if (!accepted) {
+        memset(s->accepted, 0, (size_t)s->words * sizeof(uint32_t));
+        for (int k = 0; k < pm->num_ids; k++)
+            s->accepted[pm->ids[k] >> 5] |= 1u << (pm->ids[k] & 31);
+        accepted = s->accepted;
+    }
+    trie_run r = {0};
+    for (int i = 0; i < t->num_tokens; i++) {
+        int32_t id = t->sorted_ids[i];
+        if (!((accepted[id >> 5] >> (id & 31)) & 1))
+            continue;
+        if ((int32_t)t->tok_len[id] <= room)
             mask[id >> 5] |= 1u << (id & 31);
-        prev = b;
-        prev_len = len;
+        else
+            check_token(&r, g, t, st, which, id, mask, s);
     }
 }
 
@@ -415,11 +490,16 @@ void tram_mask_fill(const tram_mask_table *mt, const tram_gbnf *g, const tram_vo
 {
     for (int i = 0; i < st->n; i++) {
         const tram_pos_mask *pm = &mt->pos[tram_stack_at(st, i)[st->len[i] - 1]];
-        if (pm->bits)
-            for (int w = 0; w < mt->words; w++)
-                mask[w] |= pm->bits[w];
-        for (int k = 0; k < pm->num_ids; k++)
-            mask[pm->ids[k] >> 5] |= 1u << (pm->ids[k] & 31);
+        int32_t room = pm->loop < 0 ? INT32_MAX : loop_room(g, t, st, i, pm->loop);
+        if (room != INT32_MAX) {
+            fill_near_max(pm, room, g, t, st, i, mask, s);
+        } else {
+            if (pm->bits)
+                for (int w = 0; w < mt->words; w++)
+                    mask[w] |= pm->bits[w];
+            for (int k = 0; k < pm->num_ids; k++)
+                mask[pm->ids[k] >> 5] |= 1u << (pm->ids[k] & 31);
+        }
         fill_uncertain(pm, g, t, st, i, mask, s);
     }
 }

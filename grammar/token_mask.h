@@ -11,7 +11,12 @@
  *              token depends on the frames below p.
  * At run time a stack's mask is its top's accepted set plus those of its
  * top's uncertain tokens that the whole stack accepts (checked in trie
- * order, sharing each prefix's state with the previous token). */
+ * order, sharing each prefix's state with the previous token).
+ *
+ * In the body of a counted repetition (ir.h) the walk runs with the loop
+ * under [p] at any count, so tokens that run on into the next iteration
+ * are still accepted by p alone; within max_len iterations of the loop's
+ * max, the accepted tokens long enough to reach it are checked as well. */
 #ifndef TRAM_GRAMMAR_TOKEN_MASK_H
 #define TRAM_GRAMMAR_TOKEN_MASK_H
 
@@ -28,6 +33,7 @@ typedef struct {
     int num_ids;
     int32_t *uncertain;        /* indices into the trie's sorted tokens, ascending */
     int num_uncertain;
+    int32_t loop;              /* the counted loop (REPEAT position) p is the body of, or -1 */
 } tram_pos_mask;
 
 typedef struct {
@@ -45,6 +51,8 @@ typedef struct {
     tram_stackset *levels;     /* [max_len + 1] */
     int num_levels;
     int32_t *buf;              /* [TRAM_MAX_STACK_DEPTH + 1] */
+    uint32_t *accepted;        /* [words]: a position's accepted ids as a bitmask */
+    int words;
 } tram_mask_scratch;
 
 int tram_mask_scratch_init(tram_mask_scratch *s, const tram_vocab_trie *t, tram_error *err);

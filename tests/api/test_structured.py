@@ -122,6 +122,35 @@ def test_json_object_and_grammar(server):
     assert re.fullmatch(r"The answer is [0-9]+\.", body["choices"][0]["text"]), body
 
 
+def test_long_bounded_string_is_honoured_exactly(server):
+    """Past the old 128-character cap: minLength keeps the string open up to
+    its 150th character, and maxLength 300 is where it must close; through the
+    API, checked by jsonschema."""
+    schema = {"type": "object", "properties": {"summary": {"type": "string", "minLength": 150, "maxLength": 300}},
+              "required": ["summary"], "additionalProperties": False}
+    status, _, body = post(server, "/v1/chat/completions", {
+        "model": server.model, "messages": chat("Write a long, detailed summary of the history of Rome."),
+        "max_tokens": 400, "temperature": 0,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "summary", "schema": schema}}})
+    assert status == 200, body
+    c = body["choices"][0]
+    assert c["finish_reason"] == "stop", c
+    value = json.loads(c["message"]["content"])
+    jsonschema.validate(value, schema)
+    assert 150 <= len(value["summary"]) <= 300, value
+
+
+def test_counts_past_the_limit_are_400_naming_them(server):
+    for body, param, words in [
+            ({"guided_json": {"type": "string", "maxLength": 1000001}}, "guided_json", "'maxLength' 1000001 at #"),
+            ({"structured_outputs": {"grammar": 'root ::= "a"{2000000}'}}, "structured_outputs.grammar",
+             "repetition count over 1000000"),
+            ({"guided_regex": "a{0,1000001}"}, "guided_regex", "repetition count over 1000000")]:
+        status, _, resp = post(server, "/v1/completions", dict(body, model=server.model, prompt="hi"))
+        assert status == 400, resp
+        assert resp["error"]["param"] == param and words in resp["error"]["message"], resp
+
+
 UNSUPPORTED = ["multipleOf", "not", "allOf", "if", "then", "else", "patternProperties", "propertyNames",
                "uniqueItems", "contains", "minContains", "maxContains",
                "dependentRequired", "dependentSchemas", "additionalItems", "unevaluatedItems", "$anchor",

@@ -4,6 +4,7 @@
  * brute force over the whole vocabulary of the default model at every
  * step of random walks. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,12 +14,18 @@
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
 #include "grammar/stacks.h"
+#include "kernels/strbuf.h"
 #include "server/cli/defaults.h"
 #include "tokenizer/tokenizer.h"
 
 /* ---------------------------------------------------------------- the byte matcher */
 
 static int32_t buf[TRAM_MAX_STACK_DEPTH + 1];
+
+/* The expanded tail of large bounded counts where no vocabulary is in play:
+ * short, so that the byte matcher's tests cross from the counted loop into
+ * the tail (any tail gives the same language). */
+#define BYTE_TAIL 8
 
 /* 1 when the grammar matches all of text: the oracle the mask is checked against. */
 static int run_bytes(const tram_gbnf *g, tram_stackset *st, const char *text, size_t n)
@@ -40,7 +47,7 @@ static int matches(const char *gbnf, const char *text)
 {
     tram_gbnf g;
     tram_error err = {{0}};
-    cr_assert_eq(tram_gbnf_parse(gbnf, "root", &g, &err), 0, "%s: %s", gbnf, err.msg);
+    cr_assert_eq(tram_gbnf_parse(gbnf, "root", BYTE_TAIL, &g, &err), 0, "%s: %s", gbnf, err.msg);
     tram_stackset st = {0};
     tram_stacks_start(&g, g.root, &st, buf);
     int ok = run_bytes(&g, &st, text, strlen(text)) && st.has_end;
@@ -102,7 +109,7 @@ Test(grammar, gbnf_errors_name_the_problem)
     for (size_t i = 0; i < TRAM_ARRAY_LEN(cases); i++) {
         tram_gbnf g;
         tram_error err = {{0}};
-        cr_assert_eq(tram_gbnf_parse(cases[i].gbnf, "root", &g, &err), -1, "case %zu parsed", i);
+        cr_assert_eq(tram_gbnf_parse(cases[i].gbnf, "root", BYTE_TAIL, &g, &err), -1, "case %zu parsed", i);
         cr_assert(strstr(err.msg, cases[i].words), "case %zu: '%s' lacks '%s'", i, err.msg, cases[i].words);
     }
 }
@@ -246,18 +253,220 @@ Test(grammar, regex_and_choice)
     free(gbnf);
 }
 
+/* ---------------------------------------------------------------- counted repetition */
+
+/* Bounds on both sides of the unrolling limit (32), of the old caps (128,
+ * 100) and far past them: each is honoured exactly. */
+static const int bounds[] = {0, 1, 31, 32, 33, 100, 101, 127, 128, 129, 1000, 100000};
+
+/* open, then n units (cycling through units[], sep between them), then close. */
+static char *counted_text(const char *open, const char *const *units, int num_units, const char *sep, int n,
+                          const char *close)
+{
+    tram_strbuf b = {0};
+    tram_strbuf_add(&b, open, strlen(open));
+    for (int i = 0; i < n; i++) {
+        if (i)
+            tram_strbuf_add(&b, sep, strlen(sep));
+        tram_strbuf_add(&b, units[i % num_units], strlen(units[i % num_units]));
+    }
+    tram_strbuf_add(&b, close, strlen(close));
+    char *text = tram_strbuf_take(&b);
+    cr_assert(text);
+    return text;
+}
+
+typedef int (*text_matcher)(const char *grammar, const char *text);
+
+/* grammar (a printf format of min and max; max < 0 prints as nothing)
+ * accepts exactly lo..hi units: lo - 1 and hi + 1 are refused. */
+static void check_counts(text_matcher match, const char *fmt, int lo, int hi, const char *open,
+                         const char *const *units, int num_units, const char *sep, const char *close)
+{
+    char grammar[512], max[16] = "";
+    if (hi >= 0)
+        snprintf(max, sizeof(max), "%d", hi);
+    snprintf(grammar, sizeof(grammar), fmt, lo, max);
+    int tries[] = {lo - 1, lo, hi < 0 ? lo + 40 : hi, hi < 0 ? -1 : hi + 1};
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(tries); i++) {
+        if (tries[i] < 0)
+            continue;
+        char *text = counted_text(open, units, num_units, sep, tries[i], close);
+        int want = tries[i] >= lo && (hi < 0 || tries[i] <= hi);
+        cr_assert_eq(match(grammar, text), want, "%s on %d units: %s", grammar, tries[i], want ? "refused" : "accepted");
+        free(text);
+    }
+}
+
+/* 1 when regex re compiles to a grammar that parses; else err says why. */
+static int matches_or_error(const char *re, tram_error *err)
+{
+    char *gbnf = NULL;
+    tram_gbnf g;
+    int ok = !tram_regex_to_gbnf(re, "root", &gbnf, err) && !tram_gbnf_parse(gbnf, "root", BYTE_TAIL, &g, err);
+    if (ok)
+        tram_gbnf_free(&g);
+    free(gbnf);
+    return ok;
+}
+
+static int regex_matches(const char *re, const char *text)
+{
+    char *gbnf = NULL;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_regex_to_gbnf(re, "root", &gbnf, &err), 0, "%s: %s", re, err.msg);
+    int ok = matches(gbnf, text);
+    free(gbnf);
+    return ok;
+}
+
+Test(grammar_counts, string_length_bounds_are_exact)
+{
+    /* characters of 1, 2 and 3 bytes, and an escape: each is one character */
+    static const char *const chars[] = {"a", "\xc3\xa9", "\\n", "\xe2\x82\xac", " "};
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(bounds); i++) {
+        int b = bounds[i];
+        check_counts(schema_matches, "{\"type\":\"string\",\"minLength\":%d%.0s}", b, -1, "\"", chars, 5, "", "\"");
+        check_counts(schema_matches, "{\"type\":\"string\",\"maxLength\":%.0d%s}", 0, b, "\"", chars, 5, "", "\"");
+        check_counts(schema_matches, "{\"type\":\"string\",\"minLength\":%d,\"maxLength\":%s}", b, b, "\"", chars, 5,
+                     "", "\"");
+        check_counts(schema_matches, "{\"type\":\"string\",\"minLength\":%d,\"maxLength\":%s}", b / 2, b, "\"", chars,
+                     5, "", "\"");
+    }
+}
+
+Test(grammar_counts, array_and_map_bounds_are_exact)
+{
+    static const char *const items[] = {"0", "[1, \"x\"]", "-7"};
+    static const char *const entries[] = {"\"k\": 1", "\"\": 22"};
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(bounds); i++) {
+        int b = bounds[i];
+        check_counts(schema_matches, "{\"type\":\"array\",\"minItems\":%d%.0s}", b, -1, "[", items, 3, ", ", "]");
+        check_counts(schema_matches, "{\"type\":\"array\",\"minItems\":%d,\"maxItems\":%s}", b, b, "[", items, 3,
+                     ",", "]");
+        check_counts(schema_matches, "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":%d,"
+                                     "\"maxItems\":%s}", b / 3, b, "[", items, 1, ", ", "]");
+        if (b <= 1000)   /* one more object per bound keeps the run short; the loop is the same */
+            check_counts(schema_matches, "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"},"
+                                         "\"minProperties\":%d,\"maxProperties\":%s}", b / 2, b, "{", entries, 2,
+                         ", ", "}");
+    }
+}
+
+Test(grammar_counts, gbnf_and_regex_counts_are_exact)
+{
+    static const char *const units[] = {"ab", "c", "\xd0\xbf", "ab"};
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(bounds); i++) {
+        int b = bounds[i];
+        check_counts(matches, "root ::= \"<\" ( \"ab\" | [c\\u0430-\\u044f] ){%d,%s} \">\"", b, b, "<", units, 4, "",
+                     ">");
+        check_counts(matches, "root ::= \"<\" x{%d,%s} \">\"\nx ::= \"ab\" | [c\\u0430-\\u044f]", b / 2, b, "<",
+                     units, 4, "", ">");
+        check_counts(matches, "root ::= \"<\" ( \"ab\" | [c\\u0430-\\u044f] ){%d,%s} \">\"", b, -1, "<", units, 4,
+                     "", ">");
+        check_counts(regex_matches, "<(ab|[c\\u0430-\\u044f]){%d,%s}>", b, b, "<", units, 4, "", ">");
+        check_counts(regex_matches, "<(ab|[c\\u0430-\\u044f]){%d,%s}>", b, -1, "<", units, 4, "", ">");
+    }
+    /* nested: lines of at most 40 letters, at most 300 lines */
+    static const char *const lines[] = {"[abcdefghijklmnopqrstuvwxyzabcdefghijklmn]", "[]", "[x]"};
+    check_counts(matches, "root ::= ( \"[\" [a-z]{0,40} \"]\" ){%d,%s}", 50, 300, "", lines, 3, "", "");
+    cr_assert(!matches("root ::= ( \"[\" [a-z]{0,40} \"]\" ){1,300}", "[abcdefghijklmnopqrstuvwxyzabcdefghijklmno]"));
+}
+
+/* A count of 100000 makes the grammar of a count of 200, and the matcher
+ * follows it with as many stacks, each as short, as it follows x* with. */
+Test(grammar_counts, a_long_count_keeps_the_matcher_small)
+{
+    static const char *const gbnf[] = {"root ::= \"\\\"\" ( [^\"\\\\] | \"\\\\\" [nt] ){0,100000} \"\\\"\"",
+                                       "root ::= \"\\\"\" ( [^\"\\\\] | \"\\\\\" [nt] )* \"\\\"\"",
+                                       "root ::= \"\\\"\" ( [^\"\\\\] | \"\\\\\" [nt] ){0,200} \"\\\"\""};
+    tram_gbnf g[3];
+    tram_stackset st[2] = {{0}}, next = {0};
+    for (int k = 0; k < 3; k++) {
+        tram_error err = {{0}};
+        cr_assert_eq(tram_gbnf_parse(gbnf[k], "root", BYTE_TAIL, &g[k], &err), 0, "%s", err.msg);
+        if (k < 2)
+            tram_stacks_start(&g[k], g[k].root, &st[k], buf);
+    }
+    cr_assert_eq(g[0].num_elems, g[2].num_elems, "a count of 100000: %d grammar positions, of 200: %d",
+                 g[0].num_elems, g[2].num_elems);
+    tram_gbnf_free(&g[2]);
+    const char text[] = "a\\n\xc3\xa9 ";  /* 4 characters in 6 bytes */
+    for (int i = 0; i <= 100000 / 4 * 6; i++) {
+        unsigned char c = (unsigned char)(i == 0 ? '"' : text[(i - 1) % 6]);
+        for (int k = 0; k < 2; k++) {
+            tram_stacks_advance(&g[k], &st[k], -1, c, &next, buf);
+            tram_stackset t = st[k];
+            st[k] = next;
+            next = t;
+        }
+        cr_assert(st[0].n > 0 && !st[0].oom, "byte %d: no stack", i);
+        /* after the 100000th character only the closing quote is left */
+        cr_assert_eq(st[0].n, i < 100000 / 4 * 6 ? st[1].n : 1, "byte %d: %d stacks, x* has %d", i, st[0].n,
+                     st[1].n);
+        for (int j = 0; j < st[0].n; j++)
+            cr_assert_leq(st[0].len[j], 6, "byte %d: a stack %d deep", i, st[0].len[j]);
+    }
+    tram_stacks_advance(&g[0], &st[0], -1, '"', &next, buf);
+    cr_assert(next.has_end && next.n == 0);
+    for (int k = 0; k < 2; k++) {
+        tram_stackset_free(&st[k]);
+        tram_gbnf_free(&g[k]);
+    }
+    tram_stackset_free(&next);
+}
+
+Test(grammar_counts, counts_past_the_limit_are_errors_naming_it)
+{
+    static const struct {
+        const char *schema, *words;
+    } schemas[] = {
+        {"{\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":1000001}}}",
+         "'maxLength' 1000001 at #/properties/s is over 1000000"},
+        {"{\"type\":\"string\",\"minLength\":9223372036854775807}", "'minLength' 9223372036854775807 at # is over"},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"array\",\"minItems\":2000000}}", "'minItems' 2000000 at #/items"},
+        {"{\"type\":\"object\",\"additionalProperties\":{},\"maxProperties\":5000000}", "'maxProperties' 5000000"},
+        {"{\"type\":\"string\",\"pattern\":\"a{0,1000001}\"}", "'pattern' at #: regex: repetition count over 1000000"},
+        {"{\"type\":\"string\",\"minLength\":10,\"maxLength\":9}", "maxLength below minLength"},
+    };
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(schemas); i++) {
+        char *gbnf = NULL;
+        tram_error err = {{0}};
+        cr_assert_eq(tram_json_schema_to_gbnf(schemas[i].schema, "root", &gbnf, &err), -1, "case %zu compiled", i);
+        cr_assert(strstr(err.msg, schemas[i].words), "case %zu: '%s' lacks '%s'", i, err.msg, schemas[i].words);
+    }
+    /* a repeated term that can be empty: 2^120 ways through (""|""){120} */
+    static const char *const gbnf[] = {"root ::= \"a\"{1000001}", "root ::= \"a\"{2,99999999999}",
+                                       "root ::= (\"a\"?){1000}", "root ::= (\"a\" | \"\"){0,500}",
+                                       "root ::= (\"\" | \"\"){120}", "root ::= x{2,}\nx ::= \"b\"?"};
+    static const char *const words[] = {"count over 1000000", "count over 1000000", "'root' repeats something that can be empty",
+                                        "can be empty", "can be empty", "can be empty"};
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(gbnf); i++) {
+        tram_gbnf g;
+        tram_error err = {{0}};
+        cr_assert_eq(tram_gbnf_parse(gbnf[i], "root", BYTE_TAIL, &g, &err), -1, "'%s' parsed", gbnf[i]);
+        cr_assert(strstr(err.msg, words[i]), "'%s': '%s' lacks '%s'", gbnf[i], err.msg, words[i]);
+    }
+    char *out = NULL;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_regex_to_gbnf("x{1000001}", "root", &out, &err), -1);
+    cr_assert(strstr(err.msg, "over 1000000"), "%s", err.msg);
+    cr_assert(!matches_or_error("(|){120}", &err) && strstr(err.msg, "can be empty"), "%s", err.msg);
+}
+
 /* ---------------------------------------------------------------- the token mask */
 
 /* At each step of a random walk through the grammar, the matcher's mask
  * equals, token by token over the whole vocabulary, what the byte matcher
- * says of the token's bytes from the same state. */
-static void check_mask(const tram_tokenizer *tok, const char *gbnf, int steps, unsigned seed)
+ * says of the token's bytes from the same state.  tail: of large bounded
+ * counts (0: the default, the longest token). */
+static void check_mask(const tram_tokenizer *tok, const char *gbnf, int tail, int steps, unsigned seed)
 {
     tram_error err = {{0}};
-    tram_grammar *g = tram_grammar_compile(gbnf, "root", tok, &err);
+    tram_grammar *g = tram_grammar_compile_tail(gbnf, "root", tok, tail, &err);
     cr_assert(g, "%s", err.msg);
     tram_gbnf ir;
-    cr_assert_eq(tram_gbnf_parse(gbnf, "root", &ir, &err), 0);
+    cr_assert_eq(tram_gbnf_parse(gbnf, "root", BYTE_TAIL, &ir, &err), 0);
     tram_matcher *m;
     cr_assert_eq(tram_matcher_create(&m, g, &err), 0);
     tram_stackset state = {0}, probe = {0};
@@ -317,11 +526,74 @@ Test(grammar, mask_equals_brute_force, .timeout = 120)
                      "root", &schema, &err), 0, "%s", err.msg);
     cr_assert_eq(tram_json_object_gbnf("root", &object, &err), 0);
     cr_assert_eq(tram_regex_to_gbnf("[\\u03b1-\\u03c9]{2,5} (yes|no)\\.?", "root", &re, &err), 0, "%s", err.msg);
-    const char *grammars[] = {schema, object, re, "root ::= ( [^a-z\\n] | \"ab\" ){1,6} \"\\n\"?"};
+    /* counted repetitions, walked up to their max: with the default tail,
+     * and with a tail of 3 so that near the bound the tokens longer than
+     * it are checked at run time */
+    char *counted = NULL;
+    cr_assert_eq(tram_json_schema_to_gbnf("{\"type\":\"string\",\"minLength\":135,\"maxLength\":140}", "root",
+                                          &counted, &err), 0, "%s", err.msg);
+    const char *grammars[] = {schema, object, re, "root ::= ( [^a-z\\n] | \"ab\" ){1,6} \"\\n\"?",
+                              "root ::= \"<\" ( [a-z ] | \"\\\\n\" ){130,140} \">\"", counted, counted};
+    const int tails[] = {0, 0, 0, 0, 3, 3, 0}, steps[] = {10, 10, 10, 10, 24, 24, 24};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(grammars); i++)
-        check_mask(tok, grammars[i], 10, (unsigned)(7 + i));
+        check_mask(tok, grammars[i], tails[i], steps[i], (unsigned)(7 + i));
+    free(counted);
     free(schema);
     free(object);
     free(re);
+    tram_tokenizer_free(tok);
+}
+
+/* text's token: the test needs it to be one. */
+static int32_t single_token(const tram_tokenizer *tok, const char *text)
+{
+    int32_t *ids = NULL;
+    int n = 0;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_tokenizer_encode(tok, text, strlen(text), 0, 0, &ids, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 1, "'%s' is %d tokens", text, n);
+    int32_t id = ids[0];
+    free(ids);
+    return id;
+}
+
+static int allowed(const uint32_t *mask, int32_t id) { return (mask[id >> 5] >> (id & 31)) & 1; }
+
+/* Through the token mask with the default model's vocabulary: a string of
+ * 250..300 characters cannot be closed before its 250th character, can be
+ * at any length up to 300, and must be at 300; a 3-character token fits
+ * only while 3 characters are left. */
+Test(grammar_counts, the_mask_closes_a_string_exactly_at_its_bounds, .timeout = 60)
+{
+    tram_tokenizer *tok;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_tokenizer_load(&tok, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
+    char *gbnf = NULL;
+    cr_assert_eq(tram_json_schema_to_gbnf("{\"type\":\"string\",\"minLength\":250,\"maxLength\":300}", "root",
+                                          &gbnf, &err), 0, "%s", err.msg);
+    tram_grammar *g = tram_grammar_compile(gbnf, "root", tok, &err);
+    cr_assert(g, "%s", err.msg);
+    tram_matcher *m;
+    cr_assert_eq(tram_matcher_create(&m, g, &err), 0);
+    int32_t quote = single_token(tok, "\""), a = single_token(tok, "a"), the = single_token(tok, "the"),
+            close = single_token(tok, "\",");
+    uint32_t *mask = calloc((size_t)tram_grammar_mask_words(g), sizeof(uint32_t));
+    cr_assert_eq(tram_matcher_accept(m, quote), 1);
+    for (int chars = 0; chars <= 300; chars++) {
+        tram_matcher_fill_mask(m, mask);
+        cr_assert_eq(allowed(mask, quote), chars >= 250, "the closing quote after %d characters", chars);
+        cr_assert(!allowed(mask, close), "'\",' after %d characters (nothing may follow the string)", chars);
+        cr_assert_eq(allowed(mask, a), chars < 300, "'a' after %d characters", chars);
+        cr_assert_eq(allowed(mask, the), chars + 3 <= 300, "'the' after %d characters", chars);
+        if (chars < 300)
+            cr_assert_eq(tram_matcher_accept(m, a), 1);
+    }
+    cr_assert_eq(tram_matcher_accept(m, the), 0);
+    cr_assert_eq(tram_matcher_accept(m, quote), 1);
+    cr_assert(tram_matcher_is_done(m));
+    free(mask);
+    free(gbnf);
+    tram_matcher_free(m);
+    tram_grammar_release(g);
     tram_tokenizer_free(tok);
 }
