@@ -86,9 +86,11 @@ int tram_matcher_create(tram_matcher **out, const tram_grammar *g, tram_error *e
         return -1;
     }
     tram_stacks_start(&g->ir, g->ir.root, &m->state, m->scratch.buf);
-    if (m->state.oom) {
+    if (tram_stackset_incomplete(&m->state)) {
+        int ambiguous = m->state.too_ambiguous;
         tram_matcher_free(m);
-        return tram_fail(err, "grammar: out of memory");
+        return ambiguous ? tram_fail(err, TRAM_GRAMMAR_TOO_AMBIGUOUS, TRAM_MAX_STACKS)
+                         : tram_fail(err, "grammar: out of memory");
     }
     *out = m;
     return 0;

@@ -9,7 +9,7 @@
 void tram_stackset_clear(tram_stackset *s)
 {
     s->pool_len = s->n = 0;
-    s->has_end = s->oom = 0;
+    s->has_end = s->oom = s->too_ambiguous = 0;
 }
 
 void tram_stackset_free(tram_stackset *s)
@@ -68,6 +68,10 @@ static void add_stack(tram_stackset *s, const int32_t *v, int len)
     for (int i = 0; i < s->n; i++)
         if (s->hash[i] == h && s->len[i] == len && !memcmp(s->pool + s->off[i], v, (size_t)len * 4))
             return;
+    if (s->n == TRAM_MAX_STACKS) {
+        s->too_ambiguous = 1;
+        return;
+    }
     if (reserve(s, 1, len)) {
         s->oom = 1;
         return;

@@ -15,6 +15,13 @@
 
 /* Deepest stack kept; a deeper branch is dropped (fails closed). */
 #define TRAM_MAX_STACK_DEPTH 1024
+/* Most stacks in one set.  A set holds one stack per way of reading the
+ * text so far, so only a very ambiguous grammar (nested repetitions such as
+ * (("a")+)+, which read n bytes in exponentially many ways) comes near it;
+ * past it every step would cost seconds, so the grammar is refused instead. */
+#define TRAM_MAX_STACKS 512
+#define TRAM_GRAMMAR_TOO_AMBIGUOUS "grammar: too ambiguous: the text can be read in over %d ways at once " \
+                                   "(nested repetitions such as ((x)+)+ do that); write it with fewer"
 
 typedef struct {
     int32_t *pool;             /* stacks back to back, bottom first */
@@ -24,11 +31,15 @@ typedef struct {
     int n, cap;
     int has_end;               /* the empty stack is in the set */
     int oom;                   /* an allocation failed: the set is incomplete */
+    int too_ambiguous;         /* it would have held over TRAM_MAX_STACKS: incomplete */
 } tram_stackset;
 
 void tram_stackset_clear(tram_stackset *s);
 void tram_stackset_free(tram_stackset *s);
 int tram_stackset_copy(tram_stackset *dst, const tram_stackset *src);
+
+/* 1 when the set lost stacks (memory, or the grammar's ambiguity). */
+static inline int tram_stackset_incomplete(const tram_stackset *s) { return s->oom || s->too_ambiguous; }
 
 static inline const int32_t *tram_stack_at(const tram_stackset *s, int i) { return s->pool + s->off[i]; }
 

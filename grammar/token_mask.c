@@ -17,7 +17,7 @@ typedef struct {
     int32_t *table;            /* open addressing on key: state + 1, 0 empty */
     int table_cap;
     tram_stackset tmp;
-    int oom;
+    int oom, too_ambiguous;    /* why a step failed */
 } lazy_dfa;
 
 static uint64_t set_key(const tram_stackset *s)
@@ -106,6 +106,8 @@ static int dfa_step(lazy_dfa *d, const tram_gbnf *g, int state, uint8_t byte, in
     if (d->next[state][byte] != -2)
         return d->next[state][byte];
     tram_stacks_advance(g, &d->sets[state], -1, byte, &d->tmp, buf);
+    if (d->tmp.too_ambiguous)
+        return d->too_ambiguous = 1, -1;
     int id = d->tmp.oom ? -1 : dfa_intern(d, &d->tmp);
     if (id < 0)
         return d->oom = 1, -1;
@@ -162,7 +164,7 @@ static void walk_node(walk *w, int node, int state, int escaped)
 {
     const tram_trie_node *n = &w->t->nodes[node];
     int cur_end = w->dfa.sets[state].has_end;
-    for (int c = n->child0; c < n->child0 + n->num_children && !w->dfa.oom; c++) {
+    for (int c = n->child0; c < n->child0 + n->num_children && !w->dfa.oom && !w->dfa.too_ambiguous; c++) {
         const tram_trie_node *ch = &w->t->nodes[c];
         int esc = escaped || (cur_end && tram_byteset_has(w->follow, ch->byte));
         int next = dfa_step(&w->dfa, w->g, state, ch->byte, w->buf);
@@ -235,9 +237,12 @@ static int build_position(walk *w, int32_t p, int32_t loop, tram_pos_mask *pm, i
     w->buf[len++] = p;
     pm->loop = loop;
     tram_stacks_expand(w->g, &w->dfa.tmp, w->buf, len);
-    int start = w->dfa.tmp.oom ? -1 : dfa_intern(&w->dfa, &w->dfa.tmp);
+    w->dfa.too_ambiguous |= w->dfa.tmp.too_ambiguous;
+    int start = tram_stackset_incomplete(&w->dfa.tmp) ? -1 : dfa_intern(&w->dfa, &w->dfa.tmp);
     if (start >= 0)
         walk_node(w, 0, start, 0);
+    if (w->dfa.too_ambiguous)
+        return tram_fail(err, TRAM_GRAMMAR_TOO_AMBIGUOUS, TRAM_MAX_STACKS);
     if (start < 0 || w->dfa.oom)
         return tram_fail(err, "grammar: out of memory computing token masks");
     return store(w, pm, words, err);
@@ -403,6 +408,8 @@ static int run_bytes(const tram_gbnf *g, const tram_stackset *st, int which, con
         tram_stackset *next = &s->levels[d + 1];
         tram_stacks_advance(g, d == 0 ? st : &s->levels[d], d == 0 ? which : -1, b[d], next, s->buf);
         *reached = d + 1;
+        if (tram_stackset_incomplete(next))
+            return 0;  /* fails closed: a token read in too many ways is refused */
         if (next->n == 0)
             return d + 1 == n && next->has_end;
     }

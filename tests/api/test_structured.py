@@ -140,12 +140,14 @@ def test_long_bounded_string_is_honoured_exactly(server):
     assert 150 <= len(value["summary"]) <= 300, value
 
 
-def test_counts_past_the_limit_are_400_naming_them(server):
+def test_grammars_past_the_limits_are_400_naming_them(server):
     for body, param, words in [
             ({"guided_json": {"type": "string", "maxLength": 1000001}}, "guided_json", "'maxLength' 1000001 at #"),
             ({"structured_outputs": {"grammar": 'root ::= "a"{2000000}'}}, "structured_outputs.grammar",
              "repetition count over 1000000"),
-            ({"guided_regex": "a{0,1000001}"}, "guided_regex", "repetition count over 1000000")]:
+            ({"guided_regex": "a{0,1000001}"}, "guided_regex", "repetition count over 1000000"),
+            # read in exponentially many ways: refused, not seconds per byte
+            ({"guided_grammar": "root ::= " + "(" * 20 + '"a"' + ")+" * 20}, "guided_grammar", "too ambiguous")]:
         status, _, resp = post(server, "/v1/completions", dict(body, model=server.model, prompt="hi"))
         assert status == 400, resp
         assert resp["error"]["param"] == param and words in resp["error"]["message"], resp

@@ -597,3 +597,48 @@ Test(grammar_counts, the_mask_closes_a_string_exactly_at_its_bounds, .timeout = 
     tram_grammar_release(g);
     tram_tokenizer_free(tok);
 }
+
+/* root ::= ((...("a")+...)+)+, `depth` deep: n bytes of a's read in
+ * exponentially many ways. */
+static char *nested_plus(int depth)
+{
+    tram_strbuf b = {0};
+    tram_strbuf_addf(&b, "root ::= ");
+    for (int i = 0; i < depth; i++)
+        tram_strbuf_add(&b, "(", 1);
+    tram_strbuf_addf(&b, "\"a\"");
+    for (int i = 0; i < depth; i++)
+        tram_strbuf_add(&b, ")+", 2);
+    return b.s;
+}
+
+/* A grammar read in too many ways at once is refused, at compile time and
+ * in the byte matcher, instead of costing seconds a byte (16 deep: 65k
+ * stacks after 12 bytes before the limit). */
+Test(grammar, a_too_ambiguous_grammar_is_refused, .timeout = 60)
+{
+    char *gbnf = nested_plus(16);
+    tram_gbnf g;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_gbnf_parse(gbnf, "root", BYTE_TAIL, &g, &err), 0, "%s", err.msg);
+    tram_stackset st = {0};
+    tram_stacks_start(&g, g.root, &st, buf);
+    run_bytes(&g, &st, "aaaaaaaaaaaaaaaa", 16);
+    cr_assert(st.too_ambiguous, "%d stacks and no refusal", st.n);
+    cr_assert_leq(st.n, TRAM_MAX_STACKS);
+    tram_stackset_free(&st);
+    tram_gbnf_free(&g);
+
+    tram_tokenizer *tok;
+    cr_assert_eq(tram_tokenizer_load(&tok, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
+    cr_assert_null(tram_grammar_compile(gbnf, "root", tok, &err));
+    cr_assert(strstr(err.msg, "too ambiguous"), "%s", err.msg);
+    /* two deep stays well inside the limit and compiles */
+    free(gbnf);
+    gbnf = nested_plus(2);
+    tram_grammar *ok = tram_grammar_compile(gbnf, "root", tok, &err);
+    cr_assert(ok, "%s", err.msg);
+    tram_grammar_release(ok);
+    free(gbnf);
+    tram_tokenizer_free(tok);
+}
