@@ -114,6 +114,7 @@ const tram_api_field tram_api_fields[] = {
     HONOURED("tools", TRAM_FIELD_CHAT, "5"),
     HONOURED("tool_choice", TRAM_FIELD_CHAT, "5"),
     HONOURED("parallel_tool_calls", TRAM_FIELD_CHAT, "\"x\""),
+    HONOURED("chat_template_kwargs", TRAM_FIELD_CHAT, "{\"messages\": []}"),
     IGNORED("metadata", TRAM_FIELD_CHAT),
     IGNORED("store", TRAM_FIELD_CHAT),
     IGNORED("service_tier", TRAM_FIELD_CHAT),
@@ -144,8 +145,6 @@ const tram_api_field tram_api_fields[] = {
              "special tokens", "true", "false"),
     REJECTED("chat_template", TRAM_FIELD_CHAT, NULL, "the model's own template is used",
              "\"{{ messages }}\"", NULL),
-    REJECTED("chat_template_kwargs", TRAM_FIELD_CHAT, NULL, "the template takes no extra "
-             "arguments", "{\"enable_thinking\": false}", NULL),
     REJECTED("documents", TRAM_FIELD_CHAT, NULL, "retrieval documents are not rendered", "[]",
              NULL),
     REJECTED("mm_processor_kwargs", TRAM_FIELD_CHAT, NULL, "the model takes text only", "{}",

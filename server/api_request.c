@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tokenizer/chat_template.h"
+
 /* Completions may batch prompts; past this many a client should split. */
 #define TRAM_API_MAX_PROMPTS 256
 
@@ -354,6 +356,27 @@ static int parse_message(const json_t *m, int i, tram_api_message *out, tram_api
     return rc;
 }
 
+/* apply_chat_template's **kwargs: more variables for the template, none of
+ * them one the renderer sets itself. */
+static int parse_template_kwargs(const json_t *o, tram_api_request *r, tram_api_error *e)
+{
+    const json_t *v = json_object_get(o, "chat_template_kwargs");
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_object(v))
+        return tram_api_fail(e, 400, "chat_template_kwargs", "invalid_type",
+                             "'chat_template_kwargs' must be an object.");
+    const char *key;
+    const json_t *value;
+    json_object_foreach((json_t *)v, key, value) {
+        if (tram_chat_template_sets(key))
+            return tram_api_fail(e, 400, "chat_template_kwargs", "invalid_value",
+                                 "'chat_template_kwargs' cannot set '%.100s': tram sets it from the request.", key);
+    }
+    r->chat_template_kwargs = v;
+    return 0;
+}
+
 static int parse_messages(const json_t *o, tram_api_request *r, tram_api_error *e)
 {
     const json_t *v = json_object_get(o, "messages");
@@ -472,7 +495,7 @@ static int parse_fields(const json_t *o, tram_api_request *r, tram_api_error *e)
         return -1;
     if (r->kind == TRAM_API_CHAT)
         return parse_messages(o, r, e) || parse_chat_logprobs(o, &r->params, e) ||
-                       tram_api_parse_tools(o, &r->tools, e)
+                       tram_api_parse_tools(o, &r->tools, e) || parse_template_kwargs(o, r, e)
                    ? -1
                    : 0;
     return parse_completion_fields(o, r, e);

@@ -37,6 +37,7 @@ typedef struct {
     tram_api_message *messages;     /* chat */
     int num_messages;
     tram_api_tools tools;           /* chat: tools, tool_choice, parallel_tool_calls */
+    const json_t *chat_template_kwargs;  /* chat: NULL, or more template variables (an object) */
     tram_prompt *prompts;           /* completions: text, or owned token ids */
     int num_prompts;
     int echo;                       /* completions: prepend the prompt */

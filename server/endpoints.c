@@ -155,8 +155,9 @@ static int tokenize(tram_server *s, const json_t *o, int32_t **ids, int *n, tram
                              "Missing required parameter: 'prompt' (a string) or 'messages'.");
     /* the conversation as a chat request would render it (the other fields
      * are this endpoint's own) */
-    json_t *chat = json_pack("{s:O, s:O?}", "messages", json_object_get(o, "messages"), "tools",
-                             json_object_get(o, "tools"));
+    json_t *chat = json_pack("{s:O, s:O?, s:O?}", "messages", json_object_get(o, "messages"), "tools",
+                             json_object_get(o, "tools"), "chat_template_kwargs",
+                             json_object_get(o, "chat_template_kwargs"));
     tram_api_request r;
     char *body = chat ? json_dumps(chat, JSON_COMPACT) : NULL;
     json_decref(chat);
@@ -166,7 +167,8 @@ static int tokenize(tram_server *s, const json_t *o, int32_t **ids, int *n, tram
     if (rc)
         return -1;
     char *text;
-    rc = tram_prompt_render_chat(s->chat, r.messages, r.num_messages, r.tools.tools, &text, e);
+    rc = tram_prompt_render_chat(s->chat, r.messages, r.num_messages, r.tools.tools, r.chat_template_kwargs, &text,
+                                 e);
     tram_api_request_free(&r);
     if (rc)
         return -1;

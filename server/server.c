@@ -67,7 +67,7 @@ static void on_ready(tram_server *s)
 {
     tram_error err = {{0}};
     const tram_engine *e = tram_worker_engine(s->worker);
-    if (tram_chat_template_for(&s->chat, tram_engine_tokenizer(e), 1, &err)) {
+    if (tram_chat_template_for(&s->chat, tram_engine_tokenizer(e), s->cfg.chat_template, 1, &err)) {
         tram_log(TRAM_LOG_ERROR, "chat template: %s", err.msg);
         s->exit_code = 1;
         event_base_loopexit(s->base, NULL);

@@ -22,6 +22,7 @@ typedef struct {
     const char *served_model_names[TRAM_MAX_SERVED_NAMES];  /* none: the model file's name;
                                         the first is the one responses and metrics carry */
     int num_served_model_names;
+    const char *chat_template;       /* Jinja source used instead of the model's template, or NULL */
     const char *api_key;             /* NULL or "": no authentication */
     int max_queue;                   /* requests allowed to wait (256) */
     size_t max_body_size;            /* bytes (4 MiB) */

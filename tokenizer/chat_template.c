@@ -77,8 +77,32 @@ static json_t *message_json(const tram_chat_msg *m)
     return o;
 }
 
+static const char *const set_by_tram[] = {"messages", "tools", "documents", "add_generation_prompt", "bos_token",
+                                           "eos_token"};
+
+int tram_chat_template_sets(const char *name)
+{
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(set_by_tram); i++)
+        if (!strcmp(name, set_by_tram[i]))
+            return 1;
+    return 0;
+}
+
+/* kwargs's members join vars; one that tram sets is an error. */
+static int add_kwargs(json_t *vars, const json_t *kwargs, tram_error *err)
+{
+    const char *key;
+    json_t *value;
+    json_object_foreach((json_t *)kwargs, key, value) {
+        if (tram_chat_template_sets(key))
+            return tram_fail(err, "chat template: '%s' is set by tram and cannot be a template argument", key);
+        json_object_set(vars, key, value);
+    }
+    return 0;
+}
+
 static int render_messages(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, const json_t *tools,
-                           int gen, char **out, tram_error *err)
+                           const json_t *kwargs, int gen, char **out, tram_error *err)
 {
     json_t *messages = json_array();
     for (int i = 0; i < n; i++)
@@ -89,6 +113,10 @@ static int render_messages(const tram_chat_template *ct, const tram_chat_msg *ms
         return tram_fail(err, "chat template: a message is not valid UTF-8, or out of memory");
     if (ct->date[0])
         json_object_set_new(vars, "date_string", json_string(ct->date));
+    if (kwargs && add_kwargs(vars, kwargs, err)) {
+        json_decref(vars);
+        return -1;
+    }
     int rc = tram_jinja_render(ct->jinja, vars, ct->clock ? ct->clock : (long long)time(NULL), out, err);
     json_decref(vars);
     return rc;
@@ -103,7 +131,8 @@ static int has_tool_parts(const tram_chat_msg *m, int n)
 }
 
 int tram_chat_template_render_tools(const tram_chat_template *ct, const tram_chat_msg *msgs, int n,
-                                    const json_t *tools, int gen, char **out, tram_error *err)
+                                    const json_t *tools, const json_t *kwargs, int gen, char **out,
+                                    tram_error *err)
 {
     *out = NULL;
     for (int i = 0; i < n; i++)
@@ -117,12 +146,12 @@ int tram_chat_template_render_tools(const tram_chat_template *ct, const tram_cha
                               "(it parses Hermes <tool_call>, Llama 3 JSON and Mistral [TOOL_CALLS] calls), so this "
                               "model cannot take tools or tool calls");
     if (!tool_parts || ct->tool_format != TRAM_TOOLS_GENERIC)
-        return render_messages(ct, msgs, n, tools, gen, out, err);
+        return render_messages(ct, msgs, n, tools, kwargs, gen, out, err);
     tram_chat_msg *plain;
     int n_plain;
     if (tram_chat_generic(ct, msgs, n, tools, &plain, &n_plain, err))
         return -1;
-    int rc = render_messages(ct, plain, n_plain, NULL, gen, out, err);
+    int rc = render_messages(ct, plain, n_plain, NULL, kwargs, gen, out, err);
     tram_chat_generic_free(plain, n_plain);
     return rc;
 }
@@ -130,7 +159,7 @@ int tram_chat_template_render_tools(const tram_chat_template *ct, const tram_cha
 int tram_chat_template_render(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, int gen, char **out,
                               tram_error *err)
 {
-    return tram_chat_template_render_tools(ct, msgs, n, NULL, gen, out, err);
+    return tram_chat_template_render_tools(ct, msgs, n, NULL, NULL, gen, out, err);
 }
 
 /* ---- what the template is ---- */
@@ -204,7 +233,7 @@ static int takes_system(const tram_chat_template *ct)
     static const char probe[] = "tram-probe-system-prompt";
     const tram_chat_msg m[] = {{.role = "system", .content = probe}, {.role = "user", .content = "Hi"}};
     char *out;
-    if (render_messages(ct, m, 2, NULL, 1, &out, NULL))
+    if (render_messages(ct, m, 2, NULL, NULL, 1, &out, NULL))
         return 0;
     int found = strstr(out, probe) != NULL;
     free(out);
@@ -247,7 +276,7 @@ static tram_tool_format call_syntax(const tram_chat_template *ct)
                                {.role = "tool", .content = "1", .tool_call_id = "a1B2c3D4e"}};
     char *out = NULL;
     tram_tool_format f = TRAM_TOOLS_UNSUPPORTED;
-    if (args && tools && !render_messages(ct, m, 3, tools, 1, &out, NULL)) {
+    if (args && tools && !render_messages(ct, m, 3, tools, NULL, 1, &out, NULL)) {
         if (written_as(out, "<tool_call>", "{\"name\": \"probe_fn\", \"arguments\": {\"probe_arg\": 1}}", "</tool_call>"))
             f = TRAM_TOOLS_HERMES;
         else if (written_as(out, "<|start_header_id|>assistant<|end_header_id|>",
@@ -307,9 +336,10 @@ int tram_chat_template_create(tram_chat_template **out, const char *tmpl, const 
     return 0;
 }
 
-int tram_chat_template_for(tram_chat_template **out, const tram_tokenizer *t, int fallback_chatml, tram_error *err)
+int tram_chat_template_for(tram_chat_template **out, const tram_tokenizer *t, const char *tmpl, int fallback_chatml,
+                           tram_error *err)
 {
     int32_t bos = tram_tokenizer_bos(t), eos = tram_tokenizer_eos(t);
-    return tram_chat_template_create(out, tram_tokenizer_chat_template(t), bos >= 0 ? tram_tokenizer_piece(t, bos) : "",
+    return tram_chat_template_create(out, tmpl ? tmpl : tram_tokenizer_chat_template(t), bos >= 0 ? tram_tokenizer_piece(t, bos) : "",
                                      eos >= 0 ? tram_tokenizer_piece(t, eos) : "", fallback_chatml, err);
 }

@@ -59,9 +59,11 @@ typedef struct tram_chat_template tram_chat_template;
  * ChatML and tram_chat_template_warning says so. */
 int tram_chat_template_create(tram_chat_template **out, const char *tmpl, const char *bos, const char *eos,
                               int fallback_chatml, tram_error *err);
-/* The model's own template, BOS and EOS. */
-int tram_chat_template_for(tram_chat_template **out, const tram_tokenizer *t, int fallback_chatml,
-                           tram_error *err);
+/* The model's BOS and EOS with tmpl, the Jinja source that replaces the
+ * model's own template (vLLM's --chat-template), or with the model's own
+ * when tmpl is NULL. */
+int tram_chat_template_for(tram_chat_template **out, const tram_tokenizer *t, const char *tmpl,
+                           int fallback_chatml, tram_error *err);
 void tram_chat_template_free(tram_chat_template *ct);
 
 tram_chat_family tram_chat_template_family(const tram_chat_template *ct);
@@ -82,9 +84,15 @@ int tram_chat_template_render(const tram_chat_template *ct, const tram_chat_msg 
                               int add_generation_prompt, char **out, tram_error *err);
 /* The same with tools: NULL, or a non-empty JSON array of
  * {"type": "function", "function": {...}} objects, rendered the way
- * apply_chat_template(tools=...) renders them. */
+ * apply_chat_template(tools=...) renders them; and kwargs: NULL, or a JSON
+ * object whose members are more template variables (apply_chat_template's
+ * **kwargs, vLLM's chat_template_kwargs), none of them one tram sets. */
 int tram_chat_template_render_tools(const tram_chat_template *ct, const tram_chat_msg *msgs, int n,
-                                    const json_t *tools, int add_generation_prompt, char **out,
-                                    tram_error *err);
+                                    const json_t *tools, const json_t *kwargs, int add_generation_prompt,
+                                    char **out, tram_error *err);
+/* 1 when the template variable `name` is one the renderer sets itself
+ * (messages, tools, add_generation_prompt, bos_token, ...), which kwargs
+ * may not. */
+int tram_chat_template_sets(const char *name);
 
 #endif

@@ -8,11 +8,13 @@
 #include "server/cli/commands.h"
 #include "server/cli/defaults.h"
 #include "server/cli/flags.h"
+#include "server/cli/text_file.h"
 #include "server/api_tools.h"
 #include "tokenizer/chat_template.h"
 
 typedef struct {
     const char *model;
+    const char *chat_template;  /* Jinja source instead of the model's, or NULL */
     int generation_prompt;  /* open an assistant turn at the end */
     int chatml_fallback;
 } chat_template_opts;
@@ -23,14 +25,18 @@ static const tram_flag chat_template_flags[] = {
     {.name = "-m", .kind = TRAM_FLAG_STRING, .field = FIELD(model)},
     {.name = "--no-generation-prompt", .kind = TRAM_FLAG_CLEAR, .field = FIELD(generation_prompt)},
     {.name = "--chatml-fallback", .kind = TRAM_FLAG_SET, .field = FIELD(chatml_fallback)},
+    {.name = "--chat-template", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(chat_template),
+     .parse = tram_chat_template_flag},
 };
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: tram chat-template [-m MODEL] [--no-generation-prompt] [--chatml-fallback] MESSAGES.json\n\n"
-                 "MESSAGES.json holds [{\"role\": ..., \"content\": ...}, ...] (or {\"messages\": [...], \"tools\": [...]},\n"
-                 "with tool calls and results as the OpenAI API sends them).\n\n"
+    fprintf(out, "usage: tram chat-template [-m MODEL] [--chat-template FILE] [--no-generation-prompt] [--chatml-fallback]\n"
+                 "                         MESSAGES.json\n\n"
+                 "MESSAGES.json holds [{\"role\": ..., \"content\": ...}, ...] (or {\"messages\": [...], \"tools\": [...],\n"
+                 "\"chat_template_kwargs\": {...}}, with tool calls and results as the OpenAI API sends them).\n\n"
                  "  -m MODEL                 a .gguf file or a Hugging Face directory (default %s)\n"
+                 "  --chat-template FILE     a Jinja chat template to use instead of the model's\n"
                  "  --no-generation-prompt   do not open an assistant turn at the end\n"
                  "  --chatml-fallback        use ChatML when the model has no template or one tram cannot parse\n",
                  TRAM_DEFAULT_MODEL);
@@ -46,10 +52,11 @@ static int render(const chat_template_opts *o, const char *path)
     }
     json_t *arr = json_is_array(root) ? root : json_object_get(root, "messages");
     const json_t *tools = json_is_object(root) ? json_object_get(root, "tools") : NULL;
+    const json_t *kwargs = json_is_object(root) ? json_object_get(root, "chat_template_kwargs") : NULL;
     size_t n = json_array_size(arr);
     tram_chat_msg *msgs = calloc(n + 1, sizeof(*msgs));
     tram_api_error api_err = {0};
-    int rc = !msgs || !json_is_array(arr) || (tools && !json_is_array(tools));
+    int rc = !msgs || !json_is_array(arr) || (tools && !json_is_array(tools)) || (kwargs && !json_is_object(kwargs));
     for (size_t i = 0; !rc && i < n; i++) {
         json_t *m = json_array_get(arr, i);
         const char *content = json_string_value(json_object_get(m, "content"));
@@ -66,10 +73,10 @@ static int render(const chat_template_opts *o, const char *path)
     char *out = NULL;
     if (rc)
         snprintf(err.msg, sizeof(err.msg), "%.200s: %.300s", path,
-                 api_err.status ? api_err.message : "expected an array of messages (and of tools)");
+                 api_err.status ? api_err.message : "expected an array of messages (and of tools, and an object of chat_template_kwargs)");
     if (!rc)
-        rc = tram_tokenizer_load(&t, o->model, &err) || tram_chat_template_for(&ct, t, o->chatml_fallback, &err) ||
-             tram_chat_template_render_tools(ct, msgs, (int)n, tools, o->generation_prompt, &out, &err);
+        rc = tram_tokenizer_load(&t, o->model, &err) || tram_chat_template_for(&ct, t, o->chat_template, o->chatml_fallback, &err) ||
+             tram_chat_template_render_tools(ct, msgs, (int)n, tools, kwargs, o->generation_prompt, &out, &err);
     if (rc)
         fprintf(stderr, "tram chat-template: %s\n", err.msg);
     else {

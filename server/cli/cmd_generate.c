@@ -71,7 +71,7 @@ static char *render_chat(tram_engine *e, const tram_chat_msg *msgs, int n, tram_
 {
     tram_chat_template *ct;
     char *out = NULL;
-    if (tram_chat_template_for(&ct, tram_engine_tokenizer(e), 1, err))
+    if (tram_chat_template_for(&ct, tram_engine_tokenizer(e), NULL, 1, err))
         return NULL;
     if (tram_chat_template_render(ct, msgs, n, 1, &out, err))
         out = NULL;

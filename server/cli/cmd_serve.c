@@ -7,6 +7,7 @@
 #include "server/cli/commands.h"
 #include "server/cli/defaults.h"
 #include "server/cli/engine_flags.h"
+#include "server/cli/text_file.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -20,6 +21,7 @@ static void usage(FILE *out)
             "  --served-model-name NAME[,NAME...]  the model's names in the API, repeatable; the\n"
             "                                 first is the one responses carry (the file's name)\n"
             "  --api-key KEY                  require 'Authorization: Bearer KEY' (or TRAM_API_KEY)\n"
+            "  --chat-template FILE           a Jinja chat template to use instead of the model's\n"
             "  --max-queue N                  waiting requests before 503 (256)\n"
             "  --max-body-size SIZE           largest request body (4MiB)\n"
             "  --drain-timeout S              on SIGTERM, seconds running requests get (30)\n"
@@ -77,6 +79,8 @@ static const tram_flag serve_flags[] = {
     {.name = "--served-model-name", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(served_model_names),
      .parse = served_name_flag},
     {.name = "--api-key", .kind = TRAM_FLAG_STRING, .field = FIELD(api_key)},
+    {.name = "--chat-template", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(chat_template),
+     .parse = tram_chat_template_flag},
     {.name = "--max-queue", .kind = TRAM_FLAG_INT, .field = FIELD(max_queue), .lo = 0, .hi = 1 << 20},
     {.name = "--read-timeout", .kind = TRAM_FLAG_INT, .field = FIELD(read_timeout), .lo = 1, .hi = 86400},
     {.name = "--drain-timeout", .kind = TRAM_FLAG_DOUBLE, .field = FIELD(drain_timeout), .lo = 0, .hi = 86400},

@@ -67,7 +67,7 @@ Test(chat_template, families_and_default_model)
     tram_tokenizer *t = tok_default();
     tram_chat_template *ct;
     tram_error err;
-    cr_assert_eq(tram_chat_template_for(&ct, t, 0, &err), 0, "%s", err.msg);
+    cr_assert_eq(tram_chat_template_for(&ct, t, NULL, 0, &err), 0, "%s", err.msg);
     tram_chat_msg m[] = {{.role = "user", .content = "Hi"}};
     char *out;
     cr_assert_eq(tram_chat_template_render(ct, m, 1, 1, &out, &err), 0);
@@ -108,5 +108,39 @@ Test(chat_template, unknown_template)
     cr_assert_eq(tram_chat_template_render(ct, m, 1, 0, &out, &err), 0);
     cr_assert_str_eq(out, "<|im_start|>user\nx<|im_end|>\n");
     free(out);
+    tram_chat_template_free(ct);
+}
+
+/* chat_template_kwargs: more variables for the template (Qwen3's
+ * enable_thinking, say), never one the renderer sets itself. */
+Test(chat_template, kwargs_are_template_variables)
+{
+    tram_chat_template *ct;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_chat_template_create(&ct,
+                                           "{% for m in messages %}[{{ m.role }}] {{ m.content }}"
+                                           "{% if loud is defined and loud %}!{% endif %}\n{% endfor %}"
+                                           "{{ greeting | default('none') }}",
+                                           "", "", 0, &err),
+                 0, "%s", err.msg);
+    const tram_chat_msg msgs[] = {{.role = "user", .content = "hi"}};
+    json_t *kwargs = json_pack("{s:b,s:s}", "loud", 1, "greeting", "hello");
+    char *out = NULL;
+    cr_assert_eq(tram_chat_template_render_tools(ct, msgs, 1, NULL, kwargs, 1, &out, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(out, "[user] hi!hello");  /* trim_blocks eats the newline after endif, as jinja2 does */
+    free(out);
+    cr_assert_eq(tram_chat_template_render_tools(ct, msgs, 1, NULL, NULL, 1, &out, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(out, "[user] hinone");
+    free(out);
+    const char *reserved[] = {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"};
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(reserved); i++) {
+        cr_assert(tram_chat_template_sets(reserved[i]), "%s", reserved[i]);
+        json_t *bad = json_pack("{s:i}", reserved[i], 1);
+        cr_assert_eq(tram_chat_template_render_tools(ct, msgs, 1, NULL, bad, 1, &out, &err), -1, "%s", reserved[i]);
+        cr_assert(strstr(err.msg, reserved[i]), "%s", err.msg);
+        json_decref(bad);
+    }
+    cr_assert(!tram_chat_template_sets("enable_thinking"));
+    json_decref(kwargs);
     tram_chat_template_free(ct);
 }

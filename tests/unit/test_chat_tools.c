@@ -37,7 +37,7 @@ Test(chat_tools, renders_like_transformers)
         int n = c.n;
         const json_t *tools = json_object_get(row, "tools");
         char *out = NULL;
-        int rc = tram_chat_template_render_tools(ct, c.msgs, n, json_is_null(tools) ? NULL : tools,
+        int rc = tram_chat_template_render_tools(ct, c.msgs, n, json_is_null(tools) ? NULL : tools, NULL,
                                                  json_is_true(json_object_get(row, "add_generation_prompt")), &out, &err);
         if (json_object_get(row, "error")) {
             cr_assert_eq(rc, -1, "%s (row %zu) should refuse: %s", str(row, "name"), i, str(row, "error"));

@@ -1,0 +1,68 @@
+"""--chat-template FILE and chat_template_kwargs: a template of the user's
+instead of the model's, and more variables for it, as vLLM takes them."""
+import subprocess
+
+import pytest
+
+from conftest import BIN, MODEL, Server
+
+# ChatML like the default model's, with one variable of the caller's
+TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+            "{% if shout is defined and shout %}!!{% endif %}<|im_end|>\n{% endfor %}"
+            "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+MESSAGES = [{"role": "user", "content": "Say yes"}]
+
+
+def ids_of(server, body):
+    status, _, resp = server.post("/tokenize", body)
+    assert status == 200, resp
+    return resp["tokens"]
+
+
+@pytest.fixture(scope="module")
+def templated(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tmpl") / "shout.jinja"
+    path.write_text(TEMPLATE)
+    s = Server("--chat-template", str(path))
+    yield s
+    assert s.stop() == 0, s.final_log
+
+
+def test_the_file_replaces_the_model_template_and_kwargs_reach_it(templated):
+    def text(shout):
+        return f"<|im_start|>user\nSay yes{'!!' if shout else ''}<|im_end|>\n<|im_start|>assistant\n"
+
+    plain = ids_of(templated, {"messages": MESSAGES})
+    loud = ids_of(templated, {"messages": MESSAGES, "chat_template_kwargs": {"shout": True}})
+    assert plain == ids_of(templated, {"prompt": text(False), "add_special_tokens": False})
+    assert loud == ids_of(templated, {"prompt": text(True), "add_special_tokens": False})
+    status, _, resp = templated.post("/v1/chat/completions", {
+        "model": templated.model, "messages": MESSAGES, "max_tokens": 4, "temperature": 0,
+        "chat_template_kwargs": {"shout": True}})
+    assert status == 200, resp
+    assert resp["usage"]["prompt_tokens"] == len(loud)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"messages": []}, "cannot set 'messages'"),
+    ({"add_generation_prompt": False}, "cannot set 'add_generation_prompt'"),
+    (5, "must be an object"),
+    (["x"], "must be an object")])
+def test_bad_kwargs_are_400_naming_the_field(server, kwargs, words):
+    status, _, resp = server.post("/v1/chat/completions", {
+        "model": server.model, "messages": MESSAGES, "max_tokens": 1, "chat_template_kwargs": kwargs})
+    assert status == 400, resp
+    assert resp["error"]["param"] == "chat_template_kwargs" and words in resp["error"]["message"], resp
+
+
+@pytest.mark.parametrize("content, words", [
+    (None, "a readable file of Jinja"),
+    ("{% for m in messages %}{{ m.content }", "a chat template that parses")])
+def test_a_bad_template_file_stops_serve_with_one_sentence(tmp_path, content, words):
+    path = tmp_path / "t.jinja"
+    if content is not None:
+        path.write_text(content)
+    r = subprocess.run([BIN, "serve", "-m", MODEL, "--port", "0", "--chat-template", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "--chat-template" in r.stderr and words in r.stderr, r.stderr
