@@ -137,10 +137,8 @@ const tram_api_field tram_api_fields[] = {
     /* chat, vLLM */
     REJECTED("echo", TRAM_FIELD_CHAT, is_false, "it is supported on /v1/completions only", "true",
              "false"),
-    REJECTED("add_generation_prompt", TRAM_FIELD_CHAT, is_true, "the assistant's generation "
-             "prompt is always added", "false", "true"),
-    REJECTED("continue_final_message", TRAM_FIELD_CHAT, is_false, "a final assistant message is "
-             "not continued", "true", "false"),
+    HONOURED("add_generation_prompt", TRAM_FIELD_CHAT, "\"x\""),
+    HONOURED("continue_final_message", TRAM_FIELD_CHAT, "\"x\""),
     REJECTED("add_special_tokens", TRAM_FIELD_CHAT, is_false, "the chat template writes the "
              "special tokens", "true", "false"),
     REJECTED("chat_template", TRAM_FIELD_CHAT, NULL, "the model's own template is used",

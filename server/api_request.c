@@ -356,6 +356,21 @@ static int parse_message(const json_t *m, int i, tram_api_message *out, tram_api
     return rc;
 }
 
+/* vLLM's add_generation_prompt (true) and continue_final_message (false):
+ * open the assistant's turn, or leave the last message open to be
+ * continued (a prefill), not both. */
+static int parse_ending(const json_t *o, tram_api_request *r, tram_api_error *e)
+{
+    int open = 1, cont = 0;
+    if (get_bool(o, "add_generation_prompt", &open, e) < 0 || get_bool(o, "continue_final_message", &cont, e) < 0)
+        return -1;
+    if (open && cont)
+        return tram_api_fail(e, 400, "continue_final_message", "invalid_value",
+                             "'continue_final_message' and 'add_generation_prompt' cannot both be true.");
+    r->ending = cont ? TRAM_CHAT_CONTINUE_LAST : open ? TRAM_CHAT_OPEN_ASSISTANT : TRAM_CHAT_END_TURN;
+    return 0;
+}
+
 /* apply_chat_template's **kwargs: more variables for the template, none of
  * them one the renderer sets itself. */
 static int parse_template_kwargs(const json_t *o, tram_api_request *r, tram_api_error *e)
@@ -495,7 +510,8 @@ static int parse_fields(const json_t *o, tram_api_request *r, tram_api_error *e)
         return -1;
     if (r->kind == TRAM_API_CHAT)
         return parse_messages(o, r, e) || parse_chat_logprobs(o, &r->params, e) ||
-                       tram_api_parse_tools(o, &r->tools, e) || parse_template_kwargs(o, r, e)
+                       tram_api_parse_tools(o, &r->tools, e) || parse_template_kwargs(o, r, e) ||
+                       parse_ending(o, r, e)
                    ? -1
                    : 0;
     return parse_completion_fields(o, r, e);

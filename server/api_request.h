@@ -16,6 +16,7 @@
 #include "server/api_error.h"
 #include "server/api_fields.h"
 #include "server/api_tools.h"
+#include "tokenizer/chat_template.h"
 
 typedef enum {
     TRAM_API_CHAT,        /* POST /v1/chat/completions */
@@ -38,6 +39,7 @@ typedef struct {
     int num_messages;
     tram_api_tools tools;           /* chat: tools, tool_choice, parallel_tool_calls */
     const json_t *chat_template_kwargs;  /* chat: NULL, or more template variables (an object) */
+    tram_chat_ending ending;        /* chat: how the prompt ends (the assistant's generation prompt) */
     tram_prompt *prompts;           /* completions: text, or owned token ids */
     int num_prompts;
     int echo;                       /* completions: prepend the prompt */

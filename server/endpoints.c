@@ -155,9 +155,11 @@ static int tokenize(tram_server *s, const json_t *o, int32_t **ids, int *n, tram
                              "Missing required parameter: 'prompt' (a string) or 'messages'.");
     /* the conversation as a chat request would render it (the other fields
      * are this endpoint's own) */
-    json_t *chat = json_pack("{s:O, s:O?, s:O?}", "messages", json_object_get(o, "messages"), "tools",
+    json_t *chat = json_pack("{s:O, s:O?, s:O?, s:O?, s:O?}", "messages", json_object_get(o, "messages"), "tools",
                              json_object_get(o, "tools"), "chat_template_kwargs",
-                             json_object_get(o, "chat_template_kwargs"));
+                             json_object_get(o, "chat_template_kwargs"), "add_generation_prompt",
+                             json_object_get(o, "add_generation_prompt"), "continue_final_message",
+                             json_object_get(o, "continue_final_message"));
     tram_api_request r;
     char *body = chat ? json_dumps(chat, JSON_COMPACT) : NULL;
     json_decref(chat);
@@ -167,8 +169,8 @@ static int tokenize(tram_server *s, const json_t *o, int32_t **ids, int *n, tram
     if (rc)
         return -1;
     char *text;
-    rc = tram_prompt_render_chat(s->chat, r.messages, r.num_messages, r.tools.tools, r.chat_template_kwargs, &text,
-                                 e);
+    rc = tram_prompt_render_chat(s->chat, r.messages, r.num_messages, r.tools.tools, r.chat_template_kwargs,
+                                 r.ending, &text, e);
     tram_api_request_free(&r);
     if (rc)
         return -1;

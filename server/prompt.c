@@ -6,7 +6,8 @@
 #include "tokenizer/tokenizer.h"
 
 int tram_prompt_render_chat(const tram_chat_template *ct, const tram_api_message *m, int n,
-                            const json_t *tools, const json_t *kwargs, char **text, tram_api_error *err)
+                            const json_t *tools, const json_t *kwargs, tram_chat_ending ending, char **text,
+                            tram_api_error *err)
 {
     tram_chat_msg *msgs = calloc((size_t)n, sizeof(*msgs));
     if (!msgs)
@@ -18,7 +19,7 @@ int tram_prompt_render_chat(const tram_chat_template *ct, const tram_api_message
                                   .num_tool_calls = m[i].num_tool_calls,
                                   .tool_call_id = m[i].tool_call_id};
     tram_error terr = {{0}};
-    int rc = tram_chat_template_render_tools(ct, msgs, n, tools, kwargs, 1, text, &terr);
+    int rc = tram_chat_template_render_tools(ct, msgs, n, tools, kwargs, ending, text, &terr);
     free(msgs);
     if (rc)
         return tram_api_fail(err, 400, "messages", "invalid_value", "%s", terr.msg);

@@ -10,11 +10,12 @@
 #include "server/api_request.h"
 #include "tokenizer/chat_template.h"
 
-/* The conversation (and the request's tools, or NULL) rendered with the
- * model's chat template, ending with the assistant's generation prompt; a
- * new malloc'd string. */
+/* The conversation (and the request's tools, or NULL, and its template
+ * arguments, or NULL) rendered with the model's chat template, ending as
+ * `ending` says; a new malloc'd string. */
 int tram_prompt_render_chat(const tram_chat_template *ct, const tram_api_message *m, int n,
-                            const json_t *tools, const json_t *kwargs, char **text, tram_api_error *err);
+                            const json_t *tools, const json_t *kwargs, tram_chat_ending ending, char **text,
+                            tram_api_error *err);
 
 /* Text to ids (special tokens written in the text become their ids, as HF
  * tokenizers do); add_bos prepends BOS when the model asks for it. */

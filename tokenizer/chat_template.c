@@ -77,17 +77,6 @@ static json_t *message_json(const tram_chat_msg *m)
     return o;
 }
 
-static const char *const set_by_tram[] = {"messages", "tools", "documents", "add_generation_prompt", "bos_token",
-                                           "eos_token"};
-
-int tram_chat_template_sets(const char *name)
-{
-    for (size_t i = 0; i < TRAM_ARRAY_LEN(set_by_tram); i++)
-        if (!strcmp(name, set_by_tram[i]))
-            return 1;
-    return 0;
-}
-
 /* kwargs's members join vars; one that tram sets is an error. */
 static int add_kwargs(json_t *vars, const json_t *kwargs, tram_error *err)
 {
@@ -130,9 +119,8 @@ static int has_tool_parts(const tram_chat_msg *m, int n)
     return 0;
 }
 
-int tram_chat_template_render_tools(const tram_chat_template *ct, const tram_chat_msg *msgs, int n,
-                                    const json_t *tools, const json_t *kwargs, int gen, char **out,
-                                    tram_error *err)
+static int render_ending(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, const json_t *tools,
+                         const json_t *kwargs, int gen, char **out, tram_error *err)
 {
     *out = NULL;
     for (int i = 0; i < n; i++)
@@ -156,10 +144,66 @@ int tram_chat_template_render_tools(const tram_chat_template *ct, const tram_cha
     return rc;
 }
 
-int tram_chat_template_render(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, int gen, char **out,
-                              tram_error *err)
+/* transformers' continue_final_message: the last message's content gets a
+ * tag, the conversation is rendered without a generation prompt, and the
+ * text is cut where the tag is (and trailing space trimmed where the
+ * template trimmed the tag's own). */
+#define CONTINUE_TAG "CONTINUE_FINAL_MESSAGE_TAG "
+
+/* Cuts text at the last tag; -1 when the template left none. */
+static int cut_at_continue_tag(char *text)
 {
-    return tram_chat_template_render_tools(ct, msgs, n, NULL, NULL, gen, out, err);
+    const char *word = "CONTINUE_FINAL_MESSAGE_TAG";
+    char *tag = NULL;
+    for (char *at = strstr(text, word); at; at = strstr(at + 1, word))
+        tag = at;
+    if (!tag)
+        return -1;
+    if (strncmp(tag, CONTINUE_TAG, strlen(CONTINUE_TAG)))  /* the template trimmed the space after it */
+        while (tag > text && strchr(" \t\n\r\f\v", tag[-1]))
+            tag--;
+    *tag = 0;
+    return 0;
+}
+
+static int render_continued(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, const json_t *tools,
+                            const json_t *kwargs, char **out, tram_error *err)
+{
+    if (n == 0)
+        return tram_fail(err, "chat template: continue_final_message is set but the conversation is empty");
+    tram_chat_msg *copy = malloc((size_t)n * sizeof(*copy));
+    tram_strbuf last = {0};
+    tram_strbuf_addf(&last, "%s" CONTINUE_TAG, msgs[n - 1].content ? msgs[n - 1].content : "");
+    int rc = !copy || !last.s ? tram_fail(err, "chat template: out of memory") : 0;
+    if (!rc) {
+        memcpy(copy, msgs, (size_t)n * sizeof(*copy));
+        copy[n - 1].content = last.s;
+        rc = render_ending(ct, copy, n, tools, kwargs, 0, out, err);
+    }
+    free(copy);
+    free(last.s);
+    if (rc || !cut_at_continue_tag(*out))
+        return rc;
+    free(*out);
+    *out = NULL;
+    return tram_fail(err, "chat template: continue_final_message is set but the final message does not appear in "
+                          "the rendered conversation (the template drops or rewrites it)");
+}
+
+int tram_chat_template_render_tools(const tram_chat_template *ct, const tram_chat_msg *msgs, int n,
+                                    const json_t *tools, const json_t *kwargs, tram_chat_ending ending, char **out,
+                                    tram_error *err)
+{
+    *out = NULL;
+    if (ending == TRAM_CHAT_CONTINUE_LAST)
+        return render_continued(ct, msgs, n, tools, kwargs, out, err);
+    return render_ending(ct, msgs, n, tools, kwargs, ending == TRAM_CHAT_OPEN_ASSISTANT, out, err);
+}
+
+int tram_chat_template_render(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, tram_chat_ending ending,
+                              char **out, tram_error *err)
+{
+    return tram_chat_template_render_tools(ct, msgs, n, NULL, NULL, ending, out, err);
 }
 
 /* ---- what the template is ---- */

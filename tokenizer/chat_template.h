@@ -8,6 +8,7 @@
 #define TRAM_CHAT_TEMPLATE_H
 
 #include <jansson.h>
+#include <string.h>
 
 #include "kernels/base.h"
 #include "tokenizer/tokenizer.h"
@@ -77,22 +78,39 @@ void tram_chat_template_set_date(tram_chat_template *ct, const char *date);
  * time); 0, the default: the time of each render. */
 void tram_chat_template_set_clock(tram_chat_template *ct, long long now);
 
+/* How a rendered conversation ends (the values are add_generation_prompt's
+ * 0 and 1, so a flag passes as one). */
+typedef enum {
+    TRAM_CHAT_END_TURN = 0,        /* after the last message's turn */
+    TRAM_CHAT_OPEN_ASSISTANT = 1,  /* with the assistant's generation prompt */
+    TRAM_CHAT_CONTINUE_LAST = 2,   /* inside the last message, for the model to go on writing it
+                                    * (transformers' continue_final_message) */
+} tram_chat_ending;
+
 /* Renders the conversation into a new malloc'd string.  Conversations the
  * template refuses (roles that do not alternate, a system message where the
  * template takes none) are errors with the template's own message. */
 int tram_chat_template_render(const tram_chat_template *ct, const tram_chat_msg *msgs, int n,
-                              int add_generation_prompt, char **out, tram_error *err);
+                              tram_chat_ending ending, char **out, tram_error *err);
 /* The same with tools: NULL, or a non-empty JSON array of
  * {"type": "function", "function": {...}} objects, rendered the way
  * apply_chat_template(tools=...) renders them; and kwargs: NULL, or a JSON
  * object whose members are more template variables (apply_chat_template's
  * **kwargs, vLLM's chat_template_kwargs), none of them one tram sets. */
 int tram_chat_template_render_tools(const tram_chat_template *ct, const tram_chat_msg *msgs, int n,
-                                    const json_t *tools, const json_t *kwargs, int add_generation_prompt,
+                                    const json_t *tools, const json_t *kwargs, tram_chat_ending ending,
                                     char **out, tram_error *err);
-/* 1 when the template variable `name` is one the renderer sets itself
- * (messages, tools, add_generation_prompt, bos_token, ...), which kwargs
- * may not. */
-int tram_chat_template_sets(const char *name);
+/* 1 when the template variable `name` is one the renderer sets itself,
+ * which kwargs may not (inline: the request parser checks it too, and
+ * links without the renderer). */
+static inline int tram_chat_template_sets(const char *name)
+{
+    static const char *const set_by_tram[] = {"messages", "tools", "documents", "add_generation_prompt",
+                                              "bos_token", "eos_token"};
+    for (size_t i = 0; i < sizeof(set_by_tram) / sizeof(set_by_tram[0]); i++)
+        if (!strcmp(name, set_by_tram[i]))
+            return 1;
+    return 0;
+}
 
 #endif

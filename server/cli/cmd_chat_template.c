@@ -16,6 +16,7 @@ typedef struct {
     const char *model;
     const char *chat_template;  /* Jinja source instead of the model's, or NULL */
     int generation_prompt;  /* open an assistant turn at the end */
+    int continue_last;      /* leave the last message open instead */
     int chatml_fallback;
 } chat_template_opts;
 
@@ -24,6 +25,7 @@ typedef struct {
 static const tram_flag chat_template_flags[] = {
     {.name = "-m", .kind = TRAM_FLAG_STRING, .field = FIELD(model)},
     {.name = "--no-generation-prompt", .kind = TRAM_FLAG_CLEAR, .field = FIELD(generation_prompt)},
+    {.name = "--continue-final-message", .kind = TRAM_FLAG_SET, .field = FIELD(continue_last)},
     {.name = "--chatml-fallback", .kind = TRAM_FLAG_SET, .field = FIELD(chatml_fallback)},
     {.name = "--chat-template", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(chat_template),
      .parse = tram_chat_template_flag},
@@ -31,13 +33,14 @@ static const tram_flag chat_template_flags[] = {
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: tram chat-template [-m MODEL] [--chat-template FILE] [--no-generation-prompt] [--chatml-fallback]\n"
-                 "                         MESSAGES.json\n\n"
+    fprintf(out, "usage: tram chat-template [-m MODEL] [--chat-template FILE] [--no-generation-prompt]\n"
+                 "                         [--continue-final-message] [--chatml-fallback] MESSAGES.json\n\n"
                  "MESSAGES.json holds [{\"role\": ..., \"content\": ...}, ...] (or {\"messages\": [...], \"tools\": [...],\n"
                  "\"chat_template_kwargs\": {...}}, with tool calls and results as the OpenAI API sends them).\n\n"
                  "  -m MODEL                 a .gguf file or a Hugging Face directory (default %s)\n"
                  "  --chat-template FILE     a Jinja chat template to use instead of the model's\n"
                  "  --no-generation-prompt   do not open an assistant turn at the end\n"
+                 "  --continue-final-message end inside the last message, for the model to continue it\n"
                  "  --chatml-fallback        use ChatML when the model has no template or one tram cannot parse\n",
                  TRAM_DEFAULT_MODEL);
 }
@@ -76,7 +79,10 @@ static int render(const chat_template_opts *o, const char *path)
                  api_err.status ? api_err.message : "expected an array of messages (and of tools, and an object of chat_template_kwargs)");
     if (!rc)
         rc = tram_tokenizer_load(&t, o->model, &err) || tram_chat_template_for(&ct, t, o->chat_template, o->chatml_fallback, &err) ||
-             tram_chat_template_render_tools(ct, msgs, (int)n, tools, kwargs, o->generation_prompt, &out, &err);
+             tram_chat_template_render_tools(ct, msgs, (int)n, tools, kwargs,
+                                             o->continue_last ? TRAM_CHAT_CONTINUE_LAST
+                                                              : (tram_chat_ending)o->generation_prompt,
+                                             &out, &err);
     if (rc)
         fprintf(stderr, "tram chat-template: %s\n", err.msg);
     else {

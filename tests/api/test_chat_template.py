@@ -66,3 +66,26 @@ def test_a_bad_template_file_stops_serve_with_one_sentence(tmp_path, content, wo
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stderr
     assert "--chat-template" in r.stderr and words in r.stderr, r.stderr
+
+
+def test_the_prompt_ends_as_add_generation_prompt_and_continue_final_message_say(templated):
+    turns = MESSAGES + [{"role": "assistant", "content": "Yes, and"}]
+    head = "<|im_start|>user\nSay yes<|im_end|>\n<|im_start|>assistant\nYes, and"
+
+    def ids(body):
+        return ids_of(templated, {"messages": turns, **body})
+
+    def text_ids(text):
+        return ids_of(templated, {"prompt": text, "add_special_tokens": False})
+
+    assert ids({}) == text_ids(head + "<|im_end|>\n<|im_start|>assistant\n")
+    assert ids({"add_generation_prompt": False}) == text_ids(head + "<|im_end|>\n")
+    assert ids({"add_generation_prompt": False, "continue_final_message": True}) == text_ids(head)
+    status, _, resp = templated.post("/v1/chat/completions", {
+        "model": templated.model, "messages": turns, "max_tokens": 3, "temperature": 0,
+        "add_generation_prompt": False, "continue_final_message": True})
+    assert status == 200, resp
+    assert resp["usage"]["prompt_tokens"] == len(text_ids(head))
+    status, _, resp = templated.post("/v1/chat/completions", {
+        "model": templated.model, "messages": turns, "max_tokens": 3, "continue_final_message": True})
+    assert status == 400 and resp["error"]["param"] == "continue_final_message", resp

@@ -144,3 +144,45 @@ Test(chat_template, kwargs_are_template_variables)
     json_decref(kwargs);
     tram_chat_template_free(ct);
 }
+
+/* continue_final_message: the prompt ends inside the last message, as
+ * transformers cuts it (tests/fixtures/make_continue_fixtures.py), trailing
+ * space kept where the template keeps it and trimmed where it trims. */
+Test(chat_template, continue_final_message_like_transformers)
+{
+    json_t *rows = tok_load_jsonl(TOK_FIXTURES "chat_continue.jsonl");
+    cr_assert_geq(json_array_size(rows), 12);
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        tram_chat_template *ct;
+        tram_error err = {{0}};
+        cr_assert_eq(tram_chat_template_create(&ct, str(row, "template"), str(row, "bos"), str(row, "eos"), 0, &err), 0,
+                     "%s: %s", str(row, "name"), err.msg);
+        json_t *jm = json_object_get(row, "messages");
+        int n = (int)json_array_size(jm);
+        tram_chat_msg msgs[8];
+        cr_assert_leq(n, 8);
+        for (int k = 0; k < n; k++) {
+            const json_t *jmsg = json_array_get(jm, (size_t)k);
+            msgs[k] = (tram_chat_msg){.role = str(jmsg, "role"), .content = str(jmsg, "content")};
+        }
+        char *out;
+        cr_assert_eq(tram_chat_template_render(ct, msgs, n, TRAM_CHAT_CONTINUE_LAST, &out, &err), 0, "%s (row %zu): %s",
+                     str(row, "name"), i, err.msg);
+        cr_assert_str_eq(out, str(row, "rendered"), "%s (row %zu)", str(row, "name"), i);
+        free(out);
+        tram_chat_template_free(ct);
+    }
+    json_decref(rows);
+    /* a template that never writes the content has nothing to continue */
+    tram_chat_template *ct;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_chat_template_create(&ct, "{% for m in messages %}[{{ m.role }}]{% endfor %}", "", "", 0, &err), 0);
+    const tram_chat_msg msgs[] = {{.role = "user", .content = "hi"}, {.role = "assistant", .content = "So"}};
+    char *out;
+    cr_assert_eq(tram_chat_template_render(ct, msgs, 2, TRAM_CHAT_CONTINUE_LAST, &out, &err), -1);
+    cr_assert(strstr(err.msg, "continue_final_message"), "%s", err.msg);
+    cr_assert_eq(tram_chat_template_render(ct, msgs, 0, TRAM_CHAT_CONTINUE_LAST, &out, &err), -1);
+    tram_chat_template_free(ct);
+}
