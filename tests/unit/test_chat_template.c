@@ -12,26 +12,48 @@ static const char *str(const json_t *o, const char *key)
     return json_string_value(json_object_get(o, key));
 }
 
-Test(chat_template, renders_like_transformers)
+#define MAX_MSGS 16
+
+/* A fixture row's template (its text, BOS and EOS). */
+static tram_chat_template *row_template(const json_t *row)
 {
-    json_t *rows = tok_load_jsonl(TOK_FIXTURES "chat_templates.jsonl");
-    cr_assert_geq(json_array_size(rows), 100);
+    tram_chat_template *ct;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_chat_template_create(&ct, str(row, "template"), str(row, "bos"), str(row, "eos"), 0, &err), 0,
+                 "%s: %s", str(row, "name"), err.msg);
+    return ct;
+}
+
+/* A fixture row's messages (roles and text) into msgs; returns how many. */
+static int row_messages(const json_t *row, tram_chat_msg msgs[MAX_MSGS])
+{
+    json_t *jm = json_object_get(row, "messages");
+    int n = (int)json_array_size(jm);
+    cr_assert_leq(n, MAX_MSGS);
+    for (int k = 0; k < n; k++) {
+        const json_t *jmsg = json_array_get(jm, (size_t)k);
+        msgs[k] = (tram_chat_msg){.role = str(jmsg, "role"), .content = str(jmsg, "content")};
+    }
+    return n;
+}
+
+/* Every row of a fixture rendered by tram as transformers rendered it (or
+ * refused, where transformers refused); ending: how each row ends, or -1:
+ * as its add_generation_prompt says. */
+static void check_fixture(const char *file, size_t min_rows, int ending)
+{
+    json_t *rows = tok_load_jsonl(file);
+    cr_assert_geq(json_array_size(rows), min_rows);
     size_t i;
     json_t *row;
     json_array_foreach(rows, i, row) {
-        tram_chat_template *ct;
+        tram_chat_template *ct = row_template(row);
         tram_error err = {{0}};
-        cr_assert_eq(tram_chat_template_create(&ct, str(row, "template"), str(row, "bos"), str(row, "eos"), 0, &err), 0,
-                     "%s: %s", str(row, "name"), err.msg);
-        json_t *jm = json_object_get(row, "messages");
-        int n = (int)json_array_size(jm);
-        tram_chat_msg msgs[16];
-        for (int k = 0; k < n; k++) {
-            const json_t *jmsg = json_array_get(jm, (size_t)k);
-            msgs[k] = (tram_chat_msg){.role = str(jmsg, "role"), .content = str(jmsg, "content")};
-        }
+        tram_chat_msg msgs[MAX_MSGS];
+        int n = row_messages(row, msgs);
         char *out;
-        int rc = tram_chat_template_render(ct, msgs, n, json_is_true(json_object_get(row, "add_generation_prompt")), &out, &err);
+        int row_ending = ending >= 0 ? ending : json_is_true(json_object_get(row, "add_generation_prompt"));
+        int rc = tram_chat_template_render(ct, msgs, n, (tram_chat_ending)row_ending, &out, &err);
         if (json_object_get(row, "error")) {
             cr_assert_eq(rc, -1, "%s (row %zu) should refuse: %s", str(row, "name"), i, str(row, "error"));
         } else {
@@ -42,6 +64,11 @@ Test(chat_template, renders_like_transformers)
         tram_chat_template_free(ct);
     }
     json_decref(rows);
+}
+
+Test(chat_template, renders_like_transformers)
+{
+    check_fixture(TOK_FIXTURES "chat_templates.jsonl", 100, -1);
 }
 
 Test(chat_template, families_and_default_model)
@@ -150,31 +177,7 @@ Test(chat_template, kwargs_are_template_variables)
  * space kept where the template keeps it and trimmed where it trims. */
 Test(chat_template, continue_final_message_like_transformers)
 {
-    json_t *rows = tok_load_jsonl(TOK_FIXTURES "chat_continue.jsonl");
-    cr_assert_geq(json_array_size(rows), 12);
-    size_t i;
-    json_t *row;
-    json_array_foreach(rows, i, row) {
-        tram_chat_template *ct;
-        tram_error err = {{0}};
-        cr_assert_eq(tram_chat_template_create(&ct, str(row, "template"), str(row, "bos"), str(row, "eos"), 0, &err), 0,
-                     "%s: %s", str(row, "name"), err.msg);
-        json_t *jm = json_object_get(row, "messages");
-        int n = (int)json_array_size(jm);
-        tram_chat_msg msgs[8];
-        cr_assert_leq(n, 8);
-        for (int k = 0; k < n; k++) {
-            const json_t *jmsg = json_array_get(jm, (size_t)k);
-            msgs[k] = (tram_chat_msg){.role = str(jmsg, "role"), .content = str(jmsg, "content")};
-        }
-        char *out;
-        cr_assert_eq(tram_chat_template_render(ct, msgs, n, TRAM_CHAT_CONTINUE_LAST, &out, &err), 0, "%s (row %zu): %s",
-                     str(row, "name"), i, err.msg);
-        cr_assert_str_eq(out, str(row, "rendered"), "%s (row %zu)", str(row, "name"), i);
-        free(out);
-        tram_chat_template_free(ct);
-    }
-    json_decref(rows);
+    check_fixture(TOK_FIXTURES "chat_continue.jsonl", 12, TRAM_CHAT_CONTINUE_LAST);
     /* a template that never writes the content has nothing to continue */
     tram_chat_template *ct;
     tram_error err = {{0}};
