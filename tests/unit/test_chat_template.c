@@ -12,8 +12,6 @@ static const char *str(const json_t *o, const char *key)
     return json_string_value(json_object_get(o, key));
 }
 
-#define MAX_MSGS 16
-
 /* A fixture row's template (its text, BOS and EOS). */
 static tram_chat_template *row_template(const json_t *row)
 {
@@ -22,19 +20,6 @@ static tram_chat_template *row_template(const json_t *row)
     cr_assert_eq(tram_chat_template_create(&ct, str(row, "template"), str(row, "bos"), str(row, "eos"), 0, &err), 0,
                  "%s: %s", str(row, "name"), err.msg);
     return ct;
-}
-
-/* A fixture row's messages (roles and text) into msgs; returns how many. */
-static int row_messages(const json_t *row, tram_chat_msg msgs[MAX_MSGS])
-{
-    json_t *jm = json_object_get(row, "messages");
-    int n = (int)json_array_size(jm);
-    cr_assert_leq(n, MAX_MSGS);
-    for (int k = 0; k < n; k++) {
-        const json_t *jmsg = json_array_get(jm, (size_t)k);
-        msgs[k] = (tram_chat_msg){.role = str(jmsg, "role"), .content = str(jmsg, "content")};
-    }
-    return n;
 }
 
 /* Every row of a fixture rendered by tram as transformers rendered it (or
@@ -49,11 +34,11 @@ static void check_fixture(const char *file, size_t min_rows, int ending)
     json_array_foreach(rows, i, row) {
         tram_chat_template *ct = row_template(row);
         tram_error err = {{0}};
-        tram_chat_msg msgs[MAX_MSGS];
-        int n = row_messages(row, msgs);
+        tok_conversation c;
+        tok_load_conversation(json_object_get(row, "messages"), 0, &c);
         char *out;
         int row_ending = ending >= 0 ? ending : json_is_true(json_object_get(row, "add_generation_prompt"));
-        int rc = tram_chat_template_render(ct, msgs, n, (tram_chat_ending)row_ending, &out, &err);
+        int rc = tram_chat_template_render(ct, c.msgs, c.n, (tram_chat_ending)row_ending, &out, &err);
         if (json_object_get(row, "error")) {
             cr_assert_eq(rc, -1, "%s (row %zu) should refuse: %s", str(row, "name"), i, str(row, "error"));
         } else {
