@@ -28,7 +28,7 @@ LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 TEST_C  := $(wildcard tests/unit/*.c)
 TEST_OBJ:= $(TEST_C:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps model docs test test-docs test-layering test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja gpu-check clean help
+.PHONY: all deps model docs test test-docs test-layering test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja fuzz-validate gpu-check clean help
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/.deps-ok bin/tram
@@ -48,6 +48,7 @@ help:
 	@echo "make fuzz-grammar libFuzzer on the JSON Schema / regex compilers and the GBNF parser (FUZZ_SECONDS=600)"
 	@echo "make fuzz-tools libFuzzer on the streamed tool-call reader (FUZZ_SECONDS=600)"
 	@echo "make fuzz-jinja libFuzzer on the chat-template interpreter (FUZZ_SECONDS=600)"
+	@echo "make fuzz-validate libFuzzer on the JSON Schema validator (FUZZ_SECONDS=600)"
 	@echo "make json-schema-suite SUITE=dir  the JSON Schema validator on the official test suite"
 
 # ---------------------------------------------------------------- set-up
@@ -236,7 +237,9 @@ FUZZ_SRC_tools := server/tool_calls.c server/json_scan.c server/api_tools.c serv
 # the chat-template interpreter, parsing and rendering
 FUZZ_SRC_jinja := $(wildcard chat/jinja_*.c) chat/pyjson.c tokenizer/text_buf.c kernels/strbuf.c \
                   kernels/base.c -ljansson
-fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja: fuzz-%: tests/fuzz/fuzz_%.c
+# the JSON Schema validator: compile, references, every keyword, formats
+FUZZ_SRC_validate := $(wildcard grammar/json_validate*.c) kernels/base.c -ljansson -lpcre2-8
+fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja fuzz-validate: fuzz-%: tests/fuzz/fuzz_%.c
 	@mkdir -p $(BUILD)/fuzz tests/fuzz/corpus-$*
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. -D_GNU_SOURCE \
 	      $(shell pkg-config --cflags openblas) -o $(BUILD)/fuzz/fuzz_$* $< $(or $(FUZZ_SRC_$*),$(LIB_C)) \

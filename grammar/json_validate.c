@@ -343,13 +343,15 @@ static int check_number(jv_ctx *c, const jv_node *n, const json_t *inst)
     const json_t *m = get(n, "multipleOf");
     if (m && !multiple_of(inst, m))
         return fail(c, "multipleOf", "%g is not a multiple of %g", json_number_value(inst), json_number_value(m));
-    if (c->s->draft == JV_DRAFT4)
-        return check_bound(c, inst, get(n, "maximum"), 1, json_is_true(get(n, "exclusiveMaximum")), "maximum") &&
-               check_bound(c, inst, get(n, "minimum"), -1, json_is_true(get(n, "exclusiveMinimum")), "minimum");
+    const json_t *xmax = get(n, "exclusiveMaximum"), *xmin = get(n, "exclusiveMinimum");
+    if (json_is_boolean(xmax) || json_is_boolean(xmin) || c->s->draft == JV_DRAFT4) /* draft 4's form */
+        return check_bound(c, inst, get(n, "maximum"), 1, json_is_true(xmax), "maximum") &&
+               check_bound(c, inst, get(n, "minimum"), -1, json_is_true(xmin), "minimum") &&
+               (json_is_boolean(xmax) || check_bound(c, inst, xmax, 1, 1, "exclusiveMaximum")) &&
+               (json_is_boolean(xmin) || check_bound(c, inst, xmin, -1, 1, "exclusiveMinimum"));
     return check_bound(c, inst, get(n, "maximum"), 1, 0, "maximum") &&
            check_bound(c, inst, get(n, "minimum"), -1, 0, "minimum") &&
-           check_bound(c, inst, get(n, "exclusiveMaximum"), 1, 1, "exclusiveMaximum") &&
-           check_bound(c, inst, get(n, "exclusiveMinimum"), -1, 1, "exclusiveMinimum");
+           check_bound(c, inst, xmax, 1, 1, "exclusiveMaximum") && check_bound(c, inst, xmin, -1, 1, "exclusiveMinimum");
 }
 
 /* A regex search (not anchored, as JSON Schema's pattern is). */

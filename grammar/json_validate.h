@@ -5,11 +5,13 @@
  * is checked here, against the schema's own meaning, before it is returned.
  *
  * Drafts 4, 6, 7, 2019-09 and 2020-12, chosen by the root's `$schema`
- * (absent or unknown: 2020-12; draft 3 is refused).  Every assertion keyword
+ * (absent or unknown: 2020-12; Snowplow's self-describing metaschema is
+ * draft 4; draft 3 is refused).  Every assertion keyword
  * of those drafts is checked; annotations and unknown keywords are ignored,
- * as the specification says.  Also, whatever the draft, `dependencies` and an
- * array-form `items` with `additionalItems` keep their draft-07 meaning (real
- * schemas mix drafts; asserting them is never looser than the schema).
+ * as the specification says.  Also, whatever the draft, `dependencies`, an
+ * array-form `items` with `additionalItems`, and a boolean exclusiveMinimum/
+ * exclusiveMaximum keep their older drafts' meaning (real schemas mix drafts;
+ * asserting them is never looser than the schema).
  * References: $ref, $recursiveRef, $dynamicRef to `$id`s, `$anchor`s and JSON
  * pointers of the same document; a reference to anything outside it is a
  * compile error.  `pattern` and `patternProperties` use PCRE2 in UTF mode
@@ -57,6 +59,9 @@ int tram_jv_draft(const tram_jv_schema *s);
  * steps or depth), f says why.  Safe to call from several threads at once. */
 int tram_jv_check(const tram_jv_schema *s, const char *instance, size_t len, tram_jv_failure *f);
 
+/* References: a compiled schema is freed when its last holder lets go
+ * (a check running on another thread holds one). */
+tram_jv_schema *tram_jv_retain(tram_jv_schema *s);
 void tram_jv_free(tram_jv_schema *s);
 
 /* One call for both: 0 valid, 1 invalid, -1 bad schema or no verdict; err

@@ -259,7 +259,7 @@ static int schema_draft(const json_t *root, int *draft, tram_error *err)
         return 0;
     if (strstr(uri, "draft-03"))
         return tram_fail(err, "$schema: draft 3 is not supported (drafts 4, 6, 7, 2019-09, 2020-12 are)");
-    if (strstr(uri, "draft-04"))
+    if (strstr(uri, "draft-04") || strstr(uri, "snowplowanalytics.self-desc")) /* Snowplow's is draft 4's */
         *draft = JV_DRAFT4;
     else if (strstr(uri, "draft-06"))
         *draft = JV_DRAFT6;
@@ -325,6 +325,8 @@ static int check_type_names(const json_t *type, const char *ptr, tram_error *err
     return 0;
 }
 
+/* A boolean exclusiveMinimum/Maximum keeps its draft-04 meaning in any draft
+ * (json_validate.c reads it so). */
 static int check_keywords(const json_t *node, int draft, const char *ptr, tram_error *err)
 {
     for (size_t i = 0; i < TRAM_ARRAY_LEN(keyword_kinds); i++) {
@@ -343,9 +345,9 @@ static int check_keywords(const json_t *node, int draft, const char *ptr, tram_e
     static const char *bounds[] = {"exclusiveMinimum", "exclusiveMaximum"};
     for (int b = 0; b < 2; b++) {
         const json_t *v = json_object_get(node, bounds[b]);
-        if (v && !(draft == JV_DRAFT4 ? json_is_boolean(v) : json_is_number(v)))
+        if (v && !json_is_boolean(v) && !(draft > JV_DRAFT4 && json_is_number(v)))
             return tram_fail(err, "invalid schema at %s: %s must be %s in this draft", ptr, bounds[b],
-                             draft == JV_DRAFT4 ? "a boolean" : "a number");
+                             draft == JV_DRAFT4 ? "a boolean" : "a number (or draft 4's boolean)");
     }
     const json_t *type = json_object_get(node, "type");
     return type ? check_type_names(type, ptr, err) : 0;
@@ -612,9 +614,16 @@ typedef struct {
     size_t nstrings;
 } jv_owned;
 
+tram_jv_schema *tram_jv_retain(tram_jv_schema *s)
+{
+    if (s)
+        __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+    return s;
+}
+
 void tram_jv_free(tram_jv_schema *s)
 {
-    if (!s)
+    if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return;
     jv_owned *o = (jv_owned *)s;
     free_nodes(s);
@@ -634,6 +643,7 @@ int tram_jv_compile(const char *schema_json, size_t len, tram_jv_schema **out, t
     json_error_t je;
     o->s.doc = json_loadb(schema_json, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
     o->s.assert_formats = 1;
+    o->s.refs = 1;
     jv_loader l = {&o->s, NULL, 0, 0, err};
     int rc = -1;
     if (!o->s.doc)

@@ -59,6 +59,7 @@ struct tram_jv_schema {
     jv_map anchors;        /* URI#name → json_t* */
     jv_map dyn_anchors;    /* URI#name → json_t*, $dynamicAnchor only */
     jv_map regexes;        /* pattern text → pcre2_code* (patternProperties) */
+    int refs;
 };
 
 /* The compiled regex for a patternProperties key (compiled at load). */

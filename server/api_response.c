@@ -46,6 +46,7 @@ void tram_api_choice_free(tram_api_choice *c)
     free(c->text);
     json_decref(c->logprobs);
     json_decref(c->tool_calls);
+    json_decref(c->error);
     memset(c, 0, sizeof(*c));
 }
 
@@ -207,10 +208,17 @@ json_t *tram_api_response(const tram_api_envelope *env, const tram_api_choice *c
                                      c->finish_reason);
         if (choice && c->tool_calls)
             json_object_set(json_object_get(choice, "message"), "tool_calls", c->tool_calls);
+        tram_api_choice_set_error(choice, c->error);
         json_array_append_new(arr, choice);
     }
     json_object_set_new(r, "usage", usage_json(u));
     return r;
+}
+
+void tram_api_choice_set_error(json_t *choice, const json_t *error)
+{
+    if (choice && error)
+        json_object_set(choice, "error", (json_t *)error);
 }
 
 json_t *tram_api_chunk(const tram_api_envelope *env, int index, int role, const char *text,

@@ -22,6 +22,7 @@ typedef struct {
     json_t *tool_calls;         /* message.tool_calls; text is then the content before them */
     size_t sent;                /* streams with tools: bytes of text sent as content */
     size_t text_offset;         /* completions logprobs: bytes of text so far */
+    json_t *error;              /* finish_reason "error": why (the output failed its schema) */
 } tram_api_choice;
 
 typedef struct {
@@ -55,6 +56,9 @@ int tram_api_logprobs_append(json_t *lp, tram_api_kind kind, const struct tram_t
 /* The whole non-streamed response. */
 json_t *tram_api_response(const tram_api_envelope *env, const tram_api_choice *choices, int n,
                           const tram_api_usage *u);
+/* A finished choice's "error" object (finish_reason "error") in a response
+ * or chunk choice: error is not stolen. */
+void tram_api_choice_set_error(json_t *choice, const json_t *error);
 /* One stream chunk for one choice: role (chat, first chunk only) adds
  * "role": "assistant"; text NULL is content null; logprobs is stolen (may be NULL); finish_reason NULL
  * while running; with_usage adds "usage": null as OpenAI does when

@@ -25,6 +25,7 @@
 #include "server/http.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/output_check.h"
 #include "server/prompt.h"
 #include "server/structured.h"
 #include "server/tool_calls.h"
@@ -44,6 +45,27 @@ typedef struct {
     int samples_left;
     int prompt_tokens, cached_tokens;
 } completion_prompt;
+
+/* A finished choice whose output is being checked against its JSON Schema
+ * (the response's, or each forced tool call's parameters): its end waits for
+ * every verdict. */
+typedef struct choice_check choice_check;
+
+typedef struct {
+    choice_check *check;
+    int call;                   /* the tool call checked, or -1: the whole output */
+} check_ref;
+
+struct choice_check {
+    tram_completion *completion;
+    completion_prompt *prompt;
+    int index;                  /* the choice */
+    const char *reason;         /* its finish reason once every check passed */
+    int pending, n;
+    check_ref *refs;            /* [n] */
+    tram_check_ticket **tickets;/* [n] */
+    json_t *failure;            /* the first check that failed */
+};
 
 struct tram_completion {
     tram_server *srv;
@@ -69,6 +91,9 @@ struct tram_completion {
     int follower;                /* fed by its flight's leader, never by the engine */
     tram_server_done done;       /* internal requests (warm-up, preload, batch): told at the end */
     void *done_arg;
+    tram_jv_schema *schema;      /* the response's JSON Schema, checked as a choice stops; or NULL */
+    tram_jv_schema **tool_schemas;  /* forced tool calls: each function's parameters, by tools index */
+    choice_check *checks;        /* [num_choices] when anything is checked */
 };
 
 /* ------------------------------------------------------------ lifetime */
@@ -94,6 +119,20 @@ static void completion_free(tram_completion *c)
         tram_api_choice_free(&c->choices[i]);
     for (int i = 0; c->readers && i < c->num_choices; i++)
         tram_tool_reader_free(&c->readers[i]);
+    for (int i = 0; c->checks && i < c->num_choices; i++) {
+        choice_check *k = &c->checks[i];
+        for (int j = 0; j < k->n; j++)
+            if (k->tickets[j])
+                tram_output_check_cancel(k->tickets[j]);
+        free(k->refs);
+        free(k->tickets);
+        json_decref(k->failure);
+    }
+    free(c->checks);
+    tram_jv_free(c->schema);
+    for (size_t i = 0; c->tool_schemas && i < json_array_size(c->api.tools.tools); i++)
+        tram_jv_free(c->tool_schemas[i]);
+    free(c->tool_schemas);
     free(c->readers);
     free(c->prompts);
     free(c->choices);
@@ -197,7 +236,7 @@ static int enforce_tool_choice(tram_completion *c, tram_api_error *e)
     const tram_engine *eng = c->srv->engine;
     c->api.params.grammar = tram_tool_grammar(tram_chat_template_tool_format(c->srv->chat), t,
                                               tram_engine_tokenizer(eng), e);
-    return c->api.params.grammar ? 0 : -1;
+    return c->api.params.grammar ? tram_tool_validators(t, &c->tool_schemas, e) : -1;
 }
 
 static int prepare(tram_completion *c, tram_api_kind kind, const char *body, size_t len,
@@ -207,6 +246,7 @@ static int prepare(tram_completion *c, tram_api_kind kind, const char *body, siz
     if (tram_api_request_parse(&c->api, kind, &s->defaults, body, len, e) ||
         tram_check_model(s, c->api.model, e) ||
         tram_structured_grammar(c->api.root, tram_engine_tokenizer(s->engine), &c->api.params.grammar, e) ||
+        tram_structured_validator(c->api.root, &c->schema, e) ||
         check_tools_supported(c, e) || enforce_tool_choice(c, e))
         return -1;
     const char *param = NULL;
@@ -224,7 +264,9 @@ static int prepare(tram_completion *c, tram_api_kind kind, const char *body, siz
     c->choices = calloc((size_t)c->num_choices, sizeof(*c->choices));
     c->last_token_at = calloc((size_t)c->num_choices, sizeof(*c->last_token_at));
     c->readers = c->with_tools ? calloc((size_t)c->num_choices, sizeof(*c->readers)) : NULL;
-    if (!c->prompts || !c->choices || !c->last_token_at || (c->with_tools && !c->readers))
+    int checked = c->schema || c->tool_schemas;
+    c->checks = checked ? calloc((size_t)c->num_choices, sizeof(*c->checks)) : NULL;
+    if (!c->prompts || !c->choices || !c->last_token_at || (c->with_tools && !c->readers) || (checked && !c->checks))
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     for (int i = 0; c->readers && i < c->num_choices; i++)
         tram_tool_reader_init(&c->readers[i], c->tool_format, &c->api.tools);
@@ -631,10 +673,10 @@ static void emit(tram_completion *c, int ci, const char *text, size_t len,
             tram_api_logprobs_append(lpj, kind, tram_engine_tokenizer(c->srv->engine), lp, num_lp,
                                      &choice->text_offset);
     }
-    if (!c->streaming) {
+    if (!c->streaming || c->schema) /* a checked stream keeps its text for the check */
         tram_api_choice_append(choice, text, len);
+    if (!c->streaming)
         return;
-    }
     json_t *chunk = tram_api_chunk(&c->env, ci, 0, text, len, lpj, finish_reason,
                                    c->api.include_usage);
     if (c->req)
@@ -681,7 +723,7 @@ static void stream_tools(tram_completion *c, int ci)
  * calls, the content is the text before them and the reason "tool_calls"
  * (or still "length": the calls it completed before max_tokens cut it).
  * Returns the finish reason. */
-static const char *finish_with_tools(tram_completion *c, int ci, const char *reason)
+static const char *finish_with_tools(tram_completion *c, int ci, const char *reason, int hold)
 {
     tram_api_choice *choice = &c->choices[ci];
     tram_tool_reader *r = &c->readers[ci];
@@ -690,22 +732,25 @@ static const char *finish_with_tools(tram_completion *c, int ci, const char *rea
     json_t *calls = tram_tool_reader_calls(r);
     if (calls && !cut)
         reason = "tool_calls";
-    if (!c->streaming) {
+    if (!c->streaming || hold) { /* a held stream keeps the calls for their checks */
         choice->tool_calls = calls;
         choice->len = r->content_end;
         if (choice->text)
             choice->text[choice->len] = 0;
-        return reason;
     }
+    if (!c->streaming)
+        return reason;
     stream_tools(c, ci);
-    send_content(c, ci, 0, reason);
-    json_decref(calls);
+    if (!hold)
+        send_content(c, ci, 0, reason);
+    if (!hold)
+        json_decref(calls);
     return reason;
 }
 
 /* Chat with tools: the text is kept whole and read for calls as it comes. */
 static const char *emit_with_tools(tram_completion *c, int ci, const tram_output *o,
-                                   const char *reason)
+                                   const char *reason, int hold)
 {
     tram_api_choice *choice = &c->choices[ci];
     tram_api_kind kind = c->api.kind;
@@ -716,7 +761,7 @@ static const char *emit_with_tools(tram_completion *c, int ci, const tram_output
                                  o->logprobs, o->logprobs ? o->num_tokens : 0, &choice->text_offset);
     tram_tool_reader_feed(&c->readers[ci], choice->text ? choice->text : "", choice->len);
     if (reason)
-        return finish_with_tools(c, ci, reason);
+        return finish_with_tools(c, ci, reason, hold);
     if (c->streaming)
         stream_tools(c, ci);
     return NULL;
@@ -736,6 +781,106 @@ static void observe_latency(tram_completion *c, int ci, double now, double queue
     c->last_token_at[ci] = now;
 }
 
+/* The last chunk of a held choice: its finish reason, and the error object
+ * when its output failed its schema. */
+static void send_final(tram_completion *c, int ci, const char *reason)
+{
+    tram_api_choice *choice = &c->choices[ci];
+    json_t *chunk = tram_api_chunk(&c->env, ci, 0, NULL, 0, choice->logprobs, reason, c->api.include_usage);
+    choice->logprobs = NULL;
+    tram_api_choice_set_error(json_array_get(json_object_get(chunk, "choices"), 0), choice->error);
+    send_chunk(c, chunk);
+}
+
+/* Choice ci has ended with reason (held: its last chunk is still to send);
+ * 1 when that finished c. */
+static int end_choice(tram_completion *c, completion_prompt *p, int ci, const char *reason, int held)
+{
+    tram_api_choice *choice = &c->choices[ci];
+    choice->finish_reason = reason;
+    if (held && c->checks[ci].failure) {
+        choice->error = json_incref(c->checks[ci].failure);
+        c->srv->metrics.schema_invalid++;
+    }
+    if (held && c->streaming)
+        send_final(c, ci, reason);
+    if (--p->samples_left > 0)
+        return 0;
+    p->state = P_FINISHED;
+    if (--c->unfinished > 0 || c->pending > 0)
+        return 0;
+    finish(c);
+    return 1;
+}
+
+/* The error object of an output that failed its schema, named as vLLM
+ * names a finish_reason "error" choice's cause. */
+static json_t *check_failure(int call, int verdict, const tram_jv_failure *f)
+{
+    char msg[700];
+    if (call >= 0)
+        snprintf(msg, sizeof(msg), "tool call %d's arguments %s their parameters schema: %s", call,
+                 verdict > 0 ? "fail" : "could not be checked against", f->message);
+    else
+        snprintf(msg, sizeof(msg), "the output %s its JSON Schema: %s",
+                 verdict > 0 ? "fails" : "could not be checked against", f->message);
+    return json_pack("{s:s, s:s, s:s, s:s}", "message", msg, "type", "invalid_output", "param", f->path,
+                     "code", f->keyword[0] ? f->keyword : "unchecked");
+}
+
+static void on_checked(void *arg, int verdict, const tram_jv_failure *f)
+{
+    check_ref *ref = arg;
+    choice_check *k = ref->check;
+    k->tickets[ref - k->refs] = NULL;
+    if (verdict && !k->failure)
+        k->failure = check_failure(ref->call, verdict, f);
+    if (--k->pending == 0)
+        end_choice(k->completion, k->prompt, k->index, k->failure ? "error" : k->reason, 1);
+}
+
+/* The schema a tool call's arguments must meet (its function's parameters). */
+static tram_jv_schema *call_schema(const tram_completion *c, const json_t *call)
+{
+    const char *name = json_string_value(json_object_get(json_object_get(call, "function"), "name"));
+    for (size_t i = 0; name && i < json_array_size(c->api.tools.tools); i++) {
+        const json_t *fn = json_object_get(json_array_get(c->api.tools.tools, i), "function");
+        if (!strcmp(json_string_value(json_object_get(fn, "name")), name))
+            return c->tool_schemas[i];
+    }
+    return NULL;
+}
+
+/* Queues choice ci's checks: the output against the response's schema, or
+ * each tool call's arguments against its function's.  Returns how many
+ * were queued; none (and a failure recorded) when one cannot be. */
+static int start_checks(tram_completion *c, completion_prompt *p, int ci, const char *reason)
+{
+    tram_api_choice *choice = &c->choices[ci];
+    choice_check *k = &c->checks[ci];
+    const json_t *calls = c->tool_schemas ? choice->tool_calls : NULL;
+    int n = c->tool_schemas ? (int)json_array_size(calls) : 1;
+    *k = (choice_check){.completion = c, .prompt = p, .index = ci, .reason = reason, .n = n,
+                        .refs = calloc((size_t)(n ? n : 1), sizeof(check_ref)),
+                        .tickets = calloc((size_t)(n ? n : 1), sizeof(tram_check_ticket *))};
+    for (int i = 0; i < n && k->refs && k->tickets; i++) {
+        const json_t *call = json_array_get(calls, (size_t)i);
+        const char *args = json_string_value(json_object_get(json_object_get(call, "function"), "arguments"));
+        tram_jv_schema *schema = c->tool_schemas ? call_schema(c, call) : c->schema;
+        const char *text = c->tool_schemas ? args : choice->text ? choice->text : "";
+        k->refs[i] = (check_ref){k, c->tool_schemas ? i : -1};
+        if (!schema || !text ||
+            !(k->tickets[i] = tram_output_check(c->srv->checker, schema, text, strlen(text), on_checked, &k->refs[i])))
+            break;
+        k->pending++;
+    }
+    if (k->pending < n && !k->failure) {
+        tram_jv_failure f = {.message = "out of memory, or a call to an unknown function"};
+        k->failure = check_failure(-1, -1, &f);
+    }
+    return k->pending; /* with a failure recorded, those queued still end it, as "error" */
+}
+
 /* 1 when it finished c. */
 static int on_output(tram_completion *c, completion_prompt *p, const tram_output *o)
 {
@@ -752,21 +897,18 @@ static int on_output(tram_completion *c, completion_prompt *p, const tram_output
             emit(c, ci, p->echo, strlen(p->echo), o->prompt_logprobs,
                  o->prompt_logprobs ? o->prompt_tokens : 0, NULL);
     }
+    /* a complete output is checked against its schema before it ends */
+    int hold = reason && !strcmp(reason, "stop") && c->checks;
     if (c->with_tools)
-        reason = emit_with_tools(c, ci, o, reason);
+        reason = emit_with_tools(c, ci, o, reason, hold);
     else
-        emit(c, ci, o->text, o->text_len, o->logprobs, o->logprobs ? o->num_tokens : 0, reason);
+        emit(c, ci, o->text, o->text_len, o->logprobs, o->logprobs ? o->num_tokens : 0, hold ? NULL : reason);
     if (!reason)
         return 0;
-    choice->finish_reason = reason;
     c->completion_tokens += o->completion_tokens;
-    if (--p->samples_left > 0)
+    if (hold && start_checks(c, p, ci, reason) > 0)
         return 0;
-    p->state = P_FINISHED;
-    if (--c->unfinished > 0 || c->pending > 0)
-        return 0;
-    finish(c);
-    return 1;
+    return end_choice(c, p, ci, hold && c->checks[ci].failure ? "error" : reason, hold);
 }
 
 /* One event for prompt p of c, from the engine or from c's flight; 1 when it

@@ -43,6 +43,7 @@ static const scalar scalars[] = {
     {"generation_tokens_total", "counter", FIELD(generation_tokens), "Number of generation tokens processed."},
     {"engine_busy_seconds_total", "counter", FIELD(engine_busy_seconds), "Seconds the engine spent running steps (its utilization is the rate)."},
     {"served_tokens_total", "counter", FIELD(served_tokens), "Completion tokens returned to clients, response-cache hits included."},
+    {"structured_output_invalid_total", "counter", FIELD(schema_invalid), "Outputs that matched their grammar but failed their JSON Schema (finish_reason error)."},
 };
 
 static const scalar response_cache_scalars[] = {

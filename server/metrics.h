@@ -36,6 +36,7 @@ typedef struct {
     double success[TRAM_NUM_REASONS];
     double refused[TRAM_NUM_REFUSED];
     double served_tokens;                  /* completion tokens returned, cache hits included */
+    double schema_invalid;                 /* choices whose finished output failed its JSON Schema */
     /* the response cache's, copied at scrape time (has_response_cache: it is on) */
     int has_response_cache;
     double rc_hits, rc_misses, rc_coalesced, rc_evicted_size, rc_evicted_ttl, rc_bytes, rc_entries;

@@ -16,6 +16,7 @@
 
 #include "server/completion.h"
 #include "server/log.h"
+#include "server/output_check.h"
 #include "server/metrics.h"
 #include "server/preload.h"
 #include "server/router.h"
@@ -227,6 +228,10 @@ static int setup_cache(tram_server *s)
 static int start_worker(tram_server *s)
 {
     tram_error err = {{0}};
+    if (tram_output_checker_start(s->base, &s->checker, &err)) {
+        tram_log(TRAM_LOG_ERROR, "%s", err.msg);
+        return -1;
+    }
     tram_worker_config wc = {.engine = &s->cfg.engine,
                              .model_path = s->cfg.model_path,
                              .max_queue = s->cfg.max_queue,
@@ -250,6 +255,7 @@ static void teardown(tram_server *s)
 {
     tram_worker_stop(s->worker);
     tram_completions_fail_all(s);
+    tram_output_checker_stop(s->checker); /* after the completions: they cancel their checks */
     tram_rcache_free(s->cache);
     tram_preload_free(s->preload);
     tram_chat_template_free(s->chat);

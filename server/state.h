@@ -32,6 +32,7 @@ typedef struct tram_server {
     struct event *tick;              /* disconnect polling and the drain deadline */
     struct event *sigterm, *sigint;
     tram_worker *worker;
+    struct tram_output_checker *checker;  /* schema checks of finished outputs (output_check.h) */
     const tram_engine *engine;       /* NULL until loaded */
     int ready;                       /* loaded, warmed up and preloaded: taking requests */
     struct tram_chat_template *chat; /* the model's, made when it is loaded */

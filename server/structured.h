@@ -21,6 +21,7 @@
 #include <jansson.h>
 
 #include "grammar/grammar.h"
+#include "grammar/json_validate.h"
 #include "server/api_error.h"
 
 struct tram_tokenizer;
@@ -29,5 +30,18 @@ struct tram_tokenizer;
  * NULL when the body asks for no constraint. */
 int tram_structured_grammar(const json_t *body, const struct tram_tokenizer *tok,
                             const tram_grammar **out, tram_api_error *e);
+
+/* The validator of the body's JSON Schema constraint (response_format
+ * json_schema, structured_outputs.json, guided_json): *out a compiled schema
+ * (one reference), or NULL for any other constraint or none.  A schema the
+ * validator cannot read is a 400 naming the field: tram returns no output it
+ * could not check.  Call after tram_structured_grammar accepted the body. */
+int tram_structured_validator(const json_t *body, tram_jv_schema **out, tram_api_error *e);
+
+/* For tests only: when TRAM_TEST_SCHEMA_GBNF is set, its GBNF replaces the
+ * grammar of every JSON Schema (response formats and tool parameters), so
+ * a test can make the grammar looser than the schema and see the validator
+ * catch the output. */
+const char *tram_structured_test_grammar(void);
 
 #endif

@@ -40,23 +40,34 @@ static void call_rule(tram_strbuf *b, tram_tool_format f, const char *name, int 
     tram_strbuf_cat(b, "\n", NULL);
 }
 
+/* The function's parameters schema as JSON text (malloc'd): no parameters
+ * is no arguments. */
+static char *parameters_text(const json_t *fn)
+{
+    const json_t *params = json_object_get(fn, "parameters");
+    return params ? json_dumps(params, JSON_COMPACT)
+                  : strdup("{\"type\": \"object\", \"properties\": {}, \"additionalProperties\": false}");
+}
+
+static int parameters_error(size_t i, const tram_error *err, tram_api_error *e)
+{
+    char param[64];
+    snprintf(param, sizeof(param), "tools[%zu].function.parameters", i);
+    return tram_api_fail(e, 400, param, "invalid_value", "Invalid '%s': %s", param,
+                         err->msg[0] ? err->msg : "out of memory");
+}
+
 /* fnK's rules from the function's parameters schema. */
 static int schema_rules(tram_strbuf *b, const json_t *fn, size_t i, int k, tram_api_error *e)
 {
-    const json_t *params = json_object_get(fn, "parameters");
-    char *schema = params ? json_dumps(params, JSON_COMPACT)
-                          : strdup("{\"type\": \"object\", \"properties\": {}, \"additionalProperties\": false}");
+    char *schema = parameters_text(fn);
     char prefix[16], *gbnf = NULL;
     snprintf(prefix, sizeof(prefix), "fn%d", k);
     tram_error err = {{0}};
     int rc = schema ? tram_json_schema_to_gbnf(schema, prefix, &gbnf, &err) : -1;
     free(schema);
-    if (rc) {
-        char param[64];
-        snprintf(param, sizeof(param), "tools[%zu].function.parameters", i);
-        return tram_api_fail(e, 400, param, "invalid_value", "Invalid '%s': %s", param,
-                             err.msg[0] ? err.msg : "out of memory");
-    }
+    if (rc)
+        return parameters_error(i, &err, e);
     tram_strbuf_cat(b, gbnf, "\n", NULL);
     free(gbnf);
     return 0;
@@ -120,4 +131,22 @@ const tram_grammar *tram_tool_grammar(tram_tool_format f, const tram_api_tools *
     if (!g)
         tram_api_fail(e, 400, "tools", "invalid_value", "Invalid 'tools': %s", err.msg);
     return g;
+}
+
+int tram_tool_validators(const tram_api_tools *t, tram_jv_schema ***out, tram_api_error *e)
+{
+    size_t n = json_array_size(t->tools);
+    tram_jv_schema **v = calloc(n ? n : 1, sizeof(*v));
+    if (!v)
+        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+    *out = v;
+    for (size_t i = 0; i < n; i++) {
+        char *schema = parameters_text(json_object_get(json_array_get(t->tools, i), "function"));
+        tram_error err = {{0}};
+        int rc = !schema || tram_jv_compile(schema, strlen(schema), &v[i], &err);
+        free(schema);
+        if (rc)
+            return parameters_error(i, &err, e);
+    }
+    return 0;
 }

@@ -15,6 +15,7 @@
 #define TRAM_TOOL_GRAMMAR_H
 
 #include "grammar/grammar.h"
+#include "grammar/json_validate.h"
 #include "server/api_error.h"
 #include "server/api_tools.h"
 #include "chat/chat_template.h"
@@ -27,5 +28,11 @@ char *tram_tool_grammar_gbnf(tram_tool_format f, const tram_api_tools *t, tram_a
 /* The same, compiled against tok: one reference, or NULL with e filled. */
 const tram_grammar *tram_tool_grammar(tram_tool_format f, const tram_api_tools *t,
                                       const struct tram_tokenizer *tok, tram_api_error *e);
+
+/* Each function's parameters compiled for validation (grammar/
+ * json_validate.h): *out gets one per tools entry, in order (malloc'd, the
+ * caller frees the array and each schema, also on failure).  A schema the
+ * validator cannot read is a 400 naming it. */
+int tram_tool_validators(const tram_api_tools *t, tram_jv_schema ***out, tram_api_error *e);
 
 #endif

@@ -58,6 +58,9 @@ Test(json_validate, numbers_by_draft)
     expect("{" D4 "\"type\": \"integer\", \"enum\": [1.0, 2.5]}", "1", 0); /* 1 == 1.0 */
     expect("{" D4 "\"minimum\": 0, \"exclusiveMinimum\": true}", "0", 1);
     expect("{" D4 "\"minimum\": 0, \"exclusiveMinimum\": true}", "0.5", 0);
+    expect("{\"minimum\": 0, \"exclusiveMinimum\": true}", "0", 1); /* draft 4's form, in any draft */
+    expect("{\"$schema\": \"http://iglucentral.com/schemas/com.snowplowanalytics.self-desc/schema/jsonschema/1-0-0#\","
+           " \"type\": \"integer\"}", "1.0", 1); /* Snowplow's metaschema is draft 4's */
     expect("{\"type\": \"number\", \"exclusiveMinimum\": 0}", "0.000000000000000", 1);
     expect("{\"type\": \"number\", \"exclusiveMaximum\": 0}", "-0.000000000000000", 1);
     expect("{\"exclusiveMaximum\": 0}", "-0.001", 0);
@@ -203,7 +206,7 @@ Test(json_validate, unknown_keywords_are_annotations)
     tram_error err = {{0}};
     const char *bad[] = {"{\"minLength\": \"3\"}", "{\"type\": \"text\"}", "{\"pattern\": \"(\"}",
                          "{\"$schema\": \"http://json-schema.org/draft-03/schema#\"}", "{\"multipleOf\": 0}",
-                         "{\"exclusiveMinimum\": true}", "[1]"};
+                         "{" D4 "\"exclusiveMinimum\": 0}", "[1]"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         err.msg[0] = 0;
         cr_expect_eq(tram_jv_compile(bad[i], strlen(bad[i]), &s, &err), -1, "%s compiled", bad[i]);
