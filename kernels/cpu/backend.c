@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_impl.h"
-#include "kernels/cpu/int8.h"
+#include "kernels/cpu/cpu_int8.h"
 
 /* ---------------------------------------------------------------- memory */
 

@@ -11,7 +11,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/features.h"
 #include "kernels/cpu/gemm_blocks.h"
-#include "kernels/int8.h"
+#include "kernels/int8_format.h"
 
 typedef struct {
     int threads;

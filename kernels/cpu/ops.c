@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_impl.h"
-#include "kernels/cpu/int8.h"
+#include "kernels/cpu/cpu_int8.h"
 
 /* ---------------------------------------------------------------- embed */
 
