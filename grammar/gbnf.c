@@ -62,21 +62,6 @@ typedef struct {
 
 #define FAIL(ps, ...) ((ps)->failed ? -1 : ((ps)->failed = 1, tram_fail((ps)->err, __VA_ARGS__)))
 
-int tram_gbnf_grow(void **v, int *cap, int need, size_t size)
-{
-    if (need <= *cap)
-        return 0;
-    int c = *cap ? *cap : 8;
-    while (c < need)
-        c *= 2;
-    void *n = realloc(*v, (size_t)c * size);
-    if (!n)
-        return -1;
-    *v = n;
-    *cap = c;
-    return 0;
-}
-
 static uint64_t hash_bytes(const void *p, size_t n)
 {
     uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
@@ -101,7 +86,7 @@ static int32_t *index_slot(const id_index *ix, uint64_t h, int (*same)(const par
 /* Records id with hash h. */
 static int index_add(id_index *ix, int id, uint64_t h)
 {
-    if (tram_gbnf_grow((void **)&ix->hash, &ix->cap_ids, id + 1, sizeof(uint64_t)))
+    if (tram_grow((void **)&ix->hash, &ix->cap_ids, id + 1, sizeof(uint64_t)))
         return -1;
     ix->hash[id] = h;
     if (2 * ++ix->num_ids > ix->cap) {
@@ -137,7 +122,7 @@ static int push(parser *ps, int rule, tram_gkind kind, int32_t arg)
     if (++ps->total_elems > TRAM_GBNF_MAX_ELEMS)
         return FAIL(ps, "grammar: more than %d elements (characters matched, references, "
                         "alternatives), the most tram compiles", TRAM_GBNF_MAX_ELEMS);
-    if (tram_gbnf_grow((void **)&e->v, &e->cap, e->n + 1, sizeof(*e->v)))
+    if (tram_grow((void **)&e->v, &e->cap, e->n + 1, sizeof(*e->v)))
         return FAIL(ps, "grammar: out of memory");
     e->v[e->n++] = (tram_gelem){.kind = (uint8_t)kind, .arg = arg};
     return 0;
@@ -149,9 +134,9 @@ static int add_rule(parser *ps, const char *name, size_t len, int synthetic)
         return FAIL(ps, "grammar: more than %d rules (helper rules of groups and repetitions "
                         "included), the most tram compiles", TRAM_GBNF_MAX_RULES);
     int n = ps->num_rules + 1, c1 = ps->cap_rules, c2 = c1, c3 = c1, c4 = c1;
-    if (tram_gbnf_grow((void **)&ps->names, &c1, n, sizeof(char *)) ||
-        tram_gbnf_grow((void **)&ps->rules, &c2, n, sizeof(elemvec)) ||
-        tram_gbnf_grow((void **)&ps->defined, &c3, n, 1) || tram_gbnf_grow((void **)&ps->synthetic, &c4, n, 1))
+    if (tram_grow((void **)&ps->names, &c1, n, sizeof(char *)) ||
+        tram_grow((void **)&ps->rules, &c2, n, sizeof(elemvec)) ||
+        tram_grow((void **)&ps->defined, &c3, n, 1) || tram_grow((void **)&ps->synthetic, &c4, n, 1))
         return FAIL(ps, "grammar: out of memory");
     ps->cap_rules = c1;
     int id = ps->num_rules;
@@ -213,7 +198,7 @@ static int intern_set(parser *ps, const tram_byteset *s)
         if (*slot)
             return *slot - 1;
     }
-    if (tram_gbnf_grow((void **)&ps->sets, &ps->cap_sets, ps->num_sets + 1, sizeof(*s)) ||
+    if (tram_grow((void **)&ps->sets, &ps->cap_sets, ps->num_sets + 1, sizeof(*s)) ||
         index_add(&ps->sets_ix, ps->num_sets, h))
         return FAIL(ps, "grammar: out of memory");
     ps->sets[ps->num_sets] = *s;
@@ -376,7 +361,7 @@ static int class_rule(parser *ps, int parent, const cprange *r, int n)
     if (slot && *slot)
         return ps->classes[*slot - 1].rule;
     int rule = helper_rule(ps, parent);
-    if (rule < 0 || tram_gbnf_grow((void **)&ps->classes, &ps->cap_classes, ps->num_classes + 1,
+    if (rule < 0 || tram_grow((void **)&ps->classes, &ps->cap_classes, ps->num_classes + 1,
                          sizeof(*ps->classes)) || index_add(&ps->classes_ix, ps->num_classes, h))
         return FAIL(ps, "grammar: out of memory");
     interned_class *ic = &ps->classes[ps->num_classes++];
@@ -560,7 +545,7 @@ static int counted_repeat(parser *ps, int rule, int start, int term, int min, in
             repeat(ps, rep.tail, 0, TRAM_MAX(0, min - rep.max), ps->tail) || push(ps, rep.tail, TRAM_G_END, 0))
             return -1;
     }
-    if (tram_gbnf_grow((void **)&ps->repeats, &ps->cap_repeats, ps->num_repeats + 1, sizeof(*ps->repeats)))
+    if (tram_grow((void **)&ps->repeats, &ps->cap_repeats, ps->num_repeats + 1, sizeof(*ps->repeats)))
         return FAIL(ps, "grammar: out of memory");
     ps->repeats[ps->num_repeats] = rep;
     elemvec *e = &ps->rules[rule];
@@ -582,7 +567,7 @@ static int repeat(parser *ps, int rule, int start, int min, int max)
     if (term < 0)
         return -1;
     if (max < 0 || max > 1) {  /* checked once all rules are known (check_repeated) */
-        if (tram_gbnf_grow((void **)&ps->repeated, &ps->cap_repeated, 2 * ps->num_repeated + 2, sizeof(int32_t)))
+        if (tram_grow((void **)&ps->repeated, &ps->cap_repeated, 2 * ps->num_repeated + 2, sizeof(int32_t)))
             return FAIL(ps, "grammar: out of memory");
         ps->repeated[2 * ps->num_repeated] = rule;
         ps->repeated[2 * ps->num_repeated++ + 1] = term;

@@ -39,10 +39,6 @@ void tram_gbnf_free(tram_gbnf *g);
  * last; rules keep their ids, helper rules are added after them. */
 int tram_gbnf_factor(tram_gbnf *g, tram_error *err);
 
-/* Grows *v (of *cap items of `size` bytes, doubling) to hold `need`: -1
- * when out of memory, *v then unchanged. */
-int tram_gbnf_grow(void **v, int *cap, int need, size_t size);
-
 /* nullable[r] (malloc'd, NULL when out of memory): 1 when rule r can match
  * the empty string. */
 uint8_t *tram_gbnf_nullable(const tram_gbnf *g);

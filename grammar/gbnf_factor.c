@@ -51,7 +51,7 @@ static int emit(factor *f, tram_gkind kind, int32_t arg)
     if (f->num_out >= TRAM_GBNF_MAX_ELEMS)
         return tram_fail(f->err, "grammar: more than %d elements once its alternatives are merged, the most "
                                  "tram compiles", TRAM_GBNF_MAX_ELEMS);
-    if (tram_gbnf_grow((void **)&f->out, &f->cap_out, f->num_out + 1, sizeof(tram_gelem)))
+    if (tram_grow((void **)&f->out, &f->cap_out, f->num_out + 1, sizeof(tram_gelem)))
         return tram_fail(f->err, "grammar: out of memory");
     f->out[f->num_out++] = (tram_gelem){.kind = (uint8_t)kind, .arg = arg};
     return 0;
@@ -64,11 +64,11 @@ static int new_helper(factor *f, int parent, const slice *s, int n)
     if (id >= TRAM_GBNF_MAX_RULES)
         return tram_fail(f->err, "grammar: more than %d rules once its alternatives are merged, the most "
                                  "tram compiles", TRAM_GBNF_MAX_RULES);
-    if (tram_gbnf_grow((void **)&f->names, &c1, id + 1, sizeof(char *)) ||
-        tram_gbnf_grow((void **)&f->rule_start, &c2, id + 1, sizeof(int32_t)) ||
-        tram_gbnf_grow((void **)&f->pending_at, &c3, id + 1, sizeof(int32_t)) ||
-        tram_gbnf_grow((void **)&f->pending_n, &c4, id + 1, sizeof(int32_t)) ||
-        tram_gbnf_grow((void **)&f->pending, &f->cap_pending, f->num_pending + n, sizeof(slice)))
+    if (tram_grow((void **)&f->names, &c1, id + 1, sizeof(char *)) ||
+        tram_grow((void **)&f->rule_start, &c2, id + 1, sizeof(int32_t)) ||
+        tram_grow((void **)&f->pending_at, &c3, id + 1, sizeof(int32_t)) ||
+        tram_grow((void **)&f->pending_n, &c4, id + 1, sizeof(int32_t)) ||
+        tram_grow((void **)&f->pending, &f->cap_pending, f->num_pending + n, sizeof(slice)))
         return tram_fail(f->err, "grammar: out of memory");
     f->cap_rules = c1;
     char name[300];
@@ -89,7 +89,7 @@ static int rule_slices(const tram_gbnf *g, int r, slice **v, int *n, int *cap)
     for (int32_t a = g->rule_start[r], p = a;; p++) {
         if (!tram_gelem_ends_alt(&g->elems[p]))
             continue;
-        if (tram_gbnf_grow((void **)v, cap, *n + 1, sizeof(slice)))
+        if (tram_grow((void **)v, cap, *n + 1, sizeof(slice)))
             return -1;
         (*v)[(*n)++] = (slice){a, p};
         if (g->elems[p].kind == TRAM_G_END)
@@ -128,7 +128,7 @@ static int gather(factor *f, int r, slice **v, int *n, int *cap)
         const tram_gelem *e = &g->elems[own[i].a];
         if (num > 1 && own[i].b == own[i].a + 1 && e->kind == TRAM_G_REF && e->arg != r && inlinable(f, e->arg))
             rc = rule_slices(g, e->arg, v, n, cap);
-        else if (!(rc = tram_gbnf_grow((void **)v, cap, *n + 1, sizeof(slice))))
+        else if (!(rc = tram_grow((void **)v, cap, *n + 1, sizeof(slice))))
             (*v)[(*n)++] = own[i];
     }
     free(own);
