@@ -28,7 +28,7 @@ LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 TEST_C  := $(wildcard tests/unit/*.c)
 TEST_OBJ:= $(TEST_C:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps model test test-layering test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja gpu-check clean help
+.PHONY: all deps model docs test test-docs test-layering test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja gpu-check clean help
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/.deps-ok bin/tram
@@ -37,6 +37,7 @@ help:
 	@echo "make            build bin/tram (CPU backend); installs missing packages first"
 	@echo "make serve      fetch the default model, build, and serve it on 127.0.0.1:8000"
 	@echo "make test       every test (layering, unit, API, fleet, deploy/, and 'make cuda' when nvcc exists)"
+	@echo "make docs       regenerate docs/api-fields.md and the --help texts quoted in docs/"
 	@echo "make test-asan  the unit suite under AddressSanitizer, UBSan and LeakSanitizer"
 	@echo "make cuda       also compile and link the CUDA backend (bin/tram-cuda, sm_90a)"
 	@echo "make gpu-check  on a machine with an NVIDIA GPU: kernels vs CPU, end to end, benchmark"
@@ -84,7 +85,7 @@ $(BUILD)/tests/unit/run: $(TEST_OBJ) $(BUILD)/libtram.a
 
 # The CUDA compile comes before the API tests: they also run bin/tram-cuda's
 # flag checks (tests/api/test_tensor_parallel.py) when it exists.
-test: deps all test-layering test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy
+test: deps all test-layering test-docs test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy
 
 test-cuda-compile:
 	@if command -v $(NVCC) >/dev/null 2>&1; then $(MAKE) --no-print-directory cuda; \
@@ -95,6 +96,14 @@ test-cuda-compile:
 # a copy of the sources, and two object files that call each other.
 test-layering: $(BUILD)/libtram.a
 	@BUILD=$(BUILD) sh tests/layering/test.sh
+
+# docs/api-fields.md and the --help texts the docs quote are generated from
+# the code: `make docs` writes them, test-docs fails when they differ.
+docs: bin/tram
+	@python3 tests/docs/docs.py --write
+
+test-docs: bin/tram
+	@sh tests/docs/test.sh
 
 test-unit: $(BUILD)/tests/unit/run model
 	$(BUILD)/tests/unit/run -j2
