@@ -48,6 +48,7 @@ help:
 	@echo "make fuzz-grammar libFuzzer on the JSON Schema / regex compilers and the GBNF parser (FUZZ_SECONDS=600)"
 	@echo "make fuzz-tools libFuzzer on the streamed tool-call reader (FUZZ_SECONDS=600)"
 	@echo "make fuzz-jinja libFuzzer on the chat-template interpreter (FUZZ_SECONDS=600)"
+	@echo "make json-schema-suite SUITE=dir  the JSON Schema validator on the official test suite"
 
 # ---------------------------------------------------------------- set-up
 # The stamp records that the Debian packages are present; deps.sh installs
@@ -203,6 +204,19 @@ compare: all model $(BUILD)/bench/stream
 	@sh bench/compare.sh
 
 $(BUILD)/bench/stream: $(BUILD)/bench/stream.o $(BUILD)/libtram.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+# ---------------------------------------------------------------- JSON Schema suite
+# The validator's pass rate on the official JSON-Schema-Test-Suite, read from
+# a checkout of it that is not part of the project: make json-schema-suite
+# SUITE=dir (dir holds tests/draft4 ... tests/draft2020-12; -v lists failures
+# with SUITE_FLAGS=-v).
+.PHONY: json-schema-suite
+json-schema-suite: $(BUILD)/bench/json_schema_suite
+	@test -n "$(SUITE)" || { echo "json-schema-suite: set SUITE=dir (a JSON-Schema-Test-Suite checkout)"; exit 2; }
+	$(BUILD)/bench/json_schema_suite $(SUITE_FLAGS) $(SUITE)
+
+$(BUILD)/bench/json_schema_suite: $(BUILD)/bench/json_schema_suite.o $(BUILD)/libtram.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
 # ---------------------------------------------------------------- fuzz
