@@ -1,7 +1,7 @@
 # tram — build, set-up and tests.  `make help` lists the targets.
 #
 # Sources are picked up by wildcard: a new module is a new .c file in its
-# directory, nothing to register here.  server/cli/main.c is the CLI entry
+# directory, nothing to register here.  cli/main.c is the CLI entry
 # point; everything else goes into build/libtram.a, which the tests link too.
 
 CC       ?= gcc
@@ -22,13 +22,13 @@ CXXFLAGS ?= -O2 -g -march=native
 CXXFLAGS += -std=c++17 $(WARN)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lstdc++ -lm -lpthread -fopenmp
 
-LIB_C   := $(filter-out server/cli/main.c,$(wildcard kernels/*.c kernels/cpu/*.c models/*.c tokenizer/*.c grammar/*.c engine/*.c server/*.c server/cli/*.c))
+LIB_C   := $(filter-out cli/main.c,$(wildcard kernels/*.c kernels/cpu/*.c models/*.c tokenizer/*.c chat/*.c grammar/*.c engine/*.c server/*.c cli/*.c))
 LIB_CXX := $(wildcard tokenizer/*.cc)
 LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 TEST_C  := $(wildcard tests/unit/*.c)
 TEST_OBJ:= $(TEST_C:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps model test test-layering test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja gpu-check clean help
+.PHONY: all deps model docs test test-docs test-layering test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja gpu-check clean help
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/.deps-ok bin/tram
@@ -37,6 +37,7 @@ help:
 	@echo "make            build bin/tram (CPU backend); installs missing packages first"
 	@echo "make serve      fetch the default model, build, and serve it on 127.0.0.1:8000"
 	@echo "make test       every test (layering, unit, API, fleet, deploy/, and 'make cuda' when nvcc exists)"
+	@echo "make docs       regenerate docs/api-fields.md and the --help texts quoted in docs/"
 	@echo "make test-asan  the unit suite under AddressSanitizer, UBSan and LeakSanitizer"
 	@echo "make cuda       also compile and link the CUDA backend (bin/tram-cuda, sm_90a)"
 	@echo "make gpu-check  on a machine with an NVIDIA GPU: kernels vs CPU, end to end, benchmark"
@@ -62,7 +63,7 @@ $(DEFAULT_MODEL): models/fetch_default_model.sh
 	@sh models/fetch_default_model.sh $@
 
 # ---------------------------------------------------------------- build
-bin/tram: $(BUILD)/server/cli/main.o $(BUILD)/libtram.a
+bin/tram: $(BUILD)/cli/main.o $(BUILD)/libtram.a
 	@mkdir -p bin
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
@@ -84,7 +85,7 @@ $(BUILD)/tests/unit/run: $(TEST_OBJ) $(BUILD)/libtram.a
 
 # The CUDA compile comes before the API tests: they also run bin/tram-cuda's
 # flag checks (tests/api/test_tensor_parallel.py) when it exists.
-test: deps all test-layering test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy
+test: deps all test-layering test-docs test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy
 
 test-cuda-compile:
 	@if command -v $(NVCC) >/dev/null 2>&1; then $(MAKE) --no-print-directory cuda; \
@@ -95,6 +96,14 @@ test-cuda-compile:
 # a copy of the sources, and two object files that call each other.
 test-layering: $(BUILD)/libtram.a
 	@BUILD=$(BUILD) sh tests/layering/test.sh
+
+# docs/api-fields.md and the --help texts the docs quote are generated from
+# the code: `make docs` writes them, test-docs fails when they differ.
+docs: bin/tram
+	@python3 tests/docs/docs.py --write
+
+test-docs: bin/tram
+	@sh tests/docs/test.sh
 
 test-unit: $(BUILD)/tests/unit/run model
 	$(BUILD)/tests/unit/run -j2
@@ -158,7 +167,7 @@ cuda: $(BUILD)/.deps-ok
 cuda-build: $(CUDA_BIN) $(GPU_PROGS)
 
 # CUDA objects before the archive: they call into it (tram_fail, ...).
-$(CUDA_BIN): $(BUILD)/server/cli/main.o $(CUDA_OBJ) $(BUILD)/libtram.a
+$(CUDA_BIN): $(BUILD)/cli/main.o $(CUDA_OBJ) $(BUILD)/libtram.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS) $(CUDA_LIBS)
 
@@ -206,12 +215,12 @@ FUZZ_SRC_gguf := models/gguf.c kernels/dequant.c kernels/base.c
 FUZZ_SRC_api  := server/api_request.c server/api_error.c server/api_fields.c server/api_tools.c -ljansson
 # the grammar front ends: schema and regex compilers, the GBNF parser, the stack matcher
 FUZZ_SRC_grammar := grammar/gbnf.c grammar/utf8_ranges.c grammar/stacks.c $(wildcard grammar/json_schema*.c) \
-                    grammar/regex.c grammar/gbnf_text.c kernels/base.c kernels/strbuf.c -ljansson -lpcre2-8
+                    grammar/regex.c grammar/gbnf_text.c kernels/base.c kernels/strbuf.c kernels/utf8.c -ljansson -lpcre2-8
 # the streamed tool-call reader and the JSON writer under it
 FUZZ_SRC_tools := server/tool_calls.c server/json_scan.c server/api_tools.c server/api_error.c \
-                  tokenizer/pyjson.c kernels/strbuf.c kernels/base.c -ljansson
+                  chat/pyjson.c kernels/strbuf.c kernels/base.c -ljansson
 # the chat-template interpreter, parsing and rendering
-FUZZ_SRC_jinja := $(wildcard tokenizer/jinja_*.c) tokenizer/pyjson.c tokenizer/text_buf.c kernels/strbuf.c \
+FUZZ_SRC_jinja := $(wildcard chat/jinja_*.c) chat/pyjson.c tokenizer/text_buf.c kernels/strbuf.c \
                   kernels/base.c -ljansson
 fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja: fuzz-%: tests/fuzz/fuzz_%.c
 	@mkdir -p $(BUILD)/fuzz tests/fuzz/corpus-$*

@@ -24,7 +24,7 @@
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
-#include "server/cli/defaults.h"
+#include "cli/defaults.h"
 #include "tokenizer/tokenizer.h"
 
 /* Each step's mask is computed this many times and the fastest kept: on a

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/cli/defaults.h"
+#include "cli/defaults.h"
 #include "models/gguf.h"
 #include "tokenizer/tokenizer.h"
 

@@ -15,7 +15,7 @@ single:IN:OUT     one prompt of IN tokens, OUT new tokens
 """
 import os
 
-# The OpenMP wait policy bin/tram sets for itself (server/cli/main.c): a short spin.
+# The OpenMP wait policy bin/tram sets for itself (cli/main.c): a short spin.
 # libgomp's default long spin starves the other thread on a busy 2-core machine
 # (a 1-token forward measured 4-6x slower on 2 threads than on 1 at load 6);
 # libgomp reads it when torch loads it, so before the import.

@@ -170,7 +170,7 @@ int tram_cuda_sampling_of(const tram_seq *s, tram_cuda_sampling *sp, tram_logit_
         bias[i] = (tram_logit_bias){.token = r->banned[i - p->num_logit_bias], .bias = -INFINITY};
     *num_bias = nb;
     *sp = (tram_cuda_sampling){
-        .p = tram_seq_sample_params(s),
+        .p = tram_seq_sampler_row(s),
         .seat = -1,
         .num_bias = nb,
         .step = (uint64_t)s->sample_index << 32 | (uint32_t)(s->num_tokens - s->prompt_len),

@@ -1,7 +1,7 @@
 /* cuda_runner.h — what the engine does only with the CUDA backend: the KV
  * pool fitted to GPU memory, CUDA graphs of decode steps and sampling on the
  * device.  These functions exist in every build (without CUDA they fail with
- * one sentence), so that engine/engine.c and server/cli/main.c need no
+ * one sentence), so that engine/engine.c and cli/main.c need no
  * #ifdef. */
 #ifndef TRAM_CUDA_RUNNER_H
 #define TRAM_CUDA_RUNNER_H

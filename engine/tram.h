@@ -53,7 +53,7 @@
 
 #include "kernels/base.h"
 #include "grammar/grammar.h"
-#include "kernels/sampling.h"
+#include "kernels/sampling_params.h"
 #include "kernels/variants.h"
 #include "models/model.h"
 
@@ -115,7 +115,7 @@ void tram_engine_destroy(tram_engine *e);
 
 /* ------------------------------------------------------------ sampling */
 
-/* tram_logit_bias comes from kernels/sampling.h, shared with the samplers. */
+/* tram_logit_bias comes from kernels/sampling_params.h, shared with the samplers. */
 typedef struct {
     int n;                        /* samples per request (1) */
     float temperature;            /* 0 = greedy (1.0) */
@@ -195,7 +195,7 @@ typedef enum {
 const char *tram_finish_reason_name(tram_finish_reason r);
 
 /* The logprob records tram_logprob_entry and tram_token_logprob come from
- * kernels/sampling.h: the samplers fill them. */
+ * kernels/sampling_params.h: the samplers fill them. */
 
 typedef struct {
     uint64_t request_id;

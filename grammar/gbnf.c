@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "grammar/utf8_ranges.h"
+#include "kernels/utf8.h"
 
 /* Limits that keep hostile text from exhausting memory or the stack. */
 #define MAX_ELEMS (1 << 20)
@@ -203,7 +204,7 @@ static int parse_literal(parser *ps, int rule)
         if (cp < 0)
             return -1;
         uint8_t b[4];
-        int n = tram_utf8_encode((uint32_t)cp, b);
+        int n = tram_utf8_put((uint32_t)cp, (char *)b);
         for (int i = 0; i < n; i++)
             if (push_byte_range(ps, rule, b[i], b[i]))
                 return -1;

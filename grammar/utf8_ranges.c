@@ -1,36 +1,14 @@
 /* utf8_ranges.c — code point ranges as UTF-8 byte ranges (see utf8_ranges.h). */
 #include "grammar/utf8_ranges.h"
 
-int tram_utf8_encode(uint32_t cp, uint8_t *out)
-{
-    if (cp < 0x80) {
-        out[0] = (uint8_t)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (uint8_t)(0xC0 | cp >> 6);
-        out[1] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (uint8_t)(0xE0 | cp >> 12);
-        out[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
-        out[2] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (uint8_t)(0xF0 | cp >> 18);
-    out[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F));
-    out[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
-    out[3] = (uint8_t)(0x80 | (cp & 0x3F));
-    return 4;
-}
+#include "kernels/utf8.h"
 
 /* [lo, hi] of one encoded length whose encodings differ only in a suffix
  * that runs over every continuation byte: one sequence of byte ranges. */
 static int split_same_length(uint32_t lo, uint32_t hi, tram_utf8_emit emit, void *ctx)
 {
     uint8_t a[4], b[4];
-    int n = tram_utf8_encode(lo, a);
+    int n = tram_utf8_put(lo, (char *)a);
     for (int i = 1; i < n; i++) {
         uint32_t m = (1u << (6 * i)) - 1;
         if ((lo & ~m) == (hi & ~m))
@@ -44,7 +22,7 @@ static int split_same_length(uint32_t lo, uint32_t hi, tram_utf8_emit emit, void
             return rc ? rc : split_same_length(hi & ~m, hi, emit, ctx);
         }
     }
-    tram_utf8_encode(hi, b);
+    tram_utf8_put(hi, (char *)b);
     return emit(ctx, a, b, n);
 }
 

@@ -16,9 +16,6 @@ typedef int (*tram_utf8_emit)(void *ctx, const uint8_t *lo, const uint8_t *hi, i
  * the first nonzero value emit returned, else 0. */
 int tram_utf8_split(uint32_t lo, uint32_t hi, tram_utf8_emit emit, void *ctx);
 
-/* Writes cp's UTF-8 encoding to out[4]; returns its length. */
-int tram_utf8_encode(uint32_t cp, uint8_t *out);
-
 /* The character at s (avail bytes there) into *cp; returns its length, or
  * 0 when it is not UTF-8 (a bad or missing continuation byte, past
  * U+10FFFF, a surrogate). */

@@ -1,5 +1,5 @@
 /* int8.c — per-row int8 quantization (see int8.h). */
-#include "kernels/int8.h"
+#include "kernels/int8_format.h"
 
 #include <string.h>
 

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/int8.h"
+#include "kernels/int8_format.h"
 #include "models/gguf.h"
 #include "models/gguf_writer.h"
 #include "models/smoothquant.h"

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/int8.h"
+#include "kernels/cpu/cpu_int8.h"
 
 /* ---------------------------------------------------------------- the factors */
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 /* Completions may batch prompts; past this many a client should split. */
 #define TRAM_API_MAX_PROMPTS 256

@@ -16,7 +16,7 @@
 #include "server/api_error.h"
 #include "server/api_fields.h"
 #include "server/api_tools.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 typedef enum {
     TRAM_API_CHAT,        /* POST /v1/chat/completions */

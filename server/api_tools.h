@@ -8,7 +8,7 @@
 #include <jansson.h>
 
 #include "server/api_error.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 typedef enum {
     TRAM_TOOL_CHOICE_NONE,      /* tools are shown to the model, calls never returned */

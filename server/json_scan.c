@@ -4,7 +4,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "tokenizer/pyjson.h"
+#include "chat/pyjson.h"
 
 enum {
     S_START,          /* the object's '{' */

@@ -1,6 +1,6 @@
 /* json_scan.h — one JSON object read a byte at a time, as a model writes
  * it, and written out as it is read in the form Python's json.dumps gives
- * the parsed value (tokenizer/pyjson.h): ", " and ": " separators and no
+ * the parsed value (chat/pyjson.h): ", " and ": " separators and no
  * other space, strings re-escaped, numbers as their value (1E2 -> 100.0,
  * -0 -> 0).  A byte written is never taken back, so the output so far can
  * be streamed: when the object is done, the output is

@@ -8,7 +8,7 @@
 
 #include "engine/tram.h"
 #include "server/api_request.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 /* The conversation (and the request's tools, or NULL, and its template
  * arguments, or NULL) rendered with the model's chat template, ending as

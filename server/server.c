@@ -21,7 +21,7 @@
 #include "server/router.h"
 #include "server/state.h"
 #include "server/worker.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 /* How often idle clients are polled and the drain deadline checked. */
 #define TICK_USEC 100000

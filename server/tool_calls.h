@@ -1,5 +1,5 @@
 /* tool_calls.h — the tool calls a model writes, read out of its text in its
- * chat template's format (tokenizer/chat_template.h) as the text arrives,
+ * chat template's format (chat/chat_template.h) as the text arrives,
  * and shaped as the OpenAI API returns them, whole or streamed.
  *
  *   GENERIC, HERMES  [content] <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call> ...
@@ -31,7 +31,7 @@
 #include "kernels/strbuf.h"
 #include "server/api_tools.h"
 #include "server/json_scan.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 typedef struct {
     char id[32];

@@ -17,7 +17,7 @@
 #include "grammar/grammar.h"
 #include "server/api_error.h"
 #include "server/api_tools.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 /* The grammar's GBNF text (root rule "root"), malloc'd; NULL with e filled
  * (a 400 naming the function's parameters) when a schema cannot be

@@ -11,7 +11,7 @@
 #include "tokenizer/ids.h"
 #include "tokenizer/maps.h"
 #include "tokenizer/pretok.h"
-#include "tokenizer/utf8.h"
+#include "kernels/utf8.h"
 #include "tokenizer/vocab.h"
 
 /* GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves,

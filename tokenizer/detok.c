@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/utf8.h"
+#include "kernels/utf8.h"
 #include "tokenizer/vocab.h"
 
 struct tram_detok {

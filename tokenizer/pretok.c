@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "tokenizer/pretok.h"
-#include "tokenizer/utf8.h"
+#include "kernels/utf8.h"
 
 #define GPT2_RE "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 #define LLAMA3_RE                                                                             \

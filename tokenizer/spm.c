@@ -11,7 +11,7 @@
 #include "tokenizer/maps.h"
 #include "tokenizer/spm.h"
 #include "tokenizer/spm_lib.h"
-#include "tokenizer/utf8.h"
+#include "kernels/utf8.h"
 #include "tokenizer/vocab.h"
 
 #define SPACE_MARK "\xe2\x96\x81"   /* U+2581 */

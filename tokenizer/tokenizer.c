@@ -7,7 +7,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/ids.h"
 #include "tokenizer/spm.h"
-#include "tokenizer/utf8.h"
+#include "kernels/utf8.h"
 #include "tokenizer/vocab.h"
 
 /* ---- encode ---- */

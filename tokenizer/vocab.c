@@ -9,7 +9,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/spm.h"
 #include "tokenizer/spm_lib.h"
-#include "tokenizer/utf8.h"
+#include "kernels/utf8.h"
 #include "tokenizer/vocab.h"
 
 int tram_tok_alloc(tram_tokenizer **out, int n_vocab, tram_error *err)

@@ -7,7 +7,7 @@
  * split over threads, and writes each through the epilogue (dequantized f32,
  * or the raw int32 for tests).  AVX2 and AVX-512 kernels carry target
  * attributes, so the file builds for any x86-64 and picks at run time. */
-#include "kernels/cpu/int8.h"
+#include "kernels/cpu/cpu_int8.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-#include "kernels/cpu/sampling.h"
+#include "kernels/cpu/cpu_sampling.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -60,7 +60,7 @@ double tram_sample_uniform(uint64_t seed, int sample_index, int position)
  * out so the scratch stays zero between calls without a vocab-wide clear. */
 static void apply_penalties(tram_sampler *s, const tram_sample_input *in)
 {
-    const tram_sample_params *p = &in->p;
+    const tram_sampler_row *p = &in->p;
     float *w = s->work;
     if (p->presence_penalty != 0 || p->frequency_penalty != 0) {
         for (int i = 0; i < in->output_len; i++)
@@ -167,7 +167,7 @@ static double to_probs(tram_sampler *s, float temperature, float min_p)
 }
 
 /* Candidates after min_p, top_k and top_p, best first; returns how many. */
-static int truncate_dist(tram_sampler *s, const tram_sample_params *p, double norm)
+static int truncate_dist(tram_sampler *s, const tram_sampler_row *p, double norm)
 {
     float thr = p->min_p;
     /* Without top_k, tokens below this bound hold less than 1 - top_p of the
@@ -227,7 +227,7 @@ static int32_t draw_full(const float *w, int n, double sum, double u)
 
 int32_t tram_sample(tram_sampler *s, const float *logits, const tram_sample_input *in)
 {
-    const tram_sample_params *p = &in->p;
+    const tram_sampler_row *p = &in->p;
     process_logits(s, logits, in);
     if (p->temperature < TRAM_SAMPLE_GREEDY_BELOW)
         return argmax(s->work, s->vocab);
@@ -241,7 +241,7 @@ int32_t tram_sample(tram_sampler *s, const float *logits, const tram_sample_inpu
 
 int tram_sample_kept(tram_sampler *s, const float *logits, const tram_sample_input *in, int32_t *ids)
 {
-    const tram_sample_params *p = &in->p;
+    const tram_sampler_row *p = &in->p;
     process_logits(s, logits, in);
     if (p->temperature < TRAM_SAMPLE_GREEDY_BELOW) {
         ids[0] = argmax(s->work, s->vocab);

@@ -10,7 +10,7 @@
 
 #include "kernels/base.h"
 #include "kernels/backend.h"
-#include "kernels/sampling.h"
+#include "kernels/sampling_params.h"
 #include "kernels/variants.h"
 
 #ifdef __cplusplus
@@ -38,10 +38,10 @@ void tram_cuda_random_weight(tram_backend *be, tram_weight *w, int rows, int col
 
 /* ---- sampling on the device ---- */
 
-/* One row to draw from, under kernels/sampling.h's rules (p.seed is the
+/* One row to draw from, under kernels/sampling_params.h's rules (p.seed is the
  * Philox key), with kernels/cpu/sampling.c as the reference. */
 typedef struct {
-    tram_sample_params p;
+    tram_sampler_row p;
     int row;               /* row of the logits to draw from */
     int seat;              /* token counts of this sequence (tram_cuda_seat_load); -1: none,
                               then the penalties must be off */

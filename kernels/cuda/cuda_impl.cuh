@@ -17,7 +17,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda.h"
-#include "kernels/cuda/int8.h"
+#include "kernels/cuda/cuda_int8.h"
 #include "kernels/cuda/launch_plan.h"
 
 typedef __nv_bfloat16 bf16;

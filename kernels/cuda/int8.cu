@@ -1,4 +1,4 @@
-/* int8.cu — W8A8 matrix products on CUDA (kernels/cuda/int8.h).
+/* int8.cu — W8A8 matrix products on CUDA (kernels/cuda/cuda_int8.h).
  *
  * A product runs in three launches: the activations are quantized per token
  * row (bf16 → int8 + one f32 scale; matmul_q skips this, its input was
@@ -16,9 +16,9 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_impl.cuh"
-#include "kernels/cuda/int8.h"
+#include "kernels/cuda/cuda_int8.h"
 #include "kernels/cuda/quant_row.cuh"
-#include "kernels/int8.h"
+#include "kernels/int8_format.h"
 
 #define ROW_THREADS 256
 #define INT8_PLANS 64

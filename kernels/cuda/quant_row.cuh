@@ -1,7 +1,7 @@
 /* quant_row.cuh — per-token int8 quantization of one bf16 row by one thread
  * block, shared by the W8A8 matmul's own quantize pass (int8.cu) and the ops
  * that write an int8 copy of their output (ops.cu: RMSNorm, SiLU·mul).  The
- * arithmetic is tram_i8_quantize's (kernels/int8.h): scale
+ * arithmetic is tram_i8_quantize's (kernels/int8_format.h): scale
  * max|x| / 127, IEEE 127/max and product, rint = round half to even, values in
  * [-127, 127], zeros after cols, so every path forms the same int8 values from
  * the same bf16 row. */

@@ -327,7 +327,7 @@ static __device__ void process_row(const bf16 *raw, float *f, int vocab, const t
 
 /* VARIANT 1 cuts top-k and top-p by bisection, 2 by radix select. */
 template <int VARIANT, typename T>
-static __device__ int sample_row(const T *x, int vocab, const tram_sample_params &p, uint64_t step)
+static __device__ int sample_row(const T *x, int vocab, const tram_sampler_row &p, uint64_t step)
 {
     float M;
     int arg = block_argmax(x, vocab, &M);

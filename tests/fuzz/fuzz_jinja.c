@@ -1,5 +1,5 @@
 /* fuzz_jinja.c — libFuzzer on the chat-template interpreter
- * (tokenizer/jinja_*.c): the input is a template, parsed and, when it
+ * (chat/jinja_*.c): the input is a template, parsed and, when it
  * parses, rendered with a conversation that has tools, calls and results.
  * Either fails with a message or renders; never a crash, a leak, a hang or
  * undefined behaviour (the render limits bound loops, recursion, output and
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/jinja.h"
+#include "chat/jinja.h"
 
 static const char vars_json[] =
     "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"Hi \\u00e9\"},"

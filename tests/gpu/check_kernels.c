@@ -19,11 +19,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/cpu/sampling.h"
+#include "kernels/cpu/cpu_sampling.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/int8.h"
+#include "kernels/cpu/cpu_int8.h"
 #include "kernels/cuda/cuda.h"
-#include "kernels/cuda/int8.h"
+#include "kernels/cuda/cuda_int8.h"
 #include "tests/gpu/kernels_arg.h"
 
 #define TOL 1e-2
@@ -689,7 +689,7 @@ static int draw_rows = SROWS;  /* fewer under the sanitizer (--small), with a to
 
 typedef struct {
     const char *name;
-    tram_sample_params p;
+    tram_sampler_row p;
     const tram_logit_bias *bias;
     int num_bias;
     int ban;                   /* a banned id (min_tokens), or -1 */
@@ -850,7 +850,7 @@ static void check_rows_stride(void)
 static void check_sampling(void)
 {
     static const tram_logit_bias bias[] = {{3, 2.5f}, {17, -1.0f}, {3, 0.5f}};
-    tram_sample_params base = {.temperature = 1.0f, .top_p = 1.0f, .repetition_penalty = 1.0f};
+    tram_sampler_row base = {.temperature = 1.0f, .top_p = 1.0f, .repetition_penalty = 1.0f};
     sample_case cs[] = {
         {.name = "temperature 0.7", .p = base, .ban = -1},
         {.name = "top_k 5", .p = base, .ban = -1},
@@ -862,7 +862,7 @@ static void check_sampling(void)
     cs[1].p.top_k = 5;
     cs[2].p.top_p = 0.8f;
     cs[3].p.min_p = 0.1f, cs[3].p.top_p = 0.9f;
-    tram_sample_params *pen = &cs[4].p;
+    tram_sampler_row *pen = &cs[4].p;
     pen->repetition_penalty = 1.3f, pen->presence_penalty = 0.5f, pen->frequency_penalty = 0.4f, pen->top_k = 20;
     tram_error err = {{0}};
     int big = 128256;

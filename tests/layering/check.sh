@@ -2,11 +2,12 @@
 # check.sh [ROOT] — the layering rule: a file includes headers only from its
 # own layer or the layers below it.  Top to bottom:
 #
-#   server/cli/  entry points: main.c, the command table, the subcommands
+#   cli/         entry points: main.c, the command table, the subcommands
 #   server/      the HTTP API
 #   engine/      public API, scheduler, block manager, step loop, CUDA runner
 #   grammar/     structured outputs: GBNF, JSON Schema / regex compilers, token masks
-#   tokenizer/   (reads vocabularies from GGUF files through models/)
+#   tokenizer/   (reads vocabularies from GGUF files through models/) and,
+#   chat/        on the same floor, the Jinja interpreter and chat templates
 #   models/      file formats, architectures, model tools
 #   kernels/     base utilities, batch, op interface, weight-format math;
 #                cpu/ and cuda/, two backends that never include each other
@@ -18,11 +19,11 @@ cd "$root" || exit 2
 
 rank() {
     case $1 in
-    server/cli/*) echo 6 ;;
+    cli/*) echo 6 ;;
     server/*) echo 5 ;;
     engine/*) echo 4 ;;
     grammar/*) echo 3 ;;
-    tokenizer/*) echo 2 ;;
+    tokenizer/*|chat/*) echo 2 ;;
     models/*) echo 1 ;;
     kernels/*) echo 0 ;;
     *) echo -1 ;;
@@ -37,7 +38,7 @@ backend() {
 }
 
 bad=0
-for f in $(find kernels models tokenizer grammar engine server -type f \
+for f in $(find kernels models tokenizer chat grammar engine server cli -type f \
            \( -name '*.c' -o -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' \) | sort); do
     grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" >/tmp/layering.$$ || continue
     while IFS= read -r line; do

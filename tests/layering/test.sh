@@ -26,7 +26,7 @@ verdict() {  # verdict OK WHAT
 # returns the check's exit status on that copy.
 plant() {
     rm -rf "$tmp/tree" && mkdir "$tmp/tree"
-    (cd "$top" && cp -r kernels models tokenizer grammar engine server "$tmp/tree/")
+    (cd "$top" && cp -r kernels models tokenizer chat grammar engine server cli "$tmp/tree/")
     printf '%s\n' "$2" >>"$tmp/tree/$1"
     sh "$here/check.sh" "$tmp/tree" >"$tmp/out" 2>&1
 }
@@ -43,16 +43,17 @@ verdict $(( $? == 0 )) "the tree as it is: expected the check to pass"
 expect_fail kernels/base.h '#include "engine/tram.h"' "kernels/ including engine/"
 expect_fail models/model.h '#include "tokenizer/tokenizer.h"' "models/ including tokenizer/"
 expect_fail grammar/grammar.h '#include "engine/tram.h"' "grammar/ including engine/"
-expect_fail engine/scheduler.c '#include "server/cli/commands.h"' "engine/ including server/"
-expect_fail server/http.c '  #  include "server/cli/commands.h"' "the HTTP server including the CLI, spaced oddly"
-expect_fail kernels/cuda/ops.cu '#include "kernels/cpu/int8.h"' "one backend including the other"
+expect_fail engine/scheduler.c '#include "cli/commands.h"' "engine/ including cli/"
+expect_fail server/http.c '  #  include "cli/commands.h"' "the HTTP server including the CLI, spaced oddly"
+expect_fail chat/jinja_eval.c '#include "grammar/grammar.h"' "chat/ including grammar/"
+expect_fail kernels/cuda/ops.cu '#include "kernels/cpu/cpu_int8.h"' "one backend including the other"
 plant server/http.c '#include "kernels/base.h"'
 verdict $(( $? == 0 )) "a downward include: expected the check to pass"
 
 # calls DIR...: the call check's exit status on the object files under DIRs.
 calls() { python3 "$here/calls.py" "$@" >"$tmp/out" 2>&1; }
 
-calls "$build/kernels" "$build/models" "$build/tokenizer" "$build/grammar" "$build/engine" "$build/server"
+calls "$build/kernels" "$build/models" "$build/tokenizer" "$build/chat" "$build/grammar" "$build/engine" "$build/server" "$build/cli"
 verdict $(( $? == 0 )) "the built objects: expected no two files to call each other"
 [ -f "$build/engine/engine.o" ]
 verdict $(( $? == 0 )) "the built objects: $build/engine/engine.o is missing (build first)"

@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "server/cli/defaults.h"
+#include "cli/defaults.h"
 
 #define SNAPSHOT_ENV "TRAM_UNIT_SNAPSHOT"
 

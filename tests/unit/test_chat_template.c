@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "tests/unit/test_tokenizer_util.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 static const char *str(const json_t *o, const char *key)
 {

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "tests/unit/test_tokenizer_util.h"
-#include "tokenizer/chat_template.h"
-#include "tokenizer/pyjson.h"
+#include "chat/chat_template.h"
+#include "chat/pyjson.h"
 
 static const char *str(const json_t *o, const char *key)
 {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/cli/defaults.h"
+#include "cli/defaults.h"
 #include "models/gguf.h"
 #include "models/hf_writer.h"
 #include "models/model.h"

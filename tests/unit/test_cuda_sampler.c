@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/sampling.h"
+#include "kernels/cpu/cpu_sampling.h"
 #include "kernels/cuda/sample_plan.h"
 
 /* The claiming thread of sampling.cu's draw: a chunk of kept probabilities
@@ -117,7 +117,7 @@ static cutoff radix_prefix(const float *x, int vocab, cutoff c, int mass, float 
 
 /* The ids of positive probability variant 2 keeps (min-p, top-k, top-p, as
  * sampling.cu's sample_row), in ascending order; returns how many. */
-static int device_kept(const float *x, int vocab, const tram_sample_params *p, int32_t *ids, int *passes)
+static int device_kept(const float *x, int vocab, const tram_sampler_row *p, int32_t *ids, int *passes)
 {
     float M = -INFINITY;
     for (int j = 0; j < vocab; j++)

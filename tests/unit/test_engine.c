@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/cli/defaults.h"
+#include "cli/defaults.h"
 #include "engine/tram.h"
 #include "tokenizer/tokenizer.h"
 #include "tests/unit/test_util.h"

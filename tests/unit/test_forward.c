@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/cli/defaults.h"
+#include "cli/defaults.h"
 #include "models/model.h"
 #include "tests/unit/test_batch.h"
 #include "tests/unit/test_util.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/cli/defaults.h"
+#include "cli/defaults.h"
 #include "kernels/dequant.h"
 #include "models/gguf.h"
 

@@ -15,7 +15,7 @@
 #include "grammar/regex.h"
 #include "grammar/stacks.h"
 #include "kernels/strbuf.h"
-#include "server/cli/defaults.h"
+#include "cli/defaults.h"
 #include "tokenizer/tokenizer.h"
 
 /* ---------------------------------------------------------------- the byte matcher */

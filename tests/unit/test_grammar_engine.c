@@ -11,7 +11,7 @@
 
 #include "engine/tram.h"
 #include "grammar/json_schema.h"
-#include "server/cli/defaults.h"
+#include "cli/defaults.h"
 #include "tokenizer/tokenizer.h"
 
 #define MAXOUT 160

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "kernels/int8.h"
+#include "kernels/int8_format.h"
 #include "tests/unit/test_util.h"
 
 /* Odd widths (not multiples of 4: the int8 rows are padded) and enough rows

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "kernels/cpu/int8.h"
+#include "kernels/cpu/cpu_int8.h"
 #include "tests/unit/test_util.h"
 
 static unsigned lcg(unsigned *s)

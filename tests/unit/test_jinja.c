@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "tests/unit/test_tokenizer_util.h"
-#include "tokenizer/jinja.h"
+#include "chat/jinja.h"
 
 static const char vars_json[] = "{\"msgs\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": null}], \"d\": {\"b\": 2, \"a\": 1}, \"s\": \"  H\\u00e9llo w\\u00f6rld  \", \"n\": null, \"t\": true, \"f\": 1.5, \"i\": 7, \"l\": [3, 1, 2]}";
 static const struct { const char *tmpl, *want; } cases[] = {

@@ -9,8 +9,8 @@
 #include <time.h>
 
 #include "tests/unit/test_tokenizer_util.h"
-#include "tokenizer/chat_template.h"
-#include "tokenizer/jinja.h"
+#include "chat/chat_template.h"
+#include "chat/jinja.h"
 
 static const char *str(const json_t *o, const char *key)
 {

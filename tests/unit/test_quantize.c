@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/cli/defaults.h"
+#include "cli/defaults.h"
 #include "models/gguf.h"
 #include "models/gguf_writer.h"
 #include "models/smoothquant.h"

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/cli/defaults.h"
-#include "server/cli/text_file.h"
+#include "cli/defaults.h"
+#include "cli/text_file.h"
 #include "models/quantize.h"
 #include "tests/unit/test_quantize_util.h"
 #include "tests/unit/test_util.h"

@@ -4,7 +4,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
-#include "kernels/cpu/sampling.h"
+#include "kernels/cpu/cpu_sampling.h"
 
 enum { V = 8, DRAWS = 20000 };
 static const float logits[V] = {1.0f, 2.5f, 0.3f, 2.0f, -1.0f, 1.7f, 0.0f, 2.4f};
@@ -22,13 +22,13 @@ static void close_sampler(void) { tram_sampler_destroy(s); }
 TestSuite(sampler, .init = open_sampler, .fini = close_sampler);
 
 /* Temperature t, every filter and penalty off. */
-static tram_sample_params params(float t)
+static tram_sampler_row params(float t)
 {
-    return (tram_sample_params){.temperature = t, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = 99};
+    return (tram_sampler_row){.temperature = t, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = 99};
 }
 
 /* Empirical frequencies over DRAWS positions of one seeded stream. */
-static void histogram(const tram_sample_params *p, double *freq)
+static void histogram(const tram_sampler_row *p, double *freq)
 {
     for (int i = 0; i < V; i++)
         freq[i] = 0;
@@ -56,7 +56,7 @@ static void assert_close(const double *f, const double *p)
 }
 
 /* Draws under p follow softmax(logits / p->temperature) over the tokens in keep. */
-static void assert_draws_follow(const tram_sample_params *p, const int *keep)
+static void assert_draws_follow(const tram_sampler_row *p, const int *keep)
 {
     double f[V], ref[V];
     histogram(p, f);
@@ -97,14 +97,14 @@ Test(sampler, penalties)
 
 Test(sampler, temperature_distribution)
 {
-    tram_sample_params p = params(0.7f);
+    tram_sampler_row p = params(0.7f);
     int all[V] = {1, 1, 1, 1, 1, 1, 1, 1};
     assert_draws_follow(&p, all);
 }
 
 Test(sampler, top_k_top_p_min_p)
 {
-    tram_sample_params p = params(1.0f);
+    tram_sampler_row p = params(1.0f);
     /* top_k = 3: tokens 1, 7, 3 */
     p.top_k = 3;
     int k3[V] = {0, 1, 0, 1, 0, 0, 0, 1};

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "tests/unit/test_tokenizer_util.h"
-#include "tokenizer/utf8.h"
+#include "kernels/utf8.h"
 #include "tokenizer/vocab.h"
 
 static tram_tokenizer *tok;

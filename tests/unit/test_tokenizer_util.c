@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/cli/defaults.h"
+#include "cli/defaults.h"
 #include "models/gguf.h"
 
 json_t *tok_load_jsonl(const char *path)

@@ -12,7 +12,7 @@
 #include "server/json_scan.h"
 #include "server/tool_calls.h"
 #include "tests/unit/test_tokenizer_util.h"
-#include "tokenizer/pyjson.h"
+#include "chat/pyjson.h"
 
 static tram_api_tools tools, single;
 static json_t *tool_list;

@@ -17,7 +17,7 @@
 #include "engine/ranks.h"
 #include "kernels/cpu/gemm_blocks.h"
 #include "models/shard.h"
-#include "server/cli/defaults.h"
+#include "cli/defaults.h"
 #include "tests/unit/test_util.h"
 
 #define GOLDEN "tests/fixtures/golden/smollm2.json"

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "engine/tram.h"
-#include "server/cli/engine_flags.h"
+#include "cli/engine_flags.h"
 #include "kernels/variants.h"
 
 Test(variants, zeroed_is_variant_one_everywhere)
