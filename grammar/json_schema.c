@@ -5,7 +5,6 @@
  * those that were used. */
 #include "grammar/json_schema.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,60 +13,6 @@
 #include "grammar/json_schema_gen.h"
 
 #define MAX_DEPTH 64
-
-int js_in_list(const char *const *list, const char *k)
-{
-    for (; *list; list++)
-        if (!strcmp(*list, k))
-            return 1;
-    return 0;
-}
-
-void js_shared(jsc *c, unsigned what, char *name, const char *suffix)
-{
-    c->used |= what;
-    snprintf(name, JS_NAME_MAX, "%s-%s", c->prefix, suffix);
-}
-
-void js_new_name(jsc *c, char *name)
-{
-    snprintf(name, JS_NAME_MAX, "%s-%d", c->prefix, ++c->counter);
-}
-
-void js_sub_path(char *out, const char *path, const char *a, const char *b)
-{
-    snprintf(out, JS_PATH_MAX, "%s/%s%s%s", path, a, b ? "/" : "", b ? b : "");
-}
-
-int js_empty(jsc *c, const char *path, const char *why)
-{
-    if (!c->empty_why[0])
-        snprintf(c->empty_why, sizeof(c->empty_why), "the schema at %s has no valid value: %s", path, why);
-    return JS_EMPTY;
-}
-
-void js_approximate(jsc *c, const char *keyword, const char *path)
-{
-    if (c->exact)
-        snprintf(c->approximated, sizeof(c->approximated), "'%s' at %s", keyword, path);
-    c->exact = 0;
-}
-
-/* A value as a GBNF literal; a number with no fraction is written as an
- * integer (1.0 as 1): equal under every draft, and an integer under
- * draft-4 too, which does not count 1.0 as one. */
-int js_literal(jsc *c, tram_strbuf *b, json_t *v)
-{
-    double d = json_is_real(v) ? json_real_value(v) : 0;
-    json_t *as_int = json_is_real(v) && d == floor(d) && fabs(d) < 9e15 ? json_integer((json_int_t)d) : NULL;
-    char *text = json_dumps(as_int ? as_int : v, JSON_COMPACT | JSON_ENCODE_ANY);
-    json_decref(as_int);
-    if (!text)
-        return JS_FAIL(c, "JSON Schema: out of memory");
-    tram_gbnf_literal(b, text, strlen(text));
-    free(text);
-    return 0;
-}
 
 /* ---------------------------------------------------------------- unions */
 
@@ -369,7 +314,8 @@ static int gen_into(jsc *c, json_t *s, const char *path, const char *name)
     return rc < 0 || c->failed ? -1 : rc;
 }
 
-int js_gen(jsc *c, json_t *s, const char *path, char *name)
+/* The writers reach this through c->gen (json_schema_gen.h). */
+static int gen_node(jsc *c, json_t *s, const char *path, char *name)
 {
     js_new_name(c, name);
     return gen_into(c, s, path, name);
@@ -445,7 +391,8 @@ int tram_json_schema_compile(const char *schema_json, const char *rule_prefix,
     json_t *doc = json_loads(schema_json, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
     if (!doc)
         return tram_fail(err, "the JSON Schema is not valid JSON: %s (line %d)", je.text, je.line);
-    jsc c = {.prefix = rule_prefix, .doc = doc, .err = err, .exact = 1, .strict = opts && opts->strict};
+    jsc c = {.prefix = rule_prefix, .doc = doc, .err = err, .exact = 1, .strict = opts && opts->strict,
+             .gen = gen_node};
     js_read_draft(&c);
     js_index_anchors(&c);
     char root[JS_NAME_MAX];

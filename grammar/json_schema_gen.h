@@ -39,7 +39,12 @@ typedef struct {
     json_t *node;
 } js_anchor;
 
-typedef struct {
+typedef struct jsc jsc;
+
+struct jsc {
+    /* the rule of a node: json_schema.c's, called through here so that the
+     * writers below it need not call back up into it */
+    int (*gen)(jsc *c, json_t *s, const char *path, char *name);
     tram_strbuf out;
     const char *prefix;
     json_t *doc;
@@ -56,12 +61,17 @@ typedef struct {
     char approximated[JS_PATH_MAX];
     char empty_why[JS_PATH_MAX];
     tram_error *err;
-} jsc;
+};
 
 #define JS_FAIL(c, ...) ((c)->failed ? -1 : ((c)->failed = 1, tram_fail((c)->err, __VA_ARGS__)))
 
-/* json_schema.c: rules and names. */
-int js_gen(jsc *c, json_t *s, const char *path, char *name);
+/* The rule of node s, named into name: 0, JS_EMPTY, or -1 on an error. */
+static inline int js_gen(jsc *c, json_t *s, const char *path, char *name)
+{
+    return c->gen(c, s, path, name);
+}
+
+/* json_schema_util.c: rules and names. */
 void js_shared(jsc *c, unsigned what, char *name, const char *suffix);
 void js_new_name(jsc *c, char *name);
 void js_sub_path(char *out, const char *path, const char *a, const char *b);

@@ -212,6 +212,46 @@ static void exclusive_bound(json_t *out, const char *excl, const char *bound)
     }
 }
 
+/* The value an asserting keyword must have (the meta-schema's types): a
+ * schema (object or boolean), a map of schemas, a list of schemas, ... */
+static int check_value(jsc *c, const char *k, json_t *v, const char *path)
+{
+    static const char *const schema_kw[] = {"not", "if", "then", "else", "additionalItems", "additionalProperties",
+                                            "propertyNames", "contains", "unevaluatedItems",
+                                            "unevaluatedProperties", NULL};
+    static const char *const map_kw[] = {"properties", "patternProperties", "dependentSchemas",
+                                         "dependentRequired", "dependencies", NULL};
+    static const char *const list_kw[] = {"allOf", "anyOf", "oneOf", "prefixItems", NULL};
+    static const char *const number_kw[] = {"multipleOf", "maximum", "minimum", "maxLength", "minLength",
+                                            "maxItems", "minItems", "maxContains", "minContains",
+                                            "maxProperties", "minProperties", NULL};
+    int is_schema = json_is_object(v) || json_is_boolean(v);
+    const char *want = NULL;
+    if (js_in_list(schema_kw, k) && !is_schema)
+        want = "a schema (an object or a boolean)";
+    else if (!strcmp(k, "items") && !is_schema && !json_is_array(v))
+        want = "a schema or an array of schemas";
+    else if (js_in_list(map_kw, k) && !json_is_object(v))
+        want = "an object";
+    else if (js_in_list(list_kw, k) && (!json_is_array(v) || json_array_size(v) == 0))
+        want = "a non-empty array";
+    else if ((!strcmp(k, "required") || !strcmp(k, "enum")) && !json_is_array(v))
+        want = "an array";
+    else if (js_in_list(number_kw, k) && !json_is_number(v))
+        want = "a number";
+    else if ((!strcmp(k, "exclusiveMinimum") || !strcmp(k, "exclusiveMaximum")) && !json_is_number(v) &&
+             !json_is_boolean(v))
+        want = "a number (or, in draft 4, a boolean)";
+    else if (!strcmp(k, "uniqueItems") && !json_is_boolean(v))
+        want = "a boolean";
+    else if ((!strcmp(k, "pattern") || !strcmp(k, "$ref") || !strcmp(k, "$dynamicRef") ||
+              !strcmp(k, "$recursiveRef") || !strcmp(k, "format")) && !json_is_string(v))
+        want = "a string";
+    else if (!strcmp(k, "type") && !json_is_string(v) && !json_is_array(v))
+        want = "a string or an array";
+    return want ? JS_FAIL(c, "'%s' at %s must be %s", k, path, want) : 0;
+}
+
 /* The node's asserting keywords, in 2020-12's words. */
 static json_t *translate(jsc *c, json_t *s, const char *path)
 {
@@ -224,6 +264,9 @@ static json_t *translate(jsc *c, json_t *s, const char *path)
                 json_decref(out);
                 return NULL;
             }
+        } else if (check_value(c, k, v, path)) {
+            json_decref(out);
+            return NULL;
         } else if (!strcmp(k, "items") && json_is_array(v)) {
             json_object_set(out, "prefixItems", v);
         } else if (!strcmp(k, "additionalItems")) {

@@ -3,12 +3,10 @@
  * valid for it (RFC 3339 dates, RFC 3986 URIs with unreserved characters,
  * letter-led hostnames, ...); a format tram does not know is an
  * annotation, as 2019-09 and later say. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "grammar/gbnf.h"
 #include "grammar/json_schema_gen.h"
 #include "grammar/regex.h"
 
@@ -53,26 +51,6 @@ static const struct {
     {"relative-json-pointer", "( \"0\" | [1-9] [0-9]{0,5} ) ( \"#\" | " POINTER " )"},
     {"regex", "[a-zA-Z0-9 _-]{0,40}"}, /* each such string is a regex matching itself */
 };
-
-/* A count keyword: honoured exactly up to the grammar's largest count. */
-int js_read_count(jsc *c, json_t *s, const char *key, const char *path, long long *out)
-{
-    json_t *x = json_object_get(s, key);
-    if (!x)
-        return 0;
-    double v = json_number_value(x);
-    if (!json_is_number(x) || v < 0 || v != floor(v))
-        return JS_FAIL(c, "'%s' at %s must be a non-negative integer", key, path);
-    if (v > TRAM_GBNF_MAX_REPEAT) {
-        char *text = json_dumps(x, JSON_ENCODE_ANY);
-        JS_FAIL(c, "'%s' %s at %s is over %d, the largest count tram supports", key, text ? text : "", path,
-                TRAM_GBNF_MAX_REPEAT);
-        free(text);
-        return -1;
-    }
-    *out = (long long)v;
-    return 1;
-}
 
 static const char *format_gbnf(json_t *fmt)
 {
