@@ -16,17 +16,19 @@
 
 /* ---------------------------------------------------------------- unions */
 
+/* The values as alternatives of literals (one value: the literal alone,
+ * which the grammar compiler folds into a trie with its neighbours). */
 static int gen_enum(jsc *c, json_t *values, tram_strbuf *b)
 {
-    size_t i;
+    size_t i, n = json_array_size(values);
     json_t *v;
-    tram_strbuf_add(b, "(", 1);
+    tram_strbuf_add(b, n > 1 ? "(" : "", n > 1);
     json_array_foreach(values, i, v) {
         tram_strbuf_add(b, i ? " | " : " ", i ? 3 : 1);
         if (js_literal(c, b, v))
             return -1;
     }
-    tram_strbuf_add(b, " )", 2);
+    tram_strbuf_add(b, n > 1 ? " )" : "", n > 1 ? 2 : 0);
     return 0;
 }
 
