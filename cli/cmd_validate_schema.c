@@ -2,7 +2,7 @@
  * JSON Schema validator that guards structured outputs
  * (grammar/json_validate.h), on files; and what the server would make of
  * the schema: whether tram compiles it into a grammar
- * (grammar/json_schema.h). */
+ * (grammar/json_schema.h), and whether that grammar is exact. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,8 @@ static void usage(FILE *out)
     fprintf(out, "usage: tram validate-schema [--jsonl] [--no-format] SCHEMA [INSTANCE...]\n\n"
                  "Validates each INSTANCE file (\"-\": standard input) against the JSON Schema in\n"
                  "SCHEMA, with the validator tram runs on every schema-constrained output, and\n"
-                 "says whether tram compiles SCHEMA into a grammar for structured outputs.\n"
+                 "says whether tram compiles SCHEMA into a grammar for structured outputs and\n"
+                 "whether the grammar is exact (else the validator guards what it approximates).\n"
                  "One line per instance: valid, invalid (the instance path, the keyword, why),\n"
                  "or no verdict (not JSON, or past the validator's budget).\n\n"
                  "  --jsonl       each line of an INSTANCE file is one instance\n"
@@ -33,16 +34,20 @@ static const char *draft_name(int draft)
     return draft == 4 ? "draft-04" : draft == 6 ? "draft-06" : draft == 7 ? "draft-07" : draft == 2019 ? "2019-09" : "2020-12";
 }
 
-/* The grammar side: compiles or not, and the reason. */
+/* The grammar side: refused (why), exact, or looser than the schema (the
+ * first keyword it approximates: the validator guards that one). */
 static void report_grammar(const char *schema)
 {
-    char *gbnf = NULL;
+    tram_json_schema_result r = {0};
     tram_error err = {{0}};
-    if (tram_json_schema_to_gbnf(schema, "root", &gbnf, &err))
+    if (tram_json_schema_compile(schema, "root", NULL, &r, &err))
         printf("grammar: refused: %s\n", err.msg);
+    else if (r.exact)
+        printf("grammar: compiles, exact (%zu bytes of GBNF)\n", strlen(r.gbnf));
     else
-        printf("grammar: compiles (%zu bytes of GBNF)\n", strlen(gbnf));
-    free(gbnf);
+        printf("grammar: compiles, looser than the schema: %s (%zu bytes of GBNF; outputs are validated)\n",
+               r.approximated, strlen(r.gbnf));
+    free(r.gbnf);
 }
 
 /* One instance: prints its line; returns 1 unless it is valid. */
