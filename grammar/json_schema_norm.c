@@ -420,7 +420,7 @@ static json_t *if_fails(jsc *c, json_t *cond, const char *path)
     const char *key = json_object_size(props) == 1 ? json_object_iter_key(json_object_iter(props)) : NULL;
     json_t *p = key ? js_normalize(c, json_object_get(props, key), path) : NULL;
     json_t *vals = json_object_size(p) == 1 ? json_object_get(p, "enum") : NULL, *out;
-    int req_ok = !req || (json_array_size(req) == 1 && json_is_string(json_array_get(req, 0)) &&
+    int req_ok = !req || (key && json_array_size(req) == 1 && json_is_string(json_array_get(req, 0)) &&
                           !strcmp(json_string_value(json_array_get(req, 0)), key));
     if (!json_is_array(vals) || json_object_size(n) != 1 + (req != NULL) || !req_ok) {
         js_approximate(c, "if/then/else", path);
