@@ -22,7 +22,13 @@
  *                                      and peak memory growth, each step's
  *                                      mask over walks through it; prints
  *                                      {"name", "compile_ms", "cpu_ms",
- *                                      "rss_mb", "peak_mb", "mask_us"} per case */
+ *                                      "rss_mb", "peak_mb", "mask_us"} per case
+ *   bench_grammar --coverage DIR       every .json schema in DIR compiled as the
+ *                                      server compiles it (GBNF, then against
+ *                                      the vocabulary, and for validation);
+ *                                      prints {"name", "ok", "compile_ms",
+ *                                      "error"} per schema, in name order */
+#include <dirent.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +39,7 @@
 #include "grammar/gbnf_text.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
+#include "grammar/json_validate.h"
 #include "grammar/regex.h"
 #include "kernels/strbuf.h"
 #include "cli/defaults.h"
@@ -376,6 +383,66 @@ static int big(const tram_tokenizer *tok)
     return rc;
 }
 
+/* ---------------------------------------------------------------- coverage */
+
+/* One schema file compiled as the server compiles it; ok 0 with the reason
+ * when any step refuses it. */
+static void cover_one(const tram_tokenizer *tok, const char *dir, const char *name)
+{
+    char path[4096], *gbnf = NULL;
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    json_error_t je;
+    json_t *doc = json_load_file(path, JSON_DECODE_ANY, &je);
+    char *schema = doc ? json_dumps(doc, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    tram_error err = {{0}};
+    tram_grammar *g = NULL;
+    tram_jv_schema *v = NULL;
+    double t0 = tram_now();
+    int ok = schema && !tram_json_schema_to_gbnf(schema, "root", &gbnf, &err) &&
+             (g = tram_grammar_compile(gbnf, "root", tok, &err)) &&
+             !tram_jv_compile(schema, strlen(schema), &v, &err);
+    double ms = (tram_now() - t0) * 1e3;
+    json_t *o = json_pack("{s:s, s:b, s:f, s:s}", "name", name, "ok", ok, "compile_ms", ms, "error",
+                          ok ? "" : schema ? err.msg : je.text);
+    char *text = json_dumps(o, JSON_COMPACT);
+    printf("%s\n", text);
+    fflush(stdout);
+    free(text);
+    json_decref(o);
+    tram_jv_free(v);
+    tram_grammar_release(g);
+    free(gbnf);
+    free(schema);
+    json_decref(doc);
+}
+
+static int by_name(const struct dirent **a, const struct dirent **b)
+{
+    return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static int is_json(const struct dirent *e)
+{
+    size_t n = strlen(e->d_name);
+    return n > 5 && !strcmp(e->d_name + n - 5, ".json");
+}
+
+static int coverage(const tram_tokenizer *tok, const char *dir)
+{
+    struct dirent **names;
+    int n = scandir(dir, &names, is_json, by_name);
+    if (n < 0) {
+        perror(dir);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        cover_one(tok, dir, names[i]->d_name);
+        free(names[i]);
+    }
+    free(names);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     tram_error err = {{0}};
@@ -390,6 +457,8 @@ int main(int argc, char **argv)
         return bounds(tok) ? 1 : 0;
     if (!strcmp(argv[1], "--big"))
         return big(tok) ? 1 : 0;
+    if (!strcmp(argv[1], "--coverage"))
+        return argc > 2 && !coverage(tok, argv[2]) ? 0 : 1;
     FILE *f = fopen(argv[1], "r");
     char *buf = NULL;
     size_t cap = 0;

@@ -7,7 +7,13 @@ each step's mask is the fastest of REPEATS computations, as for tram.
     python bench_structured_peers.py VOCAB.json WORKLOAD.jsonl xgrammar|llguidance
 
 Prints one JSON line per schema: {"name", "compile_ms", "mask_us": [...]}.
+
+    python bench_structured_peers.py VOCAB.json --coverage DIR xgrammar|llguidance
+
+compiles every .json schema of DIR (bench/schema_coverage.py) and prints
+{"name", "ok", "compile_ms", "error"} per schema, in name order.
 """
+import os
 import json
 import sys
 import time
@@ -85,8 +91,47 @@ def run_llguidance(tokens, special, eog, workload):
         yield {"name": line["name"], "compile_ms": compile_ms, "mask_us": times}
 
 
+def compile_xgrammar(tokens, special, eog):
+    import xgrammar as xgr
+    encoded = [b"" if i in special else t for i, t in enumerate(tokens)]
+    info = xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=len(tokens), stop_token_ids=eog)
+    compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+    return lambda text: compiler.compile_json_schema(text, any_whitespace=True)
+
+
+def compile_llguidance(tokens, special, eog):
+    import llguidance
+    tok = llguidance.LLTokenizer(llguidance.TokenizerWrapper(Wrapper(tokens, special, eog)), eos_token=eog)
+
+    def compile_one(text):
+        schema = json.loads(text)
+        if isinstance(schema, dict):
+            schema = dict(schema, **{"x-guidance": {"whitespace_flexible": True}})
+        matcher = llguidance.LLMatcher(tok, llguidance.grammar_from("json_schema", json.dumps(schema)))
+        if matcher.get_error():
+            raise ValueError(matcher.get_error())
+    return compile_one
+
+
+def coverage(tokens, special, eog, d, peer):
+    compile_one = {"xgrammar": compile_xgrammar, "llguidance": compile_llguidance}[peer](tokens, special, eog)
+    for name in sorted(n for n in os.listdir(d) if n.endswith(".json")):
+        text = open(os.path.join(d, name)).read()
+        t0 = time.perf_counter()
+        try:
+            compile_one(text)
+            ok, error = True, ""
+        except Exception as ex:  # any refusal, whatever the peer raises
+            ok, error = False, str(ex)[:200]
+        yield {"name": name, "ok": ok, "compile_ms": (time.perf_counter() - t0) * 1e3, "error": error}
+
+
 def main():
     tokens, special, eog = load_vocab(sys.argv[1])
+    if sys.argv[2] == "--coverage":
+        for result in coverage(tokens, special, eog, sys.argv[3], sys.argv[4]):
+            print(json.dumps(result), flush=True)
+        return
     workload = [json.loads(x) for x in open(sys.argv[2])]
     run = {"xgrammar": run_xgrammar, "llguidance": run_llguidance}[sys.argv[3]]
     for result in run(tokens, special, eog, workload):

@@ -1,0 +1,168 @@
+"""Schema coverage: any directories of JSON Schema files through tram (and,
+with --peers, through llguidance and XGrammar: bench/peers/venv, as
+bench/structured.sh installs it), reporting per directory how many schemas
+each compiles and the compile time (p50 / p99 / max, ms); and, for a sample
+of the schemas tram compiles, generation compliance through a real `tram
+serve`: each sampled schema asked greedily, the reply validated with the
+Python `jsonschema` package under the schema's own draft (formats checked).
+Prints a markdown section for bench/results/structured.md.
+
+    python3 bench/schema_coverage.py [--peers] [--sample N] DIR...
+
+tram's compile is bench_grammar --coverage's: the schema to GBNF, the GBNF
+against the default model's vocabulary, and the validator's compile, as the
+server does them for a request.  Run it with a Python that has `jsonschema`
+(the test venv, .venv/bin/python) for the compliance column.
+"""
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOL = os.path.join(ROOT, "build", "bench_grammar")
+PEERS_PY = os.path.join(ROOT, "bench", "peers", "venv", "bin", "python")
+PEERS = os.path.join(ROOT, "bench", "bench_structured_peers.py")
+MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def lines_of(cmd):
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+
+
+def tram_coverage(d):
+    return lines_of([TOOL, "--coverage", d])
+
+
+def peer_coverage(d, peer, vocab):
+    return lines_of([PEERS_PY, PEERS, vocab, "--coverage", d, peer])
+
+
+def summary(results):
+    ok = [r["compile_ms"] for r in results if r["ok"]]
+    n = len(results)
+    return {"n": n, "ok": len(ok), "p50": pct(ok, 0.5), "p99": pct(ok, 0.99), "max": max(ok) if ok else float("nan")}
+
+
+class Server:
+    def __init__(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.proc = subprocess.Popen([os.path.join(ROOT, "bin", "tram"), "serve", "-m", MODEL, "--port",
+                                      str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2)
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise SystemExit("tram serve did not start")
+
+    def ask(self, schema):
+        body = {"messages": [{"role": "user", "content": "Reply with one JSON value that fits the schema."}],
+                "max_tokens": 128, "temperature": 0,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}}
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/chat/completions",
+                                     data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        try:
+            return json.load(urllib.request.urlopen(req, timeout=600))["choices"][0]
+        except urllib.error.HTTPError as e:
+            return {"finish_reason": "http %d" % e.code}
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+
+
+def compliance(server, d, accepted, n):
+    import jsonschema
+    tally = {"asked": 0, "stop": 0, "valid": 0, "error": 0, "length": 0}
+    for name in accepted[:n]:
+        schema = json.load(open(os.path.join(d, name)))
+        choice = server.ask(schema)
+        tally["asked"] += 1
+        reason = choice["finish_reason"]
+        if reason in ("error", "length"):
+            tally[reason] += 1
+        if reason != "stop":
+            continue
+        tally["stop"] += 1
+        cls = jsonschema.validators.validator_for(schema)
+        try:
+            cls(schema, format_checker=cls.FORMAT_CHECKER).validate(json.loads(choice["message"]["content"]))
+            tally["valid"] += 1
+        except Exception as ex:  # a failure to report, whatever jsonschema raised
+            print(f"NOT VALID {d}/{name}: {str(ex)[:200]}", file=sys.stderr)
+    return tally
+
+
+def cpu_name():
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def main():
+    args = sys.argv[1:]
+    peers = "--peers" in args
+    sample = int(args[args.index("--sample") + 1]) if "--sample" in args else 0
+    dirs = [a for i, a in enumerate(args) if not a.startswith("--") and (i == 0 or args[i - 1] != "--sample")]
+    subprocess.run(["make", "--no-print-directory", "-C", ROOT, "bin/tram", "build/libtram.a"], check=True,
+                   stdout=subprocess.DEVNULL)
+    vocab = os.path.join(ROOT, "build", "vocab.json")
+    if peers:
+        subprocess.run([TOOL, "--vocab", vocab], check=True)
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    print(f"Made by `python3 bench/schema_coverage.py` on {time.strftime('%Y-%m-%d')}, commit {commit}, "
+          f"{os.cpu_count()} cores: {cpu_name()}.  Compile: the schema to a grammar ready to mask "
+          f"(tram: GBNF, the vocabulary, the validator); ms over the schemas each engine compiles.\n")
+    engines = ["tram"] + (["llguidance", "XGrammar"] if peers else [])
+    head = "| corpus | schemas | " + " | ".join(f"{e} compiles | {e} p50 / p99 / max ms" for e in engines)
+    rows = []
+    server = Server() if sample else None
+    comply = {}
+    for d in dirs:
+        results = {"tram": tram_coverage(d)}
+        if peers:
+            results["llguidance"] = peer_coverage(d, "llguidance", vocab)
+            results["XGrammar"] = peer_coverage(d, "xgrammar", vocab)
+        cells = []
+        for e in engines:
+            s = summary(results[e])
+            cells.append(f"{s['ok']} ({100.0 * s['ok'] / max(1, s['n']):.0f}%) | "
+                         f"{s['p50']:.1f} / {s['p99']:.1f} / {s['max']:.1f}")
+        rows.append(f"| {os.path.basename(d.rstrip('/'))} | {len(results['tram'])} | " + " | ".join(cells) + " |")
+        if server:
+            accepted = [r["name"] for r in results["tram"] if r["ok"]]
+            comply[d] = compliance(server, d, accepted, sample)
+    if server:
+        server.stop()
+    print(head + " |")
+    print("|---|---:|" + "---:|---:|" * len(engines))
+    print("\n".join(rows))
+    if comply:
+        print(f"\nGeneration compliance (tram serve, greedy, max_tokens 128, the first {sample} schemas tram "
+              "compiles per corpus; `stop` replies validated with `jsonschema` under the schema's own draft, formats "
+              "checked; `error` is the server's own validator catching an output, `length` a reply cut short):\n")
+        print("| corpus | asked | stop | valid | error | length |\n|---|---:|---:|---:|---:|---:|")
+        for d, t in comply.items():
+            print(f"| {os.path.basename(d.rstrip('/'))} | {t['asked']} | {t['stop']} | {t['valid']} | {t['error']} "
+                  f"| {t['length']} |")
+
+
+if __name__ == "__main__":
+    main()
