@@ -228,20 +228,24 @@ FUZZ_SRC_gguf := models/gguf.c kernels/dequant.c kernels/base.c
 # the parser links alone; jansson rides in the list since a list gets no pkg-config libs
 FUZZ_SRC_api  := server/api_request.c server/api_error.c server/api_fields.c server/api_tools.c -ljansson
 # the grammar front ends: schema and regex compilers, the GBNF parser, the stack matcher
-FUZZ_SRC_grammar := grammar/gbnf.c grammar/utf8_ranges.c grammar/stacks.c grammar/json_schema.c \
-                    grammar/regex.c grammar/gbnf_text.c kernels/base.c kernels/strbuf.c kernels/utf8.c -ljansson
+FUZZ_SRC_grammar := grammar/gbnf.c grammar/gbnf_factor.c grammar/utf8_ranges.c grammar/stacks.c \
+                    grammar/json_schema.c grammar/regex.c grammar/gbnf_text.c kernels/base.c kernels/strbuf.c \
+                    kernels/utf8.c -ljansson
 # the streamed tool-call reader and the JSON writer under it
 FUZZ_SRC_tools := server/tool_calls.c server/json_scan.c server/api_tools.c server/api_error.c \
                   chat/pyjson.c kernels/strbuf.c kernels/base.c -ljansson
 # the chat-template interpreter, parsing and rendering
 FUZZ_SRC_jinja := $(wildcard chat/jinja_*.c) chat/pyjson.c tokenizer/text_buf.c kernels/strbuf.c \
                   kernels/base.c -ljansson
+# inputs past libFuzzer's default 4 KB: the chain templates reach megabyte grammars from a few bytes
+FUZZ_FLAGS_grammar := -max_len=300000
 fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja: fuzz-%: tests/fuzz/fuzz_%.c
 	@mkdir -p $(BUILD)/fuzz tests/fuzz/corpus-$*
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. -D_GNU_SOURCE \
 	      $(shell pkg-config --cflags openblas) -o $(BUILD)/fuzz/fuzz_$* $< $(or $(FUZZ_SRC_$*),$(LIB_C)) \
 	      $(if $(FUZZ_SRC_$*),,$(shell pkg-config --libs $(PKGS)) -lstdc++ -lpthread) -lm
-	$(BUILD)/fuzz/fuzz_$* -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 tests/fuzz/corpus-$* tests/fuzz/seeds-$*
+	$(BUILD)/fuzz/fuzz_$* -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 $(FUZZ_FLAGS_$*) \
+	      $(addprefix -dict=,$(wildcard tests/fuzz/$*.dict)) tests/fuzz/corpus-$* tests/fuzz/seeds-$*
 
 clean:
 	rm -rf build bin

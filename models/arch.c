@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "models/gguf.h"
+
 static const tram_arch_name mixtral_names[] = {
     {"ffn_gate_inp", "block_sparse_moe.gate"},
     {"ffn_gate", "block_sparse_moe.experts.%d.w1"},
@@ -31,23 +33,21 @@ static const tram_arch_moe qwen2moe_moe = {.hf_count_key = "num_experts", .hf_ff
                                            .hf_norm_key = "norm_topk_prob", .hf_sparse_step = 1,
                                            .shared_expert = 1, .names = qwen2moe_names};
 
+/* One row a family; tests/unit/test_arch.c wants golden fixtures for each. */
 static const tram_arch archs[] = {
     {.name = "llama", .gguf_arch = "llama", .hf_architecture = "LlamaForCausalLM", .hf_model_type = "llama",
-     .gguf_rope = TRAM_ROPE_INTERLEAVED, .window = TRAM_WINDOW_NONE, .hf_attention_bias_key = 1,
-     .chat_family = "llama3"},
+     .gguf_rope = TRAM_ROPE_INTERLEAVED, .window = TRAM_WINDOW_NONE, .hf_attention_bias_key = 1},
     {.name = "mistral", .gguf_arch = "llama", .hf_architecture = "MistralForCausalLM", .hf_model_type = "mistral",
-     .gguf_rope = TRAM_ROPE_INTERLEAVED, .window = TRAM_WINDOW_ALWAYS, .chat_family = "mistral"},
+     .gguf_rope = TRAM_ROPE_INTERLEAVED, .window = TRAM_WINDOW_ALWAYS},
     {.name = "qwen2", .gguf_arch = "qwen2", .hf_architecture = "Qwen2ForCausalLM", .hf_model_type = "qwen2",
-     .gguf_rope = TRAM_ROPE_NEOX, .qkv_bias = 1, .window = TRAM_WINDOW_OPT_IN, .chat_family = "chatml"},
+     .gguf_rope = TRAM_ROPE_NEOX, .qkv_bias = 1, .window = TRAM_WINDOW_OPT_IN},
     {.name = "qwen3", .gguf_arch = "qwen3", .hf_architecture = "Qwen3ForCausalLM", .hf_model_type = "qwen3",
-     .gguf_rope = TRAM_ROPE_NEOX, .qk_norm = 1, .window = TRAM_WINDOW_OPT_IN, .hf_attention_bias_key = 1,
-     .chat_family = "chatml"},
+     .gguf_rope = TRAM_ROPE_NEOX, .qk_norm = 1, .window = TRAM_WINDOW_OPT_IN, .hf_attention_bias_key = 1},
     {.name = "mixtral", .gguf_arch = "llama", .hf_architecture = "MixtralForCausalLM", .hf_model_type = "mixtral",
-     .gguf_rope = TRAM_ROPE_INTERLEAVED, .window = TRAM_WINDOW_ALWAYS, .moe = &mixtral_moe,
-     .chat_family = "mistral"},
+     .gguf_rope = TRAM_ROPE_INTERLEAVED, .window = TRAM_WINDOW_ALWAYS, .moe = &mixtral_moe},
     {.name = "qwen2moe", .gguf_arch = "qwen2moe", .hf_architecture = "Qwen2MoeForCausalLM",
-     .hf_model_type = "qwen2_moe", .gguf_rope = TRAM_ROPE_NEOX, .qkv_bias = 1, .hf_qkv_bias_key = 1, .window = TRAM_WINDOW_OPT_IN,
-     .moe = &qwen2moe_moe, .chat_family = "chatml"},
+     .hf_model_type = "qwen2_moe", .gguf_rope = TRAM_ROPE_NEOX, .qkv_bias = 1, .hf_qkv_bias_key = 1,
+     .window = TRAM_WINDOW_OPT_IN, .moe = &qwen2moe_moe},
 };
 
 int tram_arch_count(void) { return (int)TRAM_ARRAY_LEN(archs); }
@@ -72,9 +72,13 @@ const tram_arch *tram_arch_by_gguf(const char *gguf_arch, int has_experts)
     return NULL;
 }
 
-int tram_arch_gguf_known(const char *gguf_arch)
+const tram_arch *tram_arch_of_gguf(const tram_gguf *g, const char *gguf_arch)
 {
-    return tram_arch_by_gguf(gguf_arch, 0) || tram_arch_by_gguf(gguf_arch, 1);
+    char key[128];
+    snprintf(key, sizeof(key), "%s.expert_count", gguf_arch);
+    const tram_arch *a = tram_arch_by_gguf(gguf_arch, tram_gguf_find_kv(g, key) != NULL);
+    /* an MoE name without expert_count: reading the MoE keys says what is missing */
+    return a ? a : tram_arch_by_gguf(gguf_arch, 1);
 }
 
 const tram_arch *tram_arch_by_hf(const char *architecture, const char *model_type)

@@ -9,7 +9,9 @@
  * the tensor-parallel split, which goes by tensor kind (models/shard.h): q,
  * k, v and their biases by heads, gate and up by FFN rows, o and down by
  * columns, routed experts whole by expert, a shared expert like a dense FFN,
- * norms (the per-head q/k norms too) replicated.
+ * norms (the per-head q/k norms too) replicated.  Nor is the chat format:
+ * one family's models use several (Llama 2, Llama 3, SmolLM2's ChatML are
+ * all llama), so the model's own template decides (chat/chat_template.c).
  *
  * Adding a family is a row here, plus its forward op when it has one the
  * others lack (docs/models.md walks through Qwen3). */
@@ -67,9 +69,6 @@ typedef struct {
     tram_window_rule window;
     int hf_attention_bias_key;      /* the config class has attention_bias (written false) */
     const tram_arch_moe *moe;       /* NULL: dense */
-    /* The chat format the family's instruct models use; a model's own
-     * template always decides, this names the family in `tram info`. */
-    const char *chat_family;
 } tram_arch;
 
 int tram_arch_count(void);
@@ -79,8 +78,10 @@ const tram_arch *tram_arch_by_name(const char *name);
 /* The row of a GGUF's general.architecture, with experts or without (a
  * "llama" file with expert_count is a Mixtral); NULL when none. */
 const tram_arch *tram_arch_by_gguf(const char *gguf_arch, int has_experts);
-/* 1 when some row has that general.architecture. */
-int tram_arch_gguf_known(const char *gguf_arch);
+/* The row a GGUF of that general.architecture loads as: with experts when
+ * it has "<arch>.expert_count"; NULL when no row has the name. */
+struct tram_gguf;
+const tram_arch *tram_arch_of_gguf(const struct tram_gguf *g, const char *gguf_arch);
 /* The row of config.json's architectures[0], or of its model_type when
  * architecture is NULL; NULL when none. */
 const tram_arch *tram_arch_by_hf(const char *architecture, const char *model_type);

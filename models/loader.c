@@ -47,15 +47,10 @@ static float gguf_arch_float_or(const tram_gguf *g, const char *arch, const char
                ? (float)v : dflt;
 }
 
-/* The row of the file's general.architecture; a file of a name both a dense
- * and an MoE row have (llama, Mixtral) is the MoE one when it has experts. */
 static const tram_arch *gguf_arch_row(const tram_gguf *g, const char *arch, tram_error *err)
 {
-    char key[128], known[256];
-    snprintf(key, sizeof(key), "%s.expert_count", arch);
-    const tram_arch *a = tram_arch_by_gguf(arch, tram_gguf_find_kv(g, key) != NULL);
-    if (!a && tram_arch_gguf_known(arch))
-        a = tram_arch_by_gguf(arch, 1);  /* an MoE name without expert_count: reading it says so */
+    char known[256];
+    const tram_arch *a = tram_arch_of_gguf(g, arch);
     if (a)
         return a;
     tram_arch_list(TRAM_ARCH_LIST_GGUF, known, sizeof(known));
