@@ -229,8 +229,8 @@ FUZZ_SRC_gguf := models/gguf.c kernels/dequant.c kernels/base.c
 FUZZ_SRC_api  := server/api_request.c server/api_error.c server/api_fields.c server/api_tools.c -ljansson
 # the grammar front ends: schema and regex compilers, the GBNF parser, the stack matcher
 FUZZ_SRC_grammar := grammar/gbnf.c grammar/gbnf_factor.c grammar/utf8_ranges.c grammar/stacks.c \
-                    grammar/json_schema.c grammar/regex.c grammar/gbnf_text.c kernels/base.c kernels/strbuf.c \
-                    kernels/utf8.c -ljansson
+                    $(wildcard grammar/json_schema*.c) grammar/regex.c grammar/gbnf_text.c kernels/base.c \
+                    kernels/strbuf.c kernels/utf8.c -ljansson -lpcre2-8
 # the streamed tool-call reader and the JSON writer under it
 FUZZ_SRC_tools := server/tool_calls.c server/json_scan.c server/api_tools.c server/api_error.c \
                   chat/pyjson.c kernels/strbuf.c kernels/base.c -ljansson
