@@ -5,6 +5,7 @@
  * those that were used. */
 #include "grammar/json_schema.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,7 +171,7 @@ static js_ref_memo *memo_of(jsc *c, json_t *target)
     return m;
 }
 
-static int gen_into(jsc *c, json_t *s, const char *path, const char *name);
+static int gen_into(jsc *c, json_t *s, const char *path, char *name, int fixed);
 
 /* A bare $ref: one rule per target, however many places use it. */
 static int gen_ref(jsc *c, json_t *s, const char *path, tram_strbuf *b)
@@ -195,7 +196,7 @@ static int gen_ref(jsc *c, json_t *s, const char *path, tram_strbuf *b)
     m->state = 0;
     char name[JS_NAME_MAX];
     memcpy(name, m->name, sizeof(name));
-    int rc = gen_into(c, to, target, name);
+    int rc = gen_into(c, to, target, name, 1);
     m = memo_of(c, to); /* the array may have moved */
     m->state = rc == 0 ? 2 : JS_EMPTY;
     if (rc == JS_EMPTY && m->used_while_written)
@@ -299,7 +300,56 @@ static int gen_body(jsc *c, json_t *s, const char *path, const char *name, tram_
     return gen_types(c, s, path, name, b);
 }
 
-static int gen_into(jsc *c, json_t *s, const char *path, const char *name)
+/* ---------------------------------------------------------------- rules */
+
+static uint64_t hash_text(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* The rule already written with this body, or NULL (then it is recorded
+ * under name).  Identical bodies (a string of one maxLength, a range of
+ * integers) share one rule, so their token masks are computed once. */
+static const char *same_body(jsc *c, const char *body, const char *name)
+{
+    if (c->num_bodies * 2 >= c->cap_bodies) {
+        int cap = TRAM_MAX(64, c->cap_bodies * 2);
+        js_body *t = calloc((size_t)cap, sizeof(*t));
+        if (!t)
+            return NULL;
+        for (int i = 0; i < c->cap_bodies; i++)
+            for (uint64_t j = c->bodies[i].hash; c->bodies[i].text; j++)
+                if (!t[j & (uint64_t)(cap - 1)].text) {
+                    t[j & (uint64_t)(cap - 1)] = c->bodies[i];
+                    break;
+                }
+        free(c->bodies);
+        c->bodies = t;
+        c->cap_bodies = cap;
+    }
+    uint64_t h = hash_text(body), j = h;
+    for (;; j++) {
+        js_body *e = &c->bodies[j & (uint64_t)(c->cap_bodies - 1)];
+        if (!e->text) {
+            if ((e->text = strdup(body))) {
+                e->hash = h;
+                snprintf(e->name, sizeof(e->name), "%s", name);
+                c->num_bodies++;
+            }
+            return NULL;
+        }
+        if (e->hash == h && !strcmp(e->text, body))
+            return e->name;
+    }
+}
+
+/* Writes the rule for s.  name is set by the caller when fixed (a $ref's
+ * rule, already used); else it becomes the name of an identical rule
+ * written before, when there is one. */
+static int gen_into(jsc *c, json_t *s, const char *path, char *name, int fixed)
 {
     if (++c->depth > MAX_DEPTH) {
         c->depth--;
@@ -308,8 +358,15 @@ static int gen_into(jsc *c, json_t *s, const char *path, const char *name)
     json_t *n = js_normalize(c, s, path);
     tram_strbuf body = {0};
     int rc = n ? gen_body(c, n, path, name, &body) : -1;
-    if (!rc && !c->failed)
-        tram_strbuf_addf(&c->out, "%s ::= %s\n", name, body.s ? body.s : "");
+    if (!rc && !c->failed) {
+        const char *same = same_body(c, body.s ? body.s : "", name);
+        if (same && fixed)
+            tram_strbuf_addf(&c->out, "%s ::= %s\n", name, same);
+        else if (same)
+            snprintf(name, JS_NAME_MAX, "%s", same);
+        else
+            tram_strbuf_addf(&c->out, "%s ::= %s\n", name, body.s ? body.s : "");
+    }
     tram_strbuf_free(&body);
     json_decref(n);
     c->depth--;
@@ -320,7 +377,7 @@ static int gen_into(jsc *c, json_t *s, const char *path, const char *name)
 static int gen_node(jsc *c, json_t *s, const char *path, char *name)
 {
     js_new_name(c, name);
-    return gen_into(c, s, path, name);
+    return gen_into(c, s, path, name, 0);
 }
 
 /* ---------------------------------------------------------------- shared rules */
@@ -373,6 +430,9 @@ static int finish(jsc *c, const char *root, char **gbnf_out, tram_error *err)
     }
     tram_strbuf_free(&c->out);
     free(c->refs);
+    for (int i = 0; i < c->cap_bodies; i++)
+        free(c->bodies[i].text);
+    free(c->bodies);
     js_free_anchors(c);
     if (c->failed) {
         tram_strbuf_free(&all);

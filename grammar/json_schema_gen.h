@@ -12,6 +12,7 @@
 #define TRAM_GRAMMAR_JSON_SCHEMA_GEN_H
 
 #include <jansson.h>
+#include <stdint.h>
 
 #include "grammar/json_schema.h"
 #include "kernels/strbuf.h"
@@ -32,6 +33,13 @@ typedef struct {
     int state; /* -1 new, 0 being written, 2 written, JS_EMPTY none satisfies it */
     int used_while_written;
 } js_ref_memo;
+
+/* A rule body written, for sharing identical ones. */
+typedef struct {
+    char *text;
+    uint64_t hash;
+    char name[JS_NAME_MAX];
+} js_body;
 
 /* $id and $anchor of the document: where a non-pointer $ref lands. */
 typedef struct {
@@ -55,6 +63,8 @@ struct jsc {
     unsigned used;
     js_ref_memo *refs;
     int num_refs, cap_refs;
+    js_body *bodies; /* open addressing, cap_bodies a power of two */
+    int num_bodies, cap_bodies;
     js_anchor *anchors;
     int num_anchors;
     int exact;

@@ -27,6 +27,7 @@
 
 #include "server/api_request.h"
 #include "server/api_response.h"
+#include "server/auth.h"
 #include "server/cache_key.h"
 #include "server/endpoints.h"
 #include "server/http.h"
@@ -87,6 +88,7 @@ struct tram_completion {
     long long completion_tokens;
     tram_rcache_entry *flight;   /* the response-cache entry it leads or follows, or NULL */
     int follower;                /* fed by its flight's leader, never by the engine */
+    char tenant[TRAM_TENANT_MAX + 1];  /* whose API key it came with (auth.h); "" without keys */
     tram_server_done done;       /* internal requests (warm-up, preload, batch): told at the end */
     void *done_arg;
 };
@@ -350,7 +352,7 @@ static void make_cache_key(tram_completion *c)
             num[i] = c->prompts[i].num_ids;
         }
         tram_cache_prompts prompts = {.ids = ids, .num_ids = num, .num_prompts = c->num_prompts};
-        if (!tram_cache_key(&c->api, s->model_name, &prompts, &c->key, &c->key_len))
+        if (!tram_cache_key(&c->api, s->model_name, c->tenant, &prompts, &c->key, &c->key_len))
             c->key_hash = tram_rcache_hash(c->key, c->key_len);
     }
     free(ids);
@@ -482,7 +484,8 @@ static void handle(tram_server *s, struct evhttp_request *req, tram_api_kind kin
                    s->draining ? "The server is shutting down." : "The model is still loading.");
         return;
     }
-    const char *cc = evhttp_find_header(evhttp_request_get_input_headers(req), "Cache-Control");
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *cc = evhttp_find_header(in, "Cache-Control");
     tram_completion *c = completion_new(s, req, kind, tram_cache_control_bypasses(cc) ? CACHE_BYPASS : CACHE_MAY);
     if (!c || !(c->body = tram_http_take_body(req))) {
         tram_api_error e = {0};
@@ -491,6 +494,9 @@ static void handle(tram_server *s, struct evhttp_request *req, tram_api_kind kin
         tram_http_send_error(req, &e);
         return;
     }
+    /* on the loop: a SIGHUP may reload the keys */
+    const char *tenant = tram_api_keys_tenant(s->keys, evhttp_find_header(in, "Authorization"));
+    snprintf(c->tenant, sizeof(c->tenant), "%s", tenant ? tenant : "");   /* the router let it in */
     c->task = (tram_prep_task){.run = prepare_task, .done = prepared};
     c->preparing = 1;
     completion_link(c);
@@ -571,6 +577,10 @@ static void count_metrics(tram_completion *c, double now)
     tram_metrics *m = &c->srv->metrics;
     tram_histogram_observe(&m->e2e, now - c->arrived);
     m->served_tokens += (double)c->completion_tokens;
+    long long prompt_tokens = 0;
+    for (int i = 0; i < c->num_prompts; i++)
+        prompt_tokens += c->prompts[i].num_ids;
+    tram_metrics_count_tenant(m, c->tenant, prompt_tokens, c->completion_tokens);
     for (int i = 0; i < c->num_choices; i++) {
         const char *reason = c->choices[i].finish_reason;
         if (reason)  /* a reply of tool calls stopped as any other does */
