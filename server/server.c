@@ -105,6 +105,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
             tram_log(TRAM_LOG_ERROR, "%s; shutting down",
                      s->engine ? "the engine failed" : "the model could not be loaded");
             s->exit_code = 1;
+            s->draining = 1;  /* a job's done callbacks submit nothing more */
             tram_completions_fail_all(s);
             event_base_loopexit(s->base, NULL);
         } else {
@@ -283,6 +284,7 @@ static int start_worker(tram_server *s)
 static void teardown(tram_server *s)
 {
     tram_worker_stop(s->worker);
+    s->draining = 1;
     tram_completions_fail_all(s);
     tram_rcache_free(s->cache);
     tram_preload_free(s->preload);
