@@ -2,13 +2,14 @@
  * way the families differ, so that readers, writers, presets, `tram info`
  * and the forward pass look a row up instead of comparing names.
  *
- * What every row shares is not in the table: the decoder layer (RMSNorm
- * before attention and before the FFN, grouped-query attention with RoPE,
- * a SiLU-gated FFN or routed experts of such FFNs), the dense tensors' names
- * (blk.N.attn_q.weight <-> model.layers.N.self_attn.q_proj.weight, ...) with
- * each one's tensor-parallel split (tram_split, which goes by tensor kind:
- * Qwen2's biases split like their matrices, Qwen3's q/k norms are held
- * whole, a shared expert splits like a dense FFN).  Nor is the chat format:
+ * What every row shares is written once: the decoder layer (RMSNorm before
+ * attention and before the FFN, grouped-query attention with RoPE, a
+ * SiLU-gated FFN or routed experts of such FFNs, in models/llama.c), and in
+ * arch.c beside the rows the dense tensors' names (blk.N.attn_q.weight <->
+ * model.layers.N.self_attn.q_proj.weight, ...) with each tensor's
+ * tensor-parallel split (tram_split, which goes by tensor kind: Qwen2's
+ * biases split like their matrices, Qwen3's q/k norms are held whole, a
+ * shared expert splits like a dense FFN).  Not in the table is the chat format:
  * one family's models use several (Llama 2, Llama 3, SmolLM2's ChatML are
  * all llama), so the model's own template decides (chat/chat_template.c).
  *
@@ -76,7 +77,8 @@ typedef struct {
     /* llama.cpp permutes the Q/K rows of llama-arch files for interleaved
      * RoPE; other GGUFs and every HF checkpoint keep the NeoX halves. */
     tram_rope_style gguf_rope;
-    int qkv_bias;                   /* q/k/v have biases (a GGUF's own tensors say) */
+    int qkv_bias;                   /* q/k/v have biases in HF checkpoints (in a GGUF, its
+                                       own tensors decide) */
     int hf_qkv_bias_key;            /* config.json's qkv_bias overrides it */
     int qk_norm;                    /* RMSNorm of each q and k head before RoPE (Qwen3):
                                        blk.N.attn_q_norm / attn_k_norm, [head_dim] */
