@@ -55,6 +55,18 @@ json_t *tram_api_parse_object(const char *body, size_t len, tram_api_error *e)
     return root;
 }
 
+/* An error a reader gave for a key of the object at path: its param becomes
+ * the key's whole path.  Returns -1. */
+static int inside(tram_api_error *e, const char *path)
+{
+    char key[sizeof(e->param)];
+    snprintf(key, sizeof(key), "%s", e->param);
+    int n = snprintf(e->param, sizeof(e->param), "%s.", path);
+    if (n > 0 && (size_t)n < sizeof(e->param))
+        snprintf(e->param + n, sizeof(e->param) - (size_t)n, "%.*s", (int)(sizeof(e->param) - 1 - (size_t)n), key);
+    return -1;
+}
+
 /* A field's JSON types, as a mask of 1 << json_type. */
 #define TYPE(t) (1u << (t))
 #define NUMBER (TYPE(JSON_INTEGER) | TYPE(JSON_REAL))
@@ -283,7 +295,12 @@ static int parse_stream(const json_t *o, tram_api_request *r, tram_api_error *e)
         return tram_api_fail(e, 400, "stream_options", "invalid_value",
                              "The 'stream_options' parameter is only allowed when 'stream' is "
                              "enabled.");
-    return get_bool(so, "include_usage", &r->include_usage, e) < 0 ? -1 : 0;
+    if (tram_api_check_object(so, TRAM_OBJ_STREAM_OPTIONS, "stream_options", NULL, 0, e))
+        return -1;
+    if (get_bool(so, "include_usage", &r->include_usage, e) < 0 ||
+        get_bool(so, "continuous_usage_stats", &r->continuous_usage, e) < 0)
+        return inside(e, "stream_options");
+    return 0;
 }
 
 /* A message "content": a string or an array of {"type": "text", "text": ...}
@@ -306,6 +323,10 @@ static int content_text(const json_t *content, const char *param, char **out, tr
             return tram_api_fail(e, 400, param, "invalid_value",
                                  "Invalid content part %zu in '%s': only {\"type\": \"text\", "
                                  "\"text\": ...} parts are supported.", i, param);
+        char path[96];
+        snprintf(path, sizeof(path), "%s[%zu]", param, i);
+        if (tram_api_check_object(part, TRAM_OBJ_CONTENT_PART, path, NULL, 0, e))
+            return -1;
         total += json_string_length(text) + 1;
     }
     char *s = malloc(total), *p = s;
@@ -323,24 +344,29 @@ static int content_text(const json_t *content, const char *param, char **out, tr
     return 0;
 }
 
-static int parse_message(const json_t *m, int i, tram_api_message *out, tram_api_error *e)
+static int parse_message(const json_t *m, int i, tram_api_message *out, char *ignored, size_t cap,
+                         tram_api_error *e)
 {
     char param[64];
     snprintf(param, sizeof(param), "messages[%d]", i);
     if (!json_is_object(m))
         return type_error(e, param, "an object", m);
+    if (tram_api_check_object(m, TRAM_OBJ_MESSAGE, param, ignored, cap, e))
+        return -1;
     const json_t *role = json_object_get(m, "role");
     snprintf(param, sizeof(param), "messages[%d].role", i);
     if (!json_is_string(role))
         return type_error(e, param, "a string", role ? role : json_null());
     const char *rs = json_string_value(role);
-    if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool"))
+    if (strcmp(rs, "system") && strcmp(rs, "developer") && strcmp(rs, "user") &&
+        strcmp(rs, "assistant") && strcmp(rs, "tool"))
         return tram_api_fail(e, 400, param, "invalid_value",
-                             "Invalid value for '%s': supported roles are 'system', 'user', "
-                             "'assistant' and 'tool'.", param);
-    out->role = rs;
+                             "Invalid value for '%s': supported roles are 'system', 'developer', "
+                             "'user', 'assistant' and 'tool'.", param);
+    /* OpenAI's newer name for the system turn; templates know only "system" */
+    out->role = strcmp(rs, "developer") ? rs : "system";
     if (tram_api_parse_message_tools(m, i, &out->tool_calls, &out->num_tool_calls,
-                                     &out->tool_call_id, e))
+                                     &out->tool_call_id, ignored, cap, e))
         return -1;
     const json_t *content = json_object_get(m, "content");
     snprintf(param, sizeof(param), "messages[%d].content", i);
@@ -408,7 +434,8 @@ static int parse_messages(const json_t *o, tram_api_request *r, tram_api_error *
     if (!r->messages)
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     for (size_t i = 0; i < json_array_size(v); i++) {
-        int rc = parse_message(json_array_get(v, i), (int)i, &r->messages[i], e);
+        int rc = parse_message(json_array_get(v, i), (int)i, &r->messages[i], r->ignored,
+                               sizeof(r->ignored), e);
         r->num_messages++;  /* so that free releases what a failed message holds */
         if (rc)
             return -1;
