@@ -28,7 +28,7 @@ LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 TEST_C  := $(wildcard tests/unit/*.c)
 TEST_OBJ:= $(TEST_C:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps model test test-layering test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja gpu-check clean help
+.PHONY: all deps model docs test test-docs test-layering test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy test-asan cuda cuda-build serve golden fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja gpu-check clean help
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/.deps-ok bin/tram
@@ -37,6 +37,7 @@ help:
 	@echo "make            build bin/tram (CPU backend); installs missing packages first"
 	@echo "make serve      fetch the default model, build, and serve it on 127.0.0.1:8000"
 	@echo "make test       every test (layering, unit, API, fleet, deploy/, and 'make cuda' when nvcc exists)"
+	@echo "make docs       regenerate docs/api-fields.md and the --help texts quoted in docs/"
 	@echo "make test-asan  the unit suite under AddressSanitizer, UBSan and LeakSanitizer"
 	@echo "make cuda       also compile and link the CUDA backend (bin/tram-cuda, sm_90a)"
 	@echo "make gpu-check  on a machine with an NVIDIA GPU: kernels vs CPU, end to end, benchmark"
@@ -47,6 +48,7 @@ help:
 	@echo "make fuzz-grammar libFuzzer on the JSON Schema / regex compilers and the GBNF parser (FUZZ_SECONDS=600)"
 	@echo "make fuzz-tools libFuzzer on the streamed tool-call reader (FUZZ_SECONDS=600)"
 	@echo "make fuzz-jinja libFuzzer on the chat-template interpreter (FUZZ_SECONDS=600)"
+	@echo "make json-schema-suite SUITE=dir  the JSON Schema validator on the official test suite"
 
 # ---------------------------------------------------------------- set-up
 # The stamp records that the Debian packages are present; deps.sh installs
@@ -84,7 +86,7 @@ $(BUILD)/tests/unit/run: $(TEST_OBJ) $(BUILD)/libtram.a
 
 # The CUDA compile comes before the API tests: they also run bin/tram-cuda's
 # flag checks (tests/api/test_tensor_parallel.py) when it exists.
-test: deps all test-layering test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy
+test: deps all test-layering test-docs test-unit test-cuda-compile test-api test-gpu-dry test-fleet test-deploy
 
 test-cuda-compile:
 	@if command -v $(NVCC) >/dev/null 2>&1; then $(MAKE) --no-print-directory cuda; \
@@ -95,6 +97,14 @@ test-cuda-compile:
 # a copy of the sources, and two object files that call each other.
 test-layering: $(BUILD)/libtram.a
 	@BUILD=$(BUILD) sh tests/layering/test.sh
+
+# docs/api-fields.md and the --help texts the docs quote are generated from
+# the code: `make docs` writes them, test-docs fails when they differ.
+docs: bin/tram
+	@python3 tests/docs/docs.py --write
+
+test-docs: bin/tram
+	@sh tests/docs/test.sh
 
 test-unit: $(BUILD)/tests/unit/run model
 	$(BUILD)/tests/unit/run -j2
@@ -196,6 +206,19 @@ compare: all model $(BUILD)/bench/stream
 $(BUILD)/bench/stream: $(BUILD)/bench/stream.o $(BUILD)/libtram.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
+# ---------------------------------------------------------------- JSON Schema suite
+# The validator's pass rate on the official JSON-Schema-Test-Suite, read from
+# a checkout of it that is not part of the project: make json-schema-suite
+# SUITE=dir (dir holds tests/draft4 ... tests/draft2020-12; -v lists failures
+# with SUITE_FLAGS=-v).
+.PHONY: json-schema-suite
+json-schema-suite: $(BUILD)/bench/json_schema_suite
+	@test -n "$(SUITE)" || { echo "json-schema-suite: set SUITE=dir (a JSON-Schema-Test-Suite checkout)"; exit 2; }
+	$(BUILD)/bench/json_schema_suite $(SUITE_FLAGS) $(SUITE)
+
+$(BUILD)/bench/json_schema_suite: $(BUILD)/bench/json_schema_suite.o $(BUILD)/libtram.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
 # ---------------------------------------------------------------- fuzz
 FUZZ_SECONDS ?= 600
 # A target links the sources listed in FUZZ_SRC_<name>, or the whole library
@@ -205,20 +228,24 @@ FUZZ_SRC_gguf := models/gguf.c kernels/dequant.c kernels/base.c
 # the parser links alone; jansson rides in the list since a list gets no pkg-config libs
 FUZZ_SRC_api  := server/api_request.c server/api_error.c server/api_fields.c server/api_tools.c -ljansson
 # the grammar front ends: schema and regex compilers, the GBNF parser, the stack matcher
-FUZZ_SRC_grammar := grammar/gbnf.c grammar/utf8_ranges.c grammar/stacks.c grammar/json_schema.c \
-                    grammar/regex.c grammar/gbnf_text.c kernels/base.c kernels/strbuf.c kernels/utf8.c -ljansson
+FUZZ_SRC_grammar := grammar/gbnf.c grammar/gbnf_factor.c grammar/utf8_ranges.c grammar/stacks.c \
+                    grammar/json_schema.c grammar/regex.c grammar/gbnf_text.c kernels/base.c kernels/strbuf.c \
+                    kernels/utf8.c -ljansson
 # the streamed tool-call reader and the JSON writer under it
 FUZZ_SRC_tools := server/tool_calls.c server/json_scan.c server/api_tools.c server/api_error.c \
                   chat/pyjson.c kernels/strbuf.c kernels/base.c -ljansson
 # the chat-template interpreter, parsing and rendering
 FUZZ_SRC_jinja := $(wildcard chat/jinja_*.c) chat/pyjson.c tokenizer/text_buf.c kernels/strbuf.c \
                   kernels/base.c -ljansson
+# inputs past libFuzzer's default 4 KB: the chain templates reach megabyte grammars from a few bytes
+FUZZ_FLAGS_grammar := -max_len=300000
 fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja: fuzz-%: tests/fuzz/fuzz_%.c
 	@mkdir -p $(BUILD)/fuzz tests/fuzz/corpus-$*
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. -D_GNU_SOURCE \
 	      $(shell pkg-config --cflags openblas) -o $(BUILD)/fuzz/fuzz_$* $< $(or $(FUZZ_SRC_$*),$(LIB_C)) \
 	      $(if $(FUZZ_SRC_$*),,$(shell pkg-config --libs $(PKGS)) -lstdc++ -lpthread) -lm
-	$(BUILD)/fuzz/fuzz_$* -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 tests/fuzz/corpus-$* tests/fuzz/seeds-$*
+	$(BUILD)/fuzz/fuzz_$* -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 $(FUZZ_FLAGS_$*) \
+	      $(addprefix -dict=,$(wildcard tests/fuzz/$*.dict)) tests/fuzz/corpus-$* tests/fuzz/seeds-$*
 
 clean:
 	rm -rf build bin

@@ -15,15 +15,26 @@
  *                                      5000, ...): compile time, memory, and
  *                                      each step's mask over a walk to the
  *                                      bound; prints {"name", "compile_ms",
- *                                      "rss_mb", "can_end", "mask_us"} per case */
+ *                                      "rss_mb", "can_end", "mask_us"} per case
+ *   bench_grammar --big                rule chains of 8k..60k rules and enums
+ *                                      of 1k..100k values (issue 21's shapes):
+ *                                      compile time (wall and CPU), resident
+ *                                      and peak memory growth, each step's
+ *                                      mask over walks through it; prints
+ *                                      {"name", "compile_ms", "cpu_ms",
+ *                                      "rss_mb", "peak_mb", "mask_us"} per case */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 
+#include "grammar/gbnf_text.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
+#include "kernels/strbuf.h"
 #include "cli/defaults.h"
 #include "tokenizer/tokenizer.h"
 
@@ -221,6 +232,150 @@ static int bounds(const tram_tokenizer *tok)
     return rc;
 }
 
+/* ---------------------------------------------------------------- large grammars */
+
+static double peak_mb(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_maxrss / 1024;
+}
+
+/* n rules r_i ::= "x" r_(i+1), the last "y", the root first (forward) or last. */
+static char *chain_gbnf(int n, int backward)
+{
+    tram_strbuf b = {0};
+    for (int k = 0; k < n; k++) {
+        int i = backward ? n - 1 - k : k;
+        if (i == 0)
+            tram_strbuf_addf(&b, "root ::= \"x\" r1\n");
+        else if (i == n - 1)
+            tram_strbuf_addf(&b, "r%d ::= \"y\"\n", i);
+        else
+            tram_strbuf_addf(&b, "r%d ::= \"x\" r%d\n", i, i + 1);
+    }
+    return b.s;
+}
+
+/* Value i of an n-value list: a product code, every first letter used. */
+static void code_of(int i, char *out)
+{
+    snprintf(out, 16, "%c%c-%06d", 'A' + i % 26, 'A' + (i / 26) % 26, i);
+}
+
+static char *enum_schema(int n)
+{
+    tram_strbuf b = {0};
+    char code[16];
+    tram_strbuf_addf(&b, "{\"enum\":[");
+    for (int i = 0; i < n; i++) {
+        code_of(i, code);
+        tram_strbuf_addf(&b, "%s\"%s\"", i ? "," : "", code);
+    }
+    tram_strbuf_addf(&b, "]}");
+    return b.s;
+}
+
+/* Walks text's tokens through a new matcher, timing each step's mask into
+ * times; -1 when a token is refused. */
+static int timed_walk(const tram_tokenizer *tok, const tram_grammar *g, const char *text, json_t *times)
+{
+    tram_matcher *m;
+    tram_error err = {{0}};
+    int32_t *ids = NULL;
+    int n = 0, rc = 0;
+    if (tram_matcher_create(&m, g, &err) || tram_tokenizer_encode(tok, text, strlen(text), 0, 0, &ids, &n, &err))
+        return -1;
+    uint32_t *mask = calloc((size_t)tram_grammar_mask_words(g), sizeof(uint32_t));
+    for (int i = 0; i < n && !rc; i++) {
+        json_array_append_new(times, json_real(timed_mask(m, mask)));
+        rc = (mask[ids[i] >> 5] >> (ids[i] & 31)) & 1 && tram_matcher_accept(m, ids[i]) ? 0 : -1;
+    }
+    free(mask);
+    free(ids);
+    tram_matcher_free(m);
+    return rc;
+}
+
+/* Compiles gbnf and walks each of texts[0..n); prints the case's line. */
+static int big_case(const tram_tokenizer *tok, const char *name, const char *gbnf, char **texts, int n)
+{
+    tram_error err = {{0}};
+    double rss0 = rss_mb(), peak0 = peak_mb(), t0 = tram_now();
+    clock_t c0 = clock();
+    tram_grammar *g = tram_grammar_compile(gbnf, "root", tok, &err);
+    double compile_ms = (tram_now() - t0) * 1e3, cpu_ms = (double)(clock() - c0) * 1e3 / CLOCKS_PER_SEC;
+    if (!g) {
+        fprintf(stderr, "%s: %s\n", name, err.msg);
+        return -1;
+    }
+    json_t *times = json_array();
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        if ((rc = timed_walk(tok, g, texts[i], times)))
+            fprintf(stderr, "%s: '%s' refused\n", name, texts[i]);
+    json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:f, s:o}", "name", name, "compile_ms", compile_ms, "cpu_ms", cpu_ms,
+                          "rss_mb", rss_mb() - rss0, "peak_mb", peak_mb() - peak0, "mask_us", times);
+    char *text = json_dumps(o, JSON_COMPACT);
+    printf("%s\n", text);
+    fflush(stdout);
+    free(text);
+    json_decref(o);
+    tram_grammar_release(g);
+    return rc;
+}
+
+static int big(const tram_tokenizer *tok)
+{
+    tram_error err = {{0}};
+    tram_grammar_release(tram_grammar_compile("root ::= \"x\"", "root", tok, &err));  /* builds the shared trie */
+    int rc = 0;
+    char name[64], *walk[16], xs[] = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+    static const int rules[] = {8000, 16000, 32000, 60000};
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(rules); i++)
+        for (int backward = 0; backward < 2; backward++) {
+            char *gbnf = chain_gbnf(rules[i], backward);
+            snprintf(name, sizeof(name), "chain of %dk rules, %s", rules[i] / 1000, backward ? "backward" : "forward");
+            walk[0] = xs;
+            rc |= big_case(tok, name, gbnf, walk, 1);
+            free(gbnf);
+        }
+    static const int values[] = {1000, 10000, 100000};
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(values); i++) {
+        int n = values[i];
+        for (int k = 0; k < 16; k++) {  /* 16 values spread over the list, quoted */
+            walk[k] = malloc(24);
+            char code[16];
+            code_of((int)((long)k * (n - 1) / 15), code);
+            snprintf(walk[k], 24, "\"%s\"", code);
+        }
+        char *schema = enum_schema(n), *gbnf = NULL;
+        snprintf(name, sizeof(name), "JSON Schema enum of %dk values", n / 1000);
+        rc |= tram_json_schema_to_gbnf(schema, "root", &gbnf, &err) || big_case(tok, name, gbnf, walk, 16);
+        free(schema);
+        free(gbnf);
+        const char **choices = malloc((size_t)n * sizeof(char *));
+        for (int k = 0; k < n; k++) {
+            char code[16];
+            code_of(k, code);
+            choices[k] = strdup(code);
+        }
+        for (int k = 0; k < 16; k++) {  /* the same values, unquoted */
+            memmove(walk[k], walk[k] + 1, strlen(walk[k]));
+            walk[k][strlen(walk[k]) - 1] = 0;
+        }
+        snprintf(name, sizeof(name), "choice of %dk values", n / 1000);
+        rc |= tram_choice_to_gbnf(choices, n, "root", &gbnf, &err) || big_case(tok, name, gbnf, walk, 16);
+        for (int k = 0; k < n; k++)
+            free((char *)choices[k]);
+        free(choices);
+        free(gbnf);
+        for (int k = 0; k < 16; k++)
+            free(walk[k]);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     tram_error err = {{0}};
@@ -233,6 +388,8 @@ int main(int argc, char **argv)
         return argc > 2 && !dump_vocab(tok, argv[2]) ? 0 : 1;
     if (!strcmp(argv[1], "--bounds"))
         return bounds(tok) ? 1 : 0;
+    if (!strcmp(argv[1], "--big"))
+        return big(tok) ? 1 : 0;
     FILE *f = fopen(argv[1], "r");
     char *buf = NULL;
     size_t cap = 0;

@@ -23,7 +23,7 @@ typedef enum {
  * parses out of the model's reply.  A template that takes `tools` renders
  * them itself; the syntax is read from a probe render of one call.  A
  * template that does not read `tools` at all gets GENERIC, tram's documented
- * format (README "Tools"): the tool list, in Qwen2.5's words, joins the
+ * format (docs/tools.md): the tool list, in Qwen2.5's words, joins the
  * system prompt (or, for templates without one, the first user message); a
  * call is written in the assistant's turn as
  * <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>; results

@@ -11,7 +11,6 @@
 
 #include "chat/jinja_impl.h"
 
-#define MAX_DEPTH 2000            /* nested evaluations (macro recursion included) */
 #define MAX_STEPS 2000000         /* loop iterations and macro calls of one render */
 #define MAX_OUTPUT (16u << 20)    /* bytes of output, and of any one string */
 #define MAX_MEMORY (256u << 20)   /* bytes held by one render */
@@ -26,18 +25,11 @@ typedef struct jj_scope {
 typedef struct jj_render {
     jj_pool pool;
     jj_buf *out;      /* where output goes now (a macro or block set swaps it) */
-    int depth;
     long steps;
     long long now;
 } jj_render;
 
 enum { FLOW_NEXT, FLOW_BREAK, FLOW_CONTINUE };
-
-static void enter(jj_render *r, int line)
-{
-    if (++r->depth > MAX_DEPTH)
-        jj_fail_at(&r->pool, line, "the template nests or recurses deeper than %d levels", MAX_DEPTH);
-}
 
 static void step(jj_render *r, int line)
 {
@@ -268,9 +260,9 @@ static int compare(jj_render *r, jv a, jv b, int line)
     if ((a.t == JV_LIST || a.t == JV_TUPLE) && a.t == b.t) {
         for (size_t i = 0; i < a.list->n && i < b.list->n; i++)
             if (!jv_equal(a.list->v[i], b.list->v[i])) {
-                enter(r, line);
+                jj_enter(&r->pool, line);
                 int c = compare(r, a.list->v[i], b.list->v[i], line);
-                r->depth--;
+                jj_leave(&r->pool);
                 return c;
             }
         return a.list->n < b.list->n ? -1 : a.list->n > b.list->n;
@@ -405,18 +397,34 @@ static jv arithmetic(jj_render *r, jj_op op, jv a, jv b, int line)
 static jv binop(jj_render *r, jj_scope *s, const jj_node *n)
 {
     jv a = eval(r, s, n->a), b = eval(r, s, n->b);
-    switch (n->op) {
-    case JOP_CONCAT: return concat2(r, a, b);
-    case JOP_EQ: return jv_bool(jv_equal(a, b));
-    case JOP_NE: return jv_bool(!jv_equal(a, b));
-    case JOP_LT: return jv_bool(compare(r, a, b, n->line) < 0);
-    case JOP_LE: return jv_bool(compare(r, a, b, n->line) <= 0);
-    case JOP_GT: return jv_bool(compare(r, a, b, n->line) > 0);
-    case JOP_GE: return jv_bool(compare(r, a, b, n->line) >= 0);
-    case JOP_IN: return jv_bool(jj_contains(&r->pool, b, a, n->line));
-    case JOP_NOT_IN: return jv_bool(!jj_contains(&r->pool, b, a, n->line));
-    default: return arithmetic(r, n->op, a, b, n->line);
+    return n->op == JOP_CONCAT ? concat2(r, a, b) : arithmetic(r, n->op, a, b, n->line);
+}
+
+static int compare_op(jj_render *r, jj_op op, jv a, jv b, int line)
+{
+    switch (op) {
+    case JOP_EQ: return jv_equal(a, b);
+    case JOP_NE: return !jv_equal(a, b);
+    case JOP_LT: return compare(r, a, b, line) < 0;
+    case JOP_LE: return compare(r, a, b, line) <= 0;
+    case JOP_GT: return compare(r, a, b, line) > 0;
+    case JOP_GE: return compare(r, a, b, line) >= 0;
+    case JOP_IN: return jj_contains(&r->pool, b, a, line);
+    default: return !jj_contains(&r->pool, b, a, line);   /* JOP_NOT_IN */
     }
+}
+
+/* a < b < c: each operand evaluated once, as Python's (a < b) and (b < c). */
+static jv comparison(jj_render *r, jj_scope *s, const jj_node *n)
+{
+    jv left = eval(r, s, n->args[0]);
+    for (int i = 1; i < n->nargs; i++) {
+        jv right = eval(r, s, n->args[i]);
+        if (!compare_op(r, n->ops[i - 1], left, right, n->line))
+            return jv_bool(0);
+        left = right;
+    }
+    return jv_bool(1);
 }
 
 static jv literal_container(jj_render *r, jj_scope *s, const jj_node *n)
@@ -468,6 +476,7 @@ static jv eval_inner(jj_render *r, jj_scope *s, const jj_node *n)
     case JN_FILTER: return eval_filter(r, s, n, eval(r, s, n->a));
     case JN_TEST: return eval_test(r, s, n);
     case JN_BINOP: return binop(r, s, n);
+    case JN_COMPARE: return comparison(r, s, n);
     case JN_NEG:
     case JN_POS: {
         jv v = eval(r, s, n->a);
@@ -496,11 +505,14 @@ static jv eval_inner(jj_render *r, jj_scope *s, const jj_node *n)
     }
 }
 
+/* Each node evaluated is a unit of work: a render's time is bounded even
+ * where its loops are short and its expressions long. */
 static jv eval(jj_render *r, jj_scope *s, const jj_node *n)
 {
-    enter(r, n->line);
+    jj_enter(&r->pool, n->line);
+    jj_work(&r->pool, 1);
     jv v = eval_inner(r, s, n);
-    r->depth--;
+    jj_leave(&r->pool);
     return v;
 }
 
@@ -671,9 +683,9 @@ static int exec_inner(jj_render *r, jj_scope *s, const jj_node *n)
 
 static int exec(jj_render *r, jj_scope *s, const jj_node *n)
 {
-    enter(r, n->line);
+    jj_enter(&r->pool, n->line);
     int flow = exec_inner(r, s, n);
-    r->depth--;
+    jj_leave(&r->pool);
     return flow;
 }
 
@@ -752,49 +764,85 @@ static jj_scope *globals(jj_render *r, const json_t *vars)
     return new_scope(r, g);
 }
 
-int tram_jinja_render(const tram_jinja *t, const json_t *vars, long long now, char **out, tram_error *err)
+typedef struct {
+    const tram_jinja *t;
+    const json_t *vars;
+    long long now;
+    char *out;
+    tram_error *err;
+    int rc;
+} render_call;
+
+/* A render, on the sized thread: every failure longjmps back here. */
+static void render_here(void *arg)
 {
+    render_call *c = arg;
     jmp_buf on_error;
     jj_render *r = calloc(1, sizeof(*r));
-    *out = NULL;
-    if (!r)
-        return tram_fail(err, "chat template: out of memory");
-    r->pool = (jj_pool){.limit = MAX_MEMORY, .work_limit = MAX_WORK, .on_error = &on_error, .err = err};
-    r->now = now;
-    int rc = -1;
+    c->rc = -1;
+    if (!r) {
+        tram_fail(c->err, "chat template: out of memory");
+        return;
+    }
+    r->pool = (jj_pool){.limit = MAX_MEMORY, .work_limit = MAX_WORK, .on_error = &on_error, .err = c->err};
+    r->now = c->now;
     if (!setjmp(on_error)) {
         jj_buf buf = {0};
         jj_buf_add(&r->pool, &buf, "", 0);
         r->out = &buf;
-        exec(r, globals(r, vars), t->body);
-        *out = malloc(buf.n + 1);
-        if (*out)
-            memcpy(*out, buf.s, buf.n + 1);
-        rc = *out ? 0 : tram_fail(err, "chat template: out of memory");
+        exec(r, globals(r, c->vars), c->t->body);
+        c->out = jj_buf_detach(&r->pool, &buf);
+        c->rc = 0;
     }
     jj_pool_free(&r->pool);
     free(r);
-    return rc;
+}
+
+int tram_jinja_render(const tram_jinja *t, const json_t *vars, long long now, char **out, tram_error *err)
+{
+    render_call c = {.t = t, .vars = vars, .now = now, .err = err};
+    *out = NULL;
+    if (jj_run_sized(render_here, &c, err))
+        return -1;
+    *out = c.out;
+    return c.rc;
+}
+
+typedef struct {
+    const char *src;
+    tram_jinja *t;
+    tram_error *err;
+} parse_call;
+
+static void parse_here(void *arg)
+{
+    parse_call *c = arg;
+    jmp_buf on_error;
+    tram_jinja *t = calloc(1, sizeof(*t));
+    if (!t) {
+        tram_fail(c->err, "chat template: out of memory");
+        return;
+    }
+    t->pool = (jj_pool){.limit = MAX_MEMORY, .on_error = &on_error, .err = c->err};
+    if (setjmp(on_error)) {
+        tram_jinja_free(t);
+        return;
+    }
+    t->src = jj_strndup(&t->pool, c->src, strlen(c->src));
+    t->body = jj_parse(&t->pool, t->src);
+    t->pool.on_error = NULL;
+    t->pool.err = NULL;
+    c->t = t;
 }
 
 int tram_jinja_parse(tram_jinja **out, const char *src, tram_error *err)
 {
-    jmp_buf on_error;
-    tram_jinja *t = calloc(1, sizeof(*t));
+    parse_call c = {.src = src, .err = err};
     *out = NULL;
-    if (!t)
-        return tram_fail(err, "chat template: out of memory");
-    t->pool = (jj_pool){.limit = MAX_MEMORY, .on_error = &on_error, .err = err};
-    if (setjmp(on_error)) {
-        tram_jinja_free(t);
+    if (jj_run_sized(parse_here, &c, err))
         return -1;
-    }
-    t->src = jj_strndup(&t->pool, src, strlen(src));
-    t->body = jj_parse(&t->pool, t->src);
-    t->pool.on_error = NULL;
-    t->pool.err = NULL;
-    *out = t;
-    return 0;
+    *out = c.t;
+    return c.t ? 0 : -1;
 }
 
 void tram_jinja_free(tram_jinja *t)

@@ -194,8 +194,11 @@ static jv map_items(jj_pool *p, jv v, const jj_args *a, int line)
             x = attribute(p, all.list->v[i], attr);
             if (x.t == JV_UNDEF && dflt)
                 x = *dflt;
-        } else if (!jj_filter(p, filter, all.list->v[i], &fargs, line, &x)) {
-            jj_fail_at(p, line, "no filter named '%s'", filter);
+        } else {
+            jj_enter(p, line);   /* map('map', 'map', ...) recurses once an argument */
+            if (!jj_filter(p, filter, all.list->v[i], &fargs, line, &x))
+                jj_fail_at(p, line, "no filter named '%s'", filter);
+            jj_leave(p);
         }
         jv_push(p, out, x);
     }

@@ -12,12 +12,34 @@
 #include "kernels/base.h"
 #include "chat/jinja.h"
 
+/* ---- the stack: every recursive walk is bounded ----
+ * Parses and renders run on a thread of their own (jj_run_sized) whose stack
+ * is JJ_STACK_BYTES, whatever the caller's thread has (a main thread under
+ * `ulimit -s 2048`, a server worker).  The depth limit is derived from it: a
+ * level of evaluation (eval, exec, a macro call, a filter calling a filter:
+ * each jj_enter) takes at most JJ_LEVEL_BYTES of stack (measured: 1.4 KiB at
+ * -O2, 6.1 KiB under ASan), and JJ_RESERVE_BYTES is left on top for a value
+ * walk (printing, tojson, comparing, reading JSON: JJ_VALUE_DEPTH levels of
+ * small frames) or the parser (its brackets and blocks are bounded apart,
+ * MAX_NESTING in jinja_parse.c).  The syntax tree's height is bounded after
+ * the parse, so the walks of the tree are too. */
+#define JJ_STACK_BYTES (24u << 20)
+#define JJ_RESERVE_BYTES (8u << 20)
+#define JJ_LEVEL_BYTES (8u << 10)
+#define JJ_MAX_DEPTH ((int)((JJ_STACK_BYTES - JJ_RESERVE_BYTES) / JJ_LEVEL_BYTES))   /* 2048 */
+#define JJ_VALUE_DEPTH 2048
+#define JJ_MAX_HEIGHT 1000   /* of the syntax tree: a real template's is under 50 */
+
+/* Runs fn(arg) on a thread with a stack of JJ_STACK_BYTES and waits for it. */
+int jj_run_sized(void (*fn)(void *), void *arg, tram_error *err);
+
 /* ---- the pool: each block on one list, all freed together ---- */
 typedef struct jj_block jj_block;
 typedef struct {
     jj_block *blocks;
-    size_t total, limit;   /* bytes held, and the most allowed */
+    size_t total, limit;   /* bytes held (malloc's own overhead counted), and the most allowed */
     size_t work, work_limit;   /* units of work done (bytes written, items visited), and the most allowed (0: any) */
+    int depth;             /* levels of recursion now (jj_enter) */
     jmp_buf *on_error;     /* where jj_fail jumps */
     tram_error *err;
 } jj_pool;
@@ -30,6 +52,9 @@ char *jj_strndup(jj_pool *p, const char *s, size_t n);
 /* Counts units of work (a byte written, an item visited): a render that
  * would run for too long, each step cheap but too many, ends in an error. */
 void jj_work(jj_pool *p, size_t units);
+/* One level of recursion deeper (an error past JJ_MAX_DEPTH), and back. */
+void jj_enter(jj_pool *p, int line);
+static inline void jj_leave(jj_pool *p) { p->depth--; }
 
 /* ---- values ---- */
 typedef enum {
@@ -70,6 +95,8 @@ typedef struct { char *s; size_t n, cap; } jj_buf;   /* a string being built, in
 void jj_buf_add(jj_pool *p, jj_buf *b, const char *s, size_t n);
 void jj_buf_str(jj_pool *p, jj_buf *b, const char *s);
 jv jj_buf_value(jj_buf *b);
+/* The buffer's string as a plain malloc'd one, taken out of the pool (no copy). */
+char *jj_buf_detach(jj_pool *p, jj_buf *b);
 
 static inline jv jv_none(void) { return (jv){.t = JV_NONE}; }
 static inline jv jv_undef(const char *why) { return (jv){.t = JV_UNDEF, .undef = why}; }
@@ -113,7 +140,7 @@ size_t jj_utf8_offset(const char *s, size_t n, size_t i);
 typedef enum {
     /* expressions */
     JN_LIT, JN_NAME, JN_ATTR, JN_ITEM, JN_SLICE, JN_CALL, JN_FILTER, JN_TEST, JN_BINOP, JN_NEG, JN_POS, JN_NOT,
-    JN_AND, JN_OR, JN_COND, JN_LIST, JN_TUPLE, JN_DICT,
+    JN_COMPARE, JN_AND, JN_OR, JN_COND, JN_LIST, JN_TUPLE, JN_DICT,
     /* statements */
     JN_BODY, JN_TEXT, JN_OUTPUT, JN_IF, JN_FOR, JN_SET, JN_SET_BLOCK, JN_MACRO, JN_CALL_BLOCK, JN_BREAK,
     JN_CONTINUE, JN_FILTER_BLOCK,
@@ -130,6 +157,7 @@ struct jj_node {
     jn_kind kind;
     int line;
     jj_op op;                 /* BINOP */
+    jj_op *ops;               /* COMPARE: the nargs - 1 operators between its operands (a < b <= c) */
     int negated;              /* TEST: `is not` */
     const char *name;         /* NAME, ATTR, FILTER, TEST, MACRO, SET_BLOCK; SET: ns.name's attribute */
     jv lit;                   /* LIT, TEXT (a string) */

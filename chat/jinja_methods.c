@@ -283,19 +283,28 @@ jv jj_str_case(jj_pool *p, jv v, const char *how)
     return jj_buf_value(&b);
 }
 
-static int starts_or_ends(jj_pool *p, jv v, jv affix, int end, int line)
+static int has_affix(jv v, jv affix, int end)
 {
-    if (affix.t == JV_TUPLE) {
-        for (size_t i = 0; i < affix.list->n; i++)
-            if (starts_or_ends(p, v, affix.list->v[i], end, line))
-                return 1;
-        return 0;
-    }
-    if (affix.t != JV_STR)
-        jj_fail_at(p, line, "%swith first arg must be str or a tuple of str", end ? "ends" : "starts");
     if (affix.str.n > v.str.n)
         return 0;
     return !memcmp(v.str.s + (end ? v.str.n - affix.str.n : 0), affix.str.s, affix.str.n);
+}
+
+/* str.startswith / endswith: a str, or a tuple of str (one level, as Python). */
+static int starts_or_ends(jj_pool *p, jv v, jv affix, int end, int line)
+{
+    const char *which = end ? "ends" : "starts";
+    if (affix.t == JV_STR)
+        return has_affix(v, affix, end);
+    if (affix.t != JV_TUPLE)
+        jj_fail_at(p, line, "%swith first arg must be str or a tuple of str, not %s", which, jv_type_name(affix));
+    for (size_t i = 0; i < affix.list->n; i++) {
+        if (affix.list->v[i].t != JV_STR)
+            jj_fail_at(p, line, "tuple for %swith must only contain str, not %s", which, jv_type_name(affix.list->v[i]));
+        if (has_affix(v, affix.list->v[i], end))
+            return 1;
+    }
+    return 0;
 }
 
 /* str.format with {} / {0} / {name} fields and {{ }} escapes. */

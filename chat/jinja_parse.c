@@ -391,23 +391,23 @@ static int comparison_op(parser *ps, jj_op *op)
     return 0;
 }
 
-/* a < b < c is Python's (a < b) and (b < c). */
+/* a < b < c is Python's (a < b) and (b < c), b evaluated once: one node
+ * with every operand (sharing b between two nodes would make the tree a
+ * graph whose walks double at each nested chain). */
 static jj_node *comparison(parser *ps)
 {
-    jj_node *left = sum(ps), *n = NULL;
+    jj_node *first = sum(ps), *n = NULL;
     jj_op op;
     while (comparison_op(ps, &op)) {
-        jj_node *right = sum(ps), *cmp = binop(ps, op, left, right);
-        if (n) {
-            jj_node *both = node(ps, JN_AND);
-            both->a = n;
-            both->b = cmp;
-            cmp = both;
+        if (!n) {
+            n = node(ps, JN_COMPARE);
+            add_arg(ps, n, first);
         }
-        n = cmp;
-        left = right;
+        n->ops = jj_realloc(ps->p, n->ops, (size_t)n->nargs * sizeof(*n->ops));
+        n->ops[n->nargs - 1] = op;
+        add_arg(ps, n, sum(ps));
     }
-    return n ? n : left;
+    return n ? n : first;
 }
 
 static jj_node *not_expr(parser *ps)
@@ -498,25 +498,26 @@ static jj_node *hole(parser *ps)
     return n;
 }
 
+/* if ... elif ... else ... endif: each elif an if in the one before's
+ * else, read in a loop (a chain of them nests no deeper in the parser). */
 static jj_node *if_stmt(parser *ps)
 {
-    static const char *const ends[] = {"elif", "else", "endif", NULL};
-    jj_node *n = node(ps, JN_IF);
-    n->a = expression(ps);
-    end_block(ps);
+    static const char *const ends[] = {"elif", "else", "endif", NULL}, *const endif[] = {"endif", NULL};
+    jj_node *first = NULL, **slot = &first;
     const char *ended;
-    n->b = body(ps, ends, &ended);
-    if (!strcmp(ended, "elif")) {
-        n->c = if_stmt(ps);
-        return n;
-    }
-    if (!strcmp(ended, "else")) {
-        static const char *const endif[] = {"endif", NULL};
+    do {
+        jj_node *n = *slot = node(ps, JN_IF);
+        n->a = expression(ps);
         end_block(ps);
-        n->c = body(ps, endif, &ended);
+        n->b = body(ps, ends, &ended);
+        slot = &n->c;
+    } while (!strcmp(ended, "elif"));
+    if (!strcmp(ended, "else")) {
+        end_block(ps);
+        *slot = body(ps, endif, &ended);
     }
     end_block(ps);
-    return n;
+    return first;
 }
 
 static void targets(parser *ps, jj_node *n)
@@ -672,14 +673,64 @@ static jj_node *body(parser *ps, const char *const *ends, const char **ended)
     return n;
 }
 
+/* ---- the tree's height ---- */
+
+typedef struct {
+    const jj_node *n;
+    int height;
+} walk_item;
+
+typedef struct {
+    walk_item *items;
+    size_t n, cap;
+} walk_stack;
+
+static void walk_push(jj_pool *p, walk_stack *w, const jj_node *n, int height)
+{
+    if (!n)
+        return;
+    if (w->n == w->cap) {
+        w->cap = w->cap ? w->cap * 2 : 256;
+        w->items = jj_realloc(p, w->items, w->cap * sizeof(*w->items));
+    }
+    w->items[w->n++] = (walk_item){n, height};
+}
+
+/* The walks of the tree (uses(), the render) recurse once a level, and the
+ * chains the parser builds in loops, not by recursion (x.y.y..., a ~ b ~ ...,
+ * |f|f..., elif after elif), nest without bound: the height is checked here,
+ * with a stack of its own. */
+static void check_height(jj_pool *p, const jj_node *root)
+{
+    walk_stack w = {0};
+    walk_push(p, &w, root, 1);
+    while (w.n) {
+        walk_item it = w.items[--w.n];
+        const jj_node *n = it.n;
+        if (it.height > JJ_MAX_HEIGHT)
+            jj_fail(p, "chat template: line %d: the template nests deeper than %d levels (brackets, blocks, chains "
+                       "of attributes, filters or operators)", n->line, JJ_MAX_HEIGHT);
+        const jj_node *kids[] = {n->a, n->b, n->c, n->d};
+        for (int i = 0; i < 4; i++)
+            walk_push(p, &w, kids[i], it.height + 1);
+        for (int i = 0; i < n->nargs; i++)
+            walk_push(p, &w, n->args[i], it.height + 1);
+        for (int i = 0; n->kwargs && i < n->nkw; i++)
+            walk_push(p, &w, n->kwargs[i], it.height + 1);
+    }
+}
+
 jj_node *jj_parse(jj_pool *p, const char *src)
 {
     parser ps = {.p = p};
     int count;
     ps.t = jj_lex(p, src, &count);
-    return body(&ps, NULL, NULL);
+    jj_node *root = body(&ps, NULL, NULL);
+    check_height(p, root);
+    return root;
 }
 
+/* Recursive: the parse bounded the tree's height. */
 static int uses(const jj_node *n, const char *name)
 {
     if (!n)

@@ -28,6 +28,16 @@ void jj_fail(jj_pool *p, const char *fmt, ...)
     longjmp(*p->on_error, 1);
 }
 
+/* What malloc really takes for a block of n bytes: glibc's chunk holds the
+ * block's header and malloc's 8 bytes of size, rounded up to 16 (at least
+ * 32).  Counting only n let a render of many small values hold twice its
+ * limit. */
+static size_t block_cost(size_t n)
+{
+    size_t c = (sizeof(jj_block) + n + 8 + 15) & ~(size_t)15;
+    return c < 32 ? 32 : c;
+}
+
 static void unlink_block(jj_pool *p, jj_block *b)
 {
     if (b->prev)
@@ -36,7 +46,7 @@ static void unlink_block(jj_pool *p, jj_block *b)
         p->blocks = b->next;
     if (b->next)
         b->next->prev = b->prev;
-    p->total -= b->size;
+    p->total -= block_cost(b->size);
 }
 
 static void *link_block(jj_pool *p, jj_block *b, size_t n)
@@ -47,7 +57,7 @@ static void *link_block(jj_pool *p, jj_block *b, size_t n)
     if (p->blocks)
         p->blocks->prev = b;
     p->blocks = b;
-    p->total += n;
+    p->total += block_cost(n);
     return b->data;
 }
 
@@ -55,7 +65,7 @@ void *jj_realloc(jj_pool *p, void *old, size_t n)
 {
     jj_block *b = old ? (jj_block *)((char *)old - offsetof(jj_block, data)) : NULL;
     size_t had = b ? b->size : 0;
-    if (p->total - had + n > p->limit)
+    if (n > p->limit || p->total - (b ? block_cost(had) : 0) + block_cost(n) > p->limit)
         jj_fail(p, "chat template: the render needs more than %zu MiB of memory", p->limit >> 20);
     if (b)
         unlink_block(p, b);
@@ -92,6 +102,12 @@ void jj_work(jj_pool *p, size_t units)
         jj_fail(p, "chat template: the render does more than %zu million steps of work", p->work_limit / 1000000);
 }
 
+void jj_enter(jj_pool *p, int line)
+{
+    if (++p->depth > JJ_MAX_DEPTH)
+        jj_fail_at(p, line, "the template nests or recurses deeper than %d levels", JJ_MAX_DEPTH);
+}
+
 char *jj_strndup(jj_pool *p, const char *s, size_t n)
 {
     char *d = jj_alloc(p, n + 1);
@@ -119,6 +135,17 @@ void jj_buf_str(jj_pool *p, jj_buf *b, const char *s)
 jv jj_buf_value(jj_buf *b)
 {
     return jv_strn(b->s ? b->s : "", b->n);
+}
+
+char *jj_buf_detach(jj_pool *p, jj_buf *b)
+{
+    if (!b->s)
+        jj_buf_add(p, b, "", 0);
+    jj_block *blk = (jj_block *)(b->s - offsetof(jj_block, data));
+    unlink_block(p, blk);
+    memmove(blk, b->s, b->n + 1);
+    char *s = realloc(blk, b->n + 1);   /* smaller: it fails only to leave the block as it is */
+    return s ? s : (char *)blk;
 }
 
 /* ---- values ---- */
@@ -223,11 +250,9 @@ int jv_truthy(jv v)
     }
 }
 
-#define MAX_VALUE_DEPTH 2048   /* nesting a value may have where it is compared, printed or dumped */
-
 static int equal_at(jv a, jv b, int depth);
 
-/* Values nested deeper than MAX_VALUE_DEPTH compare unequal (Python would
+/* Values nested deeper than JJ_VALUE_DEPTH compare unequal (Python would
  * raise RecursionError; jansson reads no JSON that deep). */
 int jv_equal(jv a, jv b)
 {
@@ -238,7 +263,7 @@ static int equal_at(jv a, jv b, int depth)
 {
     if ((a.t == JV_LIST || a.t == JV_TUPLE || a.t == JV_DICT) && a.t == b.t && a.list == b.list)
         return 1;   /* the same object, as Python's containers check first */
-    if (depth > MAX_VALUE_DEPTH)
+    if (depth > JJ_VALUE_DEPTH)
         return 0;
     if (jv_is_number(a) && jv_is_number(b))
         return a.t == JV_FLOAT || b.t == JV_FLOAT ? jv_num(a) == jv_num(b) : jv_int_of(a) == jv_int_of(b);
@@ -409,8 +434,8 @@ static void put_value(jj_pool *p, jj_buf *b, jv v, int repr, int depth);
 
 static void put_container(jj_pool *p, jj_buf *b, jv v, int depth)
 {
-    if (depth > MAX_VALUE_DEPTH)
-        jj_fail(p, "chat template: a value nested deeper than %d levels is printed", MAX_VALUE_DEPTH);
+    if (depth > JJ_VALUE_DEPTH)
+        jj_fail(p, "chat template: a value nested deeper than %d levels is printed", JJ_VALUE_DEPTH);
     if (v.t == JV_DICT || v.t == JV_NS) {
         jj_buf_str(p, b, v.t == JV_NS ? "<Namespace {" : "{");
         for (size_t i = 0; i < v.dict->n; i++) {
@@ -587,8 +612,8 @@ static void put_json_container(jj_pool *p, jj_buf *b, jv v, const json_style *st
 static void put_json(jj_pool *p, jj_buf *b, jv v, const json_style *st, int depth)
 {
     char s[40];
-    if (depth > MAX_VALUE_DEPTH)
-        jj_fail(p, "chat template: tojson: the value nests deeper than %d levels", MAX_VALUE_DEPTH);
+    if (depth > JJ_VALUE_DEPTH)
+        jj_fail(p, "chat template: tojson: the value nests deeper than %d levels", JJ_VALUE_DEPTH);
     switch (v.t) {
     case JV_NONE: jj_buf_str(p, b, "null"); break;
     case JV_BOOL: jj_buf_str(p, b, v.b ? "true" : "false"); break;
@@ -649,15 +674,17 @@ jv jv_escape(jj_pool *p, jv v)
     return out;
 }
 
-jv jv_from_json(jj_pool *p, const json_t *j)
+static jv from_json(jj_pool *p, const json_t *j, int depth)
 {
+    if (depth > JJ_VALUE_DEPTH)
+        jj_fail(p, "chat template: a variable nests deeper than %d levels", JJ_VALUE_DEPTH);
     switch (json_typeof(j)) {
     case JSON_OBJECT: {
         jv d = jv_dict(p, JV_DICT);
         const char *k;
         json_t *x;
         json_object_foreach((json_t *)j, k, x)   /* a JSON object's keys are unique */
-            append_entry(p, d, jv_str(jj_strndup(p, k, strlen(k))), jv_from_json(p, x));
+            append_entry(p, d, jv_str(jj_strndup(p, k, strlen(k))), from_json(p, x, depth + 1));
         return d;
     }
     case JSON_ARRAY: {
@@ -665,7 +692,7 @@ jv jv_from_json(jj_pool *p, const json_t *j)
         size_t i;
         json_t *x;
         json_array_foreach(j, i, x)
-            jv_push(p, l, jv_from_json(p, x));
+            jv_push(p, l, from_json(p, x, depth + 1));
         return l;
     }
     case JSON_STRING: return jv_strn(jj_strndup(p, json_string_value(j), json_string_length(j)), json_string_length(j));
@@ -675,4 +702,9 @@ jv jv_from_json(jj_pool *p, const json_t *j)
     case JSON_FALSE: return jv_bool(0);
     default: return jv_none();
     }
+}
+
+jv jv_from_json(jj_pool *p, const json_t *j)
+{
+    return from_json(p, j, 0);
 }

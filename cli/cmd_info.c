@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/defaults.h"
 #include "cli/flags.h"
+#include "models/arch.h"
 #include "models/gguf.h"
 
 enum { TEMPLATE_LINE_MAX = 160 };
@@ -84,6 +85,16 @@ static void print_hparams(const tram_gguf *g, const char *arch)
     }
 }
 
+/* The row of models/arch.c the file loads as. */
+static void print_family(const tram_gguf *g, const char *arch)
+{
+    const tram_arch *a = tram_arch_of_gguf(g, arch);
+    if (a)
+        printf("%-24s %s (%s)\n", "family", a->name, a->hf_architecture);
+    else
+        printf("%-24s none: tram does not run '%s' files\n", "family", arch);
+}
+
 static void print_tensors(const tram_gguf *g)
 {
     uint64_t per_type[64] = {0}, params = 0;
@@ -137,8 +148,10 @@ static int show(const char *path)
            g->map_len / 1048576.0);
     print_key(g, "architecture", "general.architecture");
     print_key(g, "name", "general.name");
-    if (arch_name[0])
+    if (arch_name[0]) {
+        print_family(g, arch_name);
         print_hparams(g, arch_name);
+    }
     print_tensors(g);
     print_template(g);
     tram_gguf_close(g);

@@ -11,9 +11,8 @@
 #include "grammar/utf8_ranges.h"
 #include "kernels/utf8.h"
 
-/* Limits that keep hostile text from exhausting memory or the stack. */
-#define MAX_ELEMS (1 << 20)
-#define MAX_RULES (1 << 16)
+/* Limits that keep hostile text from exhausting memory or the stack
+ * (and gbnf.h's on the text's size). */
 #define MAX_NESTING 128
 #define UNROLLED 128        /* counts up to this are expanded into rules */
 #define MAX_RANGES 1024
@@ -33,6 +32,14 @@ typedef struct {
     int rule;
 } interned_class;
 
+/* A hash index over ids (rules by name, byte sets, classes), so that
+ * looking one up costs the same however many there are. */
+typedef struct {
+    int32_t *slot;             /* id + 1, 0 empty */
+    uint64_t *hash;            /* [id]: its key's hash */
+    int cap, num_ids, cap_ids;
+} id_index;
+
 typedef struct {
     const char *p;
     tram_error *err;
@@ -42,6 +49,7 @@ typedef struct {
     elemvec *rules;
     uint8_t *defined, *synthetic;
     int num_rules, cap_rules;
+    id_index names_ix, sets_ix, classes_ix;
     tram_byteset *sets;
     int num_sets, cap_sets;
     interned_class *classes;
@@ -54,27 +62,67 @@ typedef struct {
 
 #define FAIL(ps, ...) ((ps)->failed ? -1 : ((ps)->failed = 1, tram_fail((ps)->err, __VA_ARGS__)))
 
-static int grow(void **v, int *cap, int need, size_t size)
+static uint64_t hash_bytes(const void *p, size_t n)
 {
-    if (need <= *cap)
-        return 0;
-    int c = *cap ? *cap : 8;
-    while (c < need)
-        c *= 2;
-    void *n = realloc(*v, (size_t)c * size);
-    if (!n)
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return tram_mix64(h);
+}
+
+/* The slot of the first id with hash h that `same` finds equal, else the
+ * first empty one (same NULL: the empty one). */
+static int32_t *index_slot(const id_index *ix, uint64_t h, int (*same)(const parser *, int, const void *),
+                           const parser *ps, const void *key)
+{
+    size_t m = (size_t)ix->cap - 1, i = (size_t)h & m;
+    for (; ix->slot[i]; i = (i + 1) & m)
+        if (same && ix->hash[ix->slot[i] - 1] == h && same(ps, ix->slot[i] - 1, key))
+            break;
+    return &ix->slot[i];
+}
+
+/* Records id with hash h. */
+static int index_add(id_index *ix, int id, uint64_t h)
+{
+    if (tram_grow((void **)&ix->hash, &ix->cap_ids, id + 1, sizeof(uint64_t)))
         return -1;
-    *v = n;
-    *cap = c;
+    ix->hash[id] = h;
+    if (2 * ++ix->num_ids > ix->cap) {
+        int cap = ix->cap ? 2 * ix->cap : 256;
+        int32_t *slot = calloc((size_t)cap, sizeof(int32_t));
+        if (!slot)
+            return -1;
+        for (int k = 0; k < ix->cap; k++) {
+            if (!ix->slot[k])
+                continue;
+            size_t i = (size_t)ix->hash[ix->slot[k] - 1] & (size_t)(cap - 1);
+            while (slot[i])
+                i = (i + 1) & (size_t)(cap - 1);
+            slot[i] = ix->slot[k];
+        }
+        free(ix->slot);
+        ix->slot = slot;
+        ix->cap = cap;
+    }
+    *index_slot(ix, h, NULL, NULL, NULL) = id + 1;
     return 0;
+}
+
+static void index_free(id_index *ix)
+{
+    free(ix->slot);
+    free(ix->hash);
 }
 
 static int push(parser *ps, int rule, tram_gkind kind, int32_t arg)
 {
     elemvec *e = &ps->rules[rule];
-    if (++ps->total_elems > MAX_ELEMS)
-        return FAIL(ps, "grammar: more than %d elements", MAX_ELEMS);
-    if (grow((void **)&e->v, &e->cap, e->n + 1, sizeof(*e->v)))
+    if (++ps->total_elems > TRAM_GBNF_MAX_ELEMS)
+        return FAIL(ps, "grammar: more than %d elements (characters matched, references, "
+                        "alternatives), the most tram compiles", TRAM_GBNF_MAX_ELEMS);
+    if (tram_grow((void **)&e->v, &e->cap, e->n + 1, sizeof(*e->v)))
         return FAIL(ps, "grammar: out of memory");
     e->v[e->n++] = (tram_gelem){.kind = (uint8_t)kind, .arg = arg};
     return 0;
@@ -82,12 +130,13 @@ static int push(parser *ps, int rule, tram_gkind kind, int32_t arg)
 
 static int add_rule(parser *ps, const char *name, size_t len, int synthetic)
 {
-    if (ps->num_rules >= MAX_RULES)
-        return FAIL(ps, "grammar: more than %d rules", MAX_RULES);
+    if (ps->num_rules >= TRAM_GBNF_MAX_RULES)
+        return FAIL(ps, "grammar: more than %d rules (helper rules of groups and repetitions "
+                        "included), the most tram compiles", TRAM_GBNF_MAX_RULES);
     int n = ps->num_rules + 1, c1 = ps->cap_rules, c2 = c1, c3 = c1, c4 = c1;
-    if (grow((void **)&ps->names, &c1, n, sizeof(char *)) ||
-        grow((void **)&ps->rules, &c2, n, sizeof(elemvec)) ||
-        grow((void **)&ps->defined, &c3, n, 1) || grow((void **)&ps->synthetic, &c4, n, 1))
+    if (tram_grow((void **)&ps->names, &c1, n, sizeof(char *)) ||
+        tram_grow((void **)&ps->rules, &c2, n, sizeof(elemvec)) ||
+        tram_grow((void **)&ps->defined, &c3, n, 1) || tram_grow((void **)&ps->synthetic, &c4, n, 1))
         return FAIL(ps, "grammar: out of memory");
     ps->cap_rules = c1;
     int id = ps->num_rules;
@@ -101,12 +150,31 @@ static int add_rule(parser *ps, const char *name, size_t len, int synthetic)
     return id;
 }
 
+typedef struct {
+    const char *s;
+    size_t n;
+} name_key;
+
+static int same_name(const parser *ps, int id, const void *key)
+{
+    const name_key *k = key;
+    return strlen(ps->names[id]) == k->n && !memcmp(ps->names[id], k->s, k->n);
+}
+
+/* The rule named name[0..len), added (not yet defined) when new. */
 static int rule_id(parser *ps, const char *name, size_t len)
 {
-    for (int i = 0; i < ps->num_rules; i++)
-        if (!ps->synthetic[i] && strlen(ps->names[i]) == len && !memcmp(ps->names[i], name, len))
-            return i;
-    return add_rule(ps, name, len, 0);
+    name_key k = {name, len};
+    uint64_t h = hash_bytes(name, len);
+    if (ps->names_ix.cap) {
+        int32_t *slot = index_slot(&ps->names_ix, h, same_name, ps, &k);
+        if (*slot)
+            return *slot - 1;
+    }
+    int id = add_rule(ps, name, len, 0);
+    if (id >= 0 && index_add(&ps->names_ix, id, h))
+        return FAIL(ps, "grammar: out of memory");
+    return id;
 }
 
 /* A helper rule for a group or repetition inside `parent`: "parent_N". */
@@ -117,12 +185,21 @@ static int helper_rule(parser *ps, int parent)
     return add_rule(ps, name, (size_t)len, 1);
 }
 
+static int same_set(const parser *ps, int id, const void *key)
+{
+    return !memcmp(&ps->sets[id], key, sizeof(tram_byteset));
+}
+
 static int intern_set(parser *ps, const tram_byteset *s)
 {
-    for (int i = 0; i < ps->num_sets; i++)
-        if (!memcmp(&ps->sets[i], s, sizeof(*s)))
-            return i;
-    if (grow((void **)&ps->sets, &ps->cap_sets, ps->num_sets + 1, sizeof(*s)))
+    uint64_t h = hash_bytes(s, sizeof(*s));
+    if (ps->sets_ix.cap) {
+        int32_t *slot = index_slot(&ps->sets_ix, h, same_set, ps, s);
+        if (*slot)
+            return *slot - 1;
+    }
+    if (tram_grow((void **)&ps->sets, &ps->cap_sets, ps->num_sets + 1, sizeof(*s)) ||
+        index_add(&ps->sets_ix, ps->num_sets, h))
         return FAIL(ps, "grammar: out of memory");
     ps->sets[ps->num_sets] = *s;
     return ps->num_sets++;
@@ -189,6 +266,9 @@ static int64_t parse_char(parser *ps)
     }
     if (cp > TRAM_MAX_CODEPOINT)
         return FAIL(ps, "grammar: code point %X is past U+10FFFF", cp);
+    if (cp >= 0xD800 && cp <= 0xDFFF)
+        return FAIL(ps, "grammar: '\\%c%0*X' is a surrogate, not a character (UTF-8 text has none)", c,
+                    digits, cp);
     return cp;
 }
 
@@ -267,14 +347,22 @@ static int emit_sequence(void *ctx, const uint8_t *lo, const uint8_t *hi, int n)
 
 /* A class beyond ASCII becomes a helper rule, one per distinct class: its
  * ASCII part as one alternative, then the UTF-8 sequences of the rest. */
+static int same_class(const parser *ps, int id, const void *key)
+{
+    const interned_class *k = key;
+    return ps->classes[id].n == k->n && !memcmp(ps->classes[id].r, k->r, (size_t)k->n * sizeof(*k->r));
+}
+
 static int class_rule(parser *ps, int parent, const cprange *r, int n)
 {
-    for (int i = 0; i < ps->num_classes; i++)
-        if (ps->classes[i].n == n && !memcmp(ps->classes[i].r, r, (size_t)n * sizeof(*r)))
-            return ps->classes[i].rule;
+    interned_class key = {.r = (cprange *)r, .n = n};
+    uint64_t h = hash_bytes(r, (size_t)n * sizeof(*r));
+    int32_t *slot = ps->classes_ix.cap ? index_slot(&ps->classes_ix, h, same_class, ps, &key) : NULL;
+    if (slot && *slot)
+        return ps->classes[*slot - 1].rule;
     int rule = helper_rule(ps, parent);
-    if (rule < 0 || grow((void **)&ps->classes, &ps->cap_classes, ps->num_classes + 1,
-                         sizeof(*ps->classes)))
+    if (rule < 0 || tram_grow((void **)&ps->classes, &ps->cap_classes, ps->num_classes + 1,
+                         sizeof(*ps->classes)) || index_add(&ps->classes_ix, ps->num_classes, h))
         return FAIL(ps, "grammar: out of memory");
     interned_class *ic = &ps->classes[ps->num_classes++];
     *ic = (interned_class){.r = malloc((size_t)n * sizeof(*r)), .n = n, .rule = rule};
@@ -457,7 +545,7 @@ static int counted_repeat(parser *ps, int rule, int start, int term, int min, in
             repeat(ps, rep.tail, 0, TRAM_MAX(0, min - rep.max), ps->tail) || push(ps, rep.tail, TRAM_G_END, 0))
             return -1;
     }
-    if (grow((void **)&ps->repeats, &ps->cap_repeats, ps->num_repeats + 1, sizeof(*ps->repeats)))
+    if (tram_grow((void **)&ps->repeats, &ps->cap_repeats, ps->num_repeats + 1, sizeof(*ps->repeats)))
         return FAIL(ps, "grammar: out of memory");
     ps->repeats[ps->num_repeats] = rep;
     elemvec *e = &ps->rules[rule];
@@ -479,7 +567,7 @@ static int repeat(parser *ps, int rule, int start, int min, int max)
     if (term < 0)
         return -1;
     if (max < 0 || max > 1) {  /* checked once all rules are known (check_repeated) */
-        if (grow((void **)&ps->repeated, &ps->cap_repeated, 2 * ps->num_repeated + 2, sizeof(int32_t)))
+        if (tram_grow((void **)&ps->repeated, &ps->cap_repeated, 2 * ps->num_repeated + 2, sizeof(int32_t)))
             return FAIL(ps, "grammar: out of memory");
         ps->repeated[2 * ps->num_repeated] = rule;
         ps->repeated[2 * ps->num_repeated++ + 1] = term;
@@ -648,60 +736,109 @@ static int parse_rule(parser *ps)
 
 /* ---------------------------------------------------------------- checks */
 
-/* Rules that can match the empty string. */
-static uint8_t *nullable_rules(const tram_gbnf *g)
+/* Linear: each alternative counts its elements not yet known to match
+ * empty; a rule found nullable decrements the alternatives it occurs in,
+ * and one that reaches zero makes its rule nullable in turn. */
+uint8_t *tram_gbnf_nullable(const tram_gbnf *g)
 {
-    uint8_t *nul = calloc((size_t)g->num_rules, 1);
-    for (int changed = 1; nul && changed;) {
-        changed = 0;
-        for (int r = 0; r < g->num_rules; r++) {
-            if (nul[r])
-                continue;
-            int all = 1;
-            for (const tram_gelem *e = g->elems + g->rule_start[r];; e++) {
-                if (tram_gelem_ends_alt(e)) {
-                    if (all) {
-                        nul[r] = 1;
-                        changed = 1;
-                        break;
-                    }
-                    if (e->kind == TRAM_G_END)
-                        break;
-                    all = 1;
-                } else if (e->kind == TRAM_G_BYTES || !tram_gelem_nullable(g, nul, e)) {
-                    all = 0;
-                }
+    int n = g->num_rules;
+    size_t ne = (size_t)g->num_elems + 1;
+    uint8_t *nul = calloc((size_t)n + 1, 1);
+    int32_t *alt_rule = malloc(ne * sizeof(int32_t)), *left = malloc(ne * sizeof(int32_t));
+    int32_t *occ_start = calloc((size_t)n + 2, sizeof(int32_t)), *occ = malloc(ne * sizeof(int32_t));
+    int32_t *queue = malloc(((size_t)n + 1) * sizeof(int32_t));
+    int num_alts = 0, head = 0, tail = 0, ok = nul && alt_rule && left && occ_start && occ && queue;
+    /* alternatives numbered in order; left[a]: its elements not known to be empty (BYTES: never) */
+    for (int r = 0; ok && r < n; r++)
+        for (const tram_gelem *e = g->elems + g->rule_start[r];; e++) {
+            if (e == g->elems + g->rule_start[r] || tram_gelem_ends_alt(e - 1)) {
+                alt_rule[num_alts] = r;
+                left[num_alts++] = 0;
+            }
+            if (tram_gelem_ends_alt(e)) {
+                if (e->kind == TRAM_G_END)
+                    break;
+            } else if (e->kind == TRAM_G_BYTES) {
+                left[num_alts - 1] = INT32_MAX / 2;
+            } else if (!(e->kind == TRAM_G_REPEAT && g->repeats[e->arg].min == 0)) {
+                left[num_alts - 1]++;
+                occ_start[tram_gelem_rule(g, e) + 2]++;
             }
         }
+    for (int r = 0; ok && r < n; r++)
+        occ_start[r + 2] += occ_start[r + 1];
+    for (int r = 0, a = 0; ok && r < n; r++)
+        for (const tram_gelem *e = g->elems + g->rule_start[r];; e++) {
+            if (tram_gelem_ends_alt(e)) {
+                a++;
+                if (e->kind == TRAM_G_END)
+                    break;
+            } else if (e->kind != TRAM_G_BYTES && !(e->kind == TRAM_G_REPEAT && g->repeats[e->arg].min == 0)) {
+                occ[occ_start[tram_gelem_rule(g, e) + 1]++] = a;
+            }
+        }
+    for (int a = 0; ok && a < num_alts; a++)
+        if (left[a] == 0 && !nul[alt_rule[a]]) {
+            nul[alt_rule[a]] = 1;
+            queue[tail++] = alt_rule[a];
+        }
+    while (ok && head < tail) {
+        int x = queue[head++];
+        for (int32_t k = occ_start[x]; k < occ_start[x + 1]; k++)
+            if (--left[occ[k]] == 0 && !nul[alt_rule[occ[k]]]) {
+                nul[alt_rule[occ[k]]] = 1;
+                queue[tail++] = alt_rule[occ[k]];
+            }
+    }
+    free(alt_rule);
+    free(left);
+    free(occ_start);
+    free(occ);
+    free(queue);
+    if (!ok) {
+        free(nul);
+        return NULL;
     }
     return nul;
 }
 
-/* Depth-first over "r can start with rule x" edges; a rule met again while
- * on the path is left-recursive.  colour: 0 new, 1 on the path, 2 done. */
-static int left_recursive(const tram_gbnf *g, const uint8_t *nul, uint8_t *colour, int r, int depth)
+/* Depth-first over "r can start with rule x" edges, on an explicit stack
+ * (a chain of rules may be as long as the rule bound); a rule met again
+ * while on the path is left-recursive.  colour: 0 new, 1 on the path, 2
+ * done.  Frame d of the path is rule path[d] read up to at[d], open[d]
+ * while nothing of the current alternative can have matched a character. */
+typedef struct {
+    int32_t *path, *at;
+    uint8_t *open;
+} dfs_path;
+
+static int left_recursive(const tram_gbnf *g, const uint8_t *nul, uint8_t *colour, int root, dfs_path *p)
 {
-    if (colour[r] == 1)
-        return r;
-    if (colour[r] == 2 || depth > MAX_RULES)
-        return -1;
-    colour[r] = 1;
-    int at_start = 1;
-    for (const tram_gelem *e = g->elems + g->rule_start[r];; e++) {
-        if (tram_gelem_ends_alt(e)) {
-            if (e->kind == TRAM_G_END)
-                break;
-            at_start = 1;
-        } else if (at_start && tram_gelem_rule(g, e) >= 0) {
-            int bad = left_recursive(g, nul, colour, tram_gelem_rule(g, e), depth + 1);
-            if (bad >= 0)
-                return bad;
-            at_start = tram_gelem_nullable(g, nul, e);
+    int d = 0;
+    colour[root] = 1;
+    *p->path = root;
+    *p->at = g->rule_start[root];
+    *p->open = 1;
+    while (d >= 0) {
+        const tram_gelem *e = g->elems + p->at[d]++;
+        int sub = p->open[d] && !tram_gelem_ends_alt(e) ? tram_gelem_rule(g, e) : -1;
+        if (e->kind == TRAM_G_END) {
+            colour[p->path[d--]] = 2;
+            if (d >= 0)  /* the parent goes on after the reference it followed */
+                p->open[d] = (uint8_t)tram_gelem_nullable(g, nul, g->elems + p->at[d] - 1);
+        } else if (e->kind == TRAM_G_ALT) {
+            p->open[d] = 1;
+        } else if (sub < 0 || colour[sub] == 2) {
+            p->open[d] = sub >= 0 && tram_gelem_nullable(g, nul, e);
+        } else if (colour[sub] == 1) {
+            return sub;
         } else {
-            at_start = 0;
+            colour[sub] = 1;
+            p->path[++d] = sub;
+            p->at[d] = g->rule_start[sub];
+            p->open[d] = 1;
         }
     }
-    colour[r] = 2;
     return -1;
 }
 
@@ -718,15 +855,20 @@ static int empty_repeated(const uint8_t *nul, const int32_t *repeated, int num_r
 
 static int check_left_recursion(const tram_gbnf *g, const int32_t *repeated, int num_repeated, tram_error *err)
 {
-    uint8_t *nul = nullable_rules(g), *colour = calloc((size_t)g->num_rules, 1);
-    int bad = -1, empty = -1;
-    for (int r = 0; nul && colour && r < g->num_rules && bad < 0; r++)
-        bad = left_recursive(g, nul, colour, r, 0);
-    if (nul && bad < 0)
+    size_t n = (size_t)g->num_rules + 1;
+    uint8_t *nul = tram_gbnf_nullable(g), *colour = calloc(n, 1);
+    dfs_path p = {malloc(n * sizeof(int32_t)), malloc(n * sizeof(int32_t)), malloc(n)};
+    int bad = -1, empty = -1, oom = !nul || !colour || !p.path || !p.at || !p.open;
+    for (int r = 0; !oom && r < g->num_rules && bad < 0; r++)
+        if (!colour[r])
+            bad = left_recursive(g, nul, colour, r, &p);
+    if (!oom && bad < 0)
         empty = empty_repeated(nul, repeated, num_repeated);
-    int oom = !nul || !colour;
     free(nul);
     free(colour);
+    free(p.path);
+    free(p.at);
+    free(p.open);
     if (oom)
         return tram_fail(err, "grammar: out of memory");
     if (bad >= 0)
@@ -768,12 +910,17 @@ static void free_parser(parser *ps)
     free(ps->defined);
     free(ps->synthetic);
     free(ps->classes);
+    index_free(&ps->names_ix);
+    index_free(&ps->sets_ix);
+    index_free(&ps->classes_ix);
 }
 
 int tram_gbnf_parse(const char *text, const char *root, int tail, tram_gbnf *g, tram_error *err)
 {
     *g = (tram_gbnf){.root = -1};
     parser ps = {.p = text, .err = err, .tail = TRAM_MAX(tail, 1)};
+    if (strnlen(text, TRAM_GBNF_MAX_TEXT + 1) > TRAM_GBNF_MAX_TEXT)
+        FAIL(&ps, "grammar: its text is over %d MiB, the most tram compiles", TRAM_GBNF_MAX_TEXT >> 20);
     skip_space(&ps, 1);
     while (*ps.p && !ps.failed) {
         parse_rule(&ps);
@@ -798,7 +945,7 @@ int tram_gbnf_parse(const char *text, const char *root, int tail, tram_gbnf *g, 
     }
     g->num_rules = ps.num_rules;
     free_parser(&ps);
-    int bad = ps.failed || check_left_recursion(g, ps.repeated, ps.num_repeated, err);
+    int bad = ps.failed || check_left_recursion(g, ps.repeated, ps.num_repeated, err) || tram_gbnf_factor(g, err);
     free(ps.repeated);
     if (bad) {
         tram_gbnf_free(g);

@@ -20,11 +20,27 @@
  * the same at any count (see counted_repeat in gbnf.c). */
 #define TRAM_GBNF_MAX_REPEAT 1000000
 
+/* Bounds on the text, each an error naming it: its bytes, its rules
+ * (helper rules for groups and repetitions included), its elements (a
+ * byte matched, a reference, an alternative's end). */
+#define TRAM_GBNF_MAX_TEXT (8 << 20)
+#define TRAM_GBNF_MAX_RULES (1 << 17)
+#define TRAM_GBNF_MAX_ELEMS (1 << 22)
+
 /* Parses text; root names the start rule.  tail: how many of the last
  * iterations of a large bounded count are expanded into rules (the
  * longest token's length in bytes keeps every mask precomputed; see
  * counted_repeat in gbnf.c); at least 1. */
 int tram_gbnf_parse(const char *text, const char *root, int tail, tram_gbnf *out, tram_error *err);
 void tram_gbnf_free(tram_gbnf *g);
+
+/* Merges alternatives that begin alike into a trie (gbnf_factor.c): the
+ * same language, one stack per distinct prefix.  tram_gbnf_parse does it
+ * last; rules keep their ids, helper rules are added after them. */
+int tram_gbnf_factor(tram_gbnf *g, tram_error *err);
+
+/* nullable[r] (malloc'd, NULL when out of memory): 1 when rule r can match
+ * the empty string. */
+uint8_t *tram_gbnf_nullable(const tram_gbnf *g);
 
 #endif

@@ -37,6 +37,24 @@ static void grammar_free(tram_grammar *g)
  * vocabularies have any) are checked at run time near the bound. */
 #define MAX_TAIL 128
 
+/* The grammar must be able to start: its first set is computed once here
+ * so that a grammar refused there (too ambiguous from its first byte, or
+ * matching nothing) is refused at compile, not by every matcher. */
+static int check_start(const tram_grammar *g, tram_error *err)
+{
+    tram_stackset st = {0};
+    int32_t *buf = tram_calloc(TRAM_MAX_STACK_DEPTH + 1, sizeof(int32_t), err);
+    if (!buf)
+        return -1;
+    tram_stacks_start(&g->ir, g->ir.root, &st, buf);
+    int rc = tram_stackset_refusal(&st, err);
+    if (!rc && st.n == 0 && !st.has_end)
+        rc = tram_fail(err, "grammar: it matches nothing (an empty class, or a character no UTF-8 text has?)");
+    tram_stackset_free(&st);
+    free(buf);
+    return rc;
+}
+
 tram_grammar *tram_grammar_compile_tail(const char *gbnf, const char *root_rule,
                                         const struct tram_tokenizer *tok, int tail, tram_error *err)
 {
@@ -46,7 +64,7 @@ tram_grammar *tram_grammar_compile_tail(const char *gbnf, const char *root_rule,
     atomic_init(&g->refs, 1);
     if (!(g->trie = tram_vocab_trie_get(tok, err)) ||
         tram_gbnf_parse(gbnf, root_rule, tail > 0 ? tail : TRAM_MIN(g->trie->max_len, MAX_TAIL), &g->ir, err) ||
-        tram_mask_table_build(&g->masks, &g->ir, g->trie, err)) {
+        check_start(g, err) || tram_mask_table_build(&g->masks, &g->ir, g->trie, err)) {
         grammar_free(g);
         return NULL;
     }
@@ -71,6 +89,17 @@ void tram_grammar_release(const tram_grammar *g)
         grammar_free((tram_grammar *)g);
 }
 
+size_t tram_grammar_bytes(const tram_grammar *g)
+{
+    const tram_gbnf *ir = &g->ir;
+    size_t bytes = sizeof(*g) + g->masks.bytes + (size_t)ir->num_elems * sizeof(tram_gelem) +
+                   (size_t)ir->num_rules * (sizeof(int32_t) + sizeof(char *)) +
+                   (size_t)ir->num_sets * sizeof(tram_byteset) + (size_t)ir->num_repeats * sizeof(tram_grepeat);
+    for (int r = 0; r < ir->num_rules; r++)
+        bytes += strlen(ir->rule_names[r]) + 1;
+    return bytes;
+}
+
 int tram_grammar_vocab(const tram_grammar *g) { return g->trie->vocab; }
 int tram_grammar_mask_words(const tram_grammar *g) { return g->masks.words; }
 
@@ -86,11 +115,10 @@ int tram_matcher_create(tram_matcher **out, const tram_grammar *g, tram_error *e
         return -1;
     }
     tram_stacks_start(&g->ir, g->ir.root, &m->state, m->scratch.buf);
-    if (tram_stackset_incomplete(&m->state)) {
-        int ambiguous = m->state.too_ambiguous;
+    if (tram_stackset_incomplete(&m->state) || m->state.too_deep) {
+        tram_stackset_refusal(&m->state, err);
         tram_matcher_free(m);
-        return ambiguous ? tram_fail(err, TRAM_GRAMMAR_TOO_AMBIGUOUS, TRAM_MAX_STACKS)
-                         : tram_fail(err, "grammar: out of memory");
+        return -1;
     }
     *out = m;
     return 0;

@@ -34,6 +34,14 @@ struct tram_tokenizer;
 typedef struct tram_grammar tram_grammar;
 typedef struct tram_matcher tram_matcher;
 
+/* The compile's budget: the work (automaton steps, trie nodes visited,
+ * references followed) and the memory of the per-position token masks.
+ * A grammar past either is an error naming it, as are the parser's bounds
+ * on the text (grammar/gbnf.h: bytes, rules, elements) and the matcher's
+ * (grammar/stacks.h: stacks, depth, steps per byte). */
+#define TRAM_GRAMMAR_MAX_STEPS ((int64_t)1 << 28)
+#define TRAM_GRAMMAR_MAX_MEMORY (512 << 20)
+
 /* Compiles GBNF text whose start rule is root_rule against tok's
  * vocabulary.  NULL and a message naming the problem (the rule, the
  * character) on failure.  The result holds one reference. */
@@ -50,6 +58,10 @@ tram_grammar *tram_grammar_compile_tail(const char *gbnf, const char *root_rule,
 const tram_grammar *tram_grammar_retain(const tram_grammar *g);
 /* Drops a reference; the last one frees it.  NULL is fine. */
 void tram_grammar_release(const tram_grammar *g);
+
+/* The memory the grammar holds (its rules and masks; the shared
+ * vocabulary trie not counted): what a cache of grammars is bounded by. */
+size_t tram_grammar_bytes(const tram_grammar *g);
 
 /* Token ids the mask covers: the tokenizer's vocabulary [0, vocab). */
 int tram_grammar_vocab(const tram_grammar *g);

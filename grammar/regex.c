@@ -66,6 +66,43 @@ static int shorthand(char c, cprange *out)
     return n;
 }
 
+static long parse_hex(rx *r, char c)
+{
+    int digits = c == 'u' ? 4 : 2;
+    long cp = 0;
+    for (int i = 0; i < digits; i++) {
+        int h = r->p < r->end ? tram_hex_digit(*r->p) : -1;
+        if (h < 0)
+            return RX_FAIL(r, "regex: '\\%c' needs %d hex digits", c, digits);
+        cp = cp << 4 | h;
+        r->p++;
+    }
+    return cp;
+}
+
+/* \xHH or \uHHHH (after the letter).  A UTF-16 pair \uD83D\uDE00 is the one
+ * character it encodes, as in JavaScript; a lone surrogate is no
+ * character (UTF-8 text cannot hold one), so it is an error, not a
+ * pattern that matches nothing. */
+static long parse_hex_char(rx *r, char c)
+{
+    long cp = parse_hex(r, c);
+    if (cp < 0xD800 || cp > 0xDFFF)
+        return cp;
+    if (cp <= 0xDBFF && r->end - r->p >= 6 && r->p[0] == '\\' && r->p[1] == 'u') {
+        const char *save = r->p;
+        r->p += 2;
+        long lo = parse_hex(r, 'u');
+        if (lo >= 0xDC00 && lo <= 0xDFFF)
+            return 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        if (lo < 0)
+            return lo;
+        r->p = save;
+    }
+    return RX_FAIL(r, "regex: '\\u%04lX' is a lone surrogate, not a character (UTF-8 text has none); "
+                      "write the character itself or its pair \\uD8xx\\uDCxx", cp);
+}
+
 /* An escape after '\': a character (>= 0), or -2 for a shorthand class
  * whose letter is left in *cls. */
 static long parse_escape(rx *r, char *cls)
@@ -81,18 +118,8 @@ static long parse_escape(rx *r, char *cls)
     for (const char *s = simple; *s; s += 2)
         if (c == s[0])
             return (unsigned char)s[1];
-    if (c == 'u' || c == 'x') {
-        int digits = c == 'u' ? 4 : 2;
-        long cp = 0;
-        for (int i = 0; i < digits; i++) {
-            int h = r->p < r->end ? tram_hex_digit(*r->p) : -1;
-            if (h < 0)
-                return RX_FAIL(r, "regex: '\\%c' needs %d hex digits", c, digits);
-            cp = cp << 4 | h;
-            r->p++;
-        }
-        return cp;
-    }
+    if (c == 'u' || c == 'x')
+        return parse_hex_char(r, c);
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
         return RX_FAIL(r, "regex: '\\%c' is not supported (backreferences, \\b and the like "
                           "are not)", c);

@@ -8,8 +8,8 @@
 
 void tram_stackset_clear(tram_stackset *s)
 {
-    s->pool_len = s->n = 0;
-    s->has_end = s->oom = s->too_ambiguous = 0;
+    s->pool_len = s->n = s->steps = s->raw.n = s->raw.num_todo = 0;
+    s->has_end = s->oom = s->too_ambiguous = s->too_costly = s->too_deep = 0;
 }
 
 void tram_stackset_free(tram_stackset *s)
@@ -18,6 +18,10 @@ void tram_stackset_free(tram_stackset *s)
     free(s->off);
     free(s->len);
     free(s->hash);
+    free(s->raw.pos);
+    free(s->raw.up);
+    free(s->raw.depth);
+    free(s->raw.todo);
     *s = (tram_stackset){0};
 }
 
@@ -100,91 +104,194 @@ int tram_stackset_copy(tram_stackset *dst, const tram_stackset *src)
     return 0;
 }
 
-/* For each alternative of `rule`: its start pushed on buf[0..len), expanded. */
-static void push_rule(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int len, int rule)
+/* ---------------------------------------------------------------- expansion
+ *
+ * Expanding a raw stack follows references until each stack's top is a
+ * byte set.  A tail reference replaces its frame, so a chain of rules
+ * that reference the next never grows the stack: the work is kept on an
+ * explicit list (raw frames, shared by the stacks that have them in
+ * common), never on the C stack, and counted against TRAM_MAX_EXPAND_STEPS. */
+
+static int raw_frame(tram_stackset *s, int32_t pos, int32_t up)
 {
-    if (len >= TRAM_MAX_STACK_DEPTH)
+    tram_raw_stacks *r = &s->raw;
+    if (r->n == r->cap) {
+        int cap = TRAM_MAX(64, 2 * r->cap);
+        int32_t *p = realloc(r->pos, (size_t)cap * sizeof(int32_t));
+        if (p)
+            r->pos = p;
+        int32_t *u = realloc(r->up, (size_t)cap * sizeof(int32_t));
+        if (u)
+            r->up = u;
+        int32_t *d = realloc(r->depth, (size_t)cap * sizeof(int32_t));
+        if (d)
+            r->depth = d;
+        if (!p || !u || !d)
+            return s->oom = 1, -1;
+        r->cap = cap;
+    }
+    r->pos[r->n] = pos;
+    r->up[r->n] = up;
+    r->depth[r->n] = 1 + (up < 0 ? 0 : r->depth[up]);
+    return r->n++;
+}
+
+static int raw_depth(const tram_stackset *s, int32_t frame) { return frame < 0 ? 0 : s->raw.depth[frame]; }
+
+/* Queues the raw stack whose top is `frame` (-1: the empty stack). */
+static void todo(tram_stackset *s, int32_t frame)
+{
+    tram_raw_stacks *r = &s->raw;
+    if (r->num_todo == r->cap_todo) {
+        int cap = TRAM_MAX(64, 2 * r->cap_todo);
+        int32_t *t = realloc(r->todo, (size_t)cap * sizeof(int32_t));
+        if (!t) {
+            s->oom = 1;
+            return;
+        }
+        r->todo = t;
+        r->cap_todo = cap;
+    }
+    r->todo[r->num_todo++] = frame;
+}
+
+/* Queues frame `pos` over `up`. */
+static void todo_push(tram_stackset *s, int32_t pos, int32_t up)
+{
+    int32_t f = raw_frame(s, pos, up);
+    if (f >= 0)
+        todo(s, f);
+}
+
+/* Each alternative of `rule` pushed on the raw stack `up`. */
+static void push_rule(const tram_gbnf *g, tram_stackset *s, int32_t up, int rule)
+{
+    if (raw_depth(s, up) >= TRAM_MAX_STACK_DEPTH) {
+        s->too_deep = 1;
         return;
+    }
+    int32_t first = s->raw.num_todo;
     for (int32_t pos = g->rule_start[rule];; pos++) {
-        buf[len] = pos;
-        tram_stacks_expand(g, out, buf, len + 1);
+        todo_push(s, pos, up);
+        s->steps++;
         while (!tram_gelem_ends_alt(&g->elems[pos]))
             pos++;
         if (g->elems[pos].kind == TRAM_G_END)
             break;
     }
+    for (int32_t a = first, b = s->raw.num_todo - 1; a < b; a++, b--) {  /* the first alternative first */
+        int32_t t = s->raw.todo[a];
+        s->raw.todo[a] = s->raw.todo[b];
+        s->raw.todo[b] = t;
+    }
 }
 
-/* A reference is replaced by what follows it (left out when that is the
- * end of the alternative: the tail call keeps repetitions shallow), with
- * one of the rule's alternatives pushed on top. */
-static void expand_ref(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int len)
+/* What follows the element at the top frame: a new top over the same
+ * frames, or those frames alone when the alternative ends there (the tail
+ * call that keeps repetitions shallow). */
+static int32_t continuation(const tram_gbnf *g, tram_stackset *s, int32_t frame)
 {
-    int32_t top = buf[len - 1], cont = top + 1;
-    int keep = !tram_gelem_ends_alt(&g->elems[cont]);
-    buf[len - 1] = cont;
-    push_rule(g, out, buf, keep ? len : len - 1, g->elems[top].arg);
-    buf[len - 1] = top;
+    int32_t cont = s->raw.pos[frame] + 1, up = s->raw.up[frame];
+    return tram_gelem_ends_alt(&g->elems[cont]) ? up : raw_frame(s, cont, up);
 }
 
-/* buf[0..base) is what lies under the loop at q, `done` its iterations
- * so far (TRAM_LOOP_ANY_COUNT: any number, for the precomputed masks). */
-static void loop_iterate(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int base, int32_t q,
-                         int32_t done)
+/* `under` is what lies under the loop at q, `done` its iterations so far
+ * (TRAM_LOOP_ANY_COUNT: any number, for the precomputed masks). */
+static void loop_iterate(const tram_gbnf *g, tram_stackset *s, int32_t under, int32_t q, int32_t done)
 {
     const tram_grepeat *rep = &g->repeats[g->elems[q].arg];
     int any = done == TRAM_LOOP_ANY_COUNT, at_max = !any && rep->max >= 0 && done >= rep->max;
     if (any || (done >= rep->min && !(at_max && rep->tail >= 0)))
-        tram_stacks_expand(g, out, buf, base);  /* the loop ends */
+        todo(s, under);  /* the loop ends */
     if (at_max && rep->tail >= 0)
-        push_rule(g, out, buf, base, rep->tail);
-    if (at_max || base + 2 >= TRAM_MAX_STACK_DEPTH)
+        push_rule(g, s, under, rep->tail);
+    if (at_max)
         return;
-    buf[base] = done;
-    buf[base + 1] = tram_loop_marker(q);
-    push_rule(g, out, buf, base + 2, rep->body);
+    if (raw_depth(s, under) + 2 >= TRAM_MAX_STACK_DEPTH) {
+        s->too_deep = 1;
+        return;
+    }
+    int32_t count = raw_frame(s, done, under), marker = count < 0 ? -1 : raw_frame(s, tram_loop_marker(q), count);
+    if (marker >= 0)
+        push_rule(g, s, marker, rep->body);
 }
 
-/* A REPEAT on top: replaced by what follows it (as for a reference), the
- * loop entered with no iterations done. */
-static void enter_loop(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int len)
+/* The raw stack whose top is `frame`, as an array, added to the set. */
+static void add_raw(tram_stackset *s, int32_t frame, int32_t *buf)
 {
-    int32_t q = buf[len - 1];
-    int keep = !tram_gelem_ends_alt(&g->elems[q + 1]);
-    buf[len - 1] = q + 1;
-    loop_iterate(g, out, buf, keep ? len : len - 1, q, 0);
-    buf[len - 1] = q;
+    int len = raw_depth(s, frame);
+    for (int i = len - 1; i >= 0; i--, frame = s->raw.up[frame])
+        buf[i] = s->raw.pos[frame];
+    add_stack(s, buf, len);
 }
 
-/* A marker on top: one more iteration of its loop is done. */
-static void end_iteration(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int len)
+/* One raw stack: its top decides the step. */
+static void expand_one(const tram_gbnf *g, tram_stackset *s, int32_t frame, int32_t *buf)
 {
-    int32_t marker = buf[len - 1], done = buf[len - 2];
-    loop_iterate(g, out, buf, len - 2, tram_loop_of_marker(marker),
-                 done == TRAM_LOOP_ANY_COUNT ? done : done + 1);
-    buf[len - 2] = done;
-    buf[len - 1] = marker;
+    if (frame < 0) {
+        s->has_end = 1;
+        return;
+    }
+    int32_t top = s->raw.pos[frame];
+    if (top < 0) {  /* a marker: one more iteration of its loop is done */
+        int32_t count = s->raw.up[frame], done = s->raw.pos[count];
+        loop_iterate(g, s, s->raw.up[count], tram_loop_of_marker(top),
+                     done == TRAM_LOOP_ANY_COUNT ? done : done + 1);
+        return;
+    }
+    const tram_gelem *e = &g->elems[top];
+    if (e->kind == TRAM_G_BYTES)
+        add_raw(s, frame, buf);
+    else if (e->kind == TRAM_G_REF || e->kind == TRAM_G_REPEAT) {
+        int32_t under = continuation(g, s, frame);
+        if (under < 0 && s->oom)
+            return;
+        if (e->kind == TRAM_G_REF)
+            push_rule(g, s, under, e->arg);
+        else
+            loop_iterate(g, s, under, top, 0);
+    } else {
+        todo(s, s->raw.up[frame]);  /* the alternative is finished */
+    }
+}
+
+/* Expands the queued raw stacks into the set. */
+static void drain(const tram_gbnf *g, tram_stackset *out, int32_t *buf)
+{
+    while (out->raw.num_todo > 0 && !out->oom && !out->too_ambiguous) {
+        if (++out->steps > TRAM_MAX_EXPAND_STEPS) {
+            out->too_costly = 1;
+            break;
+        }
+        expand_one(g, out, out->raw.todo[--out->raw.num_todo], buf);
+    }
+    out->raw.n = out->raw.num_todo = 0;
 }
 
 void tram_stacks_expand(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int len)
 {
-    if (len == 0) {
-        out->has_end = 1;
-        return;
-    }
-    if (buf[len - 1] < 0) {
-        end_iteration(g, out, buf, len);
-        return;
-    }
-    const tram_gelem *e = &g->elems[buf[len - 1]];
-    if (e->kind == TRAM_G_BYTES)
-        add_stack(out, buf, len);
-    else if (e->kind == TRAM_G_REF)
-        expand_ref(g, out, buf, len);
-    else if (e->kind == TRAM_G_REPEAT)
-        enter_loop(g, out, buf, len);
-    else
-        tram_stacks_expand(g, out, buf, len - 1);
+    int32_t frame = -1;
+    for (int i = 0; i < len && !out->oom; i++)
+        frame = raw_frame(out, buf[i], frame);
+    todo(out, frame);
+    drain(g, out, buf);
+}
+
+int tram_stackset_refusal(const tram_stackset *s, tram_error *err)
+{
+    if (s->oom)
+        return tram_fail(err, "grammar: out of memory");
+    if (s->too_ambiguous)
+        return tram_fail(err, "grammar: too ambiguous: the text can be read in over %d ways at once (nested "
+                              "repetitions such as ((x)+)+ do that); write it with fewer", TRAM_MAX_STACKS);
+    if (s->too_costly)
+        return tram_fail(err, "grammar: one step follows over %d rule references (a chain of rules that "
+                              "reference the next with nothing matched in between?); shorten it",
+                         TRAM_MAX_EXPAND_STEPS);
+    if (s->too_deep)
+        return tram_fail(err, "grammar: rules nest over %d deep before matching a character (a chain of "
+                              "rules that each begin with the next?); shorten it", TRAM_MAX_STACK_DEPTH);
+    return 0;
 }
 
 void tram_stacks_advance(const tram_gbnf *g, const tram_stackset *in, int only, unsigned char c,
@@ -207,5 +314,6 @@ void tram_stacks_advance(const tram_gbnf *g, const tram_stackset *in, int only, 
 void tram_stacks_start(const tram_gbnf *g, int rule, tram_stackset *out, int32_t *buf)
 {
     tram_stackset_clear(out);
-    push_rule(g, out, buf, 0, rule);
+    push_rule(g, out, -1, rule);
+    drain(g, out, buf);
 }

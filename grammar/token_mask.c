@@ -5,20 +5,50 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/gbnf.h"
+
 /* The walks of every position share one lazily built automaton: a state
  * is a distinct stack set, its transitions are filled in as the walks meet
  * them.  Most trie nodes then cost a table lookup: after a character of a
- * JSON string, say, the state is the same whichever character it was. */
+ * JSON string, say, the state is the same whichever character it was.
+ * There is a state per grammar position or so, so a state is small: its
+ * stacks live in shared arrays, its transitions in one shared table, and
+ * a byte no stack's top takes (the dead end most bytes are) is known from
+ * the state's live set without a step. */
 typedef struct {
-    tram_stackset *sets;
-    uint64_t *key;
-    int32_t **next;            /* [state][256]; -2: not computed yet */
+    int32_t first, n;          /* its stacks: stk_*[first, first + n) */
+    int has_end;
+    uint64_t key;
+    tram_byteset live;         /* bytes some stack's top takes */
+    int32_t first_to;          /* the first transition computed (most states have one), or -1 */
+    uint8_t first_byte;        /* its byte */
+} dfa_state;
+
+typedef struct {
+    dfa_state *states;
     int num, cap;
+    int32_t *ints;             /* the stacks' entries */
+    size_t num_ints, cap_ints;
+    int32_t *stk_off, *stk_len;
+    uint64_t *stk_hash;
+    int num_stk, cap_stk;
     int32_t *table;            /* open addressing on key: state + 1, 0 empty */
     int table_cap;
+    uint64_t *edge_key;        /* transitions: (state << 8 | byte) + 1, 0 empty */
+    int32_t *edge_to;
+    size_t num_edges, edge_cap;
     tram_stackset tmp;
-    int oom, too_ambiguous;    /* why a step failed */
+    int failed;                /* a step's set was incomplete (tmp says why) or memory ran out */
+    int64_t steps;             /* work done, against TRAM_GRAMMAR_MAX_STEPS */
 } lazy_dfa;
+
+/* State s as a stack set (valid until the next state is added). */
+static tram_stackset dfa_view(const lazy_dfa *d, int s)
+{
+    const dfa_state *st = &d->states[s];
+    return (tram_stackset){.pool = d->ints, .off = d->stk_off + st->first, .len = d->stk_len + st->first,
+                           .hash = d->stk_hash + st->first, .n = st->n, .has_end = st->has_end};
+}
 
 static uint64_t set_key(const tram_stackset *s)
 {
@@ -50,7 +80,7 @@ static int dfa_rehash(lazy_dfa *d)
     if (!t)
         return -1;
     for (int s = 0; s < d->num; s++) {
-        size_t h = (size_t)d->key[s] & (size_t)(cap - 1);
+        size_t h = (size_t)d->states[s].key & (size_t)(cap - 1);
         while (t[h])
             h = (h + 1) & (size_t)(cap - 1);
         t[h] = s + 1;
@@ -61,72 +91,153 @@ static int dfa_rehash(lazy_dfa *d)
     return 0;
 }
 
+static int grow_to(void **v, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = TRAM_MAX(*cap * 2, TRAM_MAX(need, (size_t)64));
+    void *n = realloc(*v, c * size);
+    if (!n)
+        return -1;
+    *v = n;
+    *cap = c;
+    return 0;
+}
+
+/* Room for one more state holding s. */
+static int dfa_reserve(lazy_dfa *d, const tram_stackset *s)
+{
+    size_t cap = (size_t)d->cap, stk = (size_t)d->cap_stk, stk2 = stk, stk3 = stk;
+    size_t need_stk = (size_t)d->num_stk + (size_t)s->n;
+    if (grow_to((void **)&d->states, &cap, (size_t)d->num + 1, sizeof(dfa_state)) ||
+        grow_to((void **)&d->stk_off, &stk, need_stk, sizeof(int32_t)) ||
+        grow_to((void **)&d->stk_len, &stk2, need_stk, sizeof(int32_t)) ||
+        grow_to((void **)&d->stk_hash, &stk3, need_stk, sizeof(uint64_t)) ||
+        grow_to((void **)&d->ints, &d->cap_ints, d->num_ints + (size_t)s->pool_len, sizeof(int32_t)))
+        return -1;
+    d->cap = (int)cap;
+    d->cap_stk = (int)TRAM_MIN(stk, TRAM_MIN(stk2, stk3));
+    return 0;
+}
+
 /* The state of set s, added (a copy) when new; -1 when out of memory. */
-static int dfa_intern(lazy_dfa *d, const tram_stackset *s)
+static int dfa_intern(lazy_dfa *d, const tram_gbnf *g, const tram_stackset *s)
 {
     if (2 * (d->num + 1) > d->table_cap && dfa_rehash(d))
         return -1;
     uint64_t k = set_key(s);
     size_t h = (size_t)k & (size_t)(d->table_cap - 1);
-    for (; d->table[h]; h = (h + 1) & (size_t)(d->table_cap - 1))
-        if (d->key[d->table[h] - 1] == k && same_set(&d->sets[d->table[h] - 1], s))
+    for (; d->table[h]; h = (h + 1) & (size_t)(d->table_cap - 1)) {
+        tram_stackset v = dfa_view(d, d->table[h] - 1);
+        if (d->states[d->table[h] - 1].key == k && same_set(&v, s))
             return d->table[h] - 1;
-    if (d->num == d->cap) {
-        int cap = TRAM_MAX(64, 2 * d->cap);
-        tram_stackset *sets = realloc(d->sets, (size_t)cap * sizeof(*sets));
-        if (sets)
-            d->sets = sets;
-        uint64_t *key = realloc(d->key, (size_t)cap * sizeof(*key));
-        if (key)
-            d->key = key;
-        int32_t **next = realloc(d->next, (size_t)cap * sizeof(*next));
-        if (next)
-            d->next = next;
-        if (!sets || !key || !next)
-            return -1;
-        d->cap = cap;
     }
-    d->sets[d->num] = (tram_stackset){0};
-    if (tram_stackset_copy(&d->sets[d->num], s))
+    if (dfa_reserve(d, s))
         return -1;
-    d->key[d->num] = k;
-    d->next[d->num] = NULL;
+    dfa_state *st = &d->states[d->num];
+    *st = (dfa_state){.first = d->num_stk, .n = s->n, .has_end = s->has_end, .key = k, .first_to = -1};
+    for (int i = 0; i < s->n; i++) {
+        const int32_t *v = tram_stack_at(s, i);
+        d->stk_off[d->num_stk] = (int32_t)d->num_ints;
+        d->stk_len[d->num_stk] = s->len[i];
+        d->stk_hash[d->num_stk++] = s->hash[i];
+        memcpy(d->ints + d->num_ints, v, (size_t)s->len[i] * sizeof(int32_t));
+        d->num_ints += (size_t)s->len[i];
+        const tram_byteset *top = &g->sets[g->elems[v[s->len[i] - 1]].arg];
+        for (int w = 0; w < 8; w++)
+            st->live.bits[w] |= top->bits[w];
+    }
     d->table[h] = d->num + 1;
     return d->num++;
 }
 
+static int edges_rehash(lazy_dfa *d)
+{
+    size_t cap = d->edge_cap ? 2 * d->edge_cap : 4096;
+    uint64_t *key = calloc(cap, sizeof(uint64_t));
+    int32_t *to = malloc(cap * sizeof(int32_t));
+    if (!key || !to) {
+        free(key);
+        free(to);
+        return -1;
+    }
+    for (size_t i = 0; i < d->edge_cap; i++) {
+        if (!d->edge_key[i])
+            continue;
+        size_t h = (size_t)tram_mix64(d->edge_key[i]) & (cap - 1);
+        while (key[h])
+            h = (h + 1) & (cap - 1);
+        key[h] = d->edge_key[i];
+        to[h] = d->edge_to[i];
+    }
+    free(d->edge_key);
+    free(d->edge_to);
+    d->edge_key = key;
+    d->edge_to = to;
+    d->edge_cap = cap;
+    return 0;
+}
+
+/* The slot of transition (state, byte): filled, or the empty one to fill. */
+static size_t edge_slot(const lazy_dfa *d, uint64_t key)
+{
+    size_t h = (size_t)tram_mix64(key) & (d->edge_cap - 1);
+    while (d->edge_key[h] && d->edge_key[h] != key)
+        h = (h + 1) & (d->edge_cap - 1);
+    return h;
+}
+
+/* The state after `byte` (a live one) from `state`; -1 when the step
+ * failed (d->failed says so). */
 static int dfa_step(lazy_dfa *d, const tram_gbnf *g, int state, uint8_t byte, int32_t *buf)
 {
-    if (!d->next[state]) {
-        if (!(d->next[state] = malloc(256 * sizeof(int32_t))))
-            return d->oom = 1, -1;
-        for (int i = 0; i < 256; i++)
-            d->next[state][i] = -2;
-    }
-    if (d->next[state][byte] != -2)
-        return d->next[state][byte];
-    tram_stacks_advance(g, &d->sets[state], -1, byte, &d->tmp, buf);
-    if (d->tmp.too_ambiguous)
-        return d->too_ambiguous = 1, -1;
-    int id = d->tmp.oom ? -1 : dfa_intern(d, &d->tmp);
+    if (d->states[state].first_to >= 0 && d->states[state].first_byte == byte)
+        return d->states[state].first_to;
+    if (2 * (d->num_edges + 1) > d->edge_cap && edges_rehash(d))
+        return d->failed = 1, -1;
+    uint64_t key = ((uint64_t)state << 8 | byte) + 1;
+    size_t h = edge_slot(d, key);
+    if (d->edge_key[h])
+        return d->edge_to[h];
+    tram_stackset from = dfa_view(d, state);
+    tram_stacks_advance(g, &from, -1, byte, &d->tmp, buf);
+    d->steps += d->tmp.steps + 1;
+    if (tram_stackset_incomplete(&d->tmp) || d->tmp.too_deep)
+        return d->failed = 1, -1;
+    int id = dfa_intern(d, g, &d->tmp);
     if (id < 0)
-        return d->oom = 1, -1;
-    d->next[state][byte] = id;
+        return d->failed = d->tmp.oom = 1, -1;
+    if (d->states[state].first_to < 0) {
+        d->states[state].first_to = id;
+        d->states[state].first_byte = byte;
+        return id;
+    }
+    d->edge_key[h] = key;
+    d->edge_to[h] = id;
+    d->num_edges++;
     return id;
+}
+
+static size_t dfa_bytes(const lazy_dfa *d)
+{
+    return (size_t)d->cap * sizeof(dfa_state) + d->cap_ints * 4 + (size_t)d->cap_stk * 16 +
+           (size_t)d->table_cap * 4 + d->edge_cap * 12;
 }
 
 static void dfa_free(lazy_dfa *d)
 {
-    for (int s = 0; s < d->num; s++) {
-        tram_stackset_free(&d->sets[s]);
-        free(d->next[s]);
-    }
-    free(d->sets);
-    free(d->key);
-    free(d->next);
+    free(d->states);
+    free(d->ints);
+    free(d->stk_off);
+    free(d->stk_len);
+    free(d->stk_hash);
     free(d->table);
+    free(d->edge_key);
+    free(d->edge_to);
     tram_stackset_free(&d->tmp);
 }
+
+/* ---------------------------------------------------------------- one position's walk */
 
 typedef struct {
     const tram_gbnf *g;
@@ -134,6 +245,7 @@ typedef struct {
     lazy_dfa dfa;
     int32_t *buf;
     uint32_t *accepted;        /* [words] */
+    int32_t *accepted_ids;     /* [num_tokens]: the ids set in accepted */
     int num_accepted;
     int32_t *uncertain;        /* [num_tokens] */
     int num_uncertain;
@@ -146,7 +258,7 @@ static void accept_token(walk *w, int sorted)
     uint32_t bit = 1u << (id & 31);
     if (!(w->accepted[id >> 5] & bit)) {
         w->accepted[id >> 5] |= bit;
-        w->num_accepted++;
+        w->accepted_ids[w->num_accepted++] = id;
     }
 }
 
@@ -156,6 +268,61 @@ static void uncertain_range(walk *w, int lo, int hi)
         w->uncertain[w->num_uncertain++] = s;
 }
 
+static void walk_node(walk *w, int node, int state, int escaped);
+
+/* Child c of a node reached in `state`; esc as in walk_node. */
+static void walk_child(walk *w, int c, int state, int esc)
+{
+    const tram_trie_node *ch = &w->t->nodes[c];
+    w->dfa.steps++;
+    if (!tram_byteset_has(&w->dfa.states[state].live, ch->byte)) {  /* a dead end */
+        if (esc)
+            uncertain_range(w, ch->lo, ch->hi);
+        return;
+    }
+    int next = dfa_step(&w->dfa, w->g, state, ch->byte, w->buf);
+    if (next < 0)
+        return;
+    int alive = w->dfa.states[next].n > 0, ended = w->dfa.states[next].has_end;
+    for (int s = ch->lo; s < ch->mid; s++) {
+        if (alive || ended)
+            accept_token(w, s);
+        else if (esc)
+            w->uncertain[w->num_uncertain++] = s;
+    }
+    if (alive) {
+        walk_node(w, c, next, esc);
+    } else if (esc) {
+        uncertain_range(w, ch->mid, ch->hi);
+    } else if (ended) {
+        for (int k = ch->child0; k < ch->child0 + ch->num_children; k++)
+            if (tram_byteset_has(w->follow, w->t->nodes[k].byte))
+                uncertain_range(w, w->t->nodes[k].lo, w->t->nodes[k].hi);
+    }
+}
+
+/* The child of `node` reached by byte b, or -1 (children are in byte order). */
+static int child_by_byte(const tram_vocab_trie *t, const tram_trie_node *n, unsigned b)
+{
+    int lo = n->child0, hi = n->child0 + n->num_children;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (t->nodes[mid].byte < b)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n->child0 + n->num_children && t->nodes[lo].byte == b ? lo : -1;
+}
+
+static int byteset_count(const tram_byteset *s)
+{
+    int n = 0;
+    for (int i = 0; i < 8; i++)
+        n += __builtin_popcount(s->bits[i]);
+    return n;
+}
+
 /* The subtree under `node`, reached in automaton state `state`.
  * escaped: p's rule ended somewhere along the prefix, and the byte after
  * it can follow the rule.  A token that must leave p's rule on a byte
@@ -163,30 +330,38 @@ static void uncertain_range(walk *w, int lo, int hi)
 static void walk_node(walk *w, int node, int state, int escaped)
 {
     const tram_trie_node *n = &w->t->nodes[node];
-    int cur_end = w->dfa.sets[state].has_end;
-    for (int c = n->child0; c < n->child0 + n->num_children && !w->dfa.oom && !w->dfa.too_ambiguous; c++) {
-        const tram_trie_node *ch = &w->t->nodes[c];
-        int esc = escaped || (cur_end && tram_byteset_has(w->follow, ch->byte));
-        int next = dfa_step(&w->dfa, w->g, state, ch->byte, w->buf);
-        if (next < 0)
-            return;
-        int alive = w->dfa.sets[next].n > 0, ended = w->dfa.sets[next].has_end;
-        for (int s = ch->lo; s < ch->mid; s++) {
-            if (alive || ended)
-                accept_token(w, s);
-            else if (esc)
-                w->uncertain[w->num_uncertain++] = s;
-        }
-        if (alive) {
-            walk_node(w, c, next, esc);
-        } else if (esc) {
-            uncertain_range(w, ch->mid, ch->hi);
-        } else if (ended) {
-            for (int k = ch->child0; k < ch->child0 + ch->num_children; k++)
-                if (tram_byteset_has(w->follow, w->t->nodes[k].byte))
-                    uncertain_range(w, w->t->nodes[k].lo, w->t->nodes[k].hi);
-        }
+    int cur_end = w->dfa.states[state].has_end;
+    tram_byteset live = w->dfa.states[state].live;  /* (states move as the walk adds some) */
+    if (!escaped && !cur_end && byteset_count(&live) * 4 < n->num_children) {
+        /* only live bytes can keep a token: look them up, not every child */
+        for (int i = 0; i < 8; i++)
+            for (uint32_t bits = live.bits[i]; bits && !w->dfa.failed; bits &= bits - 1) {
+                int c = child_by_byte(w->t, n, (unsigned)(i * 32 + __builtin_ctz(bits)));
+                if (c >= 0)
+                    walk_child(w, c, state, 0);
+            }
+        return;
     }
+    for (int c = n->child0; c < n->child0 + n->num_children && !w->dfa.failed; c++)
+        walk_child(w, c, state, escaped || (cur_end && tram_byteset_has(w->follow, w->t->nodes[c].byte)));
+}
+
+/* ---------------------------------------------------------------- the table */
+
+/* The ids and uncertain lists of every position, in one array (the
+ * pointers into it are set once the table is complete). */
+typedef struct {
+    int32_t *v;
+    size_t n, cap;
+} int_arena;
+
+static int64_t arena_put(int_arena *a, const int32_t *v, int n)
+{
+    if (grow_to((void **)&a->v, &a->cap, a->n + (size_t)n, sizeof(int32_t)))
+        return -1;
+    memcpy(a->v + a->n, v, (size_t)n * sizeof(int32_t));
+    a->n += (size_t)n;
+    return (int64_t)(a->n - (size_t)n);
 }
 
 static int cmp_i32(const void *a, const void *b)
@@ -196,37 +371,33 @@ static int cmp_i32(const void *a, const void *b)
 }
 
 /* Keeps the accepted set as a bitmask when it has more ids than the mask
- * has words (then ORing words beats setting bits), else as a list. */
-static int store(walk *w, tram_pos_mask *pm, int words, tram_error *err)
+ * has words (then ORing words beats setting bits), else as a list; the
+ * lists go into the arena, their offsets in ids_at/uncertain_at. */
+static int store(walk *w, tram_pos_mask *pm, int words, int_arena *a, size_t *bytes)
 {
     if (w->num_accepted > words) {
-        pm->bits = tram_calloc((size_t)words, sizeof(uint32_t), err);
-        if (!pm->bits)
+        if (!(pm->bits = malloc((size_t)words * sizeof(uint32_t))))
             return -1;
         memcpy(pm->bits, w->accepted, (size_t)words * sizeof(uint32_t));
+        *bytes += (size_t)words * sizeof(uint32_t);
     } else {
-        pm->ids = tram_calloc((size_t)w->num_accepted + 1, sizeof(int32_t), err);
-        if (!pm->ids)
+        pm->num_ids = w->num_accepted;
+        if ((pm->ids_at = arena_put(a, w->accepted_ids, w->num_accepted)) < 0)
             return -1;
-        for (int i = 0; i < words; i++)
-            for (uint32_t b = w->accepted[i]; b; b &= b - 1)
-                pm->ids[pm->num_ids++] = i * 32 + __builtin_ctz(b);
     }
+    for (int i = 0; i < w->num_accepted; i++)
+        w->accepted[w->accepted_ids[i] >> 5] = 0;
     qsort(w->uncertain, (size_t)w->num_uncertain, sizeof(int32_t), cmp_i32);
-    pm->uncertain = tram_calloc((size_t)w->num_uncertain + 1, sizeof(int32_t), err);
-    if (!pm->uncertain)
-        return -1;
-    memcpy(pm->uncertain, w->uncertain, (size_t)w->num_uncertain * sizeof(int32_t));
     pm->num_uncertain = w->num_uncertain;
-    return 0;
+    return (pm->uncertain_at = arena_put(a, w->uncertain, w->num_uncertain)) < 0 ? -1 : 0;
 }
 
-/* A position in the body of counted loop `loop` (-1: none) is walked with
- * the loop under it at any count: a token may run on into the next
- * iteration, as in x*, and stays decided by its position alone. */
-static int build_position(walk *w, int32_t p, int32_t loop, tram_pos_mask *pm, int words, tram_error *err)
+/* Walks position p (in the body of counted loop `loop`, or -1) over the
+ * trie.  A body position is walked with the loop under it at any count:
+ * a token may run on into the next iteration, as in x*, and stays decided
+ * by its position alone. */
+static int walk_position(walk *w, int32_t p, int32_t loop, tram_pos_mask *pm, tram_error *err)
 {
-    memset(w->accepted, 0, (size_t)words * sizeof(uint32_t));
     w->num_accepted = w->num_uncertain = 0;
     tram_stackset_clear(&w->dfa.tmp);
     int len = 0;
@@ -237,93 +408,261 @@ static int build_position(walk *w, int32_t p, int32_t loop, tram_pos_mask *pm, i
     w->buf[len++] = p;
     pm->loop = loop;
     tram_stacks_expand(w->g, &w->dfa.tmp, w->buf, len);
-    w->dfa.too_ambiguous |= w->dfa.tmp.too_ambiguous;
-    int start = tram_stackset_incomplete(&w->dfa.tmp) ? -1 : dfa_intern(&w->dfa, &w->dfa.tmp);
-    if (start >= 0)
-        walk_node(w, 0, start, 0);
-    if (w->dfa.too_ambiguous)
-        return tram_fail(err, TRAM_GRAMMAR_TOO_AMBIGUOUS, TRAM_MAX_STACKS);
-    if (start < 0 || w->dfa.oom)
+    w->dfa.steps += w->dfa.tmp.steps;
+    if (tram_stackset_incomplete(&w->dfa.tmp) || w->dfa.tmp.too_deep)
+        return tram_stackset_refusal(&w->dfa.tmp, err);
+    int start = dfa_intern(&w->dfa, w->g, &w->dfa.tmp);
+    if (start < 0)
         return tram_fail(err, "grammar: out of memory computing token masks");
-    return store(w, pm, words, err);
+    walk_node(w, 0, start, 0);
+    if (w->dfa.failed)
+        return w->dfa.tmp.oom ? tram_fail(err, "grammar: out of memory computing token masks")
+                              : tram_stackset_refusal(&w->dfa.tmp, err);
+    return 0;
 }
 
-/* FIRST of the sequence at elems[pos..] into out; 1 when it can be empty. */
-static int first_of(const tram_gbnf *g, int32_t pos, const tram_byteset *first, const uint8_t *nul,
-                    tram_byteset *out)
+/* Rules reachable from the root: only their positions can be on a stack. */
+static uint8_t *reachable_rules(const tram_gbnf *g, tram_error *err)
 {
-    for (const tram_gelem *e = g->elems + pos; !tram_gelem_ends_alt(e); e++) {
-        const tram_byteset *add = e->kind == TRAM_G_BYTES ? &g->sets[e->arg] : &first[tram_gelem_rule(g, e)];
-        for (int i = 0; i < 8; i++)
-            out->bits[i] |= add->bits[i];
-        if (e->kind == TRAM_G_BYTES || !tram_gelem_nullable(g, nul, e))
-            return 0;
+    uint8_t *seen = tram_calloc((size_t)g->num_rules + 1, 1, err);
+    int32_t *todo = tram_calloc((size_t)g->num_rules + 1, sizeof(int32_t), err);
+    if (!seen || !todo) {
+        free(seen);
+        free(todo);
+        return NULL;
     }
-    return 1;
+    int n = 0;
+    seen[g->root] = 1;
+    todo[n++] = g->root;
+    while (n > 0) {
+        int r = todo[--n];
+        for (const tram_gelem *e = g->elems + g->rule_start[r]; e->kind != TRAM_G_END; e++) {
+            int sub[2] = {tram_gelem_rule(g, e), e->kind == TRAM_G_REPEAT ? g->repeats[e->arg].tail : -1};
+            for (int k = 0; k < 2; k++)
+                if (sub[k] >= 0 && !seen[sub[k]]) {
+                    seen[sub[k]] = 1;
+                    todo[n++] = sub[k];
+                }
+        }
+    }
+    free(todo);
+    return seen;
 }
 
-static int merge(tram_byteset *dst, const tram_byteset *src)
+/* ---------------------------------------------------------------- FIRST and FOLLOW
+ *
+ * LL(1) FIRST and FOLLOW sets over bytes.  Each is a set given directly
+ * (the bytes that open what follows a reference) grown along edges
+ * "x's set is in y's" to a fixpoint by a worklist: a set changes at most
+ * 256 times, so the work is linear in the grammar, whatever the order of
+ * its rules (a round-robin fixpoint is quadratic on a long chain). */
+
+typedef struct {
+    int32_t *from, *to;
+    size_t n, cap;
+} edge_list;
+
+static int add_edge(edge_list *e, int32_t from, int32_t to)
 {
-    int changed = 0;
-    for (int i = 0; i < 8; i++) {
-        changed |= (src->bits[i] & ~dst->bits[i]) != 0;
+    size_t c1 = e->cap, c2 = e->cap;
+    if (grow_to((void **)&e->from, &c1, e->n + 1, sizeof(int32_t)) ||
+        grow_to((void **)&e->to, &c2, e->n + 1, sizeof(int32_t)))
+        return -1;
+    e->cap = TRAM_MIN(c1, c2);
+    e->from[e->n] = from;
+    e->to[e->n++] = to;
+    return 0;
+}
+
+/* sets[to] |= sets[from] along every edge, until nothing changes. */
+static int propagate(tram_byteset *sets, int n, const edge_list *e)
+{
+    int32_t *start = calloc((size_t)n + 2, sizeof(int32_t)), *out = malloc((e->n + 1) * sizeof(int32_t));
+    int32_t *queue = malloc(((size_t)n + 1) * sizeof(int32_t));
+    uint8_t *queued = calloc((size_t)n + 1, 1);
+    int rc = start && out && queue && queued ? 0 : -1;
+    for (size_t i = 0; !rc && i < e->n; i++)
+        start[e->from[i] + 2]++;
+    for (int r = 0; !rc && r < n; r++)
+        start[r + 2] += start[r + 1];
+    for (size_t i = 0; !rc && i < e->n; i++)
+        out[start[e->from[i] + 1]++] = e->to[i];
+    /* start[x]..start[x + 1]: x's edges; the queue is a ring of distinct rules */
+    int head = 0, count = 0;
+    for (int r = 0; !rc && r < n; r++)
+        if (start[r + 1] > start[r]) {
+            queue[count++] = r;
+            queued[r] = 1;
+        }
+    while (!rc && count > 0) {
+        int x = queue[head];
+        head = (head + 1) % n;
+        count--;
+        queued[x] = 0;
+        for (int32_t k = start[x]; k < start[x + 1]; k++) {
+            int32_t y = out[k];
+            int changed = 0;
+            for (int i = 0; i < 8; i++) {
+                changed |= (sets[x].bits[i] & ~sets[y].bits[i]) != 0;
+                sets[y].bits[i] |= sets[x].bits[i];
+            }
+            if (changed && !queued[y] && start[y + 1] > start[y]) {
+                queue[(head + count++) % n] = y;
+                queued[y] = 1;
+            }
+        }
+    }
+    free(start);
+    free(out);
+    free(queue);
+    free(queued);
+    return rc;
+}
+
+static void byteset_or(tram_byteset *dst, const tram_byteset *src)
+{
+    for (int i = 0; i < 8; i++)
         dst->bits[i] |= src->bits[i];
-    }
-    return changed;
 }
 
-/* LL(1) FIRST and FOLLOW sets over bytes, by fixpoint: follow[r] holds
- * every byte that can come right after rule r ends. */
+/* first[r]: the bytes r can begin with. */
+static int first_sets(const tram_gbnf *g, const uint8_t *nul, tram_byteset *first)
+{
+    edge_list e = {0};
+    int rc = 0;
+    for (int r = 0; !rc && r < g->num_rules; r++)
+        for (int32_t p = g->rule_start[r], at_start = 1;; p++) {
+            const tram_gelem *el = &g->elems[p];
+            if (tram_gelem_ends_alt(el)) {
+                if (el->kind == TRAM_G_END)
+                    break;
+                at_start = 1;
+            } else if (at_start && el->kind == TRAM_G_BYTES) {
+                byteset_or(&first[r], &g->sets[el->arg]);
+                at_start = 0;
+            } else if (at_start) {
+                rc = add_edge(&e, tram_gelem_rule(g, el), r);
+                at_start = tram_gelem_nullable(g, nul, el);
+            }
+        }
+    rc = rc || propagate(first, g->num_rules, &e);
+    free(e.from);
+    free(e.to);
+    return rc;
+}
+
+/* The follow sets the alternative elems[a..b) gives, walked backward:
+ * `after` is FIRST of what follows the element, `open` 1 when that can be
+ * empty (then the rule's own follow set is in the element's). */
+static int alt_follows(const tram_gbnf *g, const uint8_t *nul, const tram_byteset *first, int r, int32_t a,
+                       int32_t b, tram_byteset *follow, edge_list *e)
+{
+    tram_byteset after = {{0}};
+    int open = 1;
+    for (int32_t p = b - 1; p >= a; p--) {
+        const tram_gelem *el = &g->elems[p];
+        if (el->kind == TRAM_G_BYTES) {
+            after = g->sets[el->arg];
+            open = 0;
+            continue;
+        }
+        int sub = tram_gelem_rule(g, el), tail = el->kind == TRAM_G_REPEAT ? g->repeats[el->arg].tail : -1;
+        if (tail >= 0) {
+            byteset_or(&follow[tail], &after);
+            if (open && add_edge(e, r, tail))
+                return -1;
+        }
+        byteset_or(&follow[sub], &after);
+        if (open && add_edge(e, r, sub))
+            return -1;
+        if (el->kind == TRAM_G_REPEAT) {  /* the body: then the next iteration, or the tail */
+            byteset_or(&follow[sub], &first[sub]);
+            if (tail >= 0)
+                byteset_or(&follow[sub], &first[tail]);
+        }
+        int empty = tram_gelem_nullable(g, nul, el);
+        if (!empty)
+            after = (tram_byteset){{0}};
+        byteset_or(&after, &first[sub]);
+        open &= empty;
+    }
+    return 0;
+}
+
+/* follow[r] holds every byte that can come right after rule r ends. */
 static int follow_sets(const tram_gbnf *g, tram_byteset *follow, tram_error *err)
 {
     int n = g->num_rules;
-    tram_byteset *first = tram_calloc((size_t)n, sizeof(*first), err);
-    uint8_t *nul = tram_calloc((size_t)n, 1, err);
-    if (!first || !nul) {
-        free(first);
-        free(nul);
-        return -1;
-    }
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int r = 0; r < n; r++)
-            for (int32_t a = g->rule_start[r];; a++) {
-                tram_byteset f = {{0}};
-                int empty = first_of(g, a, first, nul, &f);
-                changed |= merge(&first[r], &f) | (empty && !nul[r]);
-                nul[r] |= (uint8_t)empty;
-                while (!tram_gelem_ends_alt(&g->elems[a]))
-                    a++;
-                if (g->elems[a].kind == TRAM_G_END)
-                    break;
-            }
-    }
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int r = 0; r < n; r++)
-            for (int32_t p = g->rule_start[r];; p++) {
-                const tram_gelem *e = &g->elems[p];
-                if (e->kind == TRAM_G_END)
-                    break;
-                int sub = tram_gelem_rule(g, e);
-                if (sub < 0)
-                    continue;
-                tram_byteset f = {{0}};
-                if (first_of(g, p + 1, first, nul, &f))
-                    merge(&f, &follow[r]);
-                if (e->kind == TRAM_G_REPEAT && g->repeats[e->arg].tail >= 0)
-                    changed |= merge(&follow[g->repeats[e->arg].tail], &f);
-                if (e->kind == TRAM_G_REPEAT) {  /* the body: then the next iteration, or the tail */
-                    merge(&f, &first[sub]);
-                    if (g->repeats[e->arg].tail >= 0)
-                        merge(&f, &first[g->repeats[e->arg].tail]);
-                }
-                changed |= merge(&follow[sub], &f);
-            }
-    }
+    tram_byteset *first = tram_calloc((size_t)n + 1, sizeof(*first), err);
+    uint8_t *nul = tram_gbnf_nullable(g);
+    edge_list e = {0};
+    int rc = first && nul ? first_sets(g, nul, first) : -1;
+    for (int r = 0; !rc && r < n; r++)
+        for (int32_t a = g->rule_start[r], p = a; !rc; p++) {
+            if (!tram_gelem_ends_alt(&g->elems[p]))
+                continue;
+            rc = alt_follows(g, nul, first, r, a, p, follow, &e);
+            if (g->elems[p].kind == TRAM_G_END)
+                break;
+            a = p + 1;
+        }
+    rc = rc || propagate(follow, n, &e);
+    free(e.from);
+    free(e.to);
     free(first);
     free(nul);
+    return rc ? tram_fail(err, "grammar: out of memory computing follow sets") : 0;
+}
+
+/* ---------------------------------------------------------------- the table */
+
+/* The counted loop each rule is the body of (-1: none): a body belongs to
+ * its loop alone. */
+static int32_t *loops_of(const tram_gbnf *g, tram_error *err)
+{
+    int32_t *loop_of = tram_calloc((size_t)g->num_rules + 1, sizeof(int32_t), err);
+    for (int r = 0; loop_of && r < g->num_rules; r++)
+        loop_of[r] = -1;
+    for (int32_t q = 0; loop_of && q < g->num_elems; q++)
+        if (g->elems[q].kind == TRAM_G_REPEAT)
+            loop_of[g->repeats[g->elems[q].arg].body] = q;
+    return loop_of;
+}
+
+/* The work so far against the compile's budget. */
+static int over_budget(const walk *w, size_t table_bytes, tram_error *err)
+{
+    if (w->dfa.steps > TRAM_GRAMMAR_MAX_STEPS)
+        return tram_fail(err, "grammar: computing its token masks takes over %lld steps (the compile budget); "
+                              "make it smaller", (long long)TRAM_GRAMMAR_MAX_STEPS);
+    if (table_bytes + dfa_bytes(&w->dfa) > TRAM_GRAMMAR_MAX_MEMORY)
+        return tram_fail(err, "grammar: its token masks need over %d MiB (the compile budget); make it smaller",
+                         TRAM_GRAMMAR_MAX_MEMORY >> 20);
     return 0;
+}
+
+/* Every position of the rules the root reaches, walked and stored. */
+static int build_positions(tram_mask_table *mt, walk *w, const tram_byteset *follow, int_arena *a,
+                           tram_error *err)
+{
+    const tram_gbnf *g = w->g;
+    uint8_t *reached = reachable_rules(g, err);
+    int32_t *loop_of = loops_of(g, err);
+    int rc = reached && loop_of ? 0 : -1;
+    for (int r = 0; !rc && r < g->num_rules; r++) {
+        w->follow = &follow[r];
+        int32_t end = r + 1 < g->num_rules ? g->rule_start[r + 1] : g->num_elems;
+        for (int32_t p = g->rule_start[r]; reached[r] && !rc && p < end; p++) {
+            if (g->elems[p].kind != TRAM_G_BYTES)
+                continue;
+            rc = walk_position(w, p, loop_of[r], &mt->pos[p], err) ||
+                 store(w, &mt->pos[p], mt->words, a, &mt->bytes) ||
+                 over_budget(w, mt->bytes + a->cap * sizeof(int32_t), err);
+        }
+    }
+    free(reached);
+    free(loop_of);
+    return rc;
 }
 
 int tram_mask_table_build(tram_mask_table *mt, const tram_gbnf *g, const tram_vocab_trie *t,
@@ -331,34 +670,29 @@ int tram_mask_table_build(tram_mask_table *mt, const tram_gbnf *g, const tram_vo
 {
     *mt = (tram_mask_table){.words = (t->vocab + 31) / 32, .num_pos = g->num_elems};
     mt->pos = tram_calloc((size_t)g->num_elems + 1, sizeof(tram_pos_mask), err);
+    mt->bytes = ((size_t)g->num_elems + 1) * sizeof(tram_pos_mask);
     tram_byteset *follow = tram_calloc((size_t)g->num_rules, sizeof(*follow), err);
     walk w = {
         .g = g,
         .t = t,
         .buf = tram_calloc(TRAM_MAX_STACK_DEPTH + 1, sizeof(int32_t), err),
         .accepted = tram_calloc((size_t)mt->words, sizeof(uint32_t), err),
+        .accepted_ids = tram_calloc((size_t)t->num_tokens + 1, sizeof(int32_t), err),
         .uncertain = tram_calloc((size_t)t->num_tokens + 1, sizeof(int32_t), err),
     };
-    int32_t *loop_of = tram_calloc((size_t)g->num_rules + 1, sizeof(int32_t), err);
-    int rc = mt->pos && follow && w.buf && w.accepted && w.uncertain && loop_of ? 0 : -1;
-    if (!rc)
-        rc = follow_sets(g, follow, err);
-    for (int r = 0; !rc && r < g->num_rules; r++)
-        loop_of[r] = -1;
-    for (int32_t q = 0; !rc && q < g->num_elems; q++)
-        if (g->elems[q].kind == TRAM_G_REPEAT)
-            loop_of[g->repeats[g->elems[q].arg].body] = q;  /* a body belongs to its loop alone */
-    for (int r = 0; !rc && r < g->num_rules; r++) {
-        w.follow = &follow[r];
-        for (int32_t p = g->rule_start[r]; !rc && p < (r + 1 < g->num_rules ? g->rule_start[r + 1]
-                                                                             : g->num_elems); p++)
-            if (g->elems[p].kind == TRAM_G_BYTES)
-                rc = build_position(&w, p, loop_of[r], &mt->pos[p], mt->words, err);
+    int_arena a = {0};
+    int rc = mt->pos && follow && w.buf && w.accepted && w.accepted_ids && w.uncertain ? 0 : -1;
+    rc = rc || follow_sets(g, follow, err) || build_positions(mt, &w, follow, &a, err);
+    mt->ints = a.v;
+    mt->bytes += a.cap * sizeof(int32_t);
+    for (int p = 0; !rc && p < mt->num_pos; p++) {
+        mt->pos[p].ids = mt->ints + mt->pos[p].ids_at;
+        mt->pos[p].uncertain = mt->ints + mt->pos[p].uncertain_at;
     }
-    free(loop_of);
     dfa_free(&w.dfa);
     free(w.buf);
     free(w.accepted);
+    free(w.accepted_ids);
     free(w.uncertain);
     free(follow);
     return rc;
@@ -366,12 +700,10 @@ int tram_mask_table_build(tram_mask_table *mt, const tram_gbnf *g, const tram_vo
 
 void tram_mask_table_free(tram_mask_table *mt)
 {
-    for (int p = 0; mt->pos && p < mt->num_pos; p++) {
+    for (int p = 0; mt->pos && p < mt->num_pos; p++)
         free(mt->pos[p].bits);
-        free(mt->pos[p].ids);
-        free(mt->pos[p].uncertain);
-    }
     free(mt->pos);
+    free(mt->ints);
     *mt = (tram_mask_table){0};
 }
 

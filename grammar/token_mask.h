@@ -22,6 +22,7 @@
 
 #include <stdint.h>
 
+#include "grammar/grammar.h"
 #include "grammar/ir.h"
 #include "grammar/stacks.h"
 #include "grammar/vocab_trie.h"
@@ -29,19 +30,25 @@
 
 typedef struct {
     uint32_t *bits;            /* accepted, as a bitmask [words], when many */
-    int32_t *ids;              /* else accepted ids */
+    const int32_t *ids;        /* else accepted ids */
     int num_ids;
-    int32_t *uncertain;        /* indices into the trie's sorted tokens, ascending */
+    const int32_t *uncertain;  /* indices into the trie's sorted tokens, ascending */
     int num_uncertain;
     int32_t loop;              /* the counted loop (REPEAT position) p is the body of, or -1 */
+    int64_t ids_at, uncertain_at;  /* where ids and uncertain start in the table's ints */
 } tram_pos_mask;
 
 typedef struct {
-    tram_pos_mask *pos;        /* [num_elems]: filled at BYTES positions */
+    tram_pos_mask *pos;        /* [num_elems]: filled at BYTES positions the root reaches */
     int num_pos;
     int words;                 /* uint32 words per mask row */
+    int32_t *ints;             /* every position's ids and uncertain lists */
+    size_t bytes;              /* the table's memory */
 } tram_mask_table;
 
+/* Builds the table; a grammar whose masks take more than the compile's
+ * budget (TRAM_GRAMMAR_MAX_STEPS, TRAM_GRAMMAR_MAX_MEMORY in grammar.h), or
+ * whose positions expand past a bound of stacks.h, is an error naming it. */
 int tram_mask_table_build(tram_mask_table *mt, const tram_gbnf *g, const tram_vocab_trie *t,
                           tram_error *err);
 void tram_mask_table_free(tram_mask_table *mt);

@@ -173,6 +173,11 @@ struct tram_backend {
     void (*rope_store)(tram_backend *be, void *q, void *k, void *v, void *k_cache, void *v_cache, const void *qkv,
                        const int32_t *positions, const int32_t *slot_mapping, int n, const tram_attn_shape *s,
                        const float *inv_freq, tram_rope_style style);
+    /* Qwen3's q/k norms, before rope_store: in the fused q/k/v product
+     * qkv[n, qd + 2*kd], each query head's head_dim values are RMS-normalized
+     * and scaled by q_norm ([head_dim]), each KV head's k by k_norm; in place. */
+    void (*head_rmsnorm)(tram_backend *be, void *qkv, const tram_weight *q_norm, const tram_weight *k_norm, int n,
+                         const tram_attn_shape *s, float eps);
     /* Splits the rows of a fused q/k/v product qkv[n, qd + 2*kd] into q[n, qd],
      * k[n, kd] and v[n, kd]. */
     void (*split_qkv)(tram_backend *be, void *q, void *k, void *v, const void *qkv, int n, int qd, int kd);

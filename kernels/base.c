@@ -25,6 +25,21 @@ void *tram_calloc(size_t n, size_t size, tram_error *err)
     return p;
 }
 
+int tram_grow(void **v, int *cap, int need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    int c = *cap ? *cap : 8;
+    while (c < need)
+        c *= 2;
+    void *n = realloc(*v, (size_t)c * size);
+    if (!n)
+        return -1;
+    *v = n;
+    *cap = c;
+    return 0;
+}
+
 double tram_now(void)
 {
     struct timespec ts;

@@ -25,6 +25,10 @@ int tram_fail(tram_error *err, const char *fmt, ...) __attribute__((format(print
 void *tram_calloc(size_t n, size_t size, tram_error *err);
 
 /* Monotonic clock in seconds. */
+/* Grows the array *v of *cap items of `size` bytes (doubling, from 8) so
+ * that it holds `need`: -1 when out of memory, *v and *cap then unchanged. */
+int tram_grow(void **v, int *cap, int need, size_t size);
+
 double tram_now(void);
 
 /* Parses sizes like "2GiB", "512MiB", "1.5G", "4096" into bytes. */

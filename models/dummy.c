@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "models/arch.h"
+
 typedef enum { DUMMY_MATRIX, DUMMY_NORM, DUMMY_BIAS } dummy_kind;
 
 typedef struct {
@@ -13,7 +15,7 @@ typedef struct {
 } dummy_shape;
 
 /* Which models have a per-layer tensor. */
-typedef enum { HAS_ALWAYS, HAS_DENSE, HAS_EXPERTS, HAS_SHARED, HAS_BIAS } dummy_has;
+typedef enum { HAS_ALWAYS, HAS_DENSE, HAS_EXPERTS, HAS_SHARED, HAS_BIAS, HAS_QK_NORM } dummy_has;
 
 static int dummy_present(const tram_model_config *c, dummy_has has)
 {
@@ -22,6 +24,7 @@ static int dummy_present(const tram_model_config *c, dummy_has has)
     case HAS_EXPERTS: return c->n_experts > 0;
     case HAS_SHARED: return c->shared_ffn_dim > 0;
     case HAS_BIAS: return c->qkv_bias;
+    case HAS_QK_NORM: return tram_arch_by_name(c->arch)->qk_norm;
     default: return 1;
     }
 }
@@ -53,6 +56,8 @@ static int layer_shape(const tram_model_config *c, const char *suffix, dummy_sha
         {"ffn_gate.weight", ffn, dim, DUMMY_MATRIX, HAS_DENSE}, {"ffn_up.weight", ffn, dim, DUMMY_MATRIX, HAS_DENSE},
         {"ffn_down.weight", dim, ffn, DUMMY_MATRIX, HAS_DENSE}, {"attn_q.bias", 1, qd, DUMMY_BIAS, HAS_BIAS},
         {"attn_k.bias", 1, kd, DUMMY_BIAS, HAS_BIAS},           {"attn_v.bias", 1, kd, DUMMY_BIAS, HAS_BIAS},
+        {"attn_q_norm.weight", 1, c->head_dim, DUMMY_NORM, HAS_QK_NORM},
+        {"attn_k_norm.weight", 1, c->head_dim, DUMMY_NORM, HAS_QK_NORM},
         {"ffn_gate_inp.weight", c->n_experts, dim, DUMMY_MATRIX, HAS_EXPERTS},
         {"ffn_gate_inp_shexp.weight", 1, dim, DUMMY_MATRIX, HAS_SHARED},
         {"ffn_gate_shexp.weight", shared, dim, DUMMY_MATRIX, HAS_SHARED},

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "models/arch.h"
 #include "models/gguf.h"
 #include "models/moe_files.h"
-#include "models/safetensors.h"
 
 /* Token ids from the GGUF's tokenizer metadata; -1 when absent. */
 typedef struct {
@@ -53,32 +53,28 @@ static void set_id(json_t *obj, const char *key, long long id)
 
 /* ---------------------------------------------------------------- config.json */
 
-/* tram's name of the HF family: a llama GGUF with experts is a Mixtral. */
-static const char *hf_family(const tram_model_config *c)
+/* The experts' fields of the row's config class (MixtralConfig, Qwen2MoeConfig). */
+static void moe_config(json_t *root, const tram_arch_moe *moe, const tram_model_config *c)
 {
-    return c->n_experts && strcmp(c->arch, "qwen2moe") ? "mixtral" : c->arch;
-}
-
-/* The experts' fields of MixtralConfig / Qwen2MoeConfig. */
-static void moe_config(json_t *root, const tram_model_config *c)
-{
-    if (!c->n_experts)
+    if (!moe)
         return;
-    int qwen = !strcmp(c->arch, "qwen2moe");
-    json_object_set_new(root, qwen ? "num_experts" : "num_local_experts", json_integer(c->n_experts));
+    json_object_set_new(root, moe->hf_count_key, json_integer(c->n_experts));
     json_object_set_new(root, "num_experts_per_tok", json_integer(c->n_experts_used));
-    if (!qwen)
-        return;
-    json_object_set_new(root, "moe_intermediate_size", json_integer(c->ffn_dim));
-    json_object_set_new(root, "shared_expert_intermediate_size", json_integer(c->shared_ffn_dim));
-    json_object_set_new(root, "norm_topk_prob", json_boolean(c->norm_topk_prob));
-    json_object_set_new(root, "qkv_bias", json_boolean(c->qkv_bias));
-    json_object_set_new(root, "decoder_sparse_step", json_integer(1));
-    json_object_set_new(root, "mlp_only_layers", json_array());
+    if (moe->hf_ffn_key)
+        json_object_set_new(root, moe->hf_ffn_key, json_integer(c->ffn_dim));
+    if (moe->shared_expert)
+        json_object_set_new(root, "shared_expert_intermediate_size", json_integer(c->shared_ffn_dim));
+    if (moe->hf_norm_key)
+        json_object_set_new(root, moe->hf_norm_key, json_boolean(c->norm_topk_prob));
+    if (moe->hf_sparse_step) {
+        json_object_set_new(root, "decoder_sparse_step", json_integer(1));
+        json_object_set_new(root, "mlp_only_layers", json_array());
+    }
 }
 
 static json_t *config_json(const tram_model_config *c, const gguf_vocab *v, tram_hf_dtype dtype)
 {
+    const tram_arch *a = tram_arch_by_name(c->arch);
     json_t *rope = json_null();
     if (c->rope_scaling_llama3)
         rope = json_pack("{s:s, s:o, s:o, s:o, s:i}", "rope_type", "llama3", "factor", json_float(c->rope_factor),
@@ -87,8 +83,7 @@ static json_t *config_json(const tram_model_config *c, const gguf_vocab *v, tram
                          c->rope_original_max_pos);
     json_t *root = json_pack(
         "{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:o, s:o, s:b, s:s, s:s}",
-        "architectures", tram_hf_architecture(hf_family(c)), "model_type",
-        strcmp(c->arch, "qwen2moe") ? hf_family(c) : "qwen2_moe", "hidden_size", c->dim,
+        "architectures", a->hf_architecture, "model_type", a->hf_model_type, "hidden_size", c->dim,
         "intermediate_size", c->ffn_dim, "num_hidden_layers", c->n_layers, "num_attention_heads", c->n_heads,
         "num_key_value_heads", c->n_kv_heads, "head_dim", c->head_dim, "vocab_size", c->vocab_size,
         "max_position_embeddings", c->max_seq_len, "rms_norm_eps", json_float(c->norm_eps), "rope_theta",
@@ -97,11 +92,13 @@ static json_t *config_json(const tram_model_config *c, const gguf_vocab *v, tram
     if (!root)
         return NULL;
     /* The GGUF carries no window, and MistralConfig defaults to 4096: say none. */
-    if (strcmp(c->arch, "llama"))
+    if (a->window != TRAM_WINDOW_NONE)
         json_object_set_new(root, "sliding_window", json_null());
-    else
+    if (a->hf_attention_bias_key)
         json_object_set_new(root, "attention_bias", json_false());
-    moe_config(root, c);
+    if (a->hf_qkv_bias_key)
+        json_object_set_new(root, "qkv_bias", json_boolean(c->qkv_bias));
+    moe_config(root, a->moe, c);
     set_id(root, "bos_token_id", v->bos);
     set_id(root, "eos_token_id", v->eos);
     return root;
@@ -166,14 +163,14 @@ static void plan_one(const tram_gguf_tensor *t, int expert, out_tensor *o)
 static int plan_tensors(tram_model_file *f, tram_hf_dtype dtype, out_tensor *out, json_t *header, tram_error *err)
 {
     const tram_gguf *g = tram_model_file_gguf(f);
-    const char *family = hf_family(tram_model_file_config(f));
+    const tram_arch *a = tram_arch_by_name(tram_model_file_config(f)->arch);
     uint64_t offset = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const tram_gguf_tensor *t = &g->tensors[i];
         for (int64_t e = 0; e < hf_count(t); e++) {
             out_tensor *o = out++;
             plan_one(t, (int)e, o);
-            if (tram_hf_tensor_name(family, o->src, o->name, sizeof(o->name)))
+            if (tram_arch_hf_name(a, o->src, o->name, sizeof(o->name)))
                 return tram_fail(err, "%s: tensor %s has no Hugging Face name", g->path, o->src);
             /* Norms and biases stay F32, as in HF checkpoints: they are tiny and
              * rounding them would move every activation. */
@@ -525,8 +522,6 @@ int tram_hf_convert(tram_model_file *f, const char *outdir, tram_hf_dtype dtype,
     const tram_model_config *c = tram_model_file_config(f);
     if (!g)
         return tram_fail(err, "%s: convert reads GGUF files", tram_model_file_path(f));
-    if (!tram_hf_architecture(hf_family(c)))
-        return tram_fail(err, "%s: architecture '%s' has no Hugging Face class", g->path, c->arch);
     gguf_vocab v;
     json_t *tok = NULL;
     if (check_tokenizer_model(g, err) || read_vocab(g, &v, err) || !(tok = tokenizer_json(g, &v, err)) ||

@@ -1,11 +1,13 @@
-/* llama.c — the Llama-family transformer (Llama 2/3, Mistral, Qwen2, SmolLM2)
- * written once as calls on the backend op interface, over the unified batch
- * and a paged KV cache. */
+/* llama.c — the Llama-family transformer (Llama 2/3, Mistral, Qwen2, Qwen3,
+ * SmolLM2, Mixtral, Qwen2-MoE) written once as calls on the backend op
+ * interface, over the unified batch and a paged KV cache; what a family adds
+ * to the shared layer comes from its row of models/arch.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/arch.h"
 #include "models/model.h"
 #include "models/moe.h"
 #include "models/moe_files.h"
@@ -17,6 +19,7 @@ typedef struct {
     tram_weight wqkv;          /* (qd + 2*kd, dim): q rows, then k, then v (qd = n_heads*head_dim,
                                   kd = n_kv_heads*head_dim, this rank's heads: models/shard.h) */
     tram_weight bqkv;          /* Qwen2 biases, (1, qd + 2*kd) in the same order, or empty */
+    tram_weight q_norm, k_norm;/* Qwen3's per-head norms, (1, head_dim) each, or empty */
     tram_weight wo;            /* (dim, n_heads*head_dim) */
     tram_weight ffn_norm;      /* (1, dim) */
     tram_weight w_gate_up;     /* (2*ffn, dim): gate rows, then up rows (this rank's ffn) */
@@ -50,6 +53,7 @@ typedef struct {
 
 struct tram_model {
     tram_model_config cfg;
+    const tram_arch *arch;     /* its row: what the forward pass computes beyond the shared layer */
     tram_model_limits lim;
     tram_backend *be;
     tram_shard shard;          /* this rank's heads and FFN slice (all of them at world size 1) */
@@ -127,9 +131,15 @@ static int load_qkv(tram_model *m, tram_model_file *f, int l, tram_shard_scratch
                             tram_shard_rows(n[2], kd, c->dim, k0, kn)};
     tram_shard_part b[3] = {tram_shard_rows(n[3], qd, 1, q0, qn), tram_shard_rows(n[4], kd, 1, k0, kn),
                             tram_shard_rows(n[5], kd, 1, k0, kn)};
-    if (tram_shard_load(m->be, f, &L->wqkv, w, 3, qn + 2 * kn, c->dim, stacked_type(m, f, names, 3), sc, err))
+    if (tram_shard_load(m->be, f, &L->wqkv, w, 3, qn + 2 * kn, c->dim, stacked_type(m, f, names, 3), sc, err) ||
+        (c->qkv_bias && tram_shard_load(m->be, f, &L->bqkv, b, 3, 1, qn + 2 * kn, TRAM_W_F32, sc, err)))
         return -1;
-    return c->qkv_bias ? tram_shard_load(m->be, f, &L->bqkv, b, 3, 1, qn + 2 * kn, TRAM_W_F32, sc, err) : 0;
+    if (!m->arch->qk_norm)
+        return 0;
+    snprintf(n[0], sizeof(n[0]), "blk.%d.attn_q_norm.weight", l);
+    snprintf(n[1], sizeof(n[1]), "blk.%d.attn_k_norm.weight", l);
+    return load_one(m, f, &L->q_norm, n[0], 1, hd, TRAM_W_F32, sc, err) ||
+           load_one(m, f, &L->k_norm, n[1], 1, hd, TRAM_W_F32, sc, err);
 }
 
 /* The router, this rank's experts whole (expert parallelism; each with its
@@ -360,6 +370,7 @@ int tram_model_create(tram_model **out, tram_model_file *f, tram_backend *be,
     if (!m)
         return -1;
     m->cfg = *tram_model_file_config(f);
+    m->arch = tram_arch_by_name(m->cfg.arch);
     m->lim = *lim;
     m->be = be;
     if (tram_shard_plan(&m->shard, &m->cfg, be->rank, be->world_size, err)) {
@@ -385,8 +396,8 @@ void tram_model_destroy(tram_model *m)
     if (m->layers) {
         for (int l = 0; l < m->cfg.n_layers; l++) {
             llama_layer *L = &m->layers[l];
-            tram_weight *ws[] = {&L->attn_norm, &L->wqkv, &L->bqkv, &L->wo, &L->ffn_norm, &L->w_gate_up,
-                                 &L->w_down};
+            tram_weight *ws[] = {&L->attn_norm, &L->wqkv, &L->bqkv, &L->q_norm, &L->k_norm, &L->wo, &L->ffn_norm,
+                                 &L->w_gate_up, &L->w_down};
             for (size_t i = 0; i < TRAM_ARRAY_LEN(ws); i++)
                 if (ws[i]->data)
                     be->free_weight(be, ws[i]);
@@ -544,6 +555,8 @@ static void attention_block(tram_model *m, int l, const tram_batch *d)
     matmul_in(m, m->a.qkv, m->a.xb, &m->xq_dim, &L->wqkv, n);
     if (m->cfg.qkv_bias)
         be->add_bias(be, m->a.qkv, &L->bqkv, n);
+    if (m->arch->qk_norm)
+        be->head_rmsnorm(be, m->a.qkv, &L->q_norm, &L->k_norm, n, &m->shape, m->cfg.norm_eps);
     be->rope_store(be, m->a.q, m->a.k, m->a.v, L->k_cache, L->v_cache, m->a.qkv, d->positions, d->slot_mapping, n,
                    &m->shape, m->inv_freq, m->cfg.rope_style);
     be->attention(be, m->a.att, m->a.q, L->k_cache, L->v_cache, d, &m->shape);

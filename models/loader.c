@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "models/arch.h"
 #include "models/dummy.h"
 #include "models/gguf.h"
 #include "models/model.h"
@@ -46,39 +47,46 @@ static float gguf_arch_float_or(const tram_gguf *g, const char *arch, const char
                ? (float)v : dflt;
 }
 
+static const tram_arch *gguf_arch_row(const tram_gguf *g, const char *arch, tram_error *err)
+{
+    char known[256];
+    const tram_arch *a = tram_arch_of_gguf(g, arch);
+    if (a)
+        return a;
+    tram_arch_list(TRAM_ARCH_LIST_GGUF, known, sizeof(known));
+    tram_fail(err, "%s: architecture '%s' is not supported (%s are)", g->path, arch, known);
+    return NULL;
+}
+
+static int gguf_read_sizes(const tram_gguf *g, const tram_arch *a, tram_model_config *c, tram_error *err)
+{
+    const char *arch = a->gguf_arch;
+    snprintf(c->arch, sizeof(c->arch), "%s", a->name);
+    if (gguf_arch_int(g, arch, "embedding_length", 1, 1 << 16, &c->dim, err) ||
+        gguf_arch_int(g, arch, "block_count", 1, 1024, &c->n_layers, err) ||
+        gguf_arch_int(g, arch, "attention.head_count", 1, 1024, &c->n_heads, err) ||
+        gguf_arch_int(g, arch, "feed_forward_length", 1, 1 << 20, &c->ffn_dim, err) ||
+        gguf_arch_int(g, arch, "context_length", 1, 1 << 24, &c->max_seq_len, err))
+        return -1;
+    tram_error ignored;
+    if (gguf_arch_int(g, arch, "attention.head_count_kv", 1, c->n_heads, &c->n_kv_heads, &ignored))
+        c->n_kv_heads = c->n_heads;
+    if (gguf_arch_int(g, arch, "attention.key_length", 1, 4096, &c->head_dim, &ignored))
+        c->head_dim = c->dim / c->n_heads;
+    c->norm_eps = gguf_arch_float_or(g, arch, "attention.layer_norm_rms_epsilon", 1e-5f);
+    c->rope_theta = gguf_arch_float_or(g, arch, "rope.freq_base", 10000.0f);
+    c->rope_style = a->gguf_rope;
+    return tram_moe_gguf_config(g, a, c, err);
+}
+
 static int gguf_read_config(const tram_gguf *g, tram_model_config *c, tram_error *err)
 {
     char *arch = NULL;
     if (tram_gguf_get_str(g, "general.architecture", &arch, err))
         return -1;
-    int known = !strcmp(arch, "llama") || !strcmp(arch, "qwen2") || !strcmp(arch, "mistral") ||
-                !strcmp(arch, "qwen2moe");
-    snprintf(c->arch, sizeof(c->arch), "%s", arch);
-    if (!known) {
-        tram_fail(err, "%s: architecture '%s' is not supported (llama, mistral, qwen2, qwen2moe are)", g->path, arch);
-        free(arch);
-        return -1;
-    }
-    int ok = !gguf_arch_int(g, arch, "embedding_length", 1, 1 << 16, &c->dim, err) &&
-             !gguf_arch_int(g, arch, "block_count", 1, 1024, &c->n_layers, err) &&
-             !gguf_arch_int(g, arch, "attention.head_count", 1, 1024, &c->n_heads, err) &&
-             !gguf_arch_int(g, arch, "feed_forward_length", 1, 1 << 20, &c->ffn_dim, err) &&
-             !gguf_arch_int(g, arch, "context_length", 1, 1 << 24, &c->max_seq_len, err);
-    if (ok) {
-        tram_error ignored;
-        if (gguf_arch_int(g, arch, "attention.head_count_kv", 1, c->n_heads, &c->n_kv_heads, &ignored))
-            c->n_kv_heads = c->n_heads;
-        if (gguf_arch_int(g, arch, "attention.key_length", 1, 4096, &c->head_dim, &ignored))
-            c->head_dim = c->dim / c->n_heads;
-        c->norm_eps = gguf_arch_float_or(g, arch, "attention.layer_norm_rms_epsilon", 1e-5f);
-        c->rope_theta = gguf_arch_float_or(g, arch, "rope.freq_base", 10000.0f);
-        /* llama.cpp stores llama/mistral Q and K rows permuted for interleaved
-         * RoPE; qwen2 files keep the NeoX layout. */
-        c->rope_style = strncmp(arch, "qwen2", 5) ? TRAM_ROPE_INTERLEAVED : TRAM_ROPE_NEOX;
-        ok = !tram_moe_gguf_config(g, arch, c, err);
-    }
+    const tram_arch *a = gguf_arch_row(g, arch, err);
     free(arch);
-    if (!ok)
+    if (!a || gguf_read_sizes(g, a, c, err))
         return -1;
     const tram_gguf_tensor *emb = tram_gguf_find_tensor(g, "token_embd.weight");
     if (!emb || emb->n_dims != 2 || emb->ne[0] != c->dim)
@@ -91,6 +99,8 @@ static int gguf_read_config(const tram_gguf *g, tram_model_config *c, tram_error
 
 static int config_check(const tram_model_config *c, const char *path, tram_error *err)
 {
+    if (!tram_arch_by_name(c->arch))
+        return tram_fail(err, "%s: architecture '%s' has no row in models/arch.c", path, c->arch);
     if (c->n_heads % c->n_kv_heads)
         return tram_fail(err, "%s: %d attention heads are not a multiple of %d KV heads", path,
                          c->n_heads, c->n_kv_heads);

@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 typedef struct {
-    char arch[32];                /* "llama", "qwen2", "mistral", "mixtral", "qwen2moe" */
+    char arch[32];                /* its row's name in models/arch.h: "llama", "qwen3", "mixtral", ... */
     int dim;                      /* hidden size */
     int n_layers, n_heads, n_kv_heads, head_dim;
     int ffn_dim, vocab_size;      /* ffn_dim: the dense FFN's width, or one expert's */
@@ -30,7 +30,7 @@ typedef struct {
     float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int rope_original_max_pos;
     int tied_embeddings;          /* lm_head = token embedding */
-    int qkv_bias;                 /* Qwen2 */
+    int qkv_bias;                 /* Qwen2; the file's own biases decide */
     /* Mixture of experts (models/moe.h): every layer's FFN is n_experts routed
      * experts of width ffn_dim, n_experts_used per token; 0 experts: dense. */
     int n_experts, n_experts_used;

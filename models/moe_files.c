@@ -55,16 +55,17 @@ static int gguf_moe_int(const tram_gguf *g, const char *arch, const char *suffix
     return 0;
 }
 
-int tram_moe_gguf_config(const tram_gguf *g, const char *arch, tram_model_config *c, tram_error *err)
+int tram_moe_gguf_config(const tram_gguf *g, const tram_arch *a, tram_model_config *c, tram_error *err)
 {
     char key[128];
-    if (gguf_moe_int(g, arch, "expert_count", !strcmp(arch, "qwen2moe"), 1, 1024, &c->n_experts, err))
-        return -1;
-    if (!c->n_experts)
+    const char *arch = a->gguf_arch;
+    if (!a->moe)
         return 0;
-    /* Mixtral always renormalizes; llama.cpp runs qwen2moe files without
-     * (Qwen1.5-MoE's norm_topk_prob is false) unless the file says so. */
-    c->norm_topk_prob = strcmp(arch, "qwen2moe") != 0;
+    if (gguf_moe_int(g, arch, "expert_count", 1, 1, 1024, &c->n_experts, err))
+        return -1;
+    /* llama.cpp runs qwen2moe files without renormalizing (Qwen1.5-MoE's
+     * norm_topk_prob is false) unless the file says so. */
+    c->norm_topk_prob = a->moe->norm_topk_prob;
     snprintf(key, sizeof(key), "%s.expert_weights_norm", arch);
     if (tram_gguf_find_kv(g, key) && tram_gguf_get_bool(g, key, &c->norm_topk_prob, err))
         return -1;
@@ -94,62 +95,22 @@ static int hf_all_layers_sparse(const json_t *root, const char *path, tram_error
     return 0;
 }
 
-int tram_moe_hf_config(const json_t *root, tram_model_config *c, const char *path, tram_error *err)
+int tram_moe_hf_config(const json_t *root, const tram_arch *a, tram_model_config *c, const char *path,
+                       tram_error *err)
 {
-    long long experts, used, ffn = c->ffn_dim, shared;
-    int mixtral = !strcmp(c->arch, "mixtral");
-    if (tram_json_get_int(root, mixtral ? "num_local_experts" : "num_experts", 1, 1, 1024, &experts, path,
-                          err) ||
-        tram_json_get_int(root, "num_experts_per_tok", 1, 1, experts, &used, path, err))
+    const tram_arch_moe *moe = a->moe;
+    long long experts, used, ffn = c->ffn_dim, shared = 0;
+    c->norm_topk_prob = moe->norm_topk_prob;
+    if (tram_json_get_int(root, moe->hf_count_key, 1, 1, 1024, &experts, path, err) ||
+        tram_json_get_int(root, "num_experts_per_tok", 1, 1, experts, &used, path, err) ||
+        (moe->hf_ffn_key && tram_json_get_int(root, moe->hf_ffn_key, 1, 1, 1 << 20, &ffn, path, err)) ||
+        (moe->shared_expert &&
+         tram_json_get_int(root, "shared_expert_intermediate_size", 1, 0, 1 << 20, &shared, path, err)) ||
+        (moe->hf_norm_key && tram_json_get_bool(root, moe->hf_norm_key, 0, &c->norm_topk_prob, path, err)))
         return -1;
     c->n_experts = (int)experts;
     c->n_experts_used = (int)used;
-    c->norm_topk_prob = 1;
-    if (mixtral)
-        return 0;
-    c->norm_topk_prob = 0;
-    if (tram_json_get_int(root, "moe_intermediate_size", 1, 1, 1 << 20, &ffn, path, err) ||
-        tram_json_get_int(root, "shared_expert_intermediate_size", 1, 0, 1 << 20, &shared, path, err) ||
-        tram_json_get_bool(root, "norm_topk_prob", 0, &c->norm_topk_prob, path, err) ||
-        tram_json_get_bool(root, "qkv_bias", 0, &c->qkv_bias, path, err))
-        return -1;
     c->ffn_dim = (int)ffn;
     c->shared_ffn_dim = (int)shared;
-    return hf_all_layers_sparse(root, path, err);
-}
-
-int tram_moe_hf_name(const char *arch, int layer, const char *module, const char *suffix, char *out,
-                     size_t out_len)
-{
-    static const struct {
-        const char *gguf, *mixtral, *qwen2moe;
-    } names[] = {
-        {"ffn_gate_inp", "block_sparse_moe.gate", "mlp.gate"},
-        {"ffn_gate", "block_sparse_moe.experts.%d.w1", "mlp.experts.%d.gate_proj"},
-        {"ffn_up", "block_sparse_moe.experts.%d.w3", "mlp.experts.%d.up_proj"},
-        {"ffn_down", "block_sparse_moe.experts.%d.w2", "mlp.experts.%d.down_proj"},
-        {"ffn_gate_shexp", NULL, "mlp.shared_expert.gate_proj"},
-        {"ffn_up_shexp", NULL, "mlp.shared_expert.up_proj"},
-        {"ffn_down_shexp", NULL, "mlp.shared_expert.down_proj"},
-        {"ffn_gate_inp_shexp", NULL, "mlp.shared_expert_gate"},
-    };
-    int mixtral = !strcmp(arch, "mixtral");
-    if (!mixtral && strcmp(arch, "qwen2moe"))
-        return -1;
-    char kind[32];
-    int expert = -1, used = 0;
-    int per_expert = sscanf(module, "%31[a-z_].%d%n", kind, &expert, &used) == 2;
-    if (!per_expert && sscanf(module, "%31[a-z_]%n", kind, &used) != 1)
-        return -1;
-    if (!used || module[used] || (per_expert && expert < 0))
-        return -1;
-    for (size_t i = 0; i < TRAM_ARRAY_LEN(names); i++) {
-        const char *hf = mixtral ? names[i].mixtral : names[i].qwen2moe;
-        if (strcmp(kind, names[i].gguf) || !hf || per_expert != (strchr(hf, '%') != NULL))
-            continue;
-        char stem[96];
-        snprintf(stem, sizeof(stem), hf, expert);
-        return snprintf(out, out_len, "model.layers.%d.%s%s", layer, stem, suffix) < (int)out_len ? 0 : -1;
-    }
-    return -1;
+    return moe->hf_sparse_step ? hf_all_layers_sparse(root, path, err) : 0;
 }

@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "kernels/base.h"
+#include "models/arch.h"
 #include "models/gguf.h"
 #include "models/model.h"
 
@@ -27,21 +28,16 @@ void tram_moe_expert_name(char *out, size_t len, int layer, const char *kind, in
  * 0; -1 otherwise. */
 int tram_gguf_expert_slice(const tram_gguf *g, const char *name, tram_gguf_tensor *slice);
 
-/* The MoE keys of a GGUF of architecture arch ("llama" for Mixtral,
- * "qwen2moe"): expert_count, expert_used_count, expert_feed_forward_length,
- * expert_shared_feed_forward_length, expert_weights_norm.  A file without
- * expert_count is dense and keeps c unchanged. */
-int tram_moe_gguf_config(const tram_gguf *g, const char *arch, tram_model_config *c, tram_error *err);
+/* The MoE keys of a GGUF of row a's general.architecture ("llama" for
+ * Mixtral, "qwen2moe"): expert_count, expert_used_count,
+ * expert_feed_forward_length, expert_shared_feed_forward_length,
+ * expert_weights_norm.  A dense row keeps c unchanged. */
+int tram_moe_gguf_config(const tram_gguf *g, const tram_arch *a, tram_model_config *c, tram_error *err);
 
-/* The MoE fields of a Mixtral or Qwen2-MoE config.json (c->arch "mixtral" or
- * "qwen2moe"); a Qwen2-MoE whose layers are not all sparse is refused. */
-int tram_moe_hf_config(const json_t *root, tram_model_config *c, const char *path, tram_error *err);
-
-/* The HF name of layer `layer`'s MoE tensor `module` ("ffn_gate_inp",
- * "ffn_up.3", "ffn_down_shexp", ...; the GGUF name between "blk.N." and the
- * suffix ".weight") for architecture arch, into out; -1 when it is not an MoE
- * tensor of that architecture or out is too short. */
-int tram_moe_hf_name(const char *arch, int layer, const char *module, const char *suffix, char *out,
-                     size_t out_len);
+/* The MoE fields of an MoE row's config.json (the keys a->moe names); one
+ * whose layers are not all sparse (decoder_sparse_step, mlp_only_layers) is
+ * refused. */
+int tram_moe_hf_config(const json_t *root, const tram_arch *a, tram_model_config *c, const char *path,
+                       tram_error *err);
 
 #endif

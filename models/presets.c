@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/arch.h"
 #include "models/json_util.h"
 
 static void preset_path(const char *name, char *path, size_t len)
@@ -57,7 +58,7 @@ static int preset_sizes(const json_t *root, tram_model_config *c, const char *pa
 }
 
 /* Mixture of experts: n_experts, n_experts_used, norm_topk_prob and
- * shared_ffn_dim, all required when arch is mixtral or qwen2moe. */
+ * shared_ffn_dim, all required when arch is an MoE row (models/arch.h). */
 static int preset_experts(const json_t *root, tram_model_config *c, const char *path, tram_error *err)
 {
     long long experts, used, shared;
@@ -99,11 +100,13 @@ int tram_preset_load(const char *name, tram_model_config *out, tram_error *err)
     tram_model_config c = {0};
     int rc = tram_json_get_string(root, "arch", 1, &arch, path, err) || preset_sizes(root, &c, path, err) ||
              preset_rope(root, &c, path, err);
-    int moe = !rc && (!strcmp(arch, "mixtral") || !strcmp(arch, "qwen2moe"));
-    if (!rc && !moe && strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "mistral"))
-        rc = tram_fail(err, "%s: arch '%s' is not supported (llama, qwen2, mistral, mixtral, qwen2moe)", path,
-                       arch);
-    if (moe)
+    const tram_arch *a = rc ? NULL : tram_arch_by_name(arch);
+    if (!rc && !a) {
+        char known[256];
+        tram_arch_list(TRAM_ARCH_LIST_NAME, known, sizeof(known));
+        rc = tram_fail(err, "%s: arch '%s' is not supported (%s)", path, arch, known);
+    }
+    if (a && a->moe)
         rc = preset_experts(root, &c, path, err);
     if (!rc)
         snprintf(c.arch, sizeof(c.arch), "%s", arch);

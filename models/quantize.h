@@ -2,7 +2,7 @@
  * calibration statistics, and the int8 GGUF `tram quantize` writes, smoothed
  * with SmoothQuant (models/smoothquant.h).
  *
- * The file format (also in README.md): every quantized matrix keeps its GGUF
+ * The file format (also in docs/models.md): every quantized matrix keeps its GGUF
  * name and shape with ggml type I8 (24), values in [-127, 127], and gains an
  * F32 tensor "<name>.scale" of one scale per output row: w = q * scale[row].
  * Norm weights into which SmoothQuant folded its factors are F32; every other

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "kernels/dequant.h"
+#include "models/arch.h"
 #include "models/json_util.h"
 #include "models/moe_files.h"
 
@@ -47,54 +48,13 @@ typedef struct {
 
 struct tram_hf_model {
     char dir[512];
-    char arch[32];         /* tram's name, which decides the MoE tensor names */
+    const tram_arch *arch; /* its row, which decides the names of MoE tensors */
     int n_experts;
     st_file *files;
     int n_files;
     st_tensor *tensors;
     int n_tensors, cap_tensors;
 };
-
-/* ---------------------------------------------------------------- names */
-
-static const struct {
-    const char *gguf, *hf;
-} global_names[] = {
-    {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"},
-}, layer_names[] = {
-    {"attn_norm", "input_layernorm"},      {"ffn_norm", "post_attention_layernorm"},
-    {"attn_q", "self_attn.q_proj"},        {"attn_k", "self_attn.k_proj"},
-    {"attn_v", "self_attn.v_proj"},        {"attn_output", "self_attn.o_proj"},
-    {"ffn_gate", "mlp.gate_proj"},         {"ffn_up", "mlp.up_proj"},
-    {"ffn_down", "mlp.down_proj"},
-};
-
-int tram_hf_tensor_name(const char *arch, const char *gguf_name, char *out, size_t out_len)
-{
-    const char *suffix = strrchr(gguf_name, '.');
-    if (!suffix || (strcmp(suffix, ".weight") && strcmp(suffix, ".bias")))
-        return -1;
-    int stem_len = (int)(suffix - gguf_name), layer, used = 0;
-    if (sscanf(gguf_name, "blk.%9d.%n", &layer, &used) == 1 && used && layer >= 0) {
-        const char *module = gguf_name + used;
-        int module_len = (int)(suffix - module);
-        for (size_t i = 0; i < TRAM_ARRAY_LEN(layer_names); i++)
-            if ((int)strlen(layer_names[i].gguf) == module_len &&
-                !strncmp(module, layer_names[i].gguf, (size_t)module_len))
-                return snprintf(out, out_len, "model.layers.%d.%s%s", layer, layer_names[i].hf,
-                                suffix) < (int)out_len ? 0 : -1;
-        char moe_module[64];
-        if (module_len >= (int)sizeof(moe_module))
-            return -1;
-        snprintf(moe_module, sizeof(moe_module), "%.*s", module_len, module);
-        return tram_moe_hf_name(arch, layer, moe_module, suffix, out, out_len);
-    }
-    for (size_t i = 0; i < TRAM_ARRAY_LEN(global_names); i++)
-        if ((int)strlen(global_names[i].gguf) == stem_len &&
-            !strncmp(gguf_name, global_names[i].gguf, (size_t)stem_len))
-            return snprintf(out, out_len, "%s%s", global_names[i].hf, suffix) < (int)out_len ? 0 : -1;
-    return -1;
-}
 
 /* ---------------------------------------------------------------- files */
 
@@ -308,39 +268,22 @@ static int st_open_tensors(tram_hf_model *m, tram_error *err)
 
 /* ---------------------------------------------------------------- config.json */
 
-static const struct {
-    const char *architecture, *model_type, *arch;
-} hf_archs[] = {
-    {"LlamaForCausalLM", "llama", "llama"},
-    {"MistralForCausalLM", "mistral", "mistral"},
-    {"Qwen2ForCausalLM", "qwen2", "qwen2"},
-    {"MixtralForCausalLM", "mixtral", "mixtral"},
-    {"Qwen2MoeForCausalLM", "qwen2_moe", "qwen2moe"},
-};
-
-const char *tram_hf_architecture(const char *arch)
-{
-    for (size_t i = 0; i < TRAM_ARRAY_LEN(hf_archs); i++)
-        if (!strcmp(arch, hf_archs[i].arch))
-            return hf_archs[i].architecture;
-    return NULL;
-}
-
 /* architectures[0] decides; model_type is the fallback for configs without it. */
 static int hf_arch(const json_t *root, tram_model_config *c, const char *path, tram_error *err)
 {
     json_t *archs = json_object_get(root, "architectures");
     const char *want = json_is_array(archs) ? json_string_value(json_array_get(archs, 0)) : NULL;
     const char *type = json_string_value(json_object_get(root, "model_type"));
-    for (size_t i = 0; i < TRAM_ARRAY_LEN(hf_archs); i++) {
-        if (want ? !strcmp(want, hf_archs[i].architecture) : type && !strcmp(type, hf_archs[i].model_type)) {
-            snprintf(c->arch, sizeof(c->arch), "%s", hf_archs[i].arch);
-            c->qkv_bias = !strncmp(hf_archs[i].arch, "qwen2", 5);  /* qwen2moe reads qkv_bias too */
-            return 0;
-        }
+    const tram_arch *a = tram_arch_by_hf(want, type);
+    if (a) {
+        snprintf(c->arch, sizeof(c->arch), "%s", a->name);
+        c->qkv_bias = a->qkv_bias;
+        return a->hf_qkv_bias_key ? tram_json_get_bool(root, "qkv_bias", 0, &c->qkv_bias, path, err) : 0;
     }
-    return tram_fail(err, "%s: architecture '%s' is not supported (LlamaForCausalLM, MistralForCausalLM, "
-                     "Qwen2ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM are)", path, want ? want : type ? type : "(none given)");
+    char known[256];
+    tram_arch_list(TRAM_ARCH_LIST_HF, known, sizeof(known));
+    return tram_fail(err, "%s: architecture '%s' is not supported (%s are)", path,
+                     want ? want : type ? type : "(none given)", known);
 }
 
 /* rope_scaling (or transformers 5's rope_parameters): absent, "default", or
@@ -390,7 +333,7 @@ static int hf_unsupported(const json_t *root, const char *path, tram_error *err)
 static int hf_sliding_window(const json_t *root, tram_model_config *c, const char *path, tram_error *err)
 {
     long long window = 0;
-    int used = strncmp(c->arch, "qwen2", 5) != 0;  /* qwen2 and qwen2moe set use_sliding_window */
+    int used = tram_arch_by_name(c->arch)->window != TRAM_WINDOW_OPT_IN;
     if (tram_json_get_bool(root, "use_sliding_window", 0, &used, path, err) ||
         tram_json_get_int(root, "sliding_window", 0, 0, INT_MAX, &window, path, err))  /* 0: none */
         return -1;
@@ -441,8 +384,8 @@ static int hf_read_config(const char *dir, tram_model_config *c, tram_error *err
     c->rope_style = TRAM_ROPE_NEOX;
     int rc = hf_arch(root, c, path, err) || hf_unsupported(root, path, err) || hf_sizes(root, c, path, err) ||
              hf_rope(root, c, path, err) || hf_sliding_window(root, c, path, err) ? -1 : 0;
-    if (!rc && (!strcmp(c->arch, "mixtral") || !strcmp(c->arch, "qwen2moe")))
-        rc = tram_moe_hf_config(root, c, path, err);
+    if (!rc && tram_arch_by_name(c->arch)->moe)
+        rc = tram_moe_hf_config(root, tram_arch_by_name(c->arch), c, path, err);
     json_decref(root);
     return rc;
 }
@@ -462,7 +405,7 @@ int tram_hf_open(tram_hf_model **out, const char *dir, tram_model_config *cfg, t
         tram_hf_close(m);
         return -1;
     }
-    snprintf(m->arch, sizeof(m->arch), "%s", cfg->arch);
+    m->arch = tram_arch_by_name(cfg->arch);
     m->n_experts = cfg->n_experts;
     *out = m;
     return 0;
@@ -490,9 +433,11 @@ static const st_tensor *hf_fused(const tram_hf_model *m, const char *gguf_name, 
 {
     int layer, expert, used = 0;
     char kind[16], name[128];
-    if (!strcmp(m->arch, "mixtral") && !tram_hf_tensor_name("qwen2moe", gguf_name, name, sizeof(name)) &&
-        strstr(name, ".mlp.gate."))
+    const char *router = m->arch->moe ? m->arch->moe->hf_fused_router : NULL;
+    if (router && sscanf(gguf_name, "blk.%d.ffn_gate_inp.weight%n", &layer, &used) == 1 && !gguf_name[used]) {
+        snprintf(name, sizeof(name), "model.layers.%d.%s.weight", layer, router);
         return st_find(m, name);
+    }
     if (!m->n_experts || sscanf(gguf_name, "blk.%d.%15[a-z_].%d.weight%n", &layer, kind, &expert, &used) != 3 ||
         gguf_name[used] || expert < 0 || expert >= m->n_experts)
         return NULL;
@@ -513,7 +458,7 @@ static const st_tensor *hf_fused(const tram_hf_model *m, const char *gguf_name, 
 static const st_tensor *hf_lookup(const tram_hf_model *m, const char *gguf_name, st_tensor *view)
 {
     char hf_name[256];
-    const st_tensor *t = tram_hf_tensor_name(m->arch, gguf_name, hf_name, sizeof(hf_name)) ? NULL
+    const st_tensor *t = tram_arch_hf_name(m->arch, gguf_name, hf_name, sizeof(hf_name)) ? NULL
                                                                                             : st_find(m, hf_name);
     return t ? t : hf_fused(m, gguf_name, view);
 }

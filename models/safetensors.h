@@ -20,10 +20,4 @@ void tram_hf_close(tram_hf_model *m);
 int tram_hf_has_tensor(const tram_hf_model *m, const char *gguf_name);
 int tram_hf_read_f32(tram_hf_model *m, const char *gguf_name, float *out, int64_t numel,
                      tram_error *err);
-/* Writes the HF name of a GGUF tensor name into out; -1 if it has none.  arch
- * (tram's name) picks the names of MoE tensors (models/moe_files.h). */
-int tram_hf_tensor_name(const char *arch, const char *gguf_name, char *out, size_t out_len);
-/* The HF class of a tram architecture ("llama" -> "LlamaForCausalLM"), or NULL. */
-const char *tram_hf_architecture(const char *arch);
-
 #endif

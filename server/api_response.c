@@ -7,7 +7,7 @@
 
 #include "tokenizer/tokenizer.h"
 
-void tram_api_make_id(tram_api_kind kind, char out[48])
+void tram_api_random_id(const char *prefix, char out[48])
 {
     unsigned char r[12] = {0};
     if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
@@ -15,9 +15,14 @@ void tram_api_make_id(tram_api_kind kind, char out[48])
         double t = tram_now();
         memcpy(r, &t, sizeof(t));
     }
-    int n = snprintf(out, 48, "%s", kind == TRAM_API_CHAT ? "chatcmpl-" : "cmpl-");
+    int n = snprintf(out, 48, "%.20s", prefix);
     for (size_t i = 0; i < sizeof(r); i++)
         n += snprintf(out + n, 48 - (size_t)n, "%02x", r[i]);
+}
+
+void tram_api_make_id(tram_api_kind kind, char out[48])
+{
+    tram_api_random_id(kind == TRAM_API_CHAT ? "chatcmpl-" : "cmpl-", out);
 }
 
 int tram_api_choice_append(tram_api_choice *c, const char *text, size_t len)

@@ -36,7 +36,9 @@ typedef struct {
     const char *model;
 } tram_api_envelope;
 
-/* Writes a fresh id ("chatcmpl-" or "cmpl-" and 24 random hex digits). */
+/* Writes a fresh id: prefix (at most 20 bytes) and 24 random hex digits. */
+void tram_api_random_id(const char *prefix, char out[48]);
+/* A response's id: "chatcmpl-" or "cmpl-" and 24 random hex digits. */
 void tram_api_make_id(tram_api_kind kind, char out[48]);
 
 int tram_api_choice_append(tram_api_choice *c, const char *text, size_t len);

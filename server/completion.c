@@ -68,7 +68,7 @@ struct tram_completion {
     long long tokens_so_far;     /* generated so far, all choices (continuous usage) */
     tram_rcache_entry *flight;   /* the response-cache entry it leads or follows, or NULL */
     int follower;                /* fed by its flight's leader, never by the engine */
-    tram_completion_done done;   /* internal requests (warm-up, preload): told at the end */
+    tram_server_done done;       /* internal requests (warm-up, preload, batch): told at the end */
     void *done_arg;
 };
 
@@ -426,7 +426,7 @@ void tram_handle_completion(tram_server *s, struct evhttp_request *req)
 }
 
 int tram_completion_start_internal(tram_server *s, tram_api_kind kind, const char *body,
-                                   size_t len, int must_cache, tram_completion_done done,
+                                   size_t len, int must_cache, tram_server_done done,
                                    void *arg, tram_api_error *e)
 {
     tram_completion *c = completion_new(s, NULL);
@@ -525,6 +525,19 @@ static int cacheable(const tram_completion *c)
 
 static void fail_completion(tram_completion *c, const tram_api_error *error);
 
+/* An internal request's end, told with the status and body a client would
+ * have been answered; a reply the drain cut short is no result. */
+static void tell_done(tram_completion *c, const tram_api_usage *u)
+{
+    static const tram_api_error cut = {.status = 503, .message = "The server is shutting down."};
+    if (!c->error.status && !cacheable(c))
+        c->error = cut;
+    json_t *body = c->error.status ? tram_api_error_json(&c->error)
+                                   : tram_api_response(&c->env, c->choices, c->num_choices, u);
+    c->done(c->done_arg, c->error.status ? c->error.status : 200, body);
+    json_decref(body);
+}
+
 /* The completion leaves its flight.  A leader ends the flight: followers
  * still attached (none, unless the leader ended early) fail. */
 static void detach_flight(tram_completion *c, int cache_it)
@@ -558,7 +571,7 @@ static void finish(tram_completion *c)
     if (c->error.status == 503)
         c->srv->metrics.refused[TRAM_REFUSED_QUEUE_FULL]++;
     if (c->done)
-        c->done(c->done_arg, c->error.status ? c->error.status : 200, c->error.message);
+        tell_done(c, &u);
     int status = c->error.status && !c->streaming ? c->error.status : 200;
     if (c->req) {
         evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), NULL, NULL);
@@ -847,7 +860,7 @@ static void fail_completion(tram_completion *c, const tram_api_error *error)
     else if (c->req)
         tram_http_send_error(c->req, &c->error);
     if (c->done)
-        c->done(c->done_arg, error->status, error->message);
+        tell_done(c, NULL);
     tram_log(TRAM_LOG_ERROR, "%s %d %s", c->id, error->status, error->message);
     completion_unlink(c);
     completion_free(c);

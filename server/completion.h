@@ -15,14 +15,14 @@ struct evhttp_request;
 void tram_handle_chat(tram_server *s, struct evhttp_request *req);
 void tram_handle_completion(tram_server *s, struct evhttp_request *req);
 
-/* Internal requests (the warm-up, preloading): a body run like a client's,
- * its result dropped, done(arg, status, message) called when it ends (status
- * 200, or the error).  done may run before this returns (a cache hit).  -1
- * with e filled when the body is refused before it runs (done is then not
- * called): invalid, or must_cache and the response cache would not keep it. */
-typedef void (*tram_completion_done)(void *arg, int status, const char *message);
+/* Internal requests (the warm-up, preloading, tram_server_submit): a body
+ * run like a client's, done (server.h) called when it ends with the status
+ * and the body a client would have been answered (an aborted reply is a
+ * 503).  done may run before this returns (a cache hit).  -1 with e filled
+ * when the body is refused before it runs (done is then not called):
+ * invalid, or must_cache and the response cache would not keep it. */
 int tram_completion_start_internal(tram_server *s, tram_api_kind kind, const char *body,
-                                   size_t len, int must_cache, tram_completion_done done,
+                                   size_t len, int must_cache, tram_server_done done,
                                    void *arg, tram_api_error *e);
 /* An ACCEPTED, REJECTED or OUTPUT event from the worker. */
 void tram_completion_on_event(const tram_event *ev);

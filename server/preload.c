@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/batch_line.h"
 #include "server/completion.h"
 #include "server/log.h"
 
@@ -40,42 +41,19 @@ static int line_error(const char *path, int line, const char *what)
     return -1;
 }
 
-/* One line into item: the url names the endpoint, the body is kept as text. */
+/* One line into item: its endpoint and body (batch_line.h's forms). */
 static int parse_line(const char *path, int line, const char *text, preload_item *item)
 {
-    json_error_t jerr;
-    json_t *o = json_loads(text, 0, &jerr);
-    int rc = -1;
-    const char *key;
-    json_t *v;
-    if (!o || !json_is_object(o)) {
-        json_decref(o);
-        return line_error(path, line, "not a JSON object");
-    }
-    json_object_foreach(o, key, v) {
-        if (strcmp(key, "custom_id") && strcmp(key, "method") && strcmp(key, "url") &&
-            strcmp(key, "body")) {
-            line_error(path, line, "unknown field (expected custom_id, method, url, body)");
-            goto out;
-        }
-    }
-    const char *url = json_string_value(json_object_get(o, "url"));
-    const json_t *method = json_object_get(o, "method");
-    const json_t *body = json_object_get(o, "body");
-    if (method && (!json_is_string(method) || strcmp(json_string_value(method), "POST")))
-        line_error(path, line, "'method' must be \"POST\"");
-    else if (!url || (strcmp(url, "/v1/chat/completions") && strcmp(url, "/v1/completions")))
-        line_error(path, line, "'url' must be \"/v1/chat/completions\" or \"/v1/completions\"");
-    else if (!json_is_object(body))
-        line_error(path, line, "'body' must be a JSON object");
-    else if (!(item->body = json_dumps(body, JSON_COMPACT)))
-        line_error(path, line, "out of memory");
-    else
-        rc = 0;
-    item->kind = url && !strcmp(url, "/v1/completions") ? TRAM_API_COMPLETION : TRAM_API_CHAT;
+    tram_batch_line l;
+    tram_api_error e = {0};
+    int rc = tram_batch_line_parse(text, strlen(text), &l, &e);
+    if (rc)
+        line_error(path, line, e.message);
+    item->kind = l.kind;
+    item->body = l.body;
     item->line = line;
-out:
-    json_decref(o);
+    l.body = NULL;
+    tram_batch_line_free(&l);
     return rc;
 }
 
@@ -147,8 +125,9 @@ void tram_preload_free(tram_preload *p)
 
 static void pump(tram_preload *p);
 
-static void on_done(void *arg, int status, const char *message)
+static void on_done(void *arg, int status, const json_t *body)
 {
+    const char *message = json_string_value(json_object_get(json_object_get(body, "error"), "message"));
     preload_item *item = arg;
     tram_preload *p = item->owner;
     p->in_flight--;
@@ -156,9 +135,10 @@ static void on_done(void *arg, int status, const char *message)
         p->failed = 1;
         if (item->line)
             tram_log(TRAM_LOG_ERROR, "%s:%d: the request failed (%d): %s", p->path, item->line,
-                     status, message);
+                     status, message ? message : "out of memory");
         else
-            tram_log(TRAM_LOG_ERROR, "the warm-up request failed (%d): %s", status, message);
+            tram_log(TRAM_LOG_ERROR, "the warm-up request failed (%d): %s", status,
+                     message ? message : "out of memory");
     }
     pump(p);
 }

@@ -4,10 +4,11 @@
  * pages and caches; then the requests of --response-cache-preload FILE.jsonl,
  * so the hot keys are in the response cache before any client asks.
  *
- * The file holds one request a line in the OpenAI batch format:
+ * The file holds one request a line, in the forms `tram generate --input`
+ * reads (server/batch_line.h): the OpenAI batch format
  *   {"custom_id": "...", "method": "POST", "url": "/v1/chat/completions", "body": {...}}
  * (custom_id and method optional; url /v1/chat/completions or
- * /v1/completions).  Every line must be cacheable under the server's
+ * /v1/completions), or a plain body.  Every line must be cacheable under the server's
  * --response-cache mode and must succeed, else the server does not start:
  * a preload that silently did less would be a cold cache nobody knows of. */
 #ifndef TRAM_PRELOAD_H

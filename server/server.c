@@ -49,6 +49,11 @@ void tram_server_config_init(tram_server_config *c)
 static void on_warm(tram_server *s)
 {
     s->ready = 1;
+    if (s->cfg.job) {
+        tram_log(TRAM_LOG_INFO, "ready: '%s', %.2f s after start", s->model_name, tram_now() - s->started);
+        s->cfg.job->ready(s, s->cfg.job->arg);
+        return;
+    }
     tram_log(TRAM_LOG_INFO, "ready: serving '%s' (max_model_len %d) on http://%s:%d, %.2f s after "
              "start", s->model_name, tram_engine_max_model_len(s->engine), s->cfg.host,
              s->cfg.port, tram_now() - s->started);
@@ -164,6 +169,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 static int setup_http(tram_server *s)
 {
+    if (s->cfg.job)  /* offline: nothing listens */
+        return 0;
     s->http = evhttp_new(s->base);
     if (!s->http)
         return -1;
@@ -229,8 +236,11 @@ static int start_worker(tram_server *s)
         tram_log(TRAM_LOG_ERROR, "%s", err.msg);
         return -1;
     }
-    tram_log(TRAM_LOG_INFO, "loading %s; listening on http://%s:%d", s->cfg.model_path,
-             s->cfg.host, s->cfg.port);
+    if (s->cfg.job)
+        tram_log(TRAM_LOG_INFO, "loading %s", s->cfg.model_path);
+    else
+        tram_log(TRAM_LOG_INFO, "loading %s; listening on http://%s:%d", s->cfg.model_path,
+                 s->cfg.host, s->cfg.port);
     return 0;
 }
 
@@ -252,6 +262,30 @@ static void teardown(tram_server *s)
     if (s->wake_fd >= 0)
         close(s->wake_fd);
     event_base_free(s->base);
+}
+
+void tram_server_submit(tram_server *s, tram_api_kind kind, const char *body, size_t len,
+                        tram_server_done done, void *arg)
+{
+    tram_api_error e = {0};
+    if (s->draining)
+        tram_api_fail(&e, 503, NULL, NULL, "The server is shutting down.");
+    if (!e.status && !tram_completion_start_internal(s, kind, body, len, 0, done, arg, &e))
+        return;
+    json_t *error = tram_api_error_json(&e);
+    done(arg, e.status, error);
+    json_decref(error);
+}
+
+void tram_server_stop(tram_server *s)
+{
+    if (!s->draining)
+        start_drain(s);
+}
+
+int tram_server_stopping(const tram_server *s)
+{
+    return s->draining;
 }
 
 int tram_server_run(const tram_server_config *c)

@@ -8,12 +8,29 @@
 #ifndef TRAM_SERVER_H
 #define TRAM_SERVER_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "engine/tram.h"
+#include "server/api_request.h"
 #include "server/response_cache.h"
 
 #define TRAM_MAX_SERVED_NAMES 8
+
+typedef struct tram_server tram_server;
+
+/* An offline job (`tram generate --input`): the server runs without a
+ * listener, and once it is ready (loaded and warmed up) it calls
+ * ready(s, arg), which submits bodies with tram_server_submit. */
+typedef struct {
+    void (*ready)(tram_server *s, void *arg);
+    void *arg;
+} tram_server_job;
+
+/* How a submitted body ended: the HTTP status and the body `tram serve`
+ * would have answered (a response, or {"error": ...}; NULL only when out of
+ * memory).  Called on the event-loop thread; body lives until it returns. */
+typedef void (*tram_server_done)(void *arg, int status, const json_t *body);
 
 typedef struct {
     const char *model_path;
@@ -36,6 +53,7 @@ typedef struct {
     double cost_per_hour;            /* dollars; 0: no cost metrics */
     double cost_window;              /* seconds of the cost gauges' sliding window (300) */
     tram_engine_config engine;
+    const tram_server_job *job;      /* NULL: serve HTTP on host:port; else run the job */
 } tram_server_config;
 
 void tram_server_config_init(tram_server_config *c);
@@ -44,5 +62,15 @@ void tram_server_config_init(tram_server_config *c);
  * code (0 after a clean drain, 1 when the model cannot be loaded or the
  * engine fails). */
 int tram_server_run(const tram_server_config *c);
+
+/* A job's request: body[0..len) run exactly as a client's request to the
+ * endpoint (parsed, rendered, generated, answered); done is called once,
+ * perhaps before this returns (a refused body, a cache hit). */
+void tram_server_submit(tram_server *s, tram_api_kind kind, const char *body, size_t len,
+                        tram_server_done done, void *arg);
+/* The job ends: the server drains what is in flight, then tram_server_run
+ * returns.  A signal starts the same drain; tram_server_stopping tells. */
+void tram_server_stop(tram_server *s);
+int tram_server_stopping(const tram_server *s);
 
 #endif

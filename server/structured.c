@@ -164,25 +164,43 @@ static int to_gbnf(const constraint *c, char **gbnf, tram_api_error *e)
     return 0;
 }
 
-/* Applications send the same schema on call after call: the last few
- * compiled grammars are kept, keyed by their GBNF text and tokenizer. */
-#define CACHE_SIZE 16
+/* Applications send the same schema on call after call: compiled
+ * grammars are kept, keyed by their GBNF text and tokenizer, least
+ * recently used first out, while their memory (tram_grammar_bytes, the
+ * key's text included) stays within TRAM_GRAMMAR_CACHE_BYTES.  Only what
+ * compiled is kept: a refused grammar leaves the cache as it was.  The
+ * entry count is capped too, so that a lookup's scan stays short. */
+#define CACHE_MAX_ENTRIES 1024
 
-static struct {
+typedef struct {
     char *gbnf;
+    uint64_t hash;
     const struct tram_tokenizer *tok;
     const tram_grammar *g;
+    size_t bytes;
     uint64_t used;
-} cache[CACHE_SIZE];
+} cache_entry;
+
+static cache_entry cache[CACHE_MAX_ENTRIES];
+static int cache_n;
+static size_t cache_bytes;
 static uint64_t cache_clock;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static const tram_grammar *cache_get(const char *gbnf, const struct tram_tokenizer *tok)
+static uint64_t text_hash(const char *s)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return tram_mix64(h);
+}
+
+static const tram_grammar *cache_get(const char *gbnf, uint64_t hash, const struct tram_tokenizer *tok)
 {
     const tram_grammar *g = NULL;
     pthread_mutex_lock(&cache_lock);
-    for (int i = 0; i < CACHE_SIZE && !g; i++)
-        if (cache[i].g && cache[i].tok == tok && !strcmp(cache[i].gbnf, gbnf)) {
+    for (int i = 0; i < cache_n && !g; i++)
+        if (cache[i].hash == hash && cache[i].tok == tok && !strcmp(cache[i].gbnf, gbnf)) {
             cache[i].used = ++cache_clock;
             g = tram_grammar_retain(cache[i].g);
         }
@@ -190,22 +208,39 @@ static const tram_grammar *cache_get(const char *gbnf, const struct tram_tokeniz
     return g;
 }
 
-static void cache_put(const char *gbnf, const struct tram_tokenizer *tok, const tram_grammar *g)
+/* Drops the least recently used entry (the lock held). */
+static void cache_evict(void)
 {
-    char *copy = strdup(gbnf);
-    if (!copy)
-        return;
-    pthread_mutex_lock(&cache_lock);
     int victim = 0;
-    for (int i = 1; i < CACHE_SIZE; i++)
+    for (int i = 1; i < cache_n; i++)
         if (cache[i].used < cache[victim].used)
             victim = i;
     tram_grammar_release(cache[victim].g);
     free(cache[victim].gbnf);
-    cache[victim].gbnf = copy;
-    cache[victim].tok = tok;
-    cache[victim].g = tram_grammar_retain(g);
-    cache[victim].used = ++cache_clock;
+    cache_bytes -= cache[victim].bytes;
+    cache[victim] = cache[--cache_n];
+}
+
+static void cache_put(const char *gbnf, uint64_t hash, const struct tram_tokenizer *tok, const tram_grammar *g)
+{
+    size_t bytes = tram_grammar_bytes(g) + strlen(gbnf) + 1;
+    char *copy = bytes <= TRAM_GRAMMAR_CACHE_BYTES ? strdup(gbnf) : NULL;
+    if (!copy)
+        return;  /* (one grammar larger than the whole cache is not kept) */
+    pthread_mutex_lock(&cache_lock);
+    while (cache_n > 0 && (cache_n == CACHE_MAX_ENTRIES || cache_bytes + bytes > TRAM_GRAMMAR_CACHE_BYTES))
+        cache_evict();
+    cache[cache_n++] = (cache_entry){.gbnf = copy, .hash = hash, .tok = tok, .g = tram_grammar_retain(g),
+                                     .bytes = bytes, .used = ++cache_clock};
+    cache_bytes += bytes;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+void tram_structured_cache_stats(int *entries, size_t *bytes)
+{
+    pthread_mutex_lock(&cache_lock);
+    *entries = cache_n;
+    *bytes = cache_bytes;
     pthread_mutex_unlock(&cache_lock);
 }
 
@@ -223,8 +258,9 @@ int tram_structured_grammar(const json_t *body, const struct tram_tokenizer *tok
     if (to_gbnf(&c, &gbnf, e))
         return -1;
     tram_error err = {{0}};
-    if (!(*out = cache_get(gbnf, tok)) && (*out = tram_grammar_compile(gbnf, "root", tok, &err)))
-        cache_put(gbnf, tok, *out);
+    uint64_t hash = text_hash(gbnf);
+    if (!(*out = cache_get(gbnf, hash, tok)) && (*out = tram_grammar_compile(gbnf, "root", tok, &err)))
+        cache_put(gbnf, hash, tok, *out);
     free(gbnf);
     if (!*out)
         return tram_api_fail(e, 400, c.field, "invalid_value", "Invalid '%s': %s", c.field, err.msg);

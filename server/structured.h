@@ -15,9 +15,11 @@
  * "root".  Every problem (an unknown type, an unsupported schema keyword,
  * a bad regex or grammar) is a 400 naming the field.  The CLI's `tram
  * generate --input` lines read the same fields through the same call.
- * The last 16 grammars compiled are kept (keyed by GBNF text and tokenizer,
- * which lives as long as the process in the server and the CLI), since
- * applications send one schema on call after call. */
+ * Compiled grammars are kept (keyed by GBNF text and tokenizer, which
+ * lives as long as the process in the server and the CLI), since
+ * applications send one schema on call after call: the least recently
+ * used go first once their memory passes TRAM_GRAMMAR_CACHE_BYTES; a
+ * grammar refused is never kept. */
 #ifndef TRAM_SERVER_STRUCTURED_H
 #define TRAM_SERVER_STRUCTURED_H
 
@@ -28,9 +30,15 @@
 
 struct tram_tokenizer;
 
+/* The most memory the compiled grammars kept may hold. */
+#define TRAM_GRAMMAR_CACHE_BYTES ((size_t)256 << 20)
+
 /* *out: the compiled grammar (one reference, the caller releases it), or
  * NULL when the body asks for no constraint. */
 int tram_structured_grammar(const json_t *body, const struct tram_tokenizer *tok,
                             const tram_grammar **out, tram_api_error *e);
+
+/* The grammars kept now and their memory (for tests and metrics). */
+void tram_structured_cache_stats(int *entries, size_t *bytes);
 
 #endif

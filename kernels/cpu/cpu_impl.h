@@ -102,6 +102,8 @@ void cpu_kv_store(tram_backend *be, void *k_cache, void *v_cache, const void *k,
                   const int32_t *slot_mapping, int n, const tram_attn_shape *s);
 void cpu_silu_mul(tram_backend *be, void *out, const void *gate_up, int n, int ffn);
 void cpu_silu_mul_q(tram_backend *be, void *out, const tram_qact *qa, const void *gate_up, int n, int ffn);
+void cpu_head_rmsnorm(tram_backend *be, void *qkv, const tram_weight *q_norm, const tram_weight *k_norm, int n,
+                      const tram_attn_shape *s, float eps);
 void cpu_split_qkv(tram_backend *be, void *q, void *k, void *v, const void *qkv, int n, int qd, int kd);
 void cpu_gather_rows(tram_backend *be, void *out, const void *x, const int32_t *rows, int n_rows, int dim);
 void cpu_to_host_f32(tram_backend *be, float *dst, const void *src, size_t n);

@@ -1,5 +1,5 @@
 /* ops.c — the element-wise and row-wise ops of the CPU backend: embedding
- * lookup, (fused residual-add +) RMSNorm, bias, RoPE, KV store, SiLU·mul,
+ * lookup, (fused residual-add +) RMSNorm, per-head RMSNorm of q and k, bias, RoPE, KV store, SiLU·mul,
  * q/k/v split, row gather and the f32 copy to the host, as
  * kernels/cuda/ops.cu has them for CUDA.  The RMSNorm and SiLU·mul ops also
  * come as _q versions that write the row's int8 copy for a W8A8 matmul
@@ -61,6 +61,20 @@ void cpu_rmsnorm_q(tram_backend *be, void *out, const tram_qact *qa, const void 
 {
     if (!qact_check(be, qa, w->cols))
         rmsnorm_rows(be, out, qa, x, w, n, eps);
+}
+
+/* Every q head, then every k head, of each fused q/k/v row, in place. */
+void cpu_head_rmsnorm(tram_backend *be, void *qkv, const tram_weight *q_norm, const tram_weight *k_norm, int n,
+                      const tram_attn_shape *s, float eps)
+{
+    int hd = s->head_dim, heads = s->n_heads + s->n_kv_heads;
+    size_t stride = (size_t)(s->n_heads + 2 * s->n_kv_heads) * hd;
+#pragma omp parallel for num_threads(cpu_of(be)->threads) if (n >= PAR_MIN_ROWS)
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < heads; h++) {
+            float *head = (float *)qkv + i * stride + (size_t)h * hd;
+            rmsnorm_row(head, head, h < s->n_heads ? q_norm->data : k_norm->data, hd, eps);
+        }
 }
 
 static void add_rmsnorm_rows(tram_backend *be, float *residual, float *out, const tram_qact *qa,

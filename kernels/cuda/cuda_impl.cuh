@@ -145,6 +145,8 @@ void cuda_silu_mul_q(tram_backend *be, void *out, const tram_qact *qa, const voi
 void cuda_rope_store(tram_backend *be, void *q, void *k, void *v, void *k_cache, void *v_cache, const void *qkv,
                      const int32_t *positions, const int32_t *slot_mapping, int n, const tram_attn_shape *s,
                      const float *inv_freq, tram_rope_style style);
+void cuda_head_rmsnorm(tram_backend *be, void *qkv, const tram_weight *q_norm, const tram_weight *k_norm, int n,
+                       const tram_attn_shape *s, float eps);
 void cuda_split_qkv(tram_backend *be, void *q, void *k, void *v, const void *qkv, int n, int qd, int kd);
 void cuda_gather_rows(tram_backend *be, void *out, const void *x, const int32_t *rows, int n_rows, int dim);
 void cuda_to_host_f32(tram_backend *be, float *dst, const void *src, size_t n);

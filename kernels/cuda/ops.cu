@@ -1,5 +1,5 @@
 /* ops.cu — the element-wise and row-wise ops of the CUDA backend: embedding
- * gather, (fused residual-add +) RMSNorm, bias, RoPE, KV store, SiLU·mul,
+ * gather, (fused residual-add +) RMSNorm, per-head RMSNorm of q and k, bias, RoPE, KV store, SiLU·mul,
  * row gather, q/k/v split, and the f32 copy to the host.  bf16 in memory,
  * f32 in registers; one block per token row where a row reduction is needed.
  * The RMSNorm and SiLU·mul kernels come in two instances: QUANT also writes
@@ -172,6 +172,46 @@ void cuda_add_rmsnorm_q(tram_backend *be, void *residual, void *out, const tram_
                         const tram_weight *w, int n, float eps)
 {
     add_rmsnorm(be, residual, out, qa, delta, w, n, eps);
+}
+
+/* ---------------------------------------------------------------- per-head RMSNorm */
+
+/* One warp per (token, head) of the fused q/k/v rows: the first n_heads
+ * heads scaled by q_norm, the next ones (the KV heads' k) by k_norm; v is
+ * not touched.  Each lane reads back only the values it summed. */
+static __global__ void kernel_head_rmsnorm(bf16 *qkv, const float *q_norm, const float *k_norm, int n_heads,
+                                           int stride, int head_dim, float eps)
+{
+    int h = blockIdx.y;
+    bf16 *x = qkv + (size_t)blockIdx.x * stride + (size_t)h * head_dim;
+    const float *w = h < n_heads ? q_norm : k_norm;
+    float ss = 0.0f;
+    for (int j = threadIdx.x; j < head_dim; j += 32) {
+        float v = __bfloat162float(x[j]);
+        ss += v * v;
+    }
+    float inv = rsqrtf(warp_sum(ss) / head_dim + eps);
+    for (int j = threadIdx.x; j < head_dim; j += 32)
+        x[j] = __float2bfloat16(__bfloat162float(x[j]) * inv * w[j]);
+}
+
+void cuda_head_rmsnorm(tram_backend *be, void *qkv, const tram_weight *q_norm, const tram_weight *k_norm, int n,
+                       const tram_attn_shape *s, float eps)
+{
+    cuda_state *c = cuda_of(be);
+    if (n <= 0 || check_vector(be, "head_rmsnorm q", q_norm) || check_vector(be, "head_rmsnorm k", k_norm))
+        return;
+    if (q_norm->cols != s->head_dim || k_norm->cols != s->head_dim) {
+        cuda_fail(be, "head_rmsnorm: norms of %d and %d values for heads of %d", q_norm->cols, k_norm->cols,
+                  s->head_dim);
+        return;
+    }
+    /* tokens on x (up to 2^31 - 1), heads on y (up to 65535) */
+    dim3 grid((unsigned)n, (unsigned)(s->n_heads + s->n_kv_heads));
+    kernel_head_rmsnorm<<<grid, 32, 0, c->stream>>>((bf16 *)qkv, (const float *)q_norm->data,
+                                                    (const float *)k_norm->data, s->n_heads,
+                                                    (s->n_heads + 2 * s->n_kv_heads) * s->head_dim, s->head_dim, eps);
+    LAUNCH_CHECK(&c->st, "kernel_head_rmsnorm");
 }
 
 /* ---------------------------------------------------------------- bias */

@@ -1,5 +1,6 @@
 """--chat-template FILE and chat_template_kwargs: a template of the user's
 instead of the model's, and more variables for it, as vLLM takes them."""
+import json
 import subprocess
 
 import pytest
@@ -66,6 +67,52 @@ def test_a_bad_template_file_stops_serve_with_one_sentence(tmp_path, content, wo
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stderr
     assert "--chat-template" in r.stderr and words in r.stderr, r.stderr
+
+
+# Templates nested 200,000 deep in the ways the parser reads without recursion
+# (chains) and by recursion (brackets, blocks): ~400 KB each, generated here.
+DEEP = {
+    "attributes": "{{ x" + ".y" * 200000 + " }}",
+    "filters": "{{ x" + "|upper" * 200000 + " }}",
+    "concatenation": "{{ 'a'" + " ~ 'a'" * 200000 + " }}",
+    "lists": "{{ " + "[" * 200000 + "]" * 200000 + " }}",
+    "ifs": "{% if x %}" * 200000 + "{% endif %}" * 200000,
+    "elifs": "{% if x %}" + "{% elif x %}" * 200000 + "{% endif %}",
+}
+RECURSIVE = "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"
+
+
+def under_2_mib_stack(*args):
+    """`tram ARGS...` with the stack limit a crash needed to show (the default 8 MiB hid it)."""
+    return subprocess.run(["sh", "-c", 'ulimit -s 2048; exec "$@"', "sh", BIN, *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("shape", sorted(DEEP))
+def test_a_deep_template_is_exit_2_not_a_crash_under_a_small_stack(tmp_path, shape):
+    path, msgs = tmp_path / "t.jinja", tmp_path / "m.json"
+    path.write_text(DEEP[shape])
+    msgs.write_text(json.dumps(MESSAGES))
+    for args in (["chat-template", "-m", MODEL, "--chat-template", str(path), str(msgs)],
+                 ["serve", "-m", MODEL, "--port", "0", "--chat-template", str(path)]):
+        r = under_2_mib_stack(*args)
+        assert r.returncode == 2, (args[0], r.returncode, r.stderr[-400:])
+        assert "--chat-template" in r.stderr and "deeper than" in r.stderr, r.stderr[-400:]
+
+
+def test_a_template_that_recurses_when_rendered_is_an_error_not_a_crash(tmp_path):
+    path, msgs = tmp_path / "t.jinja", tmp_path / "m.json"
+    path.write_text(RECURSIVE)
+    msgs.write_text(json.dumps(MESSAGES))
+    r = under_2_mib_stack("chat-template", "-m", MODEL, "--chat-template", str(path), str(msgs))
+    assert r.returncode == 1 and "deeper than" in r.stderr, (r.returncode, r.stderr[-400:])
+    s = Server("--chat-template", str(path))
+    try:
+        status, _, resp = s.post("/v1/chat/completions", {"model": s.model, "messages": MESSAGES, "max_tokens": 1})
+        assert status == 400 and "deeper than" in resp["error"]["message"], resp
+        assert s.request("GET", "/health")[0] == 200
+    finally:
+        assert s.stop() == 0, s.final_log
 
 
 def test_the_prompt_ends_as_add_generation_prompt_and_continue_final_message_say(templated):

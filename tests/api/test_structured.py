@@ -153,6 +153,48 @@ def test_grammars_past_the_limits_are_400_naming_them(server):
         assert resp["error"]["param"] == param and words in resp["error"]["message"], resp
 
 
+def chain(n, body):
+    """n rules, each rule's body naming the next ({next}), the last one "y"; the root last."""
+    rules = [f"r{i} ::= " + body.format(next=f"r{i + 1}") for i in range(n - 1)] + [f'r{n - 1} ::= "y"']
+    rules[0] = rules[0].replace("r0 ::=", "root ::=", 1)
+    return "\n".join(reversed(rules))
+
+
+def test_grammar_bombs_are_400_naming_the_bound_and_the_field(server):
+    """Issue 21: a 60,000-rule chain of bare references (1 MB, written from its
+    end) crashed the server; nested references and a lone surrogate are each
+    a 400 naming the bound or the character, with the request field."""
+    for body, param, words in [
+            ({"guided_grammar": chain(60000, "{next}")}, "guided_grammar", "over 32768 rule references"),
+            ({"structured_outputs": {"grammar": chain(60000, '{next} "x"')}}, "structured_outputs.grammar",
+             "nest over 1024 deep"),
+            ({"guided_regex": "\\ud800"}, "guided_regex", "lone surrogate"),
+            ({"guided_json": {"type": "string", "pattern": "^\\ud800$"}}, "guided_json", "lone surrogate"),
+            ({"guided_grammar": 'root ::= "\\uDFFF"'}, "guided_grammar", "surrogate")]:
+        status, _, resp = post(server, "/v1/completions", dict(body, model=server.model, prompt="hi", max_tokens=4))
+        assert status == 400, resp
+        assert resp["error"]["param"] == param and words in resp["error"]["message"], resp
+
+
+def test_a_choice_of_100k_values_and_a_60k_chain_are_answered(server):
+    """Lists of literals are a trie: 100,000 product codes (each first
+    character used) are one stack per prefix, not 100,000; the reply is one
+    of them.  A forward 60,000-rule chain with a byte between references
+    compiles and is followed."""
+    codes = [f"{chr(65 + i % 26)}{i:06d}" for i in range(100000)]
+    status, _, body = post(server, "/v1/completions", {
+        "model": server.model, "prompt": "Product code:", "max_tokens": 12, "temperature": 1.0, "seed": 3,
+        "guided_choice": codes})
+    assert status == 200, body
+    c = body["choices"][0]
+    assert c["text"] in set(codes) and c["finish_reason"] == "stop", c
+    gbnf = chain(60000, '"x" {next} | "y"')
+    status, _, body = post(server, "/v1/completions", {
+        "model": server.model, "prompt": "x", "max_tokens": 6, "temperature": 0, "guided_grammar": gbnf})
+    assert status == 200, body
+    assert re.fullmatch(r"x*y?", body["choices"][0]["text"]), body
+
+
 UNSUPPORTED = ["multipleOf", "not", "allOf", "if", "then", "else", "patternProperties", "propertyNames",
                "uniqueItems", "contains", "minContains", "maxContains",
                "dependentRequired", "dependentSchemas", "additionalItems", "unevaluatedItems", "$anchor",

@@ -1,4 +1,4 @@
-"""Tool calls streamed as they are written (README "Tools"): a call's first
+"""Tool calls streamed as they are written (docs/tools.md): a call's first
 chunk carries its index, id, type and name with empty arguments, then its
 arguments come in pieces whose concatenation is the arguments string of the
 same request unstreamed (same seed); content before the calls streams as

@@ -2,7 +2,7 @@
 arguments valid against the function's schema, a call -> result -> answer
 round trip works streamed and not, and the stream is what the SDK's stream
 helpers accumulate.  The default model's template has no tool format, so
-this is tram's generic one (README "Tools")."""
+this is tram's generic one (docs/tools.md)."""
 import json
 
 import jsonschema

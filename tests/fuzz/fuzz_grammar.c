@@ -1,6 +1,12 @@
 /* fuzz_grammar.c — libFuzzer on the grammar front ends: the first byte picks
  * what the rest is, a JSON Schema (grammar/json_schema.c), a regex
- * (grammar/regex.c) or GBNF text (grammar/gbnf.c).  A schema or regex either
+ * (grammar/regex.c), GBNF text (grammar/gbnf.c), or a GBNF rule template
+ * expanded into a long chain: "N|TEMPLATE" writes N rules (N up to
+ * 200,000), rule i being TEMPLATE with each '@' replaced by i and each '#'
+ * by i + 1, rule 0 named root, so a few bytes reach the shapes that need
+ * megabytes (a 60,000-rule chain of references, a list of 100,000
+ * literals).  Inputs up to TRAM_GBNF_MAX_TEXT + 1 bytes are taken whole
+ * (make's -max_len is smaller, to keep mutation quick).  A schema or regex either
  * fails with a message or yields GBNF that the parser must accept; GBNF
  * either fails with a message or parses into a grammar the pushdown matcher
  * (grammar/stacks.c) then runs over the input's own bytes.  (One refusal is
@@ -16,6 +22,7 @@
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
 #include "grammar/stacks.h"
+#include "kernels/strbuf.h"
 
 static int32_t buf[TRAM_MAX_STACK_DEPTH + 1];
 
@@ -48,16 +55,37 @@ static void parse(const char *gbnf, int must, const char *allowed, const uint8_t
     tram_gbnf_free(&g);
 }
 
+/* The chain "N|TEMPLATE" (text past the '|') describes, or NULL. */
+static char *expand_chain(const char *text)
+{
+    char *end;
+    long n = strtol(text, &end, 10);
+    if (*end != '|' || n < 1 || n > 200000 || strlen(end + 1) > 200)
+        return NULL;
+    tram_strbuf b = {0};
+    for (long i = 0; i < n; i++) {
+        tram_strbuf_addf(&b, i ? "r%ld ::= " : "root ::= ", i);
+        for (const char *t = end + 1; *t; t++)
+            if (*t == '@' || *t == '#')
+                tram_strbuf_addf(&b, "r%ld", *t == '@' ? i : i + 1);
+            else
+                tram_strbuf_add(&b, t, 1);
+        tram_strbuf_addf(&b, "\n");
+    }
+    tram_strbuf_addf(&b, "r%ld ::= \"y\"\n", n);
+    return tram_strbuf_take(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1 || size > 4096)
+    if (size < 1 || size > TRAM_GBNF_MAX_TEXT + 1)
         return 0;
     char *text = malloc(size);
     memcpy(text, data + 1, size - 1);
     text[size - 1] = 0;
     char *gbnf = NULL;
     tram_error err = {{0}};
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
     case 0:
         if (!tram_json_schema_to_gbnf(text, "root", &gbnf, &err))
             parse(gbnf, 1, NULL, data, size);
@@ -70,8 +98,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         else if (!err.msg[0])
             abort();
         break;
-    default:
+    case 2:
         parse(text, 0, NULL, data, size);
+        break;
+    default:
+        if ((gbnf = expand_chain(text)))
+            parse(gbnf, 0, NULL, data, size);
     }
     free(gbnf);
     free(text);

@@ -447,6 +447,22 @@ static void check_int8_fused(int n, int dim, int ffn)
     gpu->free_weight(gpu, &up_g), gpu->free_weight(gpu, &down_g);
 }
 
+/* Qwen3's q/k norms: every q and k head of the fused rows normalized in
+ * place, v left as it was. */
+static void check_head_rmsnorm(int n, const tram_attn_shape *s)
+{
+    char shape[64];
+    snprintf(shape, sizeof(shape), "n %d heads %d/%d hd %d", n, s->n_heads, s->n_kv_heads, s->head_dim);
+    wpair qn = wpair_new(1, s->head_dim, 1.0f), kn = wpair_new(1, s->head_dim, 1.0f);
+    pair qkv = pair_new((size_t)n * (s->n_heads + 2 * s->n_kv_heads) * s->head_dim);
+    pair_random(qkv, 2.0f);
+    cpu->head_rmsnorm(cpu, qkv.c, &qn.c, &kn.c, n, s, 1e-6f);
+    gpu->head_rmsnorm(gpu, qkv.g, &qn.g, &kn.g, n, s, 1e-6f);
+    pair_check(qkv, qkv.n, "head_rmsnorm", shape);
+    pair_free(qkv);
+    wpair_free(&qn), wpair_free(&kn);
+}
+
 /* The fused q/k/v product's rows split into q, k and v, bit for bit. */
 static void check_split_qkv(int n, int qd, int kd)
 {
@@ -985,6 +1001,9 @@ int main(int argc, char **argv)
         check_int8_fused(1 + rand() % 256, 4096, 14336);
     check_int8_fused(33, 578, 1538);
     check_split_qkv(1 + rand() % 64, 4096, 1024);
+    tram_attn_shape qwen3 = {16, 8, 128, 16, 0.0884f}, odd = {3, 1, 72, 16, 0.118f};
+    check_head_rmsnorm(1 + rand() % 300, &qwen3);
+    check_head_rmsnorm(7, &odd);
     check_silu_gather(1, 1536);
     if (large)
         check_silu_gather(64, 14336);

@@ -116,7 +116,7 @@ bundle() {
     tar -C build -cJf "$BUNDLE" gpu-bundle || exit 1
     ls -la "$BUNDLE"
     echo "bundle: commit $(cat build/gpu-bundle/commit), sources $(cat build/gpu-bundle/sources.md5)"
-    echo "carry $BUNDLE with: sh tests/gpu/run.sh (README.md, section GPU)"
+    echo "carry $BUNDLE with: sh tests/gpu/run.sh (docs/gpu.md, "The GPU check")"
     exit 0
 }
 

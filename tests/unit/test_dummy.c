@@ -49,6 +49,13 @@ Test(dummy, config_is_the_presets)
     cr_assert(!tram_model_file_has_tensor(f, "blk.0.attn_q.bias"));
     cr_assert(!tram_model_file_has_tensor(f, "output.weight"));       /* tied */
     cr_assert(!tram_model_file_has_tensor(f, "blk.x.attn_q.weight"));
+    cr_assert(!tram_model_file_has_tensor(f, "blk.0.attn_q_norm.weight"));
+    tram_model_file_close(f);
+    f = open_dummy("qwen3-0.6b");                                     /* per-head q/k norms, no biases */
+    cr_assert(tram_model_file_has_tensor(f, "blk.27.attn_k_norm.weight"));
+    cr_assert(!tram_model_file_has_tensor(f, "blk.0.attn_q.bias"));
+    float *norm = read_tensor(f, "blk.0.attn_q_norm.weight", 128);
+    free(norm);
     tram_model_file_close(f);
 }
 

@@ -5,8 +5,13 @@
  * written); then errors, limits against hostile templates, and a template
  * cut anywhere, which must parse or fail cleanly. */
 #include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/unit/test_tokenizer_util.h"
 #include "chat/jinja.h"
@@ -198,6 +203,151 @@ Test(jinja, deep_nesting)
     cr_assert_eq(tram_jinja_parse(&t, src, &err), -1);
     cr_assert(strstr(err.msg, "deeper than"), "%s", err.msg);
     cr_assert_null(t);
+}
+
+/* pre, then piece n times, then post: a hostile template of a few hundred KB. */
+static char *repeated(const char *pre, const char *piece, int n, const char *post)
+{
+    size_t a = strlen(pre), b = strlen(piece), c = strlen(post);
+    char *s = malloc(a + b * (size_t)n + c + 1), *q = s;
+    cr_assert_not_null(s);
+    memcpy(q, pre, a);
+    q += a;
+    for (int i = 0; i < n; i++, q += b)
+        memcpy(q, piece, b);
+    memcpy(q, post, c + 1);
+    return s;
+}
+
+/* Chains the parser reads in loops, not by recursion, and nesting it reads
+ * by recursion, 200,000 deep (the crash was `{{ x.y.y...` in uses()): each
+ * is a parse error, never a stack overflow. */
+Test(jinja, deep_chains_are_parse_errors, .timeout = 60)
+{
+    static const struct { const char *pre, *piece, *post, *close; } shapes[] = {
+        {"{{ x", ".y", " }}", ""}, {"{{ x", "|upper", " }}", ""}, {"{{ 'a'", " ~ 'a'", " }}", ""}, {"{{ 1", " + 1", " }}", ""},
+        {"{{ x", "[0]", " }}", ""}, {"{{ x", "()", " }}", ""}, {"{{ a", " and a", " }}", ""}, {"{{ a", " or a", " }}", ""},
+        {"{{ x", " is defined", " }}", ""}, {"{{ 2", " ** 2", " }}", ""}, {"{{ ", "not ", "1 }}", ""}, {"{{ ", "-", "1 }}", ""},
+        {"{{ ", "(", "1 }}", ")"}, {"{{ ", "[", "1 }}", "]"}, {"{{ ", "{1: ", "1 }}", "}"}, {"{{ ", "f(", "1 }}", ")"},
+        {"{{ ", "1 if a else ", "1 }}", ""}, {"", "{% if x %}", "", "{% endif %}"},
+        {"", "{% for a in b %}", "", "{% endfor %}"}, {"", "{% macro m() %}", "", "{% endmacro %}"},
+        {"", "{% filter upper %}", "", "{% endfilter %}"}, {"", "{% set v %}", "", "{% endset %}"},
+        {"{% if a %}", "{% elif a %}", "{% endif %}", ""},
+    };
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+        char *open = repeated(shapes[k].pre, shapes[k].piece, 200000, "");
+        char *src = repeated(open, shapes[k].close, 200000, shapes[k].post);
+        tram_jinja *t = NULL;
+        tram_error err = {{0}};
+        cr_assert_eq(tram_jinja_parse(&t, src, &err), -1, "%s%s... parsed", shapes[k].pre, shapes[k].piece);
+        cr_assert(strstr(err.msg, "deeper than"), "%s%s...: %s", shapes[k].pre, shapes[k].piece, err.msg);
+        cr_assert_null(t);
+        free(src);
+        free(open);
+    }
+}
+
+/* What parses but recurses when rendered (a macro calling itself, map()
+ * naming map once per argument) is a render error; a chain of comparisons
+ * nested 60 deep evaluates each operand once (a shared operand doubled the
+ * work at each level: 2^60). */
+Test(jinja, deep_renders_are_render_errors, .timeout = 60)
+{
+    char *shapes[] = {
+        strdup("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
+        strdup("{% macro f(n) %}{% for i in [1] %}{% if true %}{{ g(f(n)) | upper }}{% endif %}{% endfor %}{% endmacro %}"
+               "{% macro g(x) %}{{ x }}{% endmacro %}{{ f(0) }}"),
+        repeated("{{ ['a'] | map(", "'map', ", 200000, "'upper') | list }}"),
+    };
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+        char *out = NULL;
+        tram_error err = {{0}};
+        cr_assert_eq(render(shapes[k], &out, &err), -1, "%.60s rendered", shapes[k]);
+        cr_assert(strstr(err.msg, "deeper than"), "%.60s: %s", shapes[k], err.msg);
+        free(shapes[k]);
+    }
+    char *open = repeated("{{ 1 < ", "(1 < ", 60, "1"), *src = repeated(open, " < 2)", 60, " < 2 }}"), *out = NULL;
+    tram_error err = {{0}};
+    cr_assert_eq(render(src, &out, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(out, "False");   /* as Python has it */
+    free(out);
+    free(src);
+    free(open);
+}
+
+typedef struct {
+    const char *src;
+    char *out;
+    int rc;
+    tram_error err;
+} small_stack_render;
+
+static void *render_on(void *arg)
+{
+    small_stack_render *r = arg;
+    r->rc = render(r->src, &r->out, &r->err);
+    return NULL;
+}
+
+/* The caller's stack does not matter: a render 990 levels deep, and one
+ * recursing to the limit, from a thread of 128 KiB (less than either needs). */
+Test(jinja, renders_deep_from_a_small_stack, .timeout = 30)
+{
+    char *chain = repeated("{{ 'a'", " | upper", 990, " }}");
+    small_stack_render runs[] = {{.src = chain}, {.src = "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"}};
+    for (int k = 0; k < 2; k++) {
+        pthread_attr_t attr;
+        pthread_t th;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 128 << 10);
+        cr_assert_eq(pthread_create(&th, &attr, render_on, &runs[k]), 0);
+        pthread_join(th, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    cr_assert_eq(runs[0].rc, 0, "%s", runs[0].err.msg);
+    cr_assert_str_eq(runs[0].out, "A");
+    cr_assert_eq(runs[1].rc, -1);
+    cr_assert(strstr(runs[1].err.msg, "deeper than"), "%s", runs[1].err.msg);
+    free(runs[0].out);
+    free(chain);
+}
+
+/* A macro calling itself twice, building strings, reaches the 256 MiB cap
+ * of a render: it ends in that error, and the resident memory of the
+ * process (a child's, from getrusage) grew by less than the cap and the
+ * render's stack: every allocation is counted at what malloc takes for it
+ * (counting the bytes asked for alone, this peaked at 428 MB). */
+Test(jinja, memory_cap_bounds_resident_memory, .timeout = 60)
+{
+    const char *fork_tmpl = "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) ~ f(n - 1) }}{% endif %}xy{% endmacro %}{{ f(30) }}";
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        struct rusage before, after;
+        char *out = NULL, line[sizeof(((tram_error *)0)->msg) + 64];
+        tram_error err = {{0}};
+        getrusage(RUSAGE_SELF, &before);
+        int rc = render(fork_tmpl, &out, &err);
+        getrusage(RUSAGE_SELF, &after);
+        int n = snprintf(line, sizeof(line), "%d %ld %s", rc, after.ru_maxrss - before.ru_maxrss, err.msg);
+        _exit(write(fds[1], line, (size_t)n) == n ? 0 : 1);
+    }
+    close(fds[1]);
+    char got[400] = {0};
+    cr_assert_gt(read(fds[0], got, sizeof(got) - 1), 0);
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    int rc;
+    long grown_kib;
+    cr_assert_eq(sscanf(got, "%d %ld", &rc, &grown_kib), 2, "%s", got);
+    cr_assert_eq(rc, -1, "%s", got);
+    cr_assert(strstr(got, "more than 256 MiB of memory"), "%s", got);
+#ifndef __SANITIZE_ADDRESS__   /* ASan's quarantine and shadow memory are more */
+    cr_assert_lt(grown_kib, (256 + 8) << 10, "the render grew the process by %ld KiB", grown_kib);
+#endif
 }
 
 /* Every cut of a real template parses, or fails with a message. */

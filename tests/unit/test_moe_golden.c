@@ -1,7 +1,7 @@
 /* Mixture-of-experts models against transformers: the tiny Mixtral and
- * Qwen2-MoE of tests/fixtures/make_moe_fixtures.py, loaded from the Hugging
- * Face directories save_pretrained wrote and from the same weights as GGUF
- * (3-D expert tensors), give transformers' greedy tokens and logits; batching
+ * Qwen2-MoE of tests/fixtures/make_moe_fixtures.py (their directories and
+ * GGUFs give transformers' greedy tokens and logits: tests/unit/test_arch.c)
+ * saved in transformers 5's fused layout give them too; batching
  * never changes a row's experts; a 3-D tensor's experts read as the
  * directory's (the int8 and Q8_0 expert products: tests/unit/test_moe.c);
  * the experts divided between two tensor-parallel ranks give TP=1's logits;
@@ -70,31 +70,11 @@ static void golden_f32(const char *fixture, const char *path)
 
 TestSuite(moe_golden, .timeout = 120);
 
-Test(moe_golden, mixtral_hf_directory_matches_transformers)
-{
-    golden_f32(MOE_DIR "mixtral.json", MOE_DIR "mixtral");
-}
-
-Test(moe_golden, mixtral_gguf_matches_transformers)
-{
-    golden_f32(MOE_DIR "mixtral.json", MOE_DIR "mixtral.gguf");
-}
-
 /* save_pretrained(save_original_format=False): the experts fused in 3-D
  * gate_up_proj / down_proj, Mixtral's router as mlp.gate. */
 Test(moe_golden, mixtral_fused_hf_directory_matches_transformers)
 {
     golden_f32(MOE_DIR "mixtral.json", MOE_DIR "mixtral-fused");
-}
-
-Test(moe_golden, qwen2moe_hf_directory_matches_transformers)
-{
-    golden_f32(MOE_DIR "qwen2moe.json", MOE_DIR "qwen2moe");
-}
-
-Test(moe_golden, qwen2moe_gguf_matches_transformers)
-{
-    golden_f32(MOE_DIR "qwen2moe.json", MOE_DIR "qwen2moe.gguf");
 }
 
 Test(moe_golden, config_reads_the_experts)

@@ -1,11 +1,12 @@
 /* Presets (models/presets/NAME.json): each one's parameter count, computed from
- * its hyper-parameters (the MoE ones' experts included), equals the count its
+ * its hyper-parameters (the MoE ones' experts, Qwen3's q/k norms included), equals the count its
  * model card publishes; bad files
  * fail with the file and field named. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "models/arch.h"
 #include "models/presets.h"
 
 static int64_t param_count(const tram_model_config *c)
@@ -18,6 +19,8 @@ static int64_t param_count(const tram_model_config *c)
     int64_t layer = c->dim * (qd + 2 * kd) + qd * c->dim + ffn + 2 * c->dim;
     if (c->qkv_bias)
         layer += qd + 2 * kd;
+    if (tram_arch_by_name(c->arch)->qk_norm)
+        layer += 2 * c->head_dim;
     return (int64_t)c->vocab_size * c->dim * (c->tied_embeddings ? 1 : 2) + c->n_layers * layer + c->dim;
 }
 
@@ -33,13 +36,15 @@ Test(presets, parameter_counts_match_the_model_cards)
         {"smollm2-135m", 134515008LL},
         {"mixtral-8x7b", 46702792704LL},
         {"qwen1.5-moe-a2.7b", 14315784192LL},
+        {"qwen3-0.6b", 596049920LL},
     };
     for (size_t i = 0; i < sizeof(cards) / sizeof(cards[0]); i++) {
         tram_model_config c;
         tram_error err = {{0}};
         cr_assert_eq(tram_preset_load(cards[i].name, &c, &err), 0, "%s: %s", cards[i].name, err.msg);
         cr_assert_eq(param_count(&c), cards[i].params, "%s", cards[i].name);
-        cr_assert_eq(c.n_heads * c.head_dim, c.dim, "%s", cards[i].name);
+        /* Qwen3-0.6B's queries are twice as wide as its residual stream */
+        cr_assert_eq(c.n_heads * c.head_dim, strcmp(c.arch, "qwen3") ? c.dim : 2 * c.dim, "%s", cards[i].name);
         cr_assert_eq(c.rope_style, TRAM_ROPE_NEOX);
     }
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "models/arch.h"
 #include "models/safetensors.h"
 
 #define FIX "tests/fixtures/hf"
@@ -91,14 +92,19 @@ Test(safetensors, name_mapping)
     };
     char out[128];
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
-        cr_assert(!tram_hf_tensor_name("llama", pairs[i][0], out, sizeof(out)), "%s", pairs[i][0]);
+        cr_assert(!tram_arch_hf_name(tram_arch_by_name("llama"), pairs[i][0], out, sizeof(out)), "%s", pairs[i][0]);
         cr_assert_str_eq(out, pairs[i][1]);
     }
     static const char *unknown[] = {"rope_freqs.weight", "blk.0.attn_qkv.weight", "blk.x.attn_q.weight",
                                     "token_embd", "blk.-1.attn_q.weight", "output.scale", ""};
     for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++)
-        cr_assert(tram_hf_tensor_name("llama", unknown[i], out, sizeof(out)) == -1, "'%s' mapped", unknown[i]);
-    cr_assert(tram_hf_tensor_name("llama", "blk.0.ffn_down.weight", out, 10) == -1, "truncated name accepted");
+        cr_assert(tram_arch_hf_name(tram_arch_by_name("llama"), unknown[i], out, sizeof(out)) == -1, "'%s' mapped", unknown[i]);
+    cr_assert(tram_arch_hf_name(tram_arch_by_name("llama"), "blk.0.ffn_down.weight", out, 10) == -1,
+              "truncated name accepted");
+    /* Qwen3's per-head norms are names of its row only */
+    cr_assert(tram_arch_hf_name(tram_arch_by_name("llama"), "blk.2.attn_q_norm.weight", out, sizeof(out)) == -1);
+    cr_assert(!tram_arch_hf_name(tram_arch_by_name("qwen3"), "blk.2.attn_k_norm.weight", out, sizeof(out)));
+    cr_assert_str_eq(out, "model.layers.2.self_attn.k_norm.weight");
 }
 
 /* ---------------------------------------------------------------- config.json */

@@ -1,8 +1,8 @@
 /* The field table (server/api_fields.c), row by row: an honoured field is
  * really read (a value of the wrong type is a 400 naming it), an ignored one
  * is accepted and reported for the warning, a rejected one is a 400 naming it
- * unless its value changes nothing; and the README lists every row where it
- * belongs. */
+ * unless its value changes nothing.  (docs/api-fields.md is generated from
+ * the table: tests/docs/check.py keeps it equal.) */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,30 +133,6 @@ Test(server_fields, max_completion_tokens_on_completions)
     cr_assert_eq(r.params.max_tokens, 5);
     tram_api_request_free(&r);
 }
-
-/* The README's "Request fields" lists: each row's name, in backquotes, on
- * the line of its kind. */
-Test(server_fields, readme_lists_every_row)
-{
-    FILE *f = fopen("README.md", "r");
-    cr_assert_not_null(f, "run from the repository root");
-    static char text[1 << 20];
-    size_t n = fread(text, 1, sizeof(text) - 1, f);
-    fclose(f);
-    text[n] = 0;
-    const char *heads[] = {"\n- Honoured:", "\n- Ignored", "\n- Rejected"};
-    for (size_t i = 0; i < tram_api_num_fields; i++) {
-        const tram_api_field *fld = &tram_api_fields[i];
-        const char *line = strstr(text, heads[fld->kind]);
-        cr_assert_not_null(line, "README: no line starting %s", heads[fld->kind] + 1);
-        const char *end = strchr(line + 1, '\n');
-        char want[80];
-        snprintf(want, sizeof(want), "`%s`", fld->name);
-        const char *at = strstr(line, want);
-        cr_assert(at && at < end, "README: %s is not on the '%s' line", want, heads[fld->kind] + 3);
-    }
-}
-
 /* The value at path ("messages[1].tool_calls[0].function") in j. */
 static json_t *at_path(json_t *j, const char *path)
 {
