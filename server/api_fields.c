@@ -29,8 +29,8 @@ static int is_empty_string(const json_t *v, const json_t *body)
 static int equals_n(const json_t *v, const json_t *body)
 {
     const json_t *n = json_object_get(body, "n");
-    json_int_t want = json_is_integer(n) ? json_integer_value(n) : 1;
-    return json_is_integer(v) && json_integer_value(v) == want;
+    double want = json_is_number(n) ? json_number_value(n) : 1;
+    return json_is_number(v) && json_number_value(v) == want;
 }
 
 static int text_only(const json_t *v, const json_t *body)

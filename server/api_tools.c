@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "server/api_fields.h"
+#include "server/json_body.h"
 
 /* OpenAI's rule for function names: [a-zA-Z0-9_-]{1,64}. */
 static int valid_name(const char *s)
@@ -177,15 +178,17 @@ static int parse_call(const json_t *c, const char *param, tram_chat_tool_call *o
         return tram_api_fail(e, 400, param, "invalid_value",
                              "Invalid '%s': expected {\"id\": ..., \"type\": \"function\", \"function\": "
                              "{\"name\": ..., \"arguments\": \"<JSON>\"}}.", param);
-    char path[128];
+    char path[128], path_args[128];
     snprintf(path, sizeof(path), "%s.function", param);
+    snprintf(path_args, sizeof(path_args), "%s.function.arguments", param);
     if (tram_api_check_object(c, TRAM_OBJ_TOOL_CALL, param, ignored, cap, e) ||
         tram_api_check_object(f, TRAM_OBJ_TOOL_CALL_FUNCTION, path, ignored, cap, e))
         return -1;
-    json_t *args = json_loads(str_field(f, "arguments"), JSON_DECODE_ANY, NULL);
+    const json_t *text = json_object_get(f, "arguments");
+    json_t *args = tram_json_body_load(json_string_value(text), json_string_length(text), JSON_DECODE_ANY,
+                                       path_args, e);
     if (!args)
-        return tram_api_fail(e, 400, param, "invalid_value",
-                             "Invalid '%s.function.arguments': not a JSON string.", param);
+        return -1;
     *out = (tram_chat_tool_call){.id = str_field(c, "id"), .name = str_field(f, "name"), .arguments = args};
     return 0;
 }

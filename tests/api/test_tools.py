@@ -169,7 +169,7 @@ BAD = [
     ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
     ({"messages": [{"role": "assistant", "content": None, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{not json"}}]}]},
-     "messages[0].tool_calls[0]"),
+     "messages[0].tool_calls[0].function.arguments"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "not": {}}}}],
       "tool_choice": "required"}, "tools[0].function.parameters"),
 ]
