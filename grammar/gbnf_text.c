@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/gbnf.h"
+
 void tram_gbnf_literal(tram_strbuf *b, const char *s, size_t n)
 {
     tram_strbuf_add(b, "\"", 1);
@@ -34,6 +36,9 @@ int tram_choice_to_gbnf(const char *const *choices, int n, const char *rule, cha
         if (i)
             tram_strbuf_add(&b, " | ", 3);
         tram_gbnf_literal(&b, choices[i], strlen(choices[i]));
+        if (b.len > TRAM_GBNF_MAX_TEXT)  /* the parser's bound, checked as it grows */
+            return tram_strbuf_free(&b), tram_fail(err, "choice: its grammar is over %d MiB (at entry %d), the most "
+                                                        "tram compiles", TRAM_GBNF_MAX_TEXT >> 20, i);
     }
     tram_strbuf_add(&b, "\n", 1);
     if (!(*gbnf_out = tram_strbuf_take(&b)))

@@ -39,7 +39,7 @@ typedef struct tram_matcher tram_matcher;
  * A grammar past either is an error naming it, as are the parser's bounds
  * on the text (grammar/gbnf.h: bytes, rules, elements) and the matcher's
  * (grammar/stacks.h: stacks, depth, steps per byte). */
-#define TRAM_GRAMMAR_MAX_STEPS ((int64_t)1 << 28)
+#define TRAM_GRAMMAR_MAX_STEPS ((int64_t)1 << 25)
 #define TRAM_GRAMMAR_MAX_MEMORY (512 << 20)
 
 /* Compiles GBNF text whose start rule is root_rule against tok's

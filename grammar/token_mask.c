@@ -22,7 +22,14 @@ typedef struct {
     tram_byteset live;         /* bytes some stack's top takes */
     int32_t first_to;          /* the first transition computed (most states have one), or -1 */
     uint8_t first_byte;        /* its byte */
+    int32_t dense;             /* the state's row of dense[] once it has many transitions, or -1 */
+    int num_edges;             /* transitions computed */
 } dfa_state;
+
+/* A state with more transitions than this (after a character of a JSON
+ * string, most bytes) gets a row of 256 for them, looked up directly;
+ * most states of a long list of literals have one, kept in the state. */
+#define DENSE_AFTER 2
 
 typedef struct {
     dfa_state *states;
@@ -37,6 +44,8 @@ typedef struct {
     uint64_t *edge_key;        /* transitions: (state << 8 | byte) + 1, 0 empty */
     int32_t *edge_to;
     size_t num_edges, edge_cap;
+    int32_t *dense;            /* rows of 256 transitions, -2: not computed (or in the table only) */
+    size_t num_dense, cap_dense;
     tram_stackset tmp;
     int failed;                /* a step's set was incomplete (tmp says why) or memory ran out */
     int64_t steps;             /* work done, against TRAM_GRAMMAR_MAX_STEPS */
@@ -135,7 +144,8 @@ static int dfa_intern(lazy_dfa *d, const tram_gbnf *g, const tram_stackset *s)
     if (dfa_reserve(d, s))
         return -1;
     dfa_state *st = &d->states[d->num];
-    *st = (dfa_state){.first = d->num_stk, .n = s->n, .has_end = s->has_end, .key = k, .first_to = -1};
+    *st = (dfa_state){.first = d->num_stk, .n = s->n, .has_end = s->has_end, .key = k, .first_to = -1,
+                        .dense = -1};
     for (int i = 0; i < s->n; i++) {
         const int32_t *v = tram_stack_at(s, i);
         d->stk_off[d->num_stk] = (int32_t)d->num_ints;
@@ -187,18 +197,33 @@ static size_t edge_slot(const lazy_dfa *d, uint64_t key)
     return h;
 }
 
+/* Gives state s a dense row (its transitions so far stay in the table). */
+static int dfa_densify(lazy_dfa *d, int s)
+{
+    if (grow_to((void **)&d->dense, &d->cap_dense, (d->num_dense + 1) * 256, sizeof(int32_t)))
+        return -1;
+    for (int i = 0; i < 256; i++)
+        d->dense[d->num_dense * 256 + i] = -2;
+    d->states[s].dense = (int32_t)d->num_dense++;
+    return 0;
+}
+
 /* The state after `byte` (a live one) from `state`; -1 when the step
  * failed (d->failed says so). */
 static int dfa_step(lazy_dfa *d, const tram_gbnf *g, int state, uint8_t byte, int32_t *buf)
 {
-    if (d->states[state].first_to >= 0 && d->states[state].first_byte == byte)
-        return d->states[state].first_to;
+    dfa_state *st = &d->states[state];
+    int32_t *row = st->dense >= 0 ? d->dense + (size_t)st->dense * 256 : NULL;
+    if (row && row[byte] >= 0)
+        return row[byte];
+    if (st->first_to >= 0 && st->first_byte == byte)
+        return st->first_to;
     if (2 * (d->num_edges + 1) > d->edge_cap && edges_rehash(d))
         return d->failed = 1, -1;
     uint64_t key = ((uint64_t)state << 8 | byte) + 1;
     size_t h = edge_slot(d, key);
     if (d->edge_key[h])
-        return d->edge_to[h];
+        return row ? (row[byte] = d->edge_to[h]) : d->edge_to[h];
     tram_stackset from = dfa_view(d, state);
     tram_stacks_advance(g, &from, -1, byte, &d->tmp, buf);
     d->steps += d->tmp.steps + 1;
@@ -207,21 +232,26 @@ static int dfa_step(lazy_dfa *d, const tram_gbnf *g, int state, uint8_t byte, in
     int id = dfa_intern(d, g, &d->tmp);
     if (id < 0)
         return d->failed = d->tmp.oom = 1, -1;
-    if (d->states[state].first_to < 0) {
-        d->states[state].first_to = id;
-        d->states[state].first_byte = byte;
-        return id;
+    st = &d->states[state];  /* (interning may have moved the states) */
+    if (st->first_to < 0) {
+        st->first_to = id;
+        st->first_byte = byte;
+    } else if (st->dense >= 0) {
+        d->dense[(size_t)st->dense * 256 + byte] = id;
+    } else {
+        d->edge_key[h] = key;
+        d->edge_to[h] = id;
+        d->num_edges++;
     }
-    d->edge_key[h] = key;
-    d->edge_to[h] = id;
-    d->num_edges++;
+    if (++st->num_edges > DENSE_AFTER && st->dense < 0 && dfa_densify(d, state))
+        return d->failed = d->tmp.oom = 1, -1;
     return id;
 }
 
 static size_t dfa_bytes(const lazy_dfa *d)
 {
     return (size_t)d->cap * sizeof(dfa_state) + d->cap_ints * 4 + (size_t)d->cap_stk * 16 +
-           (size_t)d->table_cap * 4 + d->edge_cap * 12;
+           (size_t)d->table_cap * 4 + d->edge_cap * 12 + d->cap_dense * 4;
 }
 
 static void dfa_free(lazy_dfa *d)
@@ -234,6 +264,7 @@ static void dfa_free(lazy_dfa *d)
     free(d->table);
     free(d->edge_key);
     free(d->edge_to);
+    free(d->dense);
     tram_stackset_free(&d->tmp);
 }
 

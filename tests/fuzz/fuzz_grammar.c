@@ -63,7 +63,7 @@ static char *expand_chain(const char *text)
     if (*end != '|' || n < 1 || n > 200000 || strlen(end + 1) > 200)
         return NULL;
     tram_strbuf b = {0};
-    for (long i = 0; i < n; i++) {
+    for (long i = 0; i < n && b.len <= TRAM_GBNF_MAX_TEXT; i++) {  /* (past the bound the parser stops) */
         tram_strbuf_addf(&b, i ? "r%ld ::= " : "root ::= ", i);
         for (const char *t = end + 1; *t; t++)
             if (*t == '@' || *t == '#')

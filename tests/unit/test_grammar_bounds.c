@@ -174,7 +174,7 @@ static char **codes(int n)
             v[i][k] = alphabet[(x >> 33) % 32];
         }
         v[i][0] = alphabet[i % 32];  /* every first character used */
-        snprintf(v[i] + 5, 4, "%03d", i % 1000);  /* distinct: the index in the tail */
+        snprintf(v[i] + 5, 4, "%03u", (unsigned)i % 1000u);  /* distinct: the index in the tail */
         v[i][1] = alphabet[(i / 1000) % 32];
         v[i][2] = alphabet[(i / 32000) % 32];
     }
@@ -284,6 +284,14 @@ Test(grammar_bounds, the_text_bounds_are_named)
     text[big] = 0;
     cr_assert_eq(tram_gbnf_parse(text, "root", 8, &g, &err), -1);
     cr_assert(strstr(err.msg, "over 8 MiB"), "%s", err.msg);
+    /* a choice list whose grammar would pass it stops as it grows */
+    const char *nine[9];
+    text[TRAM_GBNF_MAX_TEXT / 8] = 0;
+    for (int i = 0; i < 9; i++)
+        nine[i] = text + 10;
+    char *gbnf = NULL;
+    cr_assert_eq(tram_choice_to_gbnf(nine, 9, "root", &gbnf, &err), -1);
+    cr_assert(strstr(err.msg, "over 8 MiB (at entry 8)"), "%s", err.msg);
     free(text);
 
     tram_strbuf b = {0};
