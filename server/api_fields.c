@@ -228,17 +228,18 @@ static const tram_api_field json_schema_keys[] = {
 
 #define CHAT_BODY(extra) "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]" extra "}"
 #define TOOLS ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]"
+#define NAMED_CHOICE CHAT_BODY(TOOLS ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"f\"}}")
+#define CALLED "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", " \
+    "\"tool_calls\": [{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"f\", " \
+    "\"arguments\": \"{}\"}}]}]}"
 #define OBJECT(rows, path, example, at) {path, rows, TRAM_ARRAY_LEN(rows), example, at}
 
 const tram_api_object tram_api_objects[TRAM_OBJ_COUNT] = {
     [TRAM_OBJ_STREAM_OPTIONS] = OBJECT(stream_options_keys, "stream_options",
         CHAT_BODY(", \"stream\": true, \"stream_options\": {}"), "stream_options"),
-    [TRAM_OBJ_TOOL_CHOICE] = OBJECT(tool_choice_keys, "tool_choice",
-        CHAT_BODY(TOOLS ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"f\"}}"),
-        "tool_choice"),
-    [TRAM_OBJ_TOOL_CHOICE_FUNCTION] = OBJECT(named_function_keys, "tool_choice.function",
-        CHAT_BODY(TOOLS ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"f\"}}"),
-        "tool_choice.function"),
+    [TRAM_OBJ_TOOL_CHOICE] = OBJECT(tool_choice_keys, "tool_choice", NAMED_CHOICE, "tool_choice"),
+    [TRAM_OBJ_TOOL_CHOICE_FUNCTION] = OBJECT(named_function_keys, "tool_choice.function", NAMED_CHOICE,
+                                             "tool_choice.function"),
     [TRAM_OBJ_TOOL] = OBJECT(tool_keys, "tools[]", CHAT_BODY(TOOLS), "tools[0]"),
     [TRAM_OBJ_TOOL_FUNCTION] = OBJECT(function_keys, "tools[].function", CHAT_BODY(TOOLS),
                                       "tools[0].function"),
@@ -247,13 +248,9 @@ const tram_api_object tram_api_objects[TRAM_OBJ_COUNT] = {
         "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"hi\"}]}]}",
         "messages[0].content[0]"),
     [TRAM_OBJ_TOOL_CALL] = OBJECT(tool_call_keys, "messages[].tool_calls[]",
-        "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", "
-        "\"tool_calls\": [{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"f\", "
-        "\"arguments\": \"{}\"}}]}]}", "messages[1].tool_calls[0]"),
+        CALLED, "messages[1].tool_calls[0]"),
     [TRAM_OBJ_TOOL_CALL_FUNCTION] = OBJECT(call_function_keys, "messages[].tool_calls[].function",
-        "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", "
-        "\"tool_calls\": [{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"f\", "
-        "\"arguments\": \"{}\"}}]}]}", "messages[1].tool_calls[0].function"),
+        CALLED, "messages[1].tool_calls[0].function"),
     [TRAM_OBJ_RESPONSE_FORMAT] = OBJECT(response_format_keys, "response_format",
         CHAT_BODY(", \"response_format\": {\"type\": \"json_object\"}"), "response_format"),
     [TRAM_OBJ_JSON_SCHEMA] = OBJECT(json_schema_keys, "response_format.json_schema",
