@@ -230,15 +230,22 @@ FUZZ_SRC_api  := server/api_request.c server/api_error.c server/api_fields.c ser
                  server/json_body.c -ljansson
 # the grammar front ends: schema and regex compilers, the GBNF parser, the stack matcher
 FUZZ_SRC_grammar := grammar/gbnf.c grammar/gbnf_factor.c grammar/utf8_ranges.c grammar/stacks.c \
-                    grammar/json_schema.c grammar/regex.c grammar/gbnf_text.c kernels/base.c kernels/strbuf.c \
-                    kernels/utf8.c -ljansson
+                    $(wildcard grammar/json_schema*.c) grammar/regex.c grammar/gbnf_text.c kernels/base.c \
+                    kernels/strbuf.c kernels/utf8.c -ljansson -lpcre2-8
 # the streamed tool-call reader and the JSON writer under it
 FUZZ_SRC_tools := server/tool_calls.c server/json_scan.c server/api_tools.c server/api_error.c \
                   server/api_fields.c server/json_body.c \
                   chat/pyjson.c kernels/strbuf.c kernels/base.c -ljansson
 # the chat-template interpreter, parsing and rendering
 FUZZ_SRC_jinja := $(wildcard chat/jinja_*.c) chat/pyjson.c tokenizer/text_buf.c kernels/strbuf.c \
-                  kernels/base.c -ljansson
+                  kernels/base.c -ljansson -lpthread
+# templates up to 4 MiB (libFuzzer's default is 4 KB, too small for a chain
+# 200,000 deep), with the deep shapes generated as seeds
+FUZZ_FLAGS_jinja := -max_len=4194304
+FUZZ_SEEDS_jinja := $(BUILD)/fuzz/seeds-jinja-deep
+fuzz-jinja: $(FUZZ_SEEDS_jinja)
+$(FUZZ_SEEDS_jinja): tests/fuzz/deep_jinja_seeds.py
+	python3 $< $@
 # inputs past libFuzzer's default 4 KB: the chain templates reach megabyte grammars from a few bytes
 FUZZ_FLAGS_grammar := -max_len=300000
 fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja: fuzz-%: tests/fuzz/fuzz_%.c
@@ -247,7 +254,7 @@ fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja: fuzz-%: tests/fuzz/fuzz_%
 	      $(shell pkg-config --cflags openblas) -o $(BUILD)/fuzz/fuzz_$* $< $(or $(FUZZ_SRC_$*),$(LIB_C)) \
 	      $(if $(FUZZ_SRC_$*),,$(shell pkg-config --libs $(PKGS)) -lstdc++ -lpthread) -lm
 	$(BUILD)/fuzz/fuzz_$* -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 $(FUZZ_FLAGS_$*) \
-	      $(addprefix -dict=,$(wildcard tests/fuzz/$*.dict)) tests/fuzz/corpus-$* tests/fuzz/seeds-$*
+	      $(addprefix -dict=,$(wildcard tests/fuzz/$*.dict)) tests/fuzz/corpus-$* tests/fuzz/seeds-$* $(FUZZ_SEEDS_$*)
 
 clean:
 	rm -rf build bin

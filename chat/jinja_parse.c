@@ -79,16 +79,26 @@ static jj_node *node(parser *ps, jn_kind kind)
     return n;
 }
 
+/* Room for item n of an array of n items whose capacity is the next power
+ * of two: it doubles, so a body of 200,000 statements (or a call of as many
+ * arguments) is not 200,000 copies of a growing array. */
+static void *grown(parser *ps, void *items, int n, size_t size)
+{
+    if (n & (n - 1))
+        return items;
+    return jj_realloc(ps->p, items, (size_t)(n ? 2 * n : 1) * size);
+}
+
 static void add_arg(parser *ps, jj_node *n, jj_node *arg)
 {
-    n->args = jj_realloc(ps->p, n->args, (size_t)(n->nargs + 1) * sizeof(*n->args));
+    n->args = grown(ps, n->args, n->nargs, sizeof(*n->args));
     n->args[n->nargs++] = arg;
 }
 
 static void add_kw(parser *ps, jj_node *n, const char *name, jj_node *value)
 {
-    n->kwnames = jj_realloc(ps->p, n->kwnames, (size_t)(n->nkw + 1) * sizeof(*n->kwnames));
-    n->kwargs = jj_realloc(ps->p, n->kwargs, (size_t)(n->nkw + 1) * sizeof(*n->kwargs));
+    n->kwnames = grown(ps, n->kwnames, n->nkw, sizeof(*n->kwnames));
+    n->kwargs = grown(ps, n->kwargs, n->nkw, sizeof(*n->kwargs));
     n->kwnames[n->nkw] = name;
     n->kwargs[n->nkw++] = value;
 }
@@ -403,7 +413,7 @@ static jj_node *comparison(parser *ps)
             n = node(ps, JN_COMPARE);
             add_arg(ps, n, first);
         }
-        n->ops = jj_realloc(ps->p, n->ops, (size_t)n->nargs * sizeof(*n->ops));
+        n->ops = grown(ps, n->ops, n->nargs - 1, sizeof(*n->ops));
         n->ops[n->nargs - 1] = op;
         add_arg(ps, n, sum(ps));
     }

@@ -8,6 +8,7 @@
 #include "cli/defaults.h"
 #include "cli/engine_flags.h"
 #include "cli/text_file.h"
+#include "server/auth.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -20,7 +21,11 @@ static void usage(FILE *out)
             "  --port N                       port (8000)\n"
             "  --served-model-name NAME[,NAME...]  the model's names in the API, repeatable; the\n"
             "                                 first is the one responses carry (the file's name)\n"
-            "  --api-key KEY                  require 'Authorization: Bearer KEY' (or TRAM_API_KEY)\n"
+            "  --api-key KEY                  require 'Authorization: Bearer KEY', repeatable: each\n"
+            "                                 key is a tenant key1, key2, ... (or TRAM_API_KEY)\n"
+            "  --api-key-file FILE            keys, one a line: KEY [TENANT] ('#' comments);\n"
+            "                                 read again on SIGHUP\n"
+            "  --metrics-api-key KEY          require this key for /metrics (open without it)\n"
             "  --chat-template FILE           a Jinja chat template to use instead of the model's\n"
             "  --max-queue N                  waiting requests before 503 (256)\n"
             "  --max-body-size SIZE           largest request body (4MiB)\n"
@@ -53,6 +58,46 @@ static int log_level_flag(const char *flag, const char *value, void *field)
     return 0;
 }
 
+#define MAX_FLAG_KEYS 64   /* more go in --api-key-file */
+static const char *flag_keys[MAX_FLAG_KEYS];
+static int num_flag_keys;
+
+/* Each --api-key adds one key (the config points at them after parsing). */
+static int api_key_flag(const char *flag, const char *value, void *field)
+{
+    (void)field;
+    if (num_flag_keys == MAX_FLAG_KEYS)
+        return tram_flag_invalid(flag, value, "at most 64 keys on the command line (more in --api-key-file)");
+    flag_keys[num_flag_keys++] = value;
+    return 0;
+}
+
+/* The keys as the server will load them, checked now: a bad key or key
+ * file stops the command (exit 2), with the file's line. */
+static int check_keys(tram_server_config *c)
+{
+    const char *env = getenv("TRAM_API_KEY");
+    if (!num_flag_keys && env && env[0])
+        flag_keys[num_flag_keys++] = env;
+    c->api_keys = flag_keys;
+    c->num_api_keys = num_flag_keys;
+    tram_api_keys *keys;
+    tram_error err = {{0}};
+    if (tram_api_keys_load(&keys, c->api_keys, c->num_api_keys, c->api_key_file, &err)) {
+        fprintf(stderr, "tram: %s%s\n", c->api_key_file && !strstr(err.msg, "--api-key") ? "--api-key-file: " : "",
+                err.msg);
+        return -1;
+    }
+    int n = tram_api_keys_count(keys);
+    tram_api_keys_free(keys);
+    if (n && c->response_cache_preload) {
+        fprintf(stderr, "tram: --response-cache-preload cannot be used with API keys: cached replies are "
+                        "kept per tenant, and preloaded ones belong to none\n");
+        return -1;
+    }
+    return 0;
+}
+
 /* Each occurrence adds its comma-separated names. */
 static int served_name_flag(const char *flag, const char *value, void *field)
 {
@@ -78,7 +123,9 @@ static const tram_flag serve_flags[] = {
     {.name = "--port", .kind = TRAM_FLAG_INT, .field = FIELD(port), .lo = 0, .hi = 65535},
     {.name = "--served-model-name", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(served_model_names),
      .parse = served_name_flag},
-    {.name = "--api-key", .kind = TRAM_FLAG_STRING, .field = FIELD(api_key)},
+    {.name = "--api-key", .kind = TRAM_FLAG_CUSTOM, .parse = api_key_flag},
+    {.name = "--api-key-file", .kind = TRAM_FLAG_STRING, .field = FIELD(api_key_file)},
+    {.name = "--metrics-api-key", .kind = TRAM_FLAG_STRING, .field = FIELD(metrics_api_key)},
     {.name = "--chat-template", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(chat_template),
      .parse = tram_chat_template_flag},
     {.name = "--max-queue", .kind = TRAM_FLAG_INT, .field = FIELD(max_queue), .lo = 0, .hi = 1 << 20},
@@ -105,7 +152,6 @@ static int serve(int argc, char **argv)
     tram_server_config c;
     tram_server_config_init(&c);
     c.model_path = TRAM_DEFAULT_MODEL;
-    c.api_key = getenv("TRAM_API_KEY");
     const tram_flag_table tables[] = {TRAM_FLAG_TABLE(serve_flags, &c), tram_engine_flags(&c.engine)};
     if (tram_flags_parse(tables, 2, argc, argv, NULL, 0) < 0 || tram_engine_flags_check(&c.engine, c.model_path))
         return TRAM_EXIT_USAGE;
@@ -116,6 +162,8 @@ static int serve(int argc, char **argv)
         fprintf(stderr, "tram: --response-cache-preload needs --response-cache deterministic or all\n");
         return TRAM_EXIT_USAGE;
     }
+    if (check_keys(&c))
+        return TRAM_EXIT_USAGE;
     return tram_server_run(&c);
 }
 

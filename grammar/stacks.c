@@ -61,13 +61,10 @@ static uint64_t hash_stack(const int32_t *v, int len)
     return h;
 }
 
-/* Adds a canonical stack unless the set holds it already. */
-static void add_stack(tram_stackset *s, const int32_t *v, int len)
+/* Adds the canonical stack v[0..len), written at the pool's end, unless
+ * the set holds it already. */
+static void commit_stack(tram_stackset *s, const int32_t *v, int len)
 {
-    if (len == 0) {
-        s->has_end = 1;
-        return;
-    }
     uint64_t h = hash_stack(v, len);
     for (int i = 0; i < s->n; i++)
         if (s->hash[i] == h && s->len[i] == len && !memcmp(s->pool + s->off[i], v, (size_t)len * 4))
@@ -76,11 +73,6 @@ static void add_stack(tram_stackset *s, const int32_t *v, int len)
         s->too_ambiguous = 1;
         return;
     }
-    if (reserve(s, 1, len)) {
-        s->oom = 1;
-        return;
-    }
-    memcpy(s->pool + s->pool_len, v, (size_t)len * sizeof(int32_t));
     s->off[s->n] = s->pool_len;
     s->len[s->n] = len;
     s->hash[s->n++] = h;
@@ -110,7 +102,21 @@ int tram_stackset_copy(tram_stackset *dst, const tram_stackset *src)
  * byte set.  A tail reference replaces its frame, so a chain of rules
  * that reference the next never grows the stack: the work is kept on an
  * explicit list (raw frames, shared by the stacks that have them in
- * common), never on the C stack, and counted against TRAM_MAX_EXPAND_STEPS. */
+ * common), never on the C stack, and counted against TRAM_MAX_EXPAND_STEPS.
+ *
+ * A reference to a raw stack is a frame (>= 0) or, negative, a prefix of
+ * the stack being expanded, left in its buffer: -k - 1 is buf[0..k), -1
+ * the empty stack.  So the part of the stack an expansion does not touch
+ * is never copied into frames. */
+
+static int32_t ref_pos(const tram_stackset *s, const int32_t *buf, int32_t ref)
+{
+    return ref >= 0 ? s->raw.pos[ref] : buf[-ref - 2];
+}
+
+static int32_t ref_up(const tram_stackset *s, int32_t ref) { return ref >= 0 ? s->raw.up[ref] : ref + 1; }
+
+static int raw_depth(const tram_stackset *s, int32_t ref) { return ref >= 0 ? s->raw.depth[ref] : -ref - 1; }
 
 static int raw_frame(tram_stackset *s, int32_t pos, int32_t up)
 {
@@ -132,14 +138,12 @@ static int raw_frame(tram_stackset *s, int32_t pos, int32_t up)
     }
     r->pos[r->n] = pos;
     r->up[r->n] = up;
-    r->depth[r->n] = 1 + (up < 0 ? 0 : r->depth[up]);
+    r->depth[r->n] = 1 + raw_depth(s, up);
     return r->n++;
 }
 
-static int raw_depth(const tram_stackset *s, int32_t frame) { return frame < 0 ? 0 : s->raw.depth[frame]; }
-
-/* Queues the raw stack whose top is `frame` (-1: the empty stack). */
-static void todo(tram_stackset *s, int32_t frame)
+/* Queues the raw stack `ref` for expansion. */
+static void todo(tram_stackset *s, int32_t ref)
 {
     tram_raw_stacks *r = &s->raw;
     if (r->num_todo == r->cap_todo) {
@@ -152,7 +156,7 @@ static void todo(tram_stackset *s, int32_t frame)
         r->todo = t;
         r->cap_todo = cap;
     }
-    r->todo[r->num_todo++] = frame;
+    r->todo[r->num_todo++] = ref;
 }
 
 /* Queues frame `pos` over `up`. */
@@ -189,9 +193,9 @@ static void push_rule(const tram_gbnf *g, tram_stackset *s, int32_t up, int rule
 /* What follows the element at the top frame: a new top over the same
  * frames, or those frames alone when the alternative ends there (the tail
  * call that keeps repetitions shallow). */
-static int32_t continuation(const tram_gbnf *g, tram_stackset *s, int32_t frame)
+static int32_t continuation(const tram_gbnf *g, tram_stackset *s, const int32_t *buf, int32_t frame)
 {
-    int32_t cont = s->raw.pos[frame] + 1, up = s->raw.up[frame];
+    int32_t cont = ref_pos(s, buf, frame) + 1, up = ref_up(s, frame);
     return tram_gelem_ends_alt(&g->elems[cont]) ? up : raw_frame(s, cont, up);
 }
 
@@ -216,47 +220,57 @@ static void loop_iterate(const tram_gbnf *g, tram_stackset *s, int32_t under, in
         push_rule(g, s, marker, rep->body);
 }
 
-/* The raw stack whose top is `frame`, as an array, added to the set. */
-static void add_raw(tram_stackset *s, int32_t frame, int32_t *buf)
+/* The raw stack `ref`, as an array, added to the set. */
+static void add_raw(tram_stackset *s, int32_t ref, const int32_t *buf)
 {
-    int len = raw_depth(s, frame);
-    for (int i = len - 1; i >= 0; i--, frame = s->raw.up[frame])
-        buf[i] = s->raw.pos[frame];
-    add_stack(s, buf, len);
-}
-
-/* One raw stack: its top decides the step. */
-static void expand_one(const tram_gbnf *g, tram_stackset *s, int32_t frame, int32_t *buf)
-{
-    if (frame < 0) {
+    int len = raw_depth(s, ref);
+    if (len == 0) {
         s->has_end = 1;
         return;
     }
-    int32_t top = s->raw.pos[frame];
+    if (reserve(s, 1, len)) {
+        s->oom = 1;
+        return;
+    }
+    int32_t *v = s->pool + s->pool_len;
+    int i = len;
+    for (; ref >= 0; ref = s->raw.up[ref])
+        v[--i] = s->raw.pos[ref];
+    memcpy(v, buf, (size_t)i * sizeof(int32_t));  /* the prefix left in buf */
+    commit_stack(s, v, len);
+}
+
+/* One raw stack: its top decides the step. */
+static void expand_one(const tram_gbnf *g, tram_stackset *s, int32_t ref, const int32_t *buf)
+{
+    if (ref == -1) {
+        s->has_end = 1;
+        return;
+    }
+    int32_t top = ref_pos(s, buf, ref);
     if (top < 0) {  /* a marker: one more iteration of its loop is done */
-        int32_t count = s->raw.up[frame], done = s->raw.pos[count];
-        loop_iterate(g, s, s->raw.up[count], tram_loop_of_marker(top),
-                     done == TRAM_LOOP_ANY_COUNT ? done : done + 1);
+        int32_t count = ref_up(s, ref), done = ref_pos(s, buf, count);
+        loop_iterate(g, s, ref_up(s, count), tram_loop_of_marker(top), done == TRAM_LOOP_ANY_COUNT ? done : done + 1);
         return;
     }
     const tram_gelem *e = &g->elems[top];
     if (e->kind == TRAM_G_BYTES)
-        add_raw(s, frame, buf);
+        add_raw(s, ref, buf);
     else if (e->kind == TRAM_G_REF || e->kind == TRAM_G_REPEAT) {
-        int32_t under = continuation(g, s, frame);
-        if (under < 0 && s->oom)
+        int32_t under = continuation(g, s, buf, ref);
+        if (s->oom)
             return;
         if (e->kind == TRAM_G_REF)
             push_rule(g, s, under, e->arg);
         else
             loop_iterate(g, s, under, top, 0);
     } else {
-        todo(s, s->raw.up[frame]);  /* the alternative is finished */
+        todo(s, ref_up(s, ref));  /* the alternative is finished */
     }
 }
 
 /* Expands the queued raw stacks into the set. */
-static void drain(const tram_gbnf *g, tram_stackset *out, int32_t *buf)
+static void drain(const tram_gbnf *g, tram_stackset *out, const int32_t *buf)
 {
     while (out->raw.num_todo > 0 && !out->oom && !out->too_ambiguous) {
         if (++out->steps > TRAM_MAX_EXPAND_STEPS) {
@@ -270,10 +284,7 @@ static void drain(const tram_gbnf *g, tram_stackset *out, int32_t *buf)
 
 void tram_stacks_expand(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int len)
 {
-    int32_t frame = -1;
-    for (int i = 0; i < len && !out->oom; i++)
-        frame = raw_frame(out, buf[i], frame);
-    todo(out, frame);
+    todo(out, -len - 1);  /* all of buf, as a prefix */
     drain(g, out, buf);
 }
 

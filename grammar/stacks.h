@@ -74,7 +74,7 @@ int tram_stackset_refusal(const tram_stackset *s, tram_error *err);
 static inline const int32_t *tram_stack_at(const tram_stackset *s, int i) { return s->pool + s->off[i]; }
 
 /* Adds the canonical expansion of the raw stack buf[0..len) to out; buf
- * has room for TRAM_MAX_STACK_DEPTH + 1 entries and is scratch after. */
+ * has room for TRAM_MAX_STACK_DEPTH + 1 entries and is left as it was. */
 void tram_stacks_expand(const tram_gbnf *g, tram_stackset *out, int32_t *buf, int len);
 
 /* out = the stacks of `in` (stack `only`, or all when only < 0) after

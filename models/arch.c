@@ -6,24 +6,25 @@
 
 #include "models/gguf.h"
 
+/* Routers and routed experts are held whole (each rank its own experts). */
 static const tram_arch_name mixtral_names[] = {
-    {"ffn_gate_inp", "block_sparse_moe.gate"},
-    {"ffn_gate", "block_sparse_moe.experts.%d.w1"},
-    {"ffn_up", "block_sparse_moe.experts.%d.w3"},
-    {"ffn_down", "block_sparse_moe.experts.%d.w2"},
-    {NULL, NULL},
+    {"ffn_gate_inp", "block_sparse_moe.gate", TRAM_SPLIT_NONE},
+    {"ffn_gate", "block_sparse_moe.experts.%d.w1", TRAM_SPLIT_NONE},
+    {"ffn_up", "block_sparse_moe.experts.%d.w3", TRAM_SPLIT_NONE},
+    {"ffn_down", "block_sparse_moe.experts.%d.w2", TRAM_SPLIT_NONE},
+    {NULL, NULL, TRAM_SPLIT_NONE},
 };
 
 static const tram_arch_name qwen2moe_names[] = {
-    {"ffn_gate_inp", "mlp.gate"},
-    {"ffn_gate", "mlp.experts.%d.gate_proj"},
-    {"ffn_up", "mlp.experts.%d.up_proj"},
-    {"ffn_down", "mlp.experts.%d.down_proj"},
-    {"ffn_gate_shexp", "mlp.shared_expert.gate_proj"},
-    {"ffn_up_shexp", "mlp.shared_expert.up_proj"},
-    {"ffn_down_shexp", "mlp.shared_expert.down_proj"},
-    {"ffn_gate_inp_shexp", "mlp.shared_expert_gate"},
-    {NULL, NULL},
+    {"ffn_gate_inp", "mlp.gate", TRAM_SPLIT_NONE},
+    {"ffn_gate", "mlp.experts.%d.gate_proj", TRAM_SPLIT_NONE},
+    {"ffn_up", "mlp.experts.%d.up_proj", TRAM_SPLIT_NONE},
+    {"ffn_down", "mlp.experts.%d.down_proj", TRAM_SPLIT_NONE},
+    {"ffn_gate_shexp", "mlp.shared_expert.gate_proj", TRAM_SPLIT_SHARED_ROWS},
+    {"ffn_up_shexp", "mlp.shared_expert.up_proj", TRAM_SPLIT_SHARED_ROWS},
+    {"ffn_down_shexp", "mlp.shared_expert.down_proj", TRAM_SPLIT_SHARED_COLS},
+    {"ffn_gate_inp_shexp", "mlp.shared_expert_gate", TRAM_SPLIT_NONE},
+    {NULL, NULL, TRAM_SPLIT_NONE},
 };
 
 /* Mixtral always renormalizes; Qwen1.5-MoE does not unless it says so. */
@@ -112,15 +113,16 @@ void tram_arch_list(int which, char *out, size_t len)
 /* ---------------------------------------------------------------- tensor names */
 
 static const tram_arch_name global_names[] = {
-    {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"},
+    {"token_embd", "model.embed_tokens", TRAM_SPLIT_NONE}, {"output_norm", "model.norm", TRAM_SPLIT_NONE},
+    {"output", "lm_head", TRAM_SPLIT_NONE},  /* rank 0 alone holds it (models/llama.c) */
 }, layer_names[] = {
-    {"attn_norm", "input_layernorm"},      {"ffn_norm", "post_attention_layernorm"},
-    {"attn_q", "self_attn.q_proj"},        {"attn_k", "self_attn.k_proj"},
-    {"attn_v", "self_attn.v_proj"},        {"attn_output", "self_attn.o_proj"},
-    {"ffn_gate", "mlp.gate_proj"},         {"ffn_up", "mlp.up_proj"},
-    {"ffn_down", "mlp.down_proj"},
+    {"attn_norm", "input_layernorm", TRAM_SPLIT_NONE},  {"ffn_norm", "post_attention_layernorm", TRAM_SPLIT_NONE},
+    {"attn_q", "self_attn.q_proj", TRAM_SPLIT_Q_ROWS},  {"attn_k", "self_attn.k_proj", TRAM_SPLIT_KV_ROWS},
+    {"attn_v", "self_attn.v_proj", TRAM_SPLIT_KV_ROWS}, {"attn_output", "self_attn.o_proj", TRAM_SPLIT_Q_COLS},
+    {"ffn_gate", "mlp.gate_proj", TRAM_SPLIT_FFN_ROWS}, {"ffn_up", "mlp.up_proj", TRAM_SPLIT_FFN_ROWS},
+    {"ffn_down", "mlp.down_proj", TRAM_SPLIT_FFN_COLS},
 }, qk_norm_names[] = {
-    {"attn_q_norm", "self_attn.q_norm"},   {"attn_k_norm", "self_attn.k_norm"},
+    {"attn_q_norm", "self_attn.q_norm", TRAM_SPLIT_NONE}, {"attn_k_norm", "self_attn.k_norm", TRAM_SPLIT_NONE},
 };
 
 /* The entry of names[n] whose GGUF module is module[0, len), or NULL. */
@@ -132,43 +134,64 @@ static const tram_arch_name *find_name(const tram_arch_name *names, size_t n, co
     return NULL;
 }
 
-/* An MoE module ("ffn_gate_inp", "ffn_up.3", "ffn_down_shexp") of layer. */
-static int moe_name(const tram_arch *a, int layer, const char *module, size_t module_len, const char *suffix,
-                    char *out, size_t len)
+/* A GGUF tensor name taken apart: its table entry, layer (-1: a global
+ * tensor), expert (-1: none) and suffix (".weight" or ".bias"). */
+typedef struct {
+    const tram_arch_name *entry;
+    int layer, expert;
+    const char *suffix;
+} name_parts;
+
+/* An MoE module ("ffn_gate_inp", "ffn_up.3", "ffn_down_shexp"). */
+static int moe_entry(const tram_arch *a, const char *module, size_t module_len, name_parts *p)
 {
     char whole[32], kind[32];
-    int expert = -1, used = 0;
+    int used = 0;
     if (!a->moe || module_len >= sizeof(whole))
         return -1;
     snprintf(whole, sizeof(whole), "%.*s", (int)module_len, module);
-    int per_expert = sscanf(whole, "%31[a-z_].%d%n", kind, &expert, &used) == 2;
+    int per_expert = sscanf(whole, "%31[a-z_].%d%n", kind, &p->expert, &used) == 2;
     if (!per_expert && (sscanf(whole, "%31[a-z_]%n", kind, &used) != 1))
         return -1;
-    if ((size_t)used != module_len || (per_expert && expert < 0))
+    if ((size_t)used != module_len || (per_expert && p->expert < 0))
         return -1;
-    const tram_arch_name *n = find_name(a->moe->names, (size_t)-1, kind, strlen(kind));
-    if (!n || per_expert != (strchr(n->hf, '%') != NULL))
+    p->entry = find_name(a->moe->names, (size_t)-1, kind, strlen(kind));
+    return p->entry && per_expert == (strchr(p->entry->hf, '%') != NULL) ? 0 : -1;
+}
+
+static int parse_name(const tram_arch *a, const char *gguf_name, name_parts *p)
+{
+    *p = (name_parts){.suffix = strrchr(gguf_name, '.'), .layer = -1, .expert = -1};
+    if (!p->suffix || (strcmp(p->suffix, ".weight") && strcmp(p->suffix, ".bias")))
         return -1;
-    char stem[96];
-    snprintf(stem, sizeof(stem), n->hf, expert);
-    return snprintf(out, len, "model.layers.%d.%s%s", layer, stem, suffix) < (int)len ? 0 : -1;
+    int used = 0;
+    if (sscanf(gguf_name, "blk.%9d.%n", &p->layer, &used) == 1 && used && p->layer >= 0) {
+        const char *module = gguf_name + used;
+        size_t module_len = (size_t)(p->suffix - module);
+        if ((p->entry = find_name(layer_names, TRAM_ARRAY_LEN(layer_names), module, module_len)) ||
+            (a->qk_norm && (p->entry = find_name(qk_norm_names, TRAM_ARRAY_LEN(qk_norm_names), module, module_len))))
+            return 0;
+        return moe_entry(a, module, module_len, p);
+    }
+    p->layer = -1;
+    p->entry = find_name(global_names, TRAM_ARRAY_LEN(global_names), gguf_name, (size_t)(p->suffix - gguf_name));
+    return p->entry ? 0 : -1;
 }
 
 int tram_arch_hf_name(const tram_arch *a, const char *gguf_name, char *out, size_t len)
 {
-    const char *suffix = strrchr(gguf_name, '.');
-    if (!suffix || (strcmp(suffix, ".weight") && strcmp(suffix, ".bias")))
+    name_parts p;
+    if (parse_name(a, gguf_name, &p))
         return -1;
-    int layer, used = 0;
-    const tram_arch_name *n;
-    if (sscanf(gguf_name, "blk.%9d.%n", &layer, &used) == 1 && used && layer >= 0) {
-        const char *module = gguf_name + used;
-        size_t module_len = (size_t)(suffix - module);
-        if ((n = find_name(layer_names, TRAM_ARRAY_LEN(layer_names), module, module_len)) ||
-            (a->qk_norm && (n = find_name(qk_norm_names, TRAM_ARRAY_LEN(qk_norm_names), module, module_len))))
-            return snprintf(out, len, "model.layers.%d.%s%s", layer, n->hf, suffix) < (int)len ? 0 : -1;
-        return moe_name(a, layer, module, module_len, suffix, out, len);
-    }
-    n = find_name(global_names, TRAM_ARRAY_LEN(global_names), gguf_name, (size_t)(suffix - gguf_name));
-    return n && snprintf(out, len, "%s%s", n->hf, suffix) < (int)len ? 0 : -1;
+    if (p.layer < 0)
+        return snprintf(out, len, "%s%s", p.entry->hf, p.suffix) < (int)len ? 0 : -1;
+    char stem[96];
+    snprintf(stem, sizeof(stem), p.entry->hf, p.expert);  /* "%d" only in per-expert names */
+    return snprintf(out, len, "model.layers.%d.%s%s", p.layer, stem, p.suffix) < (int)len ? 0 : -1;
+}
+
+tram_split tram_arch_split(const tram_arch *a, const char *gguf_name)
+{
+    name_parts p;
+    return parse_name(a, gguf_name, &p) ? TRAM_SPLIT_NONE : p.entry->split;
 }

@@ -2,14 +2,14 @@
  * way the families differ, so that readers, writers, presets, `tram info`
  * and the forward pass look a row up instead of comparing names.
  *
- * What every row shares is not in the table: the decoder layer (RMSNorm
- * before attention and before the FFN, grouped-query attention with RoPE,
- * a SiLU-gated FFN or routed experts of such FFNs), the dense tensors' names
- * (blk.N.attn_q.weight <-> model.layers.N.self_attn.q_proj.weight, ...) and
- * the tensor-parallel split, which goes by tensor kind (models/shard.h): q,
- * k, v and their biases by heads, gate and up by FFN rows, o and down by
- * columns, routed experts whole by expert, a shared expert like a dense FFN,
- * norms (the per-head q/k norms too) replicated.  Nor is the chat format:
+ * What every row shares is written once: the decoder layer (RMSNorm before
+ * attention and before the FFN, grouped-query attention with RoPE, a
+ * SiLU-gated FFN or routed experts of such FFNs, in models/llama.c), and in
+ * arch.c beside the rows the dense tensors' names (blk.N.attn_q.weight <->
+ * model.layers.N.self_attn.q_proj.weight, ...) with each tensor's
+ * tensor-parallel split (tram_split, which goes by tensor kind: Qwen2's
+ * biases split like their matrices, Qwen3's q/k norms are held whole, a
+ * shared expert splits like a dense FFN).  Not in the table is the chat format:
  * one family's models use several (Llama 2, Llama 3, SmolLM2's ChatML are
  * all llama), so the model's own template decides (chat/chat_template.c).
  *
@@ -33,10 +33,25 @@ typedef enum {
     TRAM_WINDOW_OPT_IN = 2,   /* only with use_sliding_window: true (Qwen) */
 } tram_window_rule;
 
-/* An MoE tensor: the GGUF module between "blk.N." and ".weight" and the HF
- * name after "model.layers.N." ("%d" is the expert, for per-expert ones). */
+/* How tensor parallelism divides a tensor among the ranks (models/shard.h):
+ * Megatron's split.  Rows are a vector's (bias's) elements. */
+typedef enum {
+    TRAM_SPLIT_NONE = 0,      /* held whole: norms, the embedding, routers, routed experts */
+    TRAM_SPLIT_Q_ROWS,        /* rows by query heads: q and its bias */
+    TRAM_SPLIT_KV_ROWS,       /* rows by KV heads: k, v and their biases */
+    TRAM_SPLIT_FFN_ROWS,      /* rows by FFN slice: gate, up */
+    TRAM_SPLIT_Q_COLS,        /* columns by query heads: o_proj, then all_reduce */
+    TRAM_SPLIT_FFN_COLS,      /* columns by FFN slice: down, then all_reduce */
+    TRAM_SPLIT_SHARED_ROWS,   /* a shared expert's gate and up, by its FFN slice */
+    TRAM_SPLIT_SHARED_COLS,   /* its down */
+} tram_split;
+
+/* A tensor: the GGUF module between "blk.N." and ".weight" (or a global
+ * name), the HF name after "model.layers.N." ("%d" is the expert, for
+ * per-expert ones), and its tensor-parallel split. */
 typedef struct {
     const char *gguf, *hf;
+    tram_split split;
 } tram_arch_name;
 
 /* Routing, the same in every row: softmax over the router's logits, the top
@@ -62,7 +77,8 @@ typedef struct {
     /* llama.cpp permutes the Q/K rows of llama-arch files for interleaved
      * RoPE; other GGUFs and every HF checkpoint keep the NeoX halves. */
     tram_rope_style gguf_rope;
-    int qkv_bias;                   /* q/k/v have biases (a GGUF's own tensors say) */
+    int qkv_bias;                   /* q/k/v have biases in HF checkpoints (in a GGUF, its
+                                       own tensors decide) */
     int hf_qkv_bias_key;            /* config.json's qkv_bias overrides it */
     int qk_norm;                    /* RMSNorm of each q and k head before RoPE (Qwen3):
                                        blk.N.attn_q_norm / attn_k_norm, [head_dim] */
@@ -93,6 +109,10 @@ void tram_arch_list(int which, char *out, size_t len);
 /* The HF name of a GGUF tensor name of a model of this row, into out; -1
  * when it has none or out is too short. */
 int tram_arch_hf_name(const tram_arch *a, const char *gguf_name, char *out, size_t len);
+/* How tensor parallelism splits that tensor; TRAM_SPLIT_NONE for a name the
+ * row does not have (loading it whole then fails on its size if it had to
+ * be split). */
+tram_split tram_arch_split(const tram_arch *a, const char *gguf_name);
 
 #ifdef __cplusplus
 }

@@ -76,6 +76,13 @@ struct tram_model {
 
 /* ---------------------------------------------------------------- loading */
 
+/* This rank's part of a tensor of the file, split as its row of
+ * models/arch.c says. */
+static tram_shard_part part(const tram_model *m, const char *name, int rows, int cols)
+{
+    return tram_shard_part_of(&m->shard, &m->cfg, name, rows, cols);
+}
+
 /* A weight every rank holds whole (norms, the embedding, the lm_head). */
 static int load_one(tram_model *m, tram_model_file *f, tram_weight *w, const char *name, int rows,
                     int cols, tram_wtype type, tram_shard_scratch *sc, tram_error *err)
@@ -117,22 +124,19 @@ static tram_wtype stacked_type(const tram_model *m, tram_model_file *f, const ch
 static int load_qkv(tram_model *m, tram_model_file *f, int l, tram_shard_scratch *sc, tram_error *err)
 {
     const tram_model_config *c = &m->cfg;
-    const tram_shard *s = &m->shard;
     llama_layer *L = &m->layers[l];
     int hd = c->head_dim, qd = c->n_heads * hd, kd = c->n_kv_heads * hd;
-    int q0 = s->head0 * hd, qn = s->n_heads * hd, k0 = s->kv_head0 * hd, kn = s->n_kv_heads * hd;
+    int width = (m->shard.n_heads + 2 * m->shard.n_kv_heads) * hd;  /* this rank's rows */
     char n[6][64];
     static const char *const suffix[6] = {"attn_q.weight", "attn_k.weight", "attn_v.weight",
                                           "attn_q.bias", "attn_k.bias", "attn_v.bias"};
     for (int i = 0; i < 6; i++)
         snprintf(n[i], sizeof(n[i]), "blk.%d.%s", l, suffix[i]);
     const char *names[3] = {n[0], n[1], n[2]};
-    tram_shard_part w[3] = {tram_shard_rows(n[0], qd, c->dim, q0, qn), tram_shard_rows(n[1], kd, c->dim, k0, kn),
-                            tram_shard_rows(n[2], kd, c->dim, k0, kn)};
-    tram_shard_part b[3] = {tram_shard_rows(n[3], qd, 1, q0, qn), tram_shard_rows(n[4], kd, 1, k0, kn),
-                            tram_shard_rows(n[5], kd, 1, k0, kn)};
-    if (tram_shard_load(m->be, f, &L->wqkv, w, 3, qn + 2 * kn, c->dim, stacked_type(m, f, names, 3), sc, err) ||
-        (c->qkv_bias && tram_shard_load(m->be, f, &L->bqkv, b, 3, 1, qn + 2 * kn, TRAM_W_F32, sc, err)))
+    tram_shard_part w[3] = {part(m, n[0], qd, c->dim), part(m, n[1], kd, c->dim), part(m, n[2], kd, c->dim)};
+    tram_shard_part b[3] = {part(m, n[3], qd, 1), part(m, n[4], kd, 1), part(m, n[5], kd, 1)};
+    if (tram_shard_load(m->be, f, &L->wqkv, w, 3, width, c->dim, stacked_type(m, f, names, 3), sc, err) ||
+        (c->qkv_bias && tram_shard_load(m->be, f, &L->bqkv, b, 3, 1, width, TRAM_W_F32, sc, err)))
         return -1;
     if (!m->arch->qk_norm)
         return 0;
@@ -160,7 +164,7 @@ static int load_moe(tram_model *m, tram_model_file *f, int l, tram_shard_scratch
         static const char *const kinds[3] = {"ffn_gate", "ffn_up", "ffn_down"};
         for (int k = 0; k < 3; k++)
             tram_moe_expert_name(n[k], sizeof(n[k]), l, kinds[k], W->layer.first + i);
-        tram_shard_part gu[2] = {tram_shard_whole(n[0], c->ffn_dim, c->dim), tram_shard_whole(n[1], c->ffn_dim, c->dim)};
+        tram_shard_part gu[2] = {part(m, n[0], c->ffn_dim, c->dim), part(m, n[1], c->ffn_dim, c->dim)};
         if (tram_shard_load(m->be, f, &W->gate_up[i], gu, 2, 2 * c->ffn_dim, c->dim, stacked_type(m, f, gate_up, 2),
                             sc, err) ||
             load_one(m, f, &W->down[i], n[2], c->dim, c->ffn_dim, matrix_type(m, f, n[2]), sc, err))
@@ -171,9 +175,9 @@ static int load_moe(tram_model *m, tram_model_file *f, int l, tram_shard_scratch
     static const char *const shexp[4] = {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", "ffn_gate_inp_shexp"};
     for (int k = 0; k < 4; k++)
         snprintf(n[k], sizeof(n[k]), "blk.%d.%s.weight", l, shexp[k]);
-    int sh = c->shared_ffn_dim, sn = sh / m->shard.world_size, s0 = m->shard.rank * sn;
-    tram_shard_part gu[2] = {tram_shard_rows(n[0], sh, c->dim, s0, sn), tram_shard_rows(n[1], sh, c->dim, s0, sn)};
-    tram_shard_part down = tram_shard_cols(n[2], c->dim, sh, s0, sn);
+    int sh = c->shared_ffn_dim, sn = sh / m->shard.world_size;
+    tram_shard_part gu[2] = {part(m, n[0], sh, c->dim), part(m, n[1], sh, c->dim)};
+    tram_shard_part down = part(m, n[2], c->dim, sh);
     return tram_shard_load(m->be, f, &W->shared_gate_up, gu, 2, 2 * sn, c->dim, stacked_type(m, f, gate_up, 2), sc,
                            err) ||
            tram_shard_load(m->be, f, &W->shared_down, &down, 1, c->dim, sn, matrix_type(m, f, n[2]), sc, err) ||
@@ -181,23 +185,21 @@ static int load_moe(tram_model *m, tram_model_file *f, int l, tram_shard_scratch
 }
 
 /* gate and up by rows (this rank's FFN slice of each), o_proj and down by
- * columns (this rank's heads, its FFN slice): their partial sums meet in
- * all_reduce. */
+ * columns (this rank's heads, its FFN slice), as models/arch.c's names say:
+ * their partial sums meet in all_reduce. */
 static int load_layer(tram_model *m, tram_model_file *f, int l, tram_shard_scratch *sc, tram_error *err)
 {
     const tram_model_config *c = &m->cfg;
-    const tram_shard *s = &m->shard;
     llama_layer *L = &m->layers[l];
-    int hd = c->head_dim, qd = c->n_heads * hd, q0 = s->head0 * hd, qn = s->n_heads * hd;
-    int ffn = c->ffn_dim, f0 = s->ffn0, fn = s->ffn_dim;
+    int qd = c->n_heads * c->head_dim, qn = m->shard.n_heads * c->head_dim, ffn = c->ffn_dim, fn = m->shard.ffn_dim;
     char n[6][64];
     static const char *const suffix[6] = {"attn_norm.weight", "attn_output.weight", "ffn_norm.weight",
                                           "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
     for (int i = 0; i < 6; i++)
         snprintf(n[i], sizeof(n[i]), "blk.%d.%s", l, suffix[i]);
     const char *gate_up[2] = {n[3], n[4]};
-    tram_shard_part o = tram_shard_cols(n[1], c->dim, qd, q0, qn), down = tram_shard_cols(n[5], c->dim, ffn, f0, fn);
-    tram_shard_part gu[2] = {tram_shard_rows(n[3], ffn, c->dim, f0, fn), tram_shard_rows(n[4], ffn, c->dim, f0, fn)};
+    tram_shard_part o = part(m, n[1], c->dim, qd), down = part(m, n[5], c->dim, ffn);
+    tram_shard_part gu[2] = {part(m, n[3], ffn, c->dim), part(m, n[4], ffn, c->dim)};
     if (load_one(m, f, &L->attn_norm, n[0], 1, c->dim, TRAM_W_F32, sc, err) ||
         load_qkv(m, f, l, sc, err) ||
         tram_shard_load(m->be, f, &L->wo, &o, 1, c->dim, qn, matrix_type(m, f, n[1]), sc, err) ||

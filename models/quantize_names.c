@@ -2,37 +2,40 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "models/arch.h"
 #include "models/gguf.h"
 #include "models/quantize.h"
 
-/* GGUF layer tensor stems and their Hugging Face names. */
-static const struct {
-    const char *gguf, *hf;
-} layer_names[] = {
-    {"attn_q", "self_attn.q_proj"},   {"attn_k", "self_attn.k_proj"}, {"attn_v", "self_attn.v_proj"},
-    {"attn_output", "self_attn.o_proj"}, {"ffn_gate", "mlp.gate_proj"}, {"ffn_up", "mlp.up_proj"},
-    {"ffn_down", "mlp.down_proj"},
-};
-
 #define MAX_CANDS 4
 typedef char cand_name[96];
+
+/* The HF name of a GGUF tensor without "model." and ".weight"
+ * (layers.3.mlp.down_proj); the dense names every row of models/arch.c shares. */
+static int hf_stem(const char *gguf_name, char *out, size_t len)
+{
+    char hf[128];
+    if (tram_arch_hf_name(tram_arch_by_name("llama"), gguf_name, hf, sizeof(hf)))
+        return -1;
+    const char *s = strncmp(hf, "model.", 6) ? hf : hf + 6;
+    size_t n = strlen(s);
+    if (n > 7 && !strcmp(s + n - 7, ".weight"))
+        n -= 7;
+    return snprintf(out, len, "%.*s", (int)n, s) < (int)len ? 0 : -1;
+}
 
 /* The names `name` answers to; returns how many. */
 static int candidates(const char *name, cand_name *out)
 {
     size_t len = strlen(name);
-    int n = 1, layer, used = 0;
+    int n = 1;
     if (len > 7 && !strcmp(name + len - 7, ".weight"))
         len -= 7;
     snprintf(out[0], sizeof(out[0]), "%.*s", (int)len, name);
-    if (sscanf(out[0], "blk.%d.%n", &layer, &used) == 1 && used > 0) {
-        for (size_t i = 0; i < TRAM_ARRAY_LEN(layer_names); i++)
-            if (!strcmp(out[0] + used, layer_names[i].gguf))
-                snprintf(out[n++], sizeof(out[0]), "layers.%d.%s", layer, layer_names[i].hf);
-    } else if (!strcmp(out[0], "output")) {
-        strcpy(out[n++], "lm_head");
-    } else if (!strcmp(out[0], "token_embd")) {
-        strcpy(out[n++], "embed_tokens");
+    char weight[sizeof(cand_name) + 8];
+    snprintf(weight, sizeof(weight), "%s.weight", out[0]);
+    if (!hf_stem(weight, out[n], sizeof(out[n])))
+        n++;
+    if (!strcmp(out[0], "token_embd")) {  /* a tied table is the lm_head too */
         strcpy(out[n++], "lm_head");
         strcpy(out[n++], "output");
     }

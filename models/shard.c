@@ -55,6 +55,22 @@ int tram_shard_plan(tram_shard *s, const tram_model_config *c, int rank, int wor
     return 0;
 }
 
+tram_shard_part tram_shard_part_of(const tram_shard *s, const tram_model_config *c, const char *name, int rows,
+                                   int cols)
+{
+    int hd = c->head_dim, shared = c->shared_ffn_dim / s->world_size;
+    switch (tram_arch_split(tram_arch_by_name(c->arch), name)) {
+    case TRAM_SPLIT_Q_ROWS: return tram_shard_rows(name, rows, cols, s->head0 * hd, s->n_heads * hd);
+    case TRAM_SPLIT_KV_ROWS: return tram_shard_rows(name, rows, cols, s->kv_head0 * hd, s->n_kv_heads * hd);
+    case TRAM_SPLIT_FFN_ROWS: return tram_shard_rows(name, rows, cols, s->ffn0, s->ffn_dim);
+    case TRAM_SPLIT_Q_COLS: return tram_shard_cols(name, rows, cols, s->head0 * hd, s->n_heads * hd);
+    case TRAM_SPLIT_FFN_COLS: return tram_shard_cols(name, rows, cols, s->ffn0, s->ffn_dim);
+    case TRAM_SPLIT_SHARED_ROWS: return tram_shard_rows(name, rows, cols, s->rank * shared, shared);
+    case TRAM_SPLIT_SHARED_COLS: return tram_shard_cols(name, rows, cols, s->rank * shared, shared);
+    default: return tram_shard_whole(name, rows, cols);
+    }
+}
+
 int tram_shard_scratch_init(tram_shard_scratch *sc, size_t packed_floats, size_t whole_floats, tram_error *err)
 {
     *sc = (tram_shard_scratch){.whole_floats = whole_floats};

@@ -14,6 +14,7 @@
 #define TRAM_SHARD_H
 
 #include "kernels/backend.h"
+#include "models/arch.h"
 #include "models/model.h"
 
 #ifdef __cplusplus
@@ -53,6 +54,11 @@ static inline tram_shard_part tram_shard_cols(const char *name, int rows, int co
 {
     return (tram_shard_part){name, rows, cols, 0, rows, col0, ncols};
 }
+
+/* This rank's part of tensor `name` (rows x cols in the file; a vector is n
+ * rows of 1 column) under the split models/arch.c gives it. */
+tram_shard_part tram_shard_part_of(const tram_shard *s, const tram_model_config *c, const char *name, int rows,
+                                   int cols);
 
 /* Host buffers for loading: the parts packed, and one whole tensor that a
  * part is cut from (a whole part is read straight into packed). */

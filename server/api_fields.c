@@ -85,6 +85,8 @@ const tram_api_field tram_api_fields[] = {
     HONOURED("guided_regex", TRAM_FIELD_BOTH, "5"),
     HONOURED("guided_choice", TRAM_FIELD_BOTH, "5"),
     HONOURED("guided_grammar", TRAM_FIELD_BOTH, "5"),
+    /* both endpoints, tram's own */
+    HONOURED("strict_schema", TRAM_FIELD_BOTH, "5"),
     IGNORED("request_id", TRAM_FIELD_BOTH),
     REJECTED("use_beam_search", TRAM_FIELD_BOTH, is_false, "beam search is not implemented",
              "true", "false"),

@@ -64,8 +64,8 @@ static char *canonical_body(const json_t *root)
     return text;
 }
 
-int tram_cache_key(const tram_api_request *r, const char *model, const tram_cache_prompts *p,
-                   char **key, size_t *len)
+int tram_cache_key(const tram_api_request *r, const char *model, const char *tenant,
+                   const tram_cache_prompts *p, char **key, size_t *len)
 {
     char *body = canonical_body(r->root);
     if (!body)
@@ -77,8 +77,8 @@ int tram_cache_key(const tram_api_request *r, const char *model, const tram_cach
         free(body);
         return -1;
     }
-    /* kind, body, model and prompts, each ended by a byte JSON never holds raw */
-    fprintf(f, "%d%c%s%c%s%c", (int)r->kind, 0, body, 0, model, 0);
+    /* kind, body, model, tenant and prompts, each ended by a byte JSON never holds raw */
+    fprintf(f, "%d%c%s%c%s%c%s%c", (int)r->kind, 0, body, 0, model, 0, tenant, 0);
     for (int i = 0; i < p->num_prompts; i++) {
         fwrite(&p->num_ids[i], sizeof(int), 1, f);
         fwrite(p->ids[i], sizeof(int32_t), (size_t)p->num_ids[i], f);

@@ -35,9 +35,11 @@ int tram_cache_control_bypasses(const char *header);
  * (temperature 0, or a seed given). */
 int tram_cache_eligible(const tram_api_request *r, tram_rcache_mode mode);
 
-/* The key of r for the served model `model`: a malloc'd byte string in *key,
- * its length in *len.  -1 when out of memory. */
-int tram_cache_key(const tram_api_request *r, const char *model, const tram_cache_prompts *p,
-                   char **key, size_t *len);
+/* The key of r for the served model `model` and the tenant asking (auth.h;
+ * "" without API keys): a malloc'd byte string in *key, its length in *len.
+ * -1 when out of memory.  One tenant never gets another's entry, nor joins
+ * its flight. */
+int tram_cache_key(const tram_api_request *r, const char *model, const char *tenant,
+                   const tram_cache_prompts *p, char **key, size_t *len);
 
 #endif

@@ -20,6 +20,7 @@
 
 #include "server/api_request.h"
 #include "server/api_response.h"
+#include "server/auth.h"
 #include "server/cache_key.h"
 #include "server/endpoints.h"
 #include "server/http.h"
@@ -68,6 +69,7 @@ struct tram_completion {
     long long tokens_so_far;     /* generated so far, all choices (continuous usage) */
     tram_rcache_entry *flight;   /* the response-cache entry it leads or follows, or NULL */
     int follower;                /* fed by its flight's leader, never by the engine */
+    char tenant[TRAM_TENANT_MAX + 1];  /* whose API key it came with (auth.h); "" without keys */
     tram_server_done done;       /* internal requests (warm-up, preload, batch): told at the end */
     void *done_arg;
 };
@@ -326,7 +328,7 @@ static int cache_lookup(tram_completion *c, tram_rcache_entry **entry, tram_rcac
             num[i] = c->prompts[i].num_ids;
         }
         tram_cache_prompts prompts = {.ids = ids, .num_ids = num, .num_prompts = c->num_prompts};
-        rc = tram_cache_key(&c->api, c->srv->model_name, &prompts, &key, &len);
+        rc = tram_cache_key(&c->api, c->srv->model_name, c->tenant, &prompts, &key, &len);
     }
     if (!rc) {
         *r = tram_rcache_lookup(c->srv->cache, key, len, tram_now(), entry);
@@ -407,7 +409,10 @@ static void handle(tram_server *s, struct evhttp_request *req, tram_api_kind kin
     }
     size_t len;
     const char *body = tram_http_body(req, &len);
-    const char *cc = evhttp_find_header(evhttp_request_get_input_headers(req), "Cache-Control");
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *tenant = tram_api_keys_tenant(s->keys, evhttp_find_header(in, "Authorization"));
+    snprintf(c->tenant, sizeof(c->tenant), "%s", tenant ? tenant : "");   /* the router let it in */
+    const char *cc = evhttp_find_header(in, "Cache-Control");
     if (start(c, kind, body, len, tram_cache_control_bypasses(cc) ? CACHE_BYPASS : CACHE_MAY, &e)) {
         tram_log(TRAM_LOG_INFO, "%s %d %s", c->id[0] ? c->id : "request", e.status, e.message);
         tram_http_send_error(req, &e);
@@ -495,6 +500,10 @@ static void count_metrics(tram_completion *c, double now)
     tram_metrics *m = &c->srv->metrics;
     tram_histogram_observe(&m->e2e, now - c->arrived);
     m->served_tokens += (double)c->completion_tokens;
+    long long prompt_tokens = 0;
+    for (int i = 0; i < c->num_prompts; i++)
+        prompt_tokens += c->prompts[i].num_ids;
+    tram_metrics_count_tenant(m, c->tenant, prompt_tokens, c->completion_tokens);
     for (int i = 0; i < c->num_choices; i++) {
         const char *reason = c->choices[i].finish_reason;
         if (reason)  /* a reply of tool calls stopped as any other does */

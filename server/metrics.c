@@ -108,6 +108,33 @@ int tram_metrics_count_finish(tram_metrics *m, const char *reason)
     return -1;
 }
 
+/* The tenant's row, made when new; "other" when the table is full. */
+static tram_tenant_counts *tenant_row(tram_metrics *m, const char *tenant)
+{
+    for (int pass = 0; pass < 2; pass++, tenant = "other") {
+        for (int i = 0; i < m->num_tenants; i++)
+            if (!strcmp(m->tenants[i].name, tenant))
+                return &m->tenants[i];
+        if (m->num_tenants < TRAM_MAX_TENANT_SERIES - 1 || (pass && m->num_tenants < TRAM_MAX_TENANT_SERIES)) {
+            tram_tenant_counts *t = &m->tenants[m->num_tenants++];
+            snprintf(t->name, sizeof(t->name), "%s", tenant);
+            return t;
+        }
+    }
+    return &m->tenants[TRAM_MAX_TENANT_SERIES - 1];
+}
+
+void tram_metrics_count_tenant(tram_metrics *m, const char *tenant, long long prompt_tokens,
+                               long long completion_tokens)
+{
+    if (!tenant[0])
+        return;
+    tram_tenant_counts *t = tenant_row(m, tenant);
+    t->requests++;
+    t->prompt_tokens += (double)prompt_tokens;
+    t->completion_tokens += (double)completion_tokens;
+}
+
 double tram_metrics_requests(const tram_metrics *m)
 {
     double n = 0;
@@ -201,8 +228,34 @@ static void put_cache_config(FILE *f, const tram_metrics *m, const tram_metrics_
             m->block_size, m->num_blocks, m->prefix_caching ? "True" : "False");
 }
 
+/* The per-tenant counters: one series per tenant name. */
+static void put_tenants(FILE *f, const tram_metrics *m, const tram_metrics_info *in)
+{
+    static const struct {
+        const char *name, *help;
+        size_t offset;
+    } rows[] = {
+        {"tenant_requests_total", "Requests finished, per tenant (the name its API key carries).",
+         offsetof(tram_tenant_counts, requests)},
+        {"tenant_prompt_tokens_total", "Prompt tokens of finished requests, per tenant.",
+         offsetof(tram_tenant_counts, prompt_tokens)},
+        {"tenant_generation_tokens_total", "Completion tokens returned, per tenant (response-cache hits included).",
+         offsetof(tram_tenant_counts, completion_tokens)},
+    };
+    for (size_t r = 0; m->num_tenants && r < TRAM_ARRAY_LEN(rows); r++) {
+        put_header(f, in->prefix, rows[r].name, "counter", rows[r].help);
+        for (int i = 0; i < m->num_tenants; i++) {
+            put_series(f, in->prefix, rows[r].name, "", in->model_name);
+            fputs(",tenant=\"", f);
+            put_label_value(f, m->tenants[i].name);
+            fprintf(f, "\"} %.17g\n", *(const double *)((const char *)&m->tenants[i] + rows[r].offset));
+        }
+    }
+}
+
 static void put_optional(FILE *f, const tram_metrics *m, const tram_metrics_info *in)
 {
+    put_tenants(f, m, in);
     static const char *const eviction_names[] = {"size", "ttl"};
     if (m->has_response_cache) {
         put_scalars(f, m, in, response_cache_scalars, TRAM_ARRAY_LEN(response_cache_scalars));

@@ -10,7 +10,12 @@
 
 #include <stdint.h>
 
+#include "server/auth.h"
+
 #define TRAM_HIST_MAX_BUCKETS 24
+/* Tenants with series of their own; the requests of any further one are
+ * counted under tenant="other", so /metrics stays bounded. */
+#define TRAM_MAX_TENANT_SERIES 64
 
 typedef struct {
     const double *bounds;   /* ascending upper bounds; +Inf is implied */
@@ -24,6 +29,12 @@ typedef struct {
 enum { TRAM_REASON_STOP, TRAM_REASON_LENGTH, TRAM_REASON_ABORT, TRAM_NUM_REASONS };
 /* reason label values of request_refused_total (the 503 answers) */
 enum { TRAM_REFUSED_QUEUE_FULL, TRAM_REFUSED_DRAINING, TRAM_REFUSED_LOADING, TRAM_NUM_REFUSED };
+
+/* One tenant's requests (auth.h: the name its API keys carry, never a key). */
+typedef struct {
+    char name[TRAM_TENANT_MAX + 1];
+    double requests, prompt_tokens, completion_tokens;
+} tram_tenant_counts;
 
 typedef struct {
     /* copied from the engine's counters after each step */
@@ -42,6 +53,9 @@ typedef struct {
     /* --cost-per-hour (has_cost: given); the window gauges may be NaN */
     int has_cost;
     double cost_per_hour, cost_total, cost_per_1k_tokens, cost_per_1k_requests;
+    /* per tenant, with API keys (none without them) */
+    tram_tenant_counts tenants[TRAM_MAX_TENANT_SERIES];
+    int num_tenants;
     /* the KV cache's shape, for cache_config_info */
     int block_size, num_blocks, prefix_caching;
     tram_histogram ttft, itl, e2e, queue;
@@ -60,6 +74,9 @@ void tram_histogram_observe(tram_histogram *h, double value);
 /* Counts a finished request under its finish reason ("stop", "length",
  * "abort"); returns -1 for any other reason. */
 int tram_metrics_count_finish(tram_metrics *m, const char *reason);
+/* Counts a finished request of tenant (nothing for "": no API keys). */
+void tram_metrics_count_tenant(tram_metrics *m, const char *tenant, long long prompt_tokens,
+                               long long completion_tokens);
 /* Requests served so far: every finish reason of request_success_total. */
 double tram_metrics_requests(const tram_metrics *m);
 /* The exposition text (Prometheus text format 0.0.4), malloc'd; NULL when

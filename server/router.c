@@ -18,6 +18,7 @@ typedef struct {
     const char *path;
     enum evhttp_cmd_type method;
     int open;   /* answered without an API key (probes and scrapers) */
+    int metrics;   /* open, unless --metrics-api-key is given: then that key only */
     void (*handle)(tram_server *s, struct evhttp_request *req);
 } route;
 
@@ -30,7 +31,7 @@ static const route routes[] = {
     {.path = "/health", .method = EVHTTP_REQ_GET, .open = 1, .handle = tram_handle_health},
     {.path = "/readyz", .method = EVHTTP_REQ_GET, .open = 1, .handle = tram_handle_health},
     {.path = "/livez", .method = EVHTTP_REQ_GET, .open = 1, .handle = tram_handle_live},
-    {.path = "/metrics", .method = EVHTTP_REQ_GET, .open = 1, .handle = tram_handle_metrics},
+    {.path = "/metrics", .method = EVHTTP_REQ_GET, .open = 1, .metrics = 1, .handle = tram_handle_metrics},
     {.path = "/version", .method = EVHTTP_REQ_GET, .open = 1, .handle = tram_handle_version},
 };
 
@@ -63,7 +64,9 @@ static int admit(tram_server *s, struct evhttp_request *req, const route *r, tra
                              "Method %s is not allowed for %s; use %s.", tram_http_method_name(m),
                              r->path, tram_http_method_name(r->method));
     }
-    if (!r->open && !tram_auth_ok(s->cfg.api_key, evhttp_find_header(in, "Authorization")))
+    const char *authorization = evhttp_find_header(in, "Authorization");
+    if (r->open ? r->metrics && !tram_auth_ok(s->cfg.metrics_api_key, authorization)
+                : !tram_api_keys_tenant(s->keys, authorization))
         return tram_api_fail(e, 401, NULL, "invalid_api_key",
                              "Incorrect or missing API key: pass it as 'Authorization: Bearer "
                              "KEY'.");

@@ -14,6 +14,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "server/auth.h"
 #include "server/completion.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -148,6 +149,26 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     }
 }
 
+/* SIGHUP: the key file again, the command line's keys with it; a file
+ * that does not load leaves the keys as they were. */
+static void on_reload(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    tram_server *s = arg;
+    tram_api_keys *keys;
+    tram_error err = {{0}};
+    if (tram_api_keys_load(&keys, s->cfg.api_keys, s->cfg.num_api_keys, s->cfg.api_key_file, &err)) {
+        tram_log(TRAM_LOG_WARNING, "api keys not reloaded, the %d loaded before still hold: %s",
+                 tram_api_keys_count(s->keys), err.msg);
+        return;
+    }
+    tram_api_keys_free(s->keys);
+    s->keys = keys;
+    tram_log(TRAM_LOG_INFO, "api keys reloaded: %d keys, %d tenants", tram_api_keys_count(keys),
+             tram_api_keys_tenants(keys));
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -204,6 +225,19 @@ static int setup_events(tram_server *s)
         event_add(s->tick, &tick) ||
         event_add(s->sigterm, NULL) || event_add(s->sigint, NULL))
         return -1;
+    if (s->cfg.api_key_file &&
+        (!(s->sighup = evsignal_new(s->base, SIGHUP, on_reload, s)) || event_add(s->sighup, NULL)))
+        return -1;
+    return 0;
+}
+
+static int load_keys(tram_server *s)
+{
+    tram_error err = {{0}};
+    if (tram_api_keys_load(&s->keys, s->cfg.api_keys, s->cfg.num_api_keys, s->cfg.api_key_file, &err)) {
+        tram_log(TRAM_LOG_ERROR, "api keys: %s", err.msg);
+        return -1;
+    }
     return 0;
 }
 
@@ -255,7 +289,8 @@ static void teardown(tram_server *s)
     tram_chat_template_free(s->chat);
     if (s->http)
         evhttp_free(s->http);
-    struct event *evs[] = {s->wake, s->tick, s->sigterm, s->sigint};
+    tram_api_keys_free(s->keys);
+    struct event *evs[] = {s->wake, s->tick, s->sigterm, s->sigint, s->sighup};
     for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
         if (evs[i])
             event_free(evs[i]);
@@ -303,8 +338,12 @@ int tram_server_run(const tram_server_config *c)
                                           .backend = s->cfg.engine.device,
                                           .start_time = now.tv_sec + now.tv_usec * 1e-6};
     tram_cost_init(&s->cost, c->cost_per_hour, c->cost_window, s->started);
-    if (setup_cache(s))
+    if (load_keys(s))
         return 1;
+    if (setup_cache(s)) {
+        tram_api_keys_free(s->keys);
+        return 1;
+    }
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() || !(s->base = event_base_new())) {
         tram_log(TRAM_LOG_ERROR, "cannot start the event loop");

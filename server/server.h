@@ -40,7 +40,10 @@ typedef struct {
                                         the first is the one responses and metrics carry */
     int num_served_model_names;
     const char *chat_template;       /* Jinja source used instead of the model's template, or NULL */
-    const char *api_key;             /* NULL or "": no authentication */
+    const char *const *api_keys;     /* --api-key, repeatable (or TRAM_API_KEY): key1, key2, ... */
+    int num_api_keys;                /* none, and no file: no authentication */
+    const char *api_key_file;        /* `KEY [TENANT]` lines, read again on SIGHUP, or NULL */
+    const char *metrics_api_key;     /* NULL: /metrics is open */
     int max_queue;                   /* requests allowed to wait (256) */
     size_t max_body_size;            /* bytes (4 MiB) */
     double drain_timeout;            /* seconds running requests get on SIGTERM (30) */

@@ -19,6 +19,7 @@ struct evhttp_bound_socket;
 struct event;
 struct tram_chat_template;
 struct tram_preload;
+struct tram_api_keys;
 typedef struct tram_completion tram_completion;
 
 typedef struct tram_server {
@@ -31,6 +32,8 @@ typedef struct tram_server {
     int wake_fd;                     /* eventfd the engine thread writes */
     struct event *tick;              /* disconnect polling and the drain deadline */
     struct event *sigterm, *sigint;
+    struct event *sighup;            /* reloads --api-key-file (NULL without one) */
+    struct tram_api_keys *keys;      /* the API keys now (auth.h); NULL: none */
     tram_worker *worker;
     const tram_engine *engine;       /* NULL until loaded */
     int ready;                       /* loaded, warmed up and preloaded: taking requests */

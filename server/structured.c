@@ -128,8 +128,19 @@ static int read_structured_outputs(const json_t *body, constraint *c, int *n, tr
     return 0;
 }
 
+/* strict_schema: true makes an unknown JSON Schema keyword a 400 instead
+ * of the annotation the specification says it is. */
+static int read_strict_schema(const json_t *body, int *strict, tram_api_error *e)
+{
+    const json_t *v = json_object_get(body, "strict_schema");
+    *strict = json_is_true(v);
+    if (v && !json_is_boolean(v) && !json_is_null(v))
+        return tram_api_fail(e, 400, "strict_schema", "invalid_type", "'strict_schema' must be a boolean.");
+    return 0;
+}
+
 /* The constraint as GBNF with root rule "root". */
-static int to_gbnf(const constraint *c, char **gbnf, tram_api_error *e)
+static int to_gbnf(const constraint *c, int strict, char **gbnf, tram_api_error *e)
 {
     tram_error err = {{0}};
     int rc = 0;
@@ -142,7 +153,10 @@ static int to_gbnf(const constraint *c, char **gbnf, tram_api_error *e)
         if (!text)
             return tram_api_fail(e, 400, c->field, "invalid_type",
                                  "'%s' must be a JSON Schema (an object, or its JSON text).", c->field);
-        rc = tram_json_schema_to_gbnf(text, "root", gbnf, &err);
+        tram_json_schema_opts opts = {.strict = strict};
+        tram_json_schema_result r;
+        rc = tram_json_schema_compile(text, "root", &opts, &r, &err);
+        *gbnf = r.gbnf;
         free(text);
     } else if (c->k == KIND_REGEX || c->k == KIND_GRAMMAR) {
         if (!json_is_string(v))
@@ -251,11 +265,13 @@ int tram_structured_grammar(const json_t *body, const struct tram_tokenizer *tok
     int n = 0;
     char *gbnf = NULL;
     *out = NULL;
-    if (read_response_format(body, &c, &n, e) || read_structured_outputs(body, &c, &n, e))
+    int strict;
+    if (read_strict_schema(body, &strict, e) || read_response_format(body, &c, &n, e) ||
+        read_structured_outputs(body, &c, &n, e))
         return -1;
     if (!n)
         return 0;
-    if (to_gbnf(&c, &gbnf, e))
+    if (to_gbnf(&c, strict, &gbnf, e))
         return -1;
     tram_error err = {{0}};
     uint64_t hash = text_hash(gbnf);

@@ -11,6 +11,8 @@
  *   structured_outputs  vLLM's {"json" | "regex" | "choice" | "grammar" |
  *                    "json_object"}: one key
  *   guided_json, guided_regex, guided_choice, guided_grammar  its older aliases
+ *   strict_schema    true: an unknown JSON Schema keyword is a 400 (by
+ *                    default it is an annotation, as the specification says)
  * json takes a schema object or its JSON text; grammar is GBNF with a rule
  * "root".  Every problem (an unknown type, an unsupported schema keyword,
  * a bad regex or grammar) is a 400 naming the field.  The CLI's `tram

@@ -3,7 +3,10 @@
  * parses, rendered with a conversation that has tools, calls and results.
  * Either fails with a message or renders; never a crash, a leak, a hang or
  * undefined behaviour (the render limits bound loops, recursion, output and
- * memory).  `make fuzz-jinja` (FUZZ_SECONDS=600). */
+ * memory, the stack it runs on bounds every depth).  Inputs go up to 4 MiB
+ * (-max_len in the Makefile) so that chains and nesting 200,000 deep are
+ * reached; the deep shapes are generated as seeds (deep_jinja_seeds.py).
+ * `make fuzz-jinja` (FUZZ_SECONDS=600). */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,6 +36,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tram_error err;
     if (tram_jinja_parse(&t, src, &err) == 0) {
         char *out = NULL;
+        if (tram_jinja_uses(t, "tools") < 0)   /* walks the whole tree, as loading a model's template does */
+            abort();
         if (tram_jinja_render(t, vars, 0, &out, &err) == 0 && !out)
             abort();   /* success always hands over a string */
         free(out);

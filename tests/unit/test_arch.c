@@ -125,6 +125,14 @@ Test(arch, rows_are_found_by_every_name)
     cr_assert_null(tram_arch_by_gguf("qwen2", 1));
     cr_assert_null(tram_arch_by_name("gemma"));
     cr_assert_null(tram_arch_by_hf("GemmaForCausalLM", "gemma"));
+    const tram_arch *qwen3 = tram_arch_by_name("qwen3"), *qwen2moe = tram_arch_by_name("qwen2moe");
+    cr_assert_eq(tram_arch_split(qwen3, "blk.3.attn_q.weight"), TRAM_SPLIT_Q_ROWS);
+    cr_assert_eq(tram_arch_split(qwen3, "blk.3.attn_v.bias"), TRAM_SPLIT_KV_ROWS);
+    cr_assert_eq(tram_arch_split(qwen3, "blk.3.attn_output.weight"), TRAM_SPLIT_Q_COLS);
+    cr_assert_eq(tram_arch_split(qwen3, "blk.3.attn_q_norm.weight"), TRAM_SPLIT_NONE);
+    cr_assert_eq(tram_arch_split(qwen2moe, "blk.0.ffn_down_shexp.weight"), TRAM_SPLIT_SHARED_COLS);
+    cr_assert_eq(tram_arch_split(qwen2moe, "blk.0.ffn_up.5.weight"), TRAM_SPLIT_NONE);
+    cr_assert_eq(tram_arch_split(qwen2moe, "blk.0.ffn_up.weight"), TRAM_SPLIT_FFN_ROWS);
     char list[256];
     tram_arch_list(TRAM_ARCH_LIST_GGUF, list, sizeof(list));
     cr_assert_str_eq(list, "llama, qwen2, qwen3, qwen2moe");

@@ -191,18 +191,11 @@ Test(grammar, json_schema_rejects_what_it_cannot_enforce)
     static const struct {
         const char *schema, *words;
     } cases[] = {
-        {"{\"type\":\"integer\",\"multipleOf\":2}", "'multipleOf' at #"},
-        {"{\"properties\":{\"a\":{\"not\":{}}}}", "'not' at #/properties/a"},
-        {"{\"allOf\":[{}]}", "'allOf'"},
-        {"{\"type\":\"string\",\"format\":\"uri\"}", "'format' value 'uri'"},
-        {"{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "'oneOf'"},
         {"{\"$ref\":\"http://x/y\"}", "does not point into this schema"},
-        {"{\"anyOf\":[{}],\"type\":\"string\"}", "'type' beside 'anyOf'"},
-        {"false", "no value satisfies it"},
+        {"false", "no valid value"},
         {"{\"type\":\"number\",\"minimum\":0.2,\"maximum\":0.4}", "too narrow"},
-        {"{\"type\":\"integer\",\"minimum\":true}", "must be a number"},
+        {"{\"type\":\"integer\",\"minimum\":\"1\"}", "must be a number"},
         {"not json", "not valid JSON"},
-        {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"maxProperties\":1}", "'maxProperties'"},
     };
     for (size_t i = 0; i < TRAM_ARRAY_LEN(cases); i++) {
         char *gbnf = NULL;
@@ -427,7 +420,7 @@ Test(grammar_counts, counts_past_the_limit_are_errors_naming_it)
         {"{\"type\":\"array\",\"items\":{\"type\":\"array\",\"minItems\":2000000}}", "'minItems' 2000000 at #/items"},
         {"{\"type\":\"object\",\"additionalProperties\":{},\"maxProperties\":5000000}", "'maxProperties' 5000000"},
         {"{\"type\":\"string\",\"pattern\":\"a{0,1000001}\"}", "'pattern' at #: regex: repetition count over 1000000"},
-        {"{\"type\":\"string\",\"minLength\":10,\"maxLength\":9}", "maxLength below minLength"},
+        {"{\"type\":\"string\",\"minLength\":10,\"maxLength\":9}", "maxLength is below minLength"},
     };
     for (size_t i = 0; i < TRAM_ARRAY_LEN(schemas); i++) {
         char *gbnf = NULL;
@@ -513,7 +506,8 @@ static void check_mask(const tram_tokenizer *tok, const char *gbnf, int tail, in
     tram_gbnf_free(&ir);
 }
 
-Test(grammar, mask_equals_brute_force, .timeout = 120)
+/* (240 s: under make test-asan on a shared 2-core machine it takes over 120) */
+Test(grammar, mask_equals_brute_force, .timeout = 240)
 {
     tram_tokenizer *tok;
     tram_error err = {{0}};
@@ -645,4 +639,10 @@ Test(grammar, a_too_ambiguous_grammar_is_refused, .timeout = 60)
     tram_grammar_release(ok);
     free(gbnf);
     tram_tokenizer_free(tok);
+}
+
+/* The byte matcher for the JSON Schema tests (test_json_schema.c). */
+int test_gbnf_matches(const char *gbnf, const char *text)
+{
+    return matches(gbnf, text);
 }

@@ -171,7 +171,7 @@ Test(response_cache, keys_differ_by_bytes_not_only_by_hash)
 
 /* ------------------------------------------------------------ keys */
 
-static char *key_of(const char *body, const char *model, const int32_t *ids, int n)
+static char *key_of_tenant(const char *body, const char *model, const char *tenant, const int32_t *ids, int n)
 {
     tram_api_request r;
     tram_api_error e = {0};
@@ -182,7 +182,7 @@ static char *key_of(const char *body, const char *model, const int32_t *ids, int
     tram_cache_prompts p = {.ids = &ids, .num_ids = &n, .num_prompts = 1};
     char *key;
     size_t len;
-    cr_assert_eq(tram_cache_key(&r, model, &p, &key, &len), 0);
+    cr_assert_eq(tram_cache_key(&r, model, tenant, &p, &key, &len), 0);
     tram_api_request_free(&r);
     /* as text, for comparing: the ids are what the test varies last */
     char *hex = malloc(2 * len + 1);
@@ -190,6 +190,11 @@ static char *key_of(const char *body, const char *model, const int32_t *ids, int
         sprintf(hex + 2 * i, "%02x", (unsigned char)key[i]);
     free(key);
     return hex;
+}
+
+static char *key_of(const char *body, const char *model, const int32_t *ids, int n)
+{
+    return key_of_tenant(body, model, "", ids, n);
 }
 
 static int same_key(const char *a, const char *b)
@@ -239,6 +244,21 @@ Test(cache_key, the_served_model_and_the_token_ids_are_in_the_key)
     cr_assert_str_neq(k1, k3);
     cr_assert_str_neq(k1, k4);
     free(k1), free(k2), free(k3), free(k4);
+}
+
+/* Tenants never share an entry; "ab" + "c" is not "a" + "bc" either. */
+Test(cache_key, the_tenant_is_in_the_key)
+{
+    const char *body = "{\"prompt\": \"hi\", \"temperature\": 0}";
+    static const int32_t a[] = {1, 2, 3};
+    char *k1 = key_of_tenant(body, "m", "alice", a, 3), *k2 = key_of_tenant(body, "m", "bob", a, 3),
+         *k3 = key_of_tenant(body, "m", "", a, 3), *k4 = key_of_tenant(body, "m", "alice", a, 3),
+         *k5 = key_of_tenant(body, "ma", "lice", a, 3);
+    cr_assert_str_neq(k1, k2);
+    cr_assert_str_neq(k1, k3);
+    cr_assert_str_eq(k1, k4);
+    cr_assert_str_neq(k1, k5);
+    free(k1), free(k2), free(k3), free(k4), free(k5);
 }
 
 static tram_api_request parsed(const char *body)

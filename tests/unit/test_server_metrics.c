@@ -126,3 +126,36 @@ Test(server_metrics, gateway_cache_and_cost_series)
     cr_assert_null(strstr(text, "cost_"));
     free(text);
 }
+
+/* Requests are counted per tenant (by name), none without API keys, and
+ * past TRAM_MAX_TENANT_SERIES tenants the rest share tenant="other". */
+Test(server_metrics, tenant_series)
+{
+    tram_metrics m;
+    tram_metrics_init(&m);
+    tram_metrics_info info = {.prefix = "tram", .model_name = "m", .version = "1", .backend = "cpu"};
+    tram_metrics_count_tenant(&m, "", 5, 5);
+    char *text = tram_metrics_render(&m, &info);
+    cr_assert_null(strstr(text, "tenant"), "no keys, no tenant series");
+    free(text);
+    tram_metrics_count_tenant(&m, "alice", 10, 3);
+    tram_metrics_count_tenant(&m, "alice", 2, 1);
+    tram_metrics_count_tenant(&m, "key2", 7, 4);
+    text = tram_metrics_render(&m, &info);
+    cr_assert_eq(sample(text, "tram:tenant_requests_total{model_name=\"m\",tenant=\"alice\"}"), 2);
+    cr_assert_eq(sample(text, "tram:tenant_prompt_tokens_total{model_name=\"m\",tenant=\"alice\"}"), 12);
+    cr_assert_eq(sample(text, "tram:tenant_generation_tokens_total{model_name=\"m\",tenant=\"alice\"}"), 4);
+    cr_assert_eq(sample(text, "tram:tenant_requests_total{model_name=\"m\",tenant=\"key2\"}"), 1);
+    free(text);
+    for (int i = 0; i < 2 * TRAM_MAX_TENANT_SERIES; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "t%d", i);
+        tram_metrics_count_tenant(&m, name, 1, 1);
+    }
+    cr_assert_eq(m.num_tenants, TRAM_MAX_TENANT_SERIES);
+    text = tram_metrics_render(&m, &info);
+    cr_assert_eq(sample(text, "tram:tenant_requests_total{model_name=\"m\",tenant=\"other\"}"),
+                 2 * TRAM_MAX_TENANT_SERIES - (TRAM_MAX_TENANT_SERIES - 3));
+    cr_assert_eq(sample(text, "tram:tenant_requests_total{model_name=\"m\",tenant=\"alice\"}"), 2);
+    free(text);
+}
