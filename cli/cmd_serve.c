@@ -27,7 +27,10 @@ static void usage(FILE *out)
             "                                 read again on SIGHUP\n"
             "  --metrics-api-key KEY          require this key for /metrics (open without it)\n"
             "  --chat-template FILE           a Jinja chat template to use instead of the model's\n"
-            "  --max-queue N                  waiting requests before 503 (256)\n"
+            "  --max-queue N                  waiting requests before 503 (256), for the engine\n"
+            "                                 and for the preparation threads each\n"
+            "  --prep-threads N               threads that parse, render, tokenize and compile\n"
+            "                                 requests off the event loop (2)\n"
             "  --max-body-size SIZE           largest request body (4MiB)\n"
             "  --drain-timeout S              on SIGTERM, seconds running requests get (30)\n"
             "  --read-timeout S               seconds a client may take to send a request (30)\n"
@@ -129,6 +132,7 @@ static const tram_flag serve_flags[] = {
     {.name = "--chat-template", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(chat_template),
      .parse = tram_chat_template_flag},
     {.name = "--max-queue", .kind = TRAM_FLAG_INT, .field = FIELD(max_queue), .lo = 0, .hi = 1 << 20},
+    {.name = "--prep-threads", .kind = TRAM_FLAG_INT, .field = FIELD(prep_threads), .lo = 1, .hi = 64},
     {.name = "--read-timeout", .kind = TRAM_FLAG_INT, .field = FIELD(read_timeout), .lo = 1, .hi = 86400},
     {.name = "--drain-timeout", .kind = TRAM_FLAG_DOUBLE, .field = FIELD(drain_timeout), .lo = 0, .hi = 86400},
     {.name = "--max-body-size", .kind = TRAM_FLAG_SIZE, .field = FIELD(max_body_size), .hi = 1u << 30,

@@ -6,9 +6,16 @@
  * completion lives until every engine request it submitted has settled:
  * rejected, or finished (an abort finishes too), so an event never finds its
  * completion freed.  The client may be gone long before that (req is then
- * NULL). */
+ * NULL).
+ *
+ * A client's request is prepared (parsed past the first level, rendered,
+ * tokenized, its grammar compiled, its cache key made) on a thread of the
+ * preparation pool, which then owns everything of the completion but the
+ * fields the loop keeps (req, the list links, preparing); the loop thread
+ * takes it back in prepared(), and drops it there when the client left. */
 #include "server/completion.h"
 
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
@@ -26,6 +33,7 @@
 #include "server/http.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/prep_pool.h"
 #include "server/prompt.h"
 #include "server/structured.h"
 #include "server/tool_calls.h"
@@ -46,10 +54,22 @@ typedef struct {
     int prompt_tokens, cached_tokens;
 } completion_prompt;
 
+/* What a request may do with the cache. */
+enum { CACHE_MAY, CACHE_BYPASS, CACHE_NEEDED };
+
 struct tram_completion {
     tram_server *srv;
     tram_completion *prev, *next;
     struct evhttp_request *req;  /* NULL once the client went away */
+    tram_prep_task task;         /* its preparation on the pool */
+    int preparing;               /* the task is on the pool: the loop leaves the rest alone */
+    tram_api_kind kind;
+    int cache_use;               /* CACHE_MAY, _BYPASS or _NEEDED */
+    struct evbuffer *body;       /* the body, until it is prepared */
+    tram_api_error prep_error;   /* why preparing failed (status 0: it did not) */
+    char *key;                   /* its response-cache key, when the cache may serve it */
+    size_t key_len;
+    uint64_t key_hash;
     tram_api_request api;
     char id[48];
     tram_api_envelope env;
@@ -76,13 +96,16 @@ struct tram_completion {
 
 /* ------------------------------------------------------------ lifetime */
 
-static tram_completion *completion_new(tram_server *s, struct evhttp_request *req)
+static tram_completion *completion_new(tram_server *s, struct evhttp_request *req,
+                                       tram_api_kind kind, int cache_use)
 {
     tram_completion *c = calloc(1, sizeof(*c));
     if (!c)
         return NULL;
     c->srv = s;
     c->req = req;
+    c->kind = kind;
+    c->cache_use = cache_use;
     c->arrived = tram_now();
     return c;
 }
@@ -101,6 +124,9 @@ static void completion_free(tram_completion *c)
     free(c->prompts);
     free(c->choices);
     free(c->last_token_at);
+    free(c->key);
+    if (c->body)
+        evbuffer_free(c->body);
     tram_grammar_release(c->api.params.grammar);  /* structured.c's or tool_grammar.c's */
     tram_api_request_free(&c->api);
     free(c);
@@ -251,7 +277,6 @@ static void watch(tram_completion *c)
     c->pending = c->num_prompts;
     if (c->req)
         evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), on_close, c);
-    completion_link(c);
 }
 
 static int submit(tram_completion *c)
@@ -284,9 +309,6 @@ static int submit(tram_completion *c)
 
 /* ------------------------------------------------------------ response cache */
 
-/* What a request may do with the cache. */
-enum { CACHE_MAY, CACHE_BYPASS, CACHE_NEEDED };
-
 static int apply(tram_completion *c, completion_prompt *p, const tram_event *ev);
 
 /* A hit, or a flight joined late: the records so far, as the leader got them. */
@@ -314,30 +336,28 @@ static void forward(tram_completion *c, const completion_prompt *p, const tram_e
     }
 }
 
-/* The key's token ids, as cache_key.h takes them; 0 or -1 (out of memory). */
-static int cache_lookup(tram_completion *c, tram_rcache_entry **entry, tram_rcache_result *r)
+/* The key (and its hash) when the cache may serve c, as cache_key.h makes it
+ * from the token ids; out of memory, c runs without the cache.  On the pool
+ * thread: the key holds the whole body. */
+static void make_cache_key(tram_completion *c)
 {
+    tram_server *s = c->srv;
+    if (!s->cache || c->cache_use == CACHE_BYPASS || !c->api.response_cache ||
+        !tram_cache_eligible(&c->api, s->cfg.response_cache))
+        return;
     const int32_t **ids = malloc((size_t)c->num_prompts * sizeof(*ids));
     int *num = malloc((size_t)c->num_prompts * sizeof(*num));
-    char *key = NULL;
-    size_t len;
-    int rc = -1;
     if (ids && num) {
         for (int i = 0; i < c->num_prompts; i++) {
             ids[i] = c->prompts[i].ids;
             num[i] = c->prompts[i].num_ids;
         }
         tram_cache_prompts prompts = {.ids = ids, .num_ids = num, .num_prompts = c->num_prompts};
-        rc = tram_cache_key(&c->api, c->srv->model_name, c->tenant, &prompts, &key, &len);
+        if (!tram_cache_key(&c->api, s->model_name, c->tenant, &prompts, &c->key, &c->key_len))
+            c->key_hash = tram_rcache_hash(c->key, c->key_len);
     }
-    if (!rc) {
-        *r = tram_rcache_lookup(c->srv->cache, key, len, tram_now(), entry);
-        rc = *entry ? 0 : -1;
-    }
-    free(key);
     free(ids);
     free(num);
-    return rc;
 }
 
 static void cache_header(tram_completion *c, const char *status)
@@ -349,13 +369,14 @@ static void cache_header(tram_completion *c, const char *status)
 /* 0: compute the request (leading a new entry, or without the cache); 1: an
  * entry serves it (a hit, replayed now, or a flight it now follows).  The
  * body opts out with "response_cache": false (api_request.c reads it). */
-static int use_cache(tram_completion *c, int bypass)
+static int use_cache(tram_completion *c)
 {
     tram_server *s = c->srv;
-    tram_rcache_entry *entry;
-    tram_rcache_result r;
-    if (!s->cache || bypass || !c->api.response_cache || !tram_cache_eligible(&c->api, s->cfg.response_cache) ||
-        cache_lookup(c, &entry, &r))
+    tram_rcache_entry *entry = NULL;
+    tram_rcache_result r = TRAM_RCACHE_MISS;
+    if (c->key)
+        r = tram_rcache_lookup_hashed(s->cache, c->key, c->key_len, c->key_hash, tram_now(), &entry);
+    if (!entry)
         return 0;
     if (r == TRAM_RCACHE_MISS || (r == TRAM_RCACHE_JOIN && tram_rcache_follow(s->cache, entry, c))) {
         c->flight = r == TRAM_RCACHE_MISS ? entry : NULL;
@@ -370,16 +391,13 @@ static int use_cache(tram_completion *c, int bypass)
     return 1;
 }
 
-/* Parses, tokenizes, and submits the request or attaches it to the cache
- * (bypass: never; need: or fail); -1 with e filled when it cannot run (the
- * caller answers and frees c). */
-static int start(tram_completion *c, tram_api_kind kind, const char *body, size_t len,
-                 int cache_use, tram_api_error *e)
+/* On the loop thread, once c is prepared: submits it, or attaches it to the
+ * cache (bypass: never; need: or fail); -1 with e filled when it cannot run
+ * (the caller answers, unlinks and frees c). */
+static int proceed(tram_completion *c, tram_api_error *e)
 {
-    if (prepare(c, kind, body, len, e))
-        return -1;
-    int served = use_cache(c, cache_use == CACHE_BYPASS);
-    if (!served && cache_use == CACHE_NEEDED && !c->flight)
+    int served = use_cache(c);
+    if (!served && c->cache_use == CACHE_NEEDED && !c->flight)
         return tram_api_fail(e, 400, NULL, NULL, "The request is not cacheable under this "
                              "--response-cache mode (temperature > 0 without a seed, or it opts "
                              "out).");
@@ -391,33 +409,106 @@ static int start(tram_completion *c, tram_api_kind kind, const char *body, size_
     return 0;
 }
 
-static void handle(tram_server *s, struct evhttp_request *req, tram_api_kind kind)
+/* Everything whose cost grows with the request: on a pool thread for a
+ * client's request, on the loop for the internal ones (bodies tram wrote). */
+static int prepare_all(tram_completion *c, const char *body, size_t len, tram_api_error *e)
+{
+    if (prepare(c, c->kind, body, len, e))
+        return e->status ? -1 : tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+    make_cache_key(c);
+    return 0;
+}
+
+static tram_completion *of_task(tram_prep_task *t)
+{
+    return (tram_completion *)((char *)t - offsetof(tram_completion, task));
+}
+
+/* The pool thread's part. */
+static void prepare_task(tram_prep_task *t)
+{
+    tram_completion *c = of_task(t);
+    size_t len;
+    const char *body = tram_http_body_text(c->body, &len);
+    if (!body)
+        tram_api_fail(&c->prep_error, 500, NULL, NULL, "Out of memory.");
+    else
+        prepare_all(c, body, len, &c->prep_error);
+    evbuffer_free(c->body);
+    c->body = NULL;
+}
+
+/* Answers a request that cannot run, and frees it. */
+static void refuse(tram_completion *c, const tram_api_error *e)
+{
+    tram_log(TRAM_LOG_INFO, "%s %d %s", c->id[0] ? c->id : "request", e->status, e->message);
+    if (c->req) {
+        evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), NULL, NULL);
+        tram_http_send_error(c->req, e);
+    }
+    completion_unlink(c);
+    completion_free(c);
+}
+
+/* The loop thread's part, once the pool thread is done with c: a client
+ * that left while its request was prepared gets nothing submitted. */
+static void prepared(tram_prep_task *t)
+{
+    tram_completion *c = of_task(t);
+    c->preparing = 0;
+    tram_api_error e = c->prep_error;
+    if (!c->req) {
+        tram_log(TRAM_LOG_INFO, "%s 499 the client left while its request was prepared",
+                 c->id[0] ? c->id : "request");
+        completion_unlink(c);
+        completion_free(c);
+    } else if (e.status || proceed(c, &e)) {
+        refuse(c, &e);
+    }
+}
+
+/* A 503 counted under request_refused_total's reason. */
+static void refuse_now(tram_server *s, struct evhttp_request *req, int reason, const char *message)
 {
     tram_api_error e = {0};
+    s->metrics.refused[reason]++;
+    tram_api_fail(&e, 503, NULL, NULL, "%s", message);
+    tram_http_send_error(req, &e);
+}
+
+/* The body goes to the pool; the client is watched from now on, so drain
+ * waits for it and a disconnect is noticed while it is prepared. */
+static void handle(tram_server *s, struct evhttp_request *req, tram_api_kind kind)
+{
     if (!s->ready || s->draining) {
-        s->metrics.refused[s->draining ? TRAM_REFUSED_DRAINING : TRAM_REFUSED_LOADING]++;
-        tram_api_fail(&e, 503, NULL, NULL, s->draining ? "The server is shutting down."
-                                                       : "The model is still loading.");
-        tram_http_send_error(req, &e);
+        refuse_now(s, req, s->draining ? TRAM_REFUSED_DRAINING : TRAM_REFUSED_LOADING,
+                   s->draining ? "The server is shutting down." : "The model is still loading.");
         return;
     }
-    tram_completion *c = completion_new(s, req);
-    if (!c) {
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *cc = evhttp_find_header(in, "Cache-Control");
+    tram_completion *c = completion_new(s, req, kind, tram_cache_control_bypasses(cc) ? CACHE_BYPASS : CACHE_MAY);
+    if (!c || !(c->body = tram_http_take_body(req))) {
+        tram_api_error e = {0};
+        free(c);
         tram_api_fail(&e, 500, NULL, NULL, "Out of memory.");
         tram_http_send_error(req, &e);
         return;
     }
-    size_t len;
-    const char *body = tram_http_body(req, &len);
-    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    /* on the loop: a SIGHUP may reload the keys */
     const char *tenant = tram_api_keys_tenant(s->keys, evhttp_find_header(in, "Authorization"));
     snprintf(c->tenant, sizeof(c->tenant), "%s", tenant ? tenant : "");   /* the router let it in */
-    const char *cc = evhttp_find_header(in, "Cache-Control");
-    if (start(c, kind, body, len, tram_cache_control_bypasses(cc) ? CACHE_BYPASS : CACHE_MAY, &e)) {
-        tram_log(TRAM_LOG_INFO, "%s %d %s", c->id[0] ? c->id : "request", e.status, e.message);
-        tram_http_send_error(req, &e);
+    c->task = (tram_prep_task){.run = prepare_task, .done = prepared};
+    c->preparing = 1;
+    completion_link(c);
+    if (tram_prep_pool_submit(s->prep, &c->task)) {
+        completion_unlink(c);
         completion_free(c);
+        refuse_now(s, req, TRAM_REFUSED_QUEUE_FULL,
+                   "The server is overloaded: too many requests are waiting. Retry later.");
+        return;
     }
+    evhttp_connection_set_closecb(evhttp_request_get_connection(req), on_close, c);
 }
 
 void tram_handle_chat(tram_server *s, struct evhttp_request *req)
@@ -434,12 +525,14 @@ int tram_completion_start_internal(tram_server *s, tram_api_kind kind, const cha
                                    size_t len, int must_cache, tram_server_done done,
                                    void *arg, tram_api_error *e)
 {
-    tram_completion *c = completion_new(s, NULL);
+    tram_completion *c = completion_new(s, NULL, kind, must_cache ? CACHE_NEEDED : CACHE_MAY);
     if (!c)
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     c->done = done;
     c->done_arg = arg;
-    if (start(c, kind, body, len, must_cache ? CACHE_NEEDED : CACHE_MAY, e)) {
+    completion_link(c);
+    if (prepare_all(c, body, len, e) || proceed(c, e)) {
+        completion_unlink(c);
         completion_free(c);
         return -1;
     }
@@ -450,7 +543,7 @@ int tram_completion_start_internal(tram_server *s, tram_api_kind kind, const cha
 
 void tram_completions_check_drained(tram_server *s)
 {
-    if (s->draining && s->num_completions == 0 && s->num_flushing == 0)
+    if (s->draining && s->num_completions == 0 && s->num_flushing == 0 && s->num_jobs == 0)
         event_base_loopexit(s->base, NULL);
 }
 
@@ -600,9 +693,12 @@ static void finish(tram_completion *c)
     completion_free(c);
 }
 
-/* A follower has nothing in the engine: its leader's aborts reach it. */
+/* A follower has nothing in the engine: its leader's aborts reach it; nor
+ * has a completion being prepared. */
 static void abort_outstanding(tram_completion *c)
 {
+    if (c->preparing)
+        return;
     for (int i = 0; !c->follower && i < c->num_prompts; i++) {
         completion_prompt *p = &c->prompts[i];
         if ((p->state == P_SUBMITTED || p->state == P_ACCEPTED) && !p->aborted &&
@@ -815,21 +911,37 @@ void tram_completion_on_event(const tram_event *ev)
 
 /* ------------------------------------------------------------ connections */
 
-/* The client went away.  libevent 2.1 has already detached req from a
- * connection that failed (EOF, write error): ending it is what frees it.
- * When we free the connection ourselves, libevent frees req after this. */
+/* The last follower of flight left: a leader whose own client left too
+ * computes for no one, unless it is an internal request (a preload fills
+ * the cache). */
+static void abort_if_unwanted(tram_server *s, const tram_rcache_entry *flight)
+{
+    if (!flight || tram_rcache_num_followers(flight) > 0)
+        return;
+    for (tram_completion *c = s->completions; c; c = c->next)
+        if (c->flight == flight && !c->follower) {
+            if (!c->req && !c->done)
+                abort_outstanding(c);
+            return;
+        }
+}
+
+/* The client went away. */
 static void on_close(struct evhttp_connection *conn, void *arg)
 {
     (void)conn;
     tram_completion *c = arg;
-    struct evhttp_request *req = c->req;
+    tram_http_release_closed(c->req);
     c->req = NULL;
-    if (req && !evhttp_request_get_connection(req))
-        evhttp_send_reply_end(req);
+    if (c->preparing)  /* prepared() drops it */
+        return;
     if (c->follower) {  /* it only leaves: the leader runs on for the others */
+        tram_rcache_entry *flight = c->flight;
+        tram_server *s = c->srv;
         detach_flight(c, 0);
         completion_unlink(c);
         completion_free(c);
+        abort_if_unwanted(s, flight);
     } else if (!c->flight || tram_rcache_num_followers(c->flight) == 0) {
         abort_outstanding(c);
     }
@@ -875,9 +987,17 @@ static void fail_completion(tram_completion *c, const tram_api_error *error)
     completion_free(c);
 }
 
+/* While the pool runs, a completion being prepared belongs to it: it is
+ * failed at teardown, once the pool has stopped. */
 void tram_completions_fail_all(tram_server *s)
 {
     static const tram_api_error failed = {.status = 500, .message = "The engine failed."};
-    while (s->completions)
-        fail_completion(s->completions, &failed);
+    for (;;) {  /* from the head each time: a leader's failure frees its followers */
+        tram_completion *c = s->completions;
+        while (c && c->preparing && s->prep)
+            c = c->next;
+        if (!c)
+            return;
+        fail_completion(c, &failed);
+    }
 }

@@ -2,6 +2,9 @@
  * tokenize and detokenize. */
 #include "server/endpoints.h"
 
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +12,7 @@
 #include "server/cost.h"
 #include "server/http.h"
 #include "server/metrics.h"
+#include "server/prep_pool.h"
 #include "server/prompt.h"
 #include "tokenizer/tokenizer.h"
 
@@ -87,6 +91,10 @@ void tram_handle_version(tram_server *s, struct evhttp_request *req)
 static void fill_service_metrics(tram_server *s, tram_metrics *m)
 {
     m->engine_busy_seconds = tram_worker_busy_seconds(s->worker);
+    int queued, running;
+    tram_prep_pool_counts(s->prep, &queued, &running);
+    m->preparing = running;
+    m->prep_waiting = queued;
     m->block_size = s->cfg.engine.block_size;
     m->prefix_caching = s->cfg.engine.enable_prefix_caching;
     if ((m->has_response_cache = s->cache != NULL)) {
@@ -218,25 +226,119 @@ static json_t *detokenize_reply(tram_server *s, const json_t *o, tram_api_error 
     return reply;
 }
 
-/* A request whose body names a model: once the engine is up, the body is a
- * JSON object and the model (if named) is ours, reply() makes the answer. */
-static void answer_model_request(tram_server *s, struct evhttp_request *req,
-                                 json_t *(*reply)(tram_server *, const json_t *, tram_api_error *))
+/* A /tokenize or /detokenize request: its body is parsed and answered on a
+ * preparation thread (a 4 MB body takes seconds to tokenize); the loop
+ * thread sends the reply, or drops it when the client left. */
+typedef json_t *(*job_reply)(tram_server *, const json_t *, tram_api_error *);
+
+typedef struct tram_endpoint_job {
+    tram_prep_task task;        /* first: the task is the job */
+    tram_server *srv;
+    struct tram_endpoint_job *prev, *next;
+    struct evhttp_request *req; /* NULL once the client went away */
+    struct evbuffer *body;
+    job_reply reply;
+    char *reply_text;           /* the reply's JSON, dumped on the pool thread too (a
+                                   million token ids take a while); NULL: see error */
+    tram_api_error error;
+} job;
+
+static void job_free(job *j)
+{
+    if (j->prev)
+        j->prev->next = j->next;
+    else
+        j->srv->jobs = j->next;
+    if (j->next)
+        j->next->prev = j->prev;
+    j->srv->num_jobs--;
+    if (j->body)
+        evbuffer_free(j->body);
+    free(j->reply_text);
+    free(j);
+}
+
+/* On the pool thread: the body is a JSON object, the model (if named) is
+ * ours, and reply() makes the answer. */
+static void job_run(tram_prep_task *t)
+{
+    job *j = (job *)t;
+    size_t len;
+    const char *body = tram_http_body_text(j->body, &len);
+    json_t *o = body ? tram_api_parse_object(body, len, &j->error) : NULL;
+    json_t *result = NULL;
+    if (o && !tram_check_model(j->srv, json_string_value(json_object_get(o, "model")), &j->error))
+        result = j->reply(j->srv, o, &j->error);
+    j->reply_text = result ? json_dumps(result, JSON_COMPACT) : NULL;
+    if (!j->reply_text && !j->error.status)
+        tram_api_fail(&j->error, 500, NULL, NULL, "Out of memory.");
+    json_decref(result);
+    json_decref(o);
+    evbuffer_free(j->body);
+    j->body = NULL;
+}
+
+static void job_done(tram_prep_task *t)
+{
+    job *j = (job *)t;
+    if (j->req) {
+        evhttp_connection_set_closecb(evhttp_request_get_connection(j->req), NULL, NULL);
+        if (j->error.status)
+            tram_http_send_error(j->req, &j->error);
+        else
+            tram_http_send_text(j->req, 200, "application/json", j->reply_text, strlen(j->reply_text));
+    }
+    job_free(j);
+}
+
+/* The client went away. */
+static void job_on_close(struct evhttp_connection *conn, void *arg)
+{
+    (void)conn;
+    job *j = arg;
+    tram_http_release_closed(j->req);
+    j->req = NULL;
+}
+
+static void answer_model_request(tram_server *s, struct evhttp_request *req, job_reply reply)
 {
     if (need_engine(s, req))
         return;
-    size_t len;
-    const char *body = tram_http_body(req, &len);
     tram_api_error e = {0};
-    json_t *o = tram_api_parse_object(body, len, &e);
-    json_t *r = NULL;
-    if (o && !tram_check_model(s, json_string_value(json_object_get(o, "model")), &e))
-        r = reply(s, o, &e);
-    json_decref(o);
-    if (e.status)
+    job *j = malloc(sizeof(*j));
+    struct evbuffer *body = j ? tram_http_take_body(req) : NULL;
+    if (!body) {
+        free(j);
+        tram_api_fail(&e, 500, NULL, NULL, "Out of memory.");
         tram_http_send_error(req, &e);
-    else
-        tram_http_send_json(req, 200, r);  /* NULL: out of memory, a 500 */
+        return;
+    }
+    *j = (job){.task = {.run = job_run, .done = job_done}, .srv = s, .next = s->jobs, .req = req,
+               .body = body, .reply = reply};
+    if (s->jobs)
+        s->jobs->prev = j;
+    s->jobs = j;
+    s->num_jobs++;
+    if (tram_prep_pool_submit(s->prep, &j->task)) {
+        j->req = NULL;
+        job_free(j);
+        s->metrics.refused[TRAM_REFUSED_QUEUE_FULL]++;
+        tram_api_fail(&e, 503, NULL, NULL,
+                      "The server is overloaded: too many requests are waiting. Retry later.");
+        tram_http_send_error(req, &e);
+        return;
+    }
+    evhttp_connection_set_closecb(evhttp_request_get_connection(req), job_on_close, j);
+}
+
+void tram_endpoint_jobs_free(tram_server *s)
+{
+    while (s->jobs) {
+        job *j = s->jobs;
+        if (j->req)
+            evhttp_connection_set_closecb(evhttp_request_get_connection(j->req), NULL, NULL);
+        job_free(j);
+    }
 }
 
 void tram_handle_tokenize(tram_server *s, struct evhttp_request *req)

@@ -1,5 +1,5 @@
 /* endpoints.h — the small endpoints: models, health, version, metrics,
- * tokenize and detokenize. */
+ * tokenize and detokenize (these two on a preparation thread). */
 #ifndef TRAM_ENDPOINTS_H
 #define TRAM_ENDPOINTS_H
 
@@ -15,6 +15,10 @@ void tram_handle_version(tram_server *s, struct evhttp_request *req);
 void tram_handle_metrics(tram_server *s, struct evhttp_request *req);
 void tram_handle_tokenize(tram_server *s, struct evhttp_request *req);
 void tram_handle_detokenize(tram_server *s, struct evhttp_request *req);
+
+/* Frees the /tokenize and /detokenize requests still held, at teardown
+ * (once the preparation threads have stopped). */
+void tram_endpoint_jobs_free(tram_server *s);
 
 /* 404 with OpenAI's message when the request names a model we do not serve. */
 int tram_check_model(const tram_server *s, const char *model, tram_api_error *e);

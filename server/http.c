@@ -5,6 +5,7 @@
 #include <event2/bufferevent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -39,9 +40,18 @@ void tram_http_send_text(struct evhttp_request *req, int status, const char *con
 {
     tram_log(TRAM_LOG_DEBUG, "%s %.200s %d",
              tram_http_method_name(evhttp_request_get_command(req)), tram_http_path(req), status);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", content_type);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", content_type);
+    /* HEAD: GET's headers, its Content-Length included, and no body, or a
+     * keep-alive client would read the body as the next response */
+    int head = evhttp_request_get_command(req) == EVHTTP_REQ_HEAD;
+    if (head) {
+        char length[24];
+        snprintf(length, sizeof(length), "%zu", len);
+        evhttp_add_header(h, "Content-Length", length);
+    }
     struct evbuffer *b = evbuffer_new();
-    if (b)
+    if (b && !head)
         evbuffer_add(b, text, len);
     evhttp_send_reply(req, status, NULL, b);
     if (b)
@@ -72,12 +82,28 @@ void tram_http_send_error(struct evhttp_request *req, const tram_api_error *e)
     tram_http_send_json(req, e->status, tram_api_error_json(e));
 }
 
-const char *tram_http_body(struct evhttp_request *req, size_t *len)
+void tram_http_release_closed(struct evhttp_request *req)
 {
-    struct evbuffer *in = evhttp_request_get_input_buffer(req);
-    *len = evbuffer_get_length(in);
-    evbuffer_add(in, "", 1);
-    return (const char *)evbuffer_pullup(in, -1);
+    if (req && !evhttp_request_get_connection(req))
+        evhttp_send_reply_end(req);
+}
+
+struct evbuffer *tram_http_take_body(struct evhttp_request *req)
+{
+    struct evbuffer *body = evbuffer_new();
+    if (body && evbuffer_add_buffer(body, evhttp_request_get_input_buffer(req))) {
+        evbuffer_free(body);
+        return NULL;
+    }
+    return body;
+}
+
+const char *tram_http_body_text(struct evbuffer *body, size_t *len)
+{
+    *len = evbuffer_get_length(body);
+    if (evbuffer_add(body, "", 1))
+        return NULL;
+    return (const char *)evbuffer_pullup(body, -1);
 }
 
 /* A stream writes one small chunk per token: without TCP_NODELAY, Nagle's

@@ -3,6 +3,7 @@
 #ifndef TRAM_HTTP_H
 #define TRAM_HTTP_H
 
+#include <event2/buffer.h>
 #include <event2/http.h>
 #include <jansson.h>
 #include <stddef.h>
@@ -13,8 +14,19 @@ void tram_http_send_json(struct evhttp_request *req, int status, json_t *body); 
 void tram_http_send_error(struct evhttp_request *req, const tram_api_error *e);
 void tram_http_send_text(struct evhttp_request *req, int status, const char *content_type,
                          const char *text, size_t len);
-/* A body for the endpoints that take JSON: contiguous and NUL-terminated. */
-const char *tram_http_body(struct evhttp_request *req, size_t *len);
+/* For a connection's close callback, with the request it was serving (or
+ * NULL): libevent 2.1 has already detached req from a connection that
+ * failed (EOF, write error), and ending it is what frees it; when the
+ * server frees the connection itself, libevent frees req after the
+ * callback.  The caller forgets req either way. */
+void tram_http_release_closed(struct evhttp_request *req);
+/* The body of req, moved (not copied) into a buffer of its own, which the
+ * caller frees: it outlives req, so a pool thread may read it after the
+ * client left.  NULL when out of memory. */
+struct evbuffer *tram_http_take_body(struct evhttp_request *req);
+/* A taken body as contiguous, NUL-terminated text (its length in *len, the
+ * NUL not counted), or NULL when out of memory. */
+const char *tram_http_body_text(struct evbuffer *body, size_t *len);
 
 /* Streams: starts an SSE response, sends one event, and ends it. */
 void tram_http_sse_start(struct evhttp_request *req);

@@ -35,6 +35,8 @@ typedef struct {
 static const scalar scalars[] = {
     {"num_requests_running", "gauge", FIELD(running), "Number of requests in model execution batches."},
     {"num_requests_waiting", "gauge", FIELD(waiting), "Number of requests waiting to be processed."},
+    {"num_requests_preparing", "gauge", FIELD(preparing), "Requests being parsed, rendered, tokenized or compiled on a preparation thread."},
+    {"num_requests_preparation_waiting", "gauge", FIELD(prep_waiting), "Requests waiting for a preparation thread (at most --max-queue)."},
     {"kv_cache_usage_perc", "gauge", FIELD(kv_usage), "KV-cache usage. 1 means 100 percent usage."},
     {"prefix_cache_queries_total", "counter", FIELD(prefix_queries), "Prefix cache queries, in terms of number of queried tokens."},
     {"prefix_cache_hits_total", "counter", FIELD(prefix_hits), "Prefix cache hits, in terms of number of cached tokens."},

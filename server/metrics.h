@@ -39,6 +39,8 @@ typedef struct {
 typedef struct {
     /* copied from the engine's counters after each step */
     double running, waiting;
+    /* the preparation pool's, at scrape time */
+    double preparing, prep_waiting;
     double kv_usage;                       /* fraction in [0, 1] */
     double prefix_queries, prefix_hits;    /* in tokens */
     double preemptions, prompt_tokens, generation_tokens;

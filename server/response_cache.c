@@ -70,7 +70,7 @@ static void list_remove(list *l, int which, tram_rcache_entry *e)
 
 /* ------------------------------------------------------------ the table */
 
-static uint64_t hash_key(const char *key, size_t len)
+uint64_t tram_rcache_hash(const char *key, size_t len)
 {
     uint64_t h = 1469598103934665603ull;  /* FNV-1a */
     for (size_t i = 0; i < len; i++)
@@ -207,7 +207,12 @@ void tram_rcache_expire(tram_rcache *c, double now)
 tram_rcache_result tram_rcache_lookup(tram_rcache *c, const char *key, size_t len, double now,
                                       tram_rcache_entry **entry)
 {
-    uint64_t hash = hash_key(key, len);
+    return tram_rcache_lookup_hashed(c, key, len, tram_rcache_hash(key, len), now, entry);
+}
+
+tram_rcache_result tram_rcache_lookup_hashed(tram_rcache *c, const char *key, size_t len, uint64_t hash,
+                                             double now, tram_rcache_entry **entry)
+{
     tram_rcache_expire(c, now);
     tram_rcache_entry *e = table_find(c, key, len, hash);
     if (e && e->ready) {

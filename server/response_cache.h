@@ -67,6 +67,11 @@ void tram_rcache_free(tram_rcache *c);
  * expired entry is dropped and the lookup misses. */
 tram_rcache_result tram_rcache_lookup(tram_rcache *c, const char *key, size_t len, double now,
                                       tram_rcache_entry **entry);
+/* The same with the key's hash made beforehand, on any thread, by
+ * tram_rcache_hash: a long key is hashed off the event loop. */
+uint64_t tram_rcache_hash(const char *key, size_t len);
+tram_rcache_result tram_rcache_lookup_hashed(tram_rcache *c, const char *key, size_t len, uint64_t hash,
+                                             double now, tram_rcache_entry **entry);
 /* Drops ready entries whose TTL has passed. */
 void tram_rcache_expire(tram_rcache *c, double now);
 

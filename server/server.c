@@ -18,7 +18,9 @@
 #include "server/completion.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/endpoints.h"
 #include "server/preload.h"
+#include "server/prep_pool.h"
 #include "server/router.h"
 #include "server/state.h"
 #include "server/worker.h"
@@ -35,6 +37,7 @@ void tram_server_config_init(tram_server_config *c)
         .host = "127.0.0.1",
         .port = 8000,
         .max_queue = 256,
+        .prep_threads = 2,
         .max_body_size = 4u << 20,
         .drain_timeout = 30,
         .read_timeout = 30,
@@ -112,11 +115,15 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
         }
     }
     tram_worker_give_back(s->worker, taken);
+    for (tram_prep_task *t = tram_prep_pool_take_done(s->prep), *next; t; t = next) {
+        next = t->next;
+        t->done(t);
+    }
 }
 
-/* Called on the engine thread: a write to an eventfd the loop polls, not
- * event_active(), which takes the lock of the loop's base, held by a loop
- * thread that may be preempted. */
+/* Called on the engine thread and the preparation threads: a write to an
+ * eventfd the loop polls, not event_active(), which takes the lock of the
+ * loop's base, held by a loop thread that may be preempted. */
 static void notify(void *arg)
 {
     tram_server *s = arg;
@@ -179,6 +186,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         tram_rcache_expire(s->cache, tram_now());
     tram_cost_observe(&s->cost, tram_now(), s->metrics.served_tokens,
                       tram_metrics_requests(&s->metrics));
+    if (s->draining)  /* a /tokenize job's end does not check it */
+        tram_completions_check_drained(s);
     if (!s->draining || tram_now() < s->drain_deadline)
         return;
     tram_completions_abort_all(s);
@@ -261,12 +270,16 @@ static int setup_cache(tram_server *s)
 static int start_worker(tram_server *s)
 {
     tram_error err = {{0}};
+    tram_prep_pool_config pc = {.threads = s->cfg.prep_threads,
+                                .max_queue = s->cfg.max_queue,
+                                .notify = notify,
+                                .notify_arg = s};
     tram_worker_config wc = {.engine = &s->cfg.engine,
                              .model_path = s->cfg.model_path,
                              .max_queue = s->cfg.max_queue,
                              .notify = notify,
                              .notify_arg = s};
-    if (tram_worker_start(&s->worker, &wc, &err)) {
+    if (tram_prep_pool_start(&s->prep, &pc, &err) || tram_worker_start(&s->worker, &wc, &err)) {
         tram_log(TRAM_LOG_ERROR, "%s", err.msg);
         return -1;
     }
@@ -278,12 +291,16 @@ static int start_worker(tram_server *s)
     return 0;
 }
 
-/* The engine thread is stopped first, so no event can arrive for a request
- * freed here; the connections go last. */
+/* The preparation threads and the engine thread are stopped first, so no
+ * task or event can arrive for a request freed here; the connections go
+ * last. */
 static void teardown(tram_server *s)
 {
+    tram_prep_pool_stop(s->prep);
+    s->prep = NULL;
     tram_worker_stop(s->worker);
     tram_completions_fail_all(s);
+    tram_endpoint_jobs_free(s);
     tram_rcache_free(s->cache);
     tram_preload_free(s->preload);
     tram_chat_template_free(s->chat);

@@ -2,8 +2,10 @@
  * needs to configure, start and drain it.
  *
  * Threads: the event-loop thread runs libevent (every evhttp call, every
- * completion, the metrics) and the engine thread runs the engine (worker.h).
- * They meet only in the worker's two queues.  What the server's own modules
+ * completion, the metrics), the engine thread runs the engine (worker.h),
+ * and a few preparation threads (prep_pool.h) parse, render, tokenize and
+ * compile the requests.  They meet only in the worker's and the pool's
+ * queues.  What the server's own modules
  * share is in server/state.h. */
 #ifndef TRAM_SERVER_H
 #define TRAM_SERVER_H
@@ -44,7 +46,9 @@ typedef struct {
     int num_api_keys;                /* none, and no file: no authentication */
     const char *api_key_file;        /* `KEY [TENANT]` lines, read again on SIGHUP, or NULL */
     const char *metrics_api_key;     /* NULL: /metrics is open */
-    int max_queue;                   /* requests allowed to wait (256) */
+    int max_queue;                   /* requests allowed to wait (256), for the engine and
+                                        for a preparation thread each */
+    int prep_threads;                /* threads preparing requests (2) */
     size_t max_body_size;            /* bytes (4 MiB) */
     double drain_timeout;            /* seconds running requests get on SIGTERM (30) */
     int read_timeout;                /* seconds a client may take to send a request (30) */

@@ -35,10 +35,13 @@ typedef struct tram_server {
     struct event *sighup;            /* reloads --api-key-file (NULL without one) */
     struct tram_api_keys *keys;      /* the API keys now (auth.h); NULL: none */
     tram_worker *worker;
+    struct tram_prep_pool *prep;     /* the request-preparation threads; NULL once stopped */
+    struct tram_endpoint_job *jobs;  /* /tokenize and /detokenize requests on the pool (endpoints.c) */
+    int num_jobs;
     const tram_engine *engine;       /* NULL until loaded */
     int ready;                       /* loaded, warmed up and preloaded: taking requests */
     struct tram_chat_template *chat; /* the model's, made when it is loaded */
-    tram_completion *completions;    /* requests in flight (completion.c) */
+    tram_completion *completions;    /* requests in flight, being prepared too (completion.c) */
     int num_completions;
     int num_flushing;                /* final replies not yet fully written */
     int draining;

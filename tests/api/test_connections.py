@@ -99,3 +99,57 @@ def test_drain_timeout_aborts_what_is_left():
     assert json.loads(events[-2])["choices"][0]["finish_reason"] == "abort"
     assert s.proc.wait(timeout=60) == 0
     s.stop()
+
+
+GET_ROUTES = ["/health", "/readyz", "/livez", "/v1/models", "/metrics", "/version"]
+
+
+def read_response(sock, buf, head):
+    """(status, headers, body, rest of buf) of one response read off a raw
+    socket, framed by its Content-Length (none is read after a HEAD)."""
+    while b"\r\n\r\n" not in buf:
+        piece = sock.recv(65536)
+        assert piece, f"connection closed inside the headers: {buf!r}"
+        buf += piece
+    header, buf = buf.split(b"\r\n\r\n", 1)
+    lines = header.decode().split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {k.lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+    length = int(headers["content-length"])
+    want = 0 if head else length
+    while len(buf) < want:
+        piece = sock.recv(65536)
+        assert piece, "connection closed inside the body"
+        buf += piece
+    return status, headers, buf[:want], buf[want:]
+
+
+@pytest.mark.parametrize("path", GET_ROUTES)
+def test_head_sends_gets_headers_and_no_body_on_a_keep_alive_connection(server, path):
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    try:
+        sock.sendall(f"HEAD {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        head_status, head_headers, _, rest = read_response(sock, b"", head=True)
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        status, headers, body, rest = read_response(sock, rest, head=False)
+        assert rest == b"", "bytes after the GET's body: the HEAD sent a body"
+        assert (head_status, status) == (200, 200)
+        assert head_headers["content-type"] == headers["content-type"]
+        if path != "/metrics":  # its counters move between the two
+            assert head_headers["content-length"] == headers["content-length"]
+            json.loads(body)
+        else:
+            assert b"# TYPE" in body
+    finally:
+        sock.close()
+
+
+def test_head_of_a_post_route_is_a_framed_405(server):
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    try:
+        sock.sendall(b"HEAD /v1/completions HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, headers, _, rest = read_response(sock, b"", head=True)
+        assert status == 405 and int(headers["content-length"]) > 0
+        assert read_response(sock, rest, head=False)[0] == 200
+    finally:
+        sock.close()

@@ -13,6 +13,7 @@ import threading
 import pytest
 
 from conftest import BIN, MODEL, Server, stream_raw
+from test_connections import wait_for
 
 PRELOADED = {"model": "tram-a", "prompt": "The capital of France is", "max_tokens": 8,
              "temperature": 0}
@@ -348,3 +349,46 @@ def test_preload_needs_the_cache():
     r = subprocess.run([BIN, "serve", "--response-cache-preload", "x.jsonl"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--response-cache" in r.stderr
+
+
+def open_stream(s, body):
+    """A streamed completion read up to its first event: (connection, X-Tram-Cache)."""
+    conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=120)
+    conn.request("POST", "/v1/completions", body=json.dumps({**body, "stream": True}),
+                 headers={"Content-Type": "application/json"})
+    r = conn.getresponse()
+    assert r.status == 200
+    buf = b""
+    while b"\n\n" not in buf:
+        piece = r.read1(65536)
+        assert piece, "the stream ended before its first event"
+        buf += piece
+    return conn, r.getheader("X-Tram-Cache")
+
+
+def test_a_flight_whose_clients_all_left_is_aborted():
+    s = Server("--response-cache", "deterministic", "--max-num-seqs", "2", "--drain-timeout", "600")
+    max_tokens = 3000
+    try:
+        aborts = s.metric("request_success_total", finished_reason="abort")
+        generated = s.metric("generation_tokens_total")
+        for pair, leader_first in enumerate((True, False)):
+            req = {"prompt": f"Tell story {pair}:", "max_tokens": max_tokens, "temperature": 0,
+                   "ignore_eos": True}
+            leader, how = open_stream(s, req)
+            follower, joined = open_stream(s, req)
+            assert (how, joined) == ("miss", "coalesced")
+            for conn in (leader, follower) if leader_first else (follower, leader):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+                conn.close()
+        # both slots free again, long before 2 x 3000 tokens could be generated
+        wait_for(lambda: s.metric("num_requests_running") == 0)
+        status, _, body = s.post("/v1/completions", {"prompt": "Hi", "max_tokens": 4, "temperature": 0})
+        assert status == 200 and body["choices"][0]["finish_reason"] == "length"
+        assert s.metric("generation_tokens_total") - generated < max_tokens
+        assert s.metric("request_success_total", finished_reason="abort") - aborts == 2
+        s.proc.send_signal(signal.SIGTERM)
+        assert s.proc.wait(timeout=60) == 0
+        assert "draining: 0 request(s) in flight" in s.log_text()
+    finally:
+        s.stop()
