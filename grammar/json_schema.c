@@ -461,6 +461,9 @@ int tram_json_schema_compile(const char *schema_json, const char *rule_prefix,
     int rc = js_gen(&c, doc, "#", root);
     if (rc == JS_EMPTY)
         JS_FAIL(&c, "%s", c.empty_why[0] ? c.empty_why : "no value satisfies the schema");
+    if (!c.exact && opts && opts->exact_only)
+        JS_FAIL(&c, "%s cannot be enforced exactly by the grammar, and this output is not validated "
+                    "after generation", c.approximated);
     rc = finish(&c, root, &out->gbnf, err);
     out->exact = c.exact;
     snprintf(out->approximated, sizeof(out->approximated), "%.250s", c.approximated);

@@ -26,7 +26,9 @@
 #include "kernels/base.h"
 
 typedef struct {
-    int strict; /* an unknown keyword is an error, not an annotation */
+    int strict;     /* an unknown keyword is an error, not an annotation */
+    int exact_only; /* an approximation is an error naming the keyword: for
+                       outputs nothing validates after generation */
 } tram_json_schema_opts;
 
 typedef struct {

@@ -145,7 +145,9 @@ static int to_gbnf(const constraint *c, int strict, char **gbnf, tram_api_error 
         if (!text)
             return tram_api_fail(e, 400, c->field, "invalid_type",
                                  "'%s' must be a JSON Schema (an object, or its JSON text).", c->field);
-        tram_json_schema_opts opts = {.strict = strict};
+        /* exact_only until the end validation (grammar/json_validate.h)
+         * guards the outputs: an approximated keyword is a 400 meanwhile */
+        tram_json_schema_opts opts = {.strict = strict, .exact_only = 1};
         tram_json_schema_result r;
         rc = tram_json_schema_compile(text, "root", &opts, &r, &err);
         *gbnf = r.gbnf;

@@ -49,7 +49,11 @@ static int schema_rules(tram_strbuf *b, const json_t *fn, size_t i, int k, tram_
     char prefix[16], *gbnf = NULL;
     snprintf(prefix, sizeof(prefix), "fn%d", k);
     tram_error err = {{0}};
-    int rc = schema ? tram_json_schema_to_gbnf(schema, prefix, &gbnf, &err) : -1;
+    /* a call's arguments are not validated after generation: no approximation */
+    tram_json_schema_opts opts = {.exact_only = 1};
+    tram_json_schema_result r = {0};
+    int rc = schema ? tram_json_schema_compile(schema, prefix, &opts, &r, &err) : -1;
+    gbnf = r.gbnf;
     free(schema);
     if (rc) {
         char param[64];

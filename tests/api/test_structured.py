@@ -243,6 +243,7 @@ def test_strict_schema_makes_unknown_keywords_400(server):
      "no valid value"),
     ({"guided_json": {"type": "object", "properties": {"a": {"not": 1}}}}, "guided_json",
      "'not' at #/properties/a must be a schema"),
+    ({"guided_json": {"type": "integer", "multipleOf": 3}}, "guided_json", "'multipleOf' at # cannot be enforced"),
 ])
 def test_bad_constraints_are_400(server, body, param, words):
     for path in ("/v1/chat/completions", "/v1/completions"):

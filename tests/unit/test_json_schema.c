@@ -327,6 +327,11 @@ Test(json_schema, approximations_are_marked)
         cr_expect_eq(r.exact, 0, "case %zu is marked exact", i);
         cr_expect(strstr(r.approximated, inexact[i].keyword), "case %zu: '%s' lacks '%s'", i, r.approximated,
                   inexact[i].keyword);
+        /* where nothing validates the output, an approximation is an error naming it */
+        tram_json_schema_opts exact_only = {.exact_only = 1};
+        cr_expect_eq(tram_json_schema_compile(inexact[i].schema, "root", &exact_only, &r, &err), -1, "case %zu", i);
+        cr_expect(strstr(err.msg, inexact[i].keyword) && strstr(err.msg, "cannot be enforced exactly"),
+                  "case %zu: %s", i, err.msg);
     }
     static const char *const exact[] = {
         "{\"allOf\":[{\"type\":\"integer\",\"minimum\":0},{\"maximum\":5}]}",
