@@ -1,4 +1,4 @@
-"""32 concurrent streams, each with the text it gets alone."""
+"""32 concurrent streams, each with the text it gets alone; and a soak with bombs mixed in."""
 import asyncio
 
 import openai
