@@ -67,7 +67,7 @@ static int render(const chat_template_opts *o, const char *path)
                                   .content = content ? content : ""};
         tram_chat_tool_call *calls = NULL;
         rc = msgs[i].role && tram_api_parse_message_tools(m, (int)i, &calls, &msgs[i].num_tool_calls,
-                                                          &msgs[i].tool_call_id, &api_err);
+                                                          &msgs[i].tool_call_id, NULL, 0, &api_err);
         msgs[i].tool_calls = calls;
     }
     tram_tokenizer *t = NULL;

@@ -35,16 +35,36 @@ static void print_note(const tram_api_field *f)
         printf("a 400 unless null: %s", f->why);
 }
 
-static void print_endpoint_markdown(const char *path, unsigned endpoint)
+static void print_rows_markdown(const tram_api_field *rows, size_t n, unsigned endpoint)
 {
-    printf("\n## %s\n\n| field | what tram does |\n|---|---|\n", path);
-    for (size_t i = 0; i < tram_api_num_fields; i++) {
-        const tram_api_field *f = &tram_api_fields[i];
+    printf("| field | what tram does |\n|---|---|\n");
+    for (size_t i = 0; i < n; i++) {
+        const tram_api_field *f = &rows[i];
         if (!(f->endpoints & endpoint))
             continue;
         printf("| `%s` | ", f->name);
         print_note(f);
         printf(" |\n");
+    }
+}
+
+static void print_endpoint_markdown(const char *path, unsigned endpoint)
+{
+    printf("\n## %s\n\n", path);
+    print_rows_markdown(tram_api_fields, tram_api_num_fields, endpoint);
+}
+
+/* The nested objects: the same rule, a 400 naming the key's whole path. */
+static void print_objects_markdown(void)
+{
+    printf("\n## Nested objects\n\n"
+           "The objects inside a request follow the same rule, each with its own\n"
+           "table: an unknown key is a 400 whose `param` is its whole path\n"
+           "(`tools[0].function.bar`).  `[]` stands for any index.\n");
+    for (int id = 0; id < TRAM_OBJ_COUNT; id++) {
+        const tram_api_object *o = &tram_api_objects[id];
+        printf("\n### `%s`\n\n", o->path);
+        print_rows_markdown(o->keys, o->num_keys, TRAM_FIELD_BOTH);
     }
 }
 
@@ -58,6 +78,7 @@ static void print_markdown(void)
            "is a 400 (`Unrecognized request argument supplied: NAME`).\n");
     print_endpoint_markdown("/v1/chat/completions", TRAM_FIELD_CHAT);
     print_endpoint_markdown("/v1/completions", TRAM_FIELD_COMPLETION);
+    print_objects_markdown();
 }
 
 static void print_text(void)

@@ -37,7 +37,7 @@ static int run_command(const tram_command *c, int argc, char **argv)
     int rc = c->run(argc, argv);
     if (rc == TRAM_EXIT_USAGE && c->usage)
         c->usage(stderr);
-    return rc;
+    return rc == TRAM_EXIT_INPUT ? TRAM_EXIT_USAGE : rc;
 }
 
 int tram_command_dispatch(const tram_command_group *g, int argc, char **argv)

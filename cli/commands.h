@@ -15,6 +15,9 @@
 #include "kernels/base.h"
 
 #define TRAM_EXIT_USAGE 2
+/* A run that refused its input (not its flags) before doing anything: exit
+ * status 2 as for a usage error, after saying what is wrong, without the usage. */
+#define TRAM_EXIT_INPUT (256 + TRAM_EXIT_USAGE)
 #define TRAM_EXIT_NO_GPU 2   /* --device cuda without a usable GPU (cli/main.c) */
 
 typedef struct tram_command_group tram_command_group;

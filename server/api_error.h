@@ -11,7 +11,7 @@
 typedef struct {
     int status;          /* HTTP status code; 0 while there is no error */
     char message[512];
-    char param[64];      /* the offending request field; "" is JSON null */
+    char param[128];     /* the offending request field's path; "" is JSON null */
     const char *code;    /* a static machine-readable code, or NULL */
 } tram_api_error;
 

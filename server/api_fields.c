@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/base.h"
+
 static int is_false(const json_t *v, const json_t *body)
 {
     (void)body;
@@ -27,8 +29,8 @@ static int is_empty_string(const json_t *v, const json_t *body)
 static int equals_n(const json_t *v, const json_t *body)
 {
     const json_t *n = json_object_get(body, "n");
-    json_int_t want = json_is_integer(n) ? json_integer_value(n) : 1;
-    return json_is_integer(v) && json_integer_value(v) == want;
+    double want = json_is_number(n) ? json_number_value(n) : 1;
+    return json_is_number(v) && json_number_value(v) == want;
 }
 
 static int text_only(const json_t *v, const json_t *body)
@@ -161,37 +163,154 @@ const tram_api_field tram_api_fields[] = {
 
 const size_t tram_api_num_fields = sizeof(tram_api_fields) / sizeof(tram_api_fields[0]);
 
-static const tram_api_field *find(const char *name, unsigned endpoint)
+/* ---- the objects nested in a request, a table each ---- */
+
+static const tram_api_field stream_options_keys[] = {
+    HONOURED("include_usage", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("continuous_usage_stats", TRAM_FIELD_BOTH, "\"x\""),
+};
+static const tram_api_field tool_choice_keys[] = {
+    HONOURED("type", TRAM_FIELD_CHAT, "5"),
+    HONOURED("function", TRAM_FIELD_CHAT, "5"),
+};
+static const tram_api_field named_function_keys[] = {
+    HONOURED("name", TRAM_FIELD_CHAT, "5"),
+};
+static const tram_api_field tool_keys[] = {
+    HONOURED("type", TRAM_FIELD_CHAT, "5"),
+    HONOURED("function", TRAM_FIELD_CHAT, "5"),
+};
+static const tram_api_field function_keys[] = {
+    HONOURED("name", TRAM_FIELD_CHAT, "5"),
+    HONOURED("description", TRAM_FIELD_CHAT, "5"),
+    HONOURED("parameters", TRAM_FIELD_CHAT, "5"),
+    HONOURED("strict", TRAM_FIELD_CHAT, "\"x\""),
+};
+static const tram_api_field message_keys[] = {
+    HONOURED("role", TRAM_FIELD_CHAT, "5"),
+    HONOURED("content", TRAM_FIELD_CHAT, "5"),
+    HONOURED("tool_calls", TRAM_FIELD_CHAT, "5"),
+    HONOURED("tool_call_id", TRAM_FIELD_CHAT, "5"),
+    /* OpenAI's participant name: the chat templates tram renders show none */
+    IGNORED("name", TRAM_FIELD_CHAT),
+    REJECTED("refusal", TRAM_FIELD_CHAT, NULL, "a refusal is not rendered into the prompt: put its "
+             "text in 'content'", "\"no\"", NULL),
+    REJECTED("audio", TRAM_FIELD_CHAT, NULL, "tram takes text only", "{\"id\": \"a\"}", NULL),
+    REJECTED("function_call", TRAM_FIELD_CHAT, NULL, "it is deprecated: use 'tool_calls'", "{}", NULL),
+};
+static const tram_api_field content_part_keys[] = {
+    HONOURED("type", TRAM_FIELD_CHAT, "5"),
+    HONOURED("text", TRAM_FIELD_CHAT, "5"),
+};
+static const tram_api_field tool_call_keys[] = {
+    HONOURED("id", TRAM_FIELD_CHAT, "5"),
+    HONOURED("type", TRAM_FIELD_CHAT, "5"),
+    HONOURED("function", TRAM_FIELD_CHAT, "5"),
+    /* the call's place in a stream, which the OpenAI SDK's accumulated
+     * message keeps: its order in the array is the order */
+    IGNORED("index", TRAM_FIELD_CHAT),
+};
+static const tram_api_field call_function_keys[] = {
+    HONOURED("name", TRAM_FIELD_CHAT, "5"),
+    HONOURED("arguments", TRAM_FIELD_CHAT, "5"),
+    /* the OpenAI SDK's parse of the arguments, sent back with them */
+    IGNORED("parsed_arguments", TRAM_FIELD_CHAT),
+};
+static const tram_api_field response_format_keys[] = {
+    HONOURED("type", TRAM_FIELD_BOTH, "5"),
+    HONOURED("json_schema", TRAM_FIELD_BOTH, "5"),
+    HONOURED("schema", TRAM_FIELD_BOTH, "5"),   /* llama.cpp's: with "json_object" */
+};
+static const tram_api_field json_schema_keys[] = {
+    HONOURED("name", TRAM_FIELD_BOTH, "5"),
+    HONOURED("schema", TRAM_FIELD_BOTH, "5"),
+    HONOURED("strict", TRAM_FIELD_BOTH, "\"x\""),
+    HONOURED("description", TRAM_FIELD_BOTH, "5"),
+};
+
+#define CHAT_BODY(extra) "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]" extra "}"
+#define TOOLS ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]"
+#define NAMED_CHOICE CHAT_BODY(TOOLS ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"f\"}}")
+#define CALLED "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", " \
+    "\"tool_calls\": [{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"f\", " \
+    "\"arguments\": \"{}\"}}]}]}"
+#define OBJECT(rows, path, example, at) {path, rows, TRAM_ARRAY_LEN(rows), example, at}
+
+const tram_api_object tram_api_objects[TRAM_OBJ_COUNT] = {
+    [TRAM_OBJ_STREAM_OPTIONS] = OBJECT(stream_options_keys, "stream_options",
+        CHAT_BODY(", \"stream\": true, \"stream_options\": {}"), "stream_options"),
+    [TRAM_OBJ_TOOL_CHOICE] = OBJECT(tool_choice_keys, "tool_choice", NAMED_CHOICE, "tool_choice"),
+    [TRAM_OBJ_TOOL_CHOICE_FUNCTION] = OBJECT(named_function_keys, "tool_choice.function", NAMED_CHOICE,
+                                             "tool_choice.function"),
+    [TRAM_OBJ_TOOL] = OBJECT(tool_keys, "tools[]", CHAT_BODY(TOOLS), "tools[0]"),
+    [TRAM_OBJ_TOOL_FUNCTION] = OBJECT(function_keys, "tools[].function", CHAT_BODY(TOOLS),
+                                      "tools[0].function"),
+    [TRAM_OBJ_MESSAGE] = OBJECT(message_keys, "messages[]", CHAT_BODY(""), "messages[0]"),
+    [TRAM_OBJ_CONTENT_PART] = OBJECT(content_part_keys, "messages[].content[]",
+        "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"hi\"}]}]}",
+        "messages[0].content[0]"),
+    [TRAM_OBJ_TOOL_CALL] = OBJECT(tool_call_keys, "messages[].tool_calls[]",
+        CALLED, "messages[1].tool_calls[0]"),
+    [TRAM_OBJ_TOOL_CALL_FUNCTION] = OBJECT(call_function_keys, "messages[].tool_calls[].function",
+        CALLED, "messages[1].tool_calls[0].function"),
+    [TRAM_OBJ_RESPONSE_FORMAT] = OBJECT(response_format_keys, "response_format",
+        CHAT_BODY(", \"response_format\": {\"type\": \"json_object\"}"), "response_format"),
+    [TRAM_OBJ_JSON_SCHEMA] = OBJECT(json_schema_keys, "response_format.json_schema",
+        CHAT_BODY(", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"n\", "
+                  "\"schema\": {\"type\": \"object\"}}}"), "response_format.json_schema"),
+};
+
+static const tram_api_field *find(const tram_api_field *rows, size_t n, const char *name,
+                                  unsigned endpoint)
 {
-    for (size_t i = 0; i < tram_api_num_fields; i++)
-        if ((tram_api_fields[i].endpoints & endpoint) && !strcmp(tram_api_fields[i].name, name))
-            return &tram_api_fields[i];
+    for (size_t i = 0; i < n; i++)
+        if ((rows[i].endpoints & endpoint) && !strcmp(rows[i].name, name))
+            return &rows[i];
     return NULL;
 }
 
 static void note_ignored(char *ignored, size_t cap, const char *name)
 {
+    if (!cap)
+        return;
     size_t used = strlen(ignored);
     snprintf(ignored + used, cap - used, "%s%s", used ? ", " : "", name);
+}
+
+/* The rule of api_fields.h for every key of o, a value at path ("" at the
+ * top) in the rows; within names o as the harmless tests see it. */
+static int check_keys(const json_t *o, const char *path, const tram_api_field *rows, size_t n,
+                      unsigned endpoint, char *ignored, size_t cap, tram_api_error *e)
+{
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)o, key, v) {
+        char name[128];
+        snprintf(name, sizeof(name), "%s%s%s", path, path[0] ? "." : "", key);
+        const tram_api_field *f = find(rows, n, key, endpoint);
+        if (!f)
+            return tram_api_fail(e, 400, name, "unknown_parameter",
+                                 "Unrecognized request argument supplied: %s", name);
+        if (f->kind == TRAM_FIELD_IGNORED)
+            note_ignored(ignored, cap, name);
+        if (f->kind == TRAM_FIELD_REJECTED && !json_is_null(v) &&
+            !(f->harmless && f->harmless(v, o)))
+            return tram_api_fail(e, 400, name, "unsupported_parameter",
+                                 "Unsupported parameter: '%s': %s.", name, f->why);
+    }
+    return 0;
 }
 
 int tram_api_check_fields(const json_t *body, unsigned endpoint, char *ignored, size_t cap,
                           tram_api_error *e)
 {
     ignored[0] = 0;
-    const char *key;
-    const json_t *v;
-    json_object_foreach((json_t *)body, key, v) {
-        const tram_api_field *f = find(key, endpoint);
-        if (!f)
-            return tram_api_fail(e, 400, key, "unknown_parameter",
-                                 "Unrecognized request argument supplied: %s", key);
-        if (f->kind == TRAM_FIELD_IGNORED)
-            note_ignored(ignored, cap, key);
-        if (f->kind == TRAM_FIELD_REJECTED && !json_is_null(v) &&
-            !(f->harmless && f->harmless(v, body)))
-            return tram_api_fail(e, 400, key, "unsupported_parameter",
-                                 "Unsupported parameter: '%s': %s.", key, f->why);
-    }
-    return 0;
+    return check_keys(body, "", tram_api_fields, tram_api_num_fields, endpoint, ignored, cap, e);
+}
+
+int tram_api_check_object(const json_t *o, tram_api_object_id id, const char *path, char *ignored,
+                          size_t cap, tram_api_error *e)
+{
+    const tram_api_object *t = &tram_api_objects[id];
+    return check_keys(o, path, t->keys, t->num_keys, TRAM_FIELD_BOTH, ignored, cap, e);
 }

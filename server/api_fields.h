@@ -51,4 +51,38 @@ extern const size_t tram_api_num_fields;
 int tram_api_check_fields(const json_t *body, unsigned endpoint, char *ignored, size_t cap,
                           tram_api_error *e);
 
+/* The objects nested in a request: each has a table of its own, with the
+ * same rule (an unknown key is a 400 naming its path, "tools[0].function.x").
+ * The ignored keys found are added to the same list. */
+typedef enum {
+    TRAM_OBJ_STREAM_OPTIONS,
+    TRAM_OBJ_TOOL_CHOICE,           /* the object form */
+    TRAM_OBJ_TOOL_CHOICE_FUNCTION,
+    TRAM_OBJ_TOOL,
+    TRAM_OBJ_TOOL_FUNCTION,
+    TRAM_OBJ_MESSAGE,
+    TRAM_OBJ_CONTENT_PART,
+    TRAM_OBJ_TOOL_CALL,             /* an assistant message's tool_calls[j] */
+    TRAM_OBJ_TOOL_CALL_FUNCTION,
+    TRAM_OBJ_RESPONSE_FORMAT,
+    TRAM_OBJ_JSON_SCHEMA,           /* response_format.json_schema */
+    TRAM_OBJ_COUNT
+} tram_api_object_id;
+
+typedef struct {
+    const char *path;               /* its place, "[]" for any index: "messages[].tool_calls[]" */
+    const tram_api_field *keys;
+    size_t num_keys;
+    /* for the tables' test: a valid chat body holding one, and its path there */
+    const char *example_body, *example_path;
+} tram_api_object;
+
+extern const tram_api_object tram_api_objects[TRAM_OBJ_COUNT];
+
+/* Checks the keys of o, found at path (with its indices), against object
+ * id's table: as tram_api_check_fields, adding ignored keys to ignored
+ * (cap 0: the object has no ignored keys). */
+int tram_api_check_object(const json_t *o, tram_api_object_id id, const char *path, char *ignored,
+                          size_t cap, tram_api_error *e);
+
 #endif

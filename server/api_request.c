@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "chat/chat_template.h"
+#include "server/json_body.h"
 
 /* Completions may batch prompts; past this many a client should split. */
 #define TRAM_API_MAX_PROMPTS 256
@@ -34,18 +35,9 @@ static int type_error(tram_api_error *e, const char *param, const char *expected
 
 json_t *tram_api_parse_object(const char *body, size_t len, tram_api_error *e)
 {
-    json_error_t jerr;
-    json_t *root = json_loadb(body, len, 0, &jerr);
-    if (!root) {
-        /* jansson quotes the input "near '...'": bytes that need not be UTF-8 */
-        char *near = strstr(jerr.text, " near '");
-        if (near)
-            *near = 0;
-        tram_api_fail(e, 400, NULL, NULL,
-                      "We could not parse the JSON body of your request: %s (line %d, column %d).",
-                      jerr.text, jerr.line, jerr.column);
+    json_t *root = tram_json_body_load(body, len, JSON_DECODE_ANY, "", e);
+    if (!root)
         return NULL;
-    }
     if (!json_is_object(root)) {
         tram_api_fail(e, 400, NULL, NULL, "The request body must be a JSON object, not %s.",
                       type_name(root));
@@ -53,6 +45,18 @@ json_t *tram_api_parse_object(const char *body, size_t len, tram_api_error *e)
         return NULL;
     }
     return root;
+}
+
+/* An error a reader gave for a key of the object at path: its param becomes
+ * the key's whole path.  Returns -1. */
+static int inside(tram_api_error *e, const char *path)
+{
+    char key[sizeof(e->param)];
+    snprintf(key, sizeof(key), "%s", e->param);
+    int n = snprintf(e->param, sizeof(e->param), "%s.", path);
+    if (n > 0 && (size_t)n < sizeof(e->param))
+        snprintf(e->param + n, sizeof(e->param) - (size_t)n, "%.*s", (int)(sizeof(e->param) - 1 - (size_t)n), key);
+    return -1;
 }
 
 /* A field's JSON types, as a mask of 1 << json_type. */
@@ -73,14 +77,39 @@ static int get_value(const json_t *o, const char *name, unsigned types, const ch
     return types & TYPE(json_typeof(*v)) ? 1 : type_error(e, name, expected, *v);
 }
 
+/* An integer, or a decimal with an integer's value (16.0), as pydantic's
+ * servers take them: 1 with *out set, else 0. */
+static int integral(const json_t *v, json_int_t *out)
+{
+    if (json_is_integer(v)) {
+        *out = json_integer_value(v);
+        return 1;
+    }
+    double x = json_real_value(v);
+    if (!json_is_real(v) || x != floor(x) || fabs(x) >= 0x1p63)
+        return 0;
+    *out = (json_int_t)x;
+    return 1;
+}
+
+static int get_integer(const json_t *o, const char *name, json_int_t *out, tram_api_error *e)
+{
+    const json_t *v;
+    int r = get_value(o, name, NUMBER, "an integer", &v, e);
+    if (r > 0 && !integral(v, out))
+        return tram_api_fail(e, 400, name, "invalid_type",
+                             "Invalid type for '%s': expected an integer, but got %g instead.", name,
+                             json_real_value(v));
+    return r;
+}
+
 static int get_int(const json_t *o, const char *name, long long lo, long long hi, int *out,
                    tram_api_error *e)
 {
-    const json_t *v;
-    int r = get_value(o, name, TYPE(JSON_INTEGER), "an integer", &v, e);
+    json_int_t x;
+    int r = get_integer(o, name, &x, e);
     if (r <= 0)
         return r;
-    json_int_t x = json_integer_value(v);
     if (x < lo || x > hi)
         return tram_api_fail(e, 400, name, "invalid_value",
                              "Invalid value for '%s': %lld is outside [%lld, %lld].", name,
@@ -156,12 +185,13 @@ static int parse_scalars(const json_t *o, tram_sampling_params *p, tram_api_erro
             return -1;
     if (p->top_k == -1)  /* vLLM's spelling of "off" */
         p->top_k = 0;
-    const json_t *seed = json_object_get(o, "seed");
-    if (seed && !json_is_null(seed)) {
-        if (!json_is_integer(seed))
-            return type_error(e, "seed", "an integer", seed);
+    json_int_t seed;
+    int has_seed = get_integer(o, "seed", &seed, e);
+    if (has_seed < 0)
+        return -1;
+    if (has_seed) {
         p->has_seed = 1;
-        p->seed = (uint64_t)json_integer_value(seed);
+        p->seed = (uint64_t)seed;
     }
     return 0;
 }
@@ -189,14 +219,13 @@ int tram_api_token_ids(const json_t *arr, const char *param, int32_t **ids, int 
     if (!out)
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     for (size_t i = 0; i < count; i++) {
-        const json_t *v = json_array_get(arr, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-            json_integer_value(v) > INT32_MAX) {
+        json_int_t id;
+        if (!integral(json_array_get(arr, i), &id) || id < 0 || id > INT32_MAX) {
             free(out);
             return tram_api_fail(e, 400, param, "invalid_value",
                                  "Invalid value for '%s': item %zu is not a token id.", param, i);
         }
-        out[i] = (int32_t)json_integer_value(v);
+        out[i] = (int32_t)id;
     }
     *ids = out;
     *n = (int)count;
@@ -259,9 +288,11 @@ static int parse_logit_bias(const json_t *o, tram_sampling_params *p, tram_api_e
         if (end == key || *end || id < 0 || id > INT32_MAX || !json_is_number(val) ||
             fabs(json_number_value(val)) > 100) {
             free(bias);
-            return tram_api_fail(e, 400, "logit_bias", "invalid_value",
-                                 "Invalid value for 'logit_bias': keys must be token ids and "
-                                 "values numbers in [-100, 100].");
+            char param[sizeof(e->param)];
+            snprintf(param, sizeof(param), "logit_bias.%.100s", key);
+            return tram_api_fail(e, 400, param, "invalid_value",
+                                 "Invalid value for '%s': keys must be token ids and values "
+                                 "numbers in [-100, 100].", param);
         }
         bias[n].token = (int32_t)id;
         bias[n++].bias = (float)json_number_value(val);
@@ -283,7 +314,12 @@ static int parse_stream(const json_t *o, tram_api_request *r, tram_api_error *e)
         return tram_api_fail(e, 400, "stream_options", "invalid_value",
                              "The 'stream_options' parameter is only allowed when 'stream' is "
                              "enabled.");
-    return get_bool(so, "include_usage", &r->include_usage, e) < 0 ? -1 : 0;
+    if (tram_api_check_object(so, TRAM_OBJ_STREAM_OPTIONS, "stream_options", NULL, 0, e))
+        return -1;
+    if (get_bool(so, "include_usage", &r->include_usage, e) < 0 ||
+        get_bool(so, "continuous_usage_stats", &r->continuous_usage, e) < 0)
+        return inside(e, "stream_options");
+    return 0;
 }
 
 /* A message "content": a string or an array of {"type": "text", "text": ...}
@@ -306,6 +342,10 @@ static int content_text(const json_t *content, const char *param, char **out, tr
             return tram_api_fail(e, 400, param, "invalid_value",
                                  "Invalid content part %zu in '%s': only {\"type\": \"text\", "
                                  "\"text\": ...} parts are supported.", i, param);
+        char path[96];
+        snprintf(path, sizeof(path), "%s[%zu]", param, i);
+        if (tram_api_check_object(part, TRAM_OBJ_CONTENT_PART, path, NULL, 0, e))
+            return -1;
         total += json_string_length(text) + 1;
     }
     char *s = malloc(total), *p = s;
@@ -323,24 +363,29 @@ static int content_text(const json_t *content, const char *param, char **out, tr
     return 0;
 }
 
-static int parse_message(const json_t *m, int i, tram_api_message *out, tram_api_error *e)
+static int parse_message(const json_t *m, int i, tram_api_message *out, char *ignored, size_t cap,
+                         tram_api_error *e)
 {
     char param[64];
     snprintf(param, sizeof(param), "messages[%d]", i);
     if (!json_is_object(m))
         return type_error(e, param, "an object", m);
+    if (tram_api_check_object(m, TRAM_OBJ_MESSAGE, param, ignored, cap, e))
+        return -1;
     const json_t *role = json_object_get(m, "role");
     snprintf(param, sizeof(param), "messages[%d].role", i);
     if (!json_is_string(role))
         return type_error(e, param, "a string", role ? role : json_null());
     const char *rs = json_string_value(role);
-    if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool"))
+    if (strcmp(rs, "system") && strcmp(rs, "developer") && strcmp(rs, "user") &&
+        strcmp(rs, "assistant") && strcmp(rs, "tool"))
         return tram_api_fail(e, 400, param, "invalid_value",
-                             "Invalid value for '%s': supported roles are 'system', 'user', "
-                             "'assistant' and 'tool'.", param);
-    out->role = rs;
+                             "Invalid value for '%s': supported roles are 'system', 'developer', "
+                             "'user', 'assistant' and 'tool'.", param);
+    /* OpenAI's newer name for the system turn; templates know only "system" */
+    out->role = strcmp(rs, "developer") ? rs : "system";
     if (tram_api_parse_message_tools(m, i, &out->tool_calls, &out->num_tool_calls,
-                                     &out->tool_call_id, e))
+                                     &out->tool_call_id, ignored, cap, e))
         return -1;
     const json_t *content = json_object_get(m, "content");
     snprintf(param, sizeof(param), "messages[%d].content", i);
@@ -408,7 +453,8 @@ static int parse_messages(const json_t *o, tram_api_request *r, tram_api_error *
     if (!r->messages)
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     for (size_t i = 0; i < json_array_size(v); i++) {
-        int rc = parse_message(json_array_get(v, i), (int)i, &r->messages[i], e);
+        int rc = parse_message(json_array_get(v, i), (int)i, &r->messages[i], r->ignored,
+                               sizeof(r->ignored), e);
         r->num_messages++;  /* so that free releases what a failed message holds */
         if (rc)
             return -1;
@@ -456,7 +502,7 @@ static int parse_prompts(const json_t *o, tram_api_request *r, tram_api_error *e
                              "Missing required parameter: 'prompt'.");
     if (!json_is_string(v) && !json_is_array(v))
         return type_error(e, "prompt", "a string, an array of strings or an array of token ids", v);
-    int single = json_is_string(v) || json_is_integer(json_array_get(v, 0));
+    int single = json_is_string(v) || json_is_number(json_array_get(v, 0));
     size_t count = single ? 1 : json_array_size(v);
     if (json_is_array(v) && json_array_size(v) == 0)
         return tram_api_fail(e, 400, "prompt", "empty_array", "Invalid 'prompt': empty array.");

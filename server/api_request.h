@@ -24,7 +24,7 @@ typedef enum {
 } tram_api_kind;
 
 typedef struct {
-    const char *role;     /* "system", "user", "assistant" or "tool" */
+    const char *role;     /* "system" (a "developer" message too), "user", "assistant" or "tool" */
     char *content;        /* owned; text parts joined by newlines */
     tram_chat_tool_call *tool_calls;  /* an assistant's calls: owned, num_tool_calls of them */
     int num_tool_calls;
@@ -44,9 +44,10 @@ typedef struct {
     int num_prompts;
     int echo;                       /* completions: prepend the prompt */
     int stream, include_usage;
+    int continuous_usage;           /* stream_options.continuous_usage_stats: usage on every chunk */
     int priority;
     int response_cache;             /* 0: the body opted out of the response cache (1) */
-    char ignored[256];              /* the accepted-and-ignored fields present (api_fields.h) */
+    char ignored[512];              /* the accepted-and-ignored fields present (api_fields.h) */
     tram_sampling_params params;    /* its arrays are owned */
 } tram_api_request;
 

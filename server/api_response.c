@@ -255,6 +255,12 @@ json_t *tram_api_tool_call_chunk(const tram_api_envelope *env, int index, int ca
     return r;
 }
 
+void tram_api_chunk_set_usage(json_t *chunk, const tram_api_usage *u)
+{
+    if (chunk)
+        json_object_set_new(chunk, "usage", usage_json(u));
+}
+
 json_t *tram_api_usage_chunk(const tram_api_envelope *env, const tram_api_usage *u)
 {
     json_t *r = envelope(env, 1);

@@ -71,6 +71,9 @@ json_t *tram_api_chunk(const tram_api_envelope *env, int index, int role, const 
  * arguments[0..len). */
 json_t *tram_api_tool_call_chunk(const tram_api_envelope *env, int index, int call_index, const char *id,
                                  const char *name, const char *arguments, size_t len, int with_usage);
+/* stream_options.continuous_usage_stats (vLLM's): the chunk carries the
+ * usage so far. */
+void tram_api_chunk_set_usage(json_t *chunk, const tram_api_usage *u);
 /* The last chunk when include_usage is set: no choices, the usage. */
 json_t *tram_api_usage_chunk(const tram_api_envelope *env, const tram_api_usage *u);
 

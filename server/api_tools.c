@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/api_fields.h"
+#include "server/json_body.h"
+
 /* OpenAI's rule for function names: [a-zA-Z0-9_-]{1,64}. */
 static int valid_name(const char *s)
 {
@@ -27,10 +30,14 @@ static int check_tool(const json_t *tool, size_t i, tram_api_error *e)
         return tram_api_fail(e, 400, param, "invalid_value",
                              "Invalid '%s': only {\"type\": \"function\", \"function\": {...}} tools are "
                              "supported.", param);
+    if (tram_api_check_object(tool, TRAM_OBJ_TOOL, param, NULL, 0, e))
+        return -1;
     const json_t *f = json_object_get(tool, "function");
     snprintf(param, sizeof(param), "tools[%zu].function", i);
     if (!json_is_object(f))
         return tram_api_fail(e, 400, param, "invalid_type", "Invalid '%s': expected an object.", param);
+    if (tram_api_check_object(f, TRAM_OBJ_TOOL_FUNCTION, param, NULL, 0, e))
+        return -1;
     snprintf(param, sizeof(param), "tools[%zu].function.name", i);
     if (!str_field(f, "name") || !valid_name(str_field(f, "name")))
         return tram_api_fail(e, 400, param, "invalid_value",
@@ -108,11 +115,15 @@ static int parse_choice(const json_t *v, tram_api_tools *t, tram_api_error *e)
             return 0;
         }
     const char *type = str_field(v, "type");
-    const char *name = str_field(json_object_get(v, "function"), "name");
+    const json_t *fn = json_object_get(v, "function");
+    const char *name = str_field(fn, "name");
     if (!json_is_object(v) || !type || strcmp(type, "function") || !name)
         return tram_api_fail(e, 400, "tool_choice", "invalid_value",
                              "Invalid 'tool_choice': expected 'none', 'auto', 'required' or "
                              "{\"type\": \"function\", \"function\": {\"name\": ...}}.");
+    if (tram_api_check_object(v, TRAM_OBJ_TOOL_CHOICE, "tool_choice", NULL, 0, e) ||
+        tram_api_check_object(fn, TRAM_OBJ_TOOL_CHOICE_FUNCTION, "tool_choice.function", NULL, 0, e))
+        return -1;
     if (!tram_api_tool_function(t, name))
         return tram_api_fail(e, 400, "tool_choice", "invalid_value",
                              "Invalid 'tool_choice': no function named '%s' in 'tools'.", name);
@@ -157,7 +168,8 @@ void tram_api_free_tool_calls(tram_chat_tool_call *calls, int n)
     free(calls);
 }
 
-static int parse_call(const json_t *c, const char *param, tram_chat_tool_call *out, tram_api_error *e)
+static int parse_call(const json_t *c, const char *param, tram_chat_tool_call *out, char *ignored, size_t cap,
+                      tram_api_error *e)
 {
     const json_t *f = json_object_get(c, "function");
     const char *type = str_field(c, "type");
@@ -166,16 +178,23 @@ static int parse_call(const json_t *c, const char *param, tram_chat_tool_call *o
         return tram_api_fail(e, 400, param, "invalid_value",
                              "Invalid '%s': expected {\"id\": ..., \"type\": \"function\", \"function\": "
                              "{\"name\": ..., \"arguments\": \"<JSON>\"}}.", param);
-    json_t *args = json_loads(str_field(f, "arguments"), JSON_DECODE_ANY, NULL);
+    char path[128], path_args[128];
+    snprintf(path, sizeof(path), "%s.function", param);
+    snprintf(path_args, sizeof(path_args), "%s.function.arguments", param);
+    if (tram_api_check_object(c, TRAM_OBJ_TOOL_CALL, param, ignored, cap, e) ||
+        tram_api_check_object(f, TRAM_OBJ_TOOL_CALL_FUNCTION, path, ignored, cap, e))
+        return -1;
+    const json_t *text = json_object_get(f, "arguments");
+    json_t *args = tram_json_body_load(json_string_value(text), json_string_length(text), JSON_DECODE_ANY,
+                                       path_args, e);
     if (!args)
-        return tram_api_fail(e, 400, param, "invalid_value",
-                             "Invalid '%s.function.arguments': not a JSON string.", param);
+        return -1;
     *out = (tram_chat_tool_call){.id = str_field(c, "id"), .name = str_field(f, "name"), .arguments = args};
     return 0;
 }
 
 int tram_api_parse_message_tools(const json_t *m, int i, tram_chat_tool_call **calls, int *n,
-                                 const char **tool_call_id, tram_api_error *e)
+                                 const char **tool_call_id, char *ignored, size_t cap, tram_api_error *e)
 {
     char param[80];
     *calls = NULL;
@@ -198,7 +217,7 @@ int tram_api_parse_message_tools(const json_t *m, int i, tram_chat_tool_call **c
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     for (size_t k = 0; k < json_array_size(v); k++) {
         snprintf(param, sizeof(param), "messages[%d].tool_calls[%zu]", i, k);
-        if (parse_call(json_array_get(v, k), param, &(*calls)[k], e)) {
+        if (parse_call(json_array_get(v, k), param, &(*calls)[k], ignored, cap, e)) {
             tram_api_free_tool_calls(*calls, *n);
             *calls = NULL;
             *n = 0;

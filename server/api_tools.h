@@ -32,9 +32,10 @@ const json_t *tram_api_tool_function(const tram_api_tools *t, const char *name);
 
 /* Message i's tool parts: an assistant's tool_calls (into a new array
  * *calls of *n, each call's arguments parsed from its JSON string and owned
- * by the call) and a tool message's tool_call_id (borrowed from m). */
+ * by the call) and a tool message's tool_call_id (borrowed from m).  The
+ * ignored keys of the calls are added to ignored (api_fields.h). */
 int tram_api_parse_message_tools(const json_t *m, int i, tram_chat_tool_call **calls, int *n,
-                                 const char **tool_call_id, tram_api_error *e);
+                                 const char **tool_call_id, char *ignored, size_t cap, tram_api_error *e);
 void tram_api_free_tool_calls(tram_chat_tool_call *calls, int n);
 
 #endif

@@ -108,6 +108,7 @@ struct tram_completion {
     tram_tool_reader *readers;   /* with_tools: per choice, its calls read as the text comes */
     double arrived, first_token;
     long long completion_tokens;
+    long long tokens_so_far;     /* generated so far, all choices (continuous usage) */
     tram_rcache_entry *flight;   /* the response-cache entry it leads or follows, or NULL */
     int follower;                /* fed by its flight's leader, never by the engine */
     char tenant[TRAM_TENANT_MAX + 1];  /* whose API key it came with (auth.h); "" without keys */
@@ -598,6 +599,21 @@ static void usage_of(const tram_completion *c, tram_api_usage *u)
     u->completion_tokens = c->completion_tokens;
 }
 
+/* Sends a chunk of c's stream (with the usage so far when the client asked
+ * for it on every chunk) and releases it. */
+static void send_chunk(tram_completion *c, json_t *chunk)
+{
+    if (c->api.continuous_usage) {
+        tram_api_usage u;
+        usage_of(c, &u);
+        u.completion_tokens = c->tokens_so_far;
+        tram_api_chunk_set_usage(chunk, &u);
+    }
+    if (c->req && chunk)
+        tram_http_sse_send(c->req, chunk);
+    json_decref(chunk);
+}
+
 static void respond(tram_completion *c, const tram_api_usage *u)
 {
     if (c->error.status && !c->streaming) {
@@ -737,12 +753,9 @@ static void start_stream(tram_completion *c)
 {
     c->streaming = 1;
     tram_http_sse_start(c->req);
-    for (int i = 0; c->api.kind == TRAM_API_CHAT && i < c->num_choices; i++) {
-        json_t *chunk = tram_api_chunk(&c->env, i, 1, c->with_tools ? NULL : "", 0, NULL, NULL,
-                                       c->api.include_usage);
-        tram_http_sse_send(c->req, chunk);
-        json_decref(chunk);
-    }
+    for (int i = 0; c->api.kind == TRAM_API_CHAT && i < c->num_choices; i++)
+        send_chunk(c, tram_api_chunk(&c->env, i, 1, c->with_tools ? NULL : "", 0, NULL, NULL,
+                                     c->api.include_usage));
 }
 
 /* Called as prompts are accepted or rejected; 1 when it finished c. */
@@ -782,18 +795,7 @@ static void emit(tram_completion *c, int ci, const char *text, size_t len,
         tram_api_choice_append(choice, text, len);
     if (!c->streaming)
         return;
-    json_t *chunk = tram_api_chunk(&c->env, ci, 0, text, len, lpj, finish_reason,
-                                   c->api.include_usage);
-    if (c->req)
-        tram_http_sse_send(c->req, chunk);
-    json_decref(chunk);
-}
-
-static void send_chunk(tram_completion *c, json_t *chunk)
-{
-    if (c->req && chunk)
-        tram_http_sse_send(c->req, chunk);
-    json_decref(chunk);
+    send_chunk(c, tram_api_chunk(&c->env, ci, 0, text, len, lpj, finish_reason, c->api.include_usage));
 }
 
 /* Streams the choice's content text[sent..upto), with the logprobs kept so
@@ -995,6 +997,7 @@ static int on_output(tram_completion *c, completion_prompt *p, const tram_output
     p->cached_tokens = o->cached_tokens;
     if (o->num_tokens > 0)
         observe_latency(c, ci, tram_now(), o->queue_time);
+    c->tokens_so_far += o->num_tokens;
     const char *reason = tram_finish_reason_name(o->finish_reason);
     if (!choice->started) {
         choice->started = 1;

@@ -109,6 +109,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
             tram_log(TRAM_LOG_ERROR, "%s; shutting down",
                      s->engine ? "the engine failed" : "the model could not be loaded");
             s->exit_code = 1;
+            s->draining = 1;  /* a job's done callbacks submit nothing more */
             tram_completions_fail_all(s);
             event_base_loopexit(s->base, NULL);
         } else {
@@ -304,6 +305,7 @@ static void teardown(tram_server *s)
     tram_prep_pool_stop(s->prep);
     s->prep = NULL;
     tram_worker_stop(s->worker);
+    s->draining = 1;
     tram_completions_fail_all(s);
     tram_output_checker_stop(s->checker); /* after the completions: they cancel their checks */
     tram_endpoint_jobs_free(s);

@@ -9,6 +9,7 @@
 #include "grammar/gbnf_text.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
+#include "server/api_fields.h"
 
 typedef enum { KIND_JSON, KIND_JSON_OBJECT, KIND_REGEX, KIND_CHOICE, KIND_GRAMMAR } kind;
 
@@ -43,13 +44,8 @@ static int read_json_schema(const json_t *rf, constraint *c, int *n, tram_api_er
     if (!json_is_object(js))
         return tram_api_fail(e, 400, "response_format.json_schema", "invalid_value",
                              "'response_format.json_schema' must be an object with a 'schema'.");
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)js, key, v) {
-        if (strcmp(key, "name") && strcmp(key, "schema") && strcmp(key, "strict") &&
-            strcmp(key, "description"))
-            return invalid(e, "response_format.json_schema", "Unsupported key in '%s': '%s'.", key);
-    }
+    if (tram_api_check_object(js, TRAM_OBJ_JSON_SCHEMA, "response_format.json_schema", NULL, 0, e))
+        return -1;
     const json_t *schema = json_object_get(js, "schema");
     if (!schema)
         return tram_api_fail(e, 400, "response_format.json_schema.schema", "missing_required_parameter",
@@ -66,9 +62,21 @@ static int read_response_format(const json_t *body, constraint *c, int *n, tram_
     if (!json_is_object(rf) || !json_is_string(type))
         return tram_api_fail(e, 400, "response_format.type", "invalid_value",
                              "'response_format' must be an object with a string 'type'.");
+    if (tram_api_check_object(rf, TRAM_OBJ_RESPONSE_FORMAT, "response_format", NULL, 0, e))
+        return -1;
     const char *t = json_string_value(type);
+    const json_t *schema = json_object_get(rf, "schema"), *js = json_object_get(rf, "json_schema");
+    /* each type takes its own key only: another one would be dropped */
+    if (schema && strcmp(t, "json_object"))
+        return invalid(e, "response_format.schema", "Invalid '%s': it is read with type "
+                       "'json_object' only, not '%s'.", t);
+    if (js && strcmp(t, "json_schema"))
+        return invalid(e, "response_format.json_schema", "Invalid '%s': it is read with type "
+                       "'json_schema' only, not '%s'.", t);
     if (!strcmp(t, "text"))
         return 0;
+    if (!strcmp(t, "json_object") && schema && !json_is_null(schema))  /* llama.cpp's form */
+        return found(c, n, KIND_JSON, schema, "response_format.schema", e);
     if (!strcmp(t, "json_object"))
         return found(c, n, KIND_JSON_OBJECT, rf, "response_format", e);
     if (!strcmp(t, "json_schema"))

@@ -3,8 +3,11 @@
  *
  * Fields (at most one constraint per request; two are a 400):
  *   response_format  {"type": "text"} | {"type": "json_object"} |
+ *                    {"type": "json_object", "schema": {...}} (llama.cpp's
+ *                     form: the schema holds) |
  *                    {"type": "json_schema", "json_schema": {"name", "schema",
  *                     "strict", "description"}}
+ *                    (a key of another type's, or unknown, is a 400 naming it)
  *   structured_outputs  vLLM's {"json" | "regex" | "choice" | "grammar" |
  *                    "json_object"}: one key
  *   guided_json, guided_regex, guided_choice, guided_grammar  its older aliases

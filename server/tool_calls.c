@@ -263,15 +263,23 @@ static int may_end(const tram_tool_reader *r)
 
 void tram_tool_reader_finish(tram_tool_reader *r, int cut, int abort)
 {
-    int hermes = r->format == TRAM_TOOLS_GENERIC || r->format == TRAM_TOOLS_HERMES;
     int n = 0;
     while (n < r->num_calls && r->calls[n].done)
         n++;
-    if (abort || r->state == T_CONTENT || n == 0 || !(may_end(r) || (cut && hermes)))
+    r->finished = 1;
+    if (cut && !abort && !r->invalid) {
+        /* max_tokens cut the text while it still read as calls: the calls
+         * it completed count, and neither the unfinished one nor a marker
+         * begun at the cut is content (content() held its bytes back) */
+        r->num_final = r->state == T_CONTENT ? 0 : r->tools->parallel ? n : TRAM_MIN(n, 1);
+        if (r->state != T_CONTENT)
+            r->content_end = r->calls_at;
+        return;
+    }
+    if (abort || r->state == T_CONTENT || n == 0 || !may_end(r))
         r->invalid = 1;
     r->num_final = r->invalid ? 0 : r->tools->parallel ? n : 1;
     r->content_end = r->invalid ? r->len : r->calls_at;
-    r->finished = 1;
 }
 
 json_t *tram_tool_reader_calls(const tram_tool_reader *r)

@@ -21,7 +21,14 @@
  * the reply turns out not to be calls (then the content that follows is
  * all of the text from where the content stopped, and calls already begun
  * stay begun), or max_tokens cuts it inside a call (which the whole reply
- * drops). */
+ * drops).
+ *
+ * Cut by max_tokens: the markup of a call is never content, in any format
+ * or tool_choice.  The calls completed before the cut count (the reason
+ * stays "length"), an unfinished one is dropped, and the content is the
+ * text before the calls; a marker begun at the very end ("<tool_") is
+ * dropped too.  As OpenAI and vLLM answer a forced call cut short: no
+ * tool_calls and empty content. */
 #ifndef TRAM_TOOL_CALLS_H
 #define TRAM_TOOL_CALLS_H
 
@@ -70,9 +77,9 @@ void tram_tool_reader_free(tram_tool_reader *r);
  * time, the earlier one its prefix). */
 void tram_tool_reader_feed(tram_tool_reader *r, const char *text, size_t len);
 
-/* The reply ended; cut: max_tokens cut it short, so in the <tool_call>
- * formats the calls it completed count and an unfinished last one is
- * dropped.  abort: it was aborted (all content). */
+/* The reply ended; cut: max_tokens cut it short (see above: the calls it
+ * completed count, the rest of the markup is dropped).  abort: it was
+ * aborted (all content). */
 void tram_tool_reader_finish(tram_tool_reader *r, int cut, int abort);
 
 /* message.tool_calls once finished: [{id, type, function: {name,

@@ -40,7 +40,7 @@ BAD_REQUESTS = [
     ("/v1/chat/completions", {"messages": MSG, "max_tokens": 0}, "max_tokens"),
     ("/v1/chat/completions", {"messages": MSG, "max_tokens": "ten"}, "max_tokens"),
     ("/v1/chat/completions", {"messages": MSG, "stop": 5}, "stop"),
-    ("/v1/chat/completions", {"messages": MSG, "logit_bias": {"abc": 1}}, "logit_bias"),
+    ("/v1/chat/completions", {"messages": MSG, "logit_bias": {"abc": 1}}, "logit_bias.abc"),
     ("/v1/chat/completions", {"messages": MSG, "stream_options": {"include_usage": True}}, "stream_options"),
     ("/v1/completions", {"prompt": [999999999]}, "prompt"),
     ("/v1/completions", {"prompt": 3}, "prompt"),

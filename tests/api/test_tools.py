@@ -169,7 +169,7 @@ BAD = [
     ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
     ({"messages": [{"role": "assistant", "content": None, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{not json"}}]}]},
-     "messages[0].tool_calls[0]"),
+     "messages[0].tool_calls[0].function.arguments"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "not": {}}}}],
       "tool_choice": "required"}, "tools[0].function.parameters"),
 ]
@@ -228,3 +228,18 @@ def test_sdk_parse_with_a_pydantic_tool(client, server):
     assert isinstance(call.function.parsed_arguments, Forecast)
     assert call.function.parsed_arguments.unit in ("celsius", "fahrenheit")
     assert len(call.function.parsed_arguments.city) <= 12
+
+
+@pytest.mark.parametrize("max_tokens", [1, 3, 9])
+@pytest.mark.parametrize("choice", ["required", NAMED])
+def test_forced_call_cut_by_max_tokens_is_not_content(client, server, choice, max_tokens):
+    """A forced call that max_tokens cuts: no tool_calls and empty content, as
+    OpenAI and vLLM answer; streamed, no delta.content carries its markup."""
+    kw = dict(model=server.model, messages=ASK, tools=TOOLS, tool_choice=choice, temperature=0,
+              max_tokens=max_tokens)
+    r = client.chat.completions.create(**kw)
+    assert r.choices[0].finish_reason == "length"
+    assert r.choices[0].message.tool_calls is None and not r.choices[0].message.content, r
+    chunks = list(client.chat.completions.create(stream=True, **kw))
+    assert not "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"

@@ -133,3 +133,77 @@ Test(server_fields, max_completion_tokens_on_completions)
     cr_assert_eq(r.params.max_tokens, 5);
     tram_api_request_free(&r);
 }
+/* The value at path ("messages[1].tool_calls[0].function") in j. */
+static json_t *at_path(json_t *j, const char *path)
+{
+    char name[64];
+    while (j && *path) {
+        size_t n = strcspn(path, ".[");
+        snprintf(name, sizeof(name), "%.*s", (int)n, path);
+        j = json_object_get(j, name);
+        path += n;
+        while (j && *path == '[') {
+            j = json_array_get(j, strtoul(path + 1, (char **)&path, 10));
+            path++;  /* ']' */
+        }
+        if (*path == '.')
+            path++;
+    }
+    return j;
+}
+
+/* Parses a chat body as the server does; 0, or -1 with e filled. */
+static int parse_chat_body(const char *text, tram_api_error *e)
+{
+    tram_api_request r;
+    memset(e, 0, sizeof(*e));
+    if (tram_api_request_parse(&r, TRAM_API_CHAT, &defaults, text, strlen(text), e))
+        return -1;
+    const tram_grammar *g = NULL;
+    int rc = tram_structured_grammar(r.root, tok, &g, e);
+    tram_grammar_release(g);
+    tram_api_request_free(&r);
+    return rc;
+}
+
+/* Every nested object the API defines: its example is accepted, and one
+ * unknown key put into it is a 400 naming the key's whole path. */
+Test(server_fields, an_unknown_key_in_any_nested_object_is_400_naming_its_path)
+{
+    for (int id = 0; id < TRAM_OBJ_COUNT; id++) {
+        const tram_api_object *o = &tram_api_objects[id];
+        tram_api_error e;
+        cr_assert_eq(parse_chat_body(o->example_body, &e), 0, "%s: %s", o->path, e.message);
+        json_t *body = json_loads(o->example_body, 0, NULL);
+        json_t *target = at_path(body, o->example_path);
+        cr_assert(json_is_object(target), "%s: no object at %s", o->path, o->example_path);
+        json_object_set_new(target, "zz_unknown", json_true());
+        char *text = json_dumps(body, 0), want[160];
+        snprintf(want, sizeof(want), "%s.zz_unknown", o->example_path);
+        cr_assert_eq(parse_chat_body(text, &e), -1, "%s: accepted %s", o->path, text);
+        cr_assert_eq(e.status, 400);
+        cr_assert_str_eq(e.param, want, "%s: %s", o->path, e.message);
+        free(text);
+        json_decref(body);
+    }
+}
+
+/* A nested object's rejected key is a 400 naming its path unless null; an
+ * ignored one is accepted and listed. */
+Test(server_fields, nested_rows_are_honoured_ignored_or_rejected)
+{
+    const char *body = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\", \"name\": \"ann\"}, "
+                       "{\"role\": \"assistant\", \"content\": \"x\", \"refusal\": null, \"function_call\": null}]}";
+    tram_api_request r;
+    tram_api_error e = {0};
+    cr_assert_eq(tram_api_request_parse(&r, TRAM_API_CHAT, &defaults, body, strlen(body), &e), 0, "%s", e.message);
+    cr_assert(strstr(r.ignored, "messages[0].name"), "%s", r.ignored);
+    tram_api_request_free(&r);
+    body = "{\"messages\": [{\"role\": \"assistant\", \"content\": \"x\", \"refusal\": \"no\"}]}";
+    cr_assert_eq(parse_chat_body(body, &e), -1);
+    cr_assert_str_eq(e.param, "messages[0].refusal");
+    body = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream\": true, "
+           "\"stream_options\": {\"include_usage\": 1}}";
+    cr_assert_eq(parse_chat_body(body, &e), -1);
+    cr_assert_str_eq(e.param, "stream_options.include_usage");
+}

@@ -151,11 +151,17 @@ static const bad_case bad_chat[] = {
     {CHAT_WITH("\"stop\": [\"a\", 3]"), "stop"},
     {CHAT_WITH("\"stop\": {}"), "stop"},
     {CHAT_WITH("\"stop_token_ids\": [-1]"), "stop_token_ids"},
-    {CHAT_WITH("\"logit_bias\": {\"x\": 1}"), "logit_bias"},
-    {CHAT_WITH("\"logit_bias\": {\"3\": 101}"), "logit_bias"},
+    {CHAT_WITH("\"logit_bias\": {\"x\": 1}"), "logit_bias.x"},
+    {CHAT_WITH("\"logit_bias\": {\"3\": 101}"), "logit_bias.3"},
     {CHAT_WITH("\"seed\": \"7\""), "seed"},
     {CHAT_WITH("\"model\": 3"), "model"},
-    {CHAT_WITH("\"temperature\": 1e400"), NULL},
+    {CHAT_WITH("\"temperature\": 1e400"), "temperature"},
+    {CHAT_WITH("\"seed\": 18446744073709551616"), "seed"},
+    {CHAT_WITH("\"seed\": -9223372036854775809"), "seed"},
+    {CHAT_WITH("\"max_tokens\": 16.5"), "max_tokens"},
+    {CHAT_WITH("\"stop\": [\"a\\u0000b\"]"), "stop[0]"},
+    {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\\u0000\"}]}", "messages[0].content"},
+    {CHAT_WITH("\"logit_bias\": {\"1\\u0000\": 1}"), "logit_bias.1\\u0000"},
 };
 
 static const bad_case bad_completion[] = {
@@ -217,8 +223,55 @@ Test(server_request, invalid_utf8_and_nul_are_rejected)
     cr_assert_eq(err.status, 400);
     const char nul[] = "{\"prompt\": \"a\\u0000b\"}";
     cr_assert_eq(tram_api_request_parse(&req, TRAM_API_COMPLETION, &defaults, nul, sizeof(nul) - 1, &err), -1);
+    cr_assert_str_eq(err.param, "prompt", "valid JSON: a 400 naming the field, not a parse error");
     const char raw_nul[] = "{\"prompt\": \"a\0b\"}";
     cr_assert_eq(tram_api_request_parse(&req, TRAM_API_COMPLETION, &defaults, raw_nul, sizeof(raw_nul) - 1, &err), -1);
+}
+
+/* Valid JSON that jansson cannot hold as it is: integers past 64 bits,
+ * numbers past a double, \u0000.  Each is a 400 naming its path, but where
+ * it means nothing (a schema's default or examples); 64-bit integers and
+ * integer-valued decimals are taken. */
+Test(server_request, numbers_past_64_bits_are_named_or_taken)
+{
+    static const struct {
+        const char *extra, *param;  /* param NULL: accepted */
+    } cases[] = {
+        {"\"seed\": 9223372036854775807", NULL},
+        {"\"seed\": -9223372036854775808", NULL},
+        {"\"seed\": 123456789012345678901234567890", "seed"},
+        {"\"max_tokens\": 16.0, \"n\": 2.0, \"top_k\": 5e0", NULL},
+        {"\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": "
+         "\"object\", \"properties\": {\"n\": {\"type\": \"integer\", \"default\": 99999999999999999999, "
+         "\"examples\": [1e999]}}}}}]", NULL},
+        {"\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": "
+         "\"object\", \"properties\": {\"n\": {\"enum\": [1, 99999999999999999999]}}}}}]",
+         "tools[0].function.parameters.properties.n.enum[1]"},
+        {"\"chat_template_kwargs\": {\"default\": 99999999999999999999}", "chat_template_kwargs.default"},
+        {"\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": "
+         "{\"const\": -99999999999999999999}}}", "response_format.json_schema.schema.const"},
+    };
+    char body[1024];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(body, sizeof(body), "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], %s}",
+                 cases[i].extra);
+        int rc = parse(TRAM_API_CHAT, body);
+        if (!cases[i].param) {
+            cr_assert_eq(rc, 0, "%s: %s", body, err.message);
+            tram_api_request_free(&req);
+            continue;
+        }
+        cr_assert_eq(rc, -1, "accepted: %s", body);
+        cr_assert_str_eq(err.param, cases[i].param, "%s: %s", body, err.message);
+        cr_assert(strstr(err.message, "out of range"), "%s", err.message);
+    }
+    cr_assert_eq(parse(TRAM_API_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
+                                      "\"seed\": 1.5}"), -1);
+    const char *call = "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"id\": \"c\", \"type\": "
+                       "\"function\", \"function\": {\"name\": \"f\", \"arguments\": \"{\\\"n\\\": "
+                       "99999999999999999999}\"}}]}]}";
+    cr_assert_eq(parse(TRAM_API_CHAT, call), -1);
+    cr_assert_str_eq(err.param, "messages[0].tool_calls[0].function.arguments.n", "%s", err.message);
 }
 
 Test(server_request, deep_nesting_is_an_error_not_a_crash)

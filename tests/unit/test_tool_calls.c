@@ -60,11 +60,38 @@ Test(tool_calls, a_reply_cut_short_keeps_its_finished_calls)
         if (tails[i][0])   /* not cut: an unfinished call makes it all content */
             expect(TRAM_TOOLS_HERMES, text, text, 0, NULL);
     }
-    /* nothing finished: content */
-    expect_cut(TRAM_TOOLS_GENERIC, "<tool_call>\n{\"name\": \"get_w", 1, "<tool_call>\n{\"name\": \"get_w", 0, NULL);
+    /* nothing finished: no calls, and the markup is not content either */
+    expect_cut(TRAM_TOOLS_GENERIC, "<tool_call>\n{\"name\": \"get_w", 1, "", 0, NULL);
     /* text that is not a call stays content however the reply ended */
     expect_cut(TRAM_TOOLS_HERMES, "<tool_call>{\"name\": \"x\"}</tool_call> <tool_", 1,
                "<tool_call>{\"name\": \"x\"}</tool_call> <tool_", 0, NULL);
+}
+
+/* A call cut by max_tokens, at every byte, in every format: the markup is
+ * never content, the text before it is, and a finished call still counts. */
+Test(tool_calls, a_call_cut_anywhere_leaves_no_markup_in_the_content)
+{
+    static const struct {
+        tram_tool_format f;
+        const char *text;
+    } cases[] = {
+        {TRAM_TOOLS_HERMES, "Sure. <tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": 1}}\n</tool_call>"},
+        {TRAM_TOOLS_GENERIC, "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": 1}}\n</tool_call>"},
+        {TRAM_TOOLS_LLAMA3, "<|python_tag|>{\"name\": \"search\", \"parameters\": {\"q\": 1}}"},
+        {TRAM_TOOLS_MISTRAL, "Sure. [TOOL_CALLS] [{\"name\": \"search\", \"arguments\": {\"q\": 1}}]"},
+    };
+    const char *one[] = {"search:{\"q\": 1}"};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *text = cases[i].text;
+        size_t before = strcspn(text, "<["), len = strlen(text);
+        size_t complete = (size_t)(strstr(text, "}}") - text) + 2;
+        char content[64], cut[256];
+        snprintf(content, sizeof(content), "%.*s", (int)before, text);
+        for (size_t at = before + 1; at <= len; at++) {
+            snprintf(cut, sizeof(cut), "%.*s", (int)at, text);
+            expect_cut(cases[i].f, cut, 1, content, at >= complete, one);
+        }
+    }
 }
 
 Test(tool_calls, hermes_and_generic)

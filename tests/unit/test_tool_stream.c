@@ -413,6 +413,26 @@ Test(tool_stream, a_cut_reply_keeps_its_finished_calls_in_any_pieces)
     for_each_split(TRAM_TOOLS_HERMES, &tools, text, 1, same_calls);
 }
 
+/* A call cut at any byte and streamed in any pieces: the content that went
+ * out is the text before the call, never its markup ("Hi " here). */
+static void no_markup_streamed(const stream_result *whole, const stream_result *s, const char *text,
+                               const char *how)
+{
+    cr_assert_eq(s->content_len, 3, "%s, %s", text, how);
+    cr_assert_eq(s->content.len, 3, "%s, %s: %zu bytes of content streamed", text, how, s->content.len);
+    cr_assert_str_eq(s->calls, whole->calls, "%s, %s", text, how);
+}
+
+Test(tool_stream, a_call_cut_anywhere_streams_no_markup_as_content)
+{
+    const char *text = "Hi <tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": 1}}\n</tool_call>";
+    char cut[128];
+    for (size_t at = 4; at < strlen(text); at++) {
+        snprintf(cut, sizeof(cut), "%.*s", (int)at, text);
+        for_each_split(TRAM_TOOLS_HERMES, &tools, cut, 1, no_markup_streamed);
+    }
+}
+
 /* Any text, split any way: the same reading at the end, the streamed content
  * is that reading's content (all of the text when it holds no calls), and
  * the calls it holds streamed as they are. */
