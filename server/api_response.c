@@ -221,17 +221,16 @@ void tram_api_choice_set_error(json_t *choice, const json_t *error)
         json_object_set(choice, "error", (json_t *)error);
 }
 
-json_t *tram_api_chunk(const tram_api_envelope *env, int index, int role, const char *text,
-                       size_t len, json_t *logprobs, const char *finish_reason, int with_usage)
+json_t *tram_api_chunk(const tram_api_envelope *env, const tram_api_delta *d, int with_usage)
 {
     json_t *r = envelope(env, 1);
     if (!r) {
-        json_decref(logprobs);
+        json_decref(d->logprobs);
         return NULL;
     }
     json_array_append_new(json_object_get(r, "choices"),
-                          choice_json(env->kind, index, 1, role, text, len, logprobs,
-                                      finish_reason));
+                          choice_json(env->kind, d->index, 1, d->role, d->text, d->len, d->logprobs,
+                                      d->finish_reason));
     if (with_usage)
         json_object_set_new(r, "usage", json_null());
     return r;
@@ -244,7 +243,7 @@ json_t *tram_api_tool_call_chunk(const tram_api_envelope *env, int index, int ca
                                     "function", "function", "name", name, "arguments", "")
                         : json_pack("{s:i, s:{s:s%}}", "index", call_index, "function", "arguments",
                                     arguments, len);
-    json_t *r = tram_api_chunk(env, index, 0, NULL, 0, NULL, NULL, with_usage);
+    json_t *r = tram_api_chunk(env, &(tram_api_delta){.index = index}, with_usage);
     json_t *delta = json_object_get(json_array_get(json_object_get(r, "choices"), 0), "delta");
     if (!item || !delta) {
         json_decref(item);

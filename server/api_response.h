@@ -59,12 +59,20 @@ json_t *tram_api_response(const tram_api_envelope *env, const tram_api_choice *c
 /* A finished choice's "error" object (finish_reason "error") in a response
  * or chunk choice: error is not stolen. */
 void tram_api_choice_set_error(json_t *choice, const json_t *error);
-/* One stream chunk for one choice: role (chat, first chunk only) adds
- * "role": "assistant"; text NULL is content null; logprobs is stolen (may be NULL); finish_reason NULL
- * while running; with_usage adds "usage": null as OpenAI does when
- * stream_options.include_usage is set. */
-json_t *tram_api_chunk(const tram_api_envelope *env, int index, int role, const char *text,
-                       size_t len, json_t *logprobs, const char *finish_reason, int with_usage);
+/* What one stream chunk says of one choice.  Zeros are the usual case: no
+ * role, content null, no logprobs, still running. */
+typedef struct {
+    int index;                  /* the choice */
+    int role;                   /* chat's first chunk: adds "role": "assistant" */
+    const char *text;           /* content text[0..len); NULL: content null */
+    size_t len;
+    json_t *logprobs;           /* stolen; may be NULL */
+    const char *finish_reason;  /* NULL while running */
+} tram_api_delta;
+
+/* One stream chunk for one choice; with_usage adds "usage": null as OpenAI
+ * does when stream_options.include_usage is set. */
+json_t *tram_api_chunk(const tram_api_envelope *env, const tram_api_delta *d, int with_usage);
 /* A stream chunk of one tool call, as the OpenAI SDK's stream helpers
  * accumulate them: with id and name (the call's first chunk), index, id,
  * type and name with empty arguments; without, index and the next

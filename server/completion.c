@@ -310,7 +310,7 @@ static int prepare(tram_completion *c, tram_api_kind kind, const char *body, siz
 static void on_close(struct evhttp_connection *conn, void *arg);
 
 /* Every prompt waits to be accepted; the client is watched from now on. */
-static void watch(tram_completion *c)
+static void await_acceptance(tram_completion *c)
 {
     for (int i = 0; i < c->num_prompts; i++)
         c->prompts[i] = (completion_prompt){
@@ -344,14 +344,14 @@ static int submit(tram_completion *c)
         *tail = sub;
         tail = &sub->next;
     }
-    watch(c);
+    await_acceptance(c);
     tram_worker_submit(c->srv->worker, list);
     return 0;
 }
 
 /* ------------------------------------------------------------ response cache */
 
-static int apply(tram_completion *c, completion_prompt *p, const tram_event *ev);
+static int apply_prompt_event(tram_completion *c, completion_prompt *p, const tram_event *ev);
 
 /* A hit, or a flight joined late: the records so far, as the leader got them. */
 static void replay(tram_completion *c, const tram_rcache_entry *e)
@@ -362,7 +362,7 @@ static void replay(tram_completion *c, const tram_rcache_entry *e)
         tram_event ev = {.kind = rec->kind, .out = rec->out};
         if (rec->error)
             ev.error = *rec->error;
-        if (apply(c, &c->prompts[rec->prompt], &ev))
+        if (apply_prompt_event(c, &c->prompts[rec->prompt], &ev))
             return;  /* finished, and freed */
     }
 }
@@ -374,7 +374,7 @@ static void forward(tram_completion *c, const completion_prompt *p, const tram_e
     tram_rcache_append(c->srv->cache, c->flight, ev, p->index);
     for (int i = tram_rcache_num_followers(c->flight) - 1; i >= 0; i--) {
         tram_completion *f = tram_rcache_follower(c->flight, i);
-        apply(f, &f->prompts[p->index], ev);
+        apply_prompt_event(f, &f->prompts[p->index], ev);
     }
 }
 
@@ -428,7 +428,7 @@ static int use_cache(tram_completion *c)
     c->follower = 1;
     c->flight = r == TRAM_RCACHE_JOIN ? entry : NULL;
     cache_header(c, r == TRAM_RCACHE_JOIN ? "coalesced" : "hit");
-    watch(c);
+    await_acceptance(c);
     replay(c, entry);
     return 1;
 }
@@ -520,7 +520,7 @@ static void refuse_now(tram_server *s, struct evhttp_request *req, int reason, c
 
 /* The body goes to the pool; the client is watched from now on, so drain
  * waits for it and a disconnect is noticed while it is prepared. */
-static void handle(tram_server *s, struct evhttp_request *req, tram_api_kind kind)
+static void handle_completion_request(tram_server *s, struct evhttp_request *req, tram_api_kind kind)
 {
     if (!s->ready || s->draining) {
         refuse_now(s, req, s->draining ? TRAM_REFUSED_DRAINING : TRAM_REFUSED_LOADING,
@@ -555,12 +555,12 @@ static void handle(tram_server *s, struct evhttp_request *req, tram_api_kind kin
 
 void tram_handle_chat(tram_server *s, struct evhttp_request *req)
 {
-    handle(s, req, TRAM_API_CHAT);
+    handle_completion_request(s, req, TRAM_API_CHAT);
 }
 
 void tram_handle_completion(tram_server *s, struct evhttp_request *req)
 {
-    handle(s, req, TRAM_API_COMPLETION);
+    handle_completion_request(s, req, TRAM_API_COMPLETION);
 }
 
 int tram_completion_start_internal(tram_server *s, tram_api_kind kind, const char *body,
@@ -706,7 +706,7 @@ static void detach_flight(tram_completion *c, int cache_it)
 
 /* Every engine request has settled: answer (if the client is still there),
  * count, log and free. */
-static void finish(tram_completion *c)
+static void finish_completion(tram_completion *c)
 {
     double now = tram_now();
     tram_api_usage u;
@@ -754,12 +754,13 @@ static void start_stream(tram_completion *c)
     c->streaming = 1;
     tram_http_sse_start(c->req);
     for (int i = 0; c->api.kind == TRAM_API_CHAT && i < c->num_choices; i++)
-        send_chunk(c, tram_api_chunk(&c->env, i, 1, c->with_tools ? NULL : "", 0, NULL, NULL,
+        send_chunk(c, tram_api_chunk(&c->env, &(tram_api_delta){.index = i, .role = 1,
+                                                        .text = c->with_tools ? NULL : ""},
                                      c->api.include_usage));
 }
 
 /* Called as prompts are accepted or rejected; 1 when it finished c. */
-static int settle(tram_completion *c)
+static int settle_prompts(tram_completion *c)
 {
     if (c->pending > 0)
         return 0;
@@ -769,7 +770,7 @@ static int settle(tram_completion *c)
         start_stream(c);
     if (c->unfinished > 0)
         return 0;
-    finish(c);
+    finish_completion(c);
     return 1;
 }
 
@@ -777,7 +778,7 @@ static int settle(tram_completion *c)
 
 /* Text (and logprobs) for one choice: a chunk when streaming, else kept for
  * the final body. */
-static void emit(tram_completion *c, int ci, const char *text, size_t len,
+static void emit_choice_text(tram_completion *c, int ci, const char *text, size_t len,
                  const tram_logprob_entry *lp, int num_lp, const char *finish_reason)
 {
     tram_api_choice *choice = &c->choices[ci];
@@ -795,7 +796,10 @@ static void emit(tram_completion *c, int ci, const char *text, size_t len,
         tram_api_choice_append(choice, text, len);
     if (!c->streaming)
         return;
-    send_chunk(c, tram_api_chunk(&c->env, ci, 0, text, len, lpj, finish_reason, c->api.include_usage));
+    send_chunk(c, tram_api_chunk(&c->env,
+                                 &(tram_api_delta){.index = ci, .text = text, .len = len, .logprobs = lpj,
+                                                   .finish_reason = finish_reason},
+                                 c->api.include_usage));
 }
 
 /* Streams the choice's content text[sent..upto), with the logprobs kept so
@@ -806,8 +810,9 @@ static void send_content(tram_completion *c, int ci, size_t upto, const char *fi
     if (upto <= choice->sent && !choice->logprobs && !finish_reason)
         return;
     const char *text = upto > choice->sent ? choice->text + choice->sent : NULL;
-    send_chunk(c, tram_api_chunk(&c->env, ci, 0, text, upto > choice->sent ? upto - choice->sent : 0,
-                                 choice->logprobs, finish_reason, c->api.include_usage));
+    tram_api_delta d = {.index = ci, .text = text, .len = upto > choice->sent ? upto - choice->sent : 0,
+                        .logprobs = choice->logprobs, .finish_reason = finish_reason};
+    send_chunk(c, tram_api_chunk(&c->env, &d, c->api.include_usage));
     choice->logprobs = NULL;
     choice->sent = TRAM_MAX(choice->sent, upto);
 }
@@ -893,7 +898,8 @@ static void observe_latency(tram_completion *c, int ci, double now, double queue
 static void send_final(tram_completion *c, int ci, const char *reason)
 {
     tram_api_choice *choice = &c->choices[ci];
-    json_t *chunk = tram_api_chunk(&c->env, ci, 0, NULL, 0, choice->logprobs, reason, c->api.include_usage);
+    tram_api_delta d = {.index = ci, .logprobs = choice->logprobs, .finish_reason = reason};
+    json_t *chunk = tram_api_chunk(&c->env, &d, c->api.include_usage);
     choice->logprobs = NULL;
     tram_api_choice_set_error(json_array_get(json_object_get(chunk, "choices"), 0), choice->error);
     send_chunk(c, chunk);
@@ -916,7 +922,7 @@ static int end_choice(tram_completion *c, completion_prompt *p, int ci, const ch
     p->state = P_FINISHED;
     if (--c->unfinished > 0 || c->pending > 0)
         return 0;
-    finish(c);
+    finish_completion(c);
     return 1;
 }
 
@@ -1002,7 +1008,7 @@ static int on_output(tram_completion *c, completion_prompt *p, const tram_output
     if (!choice->started) {
         choice->started = 1;
         if (p->echo)
-            emit(c, ci, p->echo, strlen(p->echo), o->prompt_logprobs,
+            emit_choice_text(c, ci, p->echo, strlen(p->echo), o->prompt_logprobs,
                  o->prompt_logprobs ? o->prompt_tokens : 0, NULL);
     }
     /* a complete output is checked against its schema before it ends */
@@ -1010,7 +1016,8 @@ static int on_output(tram_completion *c, completion_prompt *p, const tram_output
     if (c->with_tools)
         reason = emit_with_tools(c, ci, o, reason, hold);
     else
-        emit(c, ci, o->text, o->text_len, o->logprobs, o->logprobs ? o->num_tokens : 0, hold ? NULL : reason);
+        emit_choice_text(c, ci, o->text, o->text_len, o->logprobs, o->logprobs ? o->num_tokens : 0,
+                         hold ? NULL : reason);
     if (!reason)
         return 0;
     c->completion_tokens += o->completion_tokens;
@@ -1021,20 +1028,20 @@ static int on_output(tram_completion *c, completion_prompt *p, const tram_output
 
 /* One event for prompt p of c, from the engine or from c's flight; 1 when it
  * finished c. */
-static int apply(tram_completion *c, completion_prompt *p, const tram_event *ev)
+static int apply_prompt_event(tram_completion *c, completion_prompt *p, const tram_event *ev)
 {
     switch (ev->kind) {
     case TRAM_EV_ACCEPTED:
         p->state = P_ACCEPTED;
         c->pending--;
         c->unfinished++;
-        return settle(c);
+        return settle_prompts(c);
     case TRAM_EV_REJECTED:
         p->state = P_REJECTED;
         c->pending--;
         if (!c->error.status)
             c->error = ev->error;
-        return settle(c);
+        return settle_prompts(c);
     case TRAM_EV_OUTPUT:
         return on_output(c, p, &ev->out);
     default:
@@ -1048,7 +1055,7 @@ void tram_completion_on_event(const tram_event *ev)
     tram_completion *c = p->completion;
     if (c->flight)
         forward(c, p, ev);
-    apply(c, p, ev);
+    apply_prompt_event(c, p, ev);
 }
 
 /* ------------------------------------------------------------ connections */

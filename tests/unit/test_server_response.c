@@ -69,7 +69,7 @@ Test(server_response, chat_completion_body)
 Test(server_response, stream_chunks)
 {
     tram_api_envelope env = {.kind = TRAM_API_CHAT, .id = "chatcmpl-y", .created = 5, .model = "smol"};
-    json_t *first = tram_api_chunk(&env, 2, 1, "", 0, NULL, NULL, 1);
+    json_t *first = tram_api_chunk(&env, &(tram_api_delta){.index = 2, .role = 1, .text = ""}, 1);
     cr_assert_str_eq(str(first, "object"), "chat.completion.chunk");
     json_t *c = json_array_get(json_object_get(first, "choices"), 0);
     cr_assert_eq(num(c, "index"), 2);
@@ -79,7 +79,7 @@ Test(server_response, stream_chunks)
     cr_assert_not_null(json_object_get(first, "usage"));
     json_decref(first);
 
-    json_t *last = tram_api_chunk(&env, 0, 0, "end", 3, NULL, "stop", 0);
+    json_t *last = tram_api_chunk(&env, &(tram_api_delta){.text = "end", .len = 3, .finish_reason = "stop"}, 0);
     c = json_array_get(json_object_get(last, "choices"), 0);
     cr_assert_null(json_object_get(json_object_get(c, "delta"), "role"), "only the first chunk has the role");
     cr_assert_str_eq(str(json_object_get(c, "delta"), "content"), "end");
@@ -95,7 +95,7 @@ Test(server_response, stream_chunks)
 
     tram_api_envelope cenv = {
         .kind = TRAM_API_COMPLETION, .id = "cmpl-z", .created = 5, .model = "smol"};
-    json_t *tc = tram_api_chunk(&cenv, 1, 0, "abc", 3, NULL, NULL, 0);
+    json_t *tc = tram_api_chunk(&cenv, &(tram_api_delta){.index = 1, .text = "abc", .len = 3}, 0);
     cr_assert_str_eq(str(tc, "object"), "text_completion");
     c = json_array_get(json_object_get(tc, "choices"), 0);
     cr_assert_str_eq(str(c, "text"), "abc");
