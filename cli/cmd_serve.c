@@ -91,11 +91,12 @@ static int check_keys(tram_server_config *c)
                 err.msg);
         return -1;
     }
-    int n = tram_api_keys_count(keys);
+    int tenants = tram_api_keys_tenants(keys);
     tram_api_keys_free(keys);
-    if (n && c->response_cache_preload) {
-        fprintf(stderr, "tram: --response-cache-preload cannot be used with API keys: cached replies are "
-                        "kept per tenant, and preloaded ones belong to none\n");
+    if (tenants > 1 && c->response_cache_preload) {
+        fprintf(stderr, "tram: --response-cache-preload cannot be used with keys of %d tenants: cached "
+                        "replies are kept per tenant, and preloaded ones belong to the one tenant there is\n",
+                tenants);
         return -1;
     }
     return 0;

@@ -87,6 +87,11 @@ int tram_api_keys_tenants(const tram_api_keys *k)
     return n;
 }
 
+const char *tram_api_keys_sole_tenant(const tram_api_keys *k)
+{
+    return tram_api_keys_tenants(k) == 1 ? k->keys[0].tenant : "";
+}
+
 void tram_api_keys_free(tram_api_keys *k)
 {
     for (int i = 0; k && i < k->n; i++)

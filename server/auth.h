@@ -28,6 +28,10 @@ void tram_api_keys_free(tram_api_keys *k);
 int tram_api_keys_count(const tram_api_keys *k);
 /* How many tenant names the keys have (keys sharing a name count once). */
 int tram_api_keys_tenants(const tram_api_keys *k);
+/* The name every key shares, or "" with no keys or several names: the
+ * tenant of the requests the server makes itself (the preload), so that a
+ * single tenant's preloaded replies are its own. */
+const char *tram_api_keys_sole_tenant(const tram_api_keys *k);
 /* The tenant of the key that header ("Bearer KEY") carries, NULL when it
  * carries none of them; with no keys at all (k NULL or empty) every request
  * passes, as tenant "".  Every key is compared, each over the whole of what

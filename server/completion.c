@@ -572,6 +572,7 @@ int tram_completion_start_internal(tram_server *s, tram_api_kind kind, const cha
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     c->done = done;
     c->done_arg = arg;
+    snprintf(c->tenant, sizeof(c->tenant), "%s", tram_api_keys_sole_tenant(s->keys));
     completion_link(c);
     if (prepare_all(c, body, len, e) || proceed(c, e)) {
         completion_unlink(c);

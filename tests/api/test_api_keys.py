@@ -1,6 +1,7 @@
 """Several API keys: repeatable --api-key, --api-key-file with tenant names
 (read again on SIGHUP), per-tenant metrics and response-cache entries, and
 /metrics behind --metrics-api-key."""
+import json
 import signal
 import subprocess
 import time
@@ -110,3 +111,31 @@ def test_tram_api_key_is_the_key_when_no_flag_gives_one(monkeypatch):
         assert metrics_text(s)[0] == 200, "/metrics stays open without --metrics-api-key"
     finally:
         assert s.stop() == 0, s.final_log
+
+
+PRELOADED = {"prompt": "Preloaded for the one tenant:", "max_tokens": 3, "temperature": 0}
+
+
+def write_preload(tmp_path):
+    path = tmp_path / "hot.jsonl"
+    path.write_text(json.dumps({"custom_id": "hot", "method": "POST", "url": "/v1/completions",
+                                "body": PRELOADED}) + "\n")
+    return path
+
+
+def test_one_key_and_a_preload_serve_the_preloaded_reply_to_that_key(tmp_path):
+    s = Server("--api-key", "sk-only", "--response-cache", "deterministic",
+               "--response-cache-preload", str(write_preload(tmp_path)))
+    try:
+        status, hdrs, _ = s.post("/v1/completions", {"model": s.model, **PRELOADED}, auth("sk-only"))
+        assert status == 200 and hdrs["x-tram-cache"] == "hit", hdrs
+    finally:
+        assert s.stop() == 0, s.final_log
+
+
+def test_keys_of_several_tenants_and_a_preload_are_refused_at_start(tmp_path):
+    r = subprocess.run([BIN, "serve", "-m", MODEL, "--port", "0", "--api-key", "sk-a", "--api-key", "sk-b",
+                        "--response-cache", "deterministic",
+                        "--response-cache-preload", str(write_preload(tmp_path))],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "2 tenants" in r.stderr, r.stderr
