@@ -437,15 +437,24 @@ static int check_items(jv_ctx *c, const jv_node *n, json_t *arr, jv_eval *ev)
     return JV_OK;
 }
 
+/* minItems/maxItems and minProperties/maxProperties: the same bounds on a
+ * count of what (items, properties). */
+static int check_count(jv_ctx *c, const jv_node *n, size_t count, const char *min_key, const char *max_key,
+                       const char *what)
+{
+    const json_t *lo = get(n, min_key), *hi = get(n, max_key);
+    if (lo && count < json_number_value(lo))
+        return fail(c, min_key, "%zu %s, fewer than %g", count, what, json_number_value(lo));
+    if (hi && count > json_number_value(hi))
+        return fail(c, max_key, "%zu %s, more than %g", count, what, json_number_value(hi));
+    return JV_OK;
+}
+
 static int check_array(jv_ctx *c, const jv_node *n, json_t *arr, jv_eval *ev)
 {
-    size_t len = json_array_size(arr);
-    const json_t *lo = get(n, "minItems"), *hi = get(n, "maxItems");
-    if (lo && len < json_number_value(lo))
-        return fail(c, "minItems", "%zu items, fewer than %g", len, json_number_value(lo));
-    if (hi && len > json_number_value(hi))
-        return fail(c, "maxItems", "%zu items, more than %g", len, json_number_value(hi));
-    int r;
+    int r = check_count(c, n, json_array_size(arr), "minItems", "maxItems", "items");
+    if (r != JV_OK)
+        return r;
     if (json_is_true(get(n, "uniqueItems")) && (r = unique_items(c, arr)) != JV_OK)
         return r;
     if ((r = check_items(c, n, arr, ev)) != JV_OK)
@@ -536,13 +545,9 @@ static int check_members(jv_ctx *c, const jv_node *n, json_t *obj, jv_eval *ev)
 
 static int check_object(jv_ctx *c, const jv_node *n, json_t *obj, jv_eval *ev)
 {
-    size_t count = json_object_size(obj);
-    const json_t *lo = get(n, "minProperties"), *hi = get(n, "maxProperties");
-    if (lo && count < json_number_value(lo))
-        return fail(c, "minProperties", "%zu properties, fewer than %g", count, json_number_value(lo));
-    if (hi && count > json_number_value(hi))
-        return fail(c, "maxProperties", "%zu properties, more than %g", count, json_number_value(hi));
-    int r = check_required(c, get(n, "required"), obj, "required");
+    int r = check_count(c, n, json_object_size(obj), "minProperties", "maxProperties", "properties");
+    if (r == JV_OK)
+        r = check_required(c, get(n, "required"), obj, "required");
     if (r == JV_OK)
         r = check_members(c, n, obj, ev);
     if (r == JV_OK)

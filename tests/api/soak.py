@@ -31,8 +31,9 @@ class Tally:
             self.bad.append((what, status, body[:200]))
 
 
-def _post(port, path, body, stream=False):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+def post_raw(port, path, body, timeout=600):
+    """POSTs a JSON body on a connection of its own: (status, raw reply)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         c.request("POST", path, body=body, headers={"Content-Type": "application/json"})
         r = c.getresponse()
@@ -63,7 +64,7 @@ def _normal_client(port, model, seed, until, tally):
         else:
             path, body = "/v1/chat/completions", {"messages": [{"role": "user", "content": f"Name {rng.randint(2, 9)} colors."}]}
         body.update(model=model, max_tokens=rng.randint(2, 6), temperature=0, stream=stream)
-        status, data = _post(port, path, json.dumps(body))
+        status, data = post_raw(port, path, json.dumps(body))
         ok = _normal_ok(status, data, stream)
         with tally.lock:
             tally.normal += 1
@@ -77,7 +78,7 @@ def _bomb_client(port, made, seed, until, tally):
     while time.time() < until:
         name = rng.choice(names)
         path, data = made[name]
-        status, reply = _post(port, path, data)
+        status, reply = post_raw(port, path, data)
         with tally.lock:
             tally.bombs += 1
             tally.bomb_status[(name, status)] = tally.bomb_status.get((name, status), 0) + 1

@@ -13,6 +13,7 @@ import pytest
 
 from bombs import bombs, small_chat
 from conftest import Server, stream_raw
+from soak import post_raw
 from test_connections import wait_for
 
 # sizes that take a second or so to prepare on a loaded 2-core box (the
@@ -39,16 +40,6 @@ class Log:
             self.events.append(name)
 
 
-def send(port, path, body, timeout=300):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
-        r = conn.getresponse()
-        return r.status, r.read()
-    finally:
-        conn.close()
-
-
 @pytest.mark.parametrize("name", sorted(SCALE))
 def test_health_and_a_small_chat_are_served_while_a_bomb_is_prepared(srv, name):
     path, body = bombs(srv.model, SCALE[name])[name]
@@ -56,7 +47,7 @@ def test_health_and_a_small_chat_are_served_while_a_bomb_is_prepared(srv, name):
     log, bomb = Log(), {}
 
     def run_bomb():
-        bomb["reply"] = send(srv.port, path, data)
+        bomb["reply"] = post_raw(srv.port, path, data, timeout=300)
         log.add("bomb answered")
 
     t = threading.Thread(target=run_bomb)
