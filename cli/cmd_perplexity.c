@@ -19,6 +19,7 @@
 typedef struct {
     const char *model, *text, *compare, *exclude;
     int ctx, chunks, threads, int8;
+    int kv_dtype; /* tram_kv_dtype: the choices below are in its order */
 } ppl_args;
 
 #define FIELD(name) offsetof(ppl_args, name)
@@ -30,6 +31,8 @@ static const tram_flag perplexity_flags[] = {
     {.name = "--exclude", .kind = TRAM_FLAG_STRING, .field = FIELD(exclude)},
     {.name = "--quantization", .kind = TRAM_FLAG_CHOICE, .field = FIELD(int8),
      .choices = (const char *const[]){"none", "int8", NULL}},
+    {.name = "--kv-cache-dtype", .kind = TRAM_FLAG_CHOICE, .field = FIELD(kv_dtype),
+     .choices = (const char *const[]){"auto", "int8", "fp8", NULL}},
     {.name = "--ctx", .kind = TRAM_FLAG_INT, .field = FIELD(ctx), .lo = 4, .hi = 1 << 20},
     {.name = "--chunks", .kind = TRAM_FLAG_INT, .field = FIELD(chunks), .lo = 1, .hi = 1 << 20},
     {.name = "--threads", .alias = "-t", .kind = TRAM_FLAG_INT, .field = FIELD(threads), .lo = 1, .hi = 1 << 20},
@@ -39,12 +42,14 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: tram perplexity [-m MODEL] -f TEXT [--ctx N] [--chunks N] [--compare OTHER_MODEL]\n"
-            "       [--quantization none|int8] [--exclude LIST] [-t N]\n\n"
+            "       [--quantization none|int8] [--exclude LIST] [--kv-cache-dtype auto|int8|fp8] [-t N]\n\n"
             "Perplexity over non-overlapping windows of N tokens (512), each scored on its second\n"
             "half as llama.cpp's llama-perplexity does.  --compare also runs OTHER_MODEL (as stored,\n"
             "the reference) and reports the KL divergence and top-1 agreement of the two models'\n"
             "next-token distributions.  --quantization int8 quantizes MODEL's matrices at load,\n"
-            "except those --exclude names (lm_head, layers.0.mlp, ...; see tram quantize).\n");
+            "except those --exclude names (lm_head, layers.0.mlp, ...; see tram quantize).\n"
+            "--kv-cache-dtype int8|fp8 stores MODEL's KV cache in one byte a value (the reference's\n"
+            "stays f32): --compare MODEL itself measures what the cache's format costs.\n");
 }
 
 typedef struct {
@@ -82,12 +87,14 @@ static void report(const tram_ppl_stats *st, int compare)
            100.0 * s.top1, 100.0 * s.top1_err);
 }
 
+/* MODEL takes the flags' formats; the reference (reference = 1) is run as stored. */
 static int open_model(tram_model_file **f, tram_model **m, tram_backend *be, const char *path, const ppl_args *a,
-                      int int8, tram_error *err)
+                      int reference, tram_error *err)
 {
     tram_model_limits lim = tram_window_limits(a->ctx, TRAM_MIN(a->ctx, 64));
-    lim.quantize_int8 = int8;
-    lim.int8_exclude = int8 ? a->exclude : NULL;
+    lim.quantize_int8 = !reference && a->int8;
+    lim.int8_exclude = lim.quantize_int8 ? a->exclude : NULL;
+    lim.kv_dtype = reference ? TRAM_KV_AUTO : (tram_kv_dtype)a->kv_dtype;
     return tram_model_file_open(f, path, err) || tram_model_create(m, *f, be, &lim, err);
 }
 
@@ -116,8 +123,8 @@ static int run(const ppl_args *a)
     int32_t *ids = NULL;
     int n = 0;
     tram_error err;
-    int rc = tram_backend_cpu_create(&be, a->threads, &err) || open_model(&f, &m, be, a->model, a, a->int8, &err) ||
-             (a->compare && open_model(&rf, &ref, be, a->compare, a, 0, &err)) ||
+    int rc = tram_backend_cpu_create(&be, a->threads, &err) || open_model(&f, &m, be, a->model, a, 0, &err) ||
+             (a->compare && open_model(&rf, &ref, be, a->compare, a, 1, &err)) ||
              tram_tokenizer_load(&tok, a->model, &err) || tram_tokenize_file(tok, a->text, &ids, &n, &err) ||
              score(m, ref, tok, ids, n, a, &err);
     free(ids);

@@ -13,6 +13,8 @@ void tram_engine_print_flags(FILE *out)
             "                                 model's heads and FFN split among them (1)\n"
             "  --block-size N                 tokens per KV block (16)\n"
             "  --kv-cache-memory SIZE         KV cache budget on the CPU, e.g. 2GiB (2GiB)\n"
+            "  --kv-cache-dtype auto|int8|fp8 CPU: K/V stored as one byte a value, a scale per token\n"
+            "                                 and KV head (about 4x the tokens of auto) (auto)\n"
             "  --gpu-memory-utilization F     GPU memory fraction for weights and KV (0.9)\n"
             "  --enforce-eager                CUDA: no CUDA graphs for decode steps (off)\n"
             "  --cuda-kernels SPEC            CUDA: kernel variants, e.g. decode=2,gemm=2 or all=2;\n"
@@ -77,6 +79,7 @@ static const tram_flag engine_flags[] = {
     {.name = "--scheduling-policy", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(policy), .parse = policy_flag},
     {.name = "--device", BUFFER(device), .choices = (const char *const[]){"cpu", "cuda", NULL}},
     {.name = "--quantization", BUFFER(quantization), .choices = (const char *const[]){"none", "int8", NULL}},
+    {.name = "--kv-cache-dtype", BUFFER(kv_cache_dtype), .choices = (const char *const[]){"auto", "int8", "fp8", NULL}},
     {.name = "--weight-format", BUFFER(weight_format), .choices = (const char *const[]){"f32", "native", NULL}},
     {.name = "--load-format", BUFFER(load_format), .choices = (const char *const[]){"auto", "dummy", NULL}},
     {.name = "--preset", BUFFER(preset)},

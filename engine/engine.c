@@ -76,6 +76,7 @@ void tram_engine_config_init(tram_engine_config *c)
         .policy = TRAM_POLICY_FCFS,
         .device = "cpu",
         .quantization = "none",
+        .kv_cache_dtype = "auto",
         .load_format = "auto",
         .weight_format = "f32",
         .tensor_parallel_size = 1,
@@ -105,6 +106,8 @@ static int check_config(const tram_engine_config *c, tram_error *err)
     if (!strcmp(c->load_format, "dummy") != !!c->preset[0])
         return tram_fail(err, c->preset[0] ? "a preset needs --load-format dummy"
                                            : "--load-format dummy needs --preset NAME");
+    if (tram_kv_dtype_parse(c->kv_cache_dtype) < 0)
+        return tram_fail(err, "kv_cache_dtype must be auto, int8 or fp8, got \"%s\"", c->kv_cache_dtype);
     if (tram_kernel_variants_any(&c->kernels) && strcmp(c->device, "cuda"))
         return tram_fail(err, "kernel variants (--cuda-kernels) need --device cuda");
     if (!(c->gpu_memory_utilization > 0 && c->gpu_memory_utilization <= 1))
@@ -218,7 +221,9 @@ static int size_pool(tram_engine *e, tram_error *err)
     }
     /* the budget holds every rank's part of a block */
     int world = e->cfg.tensor_parallel_size;
-    size_t block_bytes = tram_model_kv_block_bytes(mc, bs, e->be->act_bytes, world) * world;
+    size_t block_bytes =
+        tram_model_kv_block_bytes(mc, bs, e->be->act_bytes, world, tram_kv_dtype_parse(e->cfg.kv_cache_dtype)) *
+        world;
     size_t blocks = e->cfg.num_kv_blocks ? (size_t)e->cfg.num_kv_blocks
                                          : e->cfg.kv_cache_memory / block_bytes;
     if (blocks < (size_t)e->max_blocks_per_seq)
@@ -312,6 +317,7 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
         .weight_type = strcmp(e->cfg.device, "cpu") ? TRAM_W_BF16 : TRAM_W_F32,
         .quantize_int8 = !strcmp(e->cfg.quantization, "int8"),
         .keep_blocks = !strcmp(e->cfg.weight_format, "native"),
+        .kv_dtype = tram_kv_dtype_parse(e->cfg.kv_cache_dtype),
     };
     if (alloc_step_arrays(e, err) || tram_ranks_load(e->ranks, e->file, &lim, err) ||
         !(e->model = tram_ranks_model(e->ranks, 0)) || open_cuda_runner(e, err) || (e->cuda_pool && fit_cuda_pool(e, err)) ||

@@ -19,6 +19,7 @@
 #include "kernels/batch.h"
 #include "kernels/base.h"
 #include "kernels/dummy_values.h"
+#include "kernels/kv_format.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,6 +55,7 @@ typedef struct {
     int n_heads, n_kv_heads, head_dim;
     int block_size;          /* tokens per KV block */
     float scale;             /* 1/sqrt(head_dim) */
+    tram_kv_dtype kv_dtype;  /* how the cache stores K and V (kernels/kv_format.h) */
 } tram_attn_shape;
 
 /* Activations quantized for W8A8 matmuls (TRAM_W_INT8 weights): int8
@@ -146,7 +148,9 @@ struct tram_backend {
      * using the precomputed inverse frequencies inv_freq[head_dim/2]. */
     void (*rope)(tram_backend *be, void *q, void *k, const int32_t *positions, int n,
                  const tram_attn_shape *s, const float *inv_freq, tram_rope_style style);
-    /* k_cache/v_cache: [num_blocks * block_size][n_kv_heads * head_dim] */
+    /* k_cache/v_cache: [num_blocks * block_size] slots of tram_kv_slot_bytes
+     * each: n_kv_heads * head_dim activations, or codes and scales
+     * (s->kv_dtype); a backend refuses the dtypes it does not run. */
     void (*kv_store)(tram_backend *be, void *k_cache, void *v_cache, const void *k, const void *v,
                      const int32_t *slot_mapping, int n, const tram_attn_shape *s);
     /* Causal attention of every token in the batch over its sequence's cached

@@ -267,8 +267,8 @@ static int load_weights(tram_model *m, tram_model_file *f, tram_error *err)
 static int alloc_kv(tram_model *m, tram_error *err)
 {
     tram_backend *be = m->be;
-    size_t kd = (size_t)m->shard.n_kv_heads * m->cfg.head_dim;
-    size_t kv_bytes = (size_t)m->lim.num_blocks * m->lim.block_size * kd * be->act_bytes;
+    size_t slot = tram_kv_slot_bytes(m->lim.kv_dtype, m->shard.n_kv_heads, m->cfg.head_dim, be->act_bytes);
+    size_t kv_bytes = (size_t)m->lim.num_blocks * m->lim.block_size * slot;
     for (int l = 0; l < m->cfg.n_layers; l++) {
         m->layers[l].k_cache = be->alloc(be, kv_bytes);
         m->layers[l].v_cache = m->layers[l].k_cache ? be->alloc(be, kv_bytes) : NULL;
@@ -347,10 +347,11 @@ int tram_model_resize_kv(tram_model *m, int num_blocks, tram_error *err)
     return alloc_kv(m, err);
 }
 
-size_t tram_model_kv_block_bytes(const tram_model_config *c, int block_size, int act_bytes, int world_size)
+size_t tram_model_kv_block_bytes(const tram_model_config *c, int block_size, int act_bytes, int world_size,
+                                 tram_kv_dtype kv)
 {
     int kv_heads = TRAM_MAX(1, c->n_kv_heads / world_size); /* divided, or one replicated */
-    return (size_t)2 * c->n_layers * block_size * kv_heads * c->head_dim * act_bytes;
+    return (size_t)2 * c->n_layers * block_size * tram_kv_slot_bytes(kv, kv_heads, c->head_dim, act_bytes);
 }
 
 static int limits_check(const tram_model_limits *lim, tram_error *err)
@@ -363,10 +364,25 @@ static int limits_check(const tram_model_limits *lim, tram_error *err)
     return 0;
 }
 
+/* A quantized KV cache runs on the CPU backend, for heads its tiles hold. */
+static int kv_dtype_check(const tram_model_limits *lim, const tram_model_config *c, const tram_backend *be,
+                          tram_error *err)
+{
+    if (lim->kv_dtype == TRAM_KV_AUTO)
+        return 0;
+    const char *name = lim->kv_dtype == TRAM_KV_INT8 ? "int8" : "fp8";
+    if (strcmp(be->name, "cpu"))
+        return tram_fail(err, "--kv-cache-dtype %s runs on the CPU backend only, not on %s", name, be->name);
+    if (c->head_dim > TRAM_KV_MAX_HEAD_DIM)
+        return tram_fail(err, "--kv-cache-dtype %s takes head_dim up to %d, the model has %d", name,
+                         TRAM_KV_MAX_HEAD_DIM, c->head_dim);
+    return 0;
+}
+
 int tram_model_create(tram_model **out, tram_model_file *f, tram_backend *be,
                       const tram_model_limits *lim, tram_error *err)
 {
-    if (limits_check(lim, err))
+    if (limits_check(lim, err) || kv_dtype_check(lim, tram_model_file_config(f), be, err))
         return -1;
     tram_model *m = tram_calloc(1, sizeof(*m), err);
     if (!m)
@@ -380,7 +396,7 @@ int tram_model_create(tram_model **out, tram_model_file *f, tram_backend *be,
         return -1;
     }
     m->shape = (tram_attn_shape){m->shard.n_heads, m->shard.n_kv_heads, m->cfg.head_dim, lim->block_size,
-                                 1.0f / sqrtf((float)m->cfg.head_dim)};
+                                 1.0f / sqrtf((float)m->cfg.head_dim), lim->kv_dtype};
     m->layers = tram_calloc(m->cfg.n_layers, sizeof(*m->layers), err);
     if (!m->layers || load_weights(m, f, err) || alloc_buffers(m, err)) {
         tram_model_destroy(m);

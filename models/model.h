@@ -96,13 +96,15 @@ typedef struct {
     const char *int8_exclude;/* comma-separated names kept at weight_type (models/quantize.h) */
     int keep_blocks;         /* matrices the file stores in GGUF block formats stay in them on a
                                 backend with upload_weight_blocks (--weight-format native) */
+    tram_kv_dtype kv_dtype;  /* the KV cache's format (--kv-cache-dtype; int8 and fp8: CPU) */
 } tram_model_limits;
 
 typedef struct tram_model tram_model;
 
 /* Bytes of KV cache one block takes across all layers on one rank of
- * world_size (1: unsharded), to size the pool. */
-size_t tram_model_kv_block_bytes(const tram_model_config *c, int block_size, int act_bytes, int world_size);
+ * world_size (1: unsharded) in format kv, to size the pool. */
+size_t tram_model_kv_block_bytes(const tram_model_config *c, int block_size, int act_bytes, int world_size,
+                                 tram_kv_dtype kv);
 
 /* Loads be's tensor-parallel part of the model (be->rank of be->world_size,
  * models/shard.h): its own heads, FFN slice and KV pool; the ranks of one

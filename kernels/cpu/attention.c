@@ -1,5 +1,8 @@
 /* attention.c — paged attention over the unified batch on the CPU, as
- * kernels/cuda/attention.cu is for CUDA. */
+ * kernels/cuda/attention.cu is for CUDA.  The cache holds f32 slots or, with
+ * --kv-cache-dtype int8|fp8, one-byte codes and a scale per KV head
+ * (kernels/kv_format.h): each chunk of keys is then dequantized into a small
+ * tile as it is read, never as a copy of the cache. */
 #include <math.h>
 #include <string.h>
 
@@ -30,6 +33,14 @@ static int seq_of_token(const tram_batch *b, int token)
  * about this much work (a decode token over a few hundred positions). */
 #define ATT_PAR_MIN_MACS (1L << 20)
 
+/* A chunk's keys and values as f32, stride floats apart: the cache's own rows
+ * (kd apart), or the tiles they were dequantized into (hd apart). */
+typedef struct {
+    const float *k, *v;
+    size_t stride;
+    float k_tile[ATT_KEYS * TRAM_KV_MAX_HEAD_DIM], v_tile[ATT_KEYS * TRAM_KV_MAX_HEAD_DIM];
+} att_chunk;
+
 typedef struct {
     const float *q[ATT_ROWS];
     float *out[ATT_ROWS];    /* accumulates Σ p·v, then divided by Σ p */
@@ -57,12 +68,11 @@ static void axpy(float *restrict y, float a, const float *restrict x, int n)
 
 /* Row r's scores of keys [j0, j0+nk) become softmax weights under the row's
  * running max (rescaling what it accumulated when the max grows). */
-static void score_chunk(att_tile *t, int r, float *p, const float *kb, size_t kd, int nk,
-                        const tram_attn_shape *s)
+static void score_chunk(att_tile *t, int r, float *p, const att_chunk *c, int nk, const tram_attn_shape *s)
 {
     float m = t->max[r];
     for (int j = 0; j < nk; j++) {
-        p[j] = dot(t->q[r], kb + j * kd, s->head_dim) * s->scale;
+        p[j] = dot(t->q[r], c->k + j * c->stride, s->head_dim) * s->scale;
         m = fmaxf(m, p[j]);
     }
     if (m > t->max[r]) {
@@ -80,12 +90,49 @@ static void score_chunk(att_tile *t, int r, float *p, const float *kb, size_t kd
     t->sum[r] += sum;
 }
 
-static void attend_tile(att_tile *t, const float *k_cache, const float *v_cache, const int32_t *block_table,
-                        int kv_head, const tram_attn_shape *s)
+static void dequantize_head(float *out, const uint8_t *slots, size_t slot_bytes, int nk, int kv_head,
+                            const tram_attn_shape *s, const float *fp8_lut)
+{
+    int hd = s->head_dim;
+    size_t scales = tram_kv_scales_offset(s->n_kv_heads, hd);
+    for (int j = 0; j < nk; j++) {
+        const uint8_t *slot = slots + j * slot_bytes, *codes = slot + (size_t)kv_head * hd;
+        float scale = ((const float *)(slot + scales))[kv_head];
+        float *o = out + (size_t)j * hd;
+        if (s->kv_dtype == TRAM_KV_INT8)
+            for (int d = 0; d < hd; d++)
+                o[d] = (float)(int8_t)codes[d] * scale;
+        else
+            for (int d = 0; d < hd; d++)
+                o[d] = fp8_lut[codes[d]] * scale;
+    }
+}
+
+/* Points c at keys [slot, slot + nk) of kv_head, dequantizing them if the
+ * cache is quantized. */
+static void load_chunk(att_chunk *c, const void *k_cache, const void *v_cache, size_t slot, int nk, int kv_head,
+                       const tram_attn_shape *s, const float *fp8_lut)
+{
+    int hd = s->head_dim;
+    size_t kd = (size_t)s->n_kv_heads * hd;
+    if (s->kv_dtype == TRAM_KV_AUTO) {
+        c->k = (const float *)k_cache + slot * kd + (size_t)kv_head * hd;
+        c->v = (const float *)v_cache + slot * kd + (size_t)kv_head * hd;
+        c->stride = kd;
+        return;
+    }
+    size_t sb = tram_kv_slot_bytes(s->kv_dtype, s->n_kv_heads, hd, sizeof(float));
+    dequantize_head(c->k_tile, (const uint8_t *)k_cache + slot * sb, sb, nk, kv_head, s, fp8_lut);
+    dequantize_head(c->v_tile, (const uint8_t *)v_cache + slot * sb, sb, nk, kv_head, s, fp8_lut);
+    c->k = c->k_tile, c->v = c->v_tile, c->stride = hd;
+}
+
+static void attend_tile(att_tile *t, const void *k_cache, const void *v_cache, const int32_t *block_table,
+                        int kv_head, const tram_attn_shape *s, const float *fp8_lut)
 {
     int hd = s->head_dim, bs = s->block_size;
-    size_t kd = (size_t)s->n_kv_heads * hd;
     float p[ATT_ROWS][ATT_KEYS];
+    att_chunk c;
     for (int r = 0; r < t->n; r++) {
         t->max[r] = -INFINITY;
         t->sum[r] = 0.0f;
@@ -93,16 +140,14 @@ static void attend_tile(att_tile *t, const float *k_cache, const float *v_cache,
     }
     for (int j0 = 0; j0 < t->max_ctx;) {
         int off = j0 % bs, nk = TRAM_MIN(TRAM_MIN(ATT_KEYS, bs - off), t->max_ctx - j0);
-        size_t slot = (size_t)block_table[j0 / bs] * bs + off;
-        const float *kb = k_cache + slot * kd + (size_t)kv_head * hd;
-        const float *vb = v_cache + slot * kd + (size_t)kv_head * hd;
+        load_chunk(&c, k_cache, v_cache, (size_t)block_table[j0 / bs] * bs + off, nk, kv_head, s, fp8_lut);
         for (int r = 0; r < t->n; r++)
             if (t->ctx[r] > j0)
-                score_chunk(t, r, p[r], kb, kd, TRAM_MIN(nk, t->ctx[r] - j0), s);
+                score_chunk(t, r, p[r], &c, TRAM_MIN(nk, t->ctx[r] - j0), s);
         for (int j = 0; j < nk; j++)
             for (int r = 0; r < t->n; r++)
                 if (t->ctx[r] > j0 + j)
-                    axpy(t->out[r], p[r][j], vb + j * kd, hd);
+                    axpy(t->out[r], p[r][j], c.v + j * c.stride, hd);
         j0 += nk;
     }
     for (int r = 0; r < t->n; r++) {
@@ -118,6 +163,11 @@ static void attend_tile(att_tile *t, const float *k_cache, const float *v_cache,
 void cpu_attention(tram_backend *be, void *out, const void *q, const void *k_cache,
                           const void *v_cache, const tram_batch *b, const tram_attn_shape *s)
 {
+    if (s->kv_dtype != TRAM_KV_AUTO && s->head_dim > TRAM_KV_MAX_HEAD_DIM) {
+        cpu_fail(be, "head_dim too large for a quantized KV cache");
+        return;
+    }
+    const float *fp8_lut = cpu_of(be)->fp8_lut;
     int hd = s->head_dim, qd = s->n_heads * hd, group = s->n_heads / s->n_kv_heads;
     int hq = TRAM_MIN(group, ATT_ROWS), hchunks = (group + hq - 1) / hq, tt = ATT_ROWS / hq;
     int per_tile = s->n_kv_heads * hchunks, work = (b->num_tokens + tt - 1) / tt * per_tile;
@@ -140,7 +190,8 @@ void cpu_attention(tram_backend *be, void *out, const void *q, const void *k_cac
                     t.ctx[t.n] = TRAM_MIN(b->positions[i] + 1, b->seq_lens[seq]);
                     t.max_ctx = TRAM_MAX(t.max_ctx, t.ctx[t.n]);
                 }
-            attend_tile(&t, k_cache, v_cache, b->block_tables + (size_t)seq * b->max_blocks_per_seq, kvh, s);
+            attend_tile(&t, k_cache, v_cache, b->block_tables + (size_t)seq * b->max_blocks_per_seq, kvh, s,
+                        fp8_lut);
         }
     }
 }

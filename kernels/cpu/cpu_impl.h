@@ -25,6 +25,7 @@ typedef struct {
     tram_q8_block *xb;         /* activations quantized for block matmuls, grown to the largest */
     size_t xb_cap;             /* bytes */
     tram_cpu_group *group;     /* tensor-parallel ranks (allreduce.c); NULL alone */
+    float fp8_lut[256];        /* E4M3 code -> value, for an fp8 KV cache */
 } cpu_state;
 
 static inline cpu_state *cpu_of(tram_backend *be) { return be->impl; }

@@ -154,11 +154,22 @@ void cpu_rope(tram_backend *be, void *q, void *k, const int32_t *positions, int 
 void cpu_kv_store(tram_backend *be, void *k_cache, void *v_cache, const void *k, const void *v,
                          const int32_t *slot_mapping, int n, const tram_attn_shape *s)
 {
-    (void)be;
     size_t kd = (size_t)s->n_kv_heads * s->head_dim;
+    size_t sb = tram_kv_slot_bytes(s->kv_dtype, s->n_kv_heads, s->head_dim, sizeof(float));
+    const float *kf = k, *vf = v;
+    if (s->kv_dtype != TRAM_KV_AUTO) {
+#pragma omp parallel for num_threads(cpu_of(be)->threads) if (n >= PAR_MIN_ROWS)
+        for (int i = 0; i < n; i++) {
+            tram_kv_quantize_slot(s->kv_dtype, (uint8_t *)k_cache + slot_mapping[i] * sb, kf + i * kd,
+                                  s->n_kv_heads, s->head_dim);
+            tram_kv_quantize_slot(s->kv_dtype, (uint8_t *)v_cache + slot_mapping[i] * sb, vf + i * kd,
+                                  s->n_kv_heads, s->head_dim);
+        }
+        return;
+    }
     for (int i = 0; i < n; i++) {
-        memcpy((float *)k_cache + slot_mapping[i] * kd, (const float *)k + i * kd, kd * sizeof(float));
-        memcpy((float *)v_cache + slot_mapping[i] * kd, (const float *)v + i * kd, kd * sizeof(float));
+        memcpy((uint8_t *)k_cache + slot_mapping[i] * sb, kf + i * kd, sb);
+        memcpy((uint8_t *)v_cache + slot_mapping[i] * sb, vf + i * kd, sb);
     }
 }
 

@@ -671,10 +671,10 @@ static void check_attention(const char *what, const seq_spec *seqs, int num_seqs
 static void check_attention_shapes(size_t num_shapes)
 {
     static const tram_attn_shape shapes[] = {
-        {9, 3, 64, 16, 0},    /* SmolLM2-135M */
-        {32, 8, 128, 16, 0},  /* Llama-3.1-8B */
-        {28, 4, 128, 16, 0},  /* Qwen2.5-7B: group of 7 */
-        {8, 8, 256, 16, 0},   /* MHA, widest head */
+        {9, 3, 64, 16, 0, TRAM_KV_AUTO},    /* SmolLM2-135M */
+        {32, 8, 128, 16, 0, TRAM_KV_AUTO},  /* Llama-3.1-8B */
+        {28, 4, 128, 16, 0, TRAM_KV_AUTO},  /* Qwen2.5-7B: group of 7 */
+        {8, 8, 256, 16, 0, TRAM_KV_AUTO},   /* MHA, widest head */
     };
     for (size_t i = 0; i < TRAM_ARRAY_LEN(shapes) && i < num_shapes; i++) {
         tram_attn_shape s = shapes[i];
@@ -1001,7 +1001,7 @@ int main(int argc, char **argv)
         check_int8_fused(1 + rand() % 256, 4096, 14336);
     check_int8_fused(33, 578, 1538);
     check_split_qkv(1 + rand() % 64, 4096, 1024);
-    tram_attn_shape qwen3 = {16, 8, 128, 16, 0.0884f}, odd = {3, 1, 72, 16, 0.118f};
+    tram_attn_shape qwen3 = {16, 8, 128, 16, 0.0884f, TRAM_KV_AUTO}, odd = {3, 1, 72, 16, 0.118f, TRAM_KV_AUTO};
     check_head_rmsnorm(1 + rand() % 300, &qwen3);
     check_head_rmsnorm(7, &odd);
     check_silu_gather(1, 1536);
@@ -1012,7 +1012,7 @@ int main(int argc, char **argv)
         check_moe(1 + rand() % 256, 2048, 1408, 60, 4);
     else
         check_moe(1 + rand() % 16, 256, 192, 16, 4);
-    tram_attn_shape small = {9, 3, 64, 16, 0.125f}, big = {32, 8, 128, 16, 0.0884f};
+    tram_attn_shape small = {9, 3, 64, 16, 0.125f, TRAM_KV_AUTO}, big = {32, 8, 128, 16, 0.0884f, TRAM_KV_AUTO};
     for (int style = 0; style < 2; style++) {
         check_rope(1 + rand() % 64, &small, 100000.0f, (tram_rope_style)style);
         check_rope(1 + rand() % 64, &big, 500000.0f, (tram_rope_style)style);

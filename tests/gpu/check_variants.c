@@ -269,10 +269,10 @@ static void attention_case(const char *what, const seq_spec *seqs, int num_seqs,
 }
 
 static const tram_attn_shape attn_shapes[] = {
-    {32, 8, 128, 16, 0},  /* Llama-3.1-8B: GQA 4 */
-    {9, 3, 64, 16, 0},    /* SmolLM2-135M: GQA 3 */
-    {28, 4, 128, 16, 0},  /* Qwen2.5-7B: GQA 7 */
-    {8, 8, 256, 16, 0},   /* head dim 256: variant 2 falls back to 1 */
+    {32, 8, 128, 16, 0, TRAM_KV_AUTO},  /* Llama-3.1-8B: GQA 4 */
+    {9, 3, 64, 16, 0, TRAM_KV_AUTO},    /* SmolLM2-135M: GQA 3 */
+    {28, 4, 128, 16, 0, TRAM_KV_AUTO},  /* Qwen2.5-7B: GQA 7 */
+    {8, 8, 256, 16, 0, TRAM_KV_AUTO},   /* head dim 256: variant 2 falls back to 1 */
 };
 
 static void check_decode(void)

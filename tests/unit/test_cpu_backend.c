@@ -153,9 +153,29 @@ static void naive_attention(float *out, const float *q, const float *K, const fl
     free(p);
 }
 
+/* What a quantized cache holds at slots[0 .. n) (kernels/kv_format.h's
+ * layout, read here independently of attention.c), as f32 rows. */
+static float *dequantized_rows(const uint8_t *cache, const int32_t *slots, int n, const tram_attn_shape *s)
+{
+    int hd = s->head_dim, kd = s->n_kv_heads * hd;
+    size_t sb = tram_kv_slot_bytes(s->kv_dtype, s->n_kv_heads, hd, sizeof(float));
+    float *out = malloc((size_t)n * kd * sizeof(float));
+    for (int j = 0; j < n; j++) {
+        const uint8_t *slot = cache + (size_t)slots[j] * sb;
+        const float *scales = (const float *)(slot + tram_kv_scales_offset(s->n_kv_heads, hd));
+        for (int d = 0; d < kd; d++)
+            out[(size_t)j * kd + d] = scales[d / hd] * (s->kv_dtype == TRAM_KV_INT8 ? (float)(int8_t)slot[d]
+                                                                                   : tram_fp8_e4m3_decode(slot[d]));
+    }
+    return out;
+}
+
 /* Three sequences of the given lengths, each with its last n_new tokens in
- * the batch, over scattered blocks, against naive attention on contiguous K/V. */
-static void check_paged_attention(const tram_attn_shape *sh, const int seq_len[3], const int n_new[3])
+ * the batch, their K/V written by kv_store over scattered blocks, against
+ * naive attention on contiguous K/V: on what the cache holds within 1e-5, and
+ * on the K/V before quantization within quant_tol (0 for an f32 cache). */
+static void check_paged_attention_kv(const tram_attn_shape *sh, const int seq_len[3], const int n_new[3],
+                                     float quant_tol)
 {
     tram_attn_shape s = *sh;
     s.scale = 1.0f / sqrtf((float)s.head_dim);
@@ -164,19 +184,21 @@ static void check_paged_attention(const tram_attn_shape *sh, const int seq_len[3
     int32_t tables[SEQS * MAXB], qstart[SEQS + 1] = {0}, positions[MAXT];
     for (int i = 0; i < SEQS * MAXB; i++)
         tables[i] = (i * 17 + 5) % NBLOCKS; /* a permutation of the blocks */
-    float *kc = calloc((size_t)NBLOCKS * s.block_size * kd, sizeof(float));
-    float *vc = calloc((size_t)NBLOCKS * s.block_size * kd, sizeof(float));
-    float *K[SEQS], *V[SEQS];
+    size_t sb = tram_kv_slot_bytes(s.kv_dtype, s.n_kv_heads, s.head_dim, sizeof(float));
+    uint8_t *kc = calloc((size_t)NBLOCKS * s.block_size, sb), *vc = calloc((size_t)NBLOCKS * s.block_size, sb);
+    int32_t *slots = malloc(MAXB * s.block_size * sizeof(int32_t));
+    float *K[SEQS], *V[SEQS], *Kq[SEQS], *Vq[SEQS];
     int t = 0;
     for (int q = 0; q < SEQS; q++) {
         cr_assert(seq_len[q] <= MAXB * s.block_size && t + n_new[q] <= MAXT);
         K[q] = random_vec((size_t)seq_len[q] * kd, 10 + q);
         V[q] = random_vec((size_t)seq_len[q] * kd, 20 + q);
-        for (int j = 0; j < seq_len[q]; j++) {
-            int slot = tables[q * MAXB + j / s.block_size] * s.block_size + j % s.block_size;
-            memcpy(kc + (size_t)slot * kd, K[q] + (size_t)j * kd, kd * sizeof(float));
-            memcpy(vc + (size_t)slot * kd, V[q] + (size_t)j * kd, kd * sizeof(float));
-        }
+        for (int j = 0; j < seq_len[q]; j++)
+            slots[j] = tables[q * MAXB + j / s.block_size] * s.block_size + j % s.block_size;
+        be->kv_store(be, kc, vc, K[q], V[q], slots, seq_len[q], &s);
+        int quantized = s.kv_dtype != TRAM_KV_AUTO;
+        Kq[q] = quantized ? dequantized_rows(kc, slots, seq_len[q], &s) : K[q];
+        Vq[q] = quantized ? dequantized_rows(vc, slots, seq_len[q], &s) : V[q];
         for (int i = 0; i < n_new[q]; i++)
             positions[t++] = seq_len[q] - n_new[q] + i;
         qstart[q + 1] = t;
@@ -184,17 +206,30 @@ static void check_paged_attention(const tram_attn_shape *sh, const int seq_len[3
     tram_batch b = {.num_tokens = t, .num_seqs = SEQS, .positions = positions, .query_start = qstart,
                     .seq_lens = seq_len, .block_tables = tables, .max_blocks_per_seq = MAXB};
     float *qv = random_vec((size_t)t * qd, 30), *out = malloc((size_t)t * qd * sizeof(float));
-    float *ref = malloc((size_t)t * qd * sizeof(float));
+    float *ref = malloc((size_t)t * qd * sizeof(float)), *exact = malloc((size_t)t * qd * sizeof(float));
     be->attention(be, out, qv, kc, vc, &b, &s);
+    cr_assert_eq(be->sync(be, &(tram_error){{0}}), 0);
     for (int q = 0, i = 0; q < SEQS; q++)
         for (; i < qstart[q + 1]; i++)
-            for (int h = 0; h < s.n_heads; h++)
-                naive_attention(ref + (size_t)i * qd + h * s.head_dim, qv + (size_t)i * qd + h * s.head_dim,
-                                K[q], V[q], positions[i] + 1, &s, h);
-    expect_close(out, ref, (size_t)t * qd, 1e-5f, "attention");
-    for (int q = 0; q < SEQS; q++)
+            for (int h = 0; h < s.n_heads; h++) {
+                size_t at = (size_t)i * qd + h * s.head_dim;
+                naive_attention(ref + at, qv + at, Kq[q], Vq[q], positions[i] + 1, &s, h);
+                naive_attention(exact + at, qv + at, K[q], V[q], positions[i] + 1, &s, h);
+            }
+    expect_close(out, ref, (size_t)t * qd, 1e-5f, "attention on the cache's values");
+    if (quant_tol > 0)
+        expect_close(out, exact, (size_t)t * qd, quant_tol, "attention against f32 K/V");
+    for (int q = 0; q < SEQS; q++) {
+        if (Kq[q] != K[q])
+            free(Kq[q]), free(Vq[q]);
         free(K[q]), free(V[q]);
-    free(kc), free(vc), free(qv), free(out), free(ref);
+    }
+    free(kc), free(vc), free(slots), free(qv), free(out), free(ref), free(exact);
+}
+
+static void check_paged_attention(const tram_attn_shape *sh, const int seq_len[3], const int n_new[3])
+{
+    check_paged_attention_kv(sh, seq_len, n_new, 0);
 }
 
 Test(cpu_backend, paged_attention_matches_contiguous_attention)
@@ -211,4 +246,24 @@ Test(cpu_backend, paged_attention_with_large_blocks_and_long_prefill)
      * query tile, and GQA groups that fill the tile unevenly (7 heads / 1). */
     tram_attn_shape s = {.n_heads = 7, .n_kv_heads = 1, .head_dim = 64, .block_size = 80};
     check_paged_attention(&s, (int[]){300, 170, 61}, (int[]){2, 150, 61});
+}
+
+/* The quantized caches (kernels/kv_format.h) through the same checks: the
+ * kernel reads exactly what kv_store wrote, and lands within the format's
+ * error of f32 attention (K/V uniform in [-1, 1]; int8 rounds each value by
+ * at most half of max/127, E4M3 by 1/16 of the value). */
+Test(cpu_backend, paged_attention_over_an_int8_cache)
+{
+    tram_attn_shape s = {.n_heads = 6, .n_kv_heads = 2, .head_dim = 8, .block_size = 4, .kv_dtype = TRAM_KV_INT8};
+    check_paged_attention_kv(&s, (int[]){45, 30, 9}, (int[]){1, 11, 9}, 1e-2f);
+    tram_attn_shape big = {.n_heads = 7, .n_kv_heads = 1, .head_dim = 64, .block_size = 80, .kv_dtype = TRAM_KV_INT8};
+    check_paged_attention_kv(&big, (int[]){300, 170, 61}, (int[]){2, 150, 61}, 1e-2f);
+}
+
+Test(cpu_backend, paged_attention_over_an_fp8_cache)
+{
+    tram_attn_shape s = {.n_heads = 6, .n_kv_heads = 2, .head_dim = 8, .block_size = 4, .kv_dtype = TRAM_KV_FP8};
+    check_paged_attention_kv(&s, (int[]){45, 30, 9}, (int[]){1, 11, 9}, 5e-2f);
+    tram_attn_shape big = {.n_heads = 7, .n_kv_heads = 1, .head_dim = 64, .block_size = 80, .kv_dtype = TRAM_KV_FP8};
+    check_paged_attention_kv(&big, (int[]){300, 170, 61}, (int[]){2, 150, 61}, 5e-2f);
 }

@@ -72,7 +72,7 @@ static void check_shape(tram_attn_shape s, tram_rope_style style)
 
 Test(cuda_rope_store, the_fused_pairs_match_split_rope_store)
 {
-    static const tram_attn_shape shapes[] = {{9, 3, 64, 16, 0}, {32, 8, 128, 16, 0}, {4, 4, 6, 16, 0}};
+    static const tram_attn_shape shapes[] = {{9, 3, 64, 16, 0, TRAM_KV_AUTO}, {32, 8, 128, 16, 0, TRAM_KV_AUTO}, {4, 4, 6, 16, 0, TRAM_KV_AUTO}};
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
         for (int style = 0; style < 2; style++)
             check_shape(shapes[i], (tram_rope_style)style);

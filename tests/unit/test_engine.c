@@ -422,3 +422,50 @@ Test(engine, min_tokens_holds_back_stop_strings, .timeout = 120)
     assert_no_leak(e);
     tram_engine_destroy(e);
 }
+
+/* Under an int8 KV cache, one batch where later requests hit the first's
+ * cached prefix blocks, prefill in chunks of 13 tokens and are preempted by a
+ * pool of 24 blocks of 4, gives each request the tokens it gets alone (whole
+ * prefill, no prefix cache, room to spare): each token's K/V are quantized
+ * once, when stored, whatever the step that stores them. */
+Test(engine, int8_kv_mixed_batch_equals_each_alone, .timeout = 300)
+{
+    enum { N = 5 };
+    static result mixed[N], alone[N];
+    char buf[N][512];
+    snprintf(buf[0], sizeof(buf[0]), "Paris is");
+    for (int i = 1; i < N; i++)
+        snprintf(buf[i], sizeof(buf[i]), "%s Now tell me about planet number %d.", long_prompt, i);
+    tram_sampling_params p = test_greedy_params(10);
+    tram_engine_config c = base_config();
+    snprintf(c.kv_cache_dtype, sizeof(c.kv_cache_dtype), "int8");
+    c.max_model_len = 80;
+    c.block_size = 4;
+    c.num_kv_blocks = 24;
+    c.max_num_batched_tokens = 13;
+    c.max_num_seqs = 4;
+    tram_engine *e = make_engine(&c);
+    add(e, 1, buf[1], &p); /* first alone, so that the others can hit its blocks */
+    drain(e, mixed);
+    for (int i = 0; i < N; i++)
+        if (i != 1)
+            add(e, (uint64_t)i, buf[i], &p);
+    drain(e, mixed);
+    tram_engine_stats s = assert_no_leak(e);
+    tram_engine_destroy(e);
+    cr_assert_gt(s.prefix_cache_hits, 0, "the batch must hit cached prefix blocks");
+    cr_assert_gt(s.num_preemptions, 0, "the pool of 24 blocks must force preemptions");
+
+    c = base_config();
+    snprintf(c.kv_cache_dtype, sizeof(c.kv_cache_dtype), "int8");
+    c.enable_prefix_caching = 0;
+    c.block_size = 4; /* attention's key chunks end at block ends: the same sums */
+    e = make_engine(&c);
+    for (int i = 0; i < N; i++) {
+        add(e, (uint64_t)i, buf[i], &p);
+        drain(e, alone);
+    }
+    assert_no_leak(e);
+    tram_engine_destroy(e);
+    assert_same(mixed, alone, N, 1);
+}
