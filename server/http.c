@@ -127,14 +127,22 @@ void tram_http_sse_start(struct evhttp_request *req)
     evhttp_send_reply_start(req, 200, NULL);
 }
 
-static void sse_write(struct evhttp_request *req, const char *data)
+/* One event: its data line, after an "event:" line when it has a name. */
+static void sse_write_event(struct evhttp_request *req, const char *name, const char *data)
 {
     struct evbuffer *b = evbuffer_new();
     if (!b)
         return;
+    if (name)
+        evbuffer_add_printf(b, "event: %s\n", name);
     evbuffer_add_printf(b, "data: %s\n\n", data);
     evhttp_send_reply_chunk(req, b);
     evbuffer_free(b);
+}
+
+static void sse_write(struct evhttp_request *req, const char *data)
+{
+    sse_write_event(req, NULL, data);
 }
 
 void tram_http_sse_send(struct evhttp_request *req, const json_t *chunk)
@@ -148,5 +156,18 @@ void tram_http_sse_send(struct evhttp_request *req, const json_t *chunk)
 void tram_http_sse_done(struct evhttp_request *req)
 {
     sse_write(req, "[DONE]");
+    evhttp_send_reply_end(req);
+}
+
+void tram_http_sse_event(struct evhttp_request *req, const char *name, const json_t *data)
+{
+    char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
+    if (text)
+        sse_write_event(req, name, text);
+    free(text);
+}
+
+void tram_http_sse_end(struct evhttp_request *req)
+{
     evhttp_send_reply_end(req);
 }
