@@ -207,6 +207,9 @@ compare: all model $(BUILD)/bench/stream
 $(BUILD)/bench/stream: $(BUILD)/bench/stream.o $(BUILD)/libtram.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
+$(BUILD)/bench/kv_cache: $(BUILD)/bench/kv_cache.o $(BUILD)/libtram.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
 # ---------------------------------------------------------------- JSON Schema suite
 # The validator's pass rate on the official JSON-Schema-Test-Suite, read from
 # a checkout of it that is not part of the project: make json-schema-suite

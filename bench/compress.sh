@@ -1,0 +1,38 @@
+#!/bin/sh
+# compress.sh — the compression table of bench/results/compress.md: quality
+# of each format against the f32 model (tram perplexity's PPL, KL and top-1
+# agreement, on a text of another source than any calibration text), then
+# what an int8 KV cache holds in 1 GiB and its decode speed at 4k context.
+#   sh bench/compress.sh            (about 4 minutes of CPU on a quiet 2-core machine)
+# Environment: MODEL (the default model), TEXT (/usr/share/common-licenses/GPL-3),
+# CHUNKS (6 windows of 512), THREADS (all cores), KV_SEQS (4), KV_CTX (4096).
+set -e
+model=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
+text=${TEXT:-/usr/share/common-licenses/GPL-3}
+chunks=${CHUNKS:-6}
+threads=${THREADS:+-t $THREADS}
+make --no-print-directory bin/tram build/bench/kv_cache >/dev/null
+
+# one table row: NAME, then the flags of `tram perplexity` for the model under test
+row() {
+    name=$1
+    shift
+    bin/tram perplexity -m "$model" --compare "$model" -f "$text" --chunks "$chunks" $threads "$@" 2>/dev/null |
+        awk -v name="$name" '
+            /^PPL \(this model\)/ { ppl = $5 }
+            /^PPL \(reference\)/  { ref = $4 }
+            /^PPL ratio/          { pct = $5; gsub(/[()]/, "", pct) }
+            /^Mean KLD/           { kl = $5 " ± " $7 }
+            /^Same top-1/         { top = $5 " ± " $7 " %" }
+            END { printf "| %-24s | %7.3f | %7.3f | %8s | %17s | %15s |\n", name, ppl, ref, pct, kl, top }'
+}
+
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(date -u +%Y-%m-%d); commit $(git rev-parse --short HEAD)"
+echo "Model: $model; text: $text, $chunks windows of 512 tokens scored on their second half"
+echo
+echo "| format                   |     PPL | PPL f32 |  vs f32  | mean KL (f32‖q)   | same top-1      |"
+echo "|--------------------------|--------:|--------:|---------:|------------------:|----------------:|"
+row "int8 KV cache" --kv-cache-dtype int8
+row "fp8 (E4M3) KV cache" --kv-cache-dtype fp8
+echo
+build/bench/kv_cache -m "$model" --ctx "${KV_CTX:-4096}" --seqs "${KV_SEQS:-4}" $threads auto int8
