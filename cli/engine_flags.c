@@ -8,7 +8,8 @@ void tram_engine_print_flags(FILE *out)
     fprintf(out,
             "engine flags:\n"
             "  --device cpu|cuda              backend (cpu)\n"
-            "  -t, --threads N                CPU threads (all cores; tensor-parallel ranks share them)\n"
+            "  -t, --threads N                CPU threads (the usable CPUs: affinity, cgroup quota;\n"
+            "                                 tensor-parallel ranks share them)\n"
             "  -tp, --tensor-parallel-size N  ranks, one thread each (one GPU each on cuda), the\n"
             "                                 model's heads and FFN split among them (1)\n"
             "  --block-size N                 tokens per KV block (16)\n"
