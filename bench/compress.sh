@@ -1,9 +1,10 @@
 #!/bin/sh
-# compress.sh — the compression table of bench/results/compress.md: quality
+# compress.sh — the compression tables of bench/results/compress.md: quality
 # of each format against the f32 model (tram perplexity's PPL, KL and top-1
-# agreement, on a text of another source than any calibration text), then
-# what an int8 KV cache holds in 1 GiB and its decode speed at 4k context.
-#   sh bench/compress.sh            (about 4 minutes of CPU on a quiet 2-core machine)
+# agreement, on a text of another source than the calibration text), what an
+# int8 KV cache holds in 1 GiB and its decode speed at 4k context, and the
+# 2:4 sparse product against the dense one.
+#   sh bench/compress.sh            (about 10 minutes of CPU on a quiet 2-core machine)
 # Environment: MODEL (the default model), TEXT (/usr/share/common-licenses/GPL-3),
 # CHUNKS (6 windows of 512), THREADS (all cores), KV_SEQS (4), KV_CTX (4096).
 set -e
@@ -11,13 +12,17 @@ model=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 text=${TEXT:-/usr/share/common-licenses/GPL-3}
 chunks=${CHUNKS:-6}
 threads=${THREADS:+-t $THREADS}
-make --no-print-directory bin/tram build/bench/kv_cache >/dev/null
+calib=${CALIB:-tests/fixtures/int8/calib.txt}
+make --no-print-directory bin/tram build/bench/kv_cache build/bench/sparse_gemm >/dev/null
+mkdir -p build/compress
+bin/tram prune -m "$model" -o build/compress/s24.gguf --sparsity 2:4 --calib "$calib" $threads 2>/dev/null
 
-# one table row: NAME, then the flags of `tram perplexity` for the model under test
+# one table row: NAME, the model under test, then its flags for `tram perplexity`
 row() {
     name=$1
-    shift
-    bin/tram perplexity -m "$model" --compare "$model" -f "$text" --chunks "$chunks" $threads "$@" 2>/dev/null |
+    under=$2
+    shift 2
+    bin/tram perplexity -m "$under" --compare "$model" -f "$text" --chunks "$chunks" $threads "$@" 2>/dev/null |
         awk -v name="$name" '
             /^PPL \(this model\)/ { ppl = $5 }
             /^PPL \(reference\)/  { ref = $4 }
@@ -32,7 +37,10 @@ echo "Model: $model; text: $text, $chunks windows of 512 tokens scored on their 
 echo
 echo "| format                   |     PPL | PPL f32 |  vs f32  | mean KL (f32‖q)   | same top-1      |"
 echo "|--------------------------|--------:|--------:|---------:|------------------:|----------------:|"
-row "int8 KV cache" --kv-cache-dtype int8
-row "fp8 (E4M3) KV cache" --kv-cache-dtype fp8
+row "int8 KV cache" "$model" --kv-cache-dtype int8
+row "fp8 (E4M3) KV cache" "$model" --kv-cache-dtype fp8
+row "2:4 sparse (Wanda)" build/compress/s24.gguf
 echo
 build/bench/kv_cache -m "$model" --ctx "${KV_CTX:-4096}" --seqs "${KV_SEQS:-4}" $threads auto int8
+echo
+build/bench/sparse_gemm $threads

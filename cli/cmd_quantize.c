@@ -72,23 +72,6 @@ static const tram_flag quantize_flags[] = {
     {.name = "--threads", .alias = "-t", .kind = TRAM_FLAG_INT, .field = FIELD(threads), .lo = 1, .hi = 1 << 24},
 };
 
-static int calibrate(tram_model_file *f, const quant_args *a, tram_calib_stats *st, tram_error *err)
-{
-    tram_tokenizer *tok = NULL;
-    int32_t *ids = NULL;
-    int n = 0;
-    int rc = tram_tokenizer_from_gguf(&tok, tram_model_file_gguf(f), err) ||
-             tram_tokenize_file(tok, a->calib, &ids, &n, err);
-    if (!rc) {
-        n = TRAM_MIN(n, a->calib_tokens);
-        fprintf(stderr, "quantize: calibrating on %d tokens of %s\n", n, a->calib);
-        rc = tram_calibrate(f, ids, n, a->ctx, a->threads, a->alpha < 0 ? a->samples : 0, st, err);
-    }
-    free(ids);
-    tram_tokenizer_free(tok);
-    return rc;
-}
-
 static int run(const quant_args *a)
 {
     tram_model_file *f = NULL;
@@ -100,7 +83,8 @@ static int run(const quant_args *a)
     if (!rc && !tram_model_file_gguf(f))
         rc = tram_fail(&err, "%s: quantize reads GGUF files only", a->model);
     if (!rc && a->calib)
-        rc = calibrate(f, a, &st, &err);
+        rc = tram_calibrate_file(f, a->calib, a->calib_tokens, a->ctx, a->threads, a->alpha < 0 ? a->samples : 0,
+                                 "quantize", &st, &err);
     if (!rc) {
         tram_quant_opts o = {.out_path = a->out, .exclude = a->exclude, .stats = a->calib ? &st : NULL,
                              .alpha = (float)a->alpha, .threads = a->threads, .verbose = 1};

@@ -64,3 +64,20 @@ int tram_chat_template_flag(const char *flag, const char *value, void *field)
     *(const char **)field = text;  /* lives as long as the process */
     return 0;
 }
+
+int tram_calibrate_file(tram_model_file *f, const char *path, int max_tokens, int ctx, int threads, int samples,
+                        const char *who, tram_calib_stats *st, tram_error *err)
+{
+    tram_tokenizer *tok = NULL;
+    int32_t *ids = NULL;
+    int n = 0;
+    int rc = tram_tokenizer_from_gguf(&tok, tram_model_file_gguf(f), err) || tram_tokenize_file(tok, path, &ids, &n, err);
+    if (!rc) {
+        n = TRAM_MIN(n, max_tokens);
+        fprintf(stderr, "%s: calibrating on %d tokens of %s\n", who, n, path);
+        rc = tram_calibrate(f, ids, n, ctx, threads, samples, st, err);
+    }
+    free(ids);
+    tram_tokenizer_free(tok);
+    return rc;
+}

@@ -35,6 +35,10 @@ typedef enum {
     TRAM_W_Q8_0 = 4,  /* f16 d, int8 q[32]:            w = q * d           */
     TRAM_W_Q4_0 = 5,  /* f16 d, 16 bytes of nibbles:   w = (q - 8) * d     */
     TRAM_W_Q4_1 = 6,  /* f16 d, f16 m, nibbles:        w = q * d + m       */
+    /* 2:4 sparse f32 (CPU; `tram prune`): at most 2 nonzeros in every 4
+     * consecutive weights of a row, stored as the 2 values and their 2-bit
+     * positions (kernels/cpu/sparse24.c); cols a multiple of 8. */
+    TRAM_W_S24 = 7,
 } tram_wtype;
 
 /* A weight matrix: y[n, rows] = x[n, cols] · Wᵀ.  Vectors (norm weights,

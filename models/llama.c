@@ -14,6 +14,7 @@
 #include "models/moe_files.h"
 #include "models/quantize.h"
 #include "models/shard.h"
+#include "models/sparsity.h"
 
 typedef struct {
     tram_weight attn_norm;     /* (1, dim) */
@@ -104,6 +105,9 @@ static tram_wtype matrix_type(const tram_model *m, tram_model_file *f, const cha
     tram_wtype blocks = tram_model_file_block_type(f, name);
     if (m->lim.keep_blocks && m->be->upload_weight_blocks && blocks != TRAM_W_F32)
         return blocks;
+    /* 2:4 matrices run sparse where the weights are f32 (the CPU), dense elsewhere */
+    if (m->lim.weight_type == TRAM_W_F32 && tram_sparsity_is_24(tram_model_file_gguf(f), name))
+        return TRAM_W_S24;
     return m->lim.weight_type;
 }
 

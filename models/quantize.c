@@ -59,6 +59,10 @@ static void calib_observe(void *ctx, int layer, tram_act_site site, const void *
     for (int i = 0; i < n; i++)
         for (int j = 0; j < dim; j++)
             amax[j] = fmaxf(amax[j], fabsf(x[(size_t)i * dim + j]));
+    double *ss = st->sumsq[site] + (size_t)(site == TRAM_ACT_HEAD_IN ? 0 : layer) * dim;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < dim; j++)
+            ss[j] += (double)x[(size_t)i * dim + j] * x[(size_t)i * dim + j];
     if (st->samples)
         keep_rows(st, layer, site, x, n, dim);
     if (site == TRAM_ACT_HEAD_IN)
@@ -76,6 +80,11 @@ static int stats_alloc(tram_calib_stats *st, const tram_model_config *c, int n, 
     st->head_in = tram_calloc(st->dim, sizeof(float), err);
     if (!st->attn_in || !st->attn_out || !st->ffn_in || !st->ffn_hidden || !st->head_in)
         return -1;
+    for (int site = 0; site <= TRAM_ACT_HEAD_IN; site++) {
+        size_t layers = site == TRAM_ACT_HEAD_IN ? 1 : (size_t)c->n_layers;
+        if (!(st->sumsq[site] = tram_calloc(layers * site_width(st, site), sizeof(double), err)))
+            return -1;
+    }
     if (samples < 1)
         return 0;
     st->stride = (n + samples - 1) / samples;
@@ -97,7 +106,7 @@ void tram_calib_stats_free(tram_calib_stats *st)
     free(st->ffn_hidden);
     free(st->head_in);
     for (int site = 0; site <= TRAM_ACT_HEAD_IN; site++)
-        free(st->rows[site]);
+        free(st->rows[site]), free(st->sumsq[site]);
     memset(st, 0, sizeof(*st));
 }
 

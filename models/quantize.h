@@ -43,6 +43,8 @@ typedef struct {
     int samples;        /* input rows kept per site: every stride-th token, at most `samples` */
     int stride, n_samples;
     float *rows[TRAM_ACT_HEAD_IN + 1];  /* by tram_act_site: [layers][samples][width], head: [samples][dim] */
+    double *sumsq[TRAM_ACT_HEAD_IN + 1];/* by tram_act_site: Σ x² per input channel over every calibration
+                                           token, [layers][width], head: [dim] (Wanda's ‖x‖², prune.h) */
 } tram_calib_stats;
 
 /* Runs tokens[n] through the f32 model on the CPU in windows of ctx tokens,

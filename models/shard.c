@@ -202,7 +202,7 @@ int tram_shard_load(tram_backend *be, tram_model_file *f, tram_weight *w, const 
     int rc;
     if (type < TRAM_W_Q8_0 && load_dummy(be, f, w, parts, n, rows, cols, type, &rc, err))
         return rc;
-    int blocks = type >= TRAM_W_Q8_0;
+    int blocks = type >= TRAM_W_Q8_0 && type <= TRAM_W_Q4_1; /* GGUF blocks, read as stored */
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         int64_t got = blocks ? read_part_blocks(f, &parts[i], (char *)sc->packed + off, sc, err)

@@ -45,8 +45,12 @@ static void cpu_upload_weight(tram_backend *be, tram_weight *w, const float *hos
         cpu_int8_upload(be, w, host, rows, cols);
         return;
     }
-    if (type != TRAM_W_F32 && type != TRAM_W_INT8) {
-        cpu_fail(be, "only f32 and int8 weights are supported");
+    if (type == TRAM_W_S24 && rows > 1) {
+        cpu_s24_upload(be, w, host, rows, cols);
+        return;
+    }
+    if (type != TRAM_W_F32 && type != TRAM_W_INT8 && type != TRAM_W_S24) {
+        cpu_fail(be, "only f32, int8 and 2:4 sparse weights are supported");
         return;
     }
     size_t bytes = (size_t)rows * cols * sizeof(float);

@@ -138,6 +138,9 @@ void cpu_matmul_grouped(tram_backend *be, float *y, const float *x, const tram_w
 
 /* int8.c: int8 weights (cpu_upload_weight makes them) and their products */
 void cpu_int8_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols);
+/* sparse24.c: TRAM_W_S24 from f32 rows (fails on a group of 4 with more than 2 nonzeros), and its product */
+void cpu_s24_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols);
+void cpu_s24_matmul(tram_backend *be, float *y, const float *x, const tram_weight *w, int n);
 void cpu_int8_matmul(tram_backend *be, float *y, const float *x, const tram_weight *w, int n);
 void cpu_matmul_q(tram_backend *be, void *y, const tram_qact *qa, const tram_weight *w, int n);
 

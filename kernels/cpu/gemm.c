@@ -59,6 +59,10 @@ void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, 
         cpu_int8_matmul(be, y, x, w, n);
         return;
     }
+    if (w->type == TRAM_W_S24) {
+        cpu_s24_matmul(be, y, x, w, n);
+        return;
+    }
     if (tram_q_block_bytes(w->type)) {
         cpu_blocks_matmul(be, y, x, w, n);
         return;

@@ -1,0 +1,79 @@
+/* sparse_gemm.c — the 2:4 sparse product (kernels/cpu/sparse24.c) against
+ * the dense f32 one on the same pruned matrix, at the default model's layer
+ * shapes and Llama-3.1-8B's, for a decode step (1 token) and a small batch
+ * (16).  Best of REPS runs each; prints markdown table rows.
+ *   build/bench/sparse_gemm [-t THREADS]     (run by bench/compress.sh) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "models/prune.h"
+
+enum { REPS = 5, MAX_N = 16 };
+
+static double best_ms(tram_backend *be, float *y, const float *x, const tram_weight *w, int n)
+{
+    double best = 1e30;
+    tram_error err;
+    for (int r = 0; r < REPS; r++) {
+        double t0 = tram_now();
+        be->matmul(be, y, x, w, n);
+        if (be->sync(be, &err)) {
+            fprintf(stderr, "sparse_gemm: %s\n", err.msg);
+            exit(1);
+        }
+        double ms = (tram_now() - t0) * 1e3;
+        best = ms < best ? ms : best;
+    }
+    return best;
+}
+
+static void shape(tram_backend *be, const char *what, int rows, int cols)
+{
+    float *w = malloc((size_t)rows * cols * sizeof(float)), *x = malloc((size_t)MAX_N * cols * sizeof(float));
+    float *y = malloc((size_t)MAX_N * rows * sizeof(float));
+    double *ones = malloc((size_t)cols * sizeof(double));
+    unsigned s = 1;
+    for (size_t i = 0; i < (size_t)rows * cols; i++)
+        w[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (int i = 0; i < MAX_N * cols; i++)
+        x[i] = (float)i / (MAX_N * cols) - 0.5f;
+    for (int c = 0; c < cols; c++)
+        ones[c] = 1.0;
+    tram_prune_24(w, rows, cols, ones); /* by magnitude: the speed does not depend on which */
+    tram_weight dense, sparse;
+    be->upload_weight(be, &dense, w, rows, cols, TRAM_W_F32);
+    be->upload_weight(be, &sparse, w, rows, cols, TRAM_W_S24);
+    for (int n = 1; n <= MAX_N; n *= 16) {
+        double d = best_ms(be, y, x, &dense, n), sp = best_ms(be, y, x, &sparse, n);
+        printf("| %-22s | %5d x %-5d | %2d | %9.3f | %9.3f | %5.2fx |\n", what, rows, cols, n, d, sp, d / sp);
+        fflush(stdout);
+    }
+    be->free_weight(be, &dense);
+    be->free_weight(be, &sparse);
+    free(w), free(x), free(y), free(ones);
+}
+
+int main(int argc, char **argv)
+{
+    int threads = argc == 3 && !strcmp(argv[1], "-t") ? atoi(argv[2]) : 0;
+    tram_backend *be;
+    tram_error err;
+    if (tram_backend_cpu_create(&be, threads, &err)) {
+        fprintf(stderr, "sparse_gemm: %s\n", err.msg);
+        return 1;
+    }
+    printf("| matrix                 | rows x cols   |  n | dense ms  | 2:4 ms    | speedup |\n");
+    printf("|------------------------|---------------|---:|----------:|----------:|--------:|\n");
+    static const struct { const char *what; int rows, cols; } shapes[] = {
+        {"SmolLM2-135M q/k/v", 960, 576},   {"SmolLM2-135M o_proj", 576, 576},
+        {"SmolLM2-135M gate/up", 3072, 576}, {"SmolLM2-135M down", 576, 1536},
+        {"Llama-3.1-8B o_proj", 4096, 4096}, {"Llama-3.1-8B gate", 14336, 4096},
+        {"Llama-3.1-8B down", 4096, 14336},
+    };
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+        shape(be, shapes[i].what, shapes[i].rows, shapes[i].cols);
+    be->destroy(be);
+    return 0;
+}
