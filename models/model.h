@@ -17,6 +17,15 @@
 extern "C" {
 #endif
 
+/* How an embedding is pooled from the final hidden states (after the final
+ * norm), numbered as GGUF's <arch>.pooling_type. */
+typedef enum {
+    TRAM_POOLING_UNSET = 0,       /* the model names none (GGUF's NONE) */
+    TRAM_POOLING_MEAN = 1,        /* the mean of every token's state */
+    TRAM_POOLING_CLS = 2,         /* the first token's */
+    TRAM_POOLING_LAST = 3,        /* the last token's (Qwen3-Embedding, gte-Qwen2) */
+} tram_pooling;
+
 typedef struct {
     char arch[32];                /* its row's name in models/arch.h: "llama", "qwen3", "mixtral", ... */
     int dim;                      /* hidden size */
@@ -36,6 +45,15 @@ typedef struct {
     int n_experts, n_experts_used;
     int norm_topk_prob;           /* renormalize the top-k weights to sum 1 (Mixtral always) */
     int shared_ffn_dim;           /* Qwen2-MoE's sigmoid-gated shared expert; 0: none */
+    /* Embeddings (models/st_modules.c): the pooling the model names (GGUF's
+     * <arch>.pooling_type, a sentence-transformers directory's 1_Pooling), L2
+     * normalization (sentence-transformers' Normalize module; GGUF: always, as
+     * llama.cpp does), Matryoshka truncation allowed (config.json's
+     * is_matryoshka or matryoshka_dimensions). */
+    tram_pooling pooling;
+    int pooling_normalize;
+    int matryoshka;
+    int embedding_only;           /* no LM head (an HF base model without lm_head): no generation */
 } tram_model_config;
 
 /* ---- model files ---- */
@@ -96,6 +114,8 @@ typedef struct {
     const char *int8_exclude;/* comma-separated names kept at weight_type (models/quantize.h) */
     int keep_blocks;         /* matrices the file stores in GGUF block formats stay in them on a
                                 backend with upload_weight_blocks (--weight-format native) */
+    int max_loras;           /* LoRA adapter slots (--max-loras); 0: none */
+    int max_lora_rank;       /* the largest rank a slot takes (--max-lora-rank) */
 } tram_model_limits;
 
 typedef struct tram_model tram_model;
@@ -120,6 +140,11 @@ const tram_model_config *tram_model_config_of(const tram_model *m);
  * only rank 0 computes logits: the others pass logits = NULL. */
 int tram_model_forward(tram_model *m, const tram_batch *b, float *logits, tram_error *err);
 
+/* The final hidden states (after the final norm) of rows (token indices)
+ * of the last pass's batch, out[n][dim] on the host: what an embedding
+ * pools.  Any number of rows; valid until the next pass. */
+int tram_model_hidden_rows(tram_model *m, const int32_t *rows, int n, float *out, tram_error *err);
+
 /* The same pass in two halves, for a GPU engine that samples on the device
  * and replays CUDA graphs: prepare checks the batch (at most max_seqs logits
  * rows) and uploads its arrays into buffers whose addresses never change;
@@ -129,6 +154,13 @@ int tram_model_forward(tram_model *m, const tram_batch *b, float *logits, tram_e
  * the next pass (NULL on ranks other than 0).  Neither syncs. */
 int tram_model_prepare(tram_model *m, const tram_batch *b, tram_error *err);
 const void *tram_model_run(tram_model *m);
+
+/* LoRA adapters (models/lora.h) in the model's lim.max_loras slots: load
+ * uploads this rank's part of adapter a into slot (replacing what it held);
+ * a batch's seq_lora names the slot of each sequence. */
+struct tram_lora_adapter;
+int tram_model_lora_load(tram_model *m, int slot, const struct tram_lora_adapter *a, tram_error *err);
+void tram_model_lora_unload(tram_model *m, int slot);
 
 /* Inputs of the linear layers, shown to an observer (calibration). */
 typedef enum {

@@ -21,6 +21,7 @@
 #include "models/arch.h"
 #include "models/json_util.h"
 #include "models/moe_files.h"
+#include "models/st_modules.h"
 
 /* Every dtype of the safetensors format; only the float ones can be read. */
 enum { ST_F32, ST_F16, ST_BF16 };
@@ -268,13 +269,24 @@ static int st_open_tensors(tram_hf_model *m, tram_error *err)
 
 /* ---------------------------------------------------------------- config.json */
 
-/* architectures[0] decides; model_type is the fallback for configs without it. */
+/* A base model without a head ("Qwen3Model", as sentence-transformers saves
+ * its Transformer): the family's layers, found by model_type. */
+static int is_base_model(const char *architecture)
+{
+    size_t n = architecture ? strlen(architecture) : 0;
+    return n > 5 && !strcmp(architecture + n - 5, "Model");
+}
+
+/* architectures[0] decides; model_type is the fallback for configs without
+ * it, and for base models. */
 static int hf_arch(const json_t *root, tram_model_config *c, const char *path, tram_error *err)
 {
     json_t *archs = json_object_get(root, "architectures");
     const char *want = json_is_array(archs) ? json_string_value(json_array_get(archs, 0)) : NULL;
     const char *type = json_string_value(json_object_get(root, "model_type"));
     const tram_arch *a = tram_arch_by_hf(want, type);
+    if (!a && is_base_model(want))
+        a = tram_arch_by_hf(NULL, type);
     if (a) {
         snprintf(c->arch, sizeof(c->arch), "%s", a->name);
         c->qkv_bias = a->qkv_bias;
@@ -383,7 +395,8 @@ static int hf_read_config(const char *dir, tram_model_config *c, tram_error *err
     memset(c, 0, sizeof(*c));
     c->rope_style = TRAM_ROPE_NEOX;
     int rc = hf_arch(root, c, path, err) || hf_unsupported(root, path, err) || hf_sizes(root, c, path, err) ||
-             hf_rope(root, c, path, err) || hf_sliding_window(root, c, path, err) ? -1 : 0;
+             hf_rope(root, c, path, err) || hf_sliding_window(root, c, path, err) ||
+             tram_st_read_pooling(dir, root, c, err) ? -1 : 0;
     if (!rc && tram_arch_by_name(c->arch)->moe)
         rc = tram_moe_hf_config(root, tram_arch_by_name(c->arch), c, path, err);
     json_decref(root);
@@ -455,11 +468,16 @@ static const st_tensor *hf_fused(const tram_hf_model *m, const char *gguf_name, 
     return view;
 }
 
+/* A base model's names lack the "model." of its *ForCausalLM
+ * ("layers.0.self_attn.q_proj.weight"). */
 static const st_tensor *hf_lookup(const tram_hf_model *m, const char *gguf_name, st_tensor *view)
 {
-    char hf_name[256];
+    char hf_name[256] = "";
+    static const char prefix[] = "model.";
     const st_tensor *t = tram_arch_hf_name(m->arch, gguf_name, hf_name, sizeof(hf_name)) ? NULL
                                                                                             : st_find(m, hf_name);
+    if (!t && !strncmp(hf_name, prefix, sizeof(prefix) - 1))
+        t = st_find(m, hf_name + sizeof(prefix) - 1);
     return t ? t : hf_fused(m, gguf_name, view);
 }
 
@@ -469,12 +487,9 @@ int tram_hf_has_tensor(const tram_hf_model *m, const char *gguf_name)
     return hf_lookup(m, gguf_name, &view) != NULL;
 }
 
-int tram_hf_read_f32(tram_hf_model *m, const char *gguf_name, float *out, int64_t numel, tram_error *err)
+/* t's values as f32 into out[numel]; name is how the caller asked for it. */
+static int st_read(const tram_hf_model *m, const st_tensor *t, float *out, int64_t numel, tram_error *err)
 {
-    st_tensor view;
-    const st_tensor *t = hf_lookup(m, gguf_name, &view);
-    if (!t)
-        return tram_fail(err, "%s: tensor %s is missing", m->dir, gguf_name);
     if (t->numel != numel)
         return tram_fail(err, "%s: tensor %s has %lld elements, expected %lld", m->files[t->file].path,
                          t->name, (long long)t->numel, (long long)numel);
@@ -491,4 +506,43 @@ int tram_hf_read_f32(tram_hf_model *m, const char *gguf_name, float *out, int64_
         out[i] = t->dtype == ST_F16 ? tram_f16_to_f32(h) : tram_bf16_to_f32(h);
     }
     return 0;
+}
+
+int tram_hf_read_f32(tram_hf_model *m, const char *gguf_name, float *out, int64_t numel, tram_error *err)
+{
+    st_tensor view;
+    const st_tensor *t = hf_lookup(m, gguf_name, &view);
+    if (!t)
+        return tram_fail(err, "%s: tensor %s is missing", m->dir, gguf_name);
+    return st_read(m, t, out, numel, err);
+}
+
+/* ---------------------------------------------------------------- one file by its own names */
+
+int tram_st_open_file(tram_hf_model **out, const char *path, tram_error *err)
+{
+    tram_hf_model *m = tram_calloc(1, sizeof(*m), err);
+    if (!m)
+        return -1;
+    const char *slash = strrchr(path, '/');
+    int dir_len = slash ? (int)(slash - path) : 1;
+    snprintf(m->dir, sizeof(m->dir), "%.*s", dir_len, slash ? path : ".");
+    if (st_add_file(m, slash ? slash + 1 : path, err) || st_sort_unique(m, err)) {
+        tram_hf_close(m);
+        return -1;
+    }
+    *out = m;
+    return 0;
+}
+
+int tram_st_count(const tram_hf_model *m) { return m->n_tensors; }
+
+const char *tram_st_name(const tram_hf_model *m, int i) { return m->tensors[i].name; }
+
+int tram_st_read_named(tram_hf_model *m, const char *name, float *out, int64_t numel, tram_error *err)
+{
+    const st_tensor *t = st_find(m, name);
+    if (!t)
+        return tram_fail(err, "%s: tensor %s is missing", m->files[0].path, name);
+    return st_read(m, t, out, numel, err);
 }
