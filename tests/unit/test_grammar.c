@@ -223,6 +223,20 @@ Test(grammar, regex_and_choice)
         {"\\w+@\\w+\\.com", "me@host.com", 1},
         {"(?P<y>\\d{4})", "2024", 1},
         {"[\\-+]?1", "-1", 1},
+        /* anchors that begin or end a top-level alternative; negated shorthands in a class */
+        {"^$|^[A-Z][a-z]*$", "", 1},
+        {"^$|^[A-Z][a-z]*$", "Abc", 1},
+        {"^$|^[A-Z][a-z]*$", "abc", 0},
+        {"^\\*$|^x$", "*", 1},
+        {"(^a|^b)c", "bc", 1},
+        {"^[\\S]+$", "a\xc3\xa9!", 1},
+        {"^[\\S]+$", "a b", 0},
+        {"[\\s\\S]*", "a b\n", 1},
+        {"[^\\D]+", "123", 1},
+        {"[^\\D]+", "12a", 0},
+        {"[\\Wa]", "a", 1},
+        {"[\\Wa]", "b", 0},
+        {"[\\Wa]", "-", 1},
     };
     for (size_t i = 0; i < TRAM_ARRAY_LEN(cases); i++) {
         char *gbnf = NULL;
@@ -232,7 +246,8 @@ Test(grammar, regex_and_choice)
                      cases[i].text, gbnf);
         free(gbnf);
     }
-    static const char *const bad[] = {"(?=a)", "a\\1", "\\bword", "a{2", "a++", "(a", "a)"};
+    static const char *const bad[] = {"(?=a)", "a\\1", "\\bword", "a{2", "a++", "(a", "a)",
+                                      "a^b", "a$b", "(a$|b)", "^*", "x(?!y)*"};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(bad); i++) {
         char *gbnf = NULL;
         tram_error err = {{0}};
