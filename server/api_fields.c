@@ -216,6 +216,19 @@ const tram_api_field tram_api_fields[] = {
     REJECTED("mcp_servers", MSGS_ALL, NULL, "tram connects to no MCP server", "[]", NULL),
     REJECTED("context_management", MSGS_ALL, NULL, "tram does not edit the context", "{}", NULL),
     REJECTED("diagnostics", MSGS, NULL, "tram reports no prompt-cache diagnostics", "{}", NULL),
+    /* embeddings, OpenAI (server/embed_request.c parses them) */
+    HONOURED("model", TRAM_FIELD_EMBEDDINGS, "5"),
+    HONOURED("input", TRAM_FIELD_EMBEDDINGS, "5"),
+    HONOURED("encoding_format", TRAM_FIELD_EMBEDDINGS, "5"),
+    HONOURED("dimensions", TRAM_FIELD_EMBEDDINGS, "\"x\""),
+    IGNORED("user", TRAM_FIELD_EMBEDDINGS),
+    /* embeddings, vLLM */
+    HONOURED("add_special_tokens", TRAM_FIELD_EMBEDDINGS, "\"x\""),
+    HONOURED("priority", TRAM_FIELD_EMBEDDINGS, "\"x\""),
+    IGNORED("request_id", TRAM_FIELD_EMBEDDINGS),
+    REJECTED("truncate_prompt_tokens", TRAM_FIELD_EMBEDDINGS, NULL, "inputs are never truncated", "10", NULL),
+    REJECTED("normalize", TRAM_FIELD_EMBEDDINGS, NULL, "the model's own normalization is applied "
+             "(--pooling chooses the pooling)", "false", NULL),
 };
 
 const size_t tram_api_num_fields = sizeof(tram_api_fields) / sizeof(tram_api_fields[0]);

@@ -10,6 +10,7 @@
 #include "server/api_error.h"
 #include "server/auth.h"
 #include "server/completion.h"
+#include "server/embeddings.h"
 #include "server/endpoints.h"
 #include "server/http.h"
 #include "server/state.h"
@@ -30,6 +31,7 @@ static const route routes[] = {
      .handle = tram_handle_messages},
     {.path = "/v1/messages/count_tokens", .method = EVHTTP_REQ_POST, .protocol = TRAM_PROTOCOL_ANTHROPIC,
      .handle = tram_handle_messages_count_tokens},
+    {.path = "/v1/embeddings", .method = EVHTTP_REQ_POST, .handle = tram_handle_embeddings},
     {.path = "/v1/models", .method = EVHTTP_REQ_GET, .handle = tram_handle_models},
     {.path = "/tokenize", .method = EVHTTP_REQ_POST, .handle = tram_handle_tokenize},
     {.path = "/detokenize", .method = EVHTTP_REQ_POST, .handle = tram_handle_detokenize},
