@@ -26,6 +26,8 @@ static const route routes[] = {
     {.path = "/v1/chat/completions", .method = EVHTTP_REQ_POST, .handle = tram_handle_chat},
     {.path = "/v1/completions", .method = EVHTTP_REQ_POST, .handle = tram_handle_completion},
     {.path = "/v1/models", .method = EVHTTP_REQ_GET, .handle = tram_handle_models},
+    {.path = "/v1/load_lora_adapter", .method = EVHTTP_REQ_POST, .handle = tram_handle_load_lora},
+    {.path = "/v1/unload_lora_adapter", .method = EVHTTP_REQ_POST, .handle = tram_handle_unload_lora},
     {.path = "/tokenize", .method = EVHTTP_REQ_POST, .handle = tram_handle_tokenize},
     {.path = "/detokenize", .method = EVHTTP_REQ_POST, .handle = tram_handle_detokenize},
     {.path = "/health", .method = EVHTTP_REQ_GET, .open = 1, .handle = tram_handle_health},
