@@ -147,3 +147,42 @@ def test_auth_and_metrics(st_server, st_client):
     before = served()
     st_client.embeddings.create(model="qwen3-st", input=["a", "b"])
     assert served() == before + 1
+
+
+def test_cli_embed(tmp_path):
+    """`tram embed`: a JSONL file in (text, ids, objects with an id), one line per input out, in order."""
+    import subprocess
+    from conftest import BIN
+    lines = [json.dumps(CASES[0]["text"]), json.dumps(CASES[1]["ids"]), json.dumps({"input": CASES[2]["text"], "id": "c"})]
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    subprocess.run([BIN, "embed", "-m", ST_DIR, "-i", str(src), "-o", str(dst), "-t", "1", "--max-model-len", "256"],
+                   check=True)
+    out = [json.loads(l) for l in dst.read_text().splitlines()]
+    assert [o["index"] for o in out] == [0, 1, 2] and out[2]["id"] == "c" and "id" not in out[0]
+    assert_close(out[0]["embedding"], CASES[0]["sentence_transformers"])
+    assert_close(out[1]["embedding"], CASES[1]["last"])
+    assert_close(out[2]["embedding"], CASES[2]["sentence_transformers"])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"input": 5}\n')
+    r = subprocess.run([BIN, "embed", "-m", ST_DIR, "-i", str(bad), "-o", str(dst)], capture_output=True, text=True)
+    assert r.returncode == 2 and "line 1" in r.stderr, r.stderr
+
+
+def test_embedding_only_model(tmp_path):
+    """A base model saved without lm_head and untied serves embeddings and refuses completions."""
+    import shutil
+    d = tmp_path / "headless"
+    shutil.copytree(ST_DIR, d)
+    config = json.loads((d / "config.json").read_text())
+    config["tie_word_embeddings"] = False
+    (d / "config.json").write_text(json.dumps(config))
+    s = Server("--max-model-len", "256", model=str(d))
+    try:
+        status, _, body = s.post("/v1/embeddings", {"input": CASES[0]["ids"], "encoding_format": "float"})
+        assert status == 200, body
+        assert_close(body["data"][0]["embedding"], CASES[0]["last"])
+        status, _, body = s.post("/v1/completions", {"prompt": "a", "max_tokens": 2})
+        assert status == 400 and "embeddings only" in body["error"]["message"], body
+    finally:
+        assert s.stop() == 0, s.final_log
