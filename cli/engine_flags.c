@@ -1,7 +1,10 @@
 /* engine_flags.c — the engine flags every subcommand that runs a model shares. */
 #include "cli/engine_flags.h"
 
+#include "server/server.h"
+
 #include <stddef.h>
+#include <string.h>
 
 void tram_engine_print_flags(FILE *out)
 {
@@ -72,6 +75,14 @@ static int kernels_flag(const char *flag, const char *value, void *field)
         return 0;
     fprintf(stderr, "tram: invalid value for %s: %s\n", flag, err.msg);
     return -1;
+}
+
+static int is_lora_module(const char *item) { return strchr(item, '=') && *item != '='; }
+
+int tram_lora_modules_flag(const char *flag, const char *value, void *field)
+{
+    return tram_flag_append_list(flag, value, field, TRAM_MAX_LORA_MODULES, "NAME=PATH adapters separated by commas",
+                                 is_lora_module);
 }
 
 #define FIELD(name) offsetof(tram_engine_config, name)
