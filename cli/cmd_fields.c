@@ -48,10 +48,19 @@ static void print_rows_markdown(const tram_api_field *rows, size_t n, unsigned e
     }
 }
 
+/* The endpoint's fields, then its nested objects (but chat's, which
+ * come once for both endpoints at the end). */
 static void print_endpoint_markdown(const char *path, unsigned endpoint)
 {
     printf("\n## %s\n\n", path);
     print_rows_markdown(tram_api_fields, tram_api_num_fields, endpoint);
+    for (int id = 0; endpoint & ~TRAM_FIELD_BOTH && id < TRAM_OBJ_COUNT; id++) {
+        const tram_api_object *o = &tram_api_objects[id];
+        if (!(o->endpoints & endpoint))
+            continue;
+        printf("\n### `%s`\n\n", o->path);
+        print_rows_markdown(o->keys, o->num_keys, o->endpoints);
+    }
 }
 
 /* The nested objects: the same rule, a 400 naming the key's whole path. */
@@ -63,6 +72,8 @@ static void print_objects_markdown(void)
            "(`tools[0].function.bar`).  `[]` stands for any index.\n");
     for (int id = 0; id < TRAM_OBJ_COUNT; id++) {
         const tram_api_object *o = &tram_api_objects[id];
+        if (o->endpoints != TRAM_FIELD_BOTH)
+            continue;
         printf("\n### `%s`\n\n", o->path);
         print_rows_markdown(o->keys, o->num_keys, TRAM_FIELD_BOTH);
     }
@@ -81,12 +92,24 @@ static void print_markdown(void)
     print_objects_markdown();
 }
 
+static const char *endpoints_name(unsigned endpoints)
+{
+    switch (endpoints) {
+    case TRAM_FIELD_BOTH: return "both";
+    case TRAM_FIELD_CHAT: return "chat";
+    case TRAM_FIELD_COMPLETION: return "completions";
+    case TRAM_FIELD_RESPONSES: return "responses";
+    case TRAM_FIELD_MESSAGES: return "messages";
+    case TRAM_FIELD_EMBEDDINGS: return "embeddings";
+    default: return "several";
+    }
+}
+
 static void print_text(void)
 {
     for (size_t i = 0; i < tram_api_num_fields; i++) {
         const tram_api_field *f = &tram_api_fields[i];
-        const char *where = f->endpoints == TRAM_FIELD_BOTH ? "both"
-                            : f->endpoints == TRAM_FIELD_CHAT ? "chat" : "completions";
+        const char *where = endpoints_name(f->endpoints);
         printf("%-32s %-12s %s\n", f->name, where, kind_name(f->kind));
     }
 }

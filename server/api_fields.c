@@ -234,7 +234,7 @@ static const tram_api_field json_schema_keys[] = {
 #define CALLED "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", " \
     "\"tool_calls\": [{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"f\", " \
     "\"arguments\": \"{}\"}}]}]}"
-#define OBJECT(rows, path, example, at) {path, rows, TRAM_ARRAY_LEN(rows), example, at}
+#define OBJECT(rows, path, example, at) {path, rows, TRAM_ARRAY_LEN(rows), TRAM_FIELD_BOTH, example, at}
 
 const tram_api_object tram_api_objects[TRAM_OBJ_COUNT] = {
     [TRAM_OBJ_STREAM_OPTIONS] = OBJECT(stream_options_keys, "stream_options",
@@ -312,5 +312,5 @@ int tram_api_check_object(const json_t *o, tram_api_object_id id, const char *pa
                           size_t cap, tram_api_error *e)
 {
     const tram_api_object *t = &tram_api_objects[id];
-    return check_keys(o, path, t->keys, t->num_keys, TRAM_FIELD_BOTH, ignored, cap, e);
+    return check_keys(o, path, t->keys, t->num_keys, t->endpoints, ignored, cap, e);
 }

@@ -26,6 +26,9 @@ typedef enum { TRAM_FIELD_HONOURED, TRAM_FIELD_IGNORED, TRAM_FIELD_REJECTED } tr
 #define TRAM_FIELD_CHAT 1u
 #define TRAM_FIELD_COMPLETION 2u
 #define TRAM_FIELD_BOTH (TRAM_FIELD_CHAT | TRAM_FIELD_COMPLETION)
+#define TRAM_FIELD_RESPONSES 4u     /* POST /v1/responses */
+#define TRAM_FIELD_MESSAGES 8u      /* POST /v1/messages (Anthropic's) */
+#define TRAM_FIELD_EMBEDDINGS 16u   /* POST /v1/embeddings */
 
 typedef struct {
     const char *name;
@@ -73,7 +76,8 @@ typedef struct {
     const char *path;               /* its place, "[]" for any index: "messages[].tool_calls[]" */
     const tram_api_field *keys;
     size_t num_keys;
-    /* for the tables' test: a valid chat body holding one, and its path there */
+    unsigned endpoints;             /* where it is found: TRAM_FIELD_BOTH for chat's objects */
+    /* for the tables' test: a valid body of its endpoint holding one, and its path there */
     const char *example_body, *example_path;
 } tram_api_object;
 

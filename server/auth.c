@@ -54,12 +54,28 @@ int tram_auth_ok(const char *key, const char *authorization_header)
     return token && equal_constant_time(token, len, key, strlen(key));
 }
 
-const char *tram_api_keys_tenant(const tram_api_keys *k, const char *authorization_header)
+/* The key a request presents: Authorization's bearer token when it sends
+ * that header, else X-Api-Key's value (blanks around it dropped), or NULL. */
+static const char *presented_key(const char *authorization, const char *x_api_key, size_t *len)
+{
+    if (authorization || !x_api_key)
+        return bearer_token(authorization, len);
+    while (*x_api_key == ' ')
+        x_api_key++;
+    size_t n = strlen(x_api_key);
+    while (n && (x_api_key[n - 1] == ' ' || x_api_key[n - 1] == '\t'))
+        n--;
+    *len = n;
+    return x_api_key;
+}
+
+const char *tram_api_keys_tenant(const tram_api_keys *k, const char *authorization_header,
+                                 const char *x_api_key_header)
 {
     if (!k || !k->n)
         return "";
     size_t len;
-    const char *token = bearer_token(authorization_header, &len);
+    const char *token = presented_key(authorization_header, x_api_key_header, &len);
     if (!token)
         return NULL;
     int found = -1;

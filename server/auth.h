@@ -32,11 +32,14 @@ int tram_api_keys_tenants(const tram_api_keys *k);
  * tenant of the requests the server makes itself (the preload), so that a
  * single tenant's preloaded replies are its own. */
 const char *tram_api_keys_sole_tenant(const tram_api_keys *k);
-/* The tenant of the key that header ("Bearer KEY") carries, NULL when it
- * carries none of them; with no keys at all (k NULL or empty) every request
- * passes, as tenant "".  Every key is compared, each over the whole of what
- * the client sent: the time says neither which key matched nor how much of
- * one was right. */
-const char *tram_api_keys_tenant(const tram_api_keys *k, const char *authorization_header);
+/* The tenant of the key a request carries, NULL when it carries none of
+ * them: the Authorization header's ("Bearer KEY") when it sends one, else
+ * the X-Api-Key header's (Anthropic's SDKs send that one); either header may
+ * be NULL.  With no keys at all (k NULL or empty) every request passes, as
+ * tenant "".  Every key is compared, each over the whole of what the client
+ * sent: the time says neither which key matched nor how much of one was
+ * right. */
+const char *tram_api_keys_tenant(const tram_api_keys *k, const char *authorization_header,
+                                 const char *x_api_key_header);
 
 #endif

@@ -538,7 +538,8 @@ static void handle_completion_request(tram_server *s, struct evhttp_request *req
         return;
     }
     /* on the loop: a SIGHUP may reload the keys */
-    const char *tenant = tram_api_keys_tenant(s->keys, evhttp_find_header(in, "Authorization"));
+    const char *tenant = tram_api_keys_tenant(s->keys, evhttp_find_header(in, "Authorization"),
+                                              evhttp_find_header(in, "X-Api-Key"));
     snprintf(c->tenant, sizeof(c->tenant), "%s", tenant ? tenant : "");   /* the router let it in */
     c->task = (tram_prep_task){.run = prepare_task, .done = prepared};
     c->preparing = 1;

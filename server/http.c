@@ -127,26 +127,38 @@ void tram_http_sse_start(struct evhttp_request *req)
     evhttp_send_reply_start(req, 200, NULL);
 }
 
-static void sse_write(struct evhttp_request *req, const char *data)
+static void sse_write_event(struct evhttp_request *req, const char *event, const char *data)
 {
     struct evbuffer *b = evbuffer_new();
     if (!b)
         return;
+    if (event)
+        evbuffer_add_printf(b, "event: %s\n", event);
     evbuffer_add_printf(b, "data: %s\n\n", data);
     evhttp_send_reply_chunk(req, b);
     evbuffer_free(b);
 }
 
+void tram_http_sse_event(struct evhttp_request *req, const char *event, const json_t *data)
+{
+    char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
+    if (text)
+        sse_write_event(req, event, text);
+    free(text);
+}
+
 void tram_http_sse_send(struct evhttp_request *req, const json_t *chunk)
 {
-    char *text = chunk ? json_dumps(chunk, JSON_COMPACT) : NULL;
-    if (text)
-        sse_write(req, text);
-    free(text);
+    tram_http_sse_event(req, NULL, chunk);
+}
+
+void tram_http_sse_end(struct evhttp_request *req)
+{
+    evhttp_send_reply_end(req);
 }
 
 void tram_http_sse_done(struct evhttp_request *req)
 {
-    sse_write(req, "[DONE]");
-    evhttp_send_reply_end(req);
+    sse_write_event(req, NULL, "[DONE]");
+    tram_http_sse_end(req);
 }

@@ -32,6 +32,10 @@ const char *tram_http_body_text(struct evbuffer *body, size_t *len);
 void tram_http_sse_start(struct evhttp_request *req);
 void tram_http_sse_send(struct evhttp_request *req, const json_t *chunk);
 void tram_http_sse_done(struct evhttp_request *req);
+/* The typed events of the Responses and Anthropic streams: "event: NAME"
+ * before the data, and an end without OpenAI's "data: [DONE]". */
+void tram_http_sse_event(struct evhttp_request *req, const char *event, const json_t *data);
+void tram_http_sse_end(struct evhttp_request *req);
 
 /* For messages and logs: "GET", "POST", ...; the request's path ("" if none). */
 const char *tram_http_method_name(enum evhttp_cmd_type m);

@@ -31,7 +31,8 @@ size_t tram_output_copy_size(const tram_output *o)
 {
     return entries_bytes(o->logprobs, o->num_tokens) +
            entries_bytes(o->prompt_logprobs, o->prompt_tokens) +
-           (size_t)o->num_tokens * sizeof(int32_t) + o->text_len + 1;
+           (size_t)o->num_tokens * sizeof(int32_t) + o->text_len + 1 +
+           (o->stop_string ? strlen(o->stop_string) + 1 : 0);
 }
 
 void tram_output_copy(tram_output *dst, const tram_output *o, void *buf)
@@ -46,5 +47,6 @@ void tram_output_copy(tram_output *dst, const tram_output *o, void *buf)
     memcpy(p, o->text ? o->text : "", o->text_len);
     p[o->text_len] = 0;
     dst->text = p;
-    dst->stop_string = NULL;
+    p += o->text_len + 1;
+    dst->stop_string = o->stop_string ? strcpy(p, o->stop_string) : NULL;
 }

@@ -11,8 +11,8 @@
 /* Bytes tram_output_copy needs after the struct for o's arrays and text. */
 size_t tram_output_copy_size(const tram_output *o);
 /* Copies o into *dst, its arrays and text into buf (tram_output_copy_size(o)
- * bytes, 8-byte aligned); the copy's pointers point into buf.  stop_string is
- * dropped (it points into the engine and nobody needs it later). */
+ * bytes, 8-byte aligned); the copy's pointers point into buf, the
+ * stop string's too (Anthropic's stop_sequence names it). */
 void tram_output_copy(tram_output *dst, const tram_output *o, void *buf);
 
 #endif

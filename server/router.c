@@ -66,10 +66,10 @@ static int admit(tram_server *s, struct evhttp_request *req, const route *r, tra
     }
     const char *authorization = evhttp_find_header(in, "Authorization");
     if (r->open ? r->metrics && !tram_auth_ok(s->cfg.metrics_api_key, authorization)
-                : !tram_api_keys_tenant(s->keys, authorization))
+                : !tram_api_keys_tenant(s->keys, authorization, evhttp_find_header(in, "X-Api-Key")))
         return tram_api_fail(e, 401, NULL, "invalid_api_key",
                              "Incorrect or missing API key: pass it as 'Authorization: Bearer "
-                             "KEY'.");
+                             "KEY' (or 'X-Api-Key: KEY').");
     if (r->method != EVHTTP_REQ_POST)
         return 0;
     if (!is_json(evhttp_find_header(in, "Content-Type")))

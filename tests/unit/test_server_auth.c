@@ -40,7 +40,7 @@ static const char *tenant_of(const tram_api_keys *k, const char *key)
 {
     char header[128];
     snprintf(header, sizeof(header), "Bearer %s", key);
-    return tram_api_keys_tenant(k, header);
+    return tram_api_keys_tenant(k, header, NULL);
 }
 
 /* Command-line keys are key1, key2, ...; a file's are named or numbered
@@ -63,11 +63,16 @@ Test(server_auth, keys_and_their_tenants)
     cr_assert_str_eq(tenant_of(k, "sk-anon"), "key5");
     cr_assert_null(tenant_of(k, "sk-alic"));
     cr_assert_null(tenant_of(k, "alice"), "a tenant's name is not a key");
-    cr_assert_null(tram_api_keys_tenant(k, NULL));
-    cr_assert_null(tram_api_keys_tenant(k, "sk-one"), "the scheme is required");
+    cr_assert_null(tram_api_keys_tenant(k, NULL, NULL));
+    cr_assert_null(tram_api_keys_tenant(k, "sk-one", NULL), "the scheme is required");
+    cr_assert_str_eq(tram_api_keys_tenant(k, NULL, " sk-bob "), "bob", "X-Api-Key: the bare key");
+    cr_assert_null(tram_api_keys_tenant(k, NULL, "Bearer sk-bob"), "X-Api-Key has no scheme");
+    cr_assert_null(tram_api_keys_tenant(k, "Bearer sk-nope", "sk-bob"),
+                   "Authorization, when sent, is the key presented");
+    cr_assert_str_eq(tram_api_keys_tenant(k, "Bearer sk-bob", "sk-nope"), "bob");
     tram_api_keys_free(k);
     cr_assert_eq(tram_api_keys_load(&k, NULL, 0, NULL, &err), 0);
-    cr_assert_str_eq(tram_api_keys_tenant(k, NULL), "", "no keys: everyone passes, as no tenant");
+    cr_assert_str_eq(tram_api_keys_tenant(k, NULL, NULL), "", "no keys: everyone passes, as no tenant");
     tram_api_keys_free(k);
 }
 

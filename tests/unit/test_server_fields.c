@@ -172,6 +172,8 @@ Test(server_fields, an_unknown_key_in_any_nested_object_is_400_naming_its_path)
 {
     for (int id = 0; id < TRAM_OBJ_COUNT; id++) {
         const tram_api_object *o = &tram_api_objects[id];
+        if (!(o->endpoints & TRAM_FIELD_CHAT))
+            continue;  /* the other endpoints' objects have tests of their own */
         tram_api_error e;
         cr_assert_eq(parse_chat_body(o->example_body, &e), 0, "%s: %s", o->path, e.message);
         json_t *body = json_loads(o->example_body, 0, NULL);
