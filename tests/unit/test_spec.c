@@ -11,6 +11,7 @@
 #include "cli/defaults.h"
 #include "engine/spec.h"
 #include "engine/tram.h"
+#include "kernels/cpu/cpu_sampling.h"
 #include "tests/unit/test_batch.h"
 #include "tests/unit/test_util.h"
 
@@ -236,4 +237,238 @@ Test(spec_engine, preemption_mid_speculation_loses_nothing, .timeout = 300)
             cr_assert_gt(s.num_preemptions, 0, "48 blocks of 4 hold fewer than 6 such sequences");
     }
     assert_same(roomy, tiny, 6);
+}
+
+/* ---------------------------------------------------------------- the law */
+
+#define V 16 /* tests/fixtures/spec/tiny-vocab.json's vocabulary */
+
+/* speculate: the largest batch that still speculates, 0: none */
+static tram_engine *tiny_engine(int speculate)
+{
+    tram_engine_config c;
+    tram_engine_config_init(&c);
+    c.num_threads = 1;
+    c.kv_cache_memory = (size_t)16 << 20;
+    snprintf(c.load_format, sizeof(c.load_format), "dummy");
+    snprintf(c.preset, sizeof(c.preset), "tests/fixtures/spec/tiny-vocab.json");
+    if (speculate)
+        c.spec = (tram_spec_config){.method = "ngram", .num_speculative_tokens = 3,
+                                    .prompt_lookup_min = 1, .prompt_lookup_max = 2,
+                                    .disable_by_batch_size = speculate};
+    tram_error err = {{0}};
+    tram_engine *e = NULL;
+    cr_assert_eq(tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
+    return e;
+}
+
+/* Every token once, then a pattern the n-gram lookup continues: whatever is
+ * drawn first has an earlier occurrence, so the second token is verified. */
+static const int32_t law_prompt[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 5, 6, 7, 5, 6};
+
+/* Pearson's statistic of counts[V] against probs[V] over n draws, cells with
+ * an expected count under 5 pooled into one; *dof its degrees of freedom. */
+static double chi_square(const int *counts, const float *probs, int n, int *dof)
+{
+    double stat = 0, pooled_e = 0, pooled_o = 0;
+    int cells = 0;
+    for (int i = 0; i < V; i++) {
+        double e = probs[i] * n;
+        if (e < 5) {
+            pooled_e += e;
+            pooled_o += counts[i];
+            cr_assert(probs[i] > 0 || counts[i] == 0, "token %d has probability 0 but was drawn", i);
+            continue;
+        }
+        stat += (counts[i] - e) * (counts[i] - e) / e;
+        cells++;
+    }
+    if (pooled_e >= 5) {
+        stat += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e;
+        cells++;
+    }
+    *dof = cells - 1;
+    return stat;
+}
+
+/* The chi-square quantile at significance 0.001 (Wilson-Hilferty). */
+static double chi_square_critical(int dof)
+{
+    double k = dof, z = 3.0902;
+    return k * pow(1 - 2 / (9 * k) + z * sqrt(2 / (9 * k)), 3);
+}
+
+/* The raw next-token distribution of the tiny model after law_prompt, as
+ * logits (its logprobs: all 16 are reported). */
+static void tiny_logits(float *logits)
+{
+    tram_engine *e = tiny_engine(0);
+    tram_sampling_params p = test_greedy_params(1);
+    p.logprobs = V;
+    add_ids(e, 0, law_prompt, TRAM_ARRAY_LEN(law_prompt), &p);
+    const tram_output *outs;
+    int n;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(outs[0].logprobs[0].num_top, V);
+    for (int i = 0; i < V; i++)
+        logits[outs[0].logprobs[0].top[i].token] = outs[0].logprobs[0].top[i].logprob;
+    tram_engine_destroy(e);
+}
+
+/* The broken rule a test must catch: on rejection, a fresh draw from p
+ * (instead of the residual max(0, p - q)) over-weights the draft-heavy tokens. */
+static int32_t broken_rule(const float *p, const float *q, int32_t d, double u1, double u2)
+{
+    if (u1 * q[d] < p[d])
+        return d;
+    double x = u2, cum = 0;
+    for (int i = 0; i < V; i++)
+        if ((cum += p[i]) > x)
+            return i;
+    return V - 1;
+}
+
+/* Draws n tokens through the rule (broken or not) with drafts drawn from q. */
+static void run_rule(const float *p, const float *q, int broken, int n, int *counts)
+{
+    float residual[V];
+    for (int s = 0; s < n; s++) {
+        double u = tram_sample_uniform((uint64_t)s, 0, 0), cum = 0;
+        int32_t d = V - 1;
+        for (int i = 0; i < V; i++)
+            if ((cum += q[i]) > u) {
+                d = i;
+                break;
+            }
+        double u1 = tram_sample_uniform((uint64_t)s, 1, 0), u2 = tram_sample_uniform((uint64_t)s, 2, 0);
+        int accepted;
+        int32_t t = broken ? broken_rule(p, q, d, u1, u2)
+                           : tram_rejection_sample(p, q, V, d, u1, u2, residual, &accepted);
+        counts[t]++;
+    }
+}
+
+Test(spec_law, rejection_sampler_keeps_the_target_distribution, .timeout = 60)
+{
+    float logits[V];
+    tiny_logits(logits);
+    tram_sampler *smp;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_sampler_create(&smp, V, &err), 0);
+    /* the target: every parameter applied first; the draft: a flatter row */
+    const tram_logit_bias bias[] = {{.token = 3, .bias = 1.5f}};
+    const int32_t hist[] = {4, 4, 9};
+    tram_sample_input target = {
+        .p = {.temperature = 0.6f, .top_k = 12, .top_p = 0.97f, .min_p = 0.01f, .repetition_penalty = 1.0f,
+              .presence_penalty = 0.5f, .frequency_penalty = 0.2f},
+        .bias = bias, .num_bias = 1, .output = hist, .output_len = 3};
+    tram_sample_input draft = {.p = {.temperature = 1.6f, .top_p = 1.0f, .repetition_penalty = 1.0f}};
+    float p[V], q[V];
+    tram_sample_probs(smp, logits, &target, p);
+    tram_sample_probs(smp, logits, &draft, q);
+    float tv = 0;
+    for (int i = 0; i < V; i++)
+        tv += fabsf(p[i] - q[i]) / 2;
+    cr_assert_gt(tv, 0.2f, "p and q must differ for the test to mean anything (TV %.3f)", tv);
+    enum { N = 20000 };
+    int good[V] = {0}, bad[V] = {0}, dof;
+    run_rule(p, q, 0, N, good);
+    double stat = chi_square(good, p, N, &dof);
+    cr_assert_lt(stat, chi_square_critical(dof), "the rejection sampler: chi-square %.1f, %d dof", stat, dof);
+    run_rule(p, q, 1, N, bad);
+    double broken = chi_square(bad, p, N, &dof);
+    cr_assert_gt(broken, chi_square_critical(dof), "the broken rule must fail: chi-square %.1f", broken);
+    /* a point mass q (n-gram): the draft is kept with probability p(d) */
+    float onehot[V] = {0};
+    int32_t d = (int32_t)test_argmax(q, V);
+    onehot[d] = 1;
+    int point[V] = {0};
+    run_rule(p, onehot, 0, N, point);
+    stat = chi_square(point, p, N, &dof);
+    cr_assert_lt(stat, chi_square_critical(dof), "point-mass draft: chi-square %.1f", stat);
+    tram_sampler_destroy(smp);
+}
+
+/* Records each request's two tokens, and the target row of the second one
+ * (its logprobs list every token) after the first token `after`. */
+typedef struct {
+    int32_t toks[3];
+    int n;
+} two_tokens;
+
+static void run_law(tram_engine *e, two_tokens *got, int32_t after, float *target)
+{
+    tram_error err = {{0}};
+    while (tram_engine_has_unfinished(e)) {
+        const tram_output *outs;
+        int n;
+        cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
+        for (int i = 0; i < n; i++)
+            for (int t = 0; t < outs[i].num_tokens; t++) {
+                two_tokens *g = &got[outs[i].request_id];
+                const tram_logprob_entry *lp = &outs[i].logprobs[t];
+                if (g->n == 1 && g->toks[0] == after)
+                    for (int k = 0; k < lp->num_top; k++)
+                        target[lp->top[k].token] = expf(lp->top[k].logprob);
+                g->toks[g->n++] = outs[i].token_ids[t];
+            }
+    }
+}
+
+/* In the engine, n-gram drafts verified at temperature 1: over many seeds,
+ * the second token (the first one a draft decides), given the most likely
+ * first token, is distributed as the target's row says. */
+Test(spec_law, engine_second_token_follows_the_target, .timeout = 120)
+{
+    enum { N = 3000 };
+    float logits[V];
+    tiny_logits(logits);
+    int32_t mode = (int32_t)test_argmax(logits, V);
+    tram_engine *e = tiny_engine(256); /* every step speculates */
+    static two_tokens got[N];
+    tram_sampling_params p;
+    tram_sampling_params_init(&p);
+    p.max_tokens = 3; /* the second token has a third after it: room for a draft */
+    p.ignore_eos = 1;
+    p.logprobs = V;
+    p.has_seed = 1;
+    for (int s = 0; s < N; s++) {
+        p.seed = (uint64_t)s;
+        add_ids(e, (uint64_t)s, law_prompt, TRAM_ARRAY_LEN(law_prompt), &p);
+    }
+    float target[V] = {0};
+    run_law(e, got, mode, target);
+    tram_engine_stats st;
+    tram_engine_stats_get(e, &st);
+    tram_engine_destroy(e);
+    int counts[V] = {0}, n = 0, dof;
+    for (int s = 0; s < N; s++)
+        if (got[s].toks[0] == mode) {
+            counts[got[s].toks[1]]++;
+            n++;
+        }
+    cr_assert_gt(n, 300, "the most likely first token came %d times", n);
+    cr_assert_geq(st.spec_decode_num_drafts, (uint64_t)N, "every second token was verified");
+    cr_assert_gt(st.spec_decode_num_accepted_tokens, 0);
+    double stat = chi_square(counts, target, n, &dof);
+    cr_assert_lt(stat, chi_square_critical(dof), "chi-square %.1f, %d dof, %d draws", stat, dof, n);
+}
+
+/* The turn-down rule: with more decoding sequences than disable_by_batch_size
+ * a step runs no drafts; once the batch has shrunk, drafts come back. */
+Test(spec_engine, turns_down_in_a_large_batch, .timeout = 60)
+{
+    tram_engine *e = tiny_engine(2);
+    static result res[MAXREQ];
+    for (int i = 0; i < 6; i++) {
+        tram_sampling_params p = test_greedy_params(i == 0 ? 30 : 4);
+        add_ids(e, (uint64_t)i, law_prompt, TRAM_ARRAY_LEN(law_prompt), &p);
+    }
+    tram_engine_stats s = drain(e, res);
+    tram_engine_destroy(e);
+    cr_assert_gt(s.spec_decode_off_steps, 0, "6 decoding sequences are past the limit of 2");
+    cr_assert_gt(s.spec_decode_num_drafts, 0, "the last one alone speculates");
+    cr_assert_eq(res[0].n[0], 30);
 }
