@@ -401,6 +401,10 @@ const tram_model_config *tram_engine_model_config(const tram_engine *e)
 const struct tram_tokenizer *tram_engine_tokenizer(const tram_engine *e) { return e->tok; }
 int tram_engine_max_model_len(const tram_engine *e) { return e->max_model_len; }
 const char *tram_engine_model_name(const tram_engine *e) { return e->model_name; }
+int tram_engine_spec_tokens(const tram_engine *e)
+{
+    return e->proposer ? e->cfg.spec.num_speculative_tokens : 0;
+}
 
 int tram_engine_validate_params(const tram_engine *e, const tram_sampling_params *p,
                                 const char **param, tram_error *err)

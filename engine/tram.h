@@ -16,6 +16,7 @@
  *   - Callable from ANY thread, at any time between create and destroy:
  *       tram_engine_validate_params, tram_engine_stats_get, tram_engine_model_config,
  *       tram_engine_tokenizer, tram_engine_max_model_len, tram_engine_model_name,
+ *       tram_engine_spec_tokens,
  *       tram_sampling_params_init, tram_finish_reason_name.
  *     These read only what is immutable after create, or
  *     (tram_engine_stats_get) a snapshot that the engine thread publishes under
@@ -272,6 +273,9 @@ void tram_engine_stats_get(const tram_engine *e, tram_engine_stats *s);
 const tram_model_config *tram_engine_model_config(const tram_engine *e);
 const struct tram_tokenizer *tram_engine_tokenizer(const tram_engine *e);
 int tram_engine_max_model_len(const tram_engine *e);
+/* Tokens speculative decoding proposes per step (num_speculative_tokens),
+ * 0 when it is off. */
+int tram_engine_spec_tokens(const tram_engine *e);
 /* The file name of the model without directory or extension. */
 const char *tram_engine_model_name(const tram_engine *e);
 
