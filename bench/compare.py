@@ -20,6 +20,8 @@ import time
 import urllib.request
 from datetime import datetime, timezone
 
+import contention  # bench/contention.py: the busy competitors and the decode measurements
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICK = os.environ.get("COMPARE_QUICK") == "1"
 
@@ -34,6 +36,7 @@ CONFIG = {
     "COMPARE_OUTPUT_LEN": ("128", "16"),
     "COMPARE_PREFILL_LEN": ("512", "64"),        # single stream: prompt tokens for prefill tok/s
     "COMPARE_DECODE_LEN": ("128", "16"),         # single stream: tokens for decode tok/s
+    "COMPARE_COMPETITORS": (str(os.cpu_count()), None),  # contention row: busy processes beside decode
     "COMPARE_SERVE_RATES": ("0.5 1 2", "1"),     # requests/s (Poisson)
     "COMPARE_SERVE_PROMPTS": ("24", "4"),
     "COMPARE_SERVE_INPUT_LEN": ("128", "32"),
@@ -202,6 +205,27 @@ class Harness:
                     self.add("single stream", f"decode tok/s ({tg} tokens)", False, "llama.cpp", ts)
             self.versions["llama.cpp"] = f"build {test.get('build_number')} ({test.get('build_commit')})"
         self.attempt("llama.cpp", "single stream", one)
+
+    # ------------------------------------------------------------ contention
+
+    def contention(self, engine):
+        """Single-stream decode beside one busy process per CPU (bench/contention.py), and its share of
+        the same engine's quiet decode measured just before."""
+        tg, busy = int(conf("COMPARE_DECODE_LEN")), int(conf("COMPARE_COMPETITORS"))
+        version = conf("COMPARE_LLAMA_VERSION")
+        fns = {"tram": lambda: contention.tram_decode_tok_s(self.model, self.threads, tg, self.tram_flags),
+               "llama.cpp": lambda: contention.llama_decode_tok_s(self.model, self.threads, tg, version)}
+
+        def one():
+            self.commands.setdefault(f"{engine} contention", f"python3 bench/contention.py's measure() of {engine} "
+                                     f"decode, {busy} busy processes ({tg} tokens, {self.threads} threads)")
+            quiet = contention.measure(fns[engine], self.runs, 0)
+            contended = contention.measure(fns[engine], self.runs, busy)
+            print(f"compare: {engine} contention: quiet {quiet:.1f}, contended {contended:.1f} tok/s",
+                  file=sys.stderr, flush=True)
+            self.add("contention", f"decode tok/s beside {busy} busy processes", False, engine, contended)
+            self.add("contention", "contended ÷ quiet decode", False, engine, contended / quiet)
+        self.attempt(engine, "contention", one)
 
     # ------------------------------------------------------------ transformers
 
@@ -419,7 +443,10 @@ def report(h, m, load_before, load_after, started, seconds):
         f"`GOMP_SPINCOUNT=10000` as bin/tram sets for itself) over {hf_batch} prompts per call (equal "
         f"lengths, no padding), offline up to {conf('COMPARE_HF_MAX_PROMPTS')} requests. "
         "Single-stream decode: llama-bench's tg (empty context); tram "
-        "and transformers: a 1-token prompt with N+1 tokens out less the same with 1 token out. Serving: "
+        "and transformers: a 1-token prompt with N+1 tokens out less the same with 1 token out. Contention: "
+        f"single-stream decode ({conf('COMPARE_DECODE_LEN')} tokens) quiet, then beside "
+        f"{conf('COMPARE_COMPETITORS')} CPU-bound processes started by the harness (bench/contention.py); "
+        "tram's figure is its output tok/s for a 1-token prompt. Serving: "
         "`tram bench serve` (Poisson arrivals, streaming /v1/completions, greedy, ignore_eos, "
         f"{conf('COMPARE_SERVE_PROMPTS')} prompts of {conf('COMPARE_SERVE_INPUT_LEN')} random words, "
         f"{conf('COMPARE_SERVE_OUTPUT_LEN')} tokens out) against each server; llama-server with "
@@ -445,6 +472,8 @@ def main():
     h.llama_warmup()
     h.tram_single()
     h.llama_single()
+    h.contention("tram")
+    h.contention("llama.cpp")
     h.tram_offline()
     h.llama_offline()
     h.tram_serve()

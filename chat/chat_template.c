@@ -90,19 +90,19 @@ static int add_kwargs(json_t *vars, const json_t *kwargs, tram_error *err)
     return 0;
 }
 
-static int render_messages(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, const json_t *tools,
-                           const json_t *kwargs, int gen, char **out, tram_error *err)
+static int render_messages(const tram_chat_template *ct, const tram_chat_conversation *c, char **out, tram_error *err)
 {
     json_t *messages = json_array();
-    for (int i = 0; i < n; i++)
-        json_array_append_new(messages, message_json(&msgs[i]));
-    json_t *vars = json_pack("{s:o,s:O,s:n,s:b,s:s,s:s}", "messages", messages, "tools", tools ? tools : json_null(),
-                             "documents", "add_generation_prompt", gen, "bos_token", ct->bos, "eos_token", ct->eos);
+    for (int i = 0; i < c->n; i++)
+        json_array_append_new(messages, message_json(&c->msgs[i]));
+    json_t *vars = json_pack("{s:o,s:O,s:n,s:b,s:s,s:s}", "messages", messages, "tools",
+                             c->tools ? c->tools : json_null(), "documents", "add_generation_prompt",
+                             c->ending == TRAM_CHAT_OPEN_ASSISTANT, "bos_token", ct->bos, "eos_token", ct->eos);
     if (!vars)
         return tram_fail(err, "chat template: a message is not valid UTF-8, or out of memory");
     if (ct->date[0])
         json_object_set_new(vars, "date_string", json_string(ct->date));
-    if (kwargs && add_kwargs(vars, kwargs, err)) {
+    if (c->kwargs && add_kwargs(vars, c->kwargs, err)) {
         json_decref(vars);
         return -1;
     }
@@ -119,28 +119,30 @@ static int has_tool_parts(const tram_chat_msg *m, int n)
     return 0;
 }
 
-static int render_ending(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, const json_t *tools,
-                         const json_t *kwargs, int gen, char **out, tram_error *err)
+/* Renders a conversation whose ending is not CONTINUE_LAST. */
+static int render_ending(const tram_chat_template *ct, const tram_chat_conversation *c, char **out, tram_error *err)
 {
     *out = NULL;
-    for (int i = 0; i < n; i++)
-        if (!msgs[i].role)
+    for (int i = 0; i < c->n; i++)
+        if (!c->msgs[i].role)
             return tram_fail(err, "chat template: message %d has no role", i);
-    if (tools && (!json_is_array(tools) || json_array_size(tools) == 0))
+    if (c->tools && (!json_is_array(c->tools) || json_array_size(c->tools) == 0))
         return tram_fail(err, "chat template: tools must be a non-empty array");
-    int tool_parts = tools || has_tool_parts(msgs, n);
+    int tool_parts = c->tools || has_tool_parts(c->msgs, c->n);
     if (tool_parts && ct->tool_format == TRAM_TOOLS_UNSUPPORTED)
         return tram_fail(err, "chat template: the model's template writes tool calls in a syntax tram cannot parse "
                               "(it parses Hermes <tool_call>, Llama 3 JSON and Mistral [TOOL_CALLS] calls), so this "
                               "model cannot take tools or tool calls");
     if (!tool_parts || ct->tool_format != TRAM_TOOLS_GENERIC)
-        return render_messages(ct, msgs, n, tools, kwargs, gen, out, err);
-    tram_chat_msg *plain;
-    int n_plain;
-    if (tram_chat_generic(ct, msgs, n, tools, &plain, &n_plain, err))
+        return render_messages(ct, c, out, err);
+    tram_chat_conversation plain = *c;
+    tram_chat_msg *plain_msgs;
+    if (tram_chat_generic(ct, c->msgs, c->n, c->tools, &plain_msgs, &plain.n, err))
         return -1;
-    int rc = render_messages(ct, plain, n_plain, NULL, kwargs, gen, out, err);
-    tram_chat_generic_free(plain, n_plain);
+    plain.msgs = plain_msgs;
+    plain.tools = NULL;
+    int rc = render_messages(ct, &plain, out, err);
+    tram_chat_generic_free(plain_msgs, plain.n);
     return rc;
 }
 
@@ -166,19 +168,23 @@ static int cut_at_continue_tag(char *text)
     return 0;
 }
 
-static int render_continued(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, const json_t *tools,
-                            const json_t *kwargs, char **out, tram_error *err)
+static int render_continued(const tram_chat_template *ct, const tram_chat_conversation *c, char **out,
+                            tram_error *err)
 {
+    int n = c->n;
     if (n == 0)
         return tram_fail(err, "chat template: continue_final_message is set but the conversation is empty");
     tram_chat_msg *copy = malloc((size_t)n * sizeof(*copy));
     tram_strbuf last = {0};
-    tram_strbuf_addf(&last, "%s" CONTINUE_TAG, msgs[n - 1].content ? msgs[n - 1].content : "");
+    tram_strbuf_addf(&last, "%s" CONTINUE_TAG, c->msgs[n - 1].content ? c->msgs[n - 1].content : "");
     int rc = !copy || !last.s ? tram_fail(err, "chat template: out of memory") : 0;
     if (!rc) {
-        memcpy(copy, msgs, (size_t)n * sizeof(*copy));
+        memcpy(copy, c->msgs, (size_t)n * sizeof(*copy));
         copy[n - 1].content = last.s;
-        rc = render_ending(ct, copy, n, tools, kwargs, 0, out, err);
+        tram_chat_conversation tagged = *c;
+        tagged.msgs = copy;
+        tagged.ending = TRAM_CHAT_END_TURN;
+        rc = render_ending(ct, &tagged, out, err);
     }
     free(copy);
     free(last.s);
@@ -190,20 +196,13 @@ static int render_continued(const tram_chat_template *ct, const tram_chat_msg *m
                           "the rendered conversation (the template drops or rewrites it)");
 }
 
-int tram_chat_template_render_tools(const tram_chat_template *ct, const tram_chat_msg *msgs, int n,
-                                    const json_t *tools, const json_t *kwargs, tram_chat_ending ending, char **out,
-                                    tram_error *err)
+int tram_chat_template_render(const tram_chat_template *ct, const tram_chat_conversation *c, char **out,
+                              tram_error *err)
 {
     *out = NULL;
-    if (ending == TRAM_CHAT_CONTINUE_LAST)
-        return render_continued(ct, msgs, n, tools, kwargs, out, err);
-    return render_ending(ct, msgs, n, tools, kwargs, ending == TRAM_CHAT_OPEN_ASSISTANT, out, err);
-}
-
-int tram_chat_template_render(const tram_chat_template *ct, const tram_chat_msg *msgs, int n, tram_chat_ending ending,
-                              char **out, tram_error *err)
-{
-    return tram_chat_template_render_tools(ct, msgs, n, NULL, NULL, ending, out, err);
+    if (c->ending == TRAM_CHAT_CONTINUE_LAST)
+        return render_continued(ct, c, out, err);
+    return render_ending(ct, c, out, err);
 }
 
 /* ---- what the template is ---- */
@@ -276,8 +275,9 @@ static int takes_system(const tram_chat_template *ct)
 {
     static const char probe[] = "tram-probe-system-prompt";
     const tram_chat_msg m[] = {{.role = "system", .content = probe}, {.role = "user", .content = "Hi"}};
+    const tram_chat_conversation c = {.msgs = m, .n = 2, .ending = TRAM_CHAT_OPEN_ASSISTANT};
     char *out;
-    if (render_messages(ct, m, 2, NULL, NULL, 1, &out, NULL))
+    if (render_messages(ct, &c, &out, NULL))
         return 0;
     int found = strstr(out, probe) != NULL;
     free(out);
@@ -318,9 +318,10 @@ static tram_tool_format call_syntax(const tram_chat_template *ct)
     const tram_chat_msg m[] = {{.role = "user", .content = "Probe?"},
                                {.role = "assistant", .content = "", .tool_calls = &call, .num_tool_calls = 1},
                                {.role = "tool", .content = "1", .tool_call_id = "a1B2c3D4e"}};
+    const tram_chat_conversation c = {.msgs = m, .n = 3, .tools = tools, .ending = TRAM_CHAT_OPEN_ASSISTANT};
     char *out = NULL;
     tram_tool_format f = TRAM_TOOLS_UNSUPPORTED;
-    if (args && tools && !render_messages(ct, m, 3, tools, NULL, 1, &out, NULL)) {
+    if (args && tools && !render_messages(ct, &c, &out, NULL)) {
         if (written_as(out, "<tool_call>", "{\"name\": \"probe_fn\", \"arguments\": {\"probe_arg\": 1}}", "</tool_call>"))
             f = TRAM_TOOLS_HERMES;
         else if (written_as(out, "<|start_header_id|>assistant<|end_header_id|>",

@@ -87,19 +87,25 @@ typedef enum {
                                     * (transformers' continue_final_message) */
 } tram_chat_ending;
 
+/* What a render takes: the messages; tools: NULL, or a non-empty JSON
+ * array of {"type": "function", "function": {...}} objects, rendered the way
+ * apply_chat_template(tools=...) renders them; kwargs: NULL, or a JSON
+ * object whose members are more template variables (apply_chat_template's
+ * **kwargs, vLLM's chat_template_kwargs), none of them one tram sets; and how
+ * the rendered text ends. */
+typedef struct {
+    const tram_chat_msg *msgs;
+    int n;
+    const json_t *tools;
+    const json_t *kwargs;
+    tram_chat_ending ending;
+} tram_chat_conversation;
+
 /* Renders the conversation into a new malloc'd string.  Conversations the
  * template refuses (roles that do not alternate, a system message where the
  * template takes none) are errors with the template's own message. */
-int tram_chat_template_render(const tram_chat_template *ct, const tram_chat_msg *msgs, int n,
-                              tram_chat_ending ending, char **out, tram_error *err);
-/* The same with tools: NULL, or a non-empty JSON array of
- * {"type": "function", "function": {...}} objects, rendered the way
- * apply_chat_template(tools=...) renders them; and kwargs: NULL, or a JSON
- * object whose members are more template variables (apply_chat_template's
- * **kwargs, vLLM's chat_template_kwargs), none of them one tram sets. */
-int tram_chat_template_render_tools(const tram_chat_template *ct, const tram_chat_msg *msgs, int n,
-                                    const json_t *tools, const json_t *kwargs, tram_chat_ending ending,
-                                    char **out, tram_error *err);
+int tram_chat_template_render(const tram_chat_template *ct, const tram_chat_conversation *c, char **out,
+                              tram_error *err);
 /* 1 when the template variable `name` is one the renderer sets itself,
  * which kwargs may not (inline: the request parser checks it too, and
  * links without the renderer). */

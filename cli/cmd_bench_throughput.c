@@ -5,7 +5,6 @@
  * engine (a cold prefix cache, as the batched run had).  The same run
  * measures this machine's OpenBLAS sgemm peak and memory copy bandwidth, to
  * read the engine's FLOP/s against. */
-#include <cblas.h>
 #include <jansson.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -13,10 +12,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/bench_floors.h"
 #include "cli/commands.h"
 #include "cli/defaults.h"
 #include "cli/engine_flags.h"
 #include "kernels/cpu/cpu_sampling.h"
+#include "kernels/cpu/quota.h"
 #include "engine/tram.h"
 #include "tokenizer/tokenizer.h"
 
@@ -148,64 +149,6 @@ static int dataset_prompts(const tram_tokenizer *tok, const bench_opts *o, bench
     if (!rc && *n == 0)
         rc = tram_fail(err, "%s: no prompts", o->dataset);
     return rc;
-}
-
-/* ---------------------------------------------------------------- machine */
-
-/* Best of a few large sgemm products, in FLOP/s: one single-threaded sgemm
- * per thread on its slice of rows, the way the CPU backend threads its
- * matmuls around OpenBLAS. */
-static double sgemm_peak(int threads, tram_error *err)
-{
-    enum { N = 2048, REPS = 4 };
-    float *a = tram_calloc((size_t)N * N, sizeof(float), err);
-    float *b = tram_calloc((size_t)N * N, sizeof(float), err);
-    float *c = tram_calloc((size_t)N * N, sizeof(float), err);
-    int ok = a && b && c, rows = (N + threads - 1) / threads;
-    double best = 1e30;
-    for (size_t i = 0; ok && i < (size_t)N * N; i++) {
-        a[i] = (float)(i % 13) * 0.01f;
-        b[i] = (float)(i % 7) * 0.02f;
-    }
-    for (int r = 0; ok && r < REPS; r++) { /* the first product warms up */
-        double t0 = tram_now();
-#pragma omp parallel for num_threads(threads)
-        for (int t = 0; t < threads; t++) {
-            int r0 = t * rows, n = TRAM_MIN(N, r0 + rows) - r0;
-            if (n > 0)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, N, N, 1.0f,
-                            a + (size_t)r0 * N, N, b, N, 0.0f, c + (size_t)r0 * N, N);
-        }
-        double t = tram_now() - t0;
-        if (r > 0 && t < best)
-            best = t;
-    }
-    free(a);
-    free(b);
-    free(c);
-    return ok ? 2.0 * N * N * N / best : 0;
-}
-
-/* Best of a few copies of a buffer larger than any cache, in bytes moved
- * (read + written) per second. */
-static double copy_bandwidth(tram_error *err)
-{
-    enum { REPS = 4 };
-    size_t bytes = (size_t)256 << 20;
-    char *src = tram_calloc(bytes, 1, err), *dst = tram_calloc(bytes, 1, err);
-    double best = 1e30;
-    for (int r = 0; src && dst && r < REPS; r++) {
-        memset(src, r, bytes);
-        double t0 = tram_now();
-        memcpy(dst, src, bytes);
-        double t = tram_now() - t0;
-        if (t < best)
-            best = t;
-    }
-    int ok = src && dst;
-    free(src);
-    free(dst);
-    return ok ? 2.0 * bytes / best : 0;
 }
 
 /* ---------------------------------------------------------------- runs */
@@ -375,10 +318,10 @@ static int bench_throughput(bench_opts *o, bench_req *reqs, tram_error *err)
     if (tram_engine_create(&e, &o->ec, o->model, err))
         return -1;
     if (!o->ec.num_threads)
-        o->ec.num_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+        o->ec.num_threads = tram_cpu_usable();
     if (!o->no_peak) {
-        f.peak = sgemm_peak(o->ec.num_threads, err);
-        f.bandwidth = f.peak > 0 ? copy_bandwidth(err) : 0;
+        f.peak = tram_bench_sgemm_peak(o->ec.num_threads, err);
+        f.bandwidth = f.peak > 0 ? tram_bench_copy_bandwidth(err) : 0;
     }
     int rc = o->no_peak || f.bandwidth > 0 ? load_requests(e, o, reqs, &f.n, err) : -1;
     if (!rc) {

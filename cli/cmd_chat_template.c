@@ -70,6 +70,9 @@ static int render(const chat_template_opts *o, const char *path)
                                                           &msgs[i].tool_call_id, NULL, 0, &api_err);
         msgs[i].tool_calls = calls;
     }
+    const tram_chat_conversation conversation = {
+        .msgs = msgs, .n = (int)n, .tools = tools, .kwargs = kwargs,
+        .ending = o->continue_last ? TRAM_CHAT_CONTINUE_LAST : (tram_chat_ending)o->generation_prompt};
     tram_tokenizer *t = NULL;
     tram_chat_template *ct = NULL;
     tram_error err;
@@ -79,10 +82,7 @@ static int render(const chat_template_opts *o, const char *path)
                  api_err.status ? api_err.message : "expected an array of messages (and of tools, and an object of chat_template_kwargs)");
     if (!rc)
         rc = tram_tokenizer_load(&t, o->model, &err) || tram_chat_template_for(&ct, t, o->chat_template, o->chatml_fallback, &err) ||
-             tram_chat_template_render_tools(ct, msgs, (int)n, tools, kwargs,
-                                             o->continue_last ? TRAM_CHAT_CONTINUE_LAST
-                                                              : (tram_chat_ending)o->generation_prompt,
-                                             &out, &err);
+             tram_chat_template_render(ct, &conversation, &out, &err);
     if (rc)
         fprintf(stderr, "tram chat-template: %s\n", err.msg);
     else {

@@ -105,7 +105,8 @@ static char *render_chat(tram_engine *e, const tram_chat_msg *msgs, int n, tram_
     char *out = NULL;
     if (tram_chat_template_for(&ct, tram_engine_tokenizer(e), NULL, 1, err))
         return NULL;
-    if (tram_chat_template_render(ct, msgs, n, 1, &out, err))
+    const tram_chat_conversation c = {.msgs = msgs, .n = n, .ending = TRAM_CHAT_OPEN_ASSISTANT};
+    if (tram_chat_template_render(ct, &c, &out, err))
         out = NULL;
     tram_chat_template_free(ct);
     return out;

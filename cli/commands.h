@@ -51,6 +51,6 @@ extern const tram_command tram_cmd_generate, tram_cmd_info, tram_cmd_tokenize, t
     tram_cmd_convert, tram_cmd_serve, tram_cmd_bench, tram_cmd_perplexity, tram_cmd_quantize,
     tram_cmd_fields, tram_cmd_validate_schema;
 /* the members of tram_cmd_bench */
-extern const tram_command tram_cmd_bench_throughput, tram_cmd_bench_serve;
+extern const tram_command tram_cmd_bench_throughput, tram_cmd_bench_serve, tram_cmd_bench_roofline;
 
 #endif

@@ -13,7 +13,8 @@ void tram_engine_print_flags(FILE *out)
     fprintf(out,
             "engine flags:\n"
             "  --device cpu|cuda              backend (cpu)\n"
-            "  -t, --threads N                CPU threads (all cores; tensor-parallel ranks share them)\n"
+            "  -t, --threads N                CPU threads (the usable CPUs: affinity, cgroup quota;\n"
+            "                                 tensor-parallel ranks share them)\n"
             "  -tp, --tensor-parallel-size N  ranks, one thread each (one GPU each on cuda), the\n"
             "                                 model's heads and FFN split among them (1)\n"
             "  --block-size N                 tokens per KV block (16)\n"
@@ -38,6 +39,8 @@ void tram_engine_print_flags(FILE *out)
             "                                 model (-m) then only gives the tokenizer (auto)\n"
             "  --preset NAME                  models/presets/NAME.json, or a .json path\n"
             "  --tokenizer PATH               tokenizer .gguf or directory (the model's)\n"
+            "  --pooling model|mean|cls|last  embeddings' pooling: the model's metadata, else\n"
+            "                                 the last token's (model)\n"
             "  --speculative-config JSON      speculative decoding, as vLLM spells it:\n"
             "                                 {\"method\": \"ngram\", \"num_speculative_tokens\": 3,\n"
             "                                 \"prompt_lookup_min\": 1, \"prompt_lookup_max\": 4,\n"
@@ -51,6 +54,17 @@ static int policy_flag(const char *flag, const char *value, void *field)
     if (i < 0)
         return -1;
     *(tram_sched_policy *)field = i ? TRAM_POLICY_PRIORITY : TRAM_POLICY_FCFS;
+    return 0;
+}
+
+/* the names index tram_pooling: "model" is UNSET */
+static int pooling_flag(const char *flag, const char *value, void *field)
+{
+    static const char *const names[] = {"model", "mean", "cls", "last", NULL};
+    int i = tram_flag_choice(flag, value, names);
+    if (i < 0)
+        return -1;
+    *(tram_pooling *)field = (tram_pooling)i;
     return 0;
 }
 
@@ -160,6 +174,7 @@ static const tram_flag engine_flags[] = {
     {.name = "--preset", BUFFER(preset)},
     {.name = "--tokenizer", BUFFER(tokenizer)},
     {.name = "--speculative-config", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(spec), .parse = spec_flag},
+    {.name = "--pooling", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(pooling), .parse = pooling_flag},
     {.name = "--cuda-kernels", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(kernels), .parse = kernels_flag},
     {.name = "--enforce-eager", .kind = TRAM_FLAG_SET, .field = FIELD(enforce_eager)},
     {.name = "--enable-prefix-caching", .kind = TRAM_FLAG_SET, .field = FIELD(enable_prefix_caching)},

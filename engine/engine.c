@@ -66,6 +66,10 @@ struct tram_engine {
     int cap_outs;
     char *text;                /* this step's text deltas */
     size_t text_len, text_cap;
+    tram_pooling pooling;      /* embeddings': --pooling, else the model's, else last */
+    int normalize;             /* embeddings are L2-normalized */
+    float *hidden;             /* [max_seqs][dim]: final hidden states read for pooling */
+    int32_t *hidden_rows;      /* [max_seqs]: their rows in the batch */
 
     tram_engine_stats stats;   /* engine thread's counters */
     tram_engine_stats published;
@@ -262,6 +266,8 @@ static int alloc_step_arrays(tram_engine *e, tram_error *err)
     e->emitted = tram_calloc(s, sizeof(*e->emitted), err);
     e->outs = tram_calloc(s, sizeof(*e->outs), err);
     e->text = tram_calloc(e->text_cap, 1, err);
+    e->hidden = tram_calloc(s * (size_t)tram_model_file_config(e->file)->dim, sizeof(float), err);
+    e->hidden_rows = tram_calloc(s, sizeof(int32_t), err);
     e->mask_words = (tram_tokenizer_vocab_size(e->tok) + 31) / 32;
     e->masked = tram_calloc((size_t)e->logits_width, sizeof(float), err);
     e->mask = tram_calloc((size_t)e->mask_words, sizeof(uint32_t), err);
@@ -272,7 +278,7 @@ static int alloc_step_arrays(tram_engine *e, tram_error *err)
         return -1;
     return e->masked && e->mask && e->tok_ids && e->positions && e->slots && e->rows && e->query_start && e->seq_lens &&
                    e->block_tables && e->item_row0 && e->item_nrows && e->logits && e->emitted &&
-                   e->outs && e->text
+                   e->outs && e->text && e->hidden && e->hidden_rows
                ? 0
                : -1;
 }
@@ -304,10 +310,21 @@ static int open_cuda_runner(tram_engine *e, tram_error *err)
     return tram_cuda_runner_create(&e->cuda, e->be, &spec, err);
 }
 
+/* --pooling, else the model's own, else the last token's (what decoder
+ * embedding models use); a model that names its pooling says whether it
+ * normalizes, one that does not is normalized as OpenAI's embeddings are. */
+static void choose_pooling(tram_engine *e)
+{
+    const tram_model_config *mc = tram_model_file_config(e->file);
+    e->pooling = e->cfg.pooling ? e->cfg.pooling : mc->pooling ? mc->pooling : TRAM_POOLING_LAST;
+    e->normalize = mc->pooling ? mc->pooling_normalize : 1;
+}
+
 static int create_parts(tram_engine *e, const char *path, tram_error *err)
 {
     if (check_config(&e->cfg, err) || open_model_file(e, path, err))
         return -1;
+    choose_pooling(e);
     /* MoE layers size their grouped GEMMs on the host (kernels/cuda/moe.cu):
      * no CUDA graphs, so no pad blocks for them */
     e->pad_blocks = !strcmp(e->cfg.device, "cuda") && !e->cfg.enforce_eager &&
@@ -384,7 +401,7 @@ void tram_engine_destroy(tram_engine *e)
     void *bufs[] = {e->tok_ids, e->positions, e->slots, e->query_start, e->seq_lens,
                     e->block_tables, e->rows, e->item_row0, e->item_nrows, e->logits,
                     e->emitted, e->outs, e->text, e->masked, e->mask, e->step_masks,
-                    e->step_mask_rows};
+                    e->step_mask_rows, e->hidden, e->hidden_rows};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
         free(bufs[i]);
     pthread_mutex_destroy(&e->lock);
@@ -495,11 +512,14 @@ static int tokenize_prompt(tram_engine *e, const tram_prompt *pr, int32_t **ids,
     return 0;
 }
 
-static int check_prompt_len(const tram_engine *e, int n, tram_error *err)
+static int check_prompt_len(const tram_engine *e, int n, int embed, tram_error *err)
 {
     if (n < 1)
         return tram_fail(err, "prompt: it is empty after tokenization");
-    if (n >= e->max_model_len)
+    if (embed && n > e->max_model_len)
+        return tram_fail(err, "prompt: it has %d tokens, but this model's maximum context length is "
+                              "%d tokens", n, e->max_model_len);
+    if (!embed && n >= e->max_model_len)
         return tram_fail(err, "prompt: it has %d tokens, but this model's maximum context length is "
                               "%d tokens, which must also hold at least one generated token",
                          n, e->max_model_len);
@@ -524,19 +544,104 @@ static int track_request(tram_engine *e, tram_request *r, tram_error *err)
     return 0;
 }
 
+/* The prompt's ids, checked: an embedding may fill the context, a
+ * generation must leave room for a token. */
+static int prompt_ids(tram_engine *e, const tram_prompt *prompt, int embed, int32_t **ids, int *n,
+                      tram_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    if (tokenize_prompt(e, prompt, ids, n, err) || check_prompt_len(e, *n, embed, err)) {
+        free(*ids);
+        return -1;
+    }
+    return 0;
+}
+
+/* The request of prompt ids (taken), queued. */
+static int queue_request(tram_engine *e, uint64_t request_id, int32_t *ids, int n, const tram_sampling_params *p,
+                         int priority, const tram_embed_params *embed, tram_error *err);
+
 int tram_engine_add_request(tram_engine *e, uint64_t request_id, const tram_prompt *prompt,
                             const tram_sampling_params *p, int priority, tram_error *err)
 {
+    if (tram_engine_model_config(e)->embedding_only)
+        return tram_fail(err, "this model has no language-model head (lm_head): it serves embeddings only");
     if (tram_engine_validate_params(e, p, NULL, err))
         return -1;
     if (find_request(e, request_id))
         return tram_fail(err, "request id %llu is already in use", (unsigned long long)request_id);
-    int32_t *ids = NULL;
-    int n = 0;
-    if (tokenize_prompt(e, prompt, &ids, &n, err) || check_prompt_len(e, n, err)) {
-        free(ids);
+    int32_t *ids;
+    int n;
+    if (prompt_ids(e, prompt, 0, &ids, &n, err))
         return -1;
-    }
+    return queue_request(e, request_id, ids, n, p, priority, NULL, err);
+}
+
+/* ---------------------------------------------------------------- embeddings */
+
+const char *tram_pooling_name(tram_pooling p)
+{
+    static const char *const names[] = {NULL, "mean", "cls", "last"};
+    return (unsigned)p < TRAM_ARRAY_LEN(names) ? names[p] : NULL;
+}
+
+void tram_engine_pooling(const tram_engine *e, tram_pooling *pooling, int *normalize)
+{
+    *pooling = e->pooling;
+    *normalize = e->normalize;
+}
+
+int tram_engine_check_embed(const tram_engine *e, const tram_embed_params *p, const char **param,
+                            tram_error *err)
+{
+    const tram_model_config *mc = tram_engine_model_config(e);
+    const char *unused;
+    param = param ? param : &unused;
+    *param = "dimensions";
+    if (p->dimensions && !mc->matryoshka)
+        return tram_fail(err, "dimensions: this model defines no Matryoshka truncation (config.json's "
+                              "is_matryoshka or matryoshka_dimensions), so its embeddings cannot be shortened");
+    if (p->dimensions < 0 || p->dimensions > mc->dim)
+        return tram_fail(err, "dimensions must be in [1, %d], got %d", mc->dim, p->dimensions);
+    *param = NULL;
+    if (e->cuda)
+        return tram_fail(err, "embeddings run on --device cpu: the CUDA runner returns no hidden states yet");
+    return 0;
+}
+
+/* The request's pooled state and result, once it is created. */
+static int setup_embedding(tram_engine *e, tram_request *r, const tram_embed_params *p, tram_error *err)
+{
+    int dim = tram_engine_model_config(e)->dim;
+    r->pooling = e->pooling;
+    r->skip_cache = e->pooling != TRAM_POOLING_LAST;  /* mean and CLS need rows a cache hit skips */
+    r->max_tokens = 0;
+    r->embed_dims = p->dimensions ? p->dimensions : dim;
+    r->pool = tram_calloc((size_t)dim, sizeof(double), err);
+    r->embedding = tram_calloc((size_t)r->embed_dims, sizeof(float), err);
+    return r->pool && r->embedding ? 0 : -1;
+}
+
+int tram_engine_add_embedding(tram_engine *e, uint64_t request_id, const tram_prompt *prompt,
+                              const tram_embed_params *p, int priority, tram_error *err)
+{
+    if (tram_engine_check_embed(e, p, NULL, err))
+        return -1;
+    if (find_request(e, request_id))
+        return tram_fail(err, "request id %llu is already in use", (unsigned long long)request_id);
+    int32_t *ids;
+    int n;
+    if (prompt_ids(e, prompt, 1, &ids, &n, err))
+        return -1;
+    tram_sampling_params sp;
+    tram_sampling_params_init(&sp);
+    return queue_request(e, request_id, ids, n, &sp, priority, p, err);
+}
+
+static int queue_request(tram_engine *e, uint64_t request_id, int32_t *ids, int n, const tram_sampling_params *p,
+                         int priority, const tram_embed_params *embed, tram_error *err)
+{
     uint64_t arrival = e->next_arrival++;
     tram_request_env env = {
         .tok = e->tok,
@@ -552,6 +657,10 @@ int tram_engine_add_request(tram_engine *e, uint64_t request_id, const tram_prom
     free(ids);
     if (rc)
         return -1;
+    if (embed && setup_embedding(e, r, embed, err)) {
+        tram_request_free(r);
+        return -1;
+    }
     r->added_at = tram_now();
     if (track_request(e, r, err)) {
         tram_request_free(r);
@@ -601,6 +710,8 @@ int tram_engine_has_unfinished(const tram_engine *e)
  * token, when it completes the sequence's known tokens. */
 static int item_rows(const tram_sched_item *it)
 {
+    if (it->seq->req->pooling)
+        return 0;  /* pooled from the hidden states (pool_item) */
     if (it->num_draft)
         return it->num_draft + 1;
     if (tram_seq_wants_prompt_logprobs(it->seq))
@@ -850,6 +961,66 @@ static void prompt_logprobs(tram_engine *e, tram_seq *s, int start, int row0)
     r->prompt_lp_done = TRAM_MIN(s->num_computed + 1, s->prompt_len);
 }
 
+/* ---------------------------------------------------------------- step: pooling */
+
+/* Adds the final hidden states of n batch rows from row0 to r's pool:
+ * summed for mean, kept for CLS (position 0) and last. */
+static int pool_rows(tram_engine *e, tram_request *r, int row0, int n, tram_error *err)
+{
+    int dim = tram_engine_model_config(e)->dim, max = e->cfg.max_num_seqs;
+    for (int first = 0; first < n; first += max) {
+        int k = TRAM_MIN(max, n - first);
+        for (int j = 0; j < k; j++)
+            e->hidden_rows[j] = row0 + first + j;
+        if (tram_model_hidden_rows(e->model, e->hidden_rows, k, e->hidden, err))
+            return -1;
+        for (int j = 0; j < k; j++) {
+            const float *h = e->hidden + (size_t)j * dim;
+            int keep = r->pooling != TRAM_POOLING_MEAN;
+            for (int d = 0; d < dim; d++)
+                r->pool[d] = keep ? h[d] : r->pool[d] + h[d];
+        }
+    }
+    return 0;
+}
+
+/* The pooled state cut to its dimensions, then L2-normalized (as
+ * torch.nn.functional.normalize, eps 1e-12). */
+static void finish_embedding(tram_engine *e, tram_seq *s)
+{
+    tram_request *r = s->req;
+    double scale = r->pooling == TRAM_POOLING_MEAN ? 1.0 / s->prompt_len : 1.0, sum = 0;
+    for (int d = 0; d < r->embed_dims; d++)
+        sum += r->pool[d] * scale * r->pool[d] * scale;
+    double norm = e->normalize ? TRAM_MAX(sqrt(sum), 1e-12) : 1.0;
+    for (int d = 0; d < r->embed_dims; d++)
+        r->embedding[d] = (float)(r->pool[d] * scale / norm);
+    emit(e, s);
+    finish_seq(e, s, TRAM_FINISH_STOP);
+}
+
+/* An embedding sequence's rows of this step (tokens start.. of item i);
+ * a sequence preempted and run again starts its pool over. */
+static int pool_item(tram_engine *e, int i, int start, tram_error *err)
+{
+    tram_seq *s = e->sched.items[i].seq;
+    tram_request *r = s->req;
+    int row0 = e->query_start[i], n = e->sched.items[i].num_new;
+    if (start == 0)
+        memset(r->pool, 0, (size_t)tram_engine_model_config(e)->dim * sizeof(double));
+    int done = s->num_computed == s->prompt_len;
+    int rc = r->pooling == TRAM_POOLING_MEAN ? pool_rows(e, r, row0, n, err)
+             : r->pooling == TRAM_POOLING_CLS ? (start == 0 ? pool_rows(e, r, row0, 1, err) : 0)
+             : done ? pool_rows(e, r, row0 + n - 1, 1, err) : 0;
+    if (rc)
+        return -1;
+    if (done) {
+        finish_embedding(e, s);
+        return text_append(e, "", 1);
+    }
+    return 0;
+}
+
 static int postprocess_item(tram_engine *e, int i, tram_error *err)
 {
     const tram_sched_item *it = &e->sched.items[i];
@@ -861,6 +1032,8 @@ static int postprocess_item(tram_engine *e, int i, tram_error *err)
         return verify_drafts(e, s, e->item_row0[i], it->num_draft, err);
     if (start < s->prompt_len)
         e->stats.computed_prefill_tokens += TRAM_MIN(s->num_computed, s->prompt_len) - start;
+    if (s->req->pooling)
+        return pool_item(e, i, start, err);
     int row0 = e->item_row0[i], nrows = e->item_nrows[i];
     if (tram_seq_wants_prompt_logprobs(s))
         prompt_logprobs(e, s, start, row0);
@@ -911,7 +1084,7 @@ static int emit_aborts(tram_engine *e, tram_error *err)
 static void fill_output(tram_engine *e, tram_seq *s, tram_output *o)
 {
     const tram_request *r = s->req;
-    int got = s->step_tokens;
+    int got = s->step_tokens, pooled = r->pooling && s->finish == TRAM_FINISH_STOP;
     *o = (tram_output){
         .request_id = r->id,
         .sample_index = s->sample_index,
@@ -927,6 +1100,8 @@ static void fill_output(tram_engine *e, tram_seq *s, tram_output *o)
         .completion_tokens = s->num_tokens - s->prompt_len,
         .cached_tokens = r->cached_tokens,
         .queue_time = r->scheduled_at > 0 ? r->scheduled_at - r->added_at : 0,
+        .embedding = pooled ? r->embedding : NULL,
+        .embedding_dim = pooled ? r->embed_dims : 0,
     };
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/cpu/quota.h"
 #include "kernels/cuda/cuda.h"
 #include "models/shard.h"
 
@@ -136,10 +137,10 @@ static void stop_threads(tram_ranks *r)
 
 /* ---------------------------------------------------------------- backends */
 
-/* Each CPU rank gets an equal share of the cores (at least one). */
+/* Each CPU rank gets an equal share of the usable CPUs (at least one). */
 static int open_cpu(tram_ranks *r, int num_threads, tram_error *err)
 {
-    int cores = num_threads > 0 ? num_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int cores = num_threads > 0 ? num_threads : tram_cpu_usable();
     int share = TRAM_MAX(1, cores / r->world_size);
     if (r->world_size == 1)
         return tram_backend_cpu_create(&r->be[0], num_threads, err);

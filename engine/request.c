@@ -187,6 +187,7 @@ int tram_request_create(tram_request **out, uint64_t id, const tram_sampling_par
     r->n = p->n;
     r->num_seqs = 1;
     r->seed = p->has_seed ? p->seed : env->seed;
+    r->skip_cache = p->prompt_logprobs >= 0;  /* every prompt row's logits */
     int room = env->max_model_len - prompt_len;
     r->max_tokens = p->max_tokens > 0 ? TRAM_MIN(p->max_tokens, room) : room;
     r->seqs = tram_calloc((size_t)p->n, sizeof(tram_seq), err);
@@ -224,6 +225,8 @@ void tram_request_free(tram_request *r)
     free(r->banned);
     free(r->prompt_lp);
     free(r->prompt_top);
+    free(r->pool);
+    free(r->embedding);
     tram_grammar_release(r->p.grammar);
     free(r);
 }

@@ -237,9 +237,9 @@ static int admit_one(tram_scheduler *s, int *budget, int *prompt_rows)
     tram_seq *seq = s->waiting[0];
     if (s->seats_running + seq->seats > s->max_seqs)
         return 0;
-    /* Prompt logprobs need every prompt row, so such requests skip the cache. */
-    int hit = seq->req->p.prompt_logprobs >= 0 ? 0
-              : tram_bm_match_prefix(s->bm, &seq->table, seq->tokens, seq->num_tokens);
+    /* Prompt logprobs and mean or CLS pooling need every prompt row (or the
+     * first), so such requests skip the cache. */
+    int hit = seq->req->skip_cache ? 0 : tram_bm_match_prefix(s->bm, &seq->table, seq->tokens, seq->num_tokens);
     seq->num_computed = hit;
     int rows = *prompt_rows;
     int n = chunk_size(seq, *budget, &rows);

@@ -63,6 +63,12 @@ struct tram_request {
     tram_seq *seqs;            /* [n] */
     int cached_tokens;
     int admitted;              /* counted in the prompt totals */
+    int skip_cache;            /* every prompt row is needed: no prefix-cache lookup */
+    /* an embedding request (tram_engine_add_embedding): no sampling */
+    tram_pooling pooling;      /* UNSET for a generation */
+    int embed_dims;            /* values kept of the pooled state */
+    double *pool;              /* [model dim]: the state pooled so far */
+    float *embedding;          /* [embed_dims]: the result */
     int aborted;
     /* prompt logprobs, computed once by sequence 0 */
     tram_logprob_entry *prompt_lp;     /* [prompt_len] */

@@ -110,6 +110,8 @@ typedef struct {
     tram_kernel_variants kernels; /* CUDA: kernel variant per family (kernels/variants.h); zeroed:
                                      every family variant 1 */
     tram_spec_config spec;        /* speculative decoding (off) */
+    tram_pooling pooling;         /* embeddings' pooling (--pooling); UNSET: the model's own, and
+                                     last-token pooling when it names none */
 } tram_engine_config;
 
 void tram_engine_config_init(tram_engine_config *c);
@@ -192,6 +194,31 @@ typedef struct {
 int tram_engine_add_request(tram_engine *e, uint64_t request_id, const tram_prompt *prompt,
                             const tram_sampling_params *p, int priority, tram_error *err);
 
+/* An embedding request: the prompt is prefilled (batched with everything
+ * else, through the prefix cache when the pooling allows) and its final
+ * hidden states pooled as tram_engine_pooling says instead of sampled; the
+ * request's one output, with finish reason "stop", carries the vector. */
+typedef struct {
+    int dimensions;               /* keep the first this many values, then normalize (Matryoshka
+                                     truncation: only for a model that defines it); 0: all */
+} tram_embed_params;
+
+/* Any thread: -1 with a message (and *param = "dimensions") when p cannot be
+ * honoured for this model. */
+int tram_engine_check_embed(const tram_engine *e, const tram_embed_params *p, const char **param,
+                            tram_error *err);
+
+/* Queues an embedding request, as add_request queues a generation: the same
+ * ids, priorities and aborts.  The prompt may fill the whole context. */
+int tram_engine_add_embedding(tram_engine *e, uint64_t request_id, const tram_prompt *prompt,
+                              const tram_embed_params *p, int priority, tram_error *err);
+
+/* Any thread: the pooling embeddings get (never UNSET) and whether they are
+ * L2-normalized. */
+void tram_engine_pooling(const tram_engine *e, tram_pooling *pooling, int *normalize);
+/* "mean", "cls", "last", or NULL for UNSET. */
+const char *tram_pooling_name(tram_pooling p);
+
 /* Aborts an unfinished request: frees its blocks now; the next step reports
  * its samples with TRAM_FINISH_ABORT.  Returns 0, or -1 if the id is unknown
  * or already finished. */
@@ -228,6 +255,8 @@ typedef struct {
     int completion_tokens;        /* generated so far by this sample */
     int cached_tokens;            /* prompt tokens served from the prefix cache */
     double queue_time;            /* seconds from add_request to the request's first step */
+    const float *embedding;       /* an embedding request's final output: [embedding_dim] */
+    int embedding_dim;
 } tram_output;
 
 /* Runs one step.  *outs receives the outputs of this step (possibly none, e.g.

@@ -640,6 +640,24 @@ int tram_model_forward(tram_model *m, const tram_batch *b, float *logits, tram_e
     return m->be->sync(m->be, err);
 }
 
+/* Through the staging and the logits-row buffer, max_seqs rows at a time:
+ * both are free once the pass has synced. */
+int tram_model_hidden_rows(tram_model *m, const int32_t *rows, int n, float *out, tram_error *err)
+{
+    tram_backend *be = m->be;
+    int dim = m->cfg.dim;
+    for (int first = 0; first < n; first += m->lim.max_seqs) {
+        int k = TRAM_MIN(m->lim.max_seqs, n - first);
+        memcpy(m->bb.host, rows + first, (size_t)k * sizeof(int32_t));
+        be->upload(be, m->bb.logits_rows, m->bb.host, (size_t)k * sizeof(int32_t));
+        be->gather_rows(be, m->a.last, m->a.xb, m->bb.logits_rows, k, dim);
+        be->to_host_f32(be, out + (size_t)first * dim, m->a.last, (size_t)k * dim);
+        if (be->sync(be, err))
+            return -1;
+    }
+    return 0;
+}
+
 int tram_model_prepare(tram_model *m, const tram_batch *b, tram_error *err)
 {
     if (batch_check(m, b, err))

@@ -79,6 +79,20 @@ static int gguf_read_sizes(const tram_gguf *g, const tram_arch *a, tram_model_co
     return tram_moe_gguf_config(g, a, c, err);
 }
 
+/* llama.cpp's pooling_type (NONE, MEAN, CLS, LAST; RANK is a reranker's
+ * score, not an embedding); its embeddings are always L2-normalized. */
+static int gguf_read_pooling(const tram_gguf *g, const char *arch, tram_model_config *c, tram_error *err)
+{
+    char key[128];
+    int pooling = TRAM_POOLING_UNSET;
+    snprintf(key, sizeof(key), "%s.pooling_type", arch);
+    if (tram_gguf_find_kv(g, key) && gguf_arch_int(g, arch, "pooling_type", 0, TRAM_POOLING_LAST, &pooling, err))
+        return -1;
+    c->pooling = (tram_pooling)pooling;
+    c->pooling_normalize = 1;
+    return 0;
+}
+
 static int gguf_read_config(const tram_gguf *g, tram_model_config *c, tram_error *err)
 {
     char *arch = NULL;
@@ -86,7 +100,7 @@ static int gguf_read_config(const tram_gguf *g, tram_model_config *c, tram_error
         return -1;
     const tram_arch *a = gguf_arch_row(g, arch, err);
     free(arch);
-    if (!a || gguf_read_sizes(g, a, c, err))
+    if (!a || gguf_read_sizes(g, a, c, err) || gguf_read_pooling(g, a->gguf_arch, c, err))
         return -1;
     const tram_gguf_tensor *emb = tram_gguf_find_tensor(g, "token_embd.weight");
     if (!emb || emb->n_dims != 2 || emb->ne[0] != c->dim)
@@ -131,6 +145,10 @@ int tram_model_file_open(tram_model_file **out, const char *path, tram_error *er
         tram_model_file_close(f);
         return -1;
     }
+    /* an embedding model saved without its head (Qwen3-Embedding-8B): the
+     * embedding stands in for it, and the engine refuses to generate */
+    if (!f->cfg.tied_embeddings && !tram_model_file_has_tensor(f, "output.weight"))
+        f->cfg.embedding_only = f->cfg.tied_embeddings = 1;
     *out = f;
     return 0;
 }

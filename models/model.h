@@ -17,6 +17,15 @@
 extern "C" {
 #endif
 
+/* How an embedding is pooled from the final hidden states (after the final
+ * norm), numbered as GGUF's <arch>.pooling_type. */
+typedef enum {
+    TRAM_POOLING_UNSET = 0,       /* the model names none (GGUF's NONE) */
+    TRAM_POOLING_MEAN = 1,        /* the mean of every token's state */
+    TRAM_POOLING_CLS = 2,         /* the first token's */
+    TRAM_POOLING_LAST = 3,        /* the last token's (Qwen3-Embedding, gte-Qwen2) */
+} tram_pooling;
+
 typedef struct {
     char arch[32];                /* its row's name in models/arch.h: "llama", "qwen3", "mixtral", ... */
     int dim;                      /* hidden size */
@@ -36,6 +45,15 @@ typedef struct {
     int n_experts, n_experts_used;
     int norm_topk_prob;           /* renormalize the top-k weights to sum 1 (Mixtral always) */
     int shared_ffn_dim;           /* Qwen2-MoE's sigmoid-gated shared expert; 0: none */
+    /* Embeddings (models/st_modules.c): the pooling the model names (GGUF's
+     * <arch>.pooling_type, a sentence-transformers directory's 1_Pooling), L2
+     * normalization (sentence-transformers' Normalize module; GGUF: always, as
+     * llama.cpp does), Matryoshka truncation allowed (config.json's
+     * is_matryoshka or matryoshka_dimensions). */
+    tram_pooling pooling;
+    int pooling_normalize;
+    int matryoshka;
+    int embedding_only;           /* no LM head (an HF base model without lm_head): no generation */
 } tram_model_config;
 
 /* ---- model files ---- */
@@ -119,6 +137,11 @@ const tram_model_config *tram_model_config_of(const tram_model *m);
  * tensor parallelism every rank runs every batch (their all-reduces meet) and
  * only rank 0 computes logits: the others pass logits = NULL. */
 int tram_model_forward(tram_model *m, const tram_batch *b, float *logits, tram_error *err);
+
+/* The final hidden states (after the final norm) of rows (token indices)
+ * of the last pass's batch, out[n][dim] on the host: what an embedding
+ * pools.  Any number of rows; valid until the next pass. */
+int tram_model_hidden_rows(tram_model *m, const int32_t *rows, int n, float *out, tram_error *err);
 
 /* The same pass in two halves, for a GPU engine that samples on the device
  * and replays CUDA graphs: prepare checks the batch (at most max_seqs logits

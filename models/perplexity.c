@@ -97,8 +97,9 @@ int tram_perplexity(tram_model *m, tram_model *ref, const int32_t *tokens, int n
         memcpy(b.ids, tokens + (size_t)w * o->ctx, o->ctx * sizeof(int32_t));
         if (o->bos >= 0)
             b.ids[0] = o->bos;
-        rc = tram_window_forward(m, &b.w, b.ids, o->ctx, o->first, rows, b.logits, err) ||
-             (ref && tram_window_forward(ref, &b.w, b.ids, o->ctx, o->first, rows, b.ref_logits, err));
+        const tram_window_logits mine = {o->first, rows, b.logits}, theirs = {o->first, rows, b.ref_logits};
+        rc = tram_window_forward(m, &b.w, b.ids, o->ctx, &mine, err) ||
+             (ref && tram_window_forward(ref, &b.w, b.ids, o->ctx, &theirs, err));
         for (int r = 0; !rc && r < rows; r++)
             score_row(b.logits + (size_t)r * vocab, ref ? b.ref_logits + (size_t)r * vocab : NULL, vocab,
                       b.ids[o->first + 1 + r], st);

@@ -120,7 +120,7 @@ int tram_calibrate(tram_model_file *f, const int32_t *tokens, int n, int ctx, in
     if (!rc)
         tram_model_set_observer(m, calib_observe, st);
     for (int i = 0; !rc && i * ctx < n; i++)
-        rc = tram_window_forward(m, &w, tokens + (size_t)i * ctx, TRAM_MIN(ctx, n - i * ctx), 0, 0, NULL, err);
+        rc = tram_window_forward(m, &w, tokens + (size_t)i * ctx, TRAM_MIN(ctx, n - i * ctx), NULL, err);
     tram_model_destroy(m);
     if (be)
         be->destroy(be);

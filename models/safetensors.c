@@ -21,6 +21,7 @@
 #include "models/arch.h"
 #include "models/json_util.h"
 #include "models/moe_files.h"
+#include "models/st_modules.h"
 
 /* Every dtype of the safetensors format; only the float ones can be read. */
 enum { ST_F32, ST_F16, ST_BF16 };
@@ -268,13 +269,24 @@ static int st_open_tensors(tram_hf_model *m, tram_error *err)
 
 /* ---------------------------------------------------------------- config.json */
 
-/* architectures[0] decides; model_type is the fallback for configs without it. */
+/* A base model without a head ("Qwen3Model", as sentence-transformers saves
+ * its Transformer): the family's layers, found by model_type. */
+static int is_base_model(const char *architecture)
+{
+    size_t n = architecture ? strlen(architecture) : 0;
+    return n > 5 && !strcmp(architecture + n - 5, "Model");
+}
+
+/* architectures[0] decides; model_type is the fallback for configs without
+ * it, and for base models. */
 static int hf_arch(const json_t *root, tram_model_config *c, const char *path, tram_error *err)
 {
     json_t *archs = json_object_get(root, "architectures");
     const char *want = json_is_array(archs) ? json_string_value(json_array_get(archs, 0)) : NULL;
     const char *type = json_string_value(json_object_get(root, "model_type"));
     const tram_arch *a = tram_arch_by_hf(want, type);
+    if (!a && is_base_model(want))
+        a = tram_arch_by_hf(NULL, type);
     if (a) {
         snprintf(c->arch, sizeof(c->arch), "%s", a->name);
         c->qkv_bias = a->qkv_bias;
@@ -383,7 +395,8 @@ static int hf_read_config(const char *dir, tram_model_config *c, tram_error *err
     memset(c, 0, sizeof(*c));
     c->rope_style = TRAM_ROPE_NEOX;
     int rc = hf_arch(root, c, path, err) || hf_unsupported(root, path, err) || hf_sizes(root, c, path, err) ||
-             hf_rope(root, c, path, err) || hf_sliding_window(root, c, path, err) ? -1 : 0;
+             hf_rope(root, c, path, err) || hf_sliding_window(root, c, path, err) ||
+             tram_st_read_pooling(dir, root, c, err) ? -1 : 0;
     if (!rc && tram_arch_by_name(c->arch)->moe)
         rc = tram_moe_hf_config(root, tram_arch_by_name(c->arch), c, path, err);
     json_decref(root);
@@ -455,11 +468,16 @@ static const st_tensor *hf_fused(const tram_hf_model *m, const char *gguf_name, 
     return view;
 }
 
+/* A base model's names lack the "model." of its *ForCausalLM
+ * ("layers.0.self_attn.q_proj.weight"). */
 static const st_tensor *hf_lookup(const tram_hf_model *m, const char *gguf_name, st_tensor *view)
 {
-    char hf_name[256];
+    char hf_name[256] = "";
+    static const char prefix[] = "model.";
     const st_tensor *t = tram_arch_hf_name(m->arch, gguf_name, hf_name, sizeof(hf_name)) ? NULL
                                                                                             : st_find(m, hf_name);
+    if (!t && !strncmp(hf_name, prefix, sizeof(prefix) - 1))
+        t = st_find(m, hf_name + sizeof(prefix) - 1);
     return t ? t : hf_fused(m, gguf_name, view);
 }
 

@@ -36,13 +36,16 @@ void tram_window_free(tram_window *w)
     *w = (tram_window){0};
 }
 
-int tram_window_forward(tram_model *m, const tram_window *w, const int32_t *tokens, int len, int first,
-                        int num_logits, float *logits, tram_error *err)
+int tram_window_forward(tram_model *m, const tram_window *w, const int32_t *tokens, int len,
+                        const tram_window_logits *want, tram_error *err)
 {
+    const tram_window_logits none = {0};
+    if (!want)
+        want = &none;
     int32_t query_start[2] = {0, len}, seq_len = len;
     tram_batch b = {.num_tokens = len, .num_seqs = 1, .token_ids = tokens, .positions = w->pos,
                     .slot_mapping = w->pos, .query_start = query_start, .seq_lens = &seq_len,
                     .block_tables = w->blocks, .max_blocks_per_seq = window_blocks(w->ctx),
-                    .num_logits = num_logits, .logits_rows = w->pos + first};
-    return tram_model_forward(m, &b, logits, err);
+                    .num_logits = want->count, .logits_rows = w->pos + want->first};
+    return tram_model_forward(m, &b, want->out, err);
 }

@@ -23,10 +23,18 @@ tram_model_limits tram_window_limits(int ctx, int logits_rows);
 int tram_window_init(tram_window *w, int ctx, tram_error *err);
 void tram_window_free(tram_window *w);
 
+/* Which logits a window returns: rows [count][vocab] of positions
+ * first..first+count-1, written to out. */
+typedef struct {
+    int first;
+    int count;
+    float *out;
+} tram_window_logits;
+
 /* Runs tokens[len] (len <= w->ctx) as one sequence on m (made with
- * tram_window_limits(w->ctx, ...)) and writes logits[num_logits][vocab] of
- * positions first..first+num_logits-1 (logits may be NULL when num_logits is 0). */
-int tram_window_forward(tram_model *m, const tram_window *w, const int32_t *tokens, int len, int first,
-                        int num_logits, float *logits, tram_error *err);
+ * tram_window_limits(w->ctx, ...)) and writes the logits `want` asks for
+ * (NULL: none, the run only fills the KV cache and what the model observes). */
+int tram_window_forward(tram_model *m, const tram_window *w, const int32_t *tokens, int len,
+                        const tram_window_logits *want, tram_error *err);
 
 #endif

@@ -203,8 +203,7 @@ static int tokenize_prompts(tram_completion *c, tram_api_error *e)
     const tram_tokenizer *tok = tram_engine_tokenizer(eng);
     if (c->api.kind == TRAM_API_CHAT) {
         char *text;
-        if (tram_prompt_render_chat(c->srv->chat, c->api.messages, c->api.num_messages,
-                                    c->api.tools.tools, c->api.chat_template_kwargs, c->api.ending, &text, e))
+        if (tram_prompt_render_chat(c->srv->chat, &c->api, &text, e))
             return -1;
         /* the template writes BOS itself when the model wants one */
         int rc = tram_prompt_encode(eng, text, 0, &c->prompts[0].ids, &c->prompts[0].num_ids, e);

@@ -183,8 +183,7 @@ static int tokenize(tram_server *s, const json_t *o, int32_t **ids, int *n, tram
     if (rc)
         return -1;
     char *text;
-    rc = tram_prompt_render_chat(s->chat, r.messages, r.num_messages, r.tools.tools, r.chat_template_kwargs,
-                                 r.ending, &text, e);
+    rc = tram_prompt_render_chat(s->chat, &r, &text, e);
     tram_api_request_free(&r);
     if (rc)
         return -1;

@@ -5,10 +5,11 @@
 
 #include "tokenizer/tokenizer.h"
 
-int tram_prompt_render_chat(const tram_chat_template *ct, const tram_api_message *m, int n,
-                            const json_t *tools, const json_t *kwargs, tram_chat_ending ending, char **text,
+int tram_prompt_render_chat(const tram_chat_template *ct, const tram_api_request *r, char **text,
                             tram_api_error *err)
 {
+    const tram_api_message *m = r->messages;
+    int n = r->num_messages;
     tram_chat_msg *msgs = calloc((size_t)n, sizeof(*msgs));
     if (!msgs)
         return tram_api_fail(err, 500, NULL, NULL, "Out of memory.");
@@ -19,7 +20,9 @@ int tram_prompt_render_chat(const tram_chat_template *ct, const tram_api_message
                                   .num_tool_calls = m[i].num_tool_calls,
                                   .tool_call_id = m[i].tool_call_id};
     tram_error terr = {{0}};
-    int rc = tram_chat_template_render_tools(ct, msgs, n, tools, kwargs, ending, text, &terr);
+    const tram_chat_conversation c = {
+        .msgs = msgs, .n = n, .tools = r->tools.tools, .kwargs = r->chat_template_kwargs, .ending = r->ending};
+    int rc = tram_chat_template_render(ct, &c, text, &terr);
     free(msgs);
     if (rc)
         return tram_api_fail(err, 400, "messages", "invalid_value", "%s", terr.msg);

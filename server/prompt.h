@@ -10,11 +10,10 @@
 #include "server/api_request.h"
 #include "chat/chat_template.h"
 
-/* The conversation (and the request's tools, or NULL, and its template
- * arguments, or NULL) rendered with the model's chat template, ending as
- * `ending` says; a new malloc'd string. */
-int tram_prompt_render_chat(const tram_chat_template *ct, const tram_api_message *m, int n,
-                            const json_t *tools, const json_t *kwargs, tram_chat_ending ending, char **text,
+/* A chat request's conversation (with its tools and template arguments)
+ * rendered with the model's chat template, ending as the request says; a
+ * new malloc'd string. */
+int tram_prompt_render_chat(const tram_chat_template *ct, const tram_api_request *r, char **text,
                             tram_api_error *err);
 
 /* Text to ids (special tokens written in the text become their ids, as HF

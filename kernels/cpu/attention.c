@@ -25,9 +25,9 @@ static int seq_of_token(const tram_batch *b, int token)
  * with one max and one exp per score (the online softmax, by chunk). */
 #define ATT_ROWS 48   /* query rows of one tile */
 #define ATT_KEYS 32   /* keys scored at once (within one KV block) */
-/* Multiply-adds below which attention runs on one thread: a fork/join with
- * passive OpenMP waits costs tens of microseconds, what one core needs for
- * about this much work (a decode token over a few hundred positions). */
+/* Multiply-adds below which attention runs on one thread: waking a sleeping
+ * worker costs tens of microseconds, what one core needs for about this much
+ * work (a decode token over a few hundred positions). */
 #define ATT_PAR_MIN_MACS (1L << 20)
 
 typedef struct {
@@ -112,9 +112,44 @@ static void attend_tile(att_tile *t, const float *k_cache, const float *v_cache,
     }
 }
 
-/* Work item = (tile of consecutive tokens, KV head, chunk of that head's query
- * heads).  A token tile that spans sequences is attended one sequence's run
- * at a time. */
+typedef struct {
+    float *out;
+    const float *q, *k_cache, *v_cache;
+    const tram_batch *b;
+    const tram_attn_shape *s;
+    int hq, hchunks, tt, per_tile;
+} att_job;
+
+/* Work items [w0, w1): item = (tile of consecutive tokens, KV head, chunk of
+ * that head's query heads).  A token tile that spans sequences is attended
+ * one sequence's run at a time. */
+static void attend_items(void *arg, int w0, int w1)
+{
+    const att_job *j = arg;
+    const tram_batch *b = j->b;
+    int hd = j->s->head_dim, qd = j->s->n_heads * hd, group = j->s->n_heads / j->s->n_kv_heads;
+    for (int w = w0; w < w1; w++) {
+        int kvh = w % j->per_tile / j->hchunks, h0 = kvh * group + w % j->hchunks * j->hq;
+        int h1 = TRAM_MIN(h0 + j->hq, (kvh + 1) * group);
+        int i = w / j->per_tile * j->tt, end = TRAM_MIN(i + j->tt, b->num_tokens);
+        while (i < end) {
+            int seq = seq_of_token(b, i), run_end = TRAM_MIN(end, b->query_start[seq + 1]);
+            att_tile t = {.n = 0, .max_ctx = 0};
+            for (; i < run_end; i++)
+                for (int h = h0; h < h1; h++, t.n++) {
+                    t.q[t.n] = j->q + (size_t)i * qd + h * hd;
+                    t.out[t.n] = j->out + (size_t)i * qd + h * hd;
+                    t.ctx[t.n] = TRAM_MIN(b->positions[i] + 1, b->seq_lens[seq]);
+                    t.max_ctx = TRAM_MAX(t.max_ctx, t.ctx[t.n]);
+                }
+            attend_tile(&t, j->k_cache, j->v_cache, b->block_tables + (size_t)seq * b->max_blocks_per_seq, kvh,
+                        j->s);
+        }
+    }
+}
+
+/* The items one at a time on the backend's pool (pool.h), or on the caller
+ * alone below ATT_PAR_MIN_MACS. */
 void cpu_attention(tram_backend *be, void *out, const void *q, const void *k_cache,
                           const void *v_cache, const tram_batch *b, const tram_attn_shape *s)
 {
@@ -124,23 +159,7 @@ void cpu_attention(tram_backend *be, void *out, const void *q, const void *k_cac
     long keys = 0; /* an upper bound: a token sees at most position + 1 keys */
     for (int i = 0; i < b->num_tokens; i++)
         keys += b->positions[i] + 1;
-#pragma omp parallel for num_threads(cpu_of(be)->threads) schedule(dynamic, 1) \
-    if (keys * 2 * qd >= ATT_PAR_MIN_MACS)
-    for (int w = 0; w < work; w++) {
-        int kvh = w % per_tile / hchunks, h0 = kvh * group + w % hchunks * hq;
-        int h1 = TRAM_MIN(h0 + hq, (kvh + 1) * group);
-        int i = w / per_tile * tt, end = TRAM_MIN(i + tt, b->num_tokens);
-        while (i < end) {
-            int seq = seq_of_token(b, i), run_end = TRAM_MIN(end, b->query_start[seq + 1]);
-            att_tile t = {.n = 0, .max_ctx = 0};
-            for (; i < run_end; i++)
-                for (int h = h0; h < h1; h++, t.n++) {
-                    t.q[t.n] = (const float *)q + (size_t)i * qd + h * hd;
-                    t.out[t.n] = (float *)out + (size_t)i * qd + h * hd;
-                    t.ctx[t.n] = TRAM_MIN(b->positions[i] + 1, b->seq_lens[seq]);
-                    t.max_ctx = TRAM_MAX(t.max_ctx, t.ctx[t.n]);
-                }
-            attend_tile(&t, k_cache, v_cache, b->block_tables + (size_t)seq * b->max_blocks_per_seq, kvh, s);
-        }
-    }
+    att_job j = {.out = out, .q = q, .k_cache = k_cache, .v_cache = v_cache, .b = b, .s = s,
+                 .hq = hq, .hchunks = hchunks, .tt = tt, .per_tile = per_tile};
+    tram_cpu_pool_run(keys * 2 * qd >= ATT_PAR_MIN_MACS ? cpu_of(be)->pool : NULL, work, 1, attend_items, &j);
 }

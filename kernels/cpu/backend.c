@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/cpu_impl.h"
 #include "kernels/cpu/cpu_int8.h"
+#include "kernels/cpu/quota.h"
 
 /* ---------------------------------------------------------------- memory */
 
@@ -94,6 +95,7 @@ static void cpu_destroy(tram_backend *be)
     free(s->xq);
     free(s->xs);
     free(s->xb);
+    tram_cpu_pool_destroy(s->pool);
     free(s);
     free(be);
 }
@@ -115,7 +117,12 @@ int tram_backend_cpu_create_rank(tram_backend **out, int num_threads, tram_cpu_g
         free(be);
         return -1;
     }
-    s->threads = num_threads > 0 ? num_threads : omp_get_num_procs();
+    s->threads = num_threads > 0 ? num_threads : tram_cpu_usable();
+    if (tram_cpu_pool_create(&s->pool, s->threads, err)) {
+        free(s);
+        free(be);
+        return -1;
+    }
     s->i8_kernel = tram_i8_kernel_best();
     s->q_kernel = tram_q_kernel_best();
     s->group = g;

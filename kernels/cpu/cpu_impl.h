@@ -11,6 +11,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/features.h"
 #include "kernels/cpu/gemm_blocks.h"
+#include "kernels/cpu/pool.h"
 #include "kernels/int8_format.h"
 
 typedef struct {
@@ -25,14 +26,24 @@ typedef struct {
     tram_q8_block *xb;         /* activations quantized for block matmuls, grown to the largest */
     size_t xb_cap;             /* bytes */
     tram_cpu_group *group;     /* tensor-parallel ranks (allreduce.c); NULL alone */
+    tram_cpu_pool *pool;       /* `threads` threads, the caller among them (pool.h) */
 } cpu_state;
 
 static inline cpu_state *cpu_of(tram_backend *be) { return be->impl; }
 
-/* Row-parallel element-wise ops fork only from this many token rows: below
- * it a fork/join (a futex round trip per thread, more when the cores are
- * shared) costs more than the op itself. */
+/* Row-parallel element-wise ops use the pool only from this many token
+ * rows: below it waking a worker (a futex round trip, more when the cores
+ * are shared) costs more than the op itself. */
 #define PAR_MIN_ROWS 8
+
+/* fn over token rows [0, n): chunks of rows on the pool (about 8 per
+ * thread, so a late thread's share is taken over) from PAR_MIN_ROWS rows,
+ * else on the caller. */
+static inline void cpu_rows(tram_backend *be, int n, tram_pool_fn fn, void *ctx)
+{
+    cpu_state *s = be->impl;
+    tram_cpu_pool_run(n >= PAR_MIN_ROWS ? s->pool : NULL, n, TRAM_MAX(1, n / (8 * s->threads)), fn, ctx);
+}
 
 /* Records the first failure; sync() reports it. */
 static inline void cpu_fail(tram_backend *be, const char *msg)

@@ -24,10 +24,35 @@ static void sgemm_rows(float *y, const float *x, const float *w, int n, int rows
                 w + (size_t)r0 * cols, cols, 0.0f, y + r0, rows);
 }
 
-/* y[n, rows] = x[n, cols] · Wᵀ.  The output columns are split across our
- * OpenMP threads and OpenBLAS runs single-threaded inside each: one pool of
- * threads on the cores, instead of OpenBLAS's pool fighting OpenMP's spinning
- * workers for them. */
+typedef struct {
+    float *y;
+    const float *x;
+    const tram_weight *w;
+    int n;
+} sgemm_job;
+
+static void sgemm_chunk(void *arg, int r0, int r1)
+{
+    const sgemm_job *j = arg;
+    sgemm_rows(j->y, j->x, j->w->data, j->n, j->w->rows, j->w->cols, r0, r1);
+}
+
+/* Rows of W per chunk: 16-row multiples keep each chunk's rows cache-line
+ * aligned; a GEMV chunk covers about 64 KiB of weights (cheap to claim, many
+ * for a late thread's share to be taken over), a GEMM chunk a quarter of a
+ * thread's share (each sgemm call packs x again). */
+static int sgemm_chunk_rows(tram_backend *be, const tram_weight *w, int n)
+{
+    int rows = n <= GEMV_MAX_ROWS ? 65536 / (int)(w->cols * sizeof(float))
+                                  : w->rows / (4 * tram_cpu_pool_threads(cpu_of(be)->pool));
+    return TRAM_MAX(16, (rows + 15) / 16 * 16);
+}
+
+/* y[n, rows] = x[n, cols] · Wᵀ.  The output columns are split into chunks
+ * that the backend's pool (pool.h) hands out, and OpenBLAS runs
+ * single-threaded inside each: one pool of threads on the cores, instead of
+ * OpenBLAS's pool fighting ours for them.  Each output row is computed by one
+ * call over its whole K, so the chunking does not change its bits. */
 void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n)
 {
     if (w->type == TRAM_W_INT8) {
@@ -42,17 +67,8 @@ void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, 
         cpu_fail(be, "matmul: unsupported weight type");
         return;
     }
-    int threads = cpu_of(be)->threads;
-#pragma omp parallel num_threads(threads)
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        /* slices on 16-row boundaries keep each thread's rows cache-line aligned */
-        int chunk = (w->rows + nt - 1) / nt;
-        chunk = (chunk + 15) / 16 * 16;
-        int r0 = TRAM_MIN(t * chunk, w->rows), r1 = TRAM_MIN(r0 + chunk, w->rows);
-        if (r1 > r0)
-            sgemm_rows(y, x, w->data, n, w->rows, w->cols, r0, r1);
-    }
+    sgemm_job j = {.y = y, .x = x, .w = w, .n = n};
+    tram_cpu_pool_run(cpu_of(be)->pool, w->rows, sgemm_chunk_rows(be, w, n), sgemm_chunk, &j);
 }
 
 /* The experts' products at once (a grouped GEMM): group e is y_e[m_e, rows]

@@ -9,8 +9,9 @@
  * scalar f16 convert, an int->float convert and an FMA per 32 weights, and a
  * horizontal sum per row) is shared by 8 rows, lanes being rows.  A kernel computes one
  * group against up to NR token rows, unpacking each block once for all of
- * them.  The driver hands threads chunks of GROUPS groups; a chunk stays in
- * L1/L2 while every token tile passes over it.  AVX2 and VNNI kernels carry
+ * them.  The driver hands the pool (pool.h) chunks of groups, about
+ * CHUNK_BYTES of weights per chunk; a chunk stays in L1/L2 while every
+ * token tile passes over it.  AVX2 and VNNI kernels carry
  * target attributes, so the file builds for any x86-64 and picks at run time,
  * like int8.c. */
 #include "kernels/cpu/gemm_blocks.h"
@@ -28,7 +29,6 @@
 #define QK TRAM_QK
 #define G 8       /* weight rows interleaved in one group */
 #define NR 8      /* token rows per kernel call */
-#define GROUPS 4  /* groups per work item */
 
 size_t tram_q_block_bytes(tram_wtype t)
 {
@@ -336,27 +336,48 @@ tram_cpu_kernel tram_q_kernel_best(void) { return tram_cpu_kernel_best(tram_q_ke
 
 /* ---------------------------------------------------------------- driver */
 
-void tram_q_gemm(tram_cpu_kernel k, float *y, const tram_q8_block *xq, int n, const tram_weight *w,
-                 int threads)
+/* Weight bytes a chunk of work should cover: a few microseconds of streaming,
+ * far above the cost of claiming it, small enough that a thread arriving late
+ * still finds chunks to take. */
+#define CHUNK_BYTES 32768
+
+typedef struct {
+    group_fn fn;
+    float *y;
+    const tram_q8_block *xq;
+    int n, nb;
+    const tram_weight *w;
+    size_t group_bytes;
+} q_gemm_job;
+
+/* Groups [g0, g1) of W against every token tile. */
+static void q_gemm_groups(void *arg, int g0, int g1)
 {
-    group_fn fn = kernel_fn(k);
-    int nb = w->cols / QK, groups = (w->rows + G - 1) / G, chunks = (groups + GROUPS - 1) / GROUPS;
-    size_t group_bytes = (size_t)nb * group_block_bytes(w->type);
+    const q_gemm_job *j = arg;
+    const tram_weight *w = j->w;
     const uint8_t *data = w->data;
-#pragma omp parallel for num_threads(threads) schedule(static) if (chunks > 1)
-    for (int c = 0; c < chunks; c++) {
-        int g1 = (c + 1) * GROUPS < groups ? (c + 1) * GROUPS : groups;
-        for (int i0 = 0; i0 < n; i0 += NR) {
-            int nr = n - i0 < NR ? n - i0 : NR;
-            for (int g = c * GROUPS; g < g1; g++) {
-                float out[NR * G];
-                int valid = w->rows - g * G < G ? w->rows - g * G : G; /* the last group's padding */
-                fn(w->type, nr, out, data + g * group_bytes, nb, xq + (size_t)i0 * nb, nb);
-                for (int i = 0; i < nr; i++)
-                    memcpy(y + (size_t)(i0 + i) * w->rows + g * G, out + i * G, valid * sizeof(float));
-            }
+    for (int i0 = 0; i0 < j->n; i0 += NR) {
+        int nr = j->n - i0 < NR ? j->n - i0 : NR;
+        for (int g = g0; g < g1; g++) {
+            float out[NR * G];
+            int valid = w->rows - g * G < G ? w->rows - g * G : G; /* the last group's padding */
+            j->fn(w->type, nr, out, data + g * j->group_bytes, j->nb, j->xq + (size_t)i0 * j->nb, j->nb);
+            for (int i = 0; i < nr; i++)
+                memcpy(j->y + (size_t)(i0 + i) * w->rows + g * G, out + i * G, valid * sizeof(float));
         }
     }
+}
+
+void tram_q_gemm(tram_cpu_kernel k, float *y, const tram_q8_block *xq, int n, const tram_weight *w,
+                 tram_cpu_pool *pool)
+{
+    int nb = w->cols / QK, groups = (w->rows + G - 1) / G, tiles = (n + NR - 1) / NR;
+    q_gemm_job j = {.fn = kernel_fn(k), .y = y, .xq = xq, .n = n, .nb = nb, .w = w,
+                    .group_bytes = (size_t)nb * group_block_bytes(w->type)};
+    /* a chunk passes over its groups once per token tile, so more tiles, fewer groups */
+    size_t per_chunk = CHUNK_BYTES / (j.group_bytes * (size_t)tiles);
+    tram_cpu_pool_run(pool, groups, per_chunk < 1 ? 1 : (int)TRAM_MIN(per_chunk, (size_t)groups), q_gemm_groups,
+                      &j);
 }
 
 static tram_ggml_type ggml_type_of(tram_wtype t)
@@ -398,6 +419,19 @@ void cpu_upload_weight_blocks(tram_backend *be, tram_weight *w, const void *bloc
     w->cols = cols;
 }
 
+typedef struct {
+    const float *x;
+    tram_q8_block *xb;
+    int cols;
+} quantize_job;
+
+static void quantize_chunk(void *arg, int i0, int i1)
+{
+    const quantize_job *j = arg;
+    for (int i = i0; i < i1; i++)
+        tram_q8_quantize_row(j->x + (size_t)i * j->cols, j->cols, j->xb + (size_t)i * (j->cols / QK));
+}
+
 /* Block weights: activations quantized per 32 like the weights, then integer
  * block dots.  Only a new largest batch allocates. */
 void cpu_blocks_matmul(tram_backend *be, float *y, const float *x, const tram_weight *w, int n)
@@ -406,8 +440,7 @@ void cpu_blocks_matmul(tram_backend *be, float *y, const float *x, const tram_we
     int nb = w->cols / TRAM_QK;
     if (cpu_reserve(be, (void **)&s->xb, &s->xb_cap, (size_t)n * nb * sizeof(tram_q8_block)))
         return;
-#pragma omp parallel for num_threads(s->threads) if (n >= PAR_MIN_ROWS)
-    for (int i = 0; i < n; i++)
-        tram_q8_quantize_row(x + (size_t)i * w->cols, w->cols, s->xb + (size_t)i * nb);
-    tram_q_gemm(s->q_kernel, y, s->xb, n, w, s->threads);
+    quantize_job j = {.x = x, .xb = s->xb, .cols = w->cols};
+    cpu_rows(be, n, quantize_chunk, &j);
+    tram_q_gemm(s->q_kernel, y, s->xb, n, w, s->pool);
 }

@@ -15,6 +15,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/features.h"
+#include "kernels/cpu/pool.h"
 
 #define TRAM_QK 32   /* weights per block */
 
@@ -47,9 +48,10 @@ size_t tram_q_packed_bytes(tram_wtype t, int rows, int cols);
 void tram_q_pack(tram_wtype t, int rows, int cols, const void *blocks, void *out);
 
 /* y[n, w->rows] = x · Wᵀ with x given as n rows of cols/32 blocks and
- * w->data as tram_q_pack wrote it; threaded over W's rows. */
+ * w->data as tram_q_pack wrote it; W's rows in chunks on the pool (NULL: the
+ * caller alone).  Each output is computed alike whoever runs its chunk. */
 void tram_q_gemm(tram_cpu_kernel k, float *y, const tram_q8_block *xq, int n, const tram_weight *w,
-                 int threads);
+                 tram_cpu_pool *pool);
 
 /* Row `row` of W dequantized to f32 (the embedding lookup of a tied table). */
 void tram_q_row_f32(const tram_weight *w, int row, float *out);

@@ -40,15 +40,30 @@ static void rmsnorm_row(float *out, const float *x, const float *w, int dim, flo
         out[j] = x[j] * inv * w[j];
 }
 
+/* The operands of a norm over rows (residual: add_rmsnorm's, else NULL). */
+typedef struct {
+    float *residual, *out;
+    const tram_qact *qa;
+    const float *x; /* the input, or add_rmsnorm's delta */
+    const tram_weight *w;
+    float eps;
+} norm_job;
+
+static void rmsnorm_chunk(void *arg, int i0, int i1)
+{
+    const norm_job *j = arg;
+    int dim = j->w->cols;
+    for (int i = i0; i < i1; i++) {
+        rmsnorm_row(j->out + (size_t)i * dim, j->x + (size_t)i * dim, j->w->data, dim, j->eps);
+        qact_row(j->qa, i, j->out + (size_t)i * dim);
+    }
+}
+
 static void rmsnorm_rows(tram_backend *be, float *out, const tram_qact *qa, const float *x, const tram_weight *w,
                          int n, float eps)
 {
-    int dim = w->cols;
-#pragma omp parallel for num_threads(cpu_of(be)->threads) if (n >= PAR_MIN_ROWS)
-    for (int i = 0; i < n; i++) {
-        rmsnorm_row(out + (size_t)i * dim, x + (size_t)i * dim, w->data, dim, eps);
-        qact_row(qa, i, out + (size_t)i * dim);
-    }
+    norm_job j = {.out = out, .qa = qa, .x = x, .w = w, .eps = eps};
+    cpu_rows(be, n, rmsnorm_chunk, &j);
 }
 
 void cpu_rmsnorm(tram_backend *be, void *out, const void *x, const tram_weight *w, int n, float eps)
@@ -63,33 +78,52 @@ void cpu_rmsnorm_q(tram_backend *be, void *out, const tram_qact *qa, const void 
         rmsnorm_rows(be, out, qa, x, w, n, eps);
 }
 
+typedef struct {
+    float *qkv;
+    const tram_weight *q_norm, *k_norm;
+    const tram_attn_shape *s;
+    float eps;
+} head_norm_job;
+
+static void head_rmsnorm_chunk(void *arg, int i0, int i1)
+{
+    const head_norm_job *j = arg;
+    int hd = j->s->head_dim, heads = j->s->n_heads + j->s->n_kv_heads;
+    size_t stride = (size_t)(j->s->n_heads + 2 * j->s->n_kv_heads) * hd;
+    for (int i = i0; i < i1; i++)
+        for (int h = 0; h < heads; h++) {
+            float *head = j->qkv + i * stride + (size_t)h * hd;
+            rmsnorm_row(head, head, h < j->s->n_heads ? j->q_norm->data : j->k_norm->data, hd, j->eps);
+        }
+}
+
 /* Every q head, then every k head, of each fused q/k/v row, in place. */
 void cpu_head_rmsnorm(tram_backend *be, void *qkv, const tram_weight *q_norm, const tram_weight *k_norm, int n,
                       const tram_attn_shape *s, float eps)
 {
-    int hd = s->head_dim, heads = s->n_heads + s->n_kv_heads;
-    size_t stride = (size_t)(s->n_heads + 2 * s->n_kv_heads) * hd;
-#pragma omp parallel for num_threads(cpu_of(be)->threads) if (n >= PAR_MIN_ROWS)
-    for (int i = 0; i < n; i++)
-        for (int h = 0; h < heads; h++) {
-            float *head = (float *)qkv + i * stride + (size_t)h * hd;
-            rmsnorm_row(head, head, h < s->n_heads ? q_norm->data : k_norm->data, hd, eps);
-        }
+    head_norm_job j = {.qkv = qkv, .q_norm = q_norm, .k_norm = k_norm, .s = s, .eps = eps};
+    cpu_rows(be, n, head_rmsnorm_chunk, &j);
+}
+
+static void add_rmsnorm_chunk(void *arg, int i0, int i1)
+{
+    const norm_job *j = arg;
+    int dim = j->w->cols;
+    for (int i = i0; i < i1; i++) {
+        float *r = j->residual + (size_t)i * dim;
+        const float *d = j->x + (size_t)i * dim;
+        for (int k = 0; k < dim; k++)
+            r[k] += d[k];
+        rmsnorm_row(j->out + (size_t)i * dim, r, j->w->data, dim, j->eps);
+        qact_row(j->qa, i, j->out + (size_t)i * dim);
+    }
 }
 
 static void add_rmsnorm_rows(tram_backend *be, float *residual, float *out, const tram_qact *qa,
                              const float *delta, const tram_weight *w, int n, float eps)
 {
-    int dim = w->cols;
-#pragma omp parallel for num_threads(cpu_of(be)->threads) if (n >= PAR_MIN_ROWS)
-    for (int i = 0; i < n; i++) {
-        float *r = residual + (size_t)i * dim;
-        const float *d = delta + (size_t)i * dim;
-        for (int j = 0; j < dim; j++)
-            r[j] += d[j];
-        rmsnorm_row(out + (size_t)i * dim, r, w->data, dim, eps);
-        qact_row(qa, i, out + (size_t)i * dim);
-    }
+    norm_job j = {.residual = residual, .out = out, .qa = qa, .x = delta, .w = w, .eps = eps};
+    cpu_rows(be, n, add_rmsnorm_chunk, &j);
 }
 
 void cpu_add_rmsnorm(tram_backend *be, void *residual, void *out, const void *delta,
@@ -135,18 +169,32 @@ static void rope_head(float *h, int head_dim, float pos, const float *inv_freq, 
     }
 }
 
+typedef struct {
+    float *q, *k;
+    const int32_t *positions;
+    const tram_attn_shape *s;
+    const float *inv_freq;
+    tram_rope_style style;
+} rope_job;
+
+static void rope_chunk(void *arg, int i0, int i1)
+{
+    const rope_job *j = arg;
+    int hd = j->s->head_dim, qd = j->s->n_heads * hd, kd = j->s->n_kv_heads * hd;
+    for (int i = i0; i < i1; i++) {
+        float pos = (float)j->positions[i];
+        for (int h = 0; h < j->s->n_heads; h++)
+            rope_head(j->q + (size_t)i * qd + h * hd, hd, pos, j->inv_freq, j->style);
+        for (int h = 0; h < j->s->n_kv_heads; h++)
+            rope_head(j->k + (size_t)i * kd + h * hd, hd, pos, j->inv_freq, j->style);
+    }
+}
+
 void cpu_rope(tram_backend *be, void *q, void *k, const int32_t *positions, int n,
                      const tram_attn_shape *s, const float *inv_freq, tram_rope_style style)
 {
-    int qd = s->n_heads * s->head_dim, kd = s->n_kv_heads * s->head_dim;
-#pragma omp parallel for num_threads(cpu_of(be)->threads) if (n >= PAR_MIN_ROWS)
-    for (int i = 0; i < n; i++) {
-        float pos = (float)positions[i];
-        for (int h = 0; h < s->n_heads; h++)
-            rope_head((float *)q + (size_t)i * qd + h * s->head_dim, s->head_dim, pos, inv_freq, style);
-        for (int h = 0; h < s->n_kv_heads; h++)
-            rope_head((float *)k + (size_t)i * kd + h * s->head_dim, s->head_dim, pos, inv_freq, style);
-    }
+    rope_job j = {.q = q, .k = k, .positions = positions, .s = s, .inv_freq = inv_freq, .style = style};
+    cpu_rows(be, n, rope_chunk, &j);
 }
 
 /* ---------------------------------------------------------------- KV store */
@@ -164,16 +212,30 @@ void cpu_kv_store(tram_backend *be, void *k_cache, void *v_cache, const void *k,
 
 /* ---------------------------------------------------------------- SiLU·mul */
 
+typedef struct {
+    float *out;
+    const tram_qact *qa;
+    const float *gate_up;
+    int ffn;
+} silu_job;
+
+static void silu_mul_chunk(void *arg, int i0, int i1)
+{
+    const silu_job *j = arg;
+    int ffn = j->ffn;
+    for (int i = i0; i < i1; i++) {
+        const float *g = j->gate_up + (size_t)i * 2 * ffn, *u = g + ffn;
+        float *o = j->out + (size_t)i * ffn;
+        for (int k = 0; k < ffn; k++)
+            o[k] = g[k] / (1.0f + expf(-g[k])) * u[k];
+        qact_row(j->qa, i, o);
+    }
+}
+
 static void silu_mul_rows(tram_backend *be, float *out, const tram_qact *qa, const float *gate_up, int n, int ffn)
 {
-#pragma omp parallel for num_threads(cpu_of(be)->threads) if (n >= PAR_MIN_ROWS)
-    for (int i = 0; i < n; i++) {
-        const float *g = gate_up + (size_t)i * 2 * ffn, *u = g + ffn;
-        float *o = out + (size_t)i * ffn;
-        for (int j = 0; j < ffn; j++)
-            o[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
-        qact_row(qa, i, o);
-    }
+    silu_job j = {.out = out, .qa = qa, .gate_up = gate_up, .ffn = ffn};
+    cpu_rows(be, n, silu_mul_chunk, &j);
 }
 
 void cpu_silu_mul(tram_backend *be, void *out, const void *gate_up, int n, int ffn)

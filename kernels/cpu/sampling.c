@@ -149,6 +149,25 @@ static void select_top(cand *c, int n, int k)
     }
 }
 
+/* The smallest best-first prefix of c[n] holding `target` of the mass (at
+ * least one), sorted at the front; returns its length.  Only the best k are
+ * sorted, k growing 4x until the prefix fits: a flat distribution can leave
+ * thousands of candidates of which the nucleus is a few dozen.  The order
+ * is total, so the prefix and its sums are those of a full sort. */
+static int nucleus(cand *c, int n, double target)
+{
+    for (int k = n < 64 ? n : 64;; k = n / 4 < k ? n : 4 * k) {
+        select_top(c, n, k);
+        qsort(c, (size_t)k, sizeof(cand), cand_cmp);
+        double cum = 0;
+        int keep = 0;
+        while (keep < k && cum < target)
+            cum += c[keep++].p;
+        if (cum >= target || k == n)
+            return keep > 0 ? keep : 1;
+    }
+}
+
 /* Turns s->work into unnormalized probabilities exp(x/T - max); returns their
  * sum over the tokens that pass min_p (relative to the best, whose value is 1). */
 static double to_probs(tram_sampler *s, float temperature, float min_p)
@@ -185,14 +204,9 @@ static int truncate_dist(tram_sampler *s, const tram_sampler_row *p, double norm
         for (int i = 0; i < n; i++)
             norm += s->cands[i].p;
     }
+    if (p->top_p < 1.0f)
+        return nucleus(s->cands, n, p->top_p * norm);
     qsort(s->cands, (size_t)n, sizeof(cand), cand_cmp);
-    if (p->top_p < 1.0f) {
-        double cum = 0, target = p->top_p * norm;
-        int keep = 0;
-        while (keep < n && cum < target)
-            cum += s->cands[keep++].p;
-        n = keep > 0 ? keep : 1;
-    }
     return n;
 }
 

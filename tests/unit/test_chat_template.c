@@ -7,6 +7,21 @@
 #include "tests/unit/test_tokenizer_util.h"
 #include "chat/chat_template.h"
 
+/* One conversation without tools, ending as asked. */
+static int render(const tram_chat_template *ct, const tram_chat_msg *m, int n, int ending, char **out, tram_error *err)
+{
+    const tram_chat_conversation c = {.msgs = m, .n = n, .ending = (tram_chat_ending)ending};
+    return tram_chat_template_render(ct, &c, out, err);
+}
+
+/* One message with template arguments, opening the assistant's turn. */
+static int render_kwargs(const tram_chat_template *ct, const tram_chat_msg *m, const json_t *kwargs, char **out,
+                         tram_error *err)
+{
+    const tram_chat_conversation c = {.msgs = m, .n = 1, .kwargs = kwargs, .ending = TRAM_CHAT_OPEN_ASSISTANT};
+    return tram_chat_template_render(ct, &c, out, err);
+}
+
 static const char *str(const json_t *o, const char *key)
 {
     return json_string_value(json_object_get(o, key));
@@ -38,7 +53,7 @@ static void check_fixture(const char *file, size_t min_rows, int ending)
         tok_load_conversation(json_object_get(row, "messages"), 0, &c);
         char *out;
         int row_ending = ending >= 0 ? ending : json_is_true(json_object_get(row, "add_generation_prompt"));
-        int rc = tram_chat_template_render(ct, c.msgs, c.n, (tram_chat_ending)row_ending, &out, &err);
+        int rc = render(ct, c.msgs, c.n, (tram_chat_ending)row_ending, &out, &err);
         if (json_object_get(row, "error")) {
             cr_assert_eq(rc, -1, "%s (row %zu) should refuse: %s", str(row, "name"), i, str(row, "error"));
         } else {
@@ -82,7 +97,7 @@ Test(chat_template, families_and_default_model)
     cr_assert_eq(tram_chat_template_for(&ct, t, NULL, 0, &err), 0, "%s", err.msg);
     tram_chat_msg m[] = {{.role = "user", .content = "Hi"}};
     char *out;
-    cr_assert_eq(tram_chat_template_render(ct, m, 1, 1, &out, &err), 0);
+    cr_assert_eq(render(ct, m, 1, 1, &out, &err), 0);
     cr_assert_str_eq(out, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
                           "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
     free(out);
@@ -103,7 +118,7 @@ Test(chat_template, unknown_template)
     cr_assert_null(tram_chat_template_warning(ct));
     tram_chat_msg m[] = {{.role = "user", .content = "x"}, {.role = NULL, .content = "y"}};
     char *out;
-    cr_assert_eq(tram_chat_template_render(ct, m, 1, 0, &out, &err), 0, "%s", err.msg);
+    cr_assert_eq(render(ct, m, 1, 0, &out, &err), 0, "%s", err.msg);
     cr_assert_str_eq(out, "### user: x\n");
     free(out);
     tram_chat_template_free(ct);
@@ -116,8 +131,8 @@ Test(chat_template, unknown_template)
     cr_assert_eq(tram_chat_template_create(&ct, broken, "", "", 1, &err), 0);
     cr_assert_eq(tram_chat_template_family(ct), TRAM_CHAT_CHATML);
     cr_assert_not_null(tram_chat_template_warning(ct));
-    cr_assert_eq(tram_chat_template_render(ct, m, 2, 0, &out, &err), -1);
-    cr_assert_eq(tram_chat_template_render(ct, m, 1, 0, &out, &err), 0);
+    cr_assert_eq(render(ct, m, 2, 0, &out, &err), -1);
+    cr_assert_eq(render(ct, m, 1, 0, &out, &err), 0);
     cr_assert_str_eq(out, "<|im_start|>user\nx<|im_end|>\n");
     free(out);
     tram_chat_template_free(ct);
@@ -138,17 +153,17 @@ Test(chat_template, kwargs_are_template_variables)
     const tram_chat_msg msgs[] = {{.role = "user", .content = "hi"}};
     json_t *kwargs = json_pack("{s:b,s:s}", "loud", 1, "greeting", "hello");
     char *out = NULL;
-    cr_assert_eq(tram_chat_template_render_tools(ct, msgs, 1, NULL, kwargs, 1, &out, &err), 0, "%s", err.msg);
+    cr_assert_eq(render_kwargs(ct, msgs, kwargs, &out, &err), 0, "%s", err.msg);
     cr_assert_str_eq(out, "[user] hi!hello");  /* trim_blocks eats the newline after endif, as jinja2 does */
     free(out);
-    cr_assert_eq(tram_chat_template_render_tools(ct, msgs, 1, NULL, NULL, 1, &out, &err), 0, "%s", err.msg);
+    cr_assert_eq(render_kwargs(ct, msgs, NULL, &out, &err), 0, "%s", err.msg);
     cr_assert_str_eq(out, "[user] hinone");
     free(out);
     const char *reserved[] = {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(reserved); i++) {
         cr_assert(tram_chat_template_sets(reserved[i]), "%s", reserved[i]);
         json_t *bad = json_pack("{s:i}", reserved[i], 1);
-        cr_assert_eq(tram_chat_template_render_tools(ct, msgs, 1, NULL, bad, 1, &out, &err), -1, "%s", reserved[i]);
+        cr_assert_eq(render_kwargs(ct, msgs, bad, &out, &err), -1, "%s", reserved[i]);
         cr_assert(strstr(err.msg, reserved[i]), "%s", err.msg);
         json_decref(bad);
     }
@@ -169,8 +184,8 @@ Test(chat_template, continue_final_message_like_transformers)
     cr_assert_eq(tram_chat_template_create(&ct, "{% for m in messages %}[{{ m.role }}]{% endfor %}", "", "", 0, &err), 0);
     const tram_chat_msg msgs[] = {{.role = "user", .content = "hi"}, {.role = "assistant", .content = "So"}};
     char *out;
-    cr_assert_eq(tram_chat_template_render(ct, msgs, 2, TRAM_CHAT_CONTINUE_LAST, &out, &err), -1);
+    cr_assert_eq(render(ct, msgs, 2, TRAM_CHAT_CONTINUE_LAST, &out, &err), -1);
     cr_assert(strstr(err.msg, "continue_final_message"), "%s", err.msg);
-    cr_assert_eq(tram_chat_template_render(ct, msgs, 0, TRAM_CHAT_CONTINUE_LAST, &out, &err), -1);
+    cr_assert_eq(render(ct, msgs, 0, TRAM_CHAT_CONTINUE_LAST, &out, &err), -1);
     tram_chat_template_free(ct);
 }

@@ -37,8 +37,11 @@ Test(chat_tools, renders_like_transformers)
         int n = c.n;
         const json_t *tools = json_object_get(row, "tools");
         char *out = NULL;
-        int rc = tram_chat_template_render_tools(ct, c.msgs, n, json_is_null(tools) ? NULL : tools, NULL,
-                                                 json_is_true(json_object_get(row, "add_generation_prompt")), &out, &err);
+        const tram_chat_conversation conv = {
+            .msgs = c.msgs, .n = n, .tools = json_is_null(tools) ? NULL : tools,
+            .ending = json_is_true(json_object_get(row, "add_generation_prompt")) ? TRAM_CHAT_OPEN_ASSISTANT
+                                                                                 : TRAM_CHAT_END_TURN};
+        int rc = tram_chat_template_render(ct, &conv, &out, &err);
         if (json_object_get(row, "error")) {
             cr_assert_eq(rc, -1, "%s (row %zu) should refuse: %s", str(row, "name"), i, str(row, "error"));
             cr_assert(strstr(err.msg, str(row, "error")), "%s (row %zu): %s", str(row, "name"), i, err.msg);

@@ -75,7 +75,9 @@ static int check_chat_template(const json_t *t, const json_t *head, const json_t
     tok_load_conversation(json_array_get(conv, 1), 0, &c);
     const json_t *tools = json_array_get(conv, 0);
     char *out = NULL;
-    int rc = tram_chat_template_render_tools(ct, c.msgs, c.n, json_is_null(tools) ? NULL : tools, NULL, 1, &out, &err);
+    const tram_chat_conversation chat = {
+        .msgs = c.msgs, .n = c.n, .tools = json_is_null(tools) ? NULL : tools, .ending = TRAM_CHAT_OPEN_ASSISTANT};
+    int rc = tram_chat_template_render(ct, &chat, &out, &err);
     tram_tool_format f = tram_chat_template_tool_format(ct);
     int with_tools = c.tool_parts || !json_is_null(tools);
     if (f == TRAM_TOOLS_UNSUPPORTED && with_tools) {

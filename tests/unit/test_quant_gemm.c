@@ -108,11 +108,14 @@ Test(quant_gemm, every_kernel_matches_the_dequantized_product)
             cr_expect(!memcmp(row, wf + r * COLS, sizeof(row)), "type %d: row %d differs after packing", (int)t,
                       r);
         }
+        tram_cpu_pool *pool = NULL;
+        tram_error err;
+        cr_assert(!tram_cpu_pool_create(&pool, 2, &err), "%s", err.msg);
         for (tram_cpu_kernel k = TRAM_CPU_GENERIC; k <= TRAM_CPU_VNNI; k++) {
             if (!tram_q_kernel_available(k))
                 continue;
             memset(y, 0, sizeof(y));
-            tram_q_gemm(k, y, xq, N, &tw, 2);
+            tram_q_gemm(k, y, xq, N, &tw, pool);
             for (int i = 0; i < N; i++)
                 for (int r = 0; r < ROWS; r++) {
                     double ref = 0.0, mag = 0.0;
@@ -126,11 +129,12 @@ Test(quant_gemm, every_kernel_matches_the_dequantized_product)
                 }
             /* a token row alone gives the very bits it gets in a batch */
             for (int i = 0; i < N; i++) {
-                tram_q_gemm(k, alone, xq + i * NB, 1, &tw, 1);
+                tram_q_gemm(k, alone, xq + i * NB, 1, &tw, NULL);
                 cr_expect(!memcmp(alone, y + i * ROWS, sizeof(alone)),
                           "%s kernel, type %d: token %d alone differs", tram_cpu_kernel_name(k), (int)t, i);
             }
         }
+        tram_cpu_pool_destroy(pool);
     }
 }
 
@@ -154,7 +158,7 @@ Test(quant_gemm, backend_runs_block_weights)
     be->matmul(be, y, x, &tw, N);
     for (int i = 0; i < N; i++)
         tram_q8_quantize_row(x + i * COLS, COLS, xq + i * NB);
-    tram_q_gemm(TRAM_CPU_GENERIC, ref, xq, N, &tw, 1);
+    tram_q_gemm(TRAM_CPU_GENERIC, ref, xq, N, &tw, NULL);
     for (int i = 0; i < N * ROWS; i++)
         cr_expect(fabsf(y[i] - ref[i]) <= 1e-4f * (1.0f + fabsf(ref[i])), "y[%d] = %g, generic %g", i, y[i],
                   ref[i]);

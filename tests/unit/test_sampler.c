@@ -3,6 +3,7 @@
  * min_p, penalties and bias move the right logits, logprobs are a log-softmax. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "kernels/cpu/cpu_sampling.h"
 
@@ -154,4 +155,53 @@ Test(sampler, logprobs_are_log_softmax)
     cr_assert_float_eq(sum, 1.0, 1e-5);
     cr_assert_eq(top[0].token, 1);
     cr_assert_eq(top[1].token, 7);
+}
+
+static int cand_ref_cmp(const void *a, const void *b)
+{
+    const double *x = a, *y = b; /* {p, id} */
+    return x[0] > y[0] ? -1 : x[0] < y[0] ? 1 : x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+/* The nucleus of a wide, flat distribution (thousands of candidates, the
+ * nucleus far past the first sorted ones) is the prefix of a full sort, the
+ * same ids in the same order, with ties broken by the lower id. */
+Test(sampler, nucleus_of_a_flat_distribution_is_the_full_sort_prefix)
+{
+    enum { W = 6000 };
+    static float flat[W], prob[W];
+    static double ref[W][2];
+    static int32_t kept[W];
+    tram_sampler *big;
+    tram_error err;
+    cr_assert_eq(tram_sampler_create(&big, W, &err), 0);
+    srand(5);
+    for (int i = 0; i < W; i++)
+        flat[i] = (float)(rand() % 400) * 0.001f; /* many exact ties */
+    for (float top_p = 0.05f; top_p < 1.0f; top_p += 0.3f) {
+        tram_sample_input in = {.p = params(0.7f)};
+        in.p.top_p = top_p;
+        int n = tram_sample_kept(big, flat, &in, kept);
+        /* the reference, with the sampler's own float arithmetic: exp(x/T - max) */
+        float mx = -INFINITY, inv_t = 1.0f / 0.7f;
+        for (int i = 0; i < W; i++)
+            mx = fmaxf(mx, flat[i] * inv_t);
+        double norm = 0;
+        for (int i = 0; i < W; i++) {
+            prob[i] = expf(flat[i] * inv_t - mx);
+            norm += prob[i];
+            ref[i][0] = prob[i];
+            ref[i][1] = i;
+        }
+        qsort(ref, W, sizeof(ref[0]), cand_ref_cmp);
+        double cum = 0;
+        int keep = 0;
+        while (keep < W && cum < top_p * norm)
+            cum += ref[keep++][0];
+        cr_expect_gt(keep, 64, "top_p %.2f: the nucleus should outgrow the first sort", top_p);
+        cr_assert_eq(n, keep, "top_p %.2f: %d kept, the full sort keeps %d", top_p, n, keep);
+        for (int i = 0; i < n; i++)
+            cr_assert_eq(kept[i], (int32_t)ref[i][1], "top_p %.2f: rank %d", top_p, i);
+    }
+    tram_sampler_destroy(big);
 }

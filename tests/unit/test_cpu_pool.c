@@ -1,0 +1,221 @@
+/* The CPU backend's worker pool (kernels/cpu/pool.h): every item computed
+ * exactly once whatever the chunking and thread count, also when a worker is
+ * late; and the cgroup CPU quota parser (kernels/cpu/quota.h) on v1 and v2
+ * files written by the test into a temporary directory. */
+#include <criterion/criterion.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/cpu/pool.h"
+#include "kernels/cpu/quota.h"
+
+enum { MAX_ITEMS = 5000 };
+
+typedef struct {
+    atomic_int hits[MAX_ITEMS];
+    atomic_int calls;
+    int items, chunk;
+    int bad_bounds;
+} count_job;
+
+static void count_items(void *arg, int begin, int end)
+{
+    count_job *j = arg;
+    /* a chunk starts on a multiple of the chunk and is whole but for the last */
+    if (begin % j->chunk || end <= begin || (end - begin != j->chunk && end != j->items))
+        j->bad_bounds = 1;
+    for (int i = begin; i < end; i++)
+        atomic_fetch_add(&j->hits[i], 1);
+    atomic_fetch_add(&j->calls, 1);
+}
+
+static void expect_each_once(tram_cpu_pool *p, int items, int chunk)
+{
+    static count_job j;
+    memset(&j, 0, sizeof(j));
+    j.items = items;
+    j.chunk = chunk;
+    tram_cpu_pool_run(p, items, chunk, count_items, &j);
+    for (int i = 0; i < items; i++)
+        cr_expect_eq(atomic_load(&j.hits[i]), 1, "%d threads, %d items by %d: item %d ran %d times",
+                     tram_cpu_pool_threads(p), items, chunk, i, atomic_load(&j.hits[i]));
+    cr_expect_eq(atomic_load(&j.calls), (items + chunk - 1) / chunk);
+    cr_expect(!j.bad_bounds, "%d items by %d: a chunk off its boundaries", items, chunk);
+}
+
+Test(cpu_pool, every_item_runs_exactly_once_whatever_the_chunking)
+{
+    static const int items[] = {1, 2, 7, 64, 1000, MAX_ITEMS};
+    static const int chunks[] = {1, 3, 16, 999, 100000};
+    for (int threads = 1; threads <= 4; threads++) {
+        tram_cpu_pool *p = NULL;
+        tram_error err;
+        cr_assert(!tram_cpu_pool_create(&p, threads, &err), "%s", err.msg);
+        cr_expect_eq(tram_cpu_pool_threads(p), threads);
+        for (size_t i = 0; i < sizeof(items) / sizeof(items[0]); i++)
+            for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++)
+                expect_each_once(p, items[i], chunks[c]);
+        tram_cpu_pool_destroy(p);
+    }
+    expect_each_once(NULL, 100, 7); /* no pool: the caller alone */
+}
+
+/* Many jobs back to back, as the ops of a forward pass: a worker waking
+ * after its job is over must not run a chunk of the next one. */
+Test(cpu_pool, back_to_back_jobs_do_not_mix)
+{
+    tram_cpu_pool *p = NULL;
+    tram_error err;
+    cr_assert(!tram_cpu_pool_create(&p, 3, &err), "%s", err.msg);
+    for (int round = 0; round < 2000; round++)
+        expect_each_once(p, 1 + round % 97, 1 + round % 5);
+    tram_cpu_pool_destroy(p);
+}
+
+typedef struct {
+    atomic_int hits[64];
+    atomic_int slow_taken;
+    atomic_int done_while_slow;
+} late_job;
+
+static int hits_of(late_job *j)
+{
+    int n = 0;
+    for (int i = 0; i < 64; i++)
+        n += atomic_load(&j->hits[i]);
+    return n;
+}
+
+/* The first chunk claimed stands for a descheduled thread: it holds its
+ * thread until the 63 other chunks are done (10 s at most), which only
+ * happens when the other thread takes them all. */
+static void late_chunk(void *arg, int begin, int end)
+{
+    late_job *j = arg;
+    if (!atomic_exchange(&j->slow_taken, 1)) {
+        for (int ms = 0; ms < 10000 && hits_of(j) < 63; ms++)
+            nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+        atomic_store(&j->done_while_slow, hits_of(j));
+    }
+    for (int i = begin; i < end; i++)
+        atomic_fetch_add(&j->hits[i], 1);
+}
+
+Test(cpu_pool, a_late_thread_leaves_its_share_to_the_others)
+{
+    tram_cpu_pool *p = NULL;
+    tram_error err;
+    cr_assert(!tram_cpu_pool_create(&p, 2, &err), "%s", err.msg);
+    static late_job j;
+    tram_cpu_pool_run(p, 64, 1, late_chunk, &j);
+    for (int i = 0; i < 64; i++)
+        cr_expect_eq(atomic_load(&j.hits[i]), 1, "item %d ran %d times", i, atomic_load(&j.hits[i]));
+    /* while one thread slept in its chunk, the other took the 63 others */
+    cr_expect_eq(atomic_load(&j.done_while_slow), 63);
+    tram_cpu_pool_destroy(p);
+}
+
+/* ---------------------------------------------------------------- quota */
+
+static char root[64];
+
+static void write_file(const char *rel, const char *text)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/%s", root, rel);
+    for (char *s = strchr(path + strlen(root) + 1, '/'); s; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        mkdir(path, 0755);
+        *s = '/';
+    }
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void make_root(void)
+{
+    snprintf(root, sizeof(root), "/tmp/tram-quota-XXXXXX");
+    cr_assert(mkdtemp(root));
+}
+
+static void remove_root(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    cr_expect_eq(system(cmd), 0);
+}
+
+TestSuite(cgroup_quota, .init = make_root, .fini = remove_root);
+
+Test(cgroup_quota, v2_cpu_max_rounds_up)
+{
+    write_file("kubepods/pod1/cpu.max", "150000 100000\n");
+    cr_expect_eq(tram_cgroup_cpu_limit(root, "0::/kubepods/pod1\n"), 2);
+    write_file("kubepods/pod1/cpu.max", "100000 100000\n");
+    cr_expect_eq(tram_cgroup_cpu_limit(root, "0::/kubepods/pod1\n"), 1);
+    write_file("kubepods/pod1/cpu.max", "50000 100000\n");
+    cr_expect_eq(tram_cgroup_cpu_limit(root, "0::/kubepods/pod1\n"), 1);
+}
+
+Test(cgroup_quota, v2_max_is_no_limit_and_a_parent_limit_holds)
+{
+    write_file("a/cpu.max", "max 100000\n");
+    write_file("a/b/cpu.max", "max 100000\n");
+    cr_expect_eq(tram_cgroup_cpu_limit(root, "0::/a/b\n"), 0);
+    write_file("a/cpu.max", "300000 100000\n");
+    cr_expect_eq(tram_cgroup_cpu_limit(root, "0::/a/b\n"), 3);
+    write_file("a/b/cpu.max", "800000 100000\n");
+    cr_expect_eq(tram_cgroup_cpu_limit(root, "0::/a/b\n"), 3, "the smaller of child and parent");
+}
+
+/* In a container the cgroup's own files are the mount's root: the path named
+ * in /proc/self/cgroup does not exist under it. */
+Test(cgroup_quota, a_path_missing_under_the_mount_falls_back_to_its_root)
+{
+    write_file("cpu.max", "400000 100000\n");
+    cr_expect_eq(tram_cgroup_cpu_limit(root, "0::/system.slice/docker-1234.scope\n"), 4);
+    cr_expect_eq(tram_cgroup_cpu_limit(root, "0::/\n"), 4);
+}
+
+Test(cgroup_quota, v1_cfs_quota_over_period)
+{
+    static const char self[] = "12:memory:/docker/x\n4:cpu,cpuacct:/docker/x\n1:name=systemd:/docker/x\n";
+    write_file("cpu,cpuacct/docker/x/cpu.cfs_quota_us", "-1\n");
+    write_file("cpu,cpuacct/docker/x/cpu.cfs_period_us", "100000\n");
+    cr_expect_eq(tram_cgroup_cpu_limit(root, self), 0, "-1 is no quota");
+    write_file("cpu,cpuacct/docker/x/cpu.cfs_quota_us", "250000\n");
+    cr_expect_eq(tram_cgroup_cpu_limit(root, self), 3);
+    write_file("cpu,cpuacct/docker/x/cpu.cfs_period_us", "50000\n");
+    cr_expect_eq(tram_cgroup_cpu_limit(root, self), 5);
+}
+
+Test(cgroup_quota, nothing_readable_or_malformed_is_no_limit)
+{
+    cr_expect_eq(tram_cgroup_cpu_limit(root, ""), 0);
+    cr_expect_eq(tram_cgroup_cpu_limit(root, "garbage without colons"), 0);
+    cr_expect_eq(tram_cgroup_cpu_limit(root, "0::/nowhere\n"), 0);
+    write_file("cpu.max", "fast please\n");
+    cr_expect_eq(tram_cgroup_cpu_limit(root, "0::/\n"), 0);
+    write_file("cpu.max", "0 100000\n");
+    cr_expect_eq(tram_cgroup_cpu_limit(root, "0::/\n"), 0);
+    write_file("cpu.max", "100000 0\n");
+    cr_expect_eq(tram_cgroup_cpu_limit(root, "0::/\n"), 0);
+    /* a v1 line of another controller whose name starts with cpu */
+    write_file("cpuset/cpu.cfs_quota_us", "100000\n");
+    write_file("cpuset/cpu.cfs_period_us", "100000\n");
+    cr_expect_eq(tram_cgroup_cpu_limit(root, "3:cpuset:/\n"), 0);
+}
+
+Test(cgroup_quota, usable_cpus_are_at_least_one_and_at_most_the_online_ones)
+{
+    int n = tram_cpu_usable();
+    cr_expect_geq(n, 1);
+    cr_expect_leq(n, sysconf(_SC_NPROCESSORS_ONLN));
+}
