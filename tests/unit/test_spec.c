@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/defaults.h"
+#include "cli/engine_flags.h"
 #include "engine/spec.h"
 #include "engine/tram.h"
 #include "kernels/cpu/cpu_sampling.h"
@@ -60,6 +61,30 @@ Test(spec_ngram, config_errors_name_the_field)
     snprintf(c.method, sizeof(c.method), "medusa");
     cr_assert_eq(tram_spec_config_check(&c, &err), -1);
     cr_assert(strstr(err.msg, "medusa"), "%s", err.msg);
+}
+
+/* --speculative-config reads vLLM's JSON; what it cannot honour is refused. */
+Test(spec_ngram, flag_reads_json_and_refuses_unknown_keys)
+{
+    tram_engine_config c;
+    tram_engine_config_init(&c);
+    tram_flag_table t = tram_engine_flags(&c);
+    const char *args[1];
+    char *good[] = {"tram", "--speculative-config",
+                    "{\"method\": \"ngram\", \"num_speculative_tokens\": 5, \"prompt_lookup_max\": 3}", NULL};
+    cr_assert_eq(tram_flags_parse(&t, 1, 3, good, args, 1), 0);
+    cr_assert_str_eq(c.spec.method, "ngram");
+    cr_assert_eq(c.spec.num_speculative_tokens, 5);
+    cr_assert_eq(c.spec.prompt_lookup_max, 3);
+    cr_assert_eq(c.spec.prompt_lookup_min, 1, "the default stays");
+    const char *bad[] = {"{\"method\": \"ngram\", \"draft_tensor_parallel_size\": 1}",
+                         "{\"method\": \"eagle\"}", "{\"num_speculative_tokens\": 3}",
+                         "{\"method\": \"ngram\", \"num_speculative_tokens\": \"3\"}", "[1]", "{"};
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(bad); i++) {
+        tram_engine_config_init(&c);
+        char *argv[] = {"tram", "--speculative-config", (char *)bad[i], NULL};
+        cr_assert_eq(tram_flags_parse(&t, 1, 3, argv, args, 1), -1, "%s accepted", bad[i]);
+    }
 }
 
 /* ---------------------------------------------------------------- the engine */
