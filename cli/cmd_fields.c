@@ -89,6 +89,7 @@ static void print_markdown(void)
            "is a 400 (`Unrecognized request argument supplied: NAME`).\n");
     print_endpoint_markdown("/v1/chat/completions", TRAM_FIELD_CHAT);
     print_endpoint_markdown("/v1/completions", TRAM_FIELD_COMPLETION);
+    print_endpoint_markdown("/v1/embeddings", TRAM_FIELD_EMBEDDINGS);
     print_objects_markdown();
 }
 

@@ -15,9 +15,11 @@
 
 /* ---------------------------------------------------------------- memory */
 
+/* Frees wait for late workers of a stealable job, which may still read
+ * weights and activations (pool.h). */
 static void cpu_free(tram_backend *be, void *ptr)
 {
-    (void)be;
+    tram_cpu_pool_quiesce(cpu_of(be)->pool);
     free(ptr);
 }
 
@@ -61,7 +63,7 @@ static void cpu_upload_weight(tram_backend *be, tram_weight *w, const float *hos
 
 static void cpu_free_weight(tram_backend *be, tram_weight *w)
 {
-    (void)be;
+    tram_cpu_pool_quiesce(cpu_of(be)->pool);
     free(w->data);
     free(w->scales);
     memset(w, 0, sizeof(*w));
@@ -92,10 +94,10 @@ static void cpu_destroy(tram_backend *be)
     if (!be)
         return;
     cpu_state *s = cpu_of(be);
+    tram_cpu_pool_destroy(s->pool); /* first: a late worker may still read the scratch */
     free(s->xq);
     free(s->xs);
     free(s->xb);
-    tram_cpu_pool_destroy(s->pool);
     free(s);
     free(be);
 }
@@ -138,7 +140,7 @@ int tram_backend_cpu_create_rank(tram_backend **out, int num_threads, tram_cpu_g
         .attention = cpu_attention, .silu_mul = cpu_silu_mul, .rmsnorm_q = cpu_rmsnorm_q,
         .add_rmsnorm_q = cpu_add_rmsnorm_q, .silu_mul_q = cpu_silu_mul_q, .matmul_q = cpu_matmul_q,
         .rope_store = cpu_rope_store, .head_rmsnorm = cpu_head_rmsnorm, .split_qkv = cpu_split_qkv, .gather_rows = cpu_gather_rows,
-        .moe = cpu_moe_ffn, .add_gated = cpu_add_gated,
+        .moe = cpu_moe_ffn, .add_gated = cpu_add_gated, .lora = cpu_lora,
         .to_host_f32 = cpu_to_host_f32, .all_reduce = cpu_all_reduce, .sync = cpu_sync,
         .destroy = cpu_destroy,
     };
