@@ -35,7 +35,12 @@ void tram_engine_print_flags(FILE *out)
             "  --preset NAME                  models/presets/NAME.json, or a .json path\n"
             "  --tokenizer PATH               tokenizer .gguf or directory (the model's)\n"
             "  --pooling model|mean|cls|last  embeddings' pooling: the model's metadata, else\n"
-            "                                 the last token's (model)\n");
+            "                                 the last token's (model)\n"
+
+            "  --max-loras N                  LoRA slots: distinct adapters in one step (0; 1 with\n"
+            "                                 --lora-modules)\n"
+            "  --max-lora-rank N              the largest adapter rank (16)\n"
+            "  --max-cpu-loras N              adapters held in host memory (--max-loras)\n");
 }
 
 static int policy_flag(const char *flag, const char *value, void *field)
@@ -98,6 +103,9 @@ static const tram_flag engine_flags[] = {
     {.name = "--pooling", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(pooling), .parse = pooling_flag},
     {.name = "--cuda-kernels", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(kernels), .parse = kernels_flag},
     {.name = "--enforce-eager", .kind = TRAM_FLAG_SET, .field = FIELD(enforce_eager)},
+    {.name = "--max-loras", .kind = TRAM_FLAG_INT, .field = FIELD(max_loras), .lo = 1, .hi = 64},
+    {.name = "--max-lora-rank", .kind = TRAM_FLAG_INT, .field = FIELD(max_lora_rank), .lo = 1, .hi = 1 << 16},
+    {.name = "--max-cpu-loras", .kind = TRAM_FLAG_INT, .field = FIELD(max_cpu_loras), .lo = 1, .hi = 1 << 16},
     {.name = "--enable-prefix-caching", .kind = TRAM_FLAG_SET, .field = FIELD(enable_prefix_caching)},
     {.name = "--no-enable-prefix-caching", .kind = TRAM_FLAG_CLEAR, .field = FIELD(enable_prefix_caching)},
 };

@@ -216,7 +216,7 @@ static void drop_ref(tram_block_manager *bm, int b)
 
 static uint64_t parent_hash_of(const tram_block_manager *bm, const tram_block_table *t, int i)
 {
-    return i == 0 ? bm->salt : t->hashes[i - 1];
+    return i == 0 ? bm->salt ^ t->salt : t->hashes[i - 1];
 }
 
 int tram_bm_match_prefix(tram_block_manager *bm, tram_block_table *t, const int32_t *tokens, int n)

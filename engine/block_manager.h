@@ -25,6 +25,8 @@ typedef struct {
     int num_blocks;
     int num_hashed;    /* leading full blocks already offered to the prefix cache */
     int cap;
+    uint64_t salt;     /* mixed into the first block's hash: the LoRA adapter whose KV the
+                          blocks hold (0: the base model), so no other adapter reuses them */
 } tram_block_table;
 
 int tram_block_table_init(tram_block_table *t, int cap, tram_error *err);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/cuda_runner.h"
+#include "engine/lora_pool.h"
 #include "engine/ranks.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -33,6 +34,8 @@ struct tram_engine {
     int vocab, max_model_len, max_blocks_per_seq, max_rows;
     int cuda_pool;             /* the KV pool is fitted to GPU memory after a profiling pass */
     tram_cuda_runner *cuda;    /* --device cuda: CUDA graphs and sampling on the device */
+    tram_lora_pool loras;      /* the adapters and the model's slots */
+    int lora_pool_ready;       /* loras initialized (its mutex exists) */
     int pad_blocks;            /* KV blocks past the block manager's: the graphs' pad rows' */
     int logits_width;          /* the model's vocabulary; vocab is the part the tokenizer
                                   decodes, the only ids sampled or accepted (dummy weights
@@ -45,6 +48,8 @@ struct tram_engine {
 
     /* per-step arrays, sized at create */
     int32_t *tok_ids, *positions, *slots, *query_start, *seq_lens, *block_tables, *rows;
+    int32_t *seq_lora;         /* [max_seqs] each item's LoRA slot, -1: the base */
+    int *item_lora;            /* [max_seqs] each item's adapter id, 0: the base */
     int *item_row0, *item_nrows;
     float *logits;             /* [max_rows][logits_width] */
     float *masked;             /* [logits_width]: a grammar-constrained row, masked */
@@ -83,6 +88,7 @@ void tram_engine_config_init(tram_engine_config *c)
         .load_format = "auto",
         .weight_format = "f32",
         .tensor_parallel_size = 1,
+        .max_lora_rank = 16,
     };
 }
 
@@ -248,6 +254,8 @@ static int alloc_step_arrays(tram_engine *e, tram_error *err)
     e->block_tables = tram_calloc(s * e->max_blocks_per_seq, sizeof(int32_t), err);
     e->item_row0 = tram_calloc(s, sizeof(int), err);
     e->item_nrows = tram_calloc(s, sizeof(int), err);
+    e->seq_lora = tram_calloc(s, sizeof(int32_t), err);
+    e->item_lora = tram_calloc(s, sizeof(int), err);
     e->logits = tram_calloc((size_t)e->max_rows * e->logits_width, sizeof(float), err);
     e->emitted = tram_calloc(s, sizeof(*e->emitted), err);
     e->outs = tram_calloc(s, sizeof(*e->outs), err);
@@ -263,8 +271,8 @@ static int alloc_step_arrays(tram_engine *e, tram_error *err)
     if (cuda && (!e->step_masks || !e->step_mask_rows))
         return -1;
     return e->masked && e->mask && e->tok_ids && e->positions && e->slots && e->rows && e->query_start && e->seq_lens &&
-                   e->block_tables && e->item_row0 && e->item_nrows && e->logits && e->emitted &&
-                   e->outs && e->text && e->hidden && e->hidden_rows
+                   e->block_tables && e->item_row0 && e->item_nrows && e->seq_lora && e->item_lora && e->logits &&
+                   e->emitted && e->outs && e->text && e->hidden && e->hidden_rows
                ? 0
                : -1;
 }
@@ -329,7 +337,13 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
         .weight_type = strcmp(e->cfg.device, "cpu") ? TRAM_W_BF16 : TRAM_W_F32,
         .quantize_int8 = !strcmp(e->cfg.quantization, "int8"),
         .keep_blocks = !strcmp(e->cfg.weight_format, "native"),
+        .max_loras = e->cfg.max_loras,
+        .max_lora_rank = e->cfg.max_lora_rank,
     };
+    int cpu_loras = e->cfg.max_cpu_loras ? e->cfg.max_cpu_loras : e->cfg.max_loras;
+    if (tram_lora_pool_init(&e->loras, e->cfg.max_loras, e->cfg.max_lora_rank, cpu_loras, err))
+        return -1;
+    e->lora_pool_ready = 1;
     if (alloc_step_arrays(e, err) || tram_ranks_load(e->ranks, e->file, &lim, err) ||
         !(e->model = tram_ranks_model(e->ranks, 0)) || open_cuda_runner(e, err) || (e->cuda_pool && fit_cuda_pool(e, err)) ||
         tram_bm_create(&e->bm, e->cfg.num_kv_blocks, bs, e->cfg.enable_prefix_caching,
@@ -340,6 +354,7 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
         return -1;
     if (e->cuda && e->pad_blocks)
         tram_cuda_runner_set_pad_block(e->cuda, e->cfg.num_kv_blocks);
+    e->sched.max_loras = e->cfg.max_loras;
     return 0;
 }
 
@@ -377,8 +392,10 @@ void tram_engine_destroy(tram_engine *e)
     tram_ranks_destroy(e->ranks);
     tram_tokenizer_free(e->tok);
     tram_model_file_close(e->file);
+    if (e->lora_pool_ready)
+        tram_lora_pool_free(&e->loras);
     void *bufs[] = {e->tok_ids, e->positions, e->slots, e->query_start, e->seq_lens,
-                    e->block_tables, e->rows, e->item_row0, e->item_nrows, e->logits,
+                    e->block_tables, e->rows, e->item_row0, e->item_nrows, e->seq_lora, e->item_lora, e->logits,
                     e->emitted, e->outs, e->text, e->masked, e->mask, e->step_masks,
                     e->step_mask_rows, e->hidden, e->hidden_rows};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
@@ -410,6 +427,44 @@ int tram_engine_validate_params(const tram_engine *e, const tram_sampling_params
     return tram_params_check(p, e->vocab, e->cfg.max_num_seqs, param, err);
 }
 
+/* The pool is the engine's one part with a lock of its own (the adapters
+ * registry): the const engine other threads hold may use it. */
+static tram_lora_pool *lora_pool(const tram_engine *e) { return (tram_lora_pool *)&e->loras; }
+
+int tram_engine_add_lora(const tram_engine *e, const char *name, const char *path, tram_error *err)
+{
+    tram_lora_adapter *a;
+    if (tram_lora_open(&a, path, tram_model_file_config(e->file), e->cfg.max_lora_rank, err))
+        return -1;
+    return tram_lora_pool_add(lora_pool(e), name, a, err);
+}
+
+int tram_engine_remove_lora(const tram_engine *e, const char *name, tram_error *err)
+{
+    return tram_lora_pool_remove(lora_pool(e), name, err);
+}
+
+int tram_engine_lora_names(const tram_engine *e, char (*names)[TRAM_LORA_NAME_MAX], int cap)
+{
+    return tram_lora_pool_names(lora_pool(e), names, cap);
+}
+
+/* Appends adapter id's name to the comma-separated list, once. */
+static void list_lora(tram_engine *e, char *list, size_t cap, int id)
+{
+    char name[TRAM_LORA_NAME_MAX];
+    tram_lora_pool_name_of(&e->loras, id, name);
+    size_t len = strlen(list), n = strlen(name);
+    for (const char *p = list; *p;) {
+        size_t w = strcspn(p, ",");
+        if (w == n && !strncmp(p, name, n))
+            return;
+        p += w + (p[w] == ',');
+    }
+    if (n && len + n + 1 < cap)
+        snprintf(list + len, cap - len, "%s%s", len ? "," : "", name);
+}
+
 static void count_requests(const tram_engine *e, int *running, int *waiting)
 {
     *running = *waiting = 0;
@@ -425,10 +480,31 @@ static void count_requests(const tram_engine *e, int *running, int *waiting)
     }
 }
 
+/* vllm:lora_requests_info's lists: the adapters of running requests, and
+ * of requests with every sequence waiting. */
+static void list_loras(tram_engine *e, tram_engine_stats *s)
+{
+    s->running_loras[0] = s->waiting_loras[0] = 0;
+    s->max_loras = e->cfg.max_loras;
+    for (int i = 0; i < e->num_reqs; i++) {
+        const tram_request *r = e->reqs[i];
+        if (!r->lora_id || r->num_finished == r->n)
+            continue;
+        int run = 0;
+        for (int j = 0; j < r->num_seqs; j++)
+            run |= r->seqs[j].status == TRAM_SEQ_RUNNING;
+        if (run)
+            list_lora(e, s->running_loras, sizeof(s->running_loras), r->lora_id);
+        else
+            list_lora(e, s->waiting_loras, sizeof(s->waiting_loras), r->lora_id);
+    }
+}
+
 static void publish_stats(tram_engine *e)
 {
     tram_engine_stats *s = &e->stats;
     count_requests(e, &s->num_running, &s->num_waiting);
+    list_loras(e, s);
     s->num_blocks_total = tram_bm_num_total(e->bm);
     s->num_blocks_free = tram_bm_num_free(e->bm);
     s->num_blocks_cached = tram_bm_num_cached(e->bm);
@@ -518,6 +594,19 @@ static int track_request(tram_engine *e, tram_request *r, tram_error *err)
     return 0;
 }
 
+/* The request runs with adapter `name`: its sequences' blocks are hashed
+ * apart from every other adapter's (the id is never reused). */
+static int use_lora(tram_engine *e, tram_request *r, const char *name, tram_error *err)
+{
+    int id = tram_lora_pool_acquire(&e->loras, name, err);
+    if (id < 0)
+        return -1;
+    r->lora_id = id;
+    for (int i = 0; i < r->n; i++)
+        r->seqs[i].table.salt = tram_mix64((uint64_t)id);
+    return 0;
+}
+
 /* The prompt's ids, checked: an embedding may fill the context, a
  * generation must leave room for a token. */
 static int prompt_ids(tram_engine *e, const tram_prompt *prompt, int embed, int32_t **ids, int *n,
@@ -534,7 +623,7 @@ static int prompt_ids(tram_engine *e, const tram_prompt *prompt, int embed, int3
 
 /* The request of prompt ids (taken), queued. */
 static int queue_request(tram_engine *e, uint64_t request_id, int32_t *ids, int n, const tram_sampling_params *p,
-                         int priority, const tram_embed_params *embed, tram_error *err);
+                         int priority, const tram_embed_params *embed, const char *lora, tram_error *err);
 
 int tram_engine_add_request(tram_engine *e, uint64_t request_id, const tram_prompt *prompt,
                             const tram_sampling_params *p, int priority, tram_error *err)
@@ -549,7 +638,7 @@ int tram_engine_add_request(tram_engine *e, uint64_t request_id, const tram_prom
     int n;
     if (prompt_ids(e, prompt, 0, &ids, &n, err))
         return -1;
-    return queue_request(e, request_id, ids, n, p, priority, NULL, err);
+    return queue_request(e, request_id, ids, n, p, priority, NULL, prompt->lora, err);
 }
 
 /* ---------------------------------------------------------------- embeddings */
@@ -610,11 +699,11 @@ int tram_engine_add_embedding(tram_engine *e, uint64_t request_id, const tram_pr
         return -1;
     tram_sampling_params sp;
     tram_sampling_params_init(&sp);
-    return queue_request(e, request_id, ids, n, &sp, priority, p, err);
+    return queue_request(e, request_id, ids, n, &sp, priority, p, prompt->lora, err);
 }
 
 static int queue_request(tram_engine *e, uint64_t request_id, int32_t *ids, int n, const tram_sampling_params *p,
-                         int priority, const tram_embed_params *embed, tram_error *err)
+                         int priority, const tram_embed_params *embed, const char *lora, tram_error *err)
 {
     uint64_t arrival = e->next_arrival++;
     tram_request_env env = {
@@ -636,7 +725,9 @@ static int queue_request(tram_engine *e, uint64_t request_id, int32_t *ids, int 
         return -1;
     }
     r->added_at = tram_now();
-    if (track_request(e, r, err)) {
+    if ((lora && use_lora(e, r, lora, err)) || track_request(e, r, err)) {
+        if (r->lora_id)
+            tram_lora_pool_release(&e->loras, r->lora_id);
         tram_request_free(r);
         return -1;
     }
@@ -650,8 +741,11 @@ static void finish_seq(tram_engine *e, tram_seq *s, tram_finish_reason why)
     tram_bm_release(e->bm, &s->table);
     s->status = TRAM_SEQ_FINISHED;
     s->finish = why;
-    if (++s->req->num_finished == s->req->n)
+    if (++s->req->num_finished == s->req->n) {
         e->stats.requests_finished[why]++;
+        if (s->req->lora_id)
+            tram_lora_pool_release(&e->loras, s->req->lora_id);
+    }
 }
 
 int tram_engine_abort(tram_engine *e, uint64_t request_id)
@@ -717,7 +811,8 @@ static tram_batch build_batch(tram_engine *e)
                         .positions = e->positions, .slot_mapping = e->slots,
                         .query_start = e->query_start, .seq_lens = e->seq_lens,
                         .block_tables = e->block_tables, .max_blocks_per_seq = e->max_blocks_per_seq,
-                        .logits_rows = e->rows, .num_logits = r};
+                        .logits_rows = e->rows, .num_logits = r,
+                        .seq_lora = e->cfg.max_loras ? e->seq_lora : NULL};
 }
 
 /* ---------------------------------------------------------------- step: outputs */
@@ -1061,6 +1156,18 @@ static void cuda_step_masks(tram_engine *e)
     tram_cuda_runner_set_masks(e->cuda, e->step_mask_rows, e->step_masks, n);
 }
 
+/* Every adapter of the step in a slot (the scheduler admitted no more
+ * adapters than there are slots), and each item's slot for the batch. */
+static int assign_lora_slots(tram_engine *e, tram_error *err)
+{
+    if (!e->cfg.max_loras)
+        return 0;
+    for (int i = 0; i < e->sched.num_items; i++)
+        e->item_lora[i] = e->sched.items[i].seq->req->lora_id;
+    return tram_lora_pool_slots(&e->loras, e->ranks, e->item_lora, e->sched.num_items, e->seq_lora,
+                                e->stats.num_steps, err);
+}
+
 /* Stamps requests scheduled for the first time: their queue time ends here. */
 static void mark_scheduled(tram_engine *e)
 {
@@ -1084,6 +1191,8 @@ int tram_engine_step(tram_engine *e, const tram_output **outs, int *num_outs, tr
     tram_scheduler_schedule(&e->sched);
     mark_scheduled(e);
     if (e->sched.num_items > 0) {
+        if (assign_lora_slots(e, err))
+            return -1;
         tram_batch b = build_batch(e);
         if (e->cuda)
             cuda_step_masks(e);

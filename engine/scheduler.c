@@ -187,11 +187,30 @@ static int schedule_running(tram_scheduler *s, int *budget, int *prompt_rows)
     return preempted;
 }
 
+/* 1 when seq's LoRA adapter is the base, or one a running sequence uses,
+ * or fewer than max_loras adapters are running: every adapter of a step
+ * then has a slot (engine/lora_pool.h). */
+static int lora_fits(const tram_scheduler *s, const tram_seq *seq)
+{
+    int id = seq->req->lora_id, distinct = 0;
+    if (!id)
+        return 1;
+    for (int i = 0; i < s->num_running; i++) {
+        int other = s->running[i]->req->lora_id, seen = !other;
+        if (other == id)
+            return 1;
+        for (int j = 0; j < i && !seen; j++)
+            seen = s->running[j]->req->lora_id == other;
+        distinct += !seen;
+    }
+    return distinct < s->max_loras;
+}
+
 /* Tries to admit the head of the waiting queue; 0 when it cannot be. */
 static int admit_one(tram_scheduler *s, int *budget, int *prompt_rows)
 {
     tram_seq *seq = s->waiting[0];
-    if (s->seats_running + seq->seats > s->max_seqs)
+    if (s->seats_running + seq->seats > s->max_seqs || !lora_fits(s, seq))
         return 0;
     /* Prompt logprobs and mean or CLS pooling need every prompt row (or the
      * first), so such requests skip the cache. */

@@ -25,6 +25,7 @@ typedef struct {
     tram_sched_policy policy;
     int max_tokens, max_seqs;  /* per-step token budget, running-seat cap */
     int prompt_rows;           /* per-step logits rows for prompt logprobs */
+    int max_loras;             /* the most distinct LoRA adapters among running sequences */
     tram_block_manager *bm;
     tram_seq **waiting;        /* [cap_waiting], front first */
     int num_waiting, cap_waiting;

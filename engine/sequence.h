@@ -60,6 +60,7 @@ struct tram_request {
     int num_reported;          /* samples whose final output has gone out */
     tram_seq *seqs;            /* [n] */
     int cached_tokens;
+    int lora_id;               /* its LoRA adapter (engine/lora_pool.h), 0: the base model */
     int admitted;              /* counted in the prompt totals */
     int skip_cache;            /* every prompt row is needed: no prefix-cache lookup */
     /* an embedding request (tram_engine_add_embedding): no sampling */

@@ -97,6 +97,11 @@ typedef struct {
                                      every family variant 1 */
     tram_pooling pooling;         /* embeddings' pooling (--pooling); UNSET: the model's own, and
                                      last-token pooling when it names none */
+    int max_loras;                /* LoRA slots: the most distinct adapters in one step; 0: no
+                                     adapters (0) */
+    int max_lora_rank;            /* the largest adapter rank a slot takes (16) */
+    int max_cpu_loras;            /* the most adapters registered, each held in host memory; 0:
+                                     max_loras (0) */
 } tram_engine_config;
 
 void tram_engine_config_init(tram_engine_config *c);
@@ -168,6 +173,8 @@ typedef struct {
     int num_tokens;
     int skip_bos;                 /* text only: never prepend BOS, e.g. when a chat template
                                      wrote it already (HF's add_special_tokens=False) */
+    const char *lora;             /* the LoRA adapter (tram_engine_add_lora's name) the request
+                                     runs with; NULL: the base model alone */
 } tram_prompt;
 
 /* Queues a request.  request_id is chosen by the caller and must be unique
@@ -208,6 +215,23 @@ const char *tram_pooling_name(tram_pooling p);
  * its samples with TRAM_FINISH_ABORT.  Returns 0, or -1 if the id is unknown
  * or already finished. */
 int tram_engine_abort(tram_engine *e, uint64_t request_id);
+
+/* ------------------------------------------------------------ LoRA adapters */
+
+/* The registry of adapters has a lock of its own: these three are callable
+ * from any thread, on the const engine a server holds.
+ *
+ * Reads the PEFT adapter directory at path (models/lora.h),
+ * checks it against the model and registers it as `name`, which requests
+ * then name in tram_prompt.lora.  Fails naming the problem: a bad adapter, a
+ * duplicate name, more than max_cpu_loras adapters, no slots (max_loras 0). */
+int tram_engine_add_lora(const tram_engine *e, const char *name, const char *path, tram_error *err);
+/* Unregisters it; refused (-1, saying so) while unfinished
+ * requests use it: the caller retries once they are done. */
+int tram_engine_remove_lora(const tram_engine *e, const char *name, tram_error *err);
+#define TRAM_LORA_NAME_MAX 128
+/* The registered adapters' names (at most cap); returns how many. */
+int tram_engine_lora_names(const tram_engine *e, char (*names)[TRAM_LORA_NAME_MAX], int cap);
 
 /* ------------------------------------------------------------ outputs */
 
@@ -272,6 +296,9 @@ typedef struct {
     uint64_t forward_tokens_total;    /* tokens run through the model: prefill, recompute, decode */
     uint64_t graph_steps;             /* CUDA: steps replayed from a CUDA graph */
     uint64_t device_samples;          /* CUDA: tokens drawn on the device (the rest on the host) */
+    int max_loras;                    /* the LoRA slots */
+    char running_loras[512];          /* adapters of running requests, comma-separated */
+    char waiting_loras[512];          /* adapters of requests with every sequence waiting */
 } tram_engine_stats;
 
 /* Any thread: the snapshot published at the end of the last step (or create). */

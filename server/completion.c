@@ -98,6 +98,7 @@ struct tram_completion {
     size_t key_len;
     uint64_t key_hash;
     tram_api_request api;
+    const char *lora;            /* the LoRA adapter api.model names, or NULL: the base model */
     char id[48];
     tram_api_envelope env;
     completion_prompt *prompts;
@@ -280,7 +281,7 @@ static int prepare(tram_completion *c, tram_api_kind kind, const char *body, siz
     if ((c->protocol == TRAM_PROTOCOL_ANTHROPIC
              ? tram_msgs_request_parse(&c->api, c->count_only, &s->defaults, body, len, e)
              : tram_api_request_parse(&c->api, kind, &s->defaults, body, len, e)) ||
-        tram_check_model(s, c->api.model, e) ||
+        tram_check_model(s, c->api.model, &c->lora, e) ||
         tram_structured_grammar(c->api.root, tram_engine_tokenizer(s->engine), &c->api.params.grammar, e) ||
         tram_structured_validator(c->api.root, &c->schema, e) ||
         check_tools_supported(c, e) || enforce_tool_choice(c, e))
@@ -313,7 +314,7 @@ static int prepare(tram_completion *c, tram_api_kind kind, const char *body, siz
     if (c->api.ignored[0])
         tram_log(TRAM_LOG_WARNING, "%s: accepted and ignored: %s", c->id, c->api.ignored);
     c->env = (tram_api_envelope){
-        .kind = kind, .id = c->id, .created = (long long)time(NULL), .model = s->model_name};
+        .kind = kind, .id = c->id, .created = (long long)time(NULL), .model = c->lora ? c->lora : s->model_name};
     return tokenize_prompts(c, e);
 }
 
@@ -347,7 +348,7 @@ static int submit(tram_completion *c)
         }
         *sub = (tram_submission){
             .request_id = (uint64_t)(uintptr_t)p,
-            .prompt = {.token_ids = p->ids, .num_tokens = p->num_ids},
+            .prompt = {.token_ids = p->ids, .num_tokens = p->num_ids, .lora = c->lora},
             .params = &c->api.params,
             .priority = c->api.priority,
         };
@@ -405,7 +406,7 @@ static void make_cache_key(tram_completion *c)
             num[i] = c->prompts[i].num_ids;
         }
         tram_cache_prompts prompts = {.ids = ids, .num_ids = num, .num_prompts = c->num_prompts};
-        if (!tram_cache_key(&c->api, s->model_name, c->tenant, &prompts, &c->key, &c->key_len))
+        if (!tram_cache_key(&c->api, c->lora ? c->lora : s->model_name, c->tenant, &prompts, &c->key, &c->key_len))
             c->key_hash = tram_rcache_hash(c->key, c->key_len);
     }
     free(ids);

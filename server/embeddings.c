@@ -134,7 +134,7 @@ static int prepare(tram_embedding *m, const char *body, size_t len, tram_api_err
     tram_server *s = m->srv;
     const char *param = NULL;
     tram_error err = {{0}};
-    if (tram_embed_request_parse(&m->api, body, len, e) || tram_check_model(s, m->api.model, e))
+    if (tram_embed_request_parse(&m->api, body, len, e) || tram_check_model(s, m->api.model, NULL, e))
         return -1;
     if (tram_engine_check_embed(s->engine, &m->api.params, &param, &err))
         return tram_api_fail(e, 400, param, "invalid_value", "%s", err.msg);

@@ -61,6 +61,9 @@ typedef struct {
     int num_tenants;
     /* the KV cache's shape, for cache_config_info */
     int block_size, num_blocks, prefix_caching;
+    /* LoRA adapters, for lora_requests_info (max_lora 0: no adapters, no series) */
+    int max_lora;
+    char running_loras[512], waiting_loras[512];
     tram_histogram ttft, itl, e2e, queue;
 } tram_metrics;
 
