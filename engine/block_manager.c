@@ -296,6 +296,15 @@ void tram_bm_release(tram_block_manager *bm, tram_block_table *t)
     t->num_blocks = t->num_hashed = 0;
 }
 
+void tram_bm_truncate(tram_block_manager *bm, tram_block_table *t, int n)
+{
+    int keep = (n + bm->block_size - 1) / bm->block_size;
+    for (int i = t->num_blocks - 1; i >= keep; i--)
+        drop_ref(bm, t->blocks[i]);
+    t->num_blocks = TRAM_MIN(t->num_blocks, keep);
+    t->num_hashed = TRAM_MIN(t->num_hashed, t->num_blocks);
+}
+
 /* ---------------------------------------------------------------- checks */
 
 static int check_free_list(const tram_block_manager *bm, tram_error *err)

@@ -69,6 +69,11 @@ void tram_bm_fork(tram_block_manager *bm, const tram_block_table *parent, tram_b
  * evicted before its prefix); the table is left empty. */
 void tram_bm_release(tram_block_manager *bm, tram_block_table *t);
 
+/* Rollback of rejected drafts: drops the blocks past those the first n
+ * tokens need, last first.  Those blocks hold only KV of tokens after the
+ * committed ones, so none of them was offered to the prefix cache. */
+void tram_bm_truncate(tram_block_manager *bm, tram_block_table *t, int n);
+
 /* Checks the pool's internal invariants (reference counts against the free
  * list, the hash map against the blocks); for tests.  0 or -1 with why. */
 int tram_bm_check(const tram_block_manager *bm, tram_error *err);

@@ -16,6 +16,7 @@
  *   - Callable from ANY thread, at any time between create and destroy:
  *       tram_engine_validate_params, tram_engine_stats_get, tram_engine_model_config,
  *       tram_engine_tokenizer, tram_engine_max_model_len, tram_engine_model_name,
+ *       tram_engine_spec_tokens,
  *       tram_sampling_params_init, tram_finish_reason_name.
  *     These read only what is immutable after create, or
  *     (tram_engine_stats_get) a snapshot that the engine thread publishes under
@@ -67,6 +68,19 @@ typedef enum {
     TRAM_POLICY_PRIORITY = 1,  /* smaller priority value first, then arrival order */
 } tram_sched_policy;
 
+/* Most tokens one speculation step may propose per sequence. */
+#define TRAM_SPEC_MAX_TOKENS 16
+
+/* --speculative-config, as vLLM spells it (engine/spec.h). */
+typedef struct {
+    char method[16];              /* "" = off; "ngram": prompt lookup */
+    int num_speculative_tokens;   /* k proposed per step, <= TRAM_SPEC_MAX_TOKENS (3) */
+    int prompt_lookup_min;        /* shortest n-gram matched (1) */
+    int prompt_lookup_max;        /* longest, tried first (4) */
+    int disable_by_batch_size;    /* no speculation in a step with more decoding sequences than
+                                     this; 0 = the measured default (docs/performance.md) */
+} tram_spec_config;
+
 typedef struct {
     int block_size;               /* tokens per KV block (16) */
     size_t kv_cache_memory;       /* bytes of KV cache on the CPU backend (2 GiB) */
@@ -95,6 +109,7 @@ typedef struct {
                                      among them (engine/ranks.h) (1) */
     tram_kernel_variants kernels; /* CUDA: kernel variant per family (kernels/variants.h); zeroed:
                                      every family variant 1 */
+    tram_spec_config spec;        /* speculative decoding (off) */
     tram_pooling pooling;         /* embeddings' pooling (--pooling); UNSET: the model's own, and
                                      last-token pooling when it names none */
     int max_loras;                /* LoRA slots: the most distinct adapters in one step; 0: no
@@ -296,6 +311,13 @@ typedef struct {
     uint64_t forward_tokens_total;    /* tokens run through the model: prefill, recompute, decode */
     uint64_t graph_steps;             /* CUDA: steps replayed from a CUDA graph */
     uint64_t device_samples;          /* CUDA: tokens drawn on the device (the rest on the host) */
+    /* speculative decoding, in vLLM's names */
+    uint64_t spec_decode_num_drafts;          /* verifications: sequence-steps with drafts */
+    uint64_t spec_decode_num_draft_tokens;    /* tokens proposed */
+    uint64_t spec_decode_num_accepted_tokens; /* of those, accepted */
+    uint64_t spec_decode_num_accepted_tokens_per_pos[TRAM_SPEC_MAX_TOKENS]; /* accepted at draft
+                                                 position i (0 = the first guess) */
+    uint64_t spec_decode_off_steps;   /* steps with a batch too large to speculate */
     int max_loras;                    /* the LoRA slots */
     char running_loras[512];          /* adapters of running requests, comma-separated */
     char waiting_loras[512];          /* adapters of requests with every sequence waiting */
@@ -307,6 +329,9 @@ void tram_engine_stats_get(const tram_engine *e, tram_engine_stats *s);
 const tram_model_config *tram_engine_model_config(const tram_engine *e);
 const struct tram_tokenizer *tram_engine_tokenizer(const tram_engine *e);
 int tram_engine_max_model_len(const tram_engine *e);
+/* Tokens speculative decoding proposes per step (num_speculative_tokens),
+ * 0 when it is off. */
+int tram_engine_spec_tokens(const tram_engine *e);
 /* The file name of the model without directory or extension. */
 const char *tram_engine_model_name(const tram_engine *e);
 

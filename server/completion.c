@@ -16,10 +16,8 @@
 #include "server/completion.h"
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
-#include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1172,13 +1170,7 @@ void tram_completions_poll_disconnects(tram_server *s)
 {
     for (tram_completion *c = s->completions, *next; c; c = next) {
         next = c->next;
-        struct evhttp_connection *conn = c->req ? evhttp_request_get_connection(c->req) : NULL;
-        if (!conn)
-            continue;
-        struct pollfd pfd = {.fd = bufferevent_getfd(evhttp_connection_get_bufferevent(conn)),
-                             .events = POLLRDHUP};
-        if (pfd.fd >= 0 && poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
-            evhttp_connection_free(conn);  /* runs on_close */
+        tram_http_poll_hangup(c->req);  /* runs on_close */
     }
 }
 

@@ -11,9 +11,7 @@
 #include "server/embeddings.h"
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/http.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +25,6 @@
 #include "server/metrics.h"
 #include "server/prep_pool.h"
 #include "server/prompt.h"
-#include "tokenizer/tokenizer.h"
 
 typedef enum { IN_SUBMITTED, IN_ACCEPTED, IN_SETTLED } input_state;
 
@@ -102,7 +99,8 @@ static void embedding_free(tram_embedding *m)
 static int tokenize_inputs(tram_embedding *m, tram_api_error *e)
 {
     const tram_engine *eng = m->srv->engine;
-    int add_bos = m->api.add_special_tokens && tram_tokenizer_adds_bos(tram_engine_tokenizer(eng));
+    /* the tokenizer adds only what it adds (BOS, a post-processor's EOS) */
+    int add_bos = m->api.add_special_tokens;
     int max_len = tram_engine_max_model_len(eng);
     for (int i = 0; i < m->num_inputs; i++) {
         const tram_prompt *src = &m->api.inputs[i];
@@ -420,12 +418,7 @@ void tram_embeddings_poll_disconnects(tram_server *s)
 {
     for (tram_embedding *m = s->embeddings, *next; m; m = next) {
         next = m->next;
-        struct evhttp_connection *conn = m->req ? evhttp_request_get_connection(m->req) : NULL;
-        if (!conn)
-            continue;
-        struct pollfd pfd = {.fd = bufferevent_getfd(evhttp_connection_get_bufferevent(conn)), .events = POLLRDHUP};
-        if (pfd.fd >= 0 && poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
-            evhttp_connection_free(conn);  /* runs on_close */
+        tram_http_poll_hangup(m->req);  /* runs on_close */
     }
 }
 

@@ -161,6 +161,12 @@ void tram_handle_metrics(tram_server *s, struct evhttp_request *req)
         m->prompt_tokens = (double)st.prompt_tokens_total;
         m->generation_tokens = (double)st.generation_tokens_total;
         m->num_blocks = st.num_blocks_total;
+        m->spec_positions = tram_engine_spec_tokens(s->engine);
+        m->spec_drafts = (double)st.spec_decode_num_drafts;
+        m->spec_draft_tokens = (double)st.spec_decode_num_draft_tokens;
+        m->spec_accepted = (double)st.spec_decode_num_accepted_tokens;
+        for (int i = 0; i < TRAM_SPEC_MAX_TOKENS; i++)
+            m->spec_accepted_per_pos[i] = (double)st.spec_decode_num_accepted_tokens_per_pos[i];
         m->max_lora = st.max_loras;
         memcpy(m->running_loras, st.running_loras, sizeof(m->running_loras));
         memcpy(m->waiting_loras, st.waiting_loras, sizeof(m->waiting_loras));

@@ -272,8 +272,26 @@ static void put_tenants(FILE *f, const tram_metrics *m, const tram_metrics_info 
     }
 }
 
+static const scalar spec_scalars[] = {
+    {"spec_decode_num_drafts_total", "counter", FIELD(spec_drafts), "Number of spec decoding drafts."},
+    {"spec_decode_num_draft_tokens_total", "counter", FIELD(spec_draft_tokens), "Number of draft tokens."},
+    {"spec_decode_num_accepted_tokens_total", "counter", FIELD(spec_accepted), "Number of accepted tokens."},
+};
+
+/* Speculative decoding's counters, the accepted ones per draft position too. */
+static void put_spec(FILE *f, const tram_metrics *m, const tram_metrics_info *in)
+{
+    static const char *const positions[TRAM_SPEC_MAX_TOKENS] = {"0", "1", "2",  "3",  "4",  "5",  "6",  "7",
+                                                                "8", "9", "10", "11", "12", "13", "14", "15"};
+    put_scalars(f, m, in, spec_scalars, TRAM_ARRAY_LEN(spec_scalars));
+    put_labelled(f, in, "spec_decode_num_accepted_tokens_per_pos_total", "Accepted tokens per draft position.",
+                 "position", positions, m->spec_accepted_per_pos, m->spec_positions);
+}
+
 static void put_optional(FILE *f, const tram_metrics *m, const tram_metrics_info *in)
 {
+    if (m->spec_positions)
+        put_spec(f, m, in);
     put_tenants(f, m, in);
     put_lora_info(f, m, in);
     static const char *const eviction_names[] = {"size", "ttl"};
