@@ -567,6 +567,18 @@ int tram_api_request_parse(tram_api_request *r, tram_api_kind kind,
                            const tram_sampling_params *defaults, const char *body, size_t len,
                            tram_api_error *e)
 {
+    json_t *root = tram_api_parse_object(body, len, e);
+    if (!root) {
+        memset(r, 0, sizeof(*r));
+        return -1;
+    }
+    return tram_api_request_parse_json(r, kind, defaults, root, e);
+}
+
+int tram_api_request_parse_json(tram_api_request *r, tram_api_kind kind,
+                                const tram_sampling_params *defaults, json_t *root,
+                                tram_api_error *e)
+{
     memset(r, 0, sizeof(*r));
     r->kind = kind;
     r->params = *defaults;
@@ -574,9 +586,7 @@ int tram_api_request_parse(tram_api_request *r, tram_api_kind kind,
     /* OpenAI's defaults: completions stop after 16 tokens, chat runs until
      * the context is full. */
     r->params.max_tokens = kind == TRAM_API_COMPLETION ? 16 : 0;
-    r->root = tram_api_parse_object(body, len, e);
-    if (!r->root)
-        return -1;
+    r->root = root;
     if (parse_fields(r->root, r, e)) {
         tram_api_request_free(r);
         return -1;

@@ -58,6 +58,11 @@ typedef struct {
 int tram_api_request_parse(tram_api_request *r, tram_api_kind kind,
                            const tram_sampling_params *defaults, const char *body, size_t len,
                            tram_api_error *e);
+/* The same for a body already read (a dialect's chat body, dialect.h):
+ * root is stolen, and freed on failure. */
+int tram_api_request_parse_json(tram_api_request *r, tram_api_kind kind,
+                                const tram_sampling_params *defaults, json_t *root,
+                                tram_api_error *e);
 void tram_api_request_free(tram_api_request *r);
 
 /* Parses body[0..len) as a JSON object (for /tokenize and /detokenize too);

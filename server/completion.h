@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "server/api_request.h"
+#include "server/dialect.h"
 #include "server/state.h"
 #include "server/worker.h"
 
@@ -14,6 +15,8 @@ struct evhttp_request;
 
 void tram_handle_chat(tram_server *s, struct evhttp_request *req);
 void tram_handle_completion(tram_server *s, struct evhttp_request *req);
+/* A request of an API spoken over chat (dialect.h), run as a chat one. */
+void tram_handle_dialect(tram_server *s, struct evhttp_request *req, const tram_dialect *d);
 
 /* Internal requests (the warm-up, preloading, tram_server_submit): a body
  * run like a client's, done (server.h) called when it ends with the status
