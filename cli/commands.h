@@ -47,7 +47,7 @@ int tram_command_dispatch(const tram_command_group *g, int argc, char **argv);
  * "<who>: <what went wrong>". */
 int tram_exit_status(const char *who, int failed, const tram_error *err);
 
-extern const tram_command tram_cmd_generate, tram_cmd_info, tram_cmd_tokenize, tram_cmd_chat_template,
+extern const tram_command tram_cmd_generate, tram_cmd_embed, tram_cmd_info, tram_cmd_tokenize, tram_cmd_chat_template,
     tram_cmd_convert, tram_cmd_serve, tram_cmd_bench, tram_cmd_perplexity, tram_cmd_quantize,
     tram_cmd_fields, tram_cmd_validate_schema;
 /* the members of tram_cmd_bench */

@@ -12,7 +12,7 @@
 
 /* In the order `tram --help` lists them. */
 static const tram_command *const commands[] = {
-    &tram_cmd_generate, &tram_cmd_info,  &tram_cmd_tokenize,   &tram_cmd_chat_template, &tram_cmd_convert,
+    &tram_cmd_generate, &tram_cmd_embed, &tram_cmd_info,  &tram_cmd_tokenize,   &tram_cmd_chat_template, &tram_cmd_convert,
     &tram_cmd_serve,    &tram_cmd_bench, &tram_cmd_perplexity, &tram_cmd_quantize,
     &tram_cmd_fields,    &tram_cmd_validate_schema,
 };

@@ -43,4 +43,8 @@ int tram_gbnf_factor(tram_gbnf *g, tram_error *err);
  * the empty string. */
 uint8_t *tram_gbnf_nullable(const tram_gbnf *g);
 
+/* follow[r] (num_rules sets, zeroed by the caller) gets every byte that
+ * can come right after rule r ends (gbnf_follow.c). */
+int tram_gbnf_follow_sets(const tram_gbnf *g, tram_byteset *follow, tram_error *err);
+
 #endif

@@ -39,8 +39,10 @@ static void grammar_free(tram_grammar *g)
 
 /* The grammar must be able to start: its first set is computed once here
  * so that a grammar refused there (too ambiguous from its first byte, or
- * matching nothing) is refused at compile, not by every matcher. */
-static int check_start(const tram_grammar *g, tram_error *err)
+ * matching nothing) is refused at compile, not by every matcher; the
+ * token masks of that set (what the first mask needs) are computed with
+ * it, the others on first use (grammar/token_mask.h). */
+static int build_start(tram_grammar *g, tram_error *err)
 {
     tram_stackset st = {0};
     int32_t *buf = tram_calloc(TRAM_MAX_STACK_DEPTH + 1, sizeof(int32_t), err);
@@ -50,6 +52,7 @@ static int check_start(const tram_grammar *g, tram_error *err)
     int rc = tram_stackset_refusal(&st, err);
     if (!rc && st.n == 0 && !st.has_end)
         rc = tram_fail(err, "grammar: it matches nothing (an empty class, or a character no UTF-8 text has?)");
+    rc = rc || tram_mask_table_build(&g->masks, &g->ir, g->trie, &st, err);
     tram_stackset_free(&st);
     free(buf);
     return rc;
@@ -64,7 +67,7 @@ tram_grammar *tram_grammar_compile_tail(const char *gbnf, const char *root_rule,
     atomic_init(&g->refs, 1);
     if (!(g->trie = tram_vocab_trie_get(tok, err)) ||
         tram_gbnf_parse(gbnf, root_rule, tail > 0 ? tail : TRAM_MIN(g->trie->max_len, MAX_TAIL), &g->ir, err) ||
-        check_start(g, err) || tram_mask_table_build(&g->masks, &g->ir, g->trie, err)) {
+        build_start(g, err)) {
         grammar_free(g);
         return NULL;
     }
@@ -92,12 +95,17 @@ void tram_grammar_release(const tram_grammar *g)
 size_t tram_grammar_bytes(const tram_grammar *g)
 {
     const tram_gbnf *ir = &g->ir;
-    size_t bytes = sizeof(*g) + g->masks.bytes + (size_t)ir->num_elems * sizeof(tram_gelem) +
+    size_t bytes = sizeof(*g) + tram_mask_table_bytes(&g->masks) + (size_t)ir->num_elems * sizeof(tram_gelem) +
                    (size_t)ir->num_rules * (sizeof(int32_t) + sizeof(char *)) +
                    (size_t)ir->num_sets * sizeof(tram_byteset) + (size_t)ir->num_repeats * sizeof(tram_grepeat);
     for (int r = 0; r < ir->num_rules; r++)
         bytes += strlen(ir->rule_names[r]) + 1;
     return bytes;
+}
+
+int tram_grammar_walk_all(const tram_grammar *g, tram_error *err)
+{
+    return tram_mask_table_walk_all(&g->masks, &g->ir, err);
 }
 
 int tram_grammar_vocab(const tram_grammar *g) { return g->trie->vocab; }

@@ -3,15 +3,17 @@
  *
  * A grammar is GBNF text (llama.cpp's syntax; grammar/gbnf.h) compiled
  * against a tokenizer's vocabulary: the rules become a byte-level pushdown
- * automaton, and for every grammar position the tokens decided by that
- * position alone are precomputed (grammar/token_mask.h), so a step's mask
- * costs little beyond the tokens whose fate depends on the whole stack.
+ * automaton, and for each grammar position the tokens decided by that
+ * position alone are computed once, on the position's first use
+ * (grammar/token_mask.h), so a step's mask costs little beyond the tokens
+ * whose fate depends on the whole stack.
  * JSON Schema, regular expressions and choice lists are compiled to GBNF
  * first (grammar/json_schema.h, grammar/regex.h).
  *
- * THREADS: a compiled tram_grammar is immutable and reference-counted
- * (atomically): compile it on any thread, share it among the n samples of
- * a request and across threads, release it from any thread.  A matcher
+ * THREADS: a compiled tram_grammar is reference-counted (atomically) and
+ * immutable but for the positions' token sets, filled in on first use
+ * under its lock: compile it on any thread, share it among the n samples
+ * of a request and across threads, release it from any thread.  A matcher
  * belongs to one sequence and one thread at a time.
  *
  * The mask is a packed bitmask, bit (id & 31) of word (id >> 5) set when
@@ -34,11 +36,14 @@ struct tram_tokenizer;
 typedef struct tram_grammar tram_grammar;
 typedef struct tram_matcher tram_matcher;
 
-/* The compile's budget: the work (automaton steps, trie nodes visited,
- * references followed) and the memory of the per-position token masks.
- * A grammar past either is an error naming it, as are the parser's bounds
- * on the text (grammar/gbnf.h: bytes, rules, elements) and the matcher's
- * (grammar/stacks.h: stacks, depth, steps per byte). */
+/* The budget of one position's token sets: the work (automaton steps,
+ * references followed) and the memory of the automaton they are computed
+ * with; and the memory a grammar's sets may keep (past it a position's
+ * sets are computed at each use and not kept).  At compile, a walk past
+ * either is an error naming it, as are the parser's bounds on the text
+ * (grammar/gbnf.h: bytes, rules, elements) and the matcher's
+ * (grammar/stacks.h: stacks, depth, steps per byte); later, such a
+ * position allows nothing (the matcher fails closed). */
 #define TRAM_GRAMMAR_MAX_STEPS ((int64_t)1 << 25)
 #define TRAM_GRAMMAR_MAX_MEMORY (512 << 20)
 
@@ -60,8 +65,15 @@ const tram_grammar *tram_grammar_retain(const tram_grammar *g);
 void tram_grammar_release(const tram_grammar *g);
 
 /* The memory the grammar holds (its rules and masks; the shared
- * vocabulary trie not counted): what a cache of grammars is bounded by. */
+ * vocabulary trie not counted): what a cache of grammars is bounded by.
+ * It grows as matchers walk positions. */
 size_t tram_grammar_bytes(const tram_grammar *g);
+
+/* Computes now the token sets of every position the grammar's root
+ * reaches (what its matchers would otherwise compute on first use): a
+ * walk that fails is an error naming its bound.  For tests and
+ * benchmarks comparing the two. */
+int tram_grammar_walk_all(const tram_grammar *g, tram_error *err);
 
 /* Token ids the mask covers: the tokenizer's vocabulary [0, vocab). */
 int tram_grammar_vocab(const tram_grammar *g);

@@ -138,10 +138,13 @@ static int gen_pattern(jsc *c, const char *pat, const char *path, const char *na
     if (open_end)
         tram_strbuf_addf(&full, "^(?:%s).*", pat + 1);
     tram_error inner;
-    int rc = tram_regex_rule(open_end ? full.s : pat, rule, 1, &c->out, &inner);
+    int approx = 0;
+    int rc = tram_regex_rule(open_end ? full.s : pat, rule, 1, &approx, &c->out, &inner);
     tram_strbuf_free(&full);
     if (rc)
         return JS_FAIL(c, "'pattern' at %s: %s", path, inner.msg);
+    if (approx)
+        js_approximate(c, "pattern (its lookaround)", path);
     tram_strbuf_addf(b, "\"\\\"\" %s \"\\\"\"", rule);
     return 0;
 }

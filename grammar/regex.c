@@ -14,6 +14,9 @@ typedef struct {
     const char *p, *end;
     int json;
     int nesting;
+    int at_start;              /* nothing can have been matched yet: a '^' here means nothing */
+    int *approx;               /* NULL: lookaround is an error; else set when one is left out */
+    int skipping;              /* inside a lookaround left out: its anchors are left out too */
     tram_strbuf *out;
     tram_error *err;
     int failed;
@@ -53,6 +56,21 @@ typedef struct {
 } cprange;
 
 #define MAX_RANGES 256
+
+#define MAX_CP 0x10FFFF
+
+/* The complement of n sorted, disjoint ranges; returns how many. */
+static int complement(const cprange *in, int n, cprange *out)
+{
+    int k = 0;
+    long next = 0;
+    for (int i = 0; i < n; next = in[i++].hi + 1)
+        if (in[i].lo > next)
+            out[k++] = (cprange){next, in[i].lo - 1};
+    if (next <= MAX_CP)
+        out[k++] = (cprange){next, MAX_CP};
+    return k;
+}
 
 /* Shorthand classes as code point ranges; returns how many. */
 static int shorthand(char c, cprange *out)
@@ -213,14 +231,16 @@ static int parse_class(rx *r)
         r->p++;
     }
     for (int first = 1; r->p < r->end && (*r->p != ']' || first); first = 0) {
-        if (n + 4 > MAX_RANGES)
+        if (n + 6 > MAX_RANGES)
             return RX_FAIL(r, "regex: more than %d ranges in a class", MAX_RANGES);
         char cls = 0;
         long lo = *r->p == '\\' ? (r->p++, parse_escape(r, &cls)) : next_cp(r), hi = lo;
+        if (lo == -2 && cls >= 'A' && cls <= 'Z') {  /* \D, \W, \S: what the shorthand leaves out */
+            cprange sh[4];
+            n += complement(sh, shorthand(cls, sh), c + n);
+            continue;
+        }
         if (lo == -2) {
-            if (cls >= 'A' && cls <= 'Z')
-                return RX_FAIL(r, "regex: a negated shorthand (\\D, \\W, \\S) inside a class "
-                                  "is not supported");
             n += shorthand(cls, c + n);
             continue;
         }
@@ -245,8 +265,46 @@ static int parse_class(rx *r)
 
 static int parse_alt(rx *r);
 
+static int is_lookaround(const rx *r)
+{
+    const char *q = r->p + 1;
+    if (r->end - q < 3 || q[0] != '?')
+        return 0;
+    return q[1] == '=' || q[1] == '!' || (q[1] == '<' && (q[2] == '=' || q[2] == '!'));
+}
+
+/* A lookaround, (?=...) (?!...) (?<=...) (?<!...), read and left out: the
+ * rule then matches more than the regex (*approx says so; the caller
+ * validates what it generates with a full regex engine). */
+static int skip_lookaround(rx *r)
+{
+    if (!r->approx)
+        return RX_FAIL(r, "regex: lookaround '(?%c' is not supported", r->p[2]);
+    r->p += r->p[2] == '<' ? 4 : 3;
+    tram_strbuf scratch = {0}, *out = r->out;
+    int skipping = r->skipping, at_start = r->at_start;
+    r->out = &scratch;
+    r->skipping = 1;
+    int rc = ++r->nesting > MAX_NESTING ? RX_FAIL(r, "regex: groups nested more than %d deep", MAX_NESTING)
+                                        : parse_alt(r);
+    tram_strbuf_free(&scratch);
+    r->out = out;
+    r->skipping = skipping;
+    r->at_start = at_start;
+    r->nesting--;
+    if (rc)
+        return -1;
+    if (r->p >= r->end || *r->p != ')')
+        return RX_FAIL(r, "regex: missing ')'");
+    r->p++;
+    *r->approx = 1;
+    return 0;
+}
+
 static int parse_group(rx *r)
 {
+    if (is_lookaround(r))
+        return skip_lookaround(r);
     r->p++;
     if (r->p < r->end && *r->p == '?') {
         if (r->p + 1 < r->end && r->p[1] == ':') {
@@ -275,6 +333,12 @@ static int parse_group(rx *r)
     return 0;
 }
 
+/* A '$' that ends a top-level alternative. */
+static int at_alt_end(const rx *r)
+{
+    return r->nesting == 0 && (r->p + 1 == r->end || r->p[1] == '|');
+}
+
 static int parse_atom(rx *r)
 {
     char c = *r->p;
@@ -289,8 +353,13 @@ static int parse_atom(rx *r)
     }
     if (c == '*' || c == '+' || c == '?' || c == '{')
         return RX_FAIL(r, "regex: '%c' has nothing to repeat", c);
+    if ((c == '^' && (r->at_start || r->skipping)) || (c == '$' && (r->skipping || at_alt_end(r)))) {
+        r->p++;  /* an anchor where it means nothing more (the rule matches whole strings) */
+        return 0;
+    }
     if (c == '^' || c == '$')
-        return RX_FAIL(r, "regex: '%c' is supported only at the very start or end", c);
+        return RX_FAIL(r, "regex: '%c' is supported only at the start or end of the pattern or of one of "
+                          "its alternatives", c);
     if (c == '\\') {
         r->p++;
         char cls = 0;
@@ -354,13 +423,20 @@ static int is_quantifier(const rx *r)
 
 static int at_end_anchor(const rx *r) { return r->p + 1 == r->end && *r->p == '$'; }
 
-static int parse_seq(rx *r)
+/* at_start: the sequence begins where nothing can have been matched yet
+ * (so does a group that opens it, and a '^' after a '^'). */
+static int parse_seq(rx *r, int at_start)
 {
     tram_strbuf_add(r->out, "(", 1);
+    r->at_start = at_start;
     while (r->p < r->end && *r->p != '|' && *r->p != ')' && !at_end_anchor(r)) {
         tram_strbuf_add(r->out, " ", 1);
+        int nothing = *r->p == '^' || *r->p == '$' || is_lookaround(r);  /* atoms that match no character */
         if (parse_atom(r))
             return -1;
+        r->at_start = r->at_start && nothing;
+        if (nothing && r->p < r->end && is_quantifier(r))
+            return RX_FAIL(r, "regex: '%c' has nothing to repeat", *r->p);
         if (r->p < r->end && is_quantifier(r)) {
             if (parse_quantifier(r))
                 return -1;
@@ -374,23 +450,23 @@ static int parse_seq(rx *r)
 
 static int parse_alt(rx *r)
 {
-    if (parse_seq(r))
+    int at_start = r->at_start;
+    if (parse_seq(r, at_start))
         return -1;
     while (r->p < r->end && *r->p == '|') {
         r->p++;
         tram_strbuf_add(r->out, " | ", 3);
-        if (parse_seq(r))
+        if (parse_seq(r, at_start))
             return -1;
     }
     return 0;
 }
 
-int tram_regex_rule(const char *regex, const char *rule, int json_string, tram_strbuf *out,
+int tram_regex_rule(const char *regex, const char *rule, int json_string, int *approx, tram_strbuf *out,
                     tram_error *err)
 {
-    rx r = {.p = regex, .end = regex + strlen(regex), .json = json_string, .out = out, .err = err};
-    if (r.p < r.end && *r.p == '^')
-        r.p++;
+    rx r = {.p = regex, .end = regex + strlen(regex), .json = json_string, .at_start = 1, .approx = approx,
+            .out = out, .err = err};
     tram_strbuf_addf(out, "%s ::= ", rule);
     if (parse_alt(&r))
         return -1;
@@ -406,7 +482,7 @@ int tram_regex_to_gbnf(const char *regex, const char *rule, char **gbnf_out, tra
 {
     tram_strbuf b = {0};
     *gbnf_out = NULL;
-    if (tram_regex_rule(regex, rule, 0, &b, err)) {
+    if (tram_regex_rule(regex, rule, 0, NULL, &b, err)) {
         tram_strbuf_free(&b);
         return -1;
     }

@@ -5,9 +5,14 @@
  * inside, \d \D \w \W \s \S, `.` (any character but a newline), groups
  * (...) (?:...) (?<name>...) (?P<name>...), alternation |, and the
  * quantifiers * + ? {m} {m,} {m,n}, lazy or not (the language is the
- * same).  ^ and $ are accepted at the very start and end only.  Anything
- * else (backreferences, lookaround, \b, possessive quantifiers, flags) is
- * an error naming it.  The rule matches exactly the strings the regex
+ * same), negated shorthands inside a class ([\S\d]).  ^ is accepted where
+ * nothing can have been matched yet (the start of the pattern, of its
+ * top-level alternatives and of groups that open them), $ at the end of
+ * the pattern or of a top-level alternative.  Lookaround ((?=...) (?!...)
+ * (?<=...) (?<!...)) is left out where the caller validates the result
+ * (tram_regex_rule's approx): the rule then matches more than the regex.
+ * Anything else (backreferences, \b, possessive quantifiers, flags) is an
+ * error naming it.  The rule matches exactly the strings the regex
  * matches in full (Python's re.fullmatch). */
 #ifndef TRAM_GRAMMAR_REGEX_H
 #define TRAM_GRAMMAR_REGEX_H
@@ -17,8 +22,10 @@
 
 /* Appends the rule `rule ::= ...` for regex to out.  json_string: the
  * text goes inside a JSON string, so characters that JSON must escape are
- * written escaped (", \) or left out (control characters). */
-int tram_regex_rule(const char *regex, const char *rule, int json_string, tram_strbuf *out,
+ * written escaped (", \) or left out (control characters).  approx: NULL,
+ * a lookaround is an error; else it is left out and *approx set to 1 (the
+ * caller must then check what the rule generates against the regex). */
+int tram_regex_rule(const char *regex, const char *rule, int json_string, int *approx, tram_strbuf *out,
                     tram_error *err);
 
 /* GBNF text whose rule `rule` matches the regex's full matches. */

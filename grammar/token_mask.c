@@ -2,6 +2,7 @@
  * token_mask.h). */
 #include "grammar/token_mask.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,8 +48,10 @@ typedef struct {
     int32_t *dense;            /* rows of 256 transitions, -2: not computed (or in the table only) */
     size_t num_dense, cap_dense;
     tram_stackset tmp;
-    int failed;                /* a step's set was incomplete (tmp says why) or memory ran out */
-    int64_t steps;             /* work done, against TRAM_GRAMMAR_MAX_STEPS */
+    int failed;                /* a step's set was incomplete (tmp says why), or one of these: */
+    int over_steps, over_memory;
+    int64_t steps;             /* work done */
+    int64_t step_limit;        /* past it the walk under way fails (over_steps) */
 } lazy_dfa;
 
 /* State s as a stack set (valid until the next state is added). */
@@ -208,6 +211,12 @@ static int dfa_densify(lazy_dfa *d, int s)
     return 0;
 }
 
+static size_t dfa_bytes(const lazy_dfa *d)
+{
+    return (size_t)d->cap * sizeof(dfa_state) + d->cap_ints * 4 + (size_t)d->cap_stk * 16 +
+           (size_t)d->table_cap * 4 + d->edge_cap * 12 + d->cap_dense * 4;
+}
+
 /* The state after `byte` (a live one) from `state`; -1 when the step
  * failed (d->failed says so). */
 static int dfa_step(lazy_dfa *d, const tram_gbnf *g, int state, uint8_t byte, int32_t *buf)
@@ -229,6 +238,10 @@ static int dfa_step(lazy_dfa *d, const tram_gbnf *g, int state, uint8_t byte, in
     d->steps += d->tmp.steps + 1;
     if (tram_stackset_incomplete(&d->tmp) || d->tmp.too_deep)
         return d->failed = 1, -1;
+    if (d->steps > d->step_limit)
+        return d->failed = d->over_steps = 1, -1;
+    if (dfa_bytes(d) > TRAM_GRAMMAR_MAX_MEMORY)
+        return d->failed = d->over_memory = 1, -1;
     int id = dfa_intern(d, g, &d->tmp);
     if (id < 0)
         return d->failed = d->tmp.oom = 1, -1;
@@ -248,12 +261,6 @@ static int dfa_step(lazy_dfa *d, const tram_gbnf *g, int state, uint8_t byte, in
     return id;
 }
 
-static size_t dfa_bytes(const lazy_dfa *d)
-{
-    return (size_t)d->cap * sizeof(dfa_state) + d->cap_ints * 4 + (size_t)d->cap_stk * 16 +
-           (size_t)d->table_cap * 4 + d->edge_cap * 12 + d->cap_dense * 4;
-}
-
 static void dfa_free(lazy_dfa *d)
 {
     free(d->states);
@@ -266,6 +273,7 @@ static void dfa_free(lazy_dfa *d)
     free(d->edge_to);
     free(d->dense);
     tram_stackset_free(&d->tmp);
+    *d = (lazy_dfa){0};
 }
 
 /* ---------------------------------------------------------------- one position's walk */
@@ -377,23 +385,7 @@ static void walk_node(walk *w, int node, int state, int escaped)
         walk_child(w, c, state, escaped || (cur_end && tram_byteset_has(w->follow, w->t->nodes[c].byte)));
 }
 
-/* ---------------------------------------------------------------- the table */
-
-/* The ids and uncertain lists of every position, in one array (the
- * pointers into it are set once the table is complete). */
-typedef struct {
-    int32_t *v;
-    size_t n, cap;
-} int_arena;
-
-static int64_t arena_put(int_arena *a, const int32_t *v, int n)
-{
-    if (grow_to((void **)&a->v, &a->cap, a->n + (size_t)n, sizeof(int32_t)))
-        return -1;
-    memcpy(a->v + a->n, v, (size_t)n * sizeof(int32_t));
-    a->n += (size_t)n;
-    return (int64_t)(a->n - (size_t)n);
-}
+/* ---------------------------------------------------------------- one position's sets */
 
 static int cmp_i32(const void *a, const void *b)
 {
@@ -401,35 +393,90 @@ static int cmp_i32(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Keeps the accepted set as a bitmask when it has more ids than the mask
- * has words (then ORing words beats setting bits), else as a list; the
- * lists go into the arena, their offsets in ids_at/uncertain_at. */
-static int store(walk *w, tram_pos_mask *pm, int words, int_arena *a, size_t *bytes)
+/* The lists a walk fills, allocated for the walk alone (a grammar kept in
+ * a cache then holds none). */
+static int walk_lists_alloc(walk *w, tram_error *err)
+{
+    w->num_accepted = w->num_uncertain = 0;
+    w->accepted = tram_calloc((size_t)(w->t->vocab + 31) / 32, sizeof(uint32_t), err);
+    w->accepted_ids = tram_calloc((size_t)w->t->num_tokens + 1, sizeof(int32_t), err);
+    w->uncertain = tram_calloc((size_t)w->t->num_tokens + 1, sizeof(int32_t), err);
+    return w->accepted && w->accepted_ids && w->uncertain ? 0 : -1;
+}
+
+static void walk_lists_free(walk *w)
+{
+    free(w->accepted);
+    free(w->accepted_ids);
+    free(w->uncertain);
+    w->accepted = NULL;
+    w->accepted_ids = w->uncertain = NULL;
+}
+
+/* The walk's sets as they stand, for one use before walk_lists_free. */
+static tram_pos_mask walk_view(const walk *w, int32_t loop)
+{
+    return (tram_pos_mask){.bits = w->accepted, .uncertain = w->uncertain, .num_uncertain = w->num_uncertain,
+                           .loop = loop};
+}
+
+static size_t stored_bytes(const walk *w, int words)
+{
+    size_t accepted = w->num_accepted > words ? (size_t)words : (size_t)w->num_accepted;
+    return (accepted + (size_t)w->num_uncertain) * sizeof(int32_t);
+}
+
+/* Copies the walk's sets into pm: the accepted set as a bitmask when it
+ * has more ids than the mask has words (then ORing words beats setting
+ * bits), else as a list. */
+static int store(const walk *w, tram_pos_mask *pm, int words)
 {
     if (w->num_accepted > words) {
         if (!(pm->bits = malloc((size_t)words * sizeof(uint32_t))))
             return -1;
         memcpy(pm->bits, w->accepted, (size_t)words * sizeof(uint32_t));
-        *bytes += (size_t)words * sizeof(uint32_t);
-    } else {
-        pm->num_ids = w->num_accepted;
-        if ((pm->ids_at = arena_put(a, w->accepted_ids, w->num_accepted)) < 0)
+    } else if (w->num_accepted) {
+        if (!(pm->ids = malloc((size_t)w->num_accepted * sizeof(int32_t))))
             return -1;
+        memcpy(pm->ids, w->accepted_ids, (size_t)w->num_accepted * sizeof(int32_t));
+        pm->num_ids = w->num_accepted;
     }
-    for (int i = 0; i < w->num_accepted; i++)
-        w->accepted[w->accepted_ids[i] >> 5] = 0;
-    qsort(w->uncertain, (size_t)w->num_uncertain, sizeof(int32_t), cmp_i32);
-    pm->num_uncertain = w->num_uncertain;
-    return (pm->uncertain_at = arena_put(a, w->uncertain, w->num_uncertain)) < 0 ? -1 : 0;
+    if (w->num_uncertain) {
+        if (!(pm->uncertain = malloc((size_t)w->num_uncertain * sizeof(int32_t))))
+            return -1;
+        memcpy(pm->uncertain, w->uncertain, (size_t)w->num_uncertain * sizeof(int32_t));
+        pm->num_uncertain = w->num_uncertain;
+    }
+    return 0;
+}
+
+static void pos_mask_free(tram_pos_mask *pm)
+{
+    free(pm->bits);
+    free(pm->ids);
+    free(pm->uncertain);
+}
+
+/* Why the walk under way failed. */
+static int walk_refusal(const walk *w, tram_error *err)
+{
+    if (w->dfa.over_steps)
+        return tram_fail(err, "grammar: the token mask of one of its positions takes over %lld steps to compute "
+                              "(the budget of a position); make it smaller", (long long)TRAM_GRAMMAR_MAX_STEPS);
+    if (w->dfa.over_memory)
+        return tram_fail(err, "grammar: its token masks need over %d MiB (the compile budget); make it smaller",
+                         TRAM_GRAMMAR_MAX_MEMORY >> 20);
+    if (w->dfa.tmp.oom)
+        return tram_fail(err, "grammar: out of memory computing token masks");
+    return tram_stackset_refusal(&w->dfa.tmp, err);
 }
 
 /* Walks position p (in the body of counted loop `loop`, or -1) over the
- * trie.  A body position is walked with the loop under it at any count:
- * a token may run on into the next iteration, as in x*, and stays decided
- * by its position alone. */
-static int walk_position(walk *w, int32_t p, int32_t loop, tram_pos_mask *pm, tram_error *err)
+ * trie into the walk's lists.  A body position is walked with the loop
+ * under it at any count: a token may run on into the next iteration, as
+ * in x*, and stays decided by its position alone. */
+static int walk_position(walk *w, int32_t p, int32_t loop, tram_error *err)
 {
-    w->num_accepted = w->num_uncertain = 0;
     tram_stackset_clear(&w->dfa.tmp);
     int len = 0;
     if (loop >= 0) {
@@ -437,7 +484,6 @@ static int walk_position(walk *w, int32_t p, int32_t loop, tram_pos_mask *pm, tr
         w->buf[len++] = tram_loop_marker(loop);
     }
     w->buf[len++] = p;
-    pm->loop = loop;
     tram_stacks_expand(w->g, &w->dfa.tmp, w->buf, len);
     w->dfa.steps += w->dfa.tmp.steps;
     if (tram_stackset_incomplete(&w->dfa.tmp) || w->dfa.tmp.too_deep)
@@ -447,8 +493,8 @@ static int walk_position(walk *w, int32_t p, int32_t loop, tram_pos_mask *pm, tr
         return tram_fail(err, "grammar: out of memory computing token masks");
     walk_node(w, 0, start, 0);
     if (w->dfa.failed)
-        return w->dfa.tmp.oom ? tram_fail(err, "grammar: out of memory computing token masks")
-                              : tram_stackset_refusal(&w->dfa.tmp, err);
+        return walk_refusal(w, err);
+    qsort(w->uncertain, (size_t)w->num_uncertain, sizeof(int32_t), cmp_i32);
     return 0;
 }
 
@@ -480,173 +526,6 @@ static uint8_t *reachable_rules(const tram_gbnf *g, tram_error *err)
     return seen;
 }
 
-/* ---------------------------------------------------------------- FIRST and FOLLOW
- *
- * LL(1) FIRST and FOLLOW sets over bytes.  Each is a set given directly
- * (the bytes that open what follows a reference) grown along edges
- * "x's set is in y's" to a fixpoint by a worklist: a set changes at most
- * 256 times, so the work is linear in the grammar, whatever the order of
- * its rules (a round-robin fixpoint is quadratic on a long chain). */
-
-typedef struct {
-    int32_t *from, *to;
-    size_t n, cap;
-} edge_list;
-
-static int add_edge(edge_list *e, int32_t from, int32_t to)
-{
-    size_t c1 = e->cap, c2 = e->cap;
-    if (grow_to((void **)&e->from, &c1, e->n + 1, sizeof(int32_t)) ||
-        grow_to((void **)&e->to, &c2, e->n + 1, sizeof(int32_t)))
-        return -1;
-    e->cap = TRAM_MIN(c1, c2);
-    e->from[e->n] = from;
-    e->to[e->n++] = to;
-    return 0;
-}
-
-/* sets[to] |= sets[from] along every edge, until nothing changes. */
-static int propagate(tram_byteset *sets, int n, const edge_list *e)
-{
-    int32_t *start = calloc((size_t)n + 2, sizeof(int32_t)), *out = malloc((e->n + 1) * sizeof(int32_t));
-    int32_t *queue = malloc(((size_t)n + 1) * sizeof(int32_t));
-    uint8_t *queued = calloc((size_t)n + 1, 1);
-    int rc = start && out && queue && queued ? 0 : -1;
-    for (size_t i = 0; !rc && i < e->n; i++)
-        start[e->from[i] + 2]++;
-    for (int r = 0; !rc && r < n; r++)
-        start[r + 2] += start[r + 1];
-    for (size_t i = 0; !rc && i < e->n; i++)
-        out[start[e->from[i] + 1]++] = e->to[i];
-    /* start[x]..start[x + 1]: x's edges; the queue is a ring of distinct rules */
-    int head = 0, count = 0;
-    for (int r = 0; !rc && r < n; r++)
-        if (start[r + 1] > start[r]) {
-            queue[count++] = r;
-            queued[r] = 1;
-        }
-    while (!rc && count > 0) {
-        int x = queue[head];
-        head = (head + 1) % n;
-        count--;
-        queued[x] = 0;
-        for (int32_t k = start[x]; k < start[x + 1]; k++) {
-            int32_t y = out[k];
-            int changed = 0;
-            for (int i = 0; i < 8; i++) {
-                changed |= (sets[x].bits[i] & ~sets[y].bits[i]) != 0;
-                sets[y].bits[i] |= sets[x].bits[i];
-            }
-            if (changed && !queued[y] && start[y + 1] > start[y]) {
-                queue[(head + count++) % n] = y;
-                queued[y] = 1;
-            }
-        }
-    }
-    free(start);
-    free(out);
-    free(queue);
-    free(queued);
-    return rc;
-}
-
-static void byteset_or(tram_byteset *dst, const tram_byteset *src)
-{
-    for (int i = 0; i < 8; i++)
-        dst->bits[i] |= src->bits[i];
-}
-
-/* first[r]: the bytes r can begin with. */
-static int first_sets(const tram_gbnf *g, const uint8_t *nul, tram_byteset *first)
-{
-    edge_list e = {0};
-    int rc = 0;
-    for (int r = 0; !rc && r < g->num_rules; r++)
-        for (int32_t p = g->rule_start[r], at_start = 1;; p++) {
-            const tram_gelem *el = &g->elems[p];
-            if (tram_gelem_ends_alt(el)) {
-                if (el->kind == TRAM_G_END)
-                    break;
-                at_start = 1;
-            } else if (at_start && el->kind == TRAM_G_BYTES) {
-                byteset_or(&first[r], &g->sets[el->arg]);
-                at_start = 0;
-            } else if (at_start) {
-                rc = add_edge(&e, tram_gelem_rule(g, el), r);
-                at_start = tram_gelem_nullable(g, nul, el);
-            }
-        }
-    rc = rc || propagate(first, g->num_rules, &e);
-    free(e.from);
-    free(e.to);
-    return rc;
-}
-
-/* The follow sets the alternative elems[a..b) gives, walked backward:
- * `after` is FIRST of what follows the element, `open` 1 when that can be
- * empty (then the rule's own follow set is in the element's). */
-static int alt_follows(const tram_gbnf *g, const uint8_t *nul, const tram_byteset *first, int r, int32_t a,
-                       int32_t b, tram_byteset *follow, edge_list *e)
-{
-    tram_byteset after = {{0}};
-    int open = 1;
-    for (int32_t p = b - 1; p >= a; p--) {
-        const tram_gelem *el = &g->elems[p];
-        if (el->kind == TRAM_G_BYTES) {
-            after = g->sets[el->arg];
-            open = 0;
-            continue;
-        }
-        int sub = tram_gelem_rule(g, el), tail = el->kind == TRAM_G_REPEAT ? g->repeats[el->arg].tail : -1;
-        if (tail >= 0) {
-            byteset_or(&follow[tail], &after);
-            if (open && add_edge(e, r, tail))
-                return -1;
-        }
-        byteset_or(&follow[sub], &after);
-        if (open && add_edge(e, r, sub))
-            return -1;
-        if (el->kind == TRAM_G_REPEAT) {  /* the body: then the next iteration, or the tail */
-            byteset_or(&follow[sub], &first[sub]);
-            if (tail >= 0)
-                byteset_or(&follow[sub], &first[tail]);
-        }
-        int empty = tram_gelem_nullable(g, nul, el);
-        if (!empty)
-            after = (tram_byteset){{0}};
-        byteset_or(&after, &first[sub]);
-        open &= empty;
-    }
-    return 0;
-}
-
-/* follow[r] holds every byte that can come right after rule r ends. */
-static int follow_sets(const tram_gbnf *g, tram_byteset *follow, tram_error *err)
-{
-    int n = g->num_rules;
-    tram_byteset *first = tram_calloc((size_t)n + 1, sizeof(*first), err);
-    uint8_t *nul = tram_gbnf_nullable(g);
-    edge_list e = {0};
-    int rc = first && nul ? first_sets(g, nul, first) : -1;
-    for (int r = 0; !rc && r < n; r++)
-        for (int32_t a = g->rule_start[r], p = a; !rc; p++) {
-            if (!tram_gelem_ends_alt(&g->elems[p]))
-                continue;
-            rc = alt_follows(g, nul, first, r, a, p, follow, &e);
-            if (g->elems[p].kind == TRAM_G_END)
-                break;
-            a = p + 1;
-        }
-    rc = rc || propagate(follow, n, &e);
-    free(e.from);
-    free(e.to);
-    free(first);
-    free(nul);
-    return rc ? tram_fail(err, "grammar: out of memory computing follow sets") : 0;
-}
-
-/* ---------------------------------------------------------------- the table */
-
 /* The counted loop each rule is the body of (-1: none): a body belongs to
  * its loop alone. */
 static int32_t *loops_of(const tram_gbnf *g, tram_error *err)
@@ -660,81 +539,157 @@ static int32_t *loops_of(const tram_gbnf *g, tram_error *err)
     return loop_of;
 }
 
-/* The work so far against the compile's budget. */
-static int over_budget(const walk *w, size_t table_bytes, tram_error *err)
+/* The rule position p belongs to (rules' elements are laid out in order). */
+static int32_t rule_of(const tram_gbnf *g, int32_t p)
 {
-    if (w->dfa.steps > TRAM_GRAMMAR_MAX_STEPS)
-        return tram_fail(err, "grammar: computing its token masks takes over %lld steps (the compile budget); "
-                              "make it smaller", (long long)TRAM_GRAMMAR_MAX_STEPS);
-    if (table_bytes + dfa_bytes(&w->dfa) > TRAM_GRAMMAR_MAX_MEMORY)
-        return tram_fail(err, "grammar: its token masks need over %d MiB (the compile budget); make it smaller",
-                         TRAM_GRAMMAR_MAX_MEMORY >> 20);
-    return 0;
+    int32_t lo = 0, hi = g->num_rules - 1;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo + 1) / 2;
+        if (g->rule_start[mid] <= p)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
 }
 
-/* Every position of the rules the root reaches, walked and stored. */
-static int build_positions(tram_mask_table *mt, walk *w, const tram_byteset *follow, int_arena *a,
-                           tram_error *err)
+/* ---------------------------------------------------------------- the table */
+
+/* A position's entry in walked[]. */
+enum { POS_UNWALKED, POS_READY, POS_FAILED };
+
+/* What the walks of one grammar share, behind its lock.  The automaton
+ * is kept from walk to walk (later walks mostly look its transitions up)
+ * until it passes KEEP_DFA_BYTES. */
+struct tram_mask_walker {
+    pthread_mutex_t lock;
+    walk w;
+    tram_byteset *follow;      /* [num_rules] */
+    int32_t *loop_of;          /* [num_rules] */
+    size_t stored;             /* the positions' sets */
+    size_t fixed;              /* the table's arrays and the walker's own */
+    _Atomic size_t bytes;      /* all of it and the automaton, for tram_mask_table_bytes */
+};
+
+#define KEEP_DFA_BYTES (TRAM_GRAMMAR_MAX_MEMORY / 8)
+
+/* Walks position p (the lock held): POS_READY with its sets in the
+ * table, POS_FAILED (err says why), or POS_UNWALKED when the table's sets
+ * would pass TRAM_GRAMMAR_MAX_MEMORY: then the sets are left in the walk
+ * (*view) for the caller to use once and free (walk_lists_free). */
+static int walk_locked(const tram_mask_table *mt, int32_t p, tram_pos_mask *view, tram_error *err)
 {
-    const tram_gbnf *g = w->g;
-    uint8_t *reached = reachable_rules(g, err);
-    int32_t *loop_of = loops_of(g, err);
-    int rc = reached && loop_of ? 0 : -1;
-    for (int r = 0; !rc && r < g->num_rules; r++) {
-        w->follow = &follow[r];
-        int32_t end = r + 1 < g->num_rules ? g->rule_start[r + 1] : g->num_elems;
-        for (int32_t p = g->rule_start[r]; reached[r] && !rc && p < end; p++) {
-            if (g->elems[p].kind != TRAM_G_BYTES)
-                continue;
-            rc = walk_position(w, p, loop_of[r], &mt->pos[p], err) ||
-                 store(w, &mt->pos[p], mt->words, a, &mt->bytes) ||
-                 over_budget(w, mt->bytes + a->cap * sizeof(int32_t), err);
+    struct tram_mask_walker *k = mt->walker;
+    walk *w = &k->w;
+    int32_t r = rule_of(w->g, p);
+    w->follow = &k->follow[r];
+    w->dfa.step_limit = w->dfa.steps + TRAM_GRAMMAR_MAX_STEPS;
+    int rc = walk_lists_alloc(w, err) || walk_position(w, p, k->loop_of[r], err) ? POS_FAILED : POS_READY;
+    if (rc == POS_READY && k->stored + stored_bytes(w, mt->words) > TRAM_GRAMMAR_MAX_MEMORY) {
+        *view = walk_view(w, k->loop_of[r]);
+        rc = POS_UNWALKED;
+    } else if (rc == POS_READY) {
+        tram_pos_mask pm = {.loop = k->loop_of[r]};
+        if (store(w, &pm, mt->words)) {
+            pos_mask_free(&pm);
+            tram_fail(err, "grammar: out of memory computing token masks");
+            rc = POS_FAILED;
+        } else {
+            mt->pos[p] = pm;
+            k->stored += stored_bytes(w, mt->words);
         }
     }
-    free(reached);
-    free(loop_of);
+    if (rc != POS_UNWALKED)
+        walk_lists_free(w);
+    if (rc == POS_FAILED || dfa_bytes(&w->dfa) > KEEP_DFA_BYTES)
+        dfa_free(&w->dfa);  /* (a failed walk may have left it midway) */
+    if (rc != POS_UNWALKED)
+        atomic_store_explicit(&mt->walked[p], (uint8_t)rc, memory_order_release);
+    atomic_store(&k->bytes, k->fixed + k->stored + dfa_bytes(&w->dfa));
     return rc;
+}
+
+/* Walks position p now, if it has not been: a walk that fails is an error. */
+static int walk_now(const tram_mask_table *mt, int32_t p, tram_error *err)
+{
+    if (atomic_load_explicit(&mt->walked[p], memory_order_acquire) != POS_UNWALKED)
+        return atomic_load(&mt->walked[p]) == POS_READY ? 0 : tram_fail(err, "grammar: a position's walk failed");
+    pthread_mutex_lock(&mt->walker->lock);
+    tram_pos_mask view;
+    int rc = atomic_load(&mt->walked[p]);
+    if (rc == POS_UNWALKED && (rc = walk_locked(mt, p, &view, err)) == POS_UNWALKED) {
+        walk_lists_free(&mt->walker->w);
+        tram_fail(err, "grammar: its token masks need over %d MiB (the compile budget); make it smaller",
+                  TRAM_GRAMMAR_MAX_MEMORY >> 20);
+    }
+    pthread_mutex_unlock(&mt->walker->lock);
+    return rc == POS_READY ? 0 : -1;
+}
+
+static int walker_init(struct tram_mask_walker *k, const tram_gbnf *g, const tram_vocab_trie *t, tram_error *err)
+{
+    k->w = (walk){.g = g, .t = t, .buf = tram_calloc(TRAM_MAX_STACK_DEPTH + 1, sizeof(int32_t), err)};
+    k->follow = tram_calloc((size_t)g->num_rules + 1, sizeof(tram_byteset), err);
+    k->loop_of = loops_of(g, err);
+    if (!k->w.buf || !k->follow || !k->loop_of || tram_gbnf_follow_sets(g, k->follow, err))
+        return -1;
+    k->fixed = (TRAM_MAX_STACK_DEPTH + 1) * sizeof(int32_t) + ((size_t)g->num_rules + 1) * (sizeof(tram_byteset) + 4);
+    return pthread_mutex_init(&k->lock, NULL) ? tram_fail(err, "grammar: cannot create a lock") : 0;
 }
 
 int tram_mask_table_build(tram_mask_table *mt, const tram_gbnf *g, const tram_vocab_trie *t,
-                          tram_error *err)
+                          const tram_stackset *start, tram_error *err)
 {
     *mt = (tram_mask_table){.words = (t->vocab + 31) / 32, .num_pos = g->num_elems};
     mt->pos = tram_calloc((size_t)g->num_elems + 1, sizeof(tram_pos_mask), err);
-    mt->bytes = ((size_t)g->num_elems + 1) * sizeof(tram_pos_mask);
-    tram_byteset *follow = tram_calloc((size_t)g->num_rules, sizeof(*follow), err);
-    walk w = {
-        .g = g,
-        .t = t,
-        .buf = tram_calloc(TRAM_MAX_STACK_DEPTH + 1, sizeof(int32_t), err),
-        .accepted = tram_calloc((size_t)mt->words, sizeof(uint32_t), err),
-        .accepted_ids = tram_calloc((size_t)t->num_tokens + 1, sizeof(int32_t), err),
-        .uncertain = tram_calloc((size_t)t->num_tokens + 1, sizeof(int32_t), err),
-    };
-    int_arena a = {0};
-    int rc = mt->pos && follow && w.buf && w.accepted && w.accepted_ids && w.uncertain ? 0 : -1;
-    rc = rc || follow_sets(g, follow, err) || build_positions(mt, &w, follow, &a, err);
-    mt->ints = a.v;
-    mt->bytes += a.cap * sizeof(int32_t);
-    for (int p = 0; !rc && p < mt->num_pos; p++) {
-        mt->pos[p].ids = mt->ints + mt->pos[p].ids_at;
-        mt->pos[p].uncertain = mt->ints + mt->pos[p].uncertain_at;
+    mt->walked = tram_calloc((size_t)g->num_elems + 1, sizeof(*mt->walked), err);
+    mt->walker = tram_calloc(1, sizeof(*mt->walker), err);
+    if (!mt->pos || !mt->walked || !mt->walker || walker_init(mt->walker, g, t, err)) {
+        tram_mask_table_free(mt);
+        return -1;
     }
-    dfa_free(&w.dfa);
-    free(w.buf);
-    free(w.accepted);
-    free(w.accepted_ids);
-    free(w.uncertain);
-    free(follow);
+    mt->walker->fixed += ((size_t)g->num_elems + 1) * (sizeof(tram_pos_mask) + 1);
+    int rc = 0;
+    for (int i = 0; !rc && i < start->n; i++)
+        rc = walk_now(mt, tram_stack_at(start, i)[start->len[i] - 1], err);
     return rc;
+}
+
+int tram_mask_table_walk_all(const tram_mask_table *mt, const tram_gbnf *g, tram_error *err)
+{
+    uint8_t *reached = reachable_rules(g, err);
+    int rc = reached ? 0 : -1;
+    for (int r = 0; !rc && r < g->num_rules; r++) {
+        int32_t end = r + 1 < g->num_rules ? g->rule_start[r + 1] : g->num_elems;
+        for (int32_t p = g->rule_start[r]; reached[r] && !rc && p < end; p++)
+            if (g->elems[p].kind == TRAM_G_BYTES)
+                rc = walk_now(mt, p, err);
+    }
+    free(reached);
+    return rc;
+}
+
+size_t tram_mask_table_bytes(const tram_mask_table *mt)
+{
+    return atomic_load(&mt->walker->bytes);
 }
 
 void tram_mask_table_free(tram_mask_table *mt)
 {
     for (int p = 0; mt->pos && p < mt->num_pos; p++)
-        free(mt->pos[p].bits);
+        pos_mask_free(&mt->pos[p]);
+    struct tram_mask_walker *k = mt->walker;
+    if (k && k->w.buf)
+        pthread_mutex_destroy(&k->lock);
+    if (k) {
+        dfa_free(&k->w.dfa);
+        free(k->w.buf);
+        free(k->follow);
+        free(k->loop_of);
+        free(k);
+    }
     free(mt->pos);
-    free(mt->ints);
+    free((void *)mt->walked);
     *mt = (tram_mask_table){0};
 }
 
@@ -855,21 +810,52 @@ static void fill_near_max(const tram_pos_mask *pm, int32_t room, const tram_gbnf
     }
 }
 
+/* Stack `which`'s tokens, from its top's sets pm. */
+static void fill_stack(const tram_pos_mask *pm, int words, const tram_gbnf *g, const tram_vocab_trie *t,
+                       const tram_stackset *st, int which, uint32_t *mask, tram_mask_scratch *s)
+{
+    int32_t room = pm->loop < 0 ? INT32_MAX : loop_room(g, t, st, which, pm->loop);
+    if (room != INT32_MAX) {
+        fill_near_max(pm, room, g, t, st, which, mask, s);
+    } else {
+        if (pm->bits)
+            for (int w = 0; w < words; w++)
+                mask[w] |= pm->bits[w];
+        for (int k = 0; k < pm->num_ids; k++)
+            mask[pm->ids[k] >> 5] |= 1u << (pm->ids[k] & 31);
+    }
+    fill_uncertain(pm, g, t, st, which, mask, s);
+}
+
+/* Stack `which`, whose top p has not been walked yet: walked now, under
+ * the lock (another matcher of the grammar may be walking it).  A walk
+ * that fails (a bound of its own, which a walk at compile time would have
+ * refused the grammar for) leaves p allowing nothing: the matcher fails
+ * closed there. */
+static void fill_unwalked(const tram_mask_table *mt, int32_t p, const tram_gbnf *g, const tram_vocab_trie *t,
+                          const tram_stackset *st, int which, uint32_t *mask, tram_mask_scratch *s)
+{
+    tram_error err = {{0}};
+    tram_pos_mask view;
+    pthread_mutex_lock(&mt->walker->lock);
+    int walked = atomic_load(&mt->walked[p]);
+    if (walked == POS_UNWALKED && (walked = walk_locked(mt, p, &view, &err)) == POS_UNWALKED) {
+        fill_stack(&view, mt->words, g, t, st, which, mask, s);  /* over the table's memory: used once */
+        walk_lists_free(&mt->walker->w);
+    }
+    pthread_mutex_unlock(&mt->walker->lock);
+    if (walked == POS_READY)
+        fill_stack(&mt->pos[p], mt->words, g, t, st, which, mask, s);
+}
+
 void tram_mask_fill(const tram_mask_table *mt, const tram_gbnf *g, const tram_vocab_trie *t,
                     const tram_stackset *st, uint32_t *mask, tram_mask_scratch *s)
 {
     for (int i = 0; i < st->n; i++) {
-        const tram_pos_mask *pm = &mt->pos[tram_stack_at(st, i)[st->len[i] - 1]];
-        int32_t room = pm->loop < 0 ? INT32_MAX : loop_room(g, t, st, i, pm->loop);
-        if (room != INT32_MAX) {
-            fill_near_max(pm, room, g, t, st, i, mask, s);
-        } else {
-            if (pm->bits)
-                for (int w = 0; w < mt->words; w++)
-                    mask[w] |= pm->bits[w];
-            for (int k = 0; k < pm->num_ids; k++)
-                mask[pm->ids[k] >> 5] |= 1u << (pm->ids[k] & 31);
-        }
-        fill_uncertain(pm, g, t, st, i, mask, s);
+        int32_t p = tram_stack_at(st, i)[st->len[i] - 1];
+        if (atomic_load_explicit(&mt->walked[p], memory_order_acquire) == POS_READY)
+            fill_stack(&mt->pos[p], mt->words, g, t, st, i, mask, s);
+        else
+            fill_unwalked(mt, p, g, t, st, i, mask, s);
     }
 }

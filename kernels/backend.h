@@ -97,6 +97,26 @@ typedef struct {
     void *gate_up, *hidden;   /* [max_rows][2*ffn], [max_rows][ffn] */
 } tram_moe_scratch;
 
+/* LoRA's grouped shrink and expand (Punica's SGMV): the rows of a step that
+ * use one adapter form a group, and each row of a group gets
+ * y[row] += scale · (x[row] · Aᵀ) · Bᵀ, with A (rank, in) and B (out, rank)
+ * that adapter's factors of the projection.  The scratch's order lists
+ * every group's rows, group after group; a group is its run of order. */
+typedef struct {
+    const tram_weight *a, *b;  /* f32 on the CPU, the activation type on CUDA */
+    float scale;
+    int first, count;          /* its rows: order[first, first + count) */
+} tram_lora_group;
+
+/* Backend memory the op works in, allocated once by the model for max_rows
+ * rows: order (uploaded each step), the gathered inputs xs [max_rows][max_in],
+ * the shrunk rows t [max_rows][max_rank], the expanded ys [max_rows][max_out]. */
+typedef struct {
+    int max_rows, max_in, max_rank, max_out;
+    int32_t *order;
+    void *xs, *t, *ys;
+} tram_lora_scratch;
+
 typedef struct tram_backend tram_backend;
 
 struct tram_backend {
@@ -197,6 +217,11 @@ struct tram_backend {
     /* y[i] += sigmoid(gate[i]) * x[i] for rows of dim values; gate is [n]
      * (activations, one logit per row): Qwen2-MoE's shared expert. */
     void (*add_gated)(tram_backend *be, void *y, const void *x, const void *gate, int n, int dim);
+    /* LoRA on a projection's output: x [n][in] contiguous, y's rows y_stride
+     * elements apart with y at the projection's first column (a part of a
+     * fused q/k/v or gate/up product); groups (host) as tram_lora_group. */
+    void (*lora)(tram_backend *be, void *y, int y_stride, const void *x, const tram_lora_group *groups,
+                 int n_groups, const tram_lora_scratch *s);
     /* Sum of x across tensor-parallel ranks, in place. */
     void (*all_reduce)(tram_backend *be, void *x, size_t n);
 

@@ -29,6 +29,10 @@ typedef struct {
      * without a download whether the batch holds decode rows (ranges of 1)
      * and prefill rows, and how long a prefill chunk is. */
     int min_query_len, max_query_len;
+    /* [num_seqs] the LoRA slot each sequence's rows use (models/lora_slots.h),
+     * -1 for the base model alone; NULL: no sequence uses one.  Host memory,
+     * read when the batch is uploaded. */
+    const int32_t *seq_lora;
 } tram_batch;
 
 /* Block-table entries the batch uses: the most blocks any sequence spans.

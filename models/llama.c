@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "models/arch.h"
+#include "models/lora_slots.h"
 #include "models/model.h"
 #include "models/moe.h"
 #include "models/moe_files.h"
@@ -68,6 +69,7 @@ struct tram_model {
      * SiLU ops; NULL arrays when no layer matrix is int8 */
     tram_qact xq_dim, xq_ffn;
     tram_moe_acts moe_acts;    /* models with experts only */
+    tram_lora_slots lora;      /* adapter slots and the pass's rows grouped by them */
     llama_batch_buf bb;
     tram_batch prepared;       /* the batch of tram_model_prepare, on the backend */
     tram_act_observer observe;  /* calibration hook, usually NULL */
@@ -382,7 +384,9 @@ int tram_model_create(tram_model **out, tram_model_file *f, tram_backend *be,
     m->shape = (tram_attn_shape){m->shard.n_heads, m->shard.n_kv_heads, m->cfg.head_dim, lim->block_size,
                                  1.0f / sqrtf((float)m->cfg.head_dim)};
     m->layers = tram_calloc(m->cfg.n_layers, sizeof(*m->layers), err);
-    if (!m->layers || load_weights(m, f, err) || alloc_buffers(m, err)) {
+    if (!m->layers || load_weights(m, f, err) || alloc_buffers(m, err) ||
+        tram_lora_slots_init(&m->lora, be, &m->cfg, &m->shard, lim->max_loras, lim->max_lora_rank, lim->max_tokens,
+                             err)) {
         tram_model_destroy(m);
         return -1;
     }
@@ -410,6 +414,7 @@ void tram_model_destroy(tram_model *m)
         free(m->layers);
     }
     tram_moe_acts_free(be, &m->moe_acts);
+    tram_lora_slots_free(&m->lora);
     if (m->output.data && m->output.data != m->tok_embd.data)
         be->free_weight(be, &m->output);
     if (m->tok_embd.data)
@@ -428,6 +433,17 @@ void tram_model_destroy(tram_model *m)
 }
 
 const tram_model_config *tram_model_config_of(const tram_model *m) { return &m->cfg; }
+
+int tram_model_lora_load(tram_model *m, int slot, const tram_lora_adapter *a, tram_error *err)
+{
+    return tram_lora_slots_load(&m->lora, slot, a, err);
+}
+
+void tram_model_lora_unload(tram_model *m, int slot)
+{
+    if (slot >= 0 && slot < m->lora.n_slots)
+        tram_lora_slots_unload(&m->lora, slot);
+}
 
 void tram_model_set_observer(tram_model *m, tram_act_observer fn, void *ctx)
 {
@@ -537,6 +553,15 @@ static void matmul_in(tram_model *m, void *y, const void *x, const tram_qact *qa
         m->be->matmul(m->be, y, x, w, n);
 }
 
+/* The pass's adapters' updates of layer l's projection t, from its input x,
+ * added to y's columns from col on (rows stride elements apart): LoRA sits
+ * beside each base product, whatever format that product ran in. */
+static void add_lora(tram_model *m, int l, tram_lora_target t, void *y, int stride, int col, const void *x)
+{
+    if (m->lora.n_groups)
+        tram_lora_slots_apply(&m->lora, l, t, (char *)y + (size_t)col * m->be->act_bytes, stride, x);
+}
+
 /* x += proj; xb = rmsnorm(x) * w, and its int8 copy for an int8 consumer. */
 static void add_norm(tram_model *m, const tram_weight *w, const tram_weight *consumer, int n)
 {
@@ -552,9 +577,12 @@ static void attention_block(tram_model *m, int l, const tram_batch *d)
 {
     tram_backend *be = m->be;
     const llama_layer *L = &m->layers[l];
-    int n = d->num_tokens, qd = m->shard.n_heads * m->cfg.head_dim;
+    int n = d->num_tokens, qd = m->shard.n_heads * m->cfg.head_dim, kd = m->shard.n_kv_heads * m->cfg.head_dim;
     observe(m, l, TRAM_ACT_ATTN_IN, m->a.xb, n, m->cfg.dim);
     matmul_in(m, m->a.qkv, m->a.xb, &m->xq_dim, &L->wqkv, n);
+    add_lora(m, l, TRAM_LORA_Q, m->a.qkv, qd + 2 * kd, 0, m->a.xb);
+    add_lora(m, l, TRAM_LORA_K, m->a.qkv, qd + 2 * kd, qd, m->a.xb);
+    add_lora(m, l, TRAM_LORA_V, m->a.qkv, qd + 2 * kd, qd + kd, m->a.xb);
     if (m->cfg.qkv_bias)
         be->add_bias(be, m->a.qkv, &L->bqkv, n);
     if (m->arch->qk_norm)
@@ -564,6 +592,7 @@ static void attention_block(tram_model *m, int l, const tram_batch *d)
     be->attention(be, m->a.att, m->a.q, L->k_cache, L->v_cache, d, &m->shape);
     observe(m, l, TRAM_ACT_ATTN_OUT, m->a.att, n, qd);
     be->matmul(be, m->a.proj, m->a.att, &L->wo, n);
+    add_lora(m, l, TRAM_LORA_O, m->a.proj, m->cfg.dim, 0, m->a.att);
     be->all_reduce(be, m->a.proj, (size_t)n * m->cfg.dim);
 }
 
@@ -577,14 +606,18 @@ static void ffn_block(tram_model *m, int l, int n)
         be->all_reduce(be, m->a.proj, (size_t)n * m->cfg.dim);
         return;
     }
+    int fn = m->shard.ffn_dim;
     matmul_in(m, m->a.gate_up, m->a.xb, &m->xq_dim, &L->w_gate_up, n);
+    add_lora(m, l, TRAM_LORA_GATE, m->a.gate_up, 2 * fn, 0, m->a.xb);
+    add_lora(m, l, TRAM_LORA_UP, m->a.gate_up, 2 * fn, fn, m->a.xb);
     const tram_qact *qa = qact_for(&m->xq_ffn, &L->w_down);
     if (qa)
-        be->silu_mul_q(be, m->a.hidden, qa, m->a.gate_up, n, m->shard.ffn_dim);
+        be->silu_mul_q(be, m->a.hidden, qa, m->a.gate_up, n, fn);
     else
-        be->silu_mul(be, m->a.hidden, m->a.gate_up, n, m->shard.ffn_dim);
-    observe(m, l, TRAM_ACT_FFN_HIDDEN, m->a.hidden, n, m->shard.ffn_dim);
+        be->silu_mul(be, m->a.hidden, m->a.gate_up, n, fn);
+    observe(m, l, TRAM_ACT_FFN_HIDDEN, m->a.hidden, n, fn);
     matmul_in(m, m->a.proj, m->a.hidden, &m->xq_ffn, &L->w_down, n);
+    add_lora(m, l, TRAM_LORA_DOWN, m->a.proj, m->cfg.dim, 0, m->a.hidden);
     be->all_reduce(be, m->a.proj, (size_t)n * m->cfg.dim);
 }
 
@@ -629,7 +662,7 @@ static void run_layers(tram_model *m, const tram_batch *uploaded)
 
 int tram_model_forward(tram_model *m, const tram_batch *b, float *logits, tram_error *err)
 {
-    if (batch_check(m, b, err))
+    if (batch_check(m, b, err) || tram_lora_slots_prepare(&m->lora, b, err))
         return -1;
     if (logits && m->shard.rank != 0)
         return tram_fail(err, "tensor-parallel rank %d computes no logits: rank 0 does", m->shard.rank);
@@ -660,7 +693,7 @@ int tram_model_hidden_rows(tram_model *m, const int32_t *rows, int n, float *out
 
 int tram_model_prepare(tram_model *m, const tram_batch *b, tram_error *err)
 {
-    if (batch_check(m, b, err))
+    if (batch_check(m, b, err) || tram_lora_slots_prepare(&m->lora, b, err))
         return -1;
     if (b->num_logits > m->lim.max_seqs)
         return tram_fail(err, "batch of %d logits rows: at most %d stay on the device", b->num_logits,

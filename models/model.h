@@ -114,6 +114,8 @@ typedef struct {
     const char *int8_exclude;/* comma-separated names kept at weight_type (models/quantize.h) */
     int keep_blocks;         /* matrices the file stores in GGUF block formats stay in them on a
                                 backend with upload_weight_blocks (--weight-format native) */
+    int max_loras;           /* LoRA adapter slots (--max-loras); 0: none */
+    int max_lora_rank;       /* the largest rank a slot takes (--max-lora-rank) */
 } tram_model_limits;
 
 typedef struct tram_model tram_model;
@@ -152,6 +154,13 @@ int tram_model_hidden_rows(tram_model *m, const int32_t *rows, int n, float *out
  * the next pass (NULL on ranks other than 0).  Neither syncs. */
 int tram_model_prepare(tram_model *m, const tram_batch *b, tram_error *err);
 const void *tram_model_run(tram_model *m);
+
+/* LoRA adapters (models/lora.h) in the model's lim.max_loras slots: load
+ * uploads this rank's part of adapter a into slot (replacing what it held);
+ * a batch's seq_lora names the slot of each sequence. */
+struct tram_lora_adapter;
+int tram_model_lora_load(tram_model *m, int slot, const struct tram_lora_adapter *a, tram_error *err);
+void tram_model_lora_unload(tram_model *m, int slot);
 
 /* Inputs of the linear layers, shown to an observer (calibration). */
 typedef enum {

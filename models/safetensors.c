@@ -487,12 +487,9 @@ int tram_hf_has_tensor(const tram_hf_model *m, const char *gguf_name)
     return hf_lookup(m, gguf_name, &view) != NULL;
 }
 
-int tram_hf_read_f32(tram_hf_model *m, const char *gguf_name, float *out, int64_t numel, tram_error *err)
+/* t's values as f32 into out[numel]; name is how the caller asked for it. */
+static int st_read(const tram_hf_model *m, const st_tensor *t, float *out, int64_t numel, tram_error *err)
 {
-    st_tensor view;
-    const st_tensor *t = hf_lookup(m, gguf_name, &view);
-    if (!t)
-        return tram_fail(err, "%s: tensor %s is missing", m->dir, gguf_name);
     if (t->numel != numel)
         return tram_fail(err, "%s: tensor %s has %lld elements, expected %lld", m->files[t->file].path,
                          t->name, (long long)t->numel, (long long)numel);
@@ -509,4 +506,43 @@ int tram_hf_read_f32(tram_hf_model *m, const char *gguf_name, float *out, int64_
         out[i] = t->dtype == ST_F16 ? tram_f16_to_f32(h) : tram_bf16_to_f32(h);
     }
     return 0;
+}
+
+int tram_hf_read_f32(tram_hf_model *m, const char *gguf_name, float *out, int64_t numel, tram_error *err)
+{
+    st_tensor view;
+    const st_tensor *t = hf_lookup(m, gguf_name, &view);
+    if (!t)
+        return tram_fail(err, "%s: tensor %s is missing", m->dir, gguf_name);
+    return st_read(m, t, out, numel, err);
+}
+
+/* ---------------------------------------------------------------- one file by its own names */
+
+int tram_st_open_file(tram_hf_model **out, const char *path, tram_error *err)
+{
+    tram_hf_model *m = tram_calloc(1, sizeof(*m), err);
+    if (!m)
+        return -1;
+    const char *slash = strrchr(path, '/');
+    int dir_len = slash ? (int)(slash - path) : 1;
+    snprintf(m->dir, sizeof(m->dir), "%.*s", dir_len, slash ? path : ".");
+    if (st_add_file(m, slash ? slash + 1 : path, err) || st_sort_unique(m, err)) {
+        tram_hf_close(m);
+        return -1;
+    }
+    *out = m;
+    return 0;
+}
+
+int tram_st_count(const tram_hf_model *m) { return m->n_tensors; }
+
+const char *tram_st_name(const tram_hf_model *m, int i) { return m->tensors[i].name; }
+
+int tram_st_read_named(tram_hf_model *m, const char *name, float *out, int64_t numel, tram_error *err)
+{
+    const st_tensor *t = st_find(m, name);
+    if (!t)
+        return tram_fail(err, "%s: tensor %s is missing", m->files[0].path, name);
+    return st_read(m, t, out, numel, err);
 }

@@ -20,4 +20,12 @@ void tram_hf_close(tram_hf_model *m);
 int tram_hf_has_tensor(const tram_hf_model *m, const char *gguf_name);
 int tram_hf_read_f32(tram_hf_model *m, const char *gguf_name, float *out, int64_t numel,
                      tram_error *err);
+
+/* One safetensors file read by the names it stores (a PEFT adapter's
+ * adapter_model.safetensors), checked as a model's files are.  Names are
+ * sorted: tram_st_name(m, i) for i < tram_st_count(m). */
+int tram_st_open_file(tram_hf_model **out, const char *path, tram_error *err);
+int tram_st_count(const tram_hf_model *m);
+const char *tram_st_name(const tram_hf_model *m, int i);
+int tram_st_read_named(tram_hf_model *m, const char *name, float *out, int64_t numel, tram_error *err);
 #endif

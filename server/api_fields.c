@@ -218,6 +218,20 @@ const tram_api_field tram_api_fields[] = {
              "[{\"type\": \"compaction\"}]", NULL),
     /* vLLM's and tram's own */
     HONOURED("seed", RESP, "\"x\""),
+
+    /* embeddings, OpenAI (server/embed_request.c parses them) */
+    HONOURED("model", TRAM_FIELD_EMBEDDINGS, "5"),
+    HONOURED("input", TRAM_FIELD_EMBEDDINGS, "5"),
+    HONOURED("encoding_format", TRAM_FIELD_EMBEDDINGS, "5"),
+    HONOURED("dimensions", TRAM_FIELD_EMBEDDINGS, "\"x\""),
+    IGNORED("user", TRAM_FIELD_EMBEDDINGS),
+    /* embeddings, vLLM */
+    HONOURED("add_special_tokens", TRAM_FIELD_EMBEDDINGS, "\"x\""),
+    HONOURED("priority", TRAM_FIELD_EMBEDDINGS, "\"x\""),
+    IGNORED("request_id", TRAM_FIELD_EMBEDDINGS),
+    REJECTED("truncate_prompt_tokens", TRAM_FIELD_EMBEDDINGS, NULL, "inputs are never truncated", "10", NULL),
+    REJECTED("normalize", TRAM_FIELD_EMBEDDINGS, NULL, "the model's own normalization is applied "
+             "(--pooling chooses the pooling)", "false", NULL),
 };
 
 const size_t tram_api_num_fields = sizeof(tram_api_fields) / sizeof(tram_api_fields[0]);

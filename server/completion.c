@@ -633,7 +633,8 @@ int tram_completion_start_internal(tram_server *s, tram_api_kind kind, const cha
 
 void tram_completions_check_drained(tram_server *s)
 {
-    if (s->draining && s->num_completions == 0 && s->num_flushing == 0 && s->num_jobs == 0)
+    if (s->draining && s->num_completions == 0 && s->num_flushing == 0 && s->num_jobs == 0 &&
+        s->num_embeddings == 0)
         event_base_loopexit(s->base, NULL);
 }
 

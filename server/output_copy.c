@@ -31,7 +31,7 @@ size_t tram_output_copy_size(const tram_output *o)
 {
     return entries_bytes(o->logprobs, o->num_tokens) +
            entries_bytes(o->prompt_logprobs, o->prompt_tokens) +
-           (size_t)o->num_tokens * sizeof(int32_t) + o->text_len + 1 +
+           (size_t)o->num_tokens * sizeof(int32_t) + (size_t)o->embedding_dim * sizeof(float) + o->text_len + 1 +
            (o->stop_string ? strlen(o->stop_string) + 1 : 0);
 }
 
@@ -44,6 +44,9 @@ void tram_output_copy(tram_output *dst, const tram_output *o, void *buf)
     dst->prompt_logprobs = copy_entries(&p, o->prompt_logprobs, o->prompt_tokens);
     dst->token_ids = memcpy(p, o->token_ids ? (const void *)o->token_ids : "", ids);
     p += ids;
+    size_t floats = (size_t)o->embedding_dim * sizeof(float);   /* after the ids: 4-byte aligned */
+    dst->embedding = o->embedding ? memcpy(p, o->embedding, floats) : NULL;
+    p += floats;
     memcpy(p, o->text ? o->text : "", o->text_len);
     p[o->text_len] = 0;
     dst->text = p;

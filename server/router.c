@@ -10,6 +10,7 @@
 #include "server/api_error.h"
 #include "server/auth.h"
 #include "server/completion.h"
+#include "server/embeddings.h"
 #include "server/endpoints.h"
 #include "server/http.h"
 #include "server/responses.h"
@@ -35,6 +36,7 @@ static const route routes[] = {
     {.path = "/v1/responses/", .prefix = 1, .method = EVHTTP_REQ_GET, .handle = tram_handle_response_get},
     {.path = "/v1/responses/", .prefix = 1, .method = EVHTTP_REQ_DELETE, .handle = tram_handle_response_delete},
     {.path = "/v1/completions", .method = EVHTTP_REQ_POST, .handle = tram_handle_completion},
+    {.path = "/v1/embeddings", .method = EVHTTP_REQ_POST, .handle = tram_handle_embeddings},
     {.path = "/v1/models", .method = EVHTTP_REQ_GET, .handle = tram_handle_models},
     {.path = "/tokenize", .method = EVHTTP_REQ_POST, .handle = tram_handle_tokenize},
     {.path = "/detokenize", .method = EVHTTP_REQ_POST, .handle = tram_handle_detokenize},

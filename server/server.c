@@ -16,6 +16,7 @@
 
 #include "server/auth.h"
 #include "server/completion.h"
+#include "server/embeddings.h"
 #include "server/log.h"
 #include "server/output_check.h"
 #include "server/metrics.h"
@@ -115,7 +116,10 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
             s->exit_code = 1;
             s->draining = 1;  /* a job's done callbacks submit nothing more */
             tram_completions_fail_all(s);
+            tram_embeddings_fail_all(s);
             event_base_loopexit(s->base, NULL);
+        } else if (tram_embedding_owns(ev->request_id)) {
+            tram_embedding_on_event(ev);
         } else {
             tram_completion_on_event(ev);
         }
@@ -188,6 +192,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     tram_server *s = arg;
     tram_completions_poll_disconnects(s);
+    tram_embeddings_poll_disconnects(s);
     if (s->cache)
         tram_rcache_expire(s->cache, tram_now());
     tram_cost_observe(&s->cost, tram_now(), s->metrics.served_tokens,
@@ -197,6 +202,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     if (!s->draining || tram_now() < s->drain_deadline)
         return;
     tram_completions_abort_all(s);
+    tram_embeddings_abort_all(s);
     if (tram_now() > s->drain_deadline + ABORT_GRACE_S) {
         tram_log(TRAM_LOG_WARNING, "drain: %d request(s) did not finish; exiting", s->num_completions);
         event_base_loopexit(s->base, NULL);
@@ -324,6 +330,7 @@ static void teardown(tram_server *s)
     tram_worker_stop(s->worker);
     s->draining = 1;
     tram_completions_fail_all(s);
+    tram_embeddings_fail_all(s);
     tram_output_checker_stop(s->checker); /* after the completions: they cancel their checks */
     tram_endpoint_jobs_free(s);
     tram_rcache_free(s->cache);

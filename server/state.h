@@ -21,6 +21,7 @@ struct tram_chat_template;
 struct tram_preload;
 struct tram_api_keys;
 typedef struct tram_completion tram_completion;
+struct tram_embedding;
 
 typedef struct tram_server {
     tram_server_config cfg;
@@ -44,6 +45,8 @@ typedef struct tram_server {
     struct tram_chat_template *chat; /* the model's, made when it is loaded */
     tram_completion *completions;    /* requests in flight, being prepared too (completion.c) */
     int num_completions;
+    struct tram_embedding *embeddings;  /* /v1/embeddings requests in flight (embeddings.c) */
+    int num_embeddings;
     int num_flushing;                /* final replies not yet fully written */
     int draining;
     double drain_deadline;           /* tram_now() time */

@@ -203,7 +203,9 @@ static int to_gbnf(const constraint *c, int strict, char **gbnf, tram_api_error 
 /* Applications send the same schema on call after call: compiled
  * grammars are kept, keyed by their GBNF text and tokenizer, least
  * recently used first out, while their memory (tram_grammar_bytes, the
- * key's text included) stays within TRAM_GRAMMAR_CACHE_BYTES.  Only what
+ * key's text included) stays within TRAM_GRAMMAR_CACHE_BYTES.  A grammar
+ * grows as its positions are first used (grammar/token_mask.h), so the
+ * sum is taken afresh at each insertion.  Only what
  * compiled is kept: a refused grammar leaves the cache as it was.  The
  * entry count is capped too, so that a lookup's scan stays short. */
 #define CACHE_MAX_ENTRIES 1024
@@ -213,13 +215,12 @@ typedef struct {
     uint64_t hash;
     const struct tram_tokenizer *tok;
     const tram_grammar *g;
-    size_t bytes;
+    size_t key_bytes;
     uint64_t used;
 } cache_entry;
 
 static cache_entry cache[CACHE_MAX_ENTRIES];
 static int cache_n;
-static size_t cache_bytes;
 static uint64_t cache_clock;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -244,31 +245,41 @@ static const tram_grammar *cache_get(const char *gbnf, uint64_t hash, const stru
     return g;
 }
 
-/* Drops the least recently used entry (the lock held). */
-static void cache_evict(void)
+/* Drops the least recently used entry (the lock held); returns its memory. */
+static size_t cache_evict(void)
 {
     int victim = 0;
     for (int i = 1; i < cache_n; i++)
         if (cache[i].used < cache[victim].used)
             victim = i;
+    size_t bytes = cache[victim].key_bytes + tram_grammar_bytes(cache[victim].g);
     tram_grammar_release(cache[victim].g);
     free(cache[victim].gbnf);
-    cache_bytes -= cache[victim].bytes;
     cache[victim] = cache[--cache_n];
+    return bytes;
+}
+
+/* The entries' memory as it is now (the lock held). */
+static size_t cache_sum(void)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < cache_n; i++)
+        bytes += cache[i].key_bytes + tram_grammar_bytes(cache[i].g);
+    return bytes;
 }
 
 static void cache_put(const char *gbnf, uint64_t hash, const struct tram_tokenizer *tok, const tram_grammar *g)
 {
-    size_t bytes = tram_grammar_bytes(g) + strlen(gbnf) + 1;
+    size_t key_bytes = strlen(gbnf) + 1, bytes = tram_grammar_bytes(g) + key_bytes;
     char *copy = bytes <= TRAM_GRAMMAR_CACHE_BYTES ? strdup(gbnf) : NULL;
     if (!copy)
         return;  /* (one grammar larger than the whole cache is not kept) */
     pthread_mutex_lock(&cache_lock);
-    while (cache_n > 0 && (cache_n == CACHE_MAX_ENTRIES || cache_bytes + bytes > TRAM_GRAMMAR_CACHE_BYTES))
-        cache_evict();
+    size_t held = cache_sum();
+    while (cache_n > 0 && (cache_n == CACHE_MAX_ENTRIES || held + bytes > TRAM_GRAMMAR_CACHE_BYTES))
+        held -= TRAM_MIN(held, cache_evict());
     cache[cache_n++] = (cache_entry){.gbnf = copy, .hash = hash, .tok = tok, .g = tram_grammar_retain(g),
-                                     .bytes = bytes, .used = ++cache_clock};
-    cache_bytes += bytes;
+                                     .key_bytes = key_bytes, .used = ++cache_clock};
     pthread_mutex_unlock(&cache_lock);
 }
 
@@ -276,7 +287,7 @@ void tram_structured_cache_stats(int *entries, size_t *bytes)
 {
     pthread_mutex_lock(&cache_lock);
     *entries = cache_n;
-    *bytes = cache_bytes;
+    *bytes = cache_sum();
     pthread_mutex_unlock(&cache_lock);
 }
 

@@ -64,8 +64,9 @@ static int schema_rules(tram_strbuf *b, const json_t *fn, size_t i, int k, tram_
     char prefix[16], *gbnf = NULL;
     snprintf(prefix, sizeof(prefix), "fn%d", k);
     tram_error err = {{0}};
-    /* a call's arguments are not validated after generation: no approximation */
-    tram_json_schema_opts opts = {.exact_only = 1};
+    /* a keyword the grammar approximates is fine: each call's arguments are
+     * validated after generation (tram_tool_validators), as outputs are */
+    tram_json_schema_opts opts = {0};
     tram_json_schema_result r = {0};
     int rc = schema ? tram_json_schema_compile(schema, prefix, &opts, &r, &err) : -1;
     gbnf = r.gbnf;

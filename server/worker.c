@@ -148,8 +148,10 @@ static void admit(tram_worker *w, tram_submission *s, event_list *evs)
             list_push(evs, error_event(w, TRAM_EV_REJECTED, s->request_id, 503,
                                        "The server is overloaded: too many requests are waiting. "
                                        "Retry later."));
-        } else if (tram_engine_add_request(w->engine, s->request_id, &s->prompt, s->params,
-                                           s->priority, &err)) {
+        } else if (s->embed ? tram_engine_add_embedding(w->engine, s->request_id, &s->prompt, s->embed,
+                                                        s->priority, &err)
+                            : tram_engine_add_request(w->engine, s->request_id, &s->prompt, s->params,
+                                                      s->priority, &err)) {
             list_push(evs, error_event(w, TRAM_EV_REJECTED, s->request_id, 400, err.msg));
         } else {
             waiting++;

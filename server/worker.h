@@ -44,6 +44,7 @@ typedef struct tram_submission {
     uint64_t request_id;
     tram_prompt prompt;
     const tram_sampling_params *params;
+    const tram_embed_params *embed;   /* an embedding request (params unused); NULL: a generation */
     int priority;
 } tram_submission;
 

@@ -138,7 +138,7 @@ int tram_backend_cpu_create_rank(tram_backend **out, int num_threads, tram_cpu_g
         .attention = cpu_attention, .silu_mul = cpu_silu_mul, .rmsnorm_q = cpu_rmsnorm_q,
         .add_rmsnorm_q = cpu_add_rmsnorm_q, .silu_mul_q = cpu_silu_mul_q, .matmul_q = cpu_matmul_q,
         .rope_store = cpu_rope_store, .head_rmsnorm = cpu_head_rmsnorm, .split_qkv = cpu_split_qkv, .gather_rows = cpu_gather_rows,
-        .moe = cpu_moe_ffn, .add_gated = cpu_add_gated,
+        .moe = cpu_moe_ffn, .add_gated = cpu_add_gated, .lora = cpu_lora,
         .to_host_f32 = cpu_to_host_f32, .all_reduce = cpu_all_reduce, .sync = cpu_sync,
         .destroy = cpu_destroy,
     };

@@ -1,6 +1,6 @@
 /* cpu_impl.h — the CPU backend's private state, shared by its .c files
  * (backend.c: the op table, memory and life cycle; ops.c: element-wise ops;
- * attention.c; gemm.c: f32 matmul; int8.c; gemm_blocks.c; moe.c), as
+ * attention.c; gemm.c: f32 matmul; int8.c; gemm_blocks.c; moe.c; lora.c), as
  * kernels/cuda/cuda_impl.cuh is CUDA's.  The helpers every file uses are
  * inline here, so that no file calls back into backend.c. */
 #ifndef TRAM_CPU_IMPL_H
@@ -144,6 +144,10 @@ void cpu_matmul_q(tram_backend *be, void *y, const tram_qact *qa, const tram_wei
 void cpu_moe_ffn(tram_backend *be, void *out, const void *x, const void *logits, const tram_moe_layer *L,
                  const tram_moe_scratch *s, int n);
 void cpu_add_gated(tram_backend *be, void *y, const void *x, const void *gate, int n, int dim);
+
+/* lora.c: LoRA's grouped shrink and expand */
+void cpu_lora(tram_backend *be, void *y, int y_stride, const void *x, const tram_lora_group *groups, int n_groups,
+              const tram_lora_scratch *s);
 
 /* allreduce.c: the sum across a group's ranks, in rank order; -1 when the
  * ranks disagree on n */

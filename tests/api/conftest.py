@@ -29,15 +29,15 @@ def free_port():
 class Server:
     """One `tram serve` process; its log goes to a temporary file."""
 
-    def __init__(self, *flags, port=None):
+    def __init__(self, *flags, port=None, model=MODEL):
         self.port = port or free_port()
         self.log = tempfile.NamedTemporaryFile(prefix="tram-serve-", suffix=".log", delete=False)
-        cmd = [BIN, "serve", "-m", MODEL, "--port", str(self.port), *flags]
+        cmd = [BIN, "serve", "-m", model, "--port", str(self.port), *flags]
         if THREADS:
             cmd += ["--threads", THREADS]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self.model = MODEL_NAME
+        self.model = os.path.splitext(os.path.basename(model.rstrip("/")))[0]
         self.wait_ready()
 
     def wait_ready(self, timeout=120):

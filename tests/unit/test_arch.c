@@ -157,7 +157,7 @@ Test(arch, dense_rows_at_tensor_parallel_2_match_transformers)
         cr_assert(!tram_model_file_open(&f, fixtures[k].gguf, &err), "%s", err.msg);
         cr_assert(!tram_ranks_create(&ranks, &spec, &err), "%s", err.msg);
         cr_assert(!tram_ranks_load(ranks, f, &lim, &err), "%s", err.msg);
-        test_runner two = {ranks_forward, ranks, tram_model_file_config(f)->vocab_size};
+        test_runner two = {ranks_forward, ranks, tram_model_file_config(f)->vocab_size, NULL};
         test_golden_run(&two, cases, n, 1e-3f, 1);
         tram_ranks_destroy(ranks);
         tram_model_file_close(f);

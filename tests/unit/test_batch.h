@@ -73,6 +73,7 @@ typedef struct {
     int32_t ids[2048], pos[2048], slots[2048], qstart[MAX_SEQS + 1], lens[MAX_SEQS];
     int32_t slot_tables[MAX_SEQS * MAX_BLOCKS]; /* blocks owned by each sequence slot */
     int32_t tables[MAX_SEQS * MAX_BLOCKS], rows[MAX_SEQS];
+    int32_t lora[MAX_SEQS];                     /* LoRA slot of each sequence, -1: the base */
     tram_batch b;
 } batch_builder;
 
@@ -82,6 +83,8 @@ static inline void bb_init(batch_builder *bb)
     for (int s = 0; s < MAX_SEQS; s++)
         for (int j = 0; j < MAX_BLOCKS; j++)
             bb->slot_tables[s * MAX_BLOCKS + j] = s * MAX_BLOCKS + (MAX_BLOCKS - 1 - j);
+    for (int s = 0; s < MAX_SEQS; s++)
+        bb->lora[s] = -1;
     bb->b = (tram_batch){.token_ids = bb->ids, .positions = bb->pos, .slot_mapping = bb->slots,
                          .query_start = bb->qstart, .seq_lens = bb->lens, .block_tables = bb->tables,
                          .max_blocks_per_seq = MAX_BLOCKS, .logits_rows = bb->rows};
@@ -104,11 +107,19 @@ static inline void bb_add(batch_builder *bb, int slot, const int32_t *ids, int n
     bb->rows[b->num_logits++] = b->num_tokens - 1;
 }
 
+/* Sequence s of the batch uses LoRA slot `slot` (models/lora_slots.h). */
+static inline void bb_set_lora(batch_builder *bb, int s, int slot)
+{
+    bb->lora[s] = slot;
+    bb->b.seq_lora = bb->lora;
+}
+
 /* What runs a batch: one model, or tensor-parallel ranks (engine/ranks.h). */
 typedef struct {
     int (*forward)(void *ctx, const tram_batch *b, float *logits, tram_error *err);
     void *ctx;
     int vocab;
+    const int *lora_slot;   /* the LoRA slot every sequence uses; NULL: the base model */
 } test_runner;
 
 static inline int test_model_forward(void *model, const tram_batch *b, float *logits, tram_error *err)
@@ -118,7 +129,7 @@ static inline int test_model_forward(void *model, const tram_batch *b, float *lo
 
 static inline test_runner test_runner_of(tram_model *model)
 {
-    return (test_runner){test_model_forward, model, tram_model_config_of(model)->vocab_size};
+    return (test_runner){test_model_forward, model, tram_model_config_of(model)->vocab_size, NULL};
 }
 
 static inline void test_run_ok(const test_runner *r, const tram_batch *b, float *logits)
@@ -145,6 +156,8 @@ static inline void test_golden_run(const test_runner *r, const test_golden_case 
         batch_builder bb;
         bb_init(&bb);
         bb_add(&bb, 0, g->ids, g->n_prompt, 0);
+        if (r->lora_slot)
+            bb_set_lora(&bb, 0, *r->lora_slot);
         test_run_ok(r, &bb.b, logits);
         for (int i = 0; i < 20; i++) {
             float ours = logits[g->top_ids[i]], ref = g->top_logits[i];
@@ -157,6 +170,8 @@ static inline void test_golden_run(const test_runner *r, const test_golden_case 
             cr_assert_eq(next, g->greedy[t], "case %d token %d: %d, transformers %d", c, t, next, g->greedy[t]);
             bb_init(&bb);
             bb_add(&bb, 0, &next, 1, pos++);
+            if (r->lora_slot)
+                bb_set_lora(&bb, 0, *r->lora_slot);
             test_run_ok(r, &bb.b, logits);
         }
     }

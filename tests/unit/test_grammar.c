@@ -4,6 +4,7 @@
  * brute force over the whole vocabulary of the default model at every
  * step of random walks. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +223,20 @@ Test(grammar, regex_and_choice)
         {"\\w+@\\w+\\.com", "me@host.com", 1},
         {"(?P<y>\\d{4})", "2024", 1},
         {"[\\-+]?1", "-1", 1},
+        /* anchors that begin or end a top-level alternative; negated shorthands in a class */
+        {"^$|^[A-Z][a-z]*$", "", 1},
+        {"^$|^[A-Z][a-z]*$", "Abc", 1},
+        {"^$|^[A-Z][a-z]*$", "abc", 0},
+        {"^\\*$|^x$", "*", 1},
+        {"(^a|^b)c", "bc", 1},
+        {"^[\\S]+$", "a\xc3\xa9!", 1},
+        {"^[\\S]+$", "a b", 0},
+        {"[\\s\\S]*", "a b\n", 1},
+        {"[^\\D]+", "123", 1},
+        {"[^\\D]+", "12a", 0},
+        {"[\\Wa]", "a", 1},
+        {"[\\Wa]", "b", 0},
+        {"[\\Wa]", "-", 1},
     };
     for (size_t i = 0; i < TRAM_ARRAY_LEN(cases); i++) {
         char *gbnf = NULL;
@@ -231,7 +246,8 @@ Test(grammar, regex_and_choice)
                      cases[i].text, gbnf);
         free(gbnf);
     }
-    static const char *const bad[] = {"(?=a)", "a\\1", "\\bword", "a{2", "a++", "(a", "a)"};
+    static const char *const bad[] = {"(?=a)", "a\\1", "\\bword", "a{2", "a++", "(a", "a)",
+                                      "a^b", "a$b", "(a$|b)", "^*", "x(?!y)*"};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(bad); i++) {
         char *gbnf = NULL;
         tram_error err = {{0}};
@@ -538,6 +554,124 @@ Test(grammar, mask_equals_brute_force, .timeout = 240)
     free(counted);
     free(schema);
     free(object);
+    free(re);
+    tram_tokenizer_free(tok);
+}
+
+/* ---------------------------------------------------------------- lazy masks */
+
+/* A walk through a grammar whose every position was walked at compile
+ * (tram_grammar_walk_all): its tokens and the mask before each. */
+typedef struct {
+    const tram_grammar *lazy;
+    int32_t *tokens;
+    uint32_t *masks;           /* [steps][words] */
+    int steps, words;
+    int mismatches;            /* found by a replay */
+} eager_walk;
+
+static void record_eager(eager_walk *e, const tram_tokenizer *tok, const char *gbnf, int tail, int steps,
+                         unsigned seed)
+{
+    tram_error err = {{0}};
+    tram_grammar *g = tram_grammar_compile_tail(gbnf, "root", tok, tail, &err);
+    cr_assert(g, "%s", err.msg);
+    cr_assert_eq(tram_grammar_walk_all(g, &err), 0, "%s", err.msg);
+    e->words = tram_grammar_mask_words(g);
+    e->tokens = calloc((size_t)steps, sizeof(int32_t));
+    e->masks = calloc((size_t)steps * (size_t)e->words, sizeof(uint32_t));
+    int32_t *allowed = calloc((size_t)tram_grammar_vocab(g), sizeof(int32_t));
+    tram_matcher *m;
+    cr_assert_eq(tram_matcher_create(&m, g, &err), 0);
+    srand(seed);
+    for (e->steps = 0; e->steps < steps && !tram_matcher_is_done(m); e->steps++) {
+        uint32_t *mask = e->masks + (size_t)e->steps * (size_t)e->words;
+        tram_matcher_fill_mask(m, mask);
+        int n = 0;
+        for (int32_t id = 0; id < tram_grammar_vocab(g); id++)
+            if ((mask[id >> 5] >> (id & 31)) & 1 && !tram_tokenizer_is_eog(tok, id))
+                allowed[n++] = id;
+        if (n == 0)
+            break;
+        e->tokens[e->steps] = allowed[rand() % n];
+        cr_assert_eq(tram_matcher_accept(m, e->tokens[e->steps]), 1);
+    }
+    free(allowed);
+    tram_matcher_free(m);
+    tram_grammar_release(g);
+}
+
+/* Replays the walk on the lazily compiled grammar, counting the steps
+ * whose mask differs (a thread of its own: two run at once). */
+static void *replay_lazy(void *arg)
+{
+    eager_walk *e = arg;
+    tram_error err = {{0}};
+    tram_matcher *m;
+    if (tram_matcher_create(&m, e->lazy, &err))
+        return e->mismatches = -1, NULL;
+    uint32_t *mask = calloc((size_t)e->words, sizeof(uint32_t));
+    for (int step = 0; step < e->steps; step++) {
+        tram_matcher_fill_mask(m, mask);
+        e->mismatches += memcmp(mask, e->masks + (size_t)step * (size_t)e->words,
+                                (size_t)e->words * sizeof(uint32_t)) != 0;
+        if (!tram_matcher_accept(m, e->tokens[step]))
+            e->mismatches++;
+    }
+    free(mask);
+    tram_matcher_free(m);
+    return NULL;
+}
+
+/* Positions walked on first use (grammar/token_mask.h) give the masks of
+ * positions all walked at compile, step for step, with two matchers of
+ * one lazily compiled grammar walking at once; and the lazy compile keeps
+ * less than the eager one until its positions are used. */
+Test(grammar, lazy_masks_equal_eager_ones, .timeout = 240)
+{
+    tram_tokenizer *tok;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_tokenizer_load(&tok, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
+    char *schema = NULL, *counted = NULL, *re = NULL;
+    cr_assert_eq(tram_json_schema_to_gbnf(
+                     "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"maxLength\":12},"
+                     "\"kind\":{\"enum\":[\"alpha\",\"beta\",\"gamma ray\"]},\"n\":{\"type\":\"integer\","
+                     "\"maximum\":999},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":5},"
+                     "\"maxItems\":3},\"note\":{\"type\":\"string\"}},\"required\":[\"id\",\"kind\",\"tags\"]}",
+                     "root", &schema, &err), 0, "%s", err.msg);
+    cr_assert_eq(tram_json_schema_to_gbnf("{\"type\":\"string\",\"minLength\":135,\"maxLength\":140}", "root",
+                                          &counted, &err), 0, "%s", err.msg);
+    cr_assert_eq(tram_regex_to_gbnf("([a-f0-9]{2}:){3}[a-f0-9]{2}( [A-Z][a-z]+)*", "root", &re, &err), 0, "%s",
+                 err.msg);
+    const char *grammars[] = {schema, counted, re,
+                              "root ::= ( \"one\" | \"once\" | \"only\" | \"on\" [a-z] | \"o\" \"n\"+ ) \" \"? x\n"
+                              "x ::= \"[\" [0-9]* \"]\""};
+    const int tails[] = {0, 3, 0, 0}, steps[] = {40, 40, 24, 12};
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(grammars); i++) {
+        eager_walk e = {0};
+        record_eager(&e, tok, grammars[i], tails[i], steps[i], (unsigned)(11 + i));
+        tram_grammar *lazy = tram_grammar_compile_tail(grammars[i], "root", tok, tails[i], &err);
+        cr_assert(lazy, "%s", err.msg);
+        size_t at_compile = tram_grammar_bytes(lazy);
+        eager_walk a = e, b = e;
+        a.lazy = b.lazy = lazy;
+        pthread_t ta, tb;
+        cr_assert_eq(pthread_create(&ta, NULL, replay_lazy, &a), 0);
+        cr_assert_eq(pthread_create(&tb, NULL, replay_lazy, &b), 0);
+        pthread_join(ta, NULL);
+        pthread_join(tb, NULL);
+        cr_assert_eq(a.mismatches, 0, "grammar %zu: %d of %d steps differ", i, a.mismatches, e.steps);
+        cr_assert_eq(b.mismatches, 0, "grammar %zu: %d of %d steps differ", i, b.mismatches, e.steps);
+        cr_assert_gt(e.steps, 3, "grammar %zu: a walk of %d steps", i, e.steps);
+        cr_assert_gt(tram_grammar_bytes(lazy), at_compile, "grammar %zu: the walk walked no position", i);
+        cr_assert_eq(tram_grammar_walk_all(lazy, &err), 0, "%s", err.msg);
+        cr_assert_gt(tram_grammar_bytes(lazy), at_compile, "grammar %zu", i);
+        tram_grammar_release(lazy);
+        free(e.tokens);
+        free(e.masks);
+    }
+    free(schema);
+    free(counted);
     free(re);
     tram_tokenizer_free(tok);
 }

@@ -319,6 +319,7 @@ Test(json_schema, approximations_are_marked)
         {"{\"type\":\"string\",\"pattern\":\"^(ab)+$\",\"maxLength\":4}", "minLength/maxLength beside pattern"},
         {"{\"if\":{\"type\":\"string\"},\"then\":{\"maxLength\":2},\"else\":{\"type\":\"integer\"}}", "if/then/else"},
         {"{\"properties\":{\"a\":{\"not\":{\"pattern\":\"x\"}}}}", "'not' at #/properties/a"},
+        {"{\"type\":\"string\",\"pattern\":\"^(?!.*--)[a-z-]+$\"}", "'pattern (its lookaround)' at #"},
     };
     for (size_t i = 0; i < TRAM_ARRAY_LEN(inexact); i++) {
         tram_json_schema_result r;
@@ -340,6 +341,7 @@ Test(json_schema, approximations_are_marked)
         "{\"type\":\"array\",\"items\":{\"enum\":[1,2,3]},\"uniqueItems\":true}",
         "{\"type\":\"string\",\"pattern\":\"^[a-z]*$\",\"maxLength\":4}",
         "{\"type\":\"integer\",\"multipleOf\":1}",
+        "{\"type\":\"string\",\"pattern\":\"^$|^[A-Z][a-z0-9A-Z]*$\"}",
     };
     for (size_t i = 0; i < TRAM_ARRAY_LEN(exact); i++) {
         tram_json_schema_result r;

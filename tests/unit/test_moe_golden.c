@@ -187,7 +187,7 @@ Test(moe_golden, tensor_parallel_2_equals_1)
         cr_assert(!tram_ranks_create(&ranks, &spec, &err), "%s", err.msg);
         cr_assert(!tram_ranks_load(ranks, one.file, &lim, &err), "%s", err.msg);
         int vocab = tram_model_file_config(one.file)->vocab_size;
-        test_runner two = {ranks_forward, ranks, vocab};
+        test_runner two = {ranks_forward, ranks, vocab, NULL};
         float *a = malloc((size_t)vocab * sizeof(float)), *b = malloc((size_t)vocab * sizeof(float));
         for (int c = 0; c < n_cases; c++) {
             batch_builder bb;

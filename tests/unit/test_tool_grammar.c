@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/json_validate.h"
 #include "server/tool_calls.h"
 #include "server/tool_grammar.h"
 #include "tests/unit/test_tokenizer_util.h"
@@ -149,5 +150,33 @@ Test(tool_grammar, a_schema_it_cannot_enforce_names_the_function)
     char *gbnf = tram_tool_grammar_gbnf(TRAM_TOOLS_HERMES, &t, &e);
     cr_assert_not_null(gbnf, "%s", e.message);
     free(gbnf);
+    json_decref(tools);
+}
+
+/* A keyword the grammar only approximates compiles: each call's arguments
+ * are validated after generation (tram_tool_validators), so the reply is
+ * checked against the whole schema there. */
+Test(tool_grammar, an_approximated_keyword_is_left_to_the_validator)
+{
+    json_t *tools = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"tag\", \"parameters\":"
+                               " {\"type\": \"object\", \"properties\": {\"tags\": {\"type\": \"array\","
+                               " \"items\": {\"type\": \"string\"}, \"uniqueItems\": true},"
+                               " \"n\": {\"type\": \"integer\", \"multipleOf\": 7}}}}}]", 0, NULL);
+    tram_api_tools t = {.tools = tools, .choice = TRAM_TOOL_CHOICE_REQUIRED, .parallel = 1};
+    tram_api_error e = {0};
+    char *gbnf = tram_tool_grammar_gbnf(TRAM_TOOLS_HERMES, &t, &e);
+    cr_assert_not_null(gbnf, "%s", e.message);
+    free(gbnf);
+    tram_jv_schema **v = NULL;
+    cr_assert_eq(tram_tool_validators(&t, &v, &e), 0, "%s", e.message);
+    cr_assert_not_null(v[0]);
+    /* what the grammar lets through, the validator stops */
+    const char *twice = "{\"tags\": [\"a\", \"a\"]}", *once = "{\"tags\": [\"a\"], \"n\": 14}";
+    tram_jv_failure f;
+    cr_assert_eq(tram_jv_check(v[0], twice, strlen(twice), &f), 1);
+    cr_assert_str_eq(f.keyword, "uniqueItems");
+    cr_assert_eq(tram_jv_check(v[0], once, strlen(once), &f), 0, "%s", f.message);
+    tram_jv_free(v[0]);
+    free(v);
     json_decref(tools);
 }
