@@ -14,7 +14,7 @@ bin/tram bench roofline "$@" > "$tmp"
 {
     echo "# CPU roofline"
     echo
-    echo "Made by \`sh bench/roofline.sh $*\` at tram commit $(git rev-parse --short HEAD)."
+    echo "Made by \`sh bench/roofline.sh${*:+ $*}\` at tram commit $(git rev-parse --short HEAD)."
     [ -n "$ROOFLINE_NOTE" ] && echo "$ROOFLINE_NOTE"
     echo
     cat "$tmp"

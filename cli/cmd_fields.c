@@ -94,6 +94,8 @@ static void print_markdown(void)
     print_endpoint_markdown("/v1/responses", TRAM_FIELD_RESPONSES);
     print_endpoint_markdown("/v1/embeddings", TRAM_FIELD_EMBEDDINGS);
     print_objects_markdown();
+    print_endpoint_markdown("/v1/messages", TRAM_FIELD_MESSAGES);
+    print_endpoint_markdown("/v1/messages/count_tokens", TRAM_FIELD_COUNT_TOKENS);
 }
 
 static const char *endpoints_name(unsigned endpoints)
@@ -104,6 +106,8 @@ static const char *endpoints_name(unsigned endpoints)
     case TRAM_FIELD_COMPLETION: return "completions";
     case TRAM_FIELD_RESPONSES: return "responses";
     case TRAM_FIELD_MESSAGES: return "messages";
+    case TRAM_FIELD_COUNT_TOKENS: return "count_tokens";
+    case TRAM_FIELD_MESSAGES | TRAM_FIELD_COUNT_TOKENS: return "messages+count";
     case TRAM_FIELD_EMBEDDINGS: return "embeddings";
     default: return "several";
     }

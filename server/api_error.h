@@ -1,5 +1,7 @@
 /* api_error.h — errors as the OpenAI API shapes them:
  *   {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
+ * or, on Anthropic's endpoints, as Anthropic's do:
+ *   {"type": "error", "error": {"type": ..., "message": ...}}
  * with the HTTP status that goes with them.  Messages are written for the
  * client: they name the field and what is wrong, never a file path or any
  * internal state. */
@@ -20,7 +22,13 @@ typedef struct {
 int tram_api_fail(tram_api_error *e, int status, const char *param, const char *code,
                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* Whose API an endpoint speaks, and so how its errors are shaped. */
+typedef enum { TRAM_PROTOCOL_OPENAI, TRAM_PROTOCOL_ANTHROPIC } tram_api_protocol;
+
 /* The error body; NULL only when out of memory. */
 json_t *tram_api_error_json(const tram_api_error *e);
+/* The same in the protocol's shape (Anthropic's names no param: its message
+ * does, and it is kept in "param" beside it as vLLM does). */
+json_t *tram_api_error_json_as(const tram_api_error *e, tram_api_protocol protocol);
 
 #endif

@@ -59,10 +59,38 @@ static int is_empty_array(const json_t *v, const json_t *body)
     return json_is_array(v) && json_array_size(v) == 0;
 }
 
+/* {"type": "disabled"} (thinking) or {"type": "direct"} (a call's caller). */
+static int has_type(const json_t *v, const char *type)
+{
+    const json_t *t = json_object_get(v, "type");
+    return json_is_object(v) && json_object_size(v) == 1 && json_is_string(t) &&
+           !strcmp(json_string_value(t), type);
+}
+
 static int is_disabled(const json_t *v, const json_t *body)
 {
     (void)body;
+    return has_type(v, "disabled");
+}
+
+/* truncation "disabled" (the Responses API's) */
+static int is_disabled_string(const json_t *v, const json_t *body)
+{
+    (void)body;
     return json_is_string(v) && !strcmp(json_string_value(v), "disabled");
+}
+
+static int is_direct(const json_t *v, const json_t *body)
+{
+    (void)body;
+    return has_type(v, "direct");
+}
+
+static int only_direct(const json_t *v, const json_t *body)
+{
+    (void)body;
+    const json_t *first = json_array_get(v, 0);
+    return json_array_size(v) == 1 && json_is_string(first) && !strcmp(json_string_value(first), "direct");
 }
 
 #define HONOURED(name, where, bad) {name, where, TRAM_FIELD_HONOURED, NULL, NULL, bad, NULL}
@@ -212,13 +240,42 @@ const tram_api_field tram_api_fields[] = {
     REJECTED("reasoning", RESP, NULL, "the model is not a reasoning model", "{\"effort\": \"low\"}",
              NULL),
     REJECTED("top_logprobs", RESP, is_zero, "/v1/responses returns no logprobs", "2", "0"),
-    REJECTED("truncation", RESP, is_disabled, "prompts are never truncated", "\"auto\"",
+    REJECTED("truncation", RESP, is_disabled_string, "prompts are never truncated", "\"auto\"",
              "\"disabled\""),
     REJECTED("context_management", RESP, NULL, "context compaction is not implemented",
              "[{\"type\": \"compaction\"}]", NULL),
     /* vLLM's and tram's own */
     HONOURED("seed", RESP, "\"x\""),
 
+    /* Anthropic's /v1/messages (MSGS) and /v1/messages/count_tokens (MSGS_ALL: both) */
+#define MSGS TRAM_FIELD_MESSAGES
+#define MSGS_ALL (TRAM_FIELD_MESSAGES | TRAM_FIELD_COUNT_TOKENS)
+    HONOURED("model", MSGS_ALL, "5"),
+    HONOURED("messages", MSGS_ALL, "5"),
+    HONOURED("system", MSGS_ALL, "5"),
+    HONOURED("max_tokens", MSGS, "\"x\""),
+    HONOURED("stop_sequences", MSGS, "5"),
+    HONOURED("stream", MSGS, "\"x\""),
+    HONOURED("temperature", MSGS, "\"x\""),
+    HONOURED("top_p", MSGS, "\"x\""),
+    HONOURED("top_k", MSGS, "\"x\""),
+    HONOURED("tools", MSGS_ALL, "5"),
+    HONOURED("tool_choice", MSGS_ALL, "5"),
+    HONOURED("output_config", MSGS_ALL, "5"),
+    IGNORED("metadata", MSGS),
+    IGNORED("service_tier", MSGS),
+    IGNORED("inference_geo", MSGS),
+    IGNORED("speed", MSGS_ALL),
+    /* prompt caching: tram caches every prompt's prefix by itself */
+    IGNORED("cache_control", MSGS_ALL),
+    IGNORED("user_profile_id", MSGS_ALL),
+    IGNORED("workspace_id", MSGS_ALL),
+    REJECTED("thinking", MSGS_ALL, is_disabled, "extended thinking is not supported",
+             "{\"type\": \"enabled\", \"budget_tokens\": 1024}", "{\"type\": \"disabled\"}"),
+    REJECTED("container", MSGS, NULL, "tram runs no code execution container", "\"c1\"", NULL),
+    REJECTED("mcp_servers", MSGS_ALL, NULL, "tram connects to no MCP server", "[]", NULL),
+    REJECTED("context_management", MSGS_ALL, NULL, "tram does not edit the context", "{}", NULL),
+    REJECTED("diagnostics", MSGS, NULL, "tram reports no prompt-cache diagnostics", "{}", NULL),
     /* embeddings, OpenAI (server/embed_request.c parses them) */
     HONOURED("model", TRAM_FIELD_EMBEDDINGS, "5"),
     HONOURED("input", TRAM_FIELD_EMBEDDINGS, "5"),
@@ -358,6 +415,62 @@ static const tram_api_field json_schema_keys[] = {
     HONOURED("description", TRAM_FIELD_BOTH, "5"),
 };
 
+static const tram_api_field msgs_message_keys[] = {
+    HONOURED("role", MSGS_ALL, "5"),
+    HONOURED("content", MSGS_ALL, "5"),
+};
+static const tram_api_field msgs_text_keys[] = {
+    HONOURED("type", MSGS_ALL, "5"),
+    HONOURED("text", MSGS_ALL, "5"),
+    IGNORED("cache_control", MSGS_ALL),
+    REJECTED("citations", MSGS_ALL, NULL, "citations are not rendered into the prompt", "[{}]", NULL),
+};
+static const tram_api_field msgs_tool_use_keys[] = {
+    HONOURED("type", MSGS_ALL, "5"),
+    HONOURED("id", MSGS_ALL, "5"),
+    HONOURED("name", MSGS_ALL, "5"),
+    HONOURED("input", MSGS_ALL, "5"),
+    IGNORED("cache_control", MSGS_ALL),
+    REJECTED("caller", MSGS_ALL, is_direct, "tram makes direct tool calls only", "{\"type\": \"code_execution_20250825\"}",
+             "{\"type\": \"direct\"}"),
+    REJECTED("toolset_name", MSGS_ALL, NULL, "tram has no toolsets", "\"t\"", NULL),
+};
+static const tram_api_field msgs_tool_result_keys[] = {
+    HONOURED("type", MSGS_ALL, "5"),
+    HONOURED("tool_use_id", MSGS_ALL, "5"),
+    HONOURED("content", MSGS_ALL, "5"),
+    HONOURED("is_error", MSGS_ALL, "\"x\""),
+    IGNORED("cache_control", MSGS_ALL),
+    REJECTED("toolset_name", MSGS_ALL, NULL, "tram has no toolsets", "\"t\"", NULL),
+};
+static const tram_api_field msgs_tool_keys[] = {
+    HONOURED("type", MSGS_ALL, "5"),
+    HONOURED("name", MSGS_ALL, "5"),
+    HONOURED("description", MSGS_ALL, "5"),
+    HONOURED("input_schema", MSGS_ALL, "5"),
+    HONOURED("strict", MSGS_ALL, "\"x\""),
+    IGNORED("cache_control", MSGS_ALL),
+    /* tram streams a call's input as it is written anyway */
+    IGNORED("eager_input_streaming", MSGS_ALL),
+    REJECTED("input_examples", MSGS_ALL, NULL, "input examples are not rendered into the prompt", "[{}]", NULL),
+    REJECTED("defer_loading", MSGS_ALL, is_false, "tool search is not implemented", "true", "false"),
+    REJECTED("allowed_callers", MSGS_ALL, only_direct, "tram makes direct tool calls only",
+             "[\"code_execution_20250825\"]", "[\"direct\"]"),
+};
+static const tram_api_field msgs_tool_choice_keys[] = {
+    HONOURED("type", MSGS_ALL, "5"),
+    HONOURED("name", MSGS_ALL, "5"),
+    HONOURED("disable_parallel_tool_use", MSGS_ALL, "\"x\""),
+};
+static const tram_api_field msgs_output_config_keys[] = {
+    HONOURED("format", MSGS_ALL, "5"),
+    REJECTED("effort", MSGS_ALL, NULL, "the model has no effort setting", "\"low\"", NULL),
+};
+static const tram_api_field msgs_output_format_keys[] = {
+    HONOURED("type", MSGS_ALL, "5"),
+    HONOURED("schema", MSGS_ALL, "5"),
+};
+
 #define CHAT_BODY(extra) "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]" extra "}"
 #define TOOLS ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]"
 #define NAMED_CHOICE CHAT_BODY(TOOLS ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"f\"}}")
@@ -369,6 +482,14 @@ static const tram_api_field json_schema_keys[] = {
 #define RESP_TOOLS "\"tools\": [{\"type\": \"function\", \"name\": \"f\"}]"
 #define RESP_CALLED "{\"input\": [{\"type\": \"function_call\", \"call_id\": \"c1\", \"name\": \"f\", " \
     "\"arguments\": \"{}\"}, {\"type\": \"function_call_output\", \"call_id\": \"c1\", \"output\": \"1\"}]}"
+
+#define MSGS_BODY(messages, extra) "{\"model\": \"m\", \"max_tokens\": 5, \"messages\": " messages extra "}"
+#define MSGS_HI "[{\"role\": \"user\", \"content\": \"hi\"}]"
+#define MSGS_TOOLS ", \"tools\": [{\"name\": \"f\", \"input_schema\": {\"type\": \"object\"}}]"
+#define MSGS_CALLED "[{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": " \
+    "[{\"type\": \"tool_use\", \"id\": \"t1\", \"name\": \"f\", \"input\": {}}]}, {\"role\": \"user\", " \
+    "\"content\": [{\"type\": \"tool_result\", \"tool_use_id\": \"t1\", \"content\": \"ok\"}]}]"
+#define MSGS_OBJECT(rows, path, example, at) {path, rows, TRAM_ARRAY_LEN(rows), MSGS_ALL, example, at}
 
 const tram_api_object tram_api_objects[TRAM_OBJ_COUNT] = {
     [TRAM_OBJ_STREAM_OPTIONS] = OBJECT(stream_options_keys, "stream_options",
@@ -413,6 +534,23 @@ const tram_api_object tram_api_objects[TRAM_OBJ_COUNT] = {
         "\"schema\": {\"type\": \"object\"}}}}", "text.format"),
     [TRAM_OBJ_RESP_STREAM_OPTIONS] = RESP_OBJECT(resp_stream_options_keys, "stream_options",
         "{\"input\": \"hi\", \"stream\": true, \"stream_options\": {}}", "stream_options"),
+    [TRAM_OBJ_MSGS_MESSAGE] = MSGS_OBJECT(msgs_message_keys, "messages[]", MSGS_BODY(MSGS_HI, ""),
+                                          "messages[0]"),
+    [TRAM_OBJ_MSGS_TEXT] = MSGS_OBJECT(msgs_text_keys, "messages[].content[]",
+        MSGS_BODY("[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"hi\"}]}]", ""),
+        "messages[0].content[0]"),
+    [TRAM_OBJ_MSGS_TOOL_USE] = MSGS_OBJECT(msgs_tool_use_keys, "messages[].content[] (tool_use)",
+        MSGS_BODY(MSGS_CALLED, MSGS_TOOLS), "messages[1].content[0]"),
+    [TRAM_OBJ_MSGS_TOOL_RESULT] = MSGS_OBJECT(msgs_tool_result_keys, "messages[].content[] (tool_result)",
+        MSGS_BODY(MSGS_CALLED, MSGS_TOOLS), "messages[2].content[0]"),
+    [TRAM_OBJ_MSGS_TOOL] = MSGS_OBJECT(msgs_tool_keys, "tools[]", MSGS_BODY(MSGS_HI, MSGS_TOOLS), "tools[0]"),
+    [TRAM_OBJ_MSGS_TOOL_CHOICE] = MSGS_OBJECT(msgs_tool_choice_keys, "tool_choice",
+        MSGS_BODY(MSGS_HI, MSGS_TOOLS ", \"tool_choice\": {\"type\": \"tool\", \"name\": \"f\"}"), "tool_choice"),
+    [TRAM_OBJ_MSGS_OUTPUT_CONFIG] = MSGS_OBJECT(msgs_output_config_keys, "output_config",
+        MSGS_BODY(MSGS_HI, ", \"output_config\": {}"), "output_config"),
+    [TRAM_OBJ_MSGS_OUTPUT_FORMAT] = MSGS_OBJECT(msgs_output_format_keys, "output_config.format",
+        MSGS_BODY(MSGS_HI, ", \"output_config\": {\"format\": {\"type\": \"json_schema\", \"schema\": "
+                  "{\"type\": \"object\"}}}"), "output_config.format"),
 };
 
 static const tram_api_field *find(const tram_api_field *rows, size_t n, const char *name,

@@ -29,6 +29,7 @@ typedef enum { TRAM_FIELD_HONOURED, TRAM_FIELD_IGNORED, TRAM_FIELD_REJECTED } tr
 #define TRAM_FIELD_RESPONSES 4u     /* POST /v1/responses */
 #define TRAM_FIELD_MESSAGES 8u      /* POST /v1/messages (Anthropic's) */
 #define TRAM_FIELD_EMBEDDINGS 16u   /* POST /v1/embeddings */
+#define TRAM_FIELD_COUNT_TOKENS 32u /* POST /v1/messages/count_tokens (Anthropic's) */
 
 typedef struct {
     const char *name;
@@ -79,6 +80,15 @@ typedef enum {
     TRAM_OBJ_RESP_TEXT,
     TRAM_OBJ_RESP_FORMAT,           /* text.format */
     TRAM_OBJ_RESP_STREAM_OPTIONS,
+    /* Anthropic's Messages API (msgs_request.c) */
+    TRAM_OBJ_MSGS_MESSAGE,
+    TRAM_OBJ_MSGS_TEXT,             /* a text block: in system, messages, tool results */
+    TRAM_OBJ_MSGS_TOOL_USE,         /* an assistant's tool_use block */
+    TRAM_OBJ_MSGS_TOOL_RESULT,      /* a user's tool_result block */
+    TRAM_OBJ_MSGS_TOOL,
+    TRAM_OBJ_MSGS_TOOL_CHOICE,
+    TRAM_OBJ_MSGS_OUTPUT_CONFIG,
+    TRAM_OBJ_MSGS_OUTPUT_FORMAT,    /* output_config.format */
     TRAM_OBJ_COUNT
 } tram_api_object_id;
 

@@ -47,6 +47,7 @@ void tram_api_choice_free(tram_api_choice *c)
     json_decref(c->logprobs);
     json_decref(c->tool_calls);
     json_decref(c->error);
+    free(c->stop_string);
     memset(c, 0, sizeof(*c));
 }
 

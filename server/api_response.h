@@ -23,6 +23,7 @@ typedef struct {
     size_t sent;                /* streams with tools: bytes of text sent as content */
     size_t text_offset;         /* completions logprobs: bytes of text so far */
     json_t *error;              /* finish_reason "error": why (the output failed its schema) */
+    char *stop_string;          /* the stop string that finished it (owned), or NULL */
 } tram_api_choice;
 
 typedef struct {

@@ -34,6 +34,8 @@
 #include "server/http.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/msgs_request.h"
+#include "server/msgs_response.h"
 #include "server/output_check.h"
 #include "server/prep_pool.h"
 #include "server/prompt.h"
@@ -89,6 +91,9 @@ struct tram_completion {
     tram_api_kind kind;
     const tram_dialect *dialect; /* NULL, or the API spoken over chat (dialect.h) */
     void *dialect_state;
+    tram_api_protocol protocol;  /* Anthropic's /v1/messages: its request, reply and error shapes */
+    int count_only;              /* /v1/messages/count_tokens: prepared, then answered with its length */
+    tram_msgs_stream msgs;       /* an Anthropic stream's place */
     int cache_use;               /* CACHE_MAY, _BYPASS or _NEEDED */
     struct evbuffer *body;       /* the body, until it is prepared */
     tram_api_error prep_error;   /* why preparing failed (status 0: it did not) */
@@ -125,7 +130,7 @@ struct tram_completion {
 /* ------------------------------------------------------------ lifetime */
 
 static tram_completion *completion_new(tram_server *s, struct evhttp_request *req,
-                                       tram_api_kind kind, int cache_use)
+                                       tram_api_kind kind, tram_api_protocol protocol, int cache_use)
 {
     tram_completion *c = calloc(1, sizeof(*c));
     if (!c)
@@ -133,6 +138,7 @@ static tram_completion *completion_new(tram_server *s, struct evhttp_request *re
     c->srv = s;
     c->req = req;
     c->kind = kind;
+    c->protocol = protocol;
     c->cache_use = cache_use;
     c->arrived = tram_now();
     return c;
@@ -287,11 +293,16 @@ static int parse_dialect(tram_completion *c, const char *body, size_t len, tram_
     return tram_api_request_parse_json(&c->api, TRAM_API_CHAT, &c->srv->defaults, chat, e);
 }
 
+/* The body parsed by its protocol's parser, under an id of its kind. */
 static int parse_body(tram_completion *c, tram_api_kind kind, const char *body, size_t len,
                       tram_api_error *e)
 {
     c->env = (tram_api_envelope){.kind = kind, .id = c->id, .created = (long long)time(NULL),
                                  .model = c->srv->model_name};
+    if (c->protocol == TRAM_PROTOCOL_ANTHROPIC) {
+        tram_api_random_id("msg_", c->id);
+        return tram_msgs_request_parse(&c->api, c->count_only, &c->srv->defaults, body, len, e);
+    }
     if (c->dialect) {
         tram_api_random_id(c->dialect->id_prefix, c->id);
         return parse_dialect(c, body, len, e);
@@ -493,8 +504,11 @@ static int proceed(tram_completion *c, tram_api_error *e)
  * client's request, on the loop for the internal ones (bodies tram wrote). */
 static int prepare_all(tram_completion *c, const char *body, size_t len, tram_api_error *e)
 {
-    if (prepare(c, c->kind, body, len, e))
+    if (prepare(c, c->kind, body, len, e)) {
+        if (c->protocol == TRAM_PROTOCOL_ANTHROPIC)
+            tram_msgs_rename_param(e);
         return e->status ? -1 : tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+    }
     make_cache_key(c);
     return 0;
 }
@@ -524,8 +538,17 @@ static void refuse(tram_completion *c, const tram_api_error *e)
     tram_log(TRAM_LOG_INFO, "%s %d %s", c->id[0] ? c->id : "request", e->status, e->message);
     if (c->req) {
         evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), NULL, NULL);
-        tram_http_send_error(c->req, e);
+        tram_http_send_error_as(c->req, e, c->protocol);
     }
+    completion_unlink(c);
+    completion_free(c);
+}
+
+/* count_tokens: the prompt as the template renders it, counted. */
+static void answer_count(tram_completion *c)
+{
+    evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), NULL, NULL);
+    tram_http_send_json(c->req, 200, json_pack("{s:i}", "input_tokens", c->prompts[0].num_ids));
     completion_unlink(c);
     completion_free(c);
 }
@@ -542,42 +565,48 @@ static void prepared(tram_prep_task *t)
                  c->id[0] ? c->id : "request");
         completion_unlink(c);
         completion_free(c);
+    } else if (!e.status && c->count_only) {
+        answer_count(c);
     } else if (e.status || proceed(c, &e)) {
         refuse(c, &e);
     }
 }
 
 /* A 503 counted under request_refused_total's reason. */
-static void refuse_now(tram_server *s, struct evhttp_request *req, int reason, const char *message)
+static void refuse_now(tram_server *s, struct evhttp_request *req, tram_api_protocol protocol, int reason,
+                       const char *message)
 {
     tram_api_error e = {0};
     s->metrics.refused[reason]++;
     tram_api_fail(&e, 503, NULL, NULL, "%s", message);
-    tram_http_send_error(req, &e);
+    tram_http_send_error_as(req, &e, protocol);
 }
 
 /* The body goes to the pool; the client is watched from now on, so drain
  * waits for it and a disconnect is noticed while it is prepared. */
 static void handle_completion_request(tram_server *s, struct evhttp_request *req, tram_api_kind kind,
+                                      tram_api_protocol protocol, int count_only,
                                       const tram_dialect *dialect)
 {
     if (!s->ready || s->draining) {
-        refuse_now(s, req, s->draining ? TRAM_REFUSED_DRAINING : TRAM_REFUSED_LOADING,
+        refuse_now(s, req, protocol, s->draining ? TRAM_REFUSED_DRAINING : TRAM_REFUSED_LOADING,
                    s->draining ? "The server is shutting down." : "The model is still loading.");
         return;
     }
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
     const char *cc = evhttp_find_header(in, "Cache-Control");
-    tram_completion *c = completion_new(s, req, kind, tram_cache_control_bypasses(cc) ? CACHE_BYPASS : CACHE_MAY);
+    int bypass = count_only || tram_cache_control_bypasses(cc);
+    tram_completion *c = completion_new(s, req, kind, protocol, bypass ? CACHE_BYPASS : CACHE_MAY);
     if (c)
         c->dialect = dialect;
     if (!c || !(c->body = tram_http_take_body(req))) {
         tram_api_error e = {0};
         free(c);
         tram_api_fail(&e, 500, NULL, NULL, "Out of memory.");
-        tram_http_send_error(req, &e);
+        tram_http_send_error_as(req, &e, protocol);
         return;
     }
+    c->count_only = count_only;
     /* on the loop: a SIGHUP may reload the keys */
     const char *tenant = tram_api_keys_tenant(s->keys, evhttp_find_header(in, "Authorization"),
                                               evhttp_find_header(in, "X-Api-Key"));
@@ -588,7 +617,7 @@ static void handle_completion_request(tram_server *s, struct evhttp_request *req
     if (tram_prep_pool_submit(s->prep, &c->task)) {
         completion_unlink(c);
         completion_free(c);
-        refuse_now(s, req, TRAM_REFUSED_QUEUE_FULL,
+        refuse_now(s, req, protocol, TRAM_REFUSED_QUEUE_FULL,
                    "The server is overloaded: too many requests are waiting. Retry later.");
         return;
     }
@@ -597,24 +626,34 @@ static void handle_completion_request(tram_server *s, struct evhttp_request *req
 
 void tram_handle_chat(tram_server *s, struct evhttp_request *req)
 {
-    handle_completion_request(s, req, TRAM_API_CHAT, NULL);
+    handle_completion_request(s, req, TRAM_API_CHAT, TRAM_PROTOCOL_OPENAI, 0, NULL);
 }
 
 void tram_handle_completion(tram_server *s, struct evhttp_request *req)
 {
-    handle_completion_request(s, req, TRAM_API_COMPLETION, NULL);
+    handle_completion_request(s, req, TRAM_API_COMPLETION, TRAM_PROTOCOL_OPENAI, 0, NULL);
 }
 
 void tram_handle_dialect(tram_server *s, struct evhttp_request *req, const tram_dialect *d)
 {
-    handle_completion_request(s, req, TRAM_API_CHAT, d);
+    handle_completion_request(s, req, TRAM_API_CHAT, TRAM_PROTOCOL_OPENAI, 0, d);
+}
+
+void tram_handle_messages(tram_server *s, struct evhttp_request *req)
+{
+    handle_completion_request(s, req, TRAM_API_CHAT, TRAM_PROTOCOL_ANTHROPIC, 0, NULL);
+}
+
+void tram_handle_messages_count_tokens(tram_server *s, struct evhttp_request *req)
+{
+    handle_completion_request(s, req, TRAM_API_CHAT, TRAM_PROTOCOL_ANTHROPIC, 1, NULL);
 }
 
 int tram_completion_start_internal(tram_server *s, tram_api_kind kind, const char *body,
                                    size_t len, int must_cache, tram_server_done done,
                                    void *arg, tram_api_error *e)
 {
-    tram_completion *c = completion_new(s, NULL, kind, must_cache ? CACHE_NEEDED : CACHE_MAY);
+    tram_completion *c = completion_new(s, NULL, kind, TRAM_PROTOCOL_OPENAI, must_cache ? CACHE_NEEDED : CACHE_MAY);
     if (!c)
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     c->done = done;
@@ -660,6 +699,8 @@ static void send_chunk(tram_completion *c, json_t *chunk)
     }
     if (c->dialect && chunk)
         c->dialect->chunk(c->dialect_state, chunk, c->req);
+    else if (c->req && chunk && c->protocol == TRAM_PROTOCOL_ANTHROPIC)
+        tram_msgs_stream_chunk(&c->msgs, c->req, chunk);
     else if (c->req && chunk)
         tram_http_sse_send(c->req, chunk);
     json_decref(chunk);
@@ -685,9 +726,29 @@ static json_t *response_body(tram_completion *c, const tram_api_usage *u)
     return body;
 }
 
+/* Anthropic's reply: the message, its stream's end, or its error (a choice
+ * aborted or failed is one too: the Messages API has no such message). */
+static void respond_messages(tram_completion *c, const tram_api_usage *u)
+{
+    const tram_api_choice *choice = c->num_choices ? &c->choices[0] : NULL;
+    if (c->streaming) {
+        tram_msgs_stream_end(&c->msgs, c->req, choice, &c->error, u);
+        return;
+    }
+    tram_api_error e = c->error;
+    if (!e.status && !(choice && tram_msgs_stop_reason(choice)))
+        tram_msgs_choice_error(choice, &e);
+    if (e.status)
+        tram_http_send_error_as(c->req, &e, c->protocol);
+    else
+        tram_http_send_json(c->req, 200, tram_msgs_message(&c->env, choice, u));
+}
+
 static void respond(tram_completion *c, const tram_api_usage *u)
 {
-    if (c->error.status && !c->streaming) {
+    if (c->protocol == TRAM_PROTOCOL_ANTHROPIC) {
+        respond_messages(c, u);
+    } else if (c->error.status && !c->streaming) {
         tram_http_send_error(c->req, &c->error);
     } else if (c->streaming) {
         if (c->api.include_usage) {
@@ -826,6 +887,10 @@ static void abort_outstanding(tram_completion *c)
 static void start_stream(tram_completion *c)
 {
     c->streaming = 1;
+    if (c->protocol == TRAM_PROTOCOL_ANTHROPIC) {
+        tram_msgs_stream_start(&c->msgs, c->req, &c->env, c->prompts[0].num_ids);
+        return;
+    }
     tram_http_sse_start(c->req);
     for (int i = 0; c->api.kind == TRAM_API_CHAT && i < c->num_choices; i++)
         send_chunk(c, tram_api_chunk(&c->env, &(tram_api_delta){.index = i, .role = 1,
@@ -1079,6 +1144,8 @@ static int on_output(tram_completion *c, completion_prompt *p, const tram_output
         observe_latency(c, ci, tram_now(), o->queue_time);
     c->tokens_so_far += o->num_tokens;
     const char *reason = tram_finish_reason_name(o->finish_reason);
+    if (o->stop_string && !choice->stop_string && !(choice->stop_string = strdup(o->stop_string)))
+        tram_log(TRAM_LOG_WARNING, "%s: out of memory keeping the stop string", c->id);
     if (!choice->started) {
         choice->started = 1;
         if (p->echo)
@@ -1199,10 +1266,12 @@ static void fail_completion(tram_completion *c, const tram_api_error *error)
     detach_flight(c, 0);
     if (c->req)
         evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), NULL, NULL);
-    if (c->req && c->streaming)
+    if (c->req && c->streaming && c->protocol == TRAM_PROTOCOL_ANTHROPIC)
+        tram_msgs_stream_end(&c->msgs, c->req, NULL, &c->error, NULL);
+    else if (c->req && c->streaming)
         end_stream(c, &c->error);
     else if (c->req)
-        tram_http_send_error(c->req, &c->error);
+        tram_http_send_error_as(c->req, &c->error, c->protocol);
     if (c->done)
         tell_done(c, NULL);
     tram_log(TRAM_LOG_ERROR, "%s %d %s", c->id, error->status, error->message);

@@ -72,14 +72,20 @@ void tram_http_send_json(struct evhttp_request *req, int status, json_t *body)
     free(text);
 }
 
-void tram_http_send_error(struct evhttp_request *req, const tram_api_error *e)
+void tram_http_send_error_as(struct evhttp_request *req, const tram_api_error *e,
+                             tram_api_protocol protocol)
 {
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     if (e->status == 503)
         evhttp_add_header(h, "Retry-After", "1");
     if (e->status == 401)
         evhttp_add_header(h, "WWW-Authenticate", "Bearer");
-    tram_http_send_json(req, e->status, tram_api_error_json(e));
+    tram_http_send_json(req, e->status, tram_api_error_json_as(e, protocol));
+}
+
+void tram_http_send_error(struct evhttp_request *req, const tram_api_error *e)
+{
+    tram_http_send_error_as(req, e, TRAM_PROTOCOL_OPENAI);
 }
 
 void tram_http_release_closed(struct evhttp_request *req)

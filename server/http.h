@@ -12,6 +12,9 @@
 
 void tram_http_send_json(struct evhttp_request *req, int status, json_t *body);  /* steals */
 void tram_http_send_error(struct evhttp_request *req, const tram_api_error *e);
+/* The same in the shape of the endpoint's protocol (api_error.h). */
+void tram_http_send_error_as(struct evhttp_request *req, const tram_api_error *e,
+                             tram_api_protocol protocol);
 void tram_http_send_text(struct evhttp_request *req, int status, const char *content_type,
                          const char *text, size_t len);
 /* For a connection's close callback, with the request it was serving (or

@@ -176,5 +176,7 @@ void tram_preload_run(tram_preload *p, tram_server *s, void (*ready)(tram_server
     p->srv = s;
     p->ready = ready;
     p->fail = failed;
+    if (tram_engine_model_config(s->engine)->embedding_only)
+        p->next = 1;   /* no head to warm up: the model only embeds */
     pump(p);
 }

@@ -22,6 +22,7 @@ typedef struct {
     enum evhttp_cmd_type method;
     int open;   /* answered without an API key (probes and scrapers) */
     int metrics;   /* open, unless --metrics-api-key is given: then that key only */
+    tram_api_protocol protocol;   /* the shape of its errors */
     void (*handle)(tram_server *s, struct evhttp_request *req);
 } route;
 
@@ -36,6 +37,10 @@ static const route routes[] = {
     {.path = "/v1/responses/", .prefix = 1, .method = EVHTTP_REQ_GET, .handle = tram_handle_response_get},
     {.path = "/v1/responses/", .prefix = 1, .method = EVHTTP_REQ_DELETE, .handle = tram_handle_response_delete},
     {.path = "/v1/completions", .method = EVHTTP_REQ_POST, .handle = tram_handle_completion},
+    {.path = "/v1/messages", .method = EVHTTP_REQ_POST, .protocol = TRAM_PROTOCOL_ANTHROPIC,
+     .handle = tram_handle_messages},
+    {.path = "/v1/messages/count_tokens", .method = EVHTTP_REQ_POST, .protocol = TRAM_PROTOCOL_ANTHROPIC,
+     .handle = tram_handle_messages_count_tokens},
     {.path = "/v1/embeddings", .method = EVHTTP_REQ_POST, .handle = tram_handle_embeddings},
     {.path = "/v1/models", .method = EVHTTP_REQ_GET, .handle = tram_handle_models},
     {.path = "/tokenize", .method = EVHTTP_REQ_POST, .handle = tram_handle_tokenize},
@@ -129,7 +134,7 @@ void tram_router_dispatch(struct evhttp_request *req, void *arg)
     const route *r = find_route(tram_http_path(req), evhttp_request_get_command(req));
     tram_api_error e = {0};
     if (admit(s, req, r, &e)) {
-        tram_http_send_error(req, &e);
+        tram_http_send_error_as(req, &e, r ? r->protocol : TRAM_PROTOCOL_OPENAI);
         return;
     }
     r->handle(s, req);

@@ -15,9 +15,11 @@
 
 /* ---------------------------------------------------------------- memory */
 
+/* Frees wait for late workers of a stealable job, which may still read
+ * weights and activations (pool.h). */
 static void cpu_free(tram_backend *be, void *ptr)
 {
-    (void)be;
+    tram_cpu_pool_quiesce(cpu_of(be)->pool);
     free(ptr);
 }
 
@@ -61,7 +63,7 @@ static void cpu_upload_weight(tram_backend *be, tram_weight *w, const float *hos
 
 static void cpu_free_weight(tram_backend *be, tram_weight *w)
 {
-    (void)be;
+    tram_cpu_pool_quiesce(cpu_of(be)->pool);
     free(w->data);
     free(w->scales);
     memset(w, 0, sizeof(*w));
@@ -92,10 +94,10 @@ static void cpu_destroy(tram_backend *be)
     if (!be)
         return;
     cpu_state *s = cpu_of(be);
+    tram_cpu_pool_destroy(s->pool); /* first: a late worker may still read the scratch */
     free(s->xq);
     free(s->xs);
     free(s->xb);
-    tram_cpu_pool_destroy(s->pool);
     free(s);
     free(be);
 }

@@ -70,6 +70,7 @@ static inline int cpu_reserve(tram_backend *be, void **buf, size_t *cap, size_t 
 {
     if (bytes <= *cap)
         return 0;
+    tram_cpu_pool_quiesce(cpu_of(be)->pool); /* no late worker still reads it (pool.h) */
     free(*buf);
     *buf = cpu_alloc(be, bytes);
     *cap = *buf ? bytes : 0;

@@ -350,22 +350,50 @@ typedef struct {
     size_t group_bytes;
 } q_gemm_job;
 
-/* Groups [g0, g1) of W against every token tile. */
-static void q_gemm_groups(void *arg, int g0, int g1)
+/* Groups [g0, g1) of W against every token tile, row i of the products at
+ * out + i * ld (ld: y's row length, or the chunk's own in a scratch). */
+static void q_gemm_into(const q_gemm_job *j, int g0, int g1, float *out, size_t ld, int col0)
 {
-    const q_gemm_job *j = arg;
     const tram_weight *w = j->w;
     const uint8_t *data = w->data;
     for (int i0 = 0; i0 < j->n; i0 += NR) {
         int nr = j->n - i0 < NR ? j->n - i0 : NR;
         for (int g = g0; g < g1; g++) {
-            float out[NR * G];
+            float tile[NR * G];
             int valid = w->rows - g * G < G ? w->rows - g * G : G; /* the last group's padding */
-            j->fn(w->type, nr, out, data + g * j->group_bytes, j->nb, j->xq + (size_t)i0 * j->nb, j->nb);
+            j->fn(w->type, nr, tile, data + g * j->group_bytes, j->nb, j->xq + (size_t)i0 * j->nb, j->nb);
             for (int i = 0; i < nr; i++)
-                memcpy(j->y + (size_t)(i0 + i) * w->rows + g * G, out + i * G, valid * sizeof(float));
+                memcpy(out + (size_t)(i0 + i) * ld + g * G - col0, tile + i * G, valid * sizeof(float));
         }
     }
+}
+
+static void q_gemm_groups(void *arg, int g0, int g1)
+{
+    const q_gemm_job *j = arg;
+    q_gemm_into(j, g0, g1, j->y, (size_t)j->w->rows, 0);
+}
+
+/* The stealable form (pool.h): a chunk's products into the scratch, rows of
+ * its own width, then copied into y by the thread that commits it. */
+static int chunk_rows(const q_gemm_job *j, int g0, int g1)
+{
+    return TRAM_MIN(g1 * G, j->w->rows) - g0 * G;
+}
+
+static void q_gemm_compute(const void *arg, int g0, int g1, void *scratch)
+{
+    const q_gemm_job *j = arg;
+    q_gemm_into(j, g0, g1, scratch, (size_t)chunk_rows(j, g0, g1), g0 * G);
+}
+
+static void q_gemm_commit(const void *arg, int g0, int g1, const void *scratch)
+{
+    const q_gemm_job *j = arg;
+    int rows = chunk_rows(j, g0, g1);
+    for (int i = 0; i < j->n; i++)
+        memcpy(j->y + (size_t)i * j->w->rows + g0 * G, (const float *)scratch + (size_t)i * rows,
+               rows * sizeof(float));
 }
 
 void tram_q_gemm(tram_cpu_kernel k, float *y, const tram_q8_block *xq, int n, const tram_weight *w,
@@ -376,8 +404,17 @@ void tram_q_gemm(tram_cpu_kernel k, float *y, const tram_q8_block *xq, int n, co
                     .group_bytes = (size_t)nb * group_block_bytes(w->type)};
     /* a chunk passes over its groups once per token tile, so more tiles, fewer groups */
     size_t per_chunk = CHUNK_BYTES / (j.group_bytes * (size_t)tiles);
-    tram_cpu_pool_run(pool, groups, per_chunk < 1 ? 1 : (int)TRAM_MIN(per_chunk, (size_t)groups), q_gemm_groups,
-                      &j);
+    int chunk = per_chunk < 1 ? 1 : (int)TRAM_MIN(per_chunk, (size_t)groups);
+    /* a few token rows (decode): stealable, so a descheduled thread holding
+     * a chunk does not hold the step */
+    int max_chunk = TRAM_MAX(chunk, (groups + TRAM_POOL_MAX_CHUNKS - 1) / TRAM_POOL_MAX_CHUNKS);
+    if ((size_t)n * max_chunk * G * sizeof(float) <= TRAM_POOL_SCRATCH_BYTES) {
+        tram_pool_stealable s = {.compute = q_gemm_compute, .commit = q_gemm_commit, .job = &j,
+                                 .job_bytes = sizeof(j)};
+        tram_cpu_pool_run_stealable(pool, groups, chunk, &s);
+        return;
+    }
+    tram_cpu_pool_run(pool, groups, chunk, q_gemm_groups, &j);
 }
 
 static tram_ggml_type ggml_type_of(tram_wtype t)

@@ -15,7 +15,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +34,12 @@
  * short enough that a thread with nothing to do gives its core back at once
  * when the cores are shared. */
 #define SPIN_NS 50000
+/* How long the caller of a stealable job waits for chunks others hold
+ * before computing them itself: many times a chunk's work, so a running
+ * thread is not raced, far less than a time slice of a descheduled one. */
+#define STEAL_NS 20000
+
+enum { PHASE_COMMITTING = 1, PHASE_DONE = 2 };
 
 struct tram_cpu_pool {
     int threads;
@@ -40,9 +48,19 @@ struct tram_cpu_pool {
     _Atomic(tram_pool_fn) fn;
     _Atomic(void *) ctx;
     atomic_int items, chunk, chunks;
+    /* a stealable job: its functions and a copy of its bytes, which a thread
+     * copies again before it claims a chunk (a late one then never reads the
+     * caller's stack) */
+    _Atomic(tram_pool_compute_fn) compute;
+    _Atomic(tram_pool_commit_fn) commit;
+    _Atomic uint64_t job[TRAM_POOL_JOB_BYTES / 8];
+    _Atomic uint64_t state[TRAM_POOL_MAX_CHUNKS]; /* (generation << 2) | phase of each chunk */
+    unsigned char *scratch;     /* TRAM_POOL_SCRATCH_BYTES per thread, the caller's first */
+    struct worker_arg *args;    /* each worker's pool and index */
     _Atomic uint64_t ticket;    /* (generation << 32) | next chunk to claim */
     atomic_uint generation;     /* the ticket's high half: the workers' futex word */
     atomic_int done;            /* chunks finished in this generation: the caller's futex word */
+    atomic_int busy;            /* workers inside a job (quiesce waits for none) */
     atomic_int sleepers;        /* workers asleep on `generation` */
     atomic_int caller_asleep;
     atomic_int stop;
@@ -84,11 +102,38 @@ static unsigned spin_while(atomic_uint *word, unsigned seen)
     }
 }
 
-/* Claims and runs chunks of generation g until none is left. */
-static void work(tram_cpu_pool *p, unsigned g)
+/* A chunk of job g is finished: count it, waking the caller at the last. */
+static void finish(tram_cpu_pool *p, int chunks)
 {
+    if (atomic_fetch_add(&p->done, 1) + 1 == chunks && atomic_load(&p->caller_asleep))
+        futex_wake(&p->done);
+}
+
+/* Chunk c of stealable job g computed into this thread's scratch, then
+ * committed by whichever thread first claims its state: the others' results
+ * are dropped.  A chunk whose state is of job g or a later one is no longer
+ * job g's to commit. */
+static void steal_chunk(tram_cpu_pool *p, unsigned g, int c, int begin, int end, const void *job, int self)
+{
+    void *scratch = p->scratch + (size_t)self * TRAM_POOL_SCRATCH_BYTES;
+    atomic_load_explicit(&p->compute, memory_order_relaxed)(job, begin, end, scratch);
+    uint64_t v = atomic_load(&p->state[c]);
+    do
+        if ((int32_t)((unsigned)(v >> 2) - g) >= 0)
+            return;
+    while (!atomic_compare_exchange_weak(&p->state[c], &v, (uint64_t)g << 2 | PHASE_COMMITTING));
+    atomic_load_explicit(&p->commit, memory_order_relaxed)(job, begin, end, scratch);
+    atomic_store(&p->state[c], (uint64_t)g << 2 | PHASE_DONE);
+    finish(p, atomic_load_explicit(&p->chunks, memory_order_relaxed));
+}
+
+/* Claims and runs chunks of generation g until none is left; self is the
+ * thread's index (0: the caller). */
+static void work(tram_cpu_pool *p, unsigned g, int self)
+{
+    uint64_t job[TRAM_POOL_JOB_BYTES / 8];
     for (;;) {
-        uint64_t t = atomic_load_explicit(&p->ticket, memory_order_acquire);
+        uint64_t t = atomic_load(&p->ticket);
         int next = (int)(uint32_t)t, chunks = atomic_load_explicit(&p->chunks, memory_order_relaxed);
         if ((unsigned)(t >> 32) != g || next >= chunks)
             return;
@@ -97,19 +142,30 @@ static void work(tram_cpu_pool *p, unsigned g)
         void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
         int items = atomic_load_explicit(&p->items, memory_order_relaxed);
         int chunk = atomic_load_explicit(&p->chunk, memory_order_relaxed);
-        if (!atomic_compare_exchange_weak_explicit(&p->ticket, &t, t + 1, memory_order_acq_rel,
-                                                   memory_order_relaxed))
+        if (!fn)
+            for (size_t i = 0; i < TRAM_ARRAY_LEN(job); i++)
+                job[i] = atomic_load_explicit(&p->job[i], memory_order_relaxed);
+        if (!atomic_compare_exchange_weak(&p->ticket, &t, t + 1))
             continue;
-        int begin = next * chunk;
-        fn(ctx, begin, begin + chunk < items ? begin + chunk : items);
-        if (atomic_fetch_add(&p->done, 1) + 1 == chunks && atomic_load(&p->caller_asleep))
-            futex_wake(&p->done);
+        int begin = next * chunk, end = begin + chunk < items ? begin + chunk : items;
+        if (fn) {
+            fn(ctx, begin, end);
+            finish(p, chunks);
+        } else {
+            steal_chunk(p, g, next, begin, end, job, self);
+        }
     }
 }
 
+typedef struct worker_arg {
+    tram_cpu_pool *p;
+    int self;
+} worker_arg;
+
 static void *worker_main(void *arg)
 {
-    tram_cpu_pool *p = arg;
+    tram_cpu_pool *p = ((worker_arg *)arg)->p;
+    int self = ((worker_arg *)arg)->self;
     unsigned seen = 0; /* the generation at creation: a job published before we ran is still ours */
     while (!atomic_load_explicit(&p->stop, memory_order_relaxed)) {
         unsigned g = spin_while(&p->generation, seen);
@@ -121,20 +177,30 @@ static void *worker_main(void *arg)
             continue;
         }
         seen = g;
-        work(p, g);
+        atomic_fetch_add(&p->busy, 1);
+        work(p, g, self);
+        atomic_fetch_sub(&p->busy, 1);
     }
     return NULL;
 }
 
-/* Waits until every chunk of the job is done: spin, then sleep. */
-static void wait_done(tram_cpu_pool *p, int chunks)
+/* Waits until `done` reaches chunks, or (when steal_after is set) until
+ * that many nanoseconds passed: spin, then sleep.  Returns 1 when done. */
+static int wait_done(tram_cpu_pool *p, int chunks, int64_t steal_after)
 {
-    int64_t until = now_ns() + SPIN_NS;
+    int64_t start = now_ns();
     for (int i = 0;; i++) {
         int d = atomic_load_explicit(&p->done, memory_order_acquire);
         if (d >= chunks)
-            return;
-        if (i % 64 || now_ns() < until) {
+            return 1;
+        if (i % 64) {
+            cpu_relax();
+            continue;
+        }
+        int64_t waited = now_ns() - start;
+        if (steal_after && waited > steal_after)
+            return 0;
+        if (steal_after || waited < SPIN_NS) {
             cpu_relax();
             continue;
         }
@@ -143,6 +209,20 @@ static void wait_done(tram_cpu_pool *p, int chunks)
             futex_wait(&p->done, (unsigned)d);
         atomic_store(&p->caller_asleep, 0);
     }
+}
+
+/* Publishes job generation g of `chunks` chunks: the ticket last, so that a
+ * thread seeing it sees the job. */
+static void publish(tram_cpu_pool *p, unsigned g, int items, int chunk, int chunks)
+{
+    atomic_store_explicit(&p->items, items, memory_order_relaxed);
+    atomic_store_explicit(&p->chunk, chunk, memory_order_relaxed);
+    atomic_store_explicit(&p->chunks, chunks, memory_order_relaxed);
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    atomic_store(&p->ticket, (uint64_t)g << 32);
+    atomic_store(&p->generation, g);
+    if (atomic_load(&p->sleepers))
+        futex_wake(&p->generation);
 }
 
 void tram_cpu_pool_run(tram_cpu_pool *p, int items, int chunk, tram_pool_fn fn, void *ctx)
@@ -159,16 +239,56 @@ void tram_cpu_pool_run(tram_cpu_pool *p, int items, int chunk, tram_pool_fn fn, 
     unsigned g = atomic_load_explicit(&p->generation, memory_order_relaxed) + 1;
     atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
     atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
-    atomic_store_explicit(&p->items, items, memory_order_relaxed);
-    atomic_store_explicit(&p->chunk, chunk, memory_order_relaxed);
-    atomic_store_explicit(&p->chunks, chunks, memory_order_relaxed);
-    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->ticket, (uint64_t)g << 32, memory_order_release);
-    atomic_store(&p->generation, g);
-    if (atomic_load(&p->sleepers))
-        futex_wake(&p->generation);
-    work(p, g);
-    wait_done(p, chunks);
+    publish(p, g, items, chunk, chunks);
+    work(p, g, 0);
+    wait_done(p, chunks, 0);
+}
+
+/* The caller's part of a stealable job once every chunk is claimed: after
+ * STEAL_NS, each chunk not yet committed is computed here too. */
+static void steal_late_chunks(tram_cpu_pool *p, unsigned g, int items, int chunk, int chunks, const void *job)
+{
+    if (wait_done(p, chunks, STEAL_NS))
+        return;
+    for (int c = 0; c < chunks && atomic_load(&p->done) < chunks; c++)
+        if ((unsigned)(atomic_load(&p->state[c]) >> 2) != g)
+            steal_chunk(p, g, c, c * chunk, c * chunk + chunk < items ? c * chunk + chunk : items, job, 0);
+    wait_done(p, chunks, 0); /* chunks being committed by others */
+}
+
+void tram_cpu_pool_run_stealable(tram_cpu_pool *p, int items, int chunk, const tram_pool_stealable *j)
+{
+    if (items <= 0)
+        return;
+    chunk = chunk < 1 ? 1 : chunk;
+    chunk = TRAM_MAX(chunk, (int)(((int64_t)items + TRAM_POOL_MAX_CHUNKS - 1) / TRAM_POOL_MAX_CHUNKS));
+    int chunks = (int)(((int64_t)items + chunk - 1) / chunk);
+    if (!p || p->threads == 1 || chunks == 1) {
+        for (int b = 0; b < items; b += chunk) {
+            int e = b + chunk < items ? b + chunk : items;
+            unsigned char scratch[TRAM_POOL_SCRATCH_BYTES];
+            j->compute(j->job, b, e, scratch);
+            j->commit(j->job, b, e, scratch);
+        }
+        return;
+    }
+    uint64_t job[TRAM_POOL_JOB_BYTES / 8] = {0};
+    memcpy(job, j->job, j->job_bytes);
+    unsigned g = atomic_load_explicit(&p->generation, memory_order_relaxed) + 1;
+    atomic_store_explicit(&p->fn, NULL, memory_order_relaxed);
+    atomic_store_explicit(&p->compute, j->compute, memory_order_relaxed);
+    atomic_store_explicit(&p->commit, j->commit, memory_order_relaxed);
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(job); i++)
+        atomic_store_explicit(&p->job[i], job[i], memory_order_relaxed);
+    publish(p, g, items, chunk, chunks);
+    work(p, g, 0);
+    steal_late_chunks(p, g, items, chunk, chunks, job);
+}
+
+void tram_cpu_pool_quiesce(tram_cpu_pool *p)
+{
+    while (p && atomic_load(&p->busy))
+        sched_yield();
 }
 
 int tram_cpu_pool_threads(const tram_cpu_pool *p) { return p ? p->threads : 1; }
@@ -180,16 +300,22 @@ int tram_cpu_pool_create(tram_cpu_pool **out, int threads, tram_error *err)
         return -1;
     p->threads = threads < 1 ? 1 : threads;
     p->workers = tram_calloc(p->threads, sizeof(pthread_t), err);
-    if (!p->workers) {
+    p->args = p->workers ? tram_calloc(p->threads, sizeof(worker_arg), err) : NULL;
+    p->scratch = p->args ? tram_calloc(p->threads, TRAM_POOL_SCRATCH_BYTES, err) : NULL;
+    if (!p->scratch) {
+        free(p->workers);
+        free(p->args);
         free(p);
         return -1;
     }
-    for (int i = 1; i < p->threads; i++)
-        if (pthread_create(&p->workers[i], NULL, worker_main, p)) {
+    for (int i = 1; i < p->threads; i++) {
+        p->args[i] = (worker_arg){p, i};
+        if (pthread_create(&p->workers[i], NULL, worker_main, &p->args[i])) {
             p->threads = i; /* the ones started are stopped by destroy */
             tram_cpu_pool_destroy(p);
             return tram_fail(err, "cannot start CPU worker thread %d", i);
         }
+    }
     *out = p;
     return 0;
 }
@@ -204,5 +330,7 @@ void tram_cpu_pool_destroy(tram_cpu_pool *p)
     for (int i = 1; i < p->threads; i++)
         pthread_join(p->workers[i], NULL);
     free(p->workers);
+    free(p->args);
+    free(p->scratch);
     free(p);
 }

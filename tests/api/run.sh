@@ -6,8 +6,8 @@
 set -e
 cd "$(dirname "$0")/../.."
 VENV=.venv
-PINS="pytest==9.2.0 openai==3.57.0 jsonschema==4.26.0 rfc3339-validator==0.1.4"
-if ! "$VENV/bin/python" -c 'import pytest, openai, rfc3339_validator, importlib.metadata as m; assert pytest.__version__ == "9.2.0" and openai.__version__ == "3.57.0" and m.version("jsonschema") == "4.26.0"' 2>/dev/null; then
+PINS="pytest==9.2.0 openai==3.57.0 anthropic==2.10.0 jsonschema==4.26.0 rfc3339-validator==0.1.4"
+if ! "$VENV/bin/python" -c 'import pytest, openai, anthropic, rfc3339_validator, importlib.metadata as m; assert pytest.__version__ == "9.2.0" and openai.__version__ == "3.57.0" and anthropic.__version__ == "2.10.0" and m.version("jsonschema") == "4.26.0"' 2>/dev/null; then
     echo "tram: setting up $VENV with $PINS"
     python3 -m venv "$VENV"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check $PINS

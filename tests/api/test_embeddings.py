@@ -167,3 +167,22 @@ def test_cli_embed(tmp_path):
     bad.write_text('{"input": 5}\n')
     r = subprocess.run([BIN, "embed", "-m", ST_DIR, "-i", str(bad), "-o", str(dst)], capture_output=True, text=True)
     assert r.returncode == 2 and "line 1" in r.stderr, r.stderr
+
+
+def test_embedding_only_model(tmp_path):
+    """A base model saved without lm_head and untied serves embeddings and refuses completions."""
+    import shutil
+    d = tmp_path / "headless"
+    shutil.copytree(ST_DIR, d)
+    config = json.loads((d / "config.json").read_text())
+    config["tie_word_embeddings"] = False
+    (d / "config.json").write_text(json.dumps(config))
+    s = Server("--max-model-len", "256", model=str(d))
+    try:
+        status, _, body = s.post("/v1/embeddings", {"input": CASES[0]["ids"], "encoding_format": "float"})
+        assert status == 200, body
+        assert_close(body["data"][0]["embedding"], CASES[0]["last"])
+        status, _, body = s.post("/v1/completions", {"prompt": "a", "max_tokens": 2})
+        assert status == 400 and "embeddings only" in body["error"]["message"], body
+    finally:
+        assert s.stop() == 0, s.final_log

@@ -3,6 +3,7 @@
  * late; and the cgroup CPU quota parser (kernels/cpu/quota.h) on v1 and v2
  * files written by the test into a temporary directory. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +118,100 @@ Test(cpu_pool, a_late_thread_leaves_its_share_to_the_others)
         cr_expect_eq(atomic_load(&j.hits[i]), 1, "item %d ran %d times", i, atomic_load(&j.hits[i]));
     /* while one thread slept in its chunk, the other took the 63 others */
     cr_expect_eq(atomic_load(&j.done_while_slow), 63);
+    tram_cpu_pool_destroy(p);
+}
+
+/* ---------------------------------------------------------------- stealable */
+
+typedef struct {
+    int *out;           /* [items]: item i's value, written at commit */
+    atomic_int *commits;/* [items] */
+    int key;
+} steal_job;
+
+static void steal_compute(const void *arg, int begin, int end, void *scratch)
+{
+    const steal_job *j = arg;
+    for (int i = begin; i < end; i++)
+        ((int *)scratch)[i - begin] = i * 7 + j->key;
+}
+
+static void steal_commit(const void *arg, int begin, int end, const void *scratch)
+{
+    const steal_job *j = arg;
+    for (int i = begin; i < end; i++) {
+        j->out[i] = ((const int *)scratch)[i - begin];
+        atomic_fetch_add(&j->commits[i], 1);
+    }
+}
+
+Test(cpu_pool, stealable_jobs_commit_each_chunk_once)
+{
+    static int out[MAX_ITEMS];
+    static atomic_int commits[MAX_ITEMS];
+    for (int threads = 1; threads <= 3; threads++) {
+        tram_cpu_pool *p = NULL;
+        tram_error err;
+        cr_assert(!tram_cpu_pool_create(&p, threads, &err), "%s", err.msg);
+        for (int round = 0; round < 300; round++) {
+            int items = 1 + round * 17 % MAX_ITEMS, chunk = 1 + round % 9;
+            steal_job j = {.out = out, .commits = commits, .key = round};
+            memset(commits, 0, sizeof(commits));
+            tram_pool_stealable s = {steal_compute, steal_commit, &j, sizeof(j)};
+            tram_cpu_pool_run_stealable(p, items, chunk, &s);
+            for (int i = 0; i < items; i++) {
+                cr_assert_eq(atomic_load(&commits[i]), 1, "%d threads: item %d committed %d times", threads, i,
+                             atomic_load(&commits[i]));
+                cr_assert_eq(out[i], i * 7 + round);
+            }
+        }
+        tram_cpu_pool_destroy(p);
+    }
+}
+
+/* A worker descheduled in the middle of its chunk: the caller computes that
+ * chunk itself and returns while the worker is still held; the worker's
+ * late result is dropped. */
+static pthread_t main_thread;
+static atomic_int worker_in, release_worker, worker_timed_out, slow_commits;
+
+static void slow_compute(const void *arg, int begin, int end, void *scratch)
+{
+    if (pthread_equal(pthread_self(), main_thread)) {
+        for (int ms = 0; ms < 10000 && !atomic_load(&worker_in); ms++)
+            nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    } else if (!atomic_exchange(&worker_in, 1)) {
+        for (int ms = 0; ms < 10000 && !atomic_load(&release_worker); ms++)
+            nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+        atomic_store(&worker_timed_out, !atomic_load(&release_worker));
+    }
+    steal_compute(arg, begin, end, scratch);
+}
+
+static void slow_commit(const void *arg, int begin, int end, const void *scratch)
+{
+    atomic_fetch_add(&slow_commits, 1);
+    steal_commit(arg, begin, end, scratch);
+}
+
+Test(cpu_pool, a_chunk_held_by_a_late_worker_is_taken_over)
+{
+    static int out[64];
+    static atomic_int commits[64];
+    tram_cpu_pool *p = NULL;
+    tram_error err;
+    main_thread = pthread_self();
+    cr_assert(!tram_cpu_pool_create(&p, 2, &err), "%s", err.msg);
+    steal_job j = {.out = out, .commits = commits, .key = 3};
+    tram_pool_stealable s = {slow_compute, slow_commit, &j, sizeof(j)};
+    tram_cpu_pool_run_stealable(p, 64, 1, &s);
+    cr_expect(atomic_load(&worker_in), "the worker never took a chunk");
+    cr_expect(!atomic_load(&worker_timed_out), "the caller waited for the held worker");
+    for (int i = 0; i < 64; i++)
+        cr_expect(atomic_load(&commits[i]) == 1 && out[i] == i * 7 + 3, "item %d", i);
+    atomic_store(&release_worker, 1);
+    tram_cpu_pool_quiesce(p);
+    cr_expect_eq(atomic_load(&slow_commits), 64, "the late worker's result was committed too");
     tram_cpu_pool_destroy(p);
 }
 
