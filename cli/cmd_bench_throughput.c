@@ -26,12 +26,14 @@ typedef struct {
     int num_prompts, input_len, output_len, compare_sequential;
     int no_peak;   /* skip the sgemm / memcpy measurement (harnesses that call us often) */
     uint64_t seed; /* of the prompts and of sampling */
+    float temperature;
     tram_engine_config ec;
 } bench_opts;
 
 typedef struct {
     int32_t *ids;
     int num_ids, output_len;
+    float temperature;
 } bench_req;
 
 typedef struct {
@@ -52,6 +54,7 @@ static void usage(FILE *out)
             "  --dataset FILE          JSONL lines {\"prompt\": \"...\", \"output_len\": N}\n"
             "                          instead of random prompts (output_len optional)\n"
             "  --seed S                seed of the random prompts and of sampling (0)\n"
+            "  --temperature T         sampling temperature, 0 = greedy (1)\n"
             "  --compare-sequential    also run the requests one at a time; print the ratio\n"
             "  --no-peak               skip measuring the sgemm peak and memcpy bandwidth\n\n");
     tram_engine_print_flags(out);
@@ -68,6 +71,7 @@ static const tram_flag bench_flags[] = {
     {.name = "--input-len", .kind = TRAM_FLAG_INT, .field = FIELD(input_len), .lo = 1, .hi = 1 << 20},
     {.name = "--output-len", .kind = TRAM_FLAG_INT, .field = FIELD(output_len), .lo = 1, .hi = 1 << 20},
     {.name = "--seed", .kind = TRAM_FLAG_SEED, .field = FIELD(seed)},
+    {.name = "--temperature", .kind = TRAM_FLAG_FLOAT, .field = FIELD(temperature), .lo = 0, .hi = 100},
     {.name = "--compare-sequential", .kind = TRAM_FLAG_SET, .field = FIELD(compare_sequential)},
     {.name = "--no-peak", .kind = TRAM_FLAG_SET, .field = FIELD(no_peak)},
 };
@@ -154,6 +158,7 @@ static int add_request(tram_engine *e, const bench_req *r, int i, uint64_t seed,
     tram_sampling_params p;
     tram_sampling_params_init(&p);
     p.max_tokens = r->output_len;
+    p.temperature = r->temperature;
     p.ignore_eos = 1;
     p.has_seed = 1;
     p.seed = seed + (uint64_t)i;
@@ -259,6 +264,22 @@ static void print_row(const char *mode, const bench_run *r, const bench_frame *f
     fflush(stdout);
 }
 
+/* Speculative decoding's yield, under the table (vLLM's definitions: the mean
+ * accepted length counts the draw after the drafts, 1 + accepted / drafts). */
+static void print_spec(const char *mode, const bench_run *r)
+{
+    const tram_engine_stats *s = &r->s;
+    if (!s->spec_decode_num_drafts)
+        return;
+    printf("%s speculation: acceptance rate %.1f%% (%llu of %llu draft tokens), mean accepted "
+           "length %.2f, %llu steps too large to speculate\n", mode,
+           100.0 * (double)s->spec_decode_num_accepted_tokens / (double)s->spec_decode_num_draft_tokens,
+           (unsigned long long)s->spec_decode_num_accepted_tokens,
+           (unsigned long long)s->spec_decode_num_draft_tokens,
+           1.0 + (double)s->spec_decode_num_accepted_tokens / (double)s->spec_decode_num_drafts,
+           (unsigned long long)s->spec_decode_off_steps);
+}
+
 /* ---------------------------------------------------------------- command */
 
 static int load_requests(tram_engine *e, const bench_opts *o, bench_req *reqs, int *n,
@@ -268,6 +289,8 @@ static int load_requests(tram_engine *e, const bench_opts *o, bench_req *reqs, i
     *n = o->num_prompts;
     if (o->dataset ? dataset_prompts(tok, o, reqs, n, err) : random_prompts(tok, o, reqs, err))
         return -1;
+    for (int i = 0; i < *n; i++)
+        reqs[i].temperature = o->temperature;
     for (int i = 0; i < *n; i++)
         if (reqs[i].num_ids + reqs[i].output_len > tram_engine_max_model_len(e))
             return tram_fail(err, "request %d: %d prompt + %d output tokens exceed max_model_len "
@@ -307,8 +330,13 @@ static int bench_throughput(bench_opts *o, bench_req *reqs, tram_error *err)
     }
     if (!rc)
         print_row("batched", &runs[0], &f);
-    if (!rc && o->compare_sequential && !(rc = run_sequential(&e, o, reqs, f.n, &runs[1], err))) {
+    int sequential = !rc && o->compare_sequential && !(rc = run_sequential(&e, o, reqs, f.n, &runs[1], err));
+    if (sequential)
         print_row("sequential", &runs[1], &f);
+    if (!rc)
+        print_spec("batched", &runs[0]);
+    if (sequential) {
+        print_spec("sequential", &runs[1]);
         printf("ratio: %.2f\n", runs[1].seconds / runs[0].seconds);
     }
     tram_engine_destroy(e);
@@ -318,7 +346,7 @@ static int bench_throughput(bench_opts *o, bench_req *reqs, tram_error *err)
 static int throughput(int argc, char **argv)
 {
     bench_opts o = {.model = TRAM_DEFAULT_MODEL, .num_prompts = 64, .input_len = 128,
-                    .output_len = 128};
+                    .output_len = 128, .temperature = 1.0f};
     tram_engine_config_init(&o.ec);
     const tram_flag_table tables[] = {TRAM_FLAG_TABLE(bench_flags, &o), tram_engine_flags(&o.ec)};
     if (tram_flags_parse(tables, 2, argc, argv, NULL, 0) < 0 || tram_engine_flags_check(&o.ec, o.model))

@@ -19,6 +19,8 @@ static void usage(FILE *out)
             "  -m, --model PATH               GGUF file or HF directory (%s)\n"
             "  --host ADDR                    address to listen on (127.0.0.1)\n"
             "  --port N                       port (8000)\n"
+            "  --lora-modules NAME=PATH[,...]  PEFT LoRA adapters served as models NAME, repeatable\n"
+            "  --enable-lora-runtime-updates  POST /v1/load_lora_adapter, /v1/unload_lora_adapter (off)\n"
             "  --served-model-name NAME[,NAME...]  the model's names in the API, repeatable; the\n"
             "                                 first is the one responses carry (the file's name)\n"
             "  --api-key KEY                  require 'Authorization: Bearer KEY', repeatable: each\n"
@@ -107,21 +109,37 @@ static int check_keys(tram_server_config *c)
     return 0;
 }
 
-/* Each occurrence adds its comma-separated names. */
+static int is_lora_module(const char *item) { return strchr(item, '=') && *item != '='; }
+
+/* Appends value's comma-separated items to the NULL-terminated list, at most
+ * cap in all, each one valid (NULL: any); `what` says what value must hold. */
+static int append_items(const char *flag, const char *value, const char **list, int cap, const char *what,
+                        int (*valid)(const char *))
+{
+    char *copy = strdup(value), *save = NULL, limit[64];
+    int n = 0;
+    while (n < cap && list[n])
+        n++;
+    snprintf(limit, sizeof(limit), "at most %d in all", cap);
+    for (char *item = copy ? strtok_r(copy, ",", &save) : NULL; item; item = strtok_r(NULL, ",", &save)) {
+        if (n == cap)
+            return tram_flag_invalid(flag, value, limit);
+        if (valid && !valid(item))
+            return tram_flag_invalid(flag, value, what);
+        list[n++] = item;  /* lives as long as the process */
+    }
+    return n ? 0 : tram_flag_invalid(flag, value, what);
+}
+
 static int served_name_flag(const char *flag, const char *value, void *field)
 {
-    const char **names = field;
-    char *copy = strdup(value), *save = NULL;
-    int n = 0;
-    while (n < TRAM_MAX_SERVED_NAMES && names[n])
-        n++;
-    for (char *name = copy ? strtok_r(copy, ",", &save) : NULL; name;
-         name = strtok_r(NULL, ",", &save)) {
-        if (n == TRAM_MAX_SERVED_NAMES)
-            return tram_flag_invalid(flag, value, "at most 8 names in all");
-        names[n++] = name;  /* lives as long as the process */
-    }
-    return n ? 0 : tram_flag_invalid(flag, value, "one or more names separated by commas");
+    return append_items(flag, value, field, TRAM_MAX_SERVED_NAMES, "one or more names separated by commas", NULL);
+}
+
+static int lora_modules_flag(const char *flag, const char *value, void *field)
+{
+    return append_items(flag, value, field, TRAM_MAX_LORA_MODULES, "NAME=PATH adapters separated by commas",
+                        is_lora_module);
 }
 
 #define FIELD(name) offsetof(tram_server_config, name)
@@ -132,6 +150,8 @@ static const tram_flag serve_flags[] = {
     {.name = "--port", .kind = TRAM_FLAG_INT, .field = FIELD(port), .lo = 0, .hi = 65535},
     {.name = "--served-model-name", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(served_model_names),
      .parse = served_name_flag},
+    {.name = "--lora-modules", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(lora_modules), .parse = lora_modules_flag},
+    {.name = "--enable-lora-runtime-updates", .kind = TRAM_FLAG_SET, .field = FIELD(enable_lora_runtime_updates)},
     {.name = "--api-key", .kind = TRAM_FLAG_CUSTOM, .parse = api_key_flag},
     {.name = "--api-key-file", .kind = TRAM_FLAG_STRING, .field = FIELD(api_key_file)},
     {.name = "--metrics-api-key", .kind = TRAM_FLAG_STRING, .field = FIELD(metrics_api_key)},
@@ -174,6 +194,10 @@ static int serve(int argc, char **argv)
     while (c.num_served_model_names < TRAM_MAX_SERVED_NAMES &&
            c.served_model_names[c.num_served_model_names])
         c.num_served_model_names++;
+    while (c.num_lora_modules < TRAM_MAX_LORA_MODULES && c.lora_modules[c.num_lora_modules])
+        c.num_lora_modules++;
+    if ((c.num_lora_modules || c.enable_lora_runtime_updates) && !c.engine.max_loras)
+        c.engine.max_loras = 1;  /* vLLM's default once LoRA is on */
     if (c.response_cache_preload && c.response_cache == TRAM_RCACHE_OFF) {
         fprintf(stderr, "tram: --response-cache-preload needs --response-cache deterministic or all\n");
         return TRAM_EXIT_USAGE;

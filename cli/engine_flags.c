@@ -1,7 +1,12 @@
 /* engine_flags.c — the engine flags every subcommand that runs a model shares. */
 #include "cli/engine_flags.h"
 
+#include "engine/spec.h"
+
+#include <jansson.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 
 void tram_engine_print_flags(FILE *out)
 {
@@ -35,7 +40,15 @@ void tram_engine_print_flags(FILE *out)
             "  --preset NAME                  models/presets/NAME.json, or a .json path\n"
             "  --tokenizer PATH               tokenizer .gguf or directory (the model's)\n"
             "  --pooling model|mean|cls|last  embeddings' pooling: the model's metadata, else\n"
-            "                                 the last token's (model)\n");
+            "                                 the last token's (model)\n"
+            "  --speculative-config JSON      speculative decoding, as vLLM spells it:\n"
+            "                                 {\"method\": \"ngram\", \"num_speculative_tokens\": 3,\n"
+            "                                 \"prompt_lookup_min\": 1, \"prompt_lookup_max\": 4,\n"
+            "                                 \"disable_by_batch_size\": 8} (off)\n"
+            "  --max-loras N                  LoRA slots: distinct adapters in one step (0; 1 with\n"
+            "                                 --lora-modules)\n"
+            "  --max-lora-rank N              the largest adapter rank (16)\n"
+            "  --max-cpu-loras N              adapters held in host memory (--max-loras)\n");
 }
 
 static int policy_flag(const char *flag, const char *value, void *field)
@@ -69,6 +82,75 @@ static int kernels_flag(const char *flag, const char *value, void *field)
     return -1;
 }
 
+/* One integer member of --speculative-config. */
+static int spec_int(const char *flag, json_t *v, const char *key, int *out)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1 << 20) {
+        fprintf(stderr, "tram: invalid value for %s: %s must be an integer in [0, %d]\n", flag, key,
+                1 << 20);
+        return -1;
+    }
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+static int spec_member(const char *flag, const char *key, json_t *v, tram_spec_config *c)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+    } ints[] = {
+        {"num_speculative_tokens", offsetof(tram_spec_config, num_speculative_tokens)},
+        {"prompt_lookup_min", offsetof(tram_spec_config, prompt_lookup_min)},
+        {"prompt_lookup_max", offsetof(tram_spec_config, prompt_lookup_max)},
+        {"disable_by_batch_size", offsetof(tram_spec_config, disable_by_batch_size)},
+    };
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(ints); i++)
+        if (!strcmp(key, ints[i].key))
+            return spec_int(flag, v, key, (int *)((char *)c + ints[i].off));
+    if (!strcmp(key, "method") && json_is_string(v) && strlen(json_string_value(v)) < sizeof(c->method)) {
+        snprintf(c->method, sizeof(c->method), "%s", json_string_value(v));
+        return 0;
+    }
+    if (!strcmp(key, "method"))
+        fprintf(stderr, "tram: invalid value for %s: method must be a string such as \"ngram\"\n", flag);
+    else
+        fprintf(stderr, "tram: invalid value for %s: unknown key \"%s\" (known: method, "
+                        "num_speculative_tokens, prompt_lookup_min, prompt_lookup_max, "
+                        "disable_by_batch_size)\n", flag, key);
+    return -1;
+}
+
+/* --speculative-config: a JSON object; what it asks is checked here, so that
+ * an unknown key or method is a usage error naming it. */
+static int spec_flag(const char *flag, const char *value, void *field)
+{
+    tram_spec_config *c = field;
+    json_error_t jerr;
+    json_t *root = json_loads(value, JSON_REJECT_DUPLICATES, &jerr), *v;
+    const char *key;
+    if (!json_is_object(root)) {
+        fprintf(stderr, "tram: invalid value for %s: a JSON object is expected (%s)\n", flag,
+                root ? "got another JSON value" : jerr.text);
+        json_decref(root);
+        return -1;
+    }
+    int rc = 0;
+    json_object_foreach(root, key, v)
+        if (!rc)
+            rc = spec_member(flag, key, v, c);
+    json_decref(root);
+    if (rc)
+        return -1;
+    tram_error err = {{0}};
+    if (!c->method[0])
+        snprintf(err.msg, sizeof(err.msg), "it needs a \"method\"");
+    else if (!tram_spec_config_check(c, &err))
+        return 0;
+    fprintf(stderr, "tram: invalid value for %s: %s\n", flag, err.msg);
+    return -1;
+}
+
 #define FIELD(name) offsetof(tram_engine_config, name)
 /* a char array of the config: the value copied in, if it fits */
 #define BUFFER(name) .kind = TRAM_FLAG_BUFFER, .field = FIELD(name), .cap = sizeof(((tram_engine_config *)0)->name)
@@ -95,9 +177,13 @@ static const tram_flag engine_flags[] = {
     {.name = "--load-format", BUFFER(load_format), .choices = (const char *const[]){"auto", "dummy", NULL}},
     {.name = "--preset", BUFFER(preset)},
     {.name = "--tokenizer", BUFFER(tokenizer)},
+    {.name = "--speculative-config", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(spec), .parse = spec_flag},
     {.name = "--pooling", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(pooling), .parse = pooling_flag},
     {.name = "--cuda-kernels", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(kernels), .parse = kernels_flag},
     {.name = "--enforce-eager", .kind = TRAM_FLAG_SET, .field = FIELD(enforce_eager)},
+    {.name = "--max-loras", .kind = TRAM_FLAG_INT, .field = FIELD(max_loras), .lo = 1, .hi = 64},
+    {.name = "--max-lora-rank", .kind = TRAM_FLAG_INT, .field = FIELD(max_lora_rank), .lo = 1, .hi = 1 << 16},
+    {.name = "--max-cpu-loras", .kind = TRAM_FLAG_INT, .field = FIELD(max_cpu_loras), .lo = 1, .hi = 1 << 16},
     {.name = "--enable-prefix-caching", .kind = TRAM_FLAG_SET, .field = FIELD(enable_prefix_caching)},
     {.name = "--no-enable-prefix-caching", .kind = TRAM_FLAG_CLEAR, .field = FIELD(enable_prefix_caching)},
 };

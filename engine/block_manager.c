@@ -216,7 +216,7 @@ static void drop_ref(tram_block_manager *bm, int b)
 
 static uint64_t parent_hash_of(const tram_block_manager *bm, const tram_block_table *t, int i)
 {
-    return i == 0 ? bm->salt : t->hashes[i - 1];
+    return i == 0 ? bm->salt ^ t->salt : t->hashes[i - 1];
 }
 
 int tram_bm_match_prefix(tram_block_manager *bm, tram_block_table *t, const int32_t *tokens, int n)
@@ -294,6 +294,15 @@ void tram_bm_release(tram_block_manager *bm, tram_block_table *t)
     for (int i = t->num_blocks - 1; i >= 0; i--)
         drop_ref(bm, t->blocks[i]);
     t->num_blocks = t->num_hashed = 0;
+}
+
+void tram_bm_truncate(tram_block_manager *bm, tram_block_table *t, int n)
+{
+    int keep = (n + bm->block_size - 1) / bm->block_size;
+    for (int i = t->num_blocks - 1; i >= keep; i--)
+        drop_ref(bm, t->blocks[i]);
+    t->num_blocks = TRAM_MIN(t->num_blocks, keep);
+    t->num_hashed = TRAM_MIN(t->num_hashed, t->num_blocks);
 }
 
 /* ---------------------------------------------------------------- checks */

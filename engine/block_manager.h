@@ -25,6 +25,8 @@ typedef struct {
     int num_blocks;
     int num_hashed;    /* leading full blocks already offered to the prefix cache */
     int cap;
+    uint64_t salt;     /* mixed into the first block's hash: the LoRA adapter whose KV the
+                          blocks hold (0: the base model), so no other adapter reuses them */
 } tram_block_table;
 
 int tram_block_table_init(tram_block_table *t, int cap, tram_error *err);
@@ -66,6 +68,11 @@ void tram_bm_fork(tram_block_manager *bm, const tram_block_table *parent, tram_b
 /* Drops the table's references, last block first (so a sequence's tail is
  * evicted before its prefix); the table is left empty. */
 void tram_bm_release(tram_block_manager *bm, tram_block_table *t);
+
+/* Rollback of rejected drafts: drops the blocks past those the first n
+ * tokens need, last first.  Those blocks hold only KV of tokens after the
+ * committed ones, so none of them was offered to the prefix cache. */
+void tram_bm_truncate(tram_block_manager *bm, tram_block_table *t, int n);
 
 /* Checks the pool's internal invariants (reference counts against the free
  * list, the hash map against the blocks); for tests.  0 or -1 with why. */

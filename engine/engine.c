@@ -10,15 +10,22 @@
 #include <string.h>
 
 #include "engine/cuda_runner.h"
+#include "engine/lora_pool.h"
 #include "engine/ranks.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "engine/spec.h"
 #include "kernels/cpu/mask.h"
 #include "models/gguf.h"
 
 /* Logits rows per step for prompt logprobs, on top of one row per sequence. */
 #define PROMPT_LOGPROB_ROWS 128
+
+/* Speculation's turn-down: no drafts in a step with more decoding sequences
+ * than this, unless speculative_config.disable_by_batch_size says otherwise
+ * (the measurement behind it: docs/performance.md). */
+#define SPEC_DEFAULT_MAX_BATCH 8
 
 struct tram_engine {
     tram_engine_config cfg;
@@ -30,9 +37,13 @@ struct tram_engine {
     tram_block_manager *bm;
     tram_scheduler sched;
     tram_sampler *sampler;
+    tram_proposer *proposer;   /* speculative decoding's, or NULL */
+    int spec_max_batch;        /* decoding sequences past which a step does not speculate */
     int vocab, max_model_len, max_blocks_per_seq, max_rows;
     int cuda_pool;             /* the KV pool is fitted to GPU memory after a profiling pass */
     tram_cuda_runner *cuda;    /* --device cuda: CUDA graphs and sampling on the device */
+    tram_lora_pool loras;      /* the adapters and the model's slots */
+    int lora_pool_ready;       /* loras initialized (its mutex exists) */
     int pad_blocks;            /* KV blocks past the block manager's: the graphs' pad rows' */
     int logits_width;          /* the model's vocabulary; vocab is the part the tokenizer
                                   decodes, the only ids sampled or accepted (dummy weights
@@ -45,6 +56,8 @@ struct tram_engine {
 
     /* per-step arrays, sized at create */
     int32_t *tok_ids, *positions, *slots, *query_start, *seq_lens, *block_tables, *rows;
+    int32_t *seq_lora;         /* [max_seqs] each item's LoRA slot, -1: the base */
+    int *item_lora;            /* [max_seqs] each item's adapter id, 0: the base */
     int *item_row0, *item_nrows;
     float *logits;             /* [max_rows][logits_width] */
     float *masked;             /* [logits_width]: a grammar-constrained row, masked */
@@ -83,6 +96,8 @@ void tram_engine_config_init(tram_engine_config *c)
         .load_format = "auto",
         .weight_format = "f32",
         .tensor_parallel_size = 1,
+        .spec = {.num_speculative_tokens = 3, .prompt_lookup_min = 1, .prompt_lookup_max = 4},
+        .max_lora_rank = 16,
     };
 }
 
@@ -114,7 +129,10 @@ static int check_config(const tram_engine_config *c, tram_error *err)
     if (!(c->gpu_memory_utilization > 0 && c->gpu_memory_utilization <= 1))
         return tram_fail(err, "gpu_memory_utilization must be in (0, 1], got %g",
                          c->gpu_memory_utilization);
-    return 0;
+    if (c->spec.method[0] && strcmp(c->device, "cpu"))
+        return tram_fail(err, "speculative decoding (--speculative-config) runs on --device cpu only "
+                              "so far; the CUDA runner draws one token per sequence");
+    return tram_spec_config_check(&c->spec, err);
 }
 
 static tram_ranks_spec ranks_spec(const tram_engine_config *c)
@@ -236,7 +254,9 @@ static int size_pool(tram_engine *e, tram_error *err)
 static int alloc_step_arrays(tram_engine *e, tram_error *err)
 {
     size_t t = (size_t)e->cfg.max_num_batched_tokens, s = (size_t)e->cfg.max_num_seqs;
-    e->max_rows = (int)TRAM_MIN(t, s + PROMPT_LOGPROB_ROWS);
+    /* drafts add k rows for each speculating sequence */
+    size_t spec_rows = e->proposer ? (size_t)e->spec_max_batch * e->cfg.spec.num_speculative_tokens : 0;
+    e->max_rows = (int)TRAM_MIN(t, s + PROMPT_LOGPROB_ROWS + spec_rows);
     e->cap_emitted = e->cap_outs = (int)s;
     e->text_cap = 4096;
     e->tok_ids = tram_calloc(t, sizeof(int32_t), err);
@@ -248,6 +268,8 @@ static int alloc_step_arrays(tram_engine *e, tram_error *err)
     e->block_tables = tram_calloc(s * e->max_blocks_per_seq, sizeof(int32_t), err);
     e->item_row0 = tram_calloc(s, sizeof(int), err);
     e->item_nrows = tram_calloc(s, sizeof(int), err);
+    e->seq_lora = tram_calloc(s, sizeof(int32_t), err);
+    e->item_lora = tram_calloc(s, sizeof(int), err);
     e->logits = tram_calloc((size_t)e->max_rows * e->logits_width, sizeof(float), err);
     e->emitted = tram_calloc(s, sizeof(*e->emitted), err);
     e->outs = tram_calloc(s, sizeof(*e->outs), err);
@@ -263,8 +285,8 @@ static int alloc_step_arrays(tram_engine *e, tram_error *err)
     if (cuda && (!e->step_masks || !e->step_mask_rows))
         return -1;
     return e->masked && e->mask && e->tok_ids && e->positions && e->slots && e->rows && e->query_start && e->seq_lens &&
-                   e->block_tables && e->item_row0 && e->item_nrows && e->logits && e->emitted &&
-                   e->outs && e->text && e->hidden && e->hidden_rows
+                   e->block_tables && e->item_row0 && e->item_nrows && e->seq_lora && e->item_lora && e->logits &&
+                   e->emitted && e->outs && e->text && e->hidden && e->hidden_rows
                ? 0
                : -1;
 }
@@ -329,8 +351,17 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
         .weight_type = strcmp(e->cfg.device, "cpu") ? TRAM_W_BF16 : TRAM_W_F32,
         .quantize_int8 = !strcmp(e->cfg.quantization, "int8"),
         .keep_blocks = !strcmp(e->cfg.weight_format, "native"),
+        .max_loras = e->cfg.max_loras,
+        .max_lora_rank = e->cfg.max_lora_rank,
     };
-    if (alloc_step_arrays(e, err) || tram_ranks_load(e->ranks, e->file, &lim, err) ||
+    int cpu_loras = e->cfg.max_cpu_loras ? e->cfg.max_cpu_loras : e->cfg.max_loras;
+    if (tram_lora_pool_init(&e->loras, e->cfg.max_loras, e->cfg.max_lora_rank, cpu_loras, err))
+        return -1;
+    e->lora_pool_ready = 1;
+    e->spec_max_batch = e->cfg.spec.disable_by_batch_size ? e->cfg.spec.disable_by_batch_size
+                                                          : SPEC_DEFAULT_MAX_BATCH;
+    if (tram_proposer_create(&e->proposer, &e->cfg.spec, err) || alloc_step_arrays(e, err) ||
+        tram_ranks_load(e->ranks, e->file, &lim, err) ||
         !(e->model = tram_ranks_model(e->ranks, 0)) || open_cuda_runner(e, err) || (e->cuda_pool && fit_cuda_pool(e, err)) ||
         tram_bm_create(&e->bm, e->cfg.num_kv_blocks, bs, e->cfg.enable_prefix_caching,
                        name_salt(e->model_name), err) ||
@@ -340,6 +371,10 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
         return -1;
     if (e->cuda && e->pad_blocks)
         tram_cuda_runner_set_pad_block(e->cuda, e->cfg.num_kv_blocks);
+    if (e->proposer)
+        tram_scheduler_set_spec(&e->sched, e->proposer, e->cfg.spec.num_speculative_tokens,
+                                e->spec_max_batch);
+    e->sched.max_loras = e->cfg.max_loras;
     return 0;
 }
 
@@ -373,12 +408,15 @@ void tram_engine_destroy(tram_engine *e)
     tram_scheduler_free(&e->sched);
     tram_bm_destroy(e->bm);
     tram_sampler_destroy(e->sampler);
+    tram_proposer_destroy(e->proposer);
     tram_cuda_runner_destroy(e->cuda);
     tram_ranks_destroy(e->ranks);
     tram_tokenizer_free(e->tok);
     tram_model_file_close(e->file);
+    if (e->lora_pool_ready)
+        tram_lora_pool_free(&e->loras);
     void *bufs[] = {e->tok_ids, e->positions, e->slots, e->query_start, e->seq_lens,
-                    e->block_tables, e->rows, e->item_row0, e->item_nrows, e->logits,
+                    e->block_tables, e->rows, e->item_row0, e->item_nrows, e->seq_lora, e->item_lora, e->logits,
                     e->emitted, e->outs, e->text, e->masked, e->mask, e->step_masks,
                     e->step_mask_rows, e->hidden, e->hidden_rows};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
@@ -397,6 +435,10 @@ const tram_model_config *tram_engine_model_config(const tram_engine *e)
 const struct tram_tokenizer *tram_engine_tokenizer(const tram_engine *e) { return e->tok; }
 int tram_engine_max_model_len(const tram_engine *e) { return e->max_model_len; }
 const char *tram_engine_model_name(const tram_engine *e) { return e->model_name; }
+int tram_engine_spec_tokens(const tram_engine *e)
+{
+    return e->proposer ? e->cfg.spec.num_speculative_tokens : 0;
+}
 
 int tram_engine_validate_params(const tram_engine *e, const tram_sampling_params *p,
                                 const char **param, tram_error *err)
@@ -408,6 +450,44 @@ int tram_engine_validate_params(const tram_engine *e, const tram_sampling_params
                          tram_grammar_vocab(p->grammar), tram_tokenizer_vocab_size(e->tok));
     }
     return tram_params_check(p, e->vocab, e->cfg.max_num_seqs, param, err);
+}
+
+/* The pool is the engine's one part with a lock of its own (the adapters
+ * registry): the const engine other threads hold may use it. */
+static tram_lora_pool *lora_pool(const tram_engine *e) { return (tram_lora_pool *)&e->loras; }
+
+int tram_engine_add_lora(const tram_engine *e, const char *name, const char *path, tram_error *err)
+{
+    tram_lora_adapter *a;
+    if (tram_lora_open(&a, path, tram_model_file_config(e->file), e->cfg.max_lora_rank, err))
+        return -1;
+    return tram_lora_pool_add(lora_pool(e), name, a, err);
+}
+
+int tram_engine_remove_lora(const tram_engine *e, const char *name, tram_error *err)
+{
+    return tram_lora_pool_remove(lora_pool(e), name, err);
+}
+
+int tram_engine_lora_names(const tram_engine *e, char (*names)[TRAM_LORA_NAME_MAX], int cap)
+{
+    return tram_lora_pool_names(lora_pool(e), names, cap);
+}
+
+/* Appends adapter id's name to the comma-separated list, once. */
+static void list_lora(tram_engine *e, char *list, size_t cap, int id)
+{
+    char name[TRAM_LORA_NAME_MAX];
+    tram_lora_pool_name_of(&e->loras, id, name);
+    size_t len = strlen(list), n = strlen(name);
+    for (const char *p = list; *p;) {
+        size_t w = strcspn(p, ",");
+        if (w == n && !strncmp(p, name, n))
+            return;
+        p += w + (p[w] == ',');
+    }
+    if (n && len + n + 1 < cap)
+        snprintf(list + len, cap - len, "%s%s", len ? "," : "", name);
 }
 
 static void count_requests(const tram_engine *e, int *running, int *waiting)
@@ -425,10 +505,31 @@ static void count_requests(const tram_engine *e, int *running, int *waiting)
     }
 }
 
+/* vllm:lora_requests_info's lists: the adapters of running requests, and
+ * of requests with every sequence waiting. */
+static void list_loras(tram_engine *e, tram_engine_stats *s)
+{
+    s->running_loras[0] = s->waiting_loras[0] = 0;
+    s->max_loras = e->cfg.max_loras;
+    for (int i = 0; i < e->num_reqs; i++) {
+        const tram_request *r = e->reqs[i];
+        if (!r->lora_id || r->num_finished == r->n)
+            continue;
+        int run = 0;
+        for (int j = 0; j < r->num_seqs; j++)
+            run |= r->seqs[j].status == TRAM_SEQ_RUNNING;
+        if (run)
+            list_lora(e, s->running_loras, sizeof(s->running_loras), r->lora_id);
+        else
+            list_lora(e, s->waiting_loras, sizeof(s->waiting_loras), r->lora_id);
+    }
+}
+
 static void publish_stats(tram_engine *e)
 {
     tram_engine_stats *s = &e->stats;
     count_requests(e, &s->num_running, &s->num_waiting);
+    list_loras(e, s);
     s->num_blocks_total = tram_bm_num_total(e->bm);
     s->num_blocks_free = tram_bm_num_free(e->bm);
     s->num_blocks_cached = tram_bm_num_cached(e->bm);
@@ -437,6 +538,7 @@ static void publish_stats(tram_engine *e)
     s->prefix_cache_hits = e->sched.cache_hits;
     s->num_preemptions = e->sched.num_preemptions;
     s->prompt_tokens_total = e->sched.prompt_tokens;
+    s->spec_decode_off_steps = e->sched.spec_off_steps;
     if (e->cuda) {
         tram_cuda_runner_stats c;
         tram_cuda_runner_stats_get(e->cuda, &c);
@@ -518,6 +620,19 @@ static int track_request(tram_engine *e, tram_request *r, tram_error *err)
     return 0;
 }
 
+/* The request runs with adapter `name`: its sequences' blocks are hashed
+ * apart from every other adapter's (the id is never reused). */
+static int use_lora(tram_engine *e, tram_request *r, const char *name, tram_error *err)
+{
+    int id = tram_lora_pool_acquire(&e->loras, name, err);
+    if (id < 0)
+        return -1;
+    r->lora_id = id;
+    for (int i = 0; i < r->n; i++)
+        r->seqs[i].table.salt = tram_mix64((uint64_t)id);
+    return 0;
+}
+
 /* The prompt's ids, checked: an embedding may fill the context, a
  * generation must leave room for a token. */
 static int prompt_ids(tram_engine *e, const tram_prompt *prompt, int embed, int32_t **ids, int *n,
@@ -534,7 +649,7 @@ static int prompt_ids(tram_engine *e, const tram_prompt *prompt, int embed, int3
 
 /* The request of prompt ids (taken), queued. */
 static int queue_request(tram_engine *e, uint64_t request_id, int32_t *ids, int n, const tram_sampling_params *p,
-                         int priority, const tram_embed_params *embed, tram_error *err);
+                         int priority, const tram_embed_params *embed, const char *lora, tram_error *err);
 
 int tram_engine_add_request(tram_engine *e, uint64_t request_id, const tram_prompt *prompt,
                             const tram_sampling_params *p, int priority, tram_error *err)
@@ -549,7 +664,7 @@ int tram_engine_add_request(tram_engine *e, uint64_t request_id, const tram_prom
     int n;
     if (prompt_ids(e, prompt, 0, &ids, &n, err))
         return -1;
-    return queue_request(e, request_id, ids, n, p, priority, NULL, err);
+    return queue_request(e, request_id, ids, n, p, priority, NULL, prompt->lora, err);
 }
 
 /* ---------------------------------------------------------------- embeddings */
@@ -610,11 +725,11 @@ int tram_engine_add_embedding(tram_engine *e, uint64_t request_id, const tram_pr
         return -1;
     tram_sampling_params sp;
     tram_sampling_params_init(&sp);
-    return queue_request(e, request_id, ids, n, &sp, priority, p, err);
+    return queue_request(e, request_id, ids, n, &sp, priority, p, prompt->lora, err);
 }
 
 static int queue_request(tram_engine *e, uint64_t request_id, int32_t *ids, int n, const tram_sampling_params *p,
-                         int priority, const tram_embed_params *embed, tram_error *err)
+                         int priority, const tram_embed_params *embed, const char *lora, tram_error *err)
 {
     uint64_t arrival = e->next_arrival++;
     tram_request_env env = {
@@ -636,7 +751,9 @@ static int queue_request(tram_engine *e, uint64_t request_id, int32_t *ids, int 
         return -1;
     }
     r->added_at = tram_now();
-    if (track_request(e, r, err)) {
+    if ((lora && use_lora(e, r, lora, err)) || track_request(e, r, err)) {
+        if (r->lora_id)
+            tram_lora_pool_release(&e->loras, r->lora_id);
         tram_request_free(r);
         return -1;
     }
@@ -650,8 +767,11 @@ static void finish_seq(tram_engine *e, tram_seq *s, tram_finish_reason why)
     tram_bm_release(e->bm, &s->table);
     s->status = TRAM_SEQ_FINISHED;
     s->finish = why;
-    if (++s->req->num_finished == s->req->n)
+    if (++s->req->num_finished == s->req->n) {
         e->stats.requests_finished[why]++;
+        if (s->req->lora_id)
+            tram_lora_pool_release(&e->loras, s->req->lora_id);
+    }
 }
 
 int tram_engine_abort(tram_engine *e, uint64_t request_id)
@@ -679,12 +799,15 @@ int tram_engine_has_unfinished(const tram_engine *e)
 
 /* ---------------------------------------------------------------- step: batch */
 
-/* Rows of logits an item needs: every token of a prompt-logprobs chunk, else
- * only the last token, when it completes the sequence's known tokens. */
+/* Rows of logits an item needs: every token of a prompt-logprobs chunk, the
+ * last real token and each draft of a speculating one, else only the last
+ * token, when it completes the sequence's known tokens. */
 static int item_rows(const tram_sched_item *it)
 {
     if (it->seq->req->pooling)
         return 0;  /* pooled from the hidden states (pool_item) */
+    if (it->num_draft)
+        return it->num_draft + 1;
     if (tram_seq_wants_prompt_logprobs(it->seq))
         return it->num_new;
     return it->seq->num_computed + it->num_new == it->seq->num_tokens;
@@ -717,7 +840,8 @@ static tram_batch build_batch(tram_engine *e)
                         .positions = e->positions, .slot_mapping = e->slots,
                         .query_start = e->query_start, .seq_lens = e->seq_lens,
                         .block_tables = e->block_tables, .max_blocks_per_seq = e->max_blocks_per_seq,
-                        .logits_rows = e->rows, .num_logits = r};
+                        .logits_rows = e->rows, .num_logits = r,
+                        .seq_lora = e->cfg.max_loras ? e->seq_lora : NULL};
 }
 
 /* ---------------------------------------------------------------- step: outputs */
@@ -741,6 +865,7 @@ static int text_append(tram_engine *e, const char *s, size_t n)
 /* Opens the sequence's output of this step; its text follows. */
 static void emit(tram_engine *e, tram_seq *s)
 {
+    s->step_tokens = 0;
     s->text_off = e->text_len;
     s->text_len = 0;
     e->emitted[e->num_emitted++] = s;
@@ -793,8 +918,10 @@ static void drop_masked_alternatives(tram_logprob_entry *lp)
         lp->num_top--;
 }
 
-/* drawn: the token the device drew for this row, or -1: the host draws. */
-static int sample_and_append(tram_engine *e, tram_seq *s, const float *row, int32_t drawn, tram_error *err)
+/* Draws s's next token from row and appends it to this step's output.
+ * drawn: the token the device drew for this row, or -1: the host draws.
+ * Returns 1 when s finished with it, 0 when it goes on, -1 on error. */
+static int draw_token(tram_engine *e, tram_seq *s, const float *row, int32_t drawn, tram_error *err)
 {
     const tram_request *r = s->req;
     int held = tram_seq_holds_stops(s);
@@ -804,17 +931,17 @@ static int sample_and_append(tram_engine *e, tram_seq *s, const float *row, int3
     if (s->matcher && !tram_matcher_accept(s->matcher, tok)) {
         /* the grammar allowed no token the sampler could draw (every one it
          * allows was banned): the sample ends without one */
-        emit(e, s);
         finish_seq(e, s, TRAM_FINISH_ABORT);
-        return text_append(e, "", 1);
+        return 1;
     }
     if (r->p.logprobs >= 0) {
-        tram_logprobs(e->sampler, row, tok, r->p.logprobs, &s->lp, s->top);
-        drop_masked_alternatives(&s->lp);
+        tram_logprob_entry *lp = &s->lp[s->step_tokens];
+        tram_logprobs(e->sampler, row, tok, r->p.logprobs, lp, s->top[s->step_tokens]);
+        drop_masked_alternatives(lp);
     }
     s->tokens[s->num_tokens++] = tok;
+    s->step_tokens++;
     e->stats.generation_tokens_total++;
-    emit(e, s);
     const char *text;
     size_t len;
     /* vLLM's rule: stop strings, like EOS and stop tokens, only count after min_tokens */
@@ -830,8 +957,72 @@ static int sample_and_append(tram_engine *e, tram_seq *s, const float *row, int3
         if (emit_text(e, s, text, len))
             return -1;
     }
-    if (why != TRAM_FINISH_NONE)
-        finish_seq(e, s, why);
+    if (why == TRAM_FINISH_NONE)
+        return 0;
+    finish_seq(e, s, why);
+    return 1;
+}
+
+static int sample_and_append(tram_engine *e, tram_seq *s, const float *row, int32_t drawn, tram_error *err)
+{
+    emit(e, s);
+    if (draw_token(e, s, row, drawn, err) < 0)
+        return -1;
+    return text_append(e, "", 1);
+}
+
+static const float *logits_row(const tram_engine *e, int row)
+{
+    return e->logits + (size_t)row * e->logits_width;
+}
+
+/* Counts the drafts accepted: those the draws of this step matched, in order. */
+static void count_accepted(tram_engine *e, const tram_seq *s, const int32_t *draft, int k)
+{
+    const int32_t *drawn = s->tokens + s->num_tokens - s->step_tokens;
+    int n = TRAM_MIN(k, s->step_tokens);
+    e->stats.spec_decode_num_drafts++;
+    e->stats.spec_decode_num_draft_tokens += (uint64_t)k;
+    for (int j = 0; j < n && drawn[j] == draft[j]; j++) {
+        e->stats.spec_decode_num_accepted_tokens++;
+        e->stats.spec_decode_num_accepted_tokens_per_pos[j]++;
+    }
+}
+
+/* Verification of a speculating sequence's k drafts.  Row j of its 1 + k
+ * rows follows draft j - 1 (row 0 its last real token).  Each row is drawn
+ * from as decoding without drafts would draw (same sampling parameters,
+ * grammar state, penalties over the tokens so far, and the same uniform
+ * number for the same position); the run goes on while the draw equals the
+ * draft, so it ends with the first draw that differs, or with the bonus draw
+ * of row k.  For a proposer that guesses one token d (q a point mass on d),
+ * this is the rejection sampler exactly: d is kept with probability
+ * min(1, p(d)/q(d)) = p(d), and on rejection the token is drawn from
+ * norm(max(0, p - q)) = p without d.  Hence outputs, seeded ones too, are the
+ * very tokens decoding without speculation gives.  The KV of the rejected
+ * drafts is rolled back: computed stops after the last accepted one, and the
+ * blocks past the new tokens go back to the pool. */
+static int verify_drafts(tram_engine *e, tram_seq *s, int row0, int k, tram_error *err)
+{
+    int32_t draft[TRAM_SPEC_MAX_TOKENS];
+    memcpy(draft, s->tokens + s->num_tokens, (size_t)k * sizeof(int32_t));
+    int rc = 0;
+    emit(e, s);
+    for (int j = 0; j <= k && rc == 0; j++) {
+        rc = draw_token(e, s, logits_row(e, row0 + j), -1, err);
+        if (j == k || s->tokens[s->num_tokens - 1] != draft[j])
+            break;
+    }
+    if (rc < 0)
+        return -1;
+    count_accepted(e, s, draft, k);
+    if (s->status != TRAM_SEQ_FINISHED) {
+        /* the KV of every drawn token but the last is in: the accepted
+         * drafts' own rows computed it */
+        s->num_computed = s->num_tokens - 1;
+        tram_bm_commit(e->bm, &s->table, s->tokens, s->num_computed);
+        tram_bm_truncate(e->bm, &s->table, s->num_tokens);
+    }
     return text_append(e, "", 1);
 }
 
@@ -927,10 +1118,13 @@ static int pool_item(tram_engine *e, int i, int start, tram_error *err)
 
 static int postprocess_item(tram_engine *e, int i, tram_error *err)
 {
-    tram_seq *s = e->sched.items[i].seq;
+    const tram_sched_item *it = &e->sched.items[i];
+    tram_seq *s = it->seq;
     int start = s->num_computed;
-    s->num_computed += e->sched.items[i].num_new;
+    s->num_computed += it->num_new - it->num_draft;
     tram_bm_commit(e->bm, &s->table, s->tokens, s->num_computed);
+    if (it->num_draft)
+        return verify_drafts(e, s, e->item_row0[i], it->num_draft, err);
     if (start < s->prompt_len)
         e->stats.computed_prefill_tokens += TRAM_MIN(s->num_computed, s->prompt_len) - start;
     if (s->req->pooling)
@@ -940,7 +1134,7 @@ static int postprocess_item(tram_engine *e, int i, tram_error *err)
         prompt_logprobs(e, s, start, row0);
     if (s->num_computed < s->num_tokens || nrows == 0)
         return 0;
-    const float *row = e->logits + (size_t)(row0 + nrows - 1) * e->logits_width;
+    const float *row = logits_row(e, row0 + nrows - 1);
     tram_request *r = s->req;
     if (r->num_seqs < r->n) {
         fork_samples(e, s);
@@ -985,15 +1179,15 @@ static int emit_aborts(tram_engine *e, tram_error *err)
 static void fill_output(tram_engine *e, tram_seq *s, tram_output *o)
 {
     const tram_request *r = s->req;
-    int got = s->finish != TRAM_FINISH_ABORT && !r->pooling, pooled = r->pooling && s->finish == TRAM_FINISH_STOP;
+    int got = s->step_tokens, pooled = r->pooling && s->finish == TRAM_FINISH_STOP;
     *o = (tram_output){
         .request_id = r->id,
         .sample_index = s->sample_index,
-        .token_ids = got ? s->tokens + s->num_tokens - 1 : NULL,
+        .token_ids = got ? s->tokens + s->num_tokens - got : NULL,
         .num_tokens = got,
         .text = e->text + s->text_off,
         .text_len = s->text_len,
-        .logprobs = got && r->p.logprobs >= 0 ? &s->lp : NULL,
+        .logprobs = got && r->p.logprobs >= 0 ? s->lp : NULL,
         .prompt_logprobs = got && !s->reported_first && r->prompt_lp ? r->prompt_lp : NULL,
         .finish_reason = s->finish,
         .stop_string = s->stop_index >= 0 ? r->stop[s->stop_index] : NULL,
@@ -1061,6 +1255,18 @@ static void cuda_step_masks(tram_engine *e)
     tram_cuda_runner_set_masks(e->cuda, e->step_mask_rows, e->step_masks, n);
 }
 
+/* Every adapter of the step in a slot (the scheduler admitted no more
+ * adapters than there are slots), and each item's slot for the batch. */
+static int assign_lora_slots(tram_engine *e, tram_error *err)
+{
+    if (!e->cfg.max_loras)
+        return 0;
+    for (int i = 0; i < e->sched.num_items; i++)
+        e->item_lora[i] = e->sched.items[i].seq->req->lora_id;
+    return tram_lora_pool_slots(&e->loras, e->ranks, e->item_lora, e->sched.num_items, e->seq_lora,
+                                e->stats.num_steps, err);
+}
+
 /* Stamps requests scheduled for the first time: their queue time ends here. */
 static void mark_scheduled(tram_engine *e)
 {
@@ -1084,6 +1290,8 @@ int tram_engine_step(tram_engine *e, const tram_output **outs, int *num_outs, tr
     tram_scheduler_schedule(&e->sched);
     mark_scheduled(e);
     if (e->sched.num_items > 0) {
+        if (assign_lora_slots(e, err))
+            return -1;
         tram_batch b = build_batch(e);
         if (e->cuda)
             cuda_step_masks(e);

@@ -156,21 +156,65 @@ static int chunk_size(const tram_seq *seq, int budget, int *prompt_rows)
     return n;
 }
 
-static void push_item(tram_scheduler *s, tram_seq *seq, int n, int *budget)
+static void push_item(tram_scheduler *s, tram_seq *seq, int n, int num_draft, int *budget)
 {
-    s->items[s->num_items++] = (tram_sched_item){.seq = seq, .num_new = n};
-    *budget -= n;
+    s->items[s->num_items++] = (tram_sched_item){.seq = seq, .num_new = n + num_draft,
+                                                 .num_draft = num_draft};
+    *budget -= n + num_draft;
+}
+
+void tram_scheduler_set_spec(tram_scheduler *s, tram_proposer *proposer, int k, int max_batch)
+{
+    s->proposer = proposer;
+    s->spec_k = k;
+    s->spec_max_batch = max_batch;
+}
+
+static int is_decoding(const tram_seq *seq) { return seq->num_tokens - seq->num_computed == 1; }
+
+/* 1 when this step speculates: a proposer, and few enough decoding sequences. */
+static int speculating(tram_scheduler *s)
+{
+    if (!s->proposer)
+        return 0;
+    int decoding = 0;
+    for (int i = 0; i < s->num_running; i++)
+        decoding += is_decoding(s->running[i]);
+    if (decoding <= s->spec_max_batch)
+        return 1;
+    s->spec_off_steps++;
+    return 0;
+}
+
+/* The drafts of a decoding sequence, written after its tokens, within the
+ * budget and what its max_tokens leave room for (the draw after the last
+ * draft is one more token); their blocks must be free without preempting. */
+static int propose_drafts(tram_scheduler *s, tram_seq *seq, int budget)
+{
+    int room = seq->prompt_len + seq->req->max_tokens - seq->num_tokens - 1;
+    int k = TRAM_MIN(TRAM_MIN(s->spec_k, room), budget - 1);
+    if (!is_decoding(seq) || k <= 0)
+        return 0;
+    k = s->proposer->propose(s->proposer, seq->tokens, seq->num_tokens, k, seq->tokens + seq->num_tokens);
+    if (k > 0 && tram_bm_grow(s->bm, &seq->table, seq->num_tokens + k))
+        return 0;
+    return k;
 }
 
 /* Returns 1 if it had to preempt. */
 static int schedule_running(tram_scheduler *s, int *budget, int *prompt_rows)
 {
-    int preempted = 0;
+    int preempted = 0, spec = speculating(s);
     for (int i = 0; i < s->num_running && *budget > 0; i++) {
         tram_seq *seq = s->running[i];
         int n = chunk_size(seq, *budget, prompt_rows);
         if (n == 0)
             continue;
+        int drafts = spec ? propose_drafts(s, seq, *budget) : 0;
+        if (drafts) {
+            push_item(s, seq, n, drafts, budget);
+            continue;
+        }
         int self = 0;
         while (!self && tram_bm_grow(s->bm, &seq->table, seq->num_computed + n)) {
             /* Entries after i are not scheduled yet, so the victim never
@@ -182,16 +226,35 @@ static int schedule_running(tram_scheduler *s, int *budget, int *prompt_rows)
         }
         if (self)
             break;
-        push_item(s, seq, n, budget);
+        push_item(s, seq, n, 0, budget);
     }
     return preempted;
+}
+
+/* 1 when seq's LoRA adapter is the base, or one a running sequence uses,
+ * or fewer than max_loras adapters are running: every adapter of a step
+ * then has a slot (engine/lora_pool.h). */
+static int lora_fits(const tram_scheduler *s, const tram_seq *seq)
+{
+    int id = seq->req->lora_id, distinct = 0;
+    if (!id)
+        return 1;
+    for (int i = 0; i < s->num_running; i++) {
+        int other = s->running[i]->req->lora_id, seen = !other;
+        if (other == id)
+            return 1;
+        for (int j = 0; j < i && !seen; j++)
+            seen = s->running[j]->req->lora_id == other;
+        distinct += !seen;
+    }
+    return distinct < s->max_loras;
 }
 
 /* Tries to admit the head of the waiting queue; 0 when it cannot be. */
 static int admit_one(tram_scheduler *s, int *budget, int *prompt_rows)
 {
     tram_seq *seq = s->waiting[0];
-    if (s->seats_running + seq->seats > s->max_seqs)
+    if (s->seats_running + seq->seats > s->max_seqs || !lora_fits(s, seq))
         return 0;
     /* Prompt logprobs and mean or CLS pooling need every prompt row (or the
      * first), so such requests skip the cache. */
@@ -216,7 +279,7 @@ static int admit_one(tram_scheduler *s, int *budget, int *prompt_rows)
     }
     remove_from(s->waiting, &s->num_waiting, seq);
     add_running(s, seq);
-    push_item(s, seq, n, budget);
+    push_item(s, seq, n, 0, budget);
     return 1;
 }
 

@@ -7,7 +7,14 @@
  * sequence with the largest key is preempted by recompute: it drops its blocks
  * and goes back to the waiting queue, keeping its generated tokens.  Only if
  * nothing was preempted are waiting sequences admitted, in order, while budget,
- * seats and blocks allow (prefix-cache hits first, so they cost nothing). */
+ * seats and blocks allow (prefix-cache hits first, so they cost nothing).
+ *
+ * Speculative decoding (tram_scheduler_set_spec): a decoding sequence also
+ * runs the tokens its proposer guesses, written after its tokens, as extra
+ * query tokens of the same step, as long as the step has at most
+ * spec_max_batch decoding sequences (past that, verification is no longer
+ * free: docs/performance.md) and the blocks for them are free.  Drafts never
+ * preempt anyone: short of blocks, the sequence runs without them. */
 #ifndef TRAM_SCHEDULER_H
 #define TRAM_SCHEDULER_H
 
@@ -15,16 +22,19 @@
 
 #include "engine/block_manager.h"
 #include "engine/sequence.h"
+#include "engine/spec.h"
 
 typedef struct {
     tram_seq *seq;
     int num_new;               /* tokens to run, starting at seq->num_computed */
+    int num_draft;             /* of those, proposed tokens (the last ones) to verify */
 } tram_sched_item;
 
 typedef struct {
     tram_sched_policy policy;
     int max_tokens, max_seqs;  /* per-step token budget, running-seat cap */
     int prompt_rows;           /* per-step logits rows for prompt logprobs */
+    int max_loras;             /* the most distinct LoRA adapters among running sequences */
     tram_block_manager *bm;
     tram_seq **waiting;        /* [cap_waiting], front first */
     int num_waiting, cap_waiting;
@@ -35,6 +45,9 @@ typedef struct {
     uint64_t num_preemptions;
     uint64_t cache_queries, cache_hits; /* prompt tokens looked up / found, at admission */
     uint64_t prompt_tokens;    /* prompts of requests admitted for the first time */
+    tram_proposer *proposer;   /* NULL: no speculation */
+    int spec_k, spec_max_batch;
+    uint64_t spec_off_steps;   /* steps whose batch was too large to speculate */
 } tram_scheduler;
 
 int tram_scheduler_init(tram_scheduler *s, tram_block_manager *bm, tram_sched_policy policy,
@@ -45,6 +58,10 @@ void tram_scheduler_free(tram_scheduler *s);
  * sequence could never be served: at its longest (prompt + max_tokens) it
  * would need more blocks than its table or the whole pool holds. */
 int tram_scheduler_check_fits(const tram_scheduler *s, const tram_seq *seq, tram_error *err);
+
+/* Turns speculation on: up to k drafts per decoding sequence, in steps with
+ * at most max_batch decoding sequences.  The proposer stays the caller's. */
+void tram_scheduler_set_spec(tram_scheduler *s, tram_proposer *proposer, int k, int max_batch);
 
 /* Makes room so that `more` further sequences can wait without allocating
  * during a step (called when a request is added). */

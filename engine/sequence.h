@@ -38,10 +38,12 @@ typedef struct {
     int reported_first;        /* its first output has gone out */
     int reported_final;        /* its output with a finish reason has gone out */
 
-    /* this step's output */
+    /* this step's output: step_tokens tokens (more than one when drafts
+     * were accepted), the last ones of tokens */
+    int step_tokens;
     size_t text_off, text_len; /* in the engine's text arena */
-    tram_logprob_entry lp;
-    tram_token_logprob top[TRAM_MAX_LOGPROBS];
+    tram_logprob_entry lp[TRAM_SPEC_MAX_TOKENS + 1];
+    tram_token_logprob top[TRAM_SPEC_MAX_TOKENS + 1][TRAM_MAX_LOGPROBS];
 } tram_seq;
 
 struct tram_request {
@@ -60,6 +62,7 @@ struct tram_request {
     int num_reported;          /* samples whose final output has gone out */
     tram_seq *seqs;            /* [n] */
     int cached_tokens;
+    int lora_id;               /* its LoRA adapter (engine/lora_pool.h), 0: the base model */
     int admitted;              /* counted in the prompt totals */
     int skip_cache;            /* every prompt row is needed: no prefix-cache lookup */
     /* an embedding request (tram_engine_add_embedding): no sampling */

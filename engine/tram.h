@@ -16,6 +16,7 @@
  *   - Callable from ANY thread, at any time between create and destroy:
  *       tram_engine_validate_params, tram_engine_stats_get, tram_engine_model_config,
  *       tram_engine_tokenizer, tram_engine_max_model_len, tram_engine_model_name,
+ *       tram_engine_spec_tokens,
  *       tram_sampling_params_init, tram_finish_reason_name.
  *     These read only what is immutable after create, or
  *     (tram_engine_stats_get) a snapshot that the engine thread publishes under
@@ -67,6 +68,19 @@ typedef enum {
     TRAM_POLICY_PRIORITY = 1,  /* smaller priority value first, then arrival order */
 } tram_sched_policy;
 
+/* Most tokens one speculation step may propose per sequence. */
+#define TRAM_SPEC_MAX_TOKENS 16
+
+/* --speculative-config, as vLLM spells it (engine/spec.h). */
+typedef struct {
+    char method[16];              /* "" = off; "ngram": prompt lookup */
+    int num_speculative_tokens;   /* k proposed per step, <= TRAM_SPEC_MAX_TOKENS (3) */
+    int prompt_lookup_min;        /* shortest n-gram matched (1) */
+    int prompt_lookup_max;        /* longest, tried first (4) */
+    int disable_by_batch_size;    /* no speculation in a step with more decoding sequences than
+                                     this; 0 = the measured default (docs/performance.md) */
+} tram_spec_config;
+
 typedef struct {
     int block_size;               /* tokens per KV block (16) */
     size_t kv_cache_memory;       /* bytes of KV cache on the CPU backend (2 GiB) */
@@ -95,8 +109,14 @@ typedef struct {
                                      among them (engine/ranks.h) (1) */
     tram_kernel_variants kernels; /* CUDA: kernel variant per family (kernels/variants.h); zeroed:
                                      every family variant 1 */
+    tram_spec_config spec;        /* speculative decoding (off) */
     tram_pooling pooling;         /* embeddings' pooling (--pooling); UNSET: the model's own, and
                                      last-token pooling when it names none */
+    int max_loras;                /* LoRA slots: the most distinct adapters in one step; 0: no
+                                     adapters (0) */
+    int max_lora_rank;            /* the largest adapter rank a slot takes (16) */
+    int max_cpu_loras;            /* the most adapters registered, each held in host memory; 0:
+                                     max_loras (0) */
 } tram_engine_config;
 
 void tram_engine_config_init(tram_engine_config *c);
@@ -168,6 +188,8 @@ typedef struct {
     int num_tokens;
     int skip_bos;                 /* text only: never prepend BOS, e.g. when a chat template
                                      wrote it already (HF's add_special_tokens=False) */
+    const char *lora;             /* the LoRA adapter (tram_engine_add_lora's name) the request
+                                     runs with; NULL: the base model alone */
 } tram_prompt;
 
 /* Queues a request.  request_id is chosen by the caller and must be unique
@@ -208,6 +230,23 @@ const char *tram_pooling_name(tram_pooling p);
  * its samples with TRAM_FINISH_ABORT.  Returns 0, or -1 if the id is unknown
  * or already finished. */
 int tram_engine_abort(tram_engine *e, uint64_t request_id);
+
+/* ------------------------------------------------------------ LoRA adapters */
+
+/* The registry of adapters has a lock of its own: these three are callable
+ * from any thread, on the const engine a server holds.
+ *
+ * Reads the PEFT adapter directory at path (models/lora.h),
+ * checks it against the model and registers it as `name`, which requests
+ * then name in tram_prompt.lora.  Fails naming the problem: a bad adapter, a
+ * duplicate name, more than max_cpu_loras adapters, no slots (max_loras 0). */
+int tram_engine_add_lora(const tram_engine *e, const char *name, const char *path, tram_error *err);
+/* Unregisters it; refused (-1, saying so) while unfinished
+ * requests use it: the caller retries once they are done. */
+int tram_engine_remove_lora(const tram_engine *e, const char *name, tram_error *err);
+#define TRAM_LORA_NAME_MAX 128
+/* The registered adapters' names (at most cap); returns how many. */
+int tram_engine_lora_names(const tram_engine *e, char (*names)[TRAM_LORA_NAME_MAX], int cap);
 
 /* ------------------------------------------------------------ outputs */
 
@@ -272,6 +311,16 @@ typedef struct {
     uint64_t forward_tokens_total;    /* tokens run through the model: prefill, recompute, decode */
     uint64_t graph_steps;             /* CUDA: steps replayed from a CUDA graph */
     uint64_t device_samples;          /* CUDA: tokens drawn on the device (the rest on the host) */
+    /* speculative decoding, in vLLM's names */
+    uint64_t spec_decode_num_drafts;          /* verifications: sequence-steps with drafts */
+    uint64_t spec_decode_num_draft_tokens;    /* tokens proposed */
+    uint64_t spec_decode_num_accepted_tokens; /* of those, accepted */
+    uint64_t spec_decode_num_accepted_tokens_per_pos[TRAM_SPEC_MAX_TOKENS]; /* accepted at draft
+                                                 position i (0 = the first guess) */
+    uint64_t spec_decode_off_steps;   /* steps with a batch too large to speculate */
+    int max_loras;                    /* the LoRA slots */
+    char running_loras[512];          /* adapters of running requests, comma-separated */
+    char waiting_loras[512];          /* adapters of requests with every sequence waiting */
 } tram_engine_stats;
 
 /* Any thread: the snapshot published at the end of the last step (or create). */
@@ -280,6 +329,9 @@ void tram_engine_stats_get(const tram_engine *e, tram_engine_stats *s);
 const tram_model_config *tram_engine_model_config(const tram_engine *e);
 const struct tram_tokenizer *tram_engine_tokenizer(const tram_engine *e);
 int tram_engine_max_model_len(const tram_engine *e);
+/* Tokens speculative decoding proposes per step (num_speculative_tokens),
+ * 0 when it is off. */
+int tram_engine_spec_tokens(const tram_engine *e);
 /* The file name of the model without directory or extension. */
 const char *tram_engine_model_name(const tram_engine *e);
 

@@ -33,6 +33,11 @@ static int type_error(tram_api_error *e, const char *param, const char *expected
                          type_name(got));
 }
 
+int tram_api_type_error(tram_api_error *e, const char *param, const char *expected, const json_t *got)
+{
+    return type_error(e, param, expected, got);
+}
+
 json_t *tram_api_parse_object(const char *body, size_t len, tram_api_error *e)
 {
     json_t *root = tram_json_body_load(body, len, JSON_DECODE_ANY, "", e);

@@ -70,6 +70,9 @@ void tram_api_request_free(tram_api_request *r);
  * NULL with e filled when it is not one. */
 json_t *tram_api_parse_object(const char *body, size_t len, tram_api_error *e);
 
+/* A 400 "Invalid type for 'param': expected ..., but got ...". */
+int tram_api_type_error(tram_api_error *e, const char *param, const char *expected, const json_t *got);
+
 /* A JSON array of token ids into a new malloc'd array (the caller frees it);
  * ids are checked against [0, INT32_MAX] here and against the vocabulary by
  * the engine. */

@@ -16,10 +16,8 @@
 #include "server/completion.h"
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
-#include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +99,7 @@ struct tram_completion {
     size_t key_len;
     uint64_t key_hash;
     tram_api_request api;
+    const char *lora;            /* the LoRA adapter api.model names, or NULL: the base model */
     char id[48];
     tram_api_envelope env;
     completion_prompt *prompts;
@@ -315,7 +314,7 @@ static int prepare_request(tram_completion *c, tram_api_kind kind, const char *b
                            tram_api_error *e)
 {
     tram_server *s = c->srv;
-    if (parse_body(c, kind, body, len, e) || tram_check_model(s, c->api.model, e) ||
+    if (parse_body(c, kind, body, len, e) || tram_check_model(s, c->api.model, &c->lora, e) ||
         tram_structured_grammar(c->api.root, tram_engine_tokenizer(s->engine), &c->api.params.grammar, e) ||
         tram_structured_validator(c->api.root, &c->schema, e) ||
         check_tools_supported(c, e) || enforce_tool_choice(c, e))
@@ -343,6 +342,7 @@ static int prepare_request(tram_completion *c, tram_api_kind kind, const char *b
         tram_tool_reader_init(&c->readers[i], c->tool_format, &c->api.tools);
     if (c->api.ignored[0])
         tram_log(TRAM_LOG_WARNING, "%s: accepted and ignored: %s", c->id, c->api.ignored);
+    c->env.model = c->lora ? c->lora : s->model_name;   /* the adapter a request names is its model */
     return tokenize_prompts(c, e);
 }
 
@@ -386,7 +386,7 @@ static int submit(tram_completion *c)
         }
         *sub = (tram_submission){
             .request_id = (uint64_t)(uintptr_t)p,
-            .prompt = {.token_ids = p->ids, .num_tokens = p->num_ids},
+            .prompt = {.token_ids = p->ids, .num_tokens = p->num_ids, .lora = c->lora},
             .params = &c->api.params,
             .priority = c->api.priority,
         };
@@ -444,7 +444,7 @@ static void make_cache_key(tram_completion *c)
             num[i] = c->prompts[i].num_ids;
         }
         tram_cache_prompts prompts = {.ids = ids, .num_ids = num, .num_prompts = c->num_prompts};
-        if (!tram_cache_key(&c->api, s->model_name, c->tenant, &prompts, &c->key, &c->key_len))
+        if (!tram_cache_key(&c->api, c->lora ? c->lora : s->model_name, c->tenant, &prompts, &c->key, &c->key_len))
             c->key_hash = tram_rcache_hash(c->key, c->key_len);
     }
     free(ids);
@@ -1243,13 +1243,7 @@ void tram_completions_poll_disconnects(tram_server *s)
 {
     for (tram_completion *c = s->completions, *next; c; c = next) {
         next = c->next;
-        struct evhttp_connection *conn = c->req ? evhttp_request_get_connection(c->req) : NULL;
-        if (!conn)
-            continue;
-        struct pollfd pfd = {.fd = bufferevent_getfd(evhttp_connection_get_bufferevent(conn)),
-                             .events = POLLRDHUP};
-        if (pfd.fd >= 0 && poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
-            evhttp_connection_free(conn);  /* runs on_close */
+        tram_http_poll_hangup(c->req);  /* runs on_close */
     }
 }
 

@@ -7,25 +7,6 @@
 #include "server/api_fields.h"
 #include "server/api_request.h"
 
-static const char *type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE: case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
-static int type_error(tram_api_error *e, const char *param, const char *want, const json_t *v)
-{
-    return tram_api_fail(e, 400, param, "invalid_type", "Invalid type for '%s': expected %s, but got %s.", param,
-                         want, type_name(v));
-}
-
 /* One input: a non-empty string, or a non-empty list of token ids. */
 static int parse_input(const json_t *v, const char *param, tram_prompt *out, tram_api_error *e)
 {
@@ -54,7 +35,7 @@ static int parse_inputs(const json_t *o, tram_embed_request *r, tram_api_error *
     if (!v || json_is_null(v))
         return tram_api_fail(e, 400, "input", "missing_required_parameter", "Missing required parameter: 'input'.");
     if (!json_is_string(v) && !json_is_array(v))
-        return type_error(e, "input", "a string, an array of strings, an array of token ids or an array of "
+        return tram_api_type_error(e, "input", "a string, an array of strings, an array of token ids or an array of "
                                       "token-id arrays", v);
     if (json_is_array(v) && !json_array_size(v))
         return tram_api_fail(e, 400, "input", "invalid_value", "Invalid 'input': empty array.");
@@ -71,10 +52,10 @@ static int parse_inputs(const json_t *o, tram_embed_request *r, tram_api_error *
         char param[32];
         snprintf(param, sizeof(param), single ? "input" : "input[%zu]", i);
         if (json_typeof(item) != json_typeof(first))
-            return type_error(e, param, json_is_string(first) ? "a string, as input[0]" : "a token-id array, as "
+            return tram_api_type_error(e, param, json_is_string(first) ? "a string, as input[0]" : "a token-id array, as "
                                                                                           "input[0]", item);
         if (!json_is_string(item) && !json_is_array(item))
-            return type_error(e, param, "a string or an array of token ids", item);
+            return tram_api_type_error(e, param, "a string or an array of token ids", item);
         if (parse_input(item, param, &r->inputs[i], e))
             return -1;
         r->num_inputs++;
@@ -88,26 +69,26 @@ static int parse_options(const json_t *o, tram_embed_request *r, tram_api_error 
     const json_t *dims = json_object_get(o, "dimensions"), *special = json_object_get(o, "add_special_tokens");
     const json_t *priority = json_object_get(o, "priority");
     if (model && !json_is_null(model) && !json_is_string(model))
-        return type_error(e, "model", "a string", model);
+        return tram_api_type_error(e, "model", "a string", model);
     r->model = json_string_value(model);
     if (format && !json_is_null(format) && !json_is_string(format))
-        return type_error(e, "encoding_format", "a string", format);
+        return tram_api_type_error(e, "encoding_format", "a string", format);
     const char *f = json_string_value(format);
     if (f && strcmp(f, "float") && strcmp(f, "base64"))
         return tram_api_fail(e, 400, "encoding_format", "invalid_value",
                              "Invalid 'encoding_format': '%.64s' (expected 'float' or 'base64').", f);
     r->base64 = f && !strcmp(f, "base64");
     if (dims && !json_is_null(dims) && !json_is_integer(dims))
-        return type_error(e, "dimensions", "an integer", dims);
+        return tram_api_type_error(e, "dimensions", "an integer", dims);
     if (dims && json_is_integer(dims) && (json_integer_value(dims) < 1 || json_integer_value(dims) > 1 << 20))
         return tram_api_fail(e, 400, "dimensions", "invalid_value", "Invalid 'dimensions': %lld (expected an "
                              "integer >= 1).", (long long)json_integer_value(dims));
     r->params.dimensions = dims && json_is_integer(dims) ? (int)json_integer_value(dims) : 0;
     if (special && !json_is_null(special) && !json_is_boolean(special))
-        return type_error(e, "add_special_tokens", "a boolean", special);
+        return tram_api_type_error(e, "add_special_tokens", "a boolean", special);
     r->add_special_tokens = !json_is_false(special);
     if (priority && !json_is_null(priority) && !json_is_integer(priority))
-        return type_error(e, "priority", "an integer", priority);
+        return tram_api_type_error(e, "priority", "an integer", priority);
     r->priority = priority && json_is_integer(priority) ? (int)json_integer_value(priority) : 0;
     return 0;
 }

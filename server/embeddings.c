@@ -11,9 +11,7 @@
 #include "server/embeddings.h"
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/http.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,7 +132,7 @@ static int prepare(tram_embedding *m, const char *body, size_t len, tram_api_err
     tram_server *s = m->srv;
     const char *param = NULL;
     tram_error err = {{0}};
-    if (tram_embed_request_parse(&m->api, body, len, e) || tram_check_model(s, m->api.model, e))
+    if (tram_embed_request_parse(&m->api, body, len, e) || tram_check_model(s, m->api.model, NULL, e))
         return -1;
     if (tram_engine_check_embed(s->engine, &m->api.params, &param, &err))
         return tram_api_fail(e, 400, param, "invalid_value", "%s", err.msg);
@@ -420,12 +418,7 @@ void tram_embeddings_poll_disconnects(tram_server *s)
 {
     for (tram_embedding *m = s->embeddings, *next; m; m = next) {
         next = m->next;
-        struct evhttp_connection *conn = m->req ? evhttp_request_get_connection(m->req) : NULL;
-        if (!conn)
-            continue;
-        struct pollfd pfd = {.fd = bufferevent_getfd(evhttp_connection_get_bufferevent(conn)), .events = POLLRDHUP};
-        if (pfd.fd >= 0 && poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
-            evhttp_connection_free(conn);  /* runs on_close */
+        tram_http_poll_hangup(m->req);  /* runs on_close */
     }
 }
 

@@ -11,21 +11,38 @@
 #include "server/api_request.h"
 #include "server/cost.h"
 #include "server/http.h"
+#include "server/log.h"
 #include "server/metrics.h"
 #include "server/prep_pool.h"
 #include "server/prompt.h"
 #include "tokenizer/tokenizer.h"
 
-int tram_check_model(const tram_server *s, const char *model, tram_api_error *e)
+/* 1 when model names one of the engine's LoRA adapters. */
+static int is_lora(const tram_server *s, const char *model)
 {
+    char names[64][TRAM_LORA_NAME_MAX];
+    int n = s->engine ? tram_engine_lora_names(s->engine, names, 64) : 0, found = 0;
+    for (int i = 0; i < n && !found; i++)
+        found = !strcmp(names[i], model);
+    return found;
+}
+
+int tram_check_model(const tram_server *s, const char *model, const char **lora, tram_api_error *e)
+{
+    if (lora)
+        *lora = NULL;
     if (!model || !strcmp(model, s->model_name))
         return 0;
     for (int i = 0; i < s->cfg.num_served_model_names; i++)
         if (!strcmp(model, s->cfg.served_model_names[i]))
             return 0;
+    if (lora && is_lora(s, model)) {
+        *lora = model;
+        return 0;
+    }
     return tram_api_fail(e, 404, "model", "model_not_found",
-                         "The model '%.200s' does not exist. This server serves '%s'.", model,
-                         s->model_name);
+                         "The model '%.200s' does not exist. This server serves '%s' and the LoRA adapters "
+                         "/v1/models lists.", model, s->model_name);
 }
 
 /* 503 until the engine is loaded; the endpoints below need it. */
@@ -39,7 +56,17 @@ static int need_engine(tram_server *s, struct evhttp_request *req)
     return -1;
 }
 
-/* One entry per served name (--served-model-name a,b), as vLLM lists them. */
+static json_t *model_entry(const tram_server *s, const char *id, const char *parent)
+{
+    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:i}", "id", id, "object", "model", "created",
+                     (json_int_t)s->metrics_info.start_time, "owned_by", "tram", "root",
+                     parent ? id : tram_engine_model_name(s->engine), "parent",
+                     parent ? json_string(parent) : json_null(), "max_model_len",
+                     tram_engine_max_model_len(s->engine));
+}
+
+/* One entry per served name (--served-model-name a,b), then one per LoRA
+ * adapter with the base as its parent, as vLLM lists them. */
 void tram_handle_models(tram_server *s, struct evhttp_request *req)
 {
     if (need_engine(s, req))
@@ -47,13 +74,12 @@ void tram_handle_models(tram_server *s, struct evhttp_request *req)
     json_t *data = json_array();
     int n = s->cfg.num_served_model_names ? s->cfg.num_served_model_names : 1;
     for (int i = 0; i < n; i++)
-        json_array_append_new(
-            data, json_pack("{s:s, s:s, s:I, s:s, s:s, s:i}", "id",
-                            s->cfg.num_served_model_names ? s->cfg.served_model_names[i]
-                                                          : s->model_name,
-                            "object", "model", "created", (json_int_t)s->metrics_info.start_time,
-                            "owned_by", "tram", "root", tram_engine_model_name(s->engine), "max_model_len",
-                            tram_engine_max_model_len(s->engine)));
+        json_array_append_new(data, model_entry(s, s->cfg.num_served_model_names ? s->cfg.served_model_names[i]
+                                                                                 : s->model_name, NULL));
+    char names[64][TRAM_LORA_NAME_MAX];
+    int loras = tram_engine_lora_names(s->engine, names, 64);
+    for (int i = 0; i < loras; i++)
+        json_array_append_new(data, model_entry(s, names[i], s->model_name));
     tram_http_send_json(req, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
 }
 
@@ -135,6 +161,15 @@ void tram_handle_metrics(tram_server *s, struct evhttp_request *req)
         m->prompt_tokens = (double)st.prompt_tokens_total;
         m->generation_tokens = (double)st.generation_tokens_total;
         m->num_blocks = st.num_blocks_total;
+        m->spec_positions = tram_engine_spec_tokens(s->engine);
+        m->spec_drafts = (double)st.spec_decode_num_drafts;
+        m->spec_draft_tokens = (double)st.spec_decode_num_draft_tokens;
+        m->spec_accepted = (double)st.spec_decode_num_accepted_tokens;
+        for (int i = 0; i < TRAM_SPEC_MAX_TOKENS; i++)
+            m->spec_accepted_per_pos[i] = (double)st.spec_decode_num_accepted_tokens_per_pos[i];
+        m->max_lora = st.max_loras;
+        memcpy(m->running_loras, st.running_loras, sizeof(m->running_loras));
+        memcpy(m->waiting_loras, st.waiting_loras, sizeof(m->waiting_loras));
     }
     char *text = tram_metrics_render(m, &s->metrics_info);
     if (!text) {
@@ -266,7 +301,8 @@ static void job_run(tram_prep_task *t)
     const char *body = tram_http_body_text(j->body, &len);
     json_t *o = body ? tram_api_parse_object(body, len, &j->error) : NULL;
     json_t *result = NULL;
-    if (o && !tram_check_model(j->srv, json_string_value(json_object_get(o, "model")), &j->error))
+    const char *lora;   /* an adapter tokenizes as its base model does */
+    if (o && !tram_check_model(j->srv, json_string_value(json_object_get(o, "model")), &lora, &j->error))
         result = j->reply(j->srv, o, &j->error);
     j->reply_text = result ? json_dumps(result, JSON_COMPACT) : NULL;
     if (!j->reply_text && !j->error.status)
@@ -348,4 +384,76 @@ void tram_handle_tokenize(tram_server *s, struct evhttp_request *req)
 void tram_handle_detokenize(tram_server *s, struct evhttp_request *req)
 {
     answer_model_request(s, req, detokenize_reply);
+}
+
+/* ------------------------------------------------------------ LoRA runtime updates */
+
+static const char *lora_name_of(const json_t *o, tram_api_error *e)
+{
+    const char *name = json_string_value(json_object_get(o, "lora_name"));
+    if (!name || !*name)
+        tram_api_fail(e, 400, "lora_name", "invalid_value", "'lora_name' must be a non-empty string.");
+    return name;
+}
+
+/* vLLM's POST /v1/load_lora_adapter {"lora_name", "lora_path"}: the files
+ * are read and checked here, on a preparation thread. */
+static json_t *load_lora_reply(tram_server *s, const json_t *o, tram_api_error *e)
+{
+    const char *name = lora_name_of(o, e), *path = json_string_value(json_object_get(o, "lora_path")), *lora;
+    tram_error err = {{0}};
+    if (!name)
+        return NULL;
+    if (!path || !*path)
+        return tram_api_fail(e, 400, "lora_path", "invalid_value", "'lora_path' must be a non-empty string."),
+               NULL;
+    tram_api_error unused = {0};
+    if (!tram_check_model(s, name, &lora, &unused) && !lora)
+        return tram_api_fail(e, 400, "lora_name", "invalid_value", "'%.200s' is the base model's name.", name), NULL;
+    if (tram_engine_add_lora(s->engine, name, path, &err))
+        return tram_api_fail(e, 400, "lora_path", "invalid_value", "%s", err.msg), NULL;
+    tram_log(TRAM_LOG_INFO, "LoRA adapter '%s' loaded from %s", name, path);
+    return json_pack("{s:s, s:s}", "lora_name", name, "status", "loaded");
+}
+
+/* POST /v1/unload_lora_adapter {"lora_name"}: refused (409) while requests
+ * that use it are unfinished, rather than waiting for them. */
+static json_t *unload_lora_reply(tram_server *s, const json_t *o, tram_api_error *e)
+{
+    const char *name = lora_name_of(o, e), *lora = NULL;
+    tram_error err = {{0}};
+    if (!name)
+        return NULL;
+    tram_api_error unused = {0};
+    if (tram_check_model(s, name, &lora, &unused) || !lora)
+        return tram_api_fail(e, 404, "lora_name", "model_not_found", "No LoRA adapter named '%.200s' is loaded.",
+                             name), NULL;
+    if (tram_engine_remove_lora(s->engine, name, &err))
+        return tram_api_fail(e, 409, "lora_name", "conflict", "%s", err.msg), NULL;
+    tram_log(TRAM_LOG_INFO, "LoRA adapter '%s' unloaded", name);
+    return json_pack("{s:s, s:s}", "lora_name", name, "status", "unloaded");
+}
+
+/* The two endpoints exist only with --enable-lora-runtime-updates. */
+static int lora_updates_on(tram_server *s, struct evhttp_request *req)
+{
+    if (s->cfg.enable_lora_runtime_updates)
+        return 1;
+    tram_api_error e = {0};
+    tram_api_fail(&e, 404, NULL, "unknown_url", "Invalid URL (POST %s): LoRA adapters are loaded at runtime only "
+                  "with --enable-lora-runtime-updates.", tram_http_path(req));
+    tram_http_send_error(req, &e);
+    return 0;
+}
+
+void tram_handle_load_lora(tram_server *s, struct evhttp_request *req)
+{
+    if (lora_updates_on(s, req))
+        answer_model_request(s, req, load_lora_reply);
+}
+
+void tram_handle_unload_lora(tram_server *s, struct evhttp_request *req)
+{
+    if (lora_updates_on(s, req))
+        answer_model_request(s, req, unload_lora_reply);
 }

@@ -5,6 +5,7 @@
 #include <event2/bufferevent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,4 +168,14 @@ void tram_http_sse_done(struct evhttp_request *req)
 {
     sse_write_event(req, NULL, "[DONE]");
     tram_http_sse_end(req);
+}
+
+void tram_http_poll_hangup(struct evhttp_request *req)
+{
+    struct evhttp_connection *conn = req ? evhttp_request_get_connection(req) : NULL;
+    if (!conn)
+        return;
+    struct pollfd pfd = {.fd = bufferevent_getfd(evhttp_connection_get_bufferevent(conn)), .events = POLLRDHUP};
+    if (pfd.fd >= 0 && poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+        evhttp_connection_free(conn);  /* runs the close callback */
 }

@@ -41,6 +41,10 @@ void tram_http_sse_event(struct evhttp_request *req, const char *event, const js
 void tram_http_sse_end(struct evhttp_request *req);
 
 /* For messages and logs: "GET", "POST", ...; the request's path ("" if none). */
+/* While a request waits, nothing reads its socket: frees the connection
+ * (running its close callback) when the client has hung up. */
+void tram_http_poll_hangup(struct evhttp_request *req);
+
 const char *tram_http_method_name(enum evhttp_cmd_type m);
 const char *tram_http_path(struct evhttp_request *req);
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/base.h"
 
@@ -231,6 +232,21 @@ static void put_cache_config(FILE *f, const tram_metrics *m, const tram_metrics_
             m->block_size, m->num_blocks, m->prefix_caching ? "True" : "False");
 }
 
+/* vLLM's info gauge of the adapters in use, which the Inference Extension's
+ * endpoint picker reads for LoRA affinity: the labels carry the lists (names
+ * joined by commas), the value the time of the scrape, as vLLM writes it. */
+static void put_lora_info(FILE *f, const tram_metrics *m, const tram_metrics_info *in)
+{
+    if (!m->max_lora)
+        return;
+    put_header(f, in->prefix, "lora_requests_info", "gauge", "Running stats on lora requests.");
+    fprintf(f, "%s:lora_requests_info{max_lora=\"%d\",waiting_lora_adapters=\"", in->prefix, m->max_lora);
+    put_label_value(f, m->waiting_loras);
+    fputs("\",running_lora_adapters=\"", f);
+    put_label_value(f, m->running_loras);
+    fprintf(f, "\"} %lld\n", (long long)time(NULL));
+}
+
 /* The per-tenant counters: one series per tenant name. */
 static void put_tenants(FILE *f, const tram_metrics *m, const tram_metrics_info *in)
 {
@@ -256,9 +272,28 @@ static void put_tenants(FILE *f, const tram_metrics *m, const tram_metrics_info 
     }
 }
 
+static const scalar spec_scalars[] = {
+    {"spec_decode_num_drafts_total", "counter", FIELD(spec_drafts), "Number of spec decoding drafts."},
+    {"spec_decode_num_draft_tokens_total", "counter", FIELD(spec_draft_tokens), "Number of draft tokens."},
+    {"spec_decode_num_accepted_tokens_total", "counter", FIELD(spec_accepted), "Number of accepted tokens."},
+};
+
+/* Speculative decoding's counters, the accepted ones per draft position too. */
+static void put_spec(FILE *f, const tram_metrics *m, const tram_metrics_info *in)
+{
+    static const char *const positions[TRAM_SPEC_MAX_TOKENS] = {"0", "1", "2",  "3",  "4",  "5",  "6",  "7",
+                                                                "8", "9", "10", "11", "12", "13", "14", "15"};
+    put_scalars(f, m, in, spec_scalars, TRAM_ARRAY_LEN(spec_scalars));
+    put_labelled(f, in, "spec_decode_num_accepted_tokens_per_pos_total", "Accepted tokens per draft position.",
+                 "position", positions, m->spec_accepted_per_pos, m->spec_positions);
+}
+
 static void put_optional(FILE *f, const tram_metrics *m, const tram_metrics_info *in)
 {
+    if (m->spec_positions)
+        put_spec(f, m, in);
     put_tenants(f, m, in);
+    put_lora_info(f, m, in);
     static const char *const eviction_names[] = {"size", "ttl"};
     if (m->has_response_cache) {
         put_scalars(f, m, in, response_cache_scalars, TRAM_ARRAY_LEN(response_cache_scalars));

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "engine/tram.h"
 #include "server/auth.h"
 
 #define TRAM_HIST_MAX_BUCKETS 24
@@ -59,8 +60,15 @@ typedef struct {
     /* per tenant, with API keys (none without them) */
     tram_tenant_counts tenants[TRAM_MAX_TENANT_SERIES];
     int num_tenants;
+    /* speculative decoding's, vLLM's series (spec_positions > 0: it is on, with
+     * that many draft positions) */
+    int spec_positions;
+    double spec_drafts, spec_draft_tokens, spec_accepted, spec_accepted_per_pos[TRAM_SPEC_MAX_TOKENS];
     /* the KV cache's shape, for cache_config_info */
     int block_size, num_blocks, prefix_caching;
+    /* LoRA adapters, for lora_requests_info (max_lora 0: no adapters, no series) */
+    int max_lora;
+    char running_loras[512], waiting_loras[512];
     tram_histogram ttft, itl, e2e, queue;
 } tram_metrics;
 

@@ -43,6 +43,8 @@ static const route routes[] = {
      .handle = tram_handle_messages_count_tokens},
     {.path = "/v1/embeddings", .method = EVHTTP_REQ_POST, .handle = tram_handle_embeddings},
     {.path = "/v1/models", .method = EVHTTP_REQ_GET, .handle = tram_handle_models},
+    {.path = "/v1/load_lora_adapter", .method = EVHTTP_REQ_POST, .handle = tram_handle_load_lora},
+    {.path = "/v1/unload_lora_adapter", .method = EVHTTP_REQ_POST, .handle = tram_handle_unload_lora},
     {.path = "/tokenize", .method = EVHTTP_REQ_POST, .handle = tram_handle_tokenize},
     {.path = "/detokenize", .method = EVHTTP_REQ_POST, .handle = tram_handle_detokenize},
     {.path = "/health", .method = EVHTTP_REQ_GET, .open = 1, .handle = tram_handle_health},

@@ -305,6 +305,8 @@ static int start_worker(tram_server *s)
                                 .notify_arg = s};
     tram_worker_config wc = {.engine = &s->cfg.engine,
                              .model_path = s->cfg.model_path,
+                             .lora_modules = s->cfg.lora_modules,
+                             .num_lora_modules = s->cfg.num_lora_modules,
                              .max_queue = s->cfg.max_queue,
                              .notify = notify,
                              .notify_arg = s};

@@ -17,6 +17,7 @@
 #include "server/api_request.h"
 #include "server/response_cache.h"
 
+#define TRAM_MAX_LORA_MODULES 64
 #define TRAM_MAX_SERVED_NAMES 8
 
 typedef struct tram_server tram_server;
@@ -41,6 +42,9 @@ typedef struct {
     const char *served_model_names[TRAM_MAX_SERVED_NAMES];  /* none: the model file's name;
                                         the first is the one responses and metrics carry */
     int num_served_model_names;
+    const char *lora_modules[TRAM_MAX_LORA_MODULES];  /* --lora-modules NAME=PATH */
+    int num_lora_modules;
+    int enable_lora_runtime_updates; /* POST /v1/load_lora_adapter and /v1/unload_lora_adapter */
     const char *chat_template;       /* Jinja source used instead of the model's template, or NULL */
     const char *const *api_keys;     /* --api-key, repeatable (or TRAM_API_KEY): key1, key2, ... */
     int num_api_keys;                /* none, and no file: no authentication */

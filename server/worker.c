@@ -11,6 +11,8 @@
 struct tram_worker {
     tram_engine_config engine_cfg;
     char *model_path;
+    const char *const *lora_modules;
+    int num_lora_modules;
     int max_queue;
     void (*notify)(void *arg);
     void *notify_arg;
@@ -231,13 +233,30 @@ static void run(tram_worker *w)
     }
 }
 
+/* --lora-modules name=path: each adapter read and registered, or the model
+ * fails to load as a whole (an adapter the operator named must serve). */
+static int add_lora_modules(tram_worker *w, tram_error *err)
+{
+    for (int i = 0; i < w->num_lora_modules; i++) {
+        const char *spec = w->lora_modules[i], *eq = strchr(spec, '=');
+        char name[TRAM_LORA_NAME_MAX];
+        if (!eq || eq == spec || eq - spec >= (int)sizeof(name) || !eq[1])
+            return tram_fail(err, "--lora-modules: '%s' is not NAME=PATH", spec);
+        snprintf(name, sizeof(name), "%.*s", (int)(eq - spec), spec);
+        if (tram_engine_add_lora(w->engine, name, eq + 1, err))
+            return -1;
+    }
+    return 0;
+}
+
 static void *worker_main(void *arg)
 {
     tram_worker *w = arg;
     event_list evs = {.tail = &evs.head};
     tram_error err = {{0}};
-    if (tram_engine_create(&w->engine, &w->engine_cfg, w->model_path, &err)) {
+    if (tram_engine_create(&w->engine, &w->engine_cfg, w->model_path, &err) || add_lora_modules(w, &err)) {
         fprintf(stderr, "tram: %s\n", err.msg);
+        tram_engine_destroy(w->engine);
         w->engine = NULL;
         list_push(&evs, error_event(w, TRAM_EV_FAILED, 0, 500, "The model could not be loaded."));
         post(w, &evs);
@@ -259,6 +278,8 @@ int tram_worker_start(tram_worker **out, const tram_worker_config *c, tram_error
         return -1;
     w->engine_cfg = *c->engine;
     w->model_path = strdup(c->model_path);
+    w->lora_modules = c->lora_modules;
+    w->num_lora_modules = c->num_lora_modules;
     w->max_queue = c->max_queue;
     w->notify = c->notify;
     w->notify_arg = c->notify_arg;

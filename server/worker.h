@@ -53,6 +53,8 @@ typedef struct tram_worker tram_worker;
 typedef struct {
     const tram_engine_config *engine;
     const char *model_path;
+    const char *const *lora_modules;  /* "name=path" adapters registered once the model is loaded */
+    int num_lora_modules;
     int max_queue;            /* requests allowed to wait; more are rejected with 503 */
     void (*notify)(void *arg);
     void *notify_arg;

@@ -44,6 +44,24 @@ int32_t tram_sample(tram_sampler *s, const float *logits, const tram_sample_inpu
  * checked against.) */
 int tram_sample_kept(tram_sampler *s, const float *logits, const tram_sample_input *in, int32_t *ids);
 
+/* The distribution tram_sample draws from, normalized, into probs[vocab]:
+ * every parameter of in applied (bias, bans, penalties, temperature, min-p,
+ * top-k, top-p); a greedy row is a point mass on its argmax. */
+void tram_sample_probs(tram_sampler *s, const float *logits, const tram_sample_input *in, float *probs);
+
+/* The rejection sampler of speculative decoding (Leviathan et al.), for a
+ * draft token drawn from q: it is kept when u_accept < min(1, p(d) / q(d));
+ * else the token is drawn with u_resample from norm(max(0, p - q)), so the
+ * result is distributed as p whatever q is.  p and q are normalized
+ * probs[vocab] (tram_sample_probs of the target's and the draft's rows);
+ * residual[vocab] is scratch.  Returns the token, *accepted whether it is
+ * the draft.  For a point mass q on d (a deterministic proposer such as
+ * n-gram lookup), d is kept with probability p(d) and the residual is p
+ * without d: the same law as drawing x from p and keeping d when x = d,
+ * which is how the engine verifies such drafts (engine.c, verify_drafts). */
+int32_t tram_rejection_sample(const float *p, const float *q, int vocab, int32_t draft, double u_accept,
+                              double u_resample, float *residual, int *accepted);
+
 /* Logprob and rank of `token` in the raw distribution of logits, and its k best
  * alternatives written to top[k]. */
 void tram_logprobs(tram_sampler *s, const float *logits, int32_t token, int k,

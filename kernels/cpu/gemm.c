@@ -2,7 +2,6 @@
  * OpenBLAS here, int8 weights in int8.c, GGUF block weights in gemm_blocks.c
  * (kernels/cuda/gemm.cu is the CUDA counterpart). */
 #include <cblas.h>
-#include <omp.h>
 
 #include "kernels/cpu/cpu_impl.h"
 
@@ -71,33 +70,48 @@ void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, 
     tram_cpu_pool_run(cpu_of(be)->pool, w->rows, sgemm_chunk_rows(be, w, n), sgemm_chunk, &j);
 }
 
+typedef struct {
+    float *y;
+    const float *x;
+    const tram_weight *w;
+    const int32_t *off;
+    int per_expert, chunk; /* chunks of `chunk` rows per expert */
+} grouped_job;
+
+/* Items are (expert, chunk of its output rows), expert-major. */
+static void grouped_chunk(void *arg, int i0, int i1)
+{
+    const grouped_job *j = arg;
+    for (int i = i0; i < i1; i++) {
+        int e = i / j->per_expert, r0 = i % j->per_expert * j->chunk, m = j->off[e + 1] - j->off[e];
+        const tram_weight *w = &j->w[e];
+        if (m)
+            sgemm_rows(j->y + (size_t)j->off[e] * w->rows, j->x + (size_t)j->off[e] * w->cols, w->data, m, w->rows,
+                       w->cols, r0, TRAM_MIN(r0 + j->chunk, w->rows));
+    }
+}
+
 /* The experts' products at once (a grouped GEMM): group e is y_e[m_e, rows]
  * = x_e[m_e, cols] · W_eᵀ over rows [off[e], off[e+1]) of x and y.  With f32
- * weights one parallel region serves every group, each thread taking its
- * slice of every expert's output rows: one fork and join per projection, not
- * one per expert.  Other formats go group by group through cpu_matmul. */
+ * weights (of one shape, as a projection's experts are) one pool job serves
+ * every group, its items slices of every expert's output rows: one job per
+ * projection, not one per expert.  Other formats go group by group through
+ * cpu_matmul. */
 void cpu_matmul_grouped(tram_backend *be, float *y, const float *x, const tram_weight *w, const int32_t *off,
                         int count)
 {
     int all_f32 = 1;
     for (int e = 0; e < count; e++)
-        all_f32 &= w[e].type == TRAM_W_F32;
-    if (!all_f32) {
+        all_f32 &= w[e].type == TRAM_W_F32 && w[e].rows == w[0].rows && w[e].cols == w[0].cols;
+    if (!all_f32 || count < 1) {
         for (int e = 0; e < count; e++)
             if (off[e + 1] > off[e])
                 cpu_matmul(be, y + (size_t)off[e] * w[e].rows, x + (size_t)off[e] * w[e].cols, &w[e],
                            off[e + 1] - off[e]);
         return;
     }
-#pragma omp parallel num_threads(cpu_of(be)->threads)
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        for (int e = 0; e < count; e++) {
-            int m = off[e + 1] - off[e], chunk = ((w[e].rows + nt - 1) / nt + 15) / 16 * 16;
-            int r0 = TRAM_MIN(t * chunk, w[e].rows), r1 = TRAM_MIN(r0 + chunk, w[e].rows);
-            if (m && r1 > r0)
-                sgemm_rows(y + (size_t)off[e] * w[e].rows, x + (size_t)off[e] * w[e].cols, w[e].data, m, w[e].rows,
-                           w[e].cols, r0, r1);
-        }
-    }
+    int chunk = sgemm_chunk_rows(be, &w[0], off[count] / count + 1);
+    grouped_job j = {.y = y, .x = x, .w = w, .off = off, .per_expert = (w[0].rows + chunk - 1) / chunk,
+                     .chunk = chunk};
+    tram_cpu_pool_run(cpu_of(be)->pool, count * j.per_expert, 1, grouped_chunk, &j);
 }

@@ -4,7 +4,6 @@
  * to the projection's output: one pair of products per adapter, however
  * many of the step's rows use it (Punica's SGMV). */
 #include <cblas.h>
-#include <omp.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_impl.h"
@@ -51,25 +50,51 @@ static void expand(float *y, int y_stride, const tram_lora_group *G, const tram_
     }
 }
 
-/* One parallel region: the groups' shrinks spread over the threads, then
- * each thread expands its slice of every group's output columns (the rows
- * of a group are distinct, so no two threads write one element). */
+/* Output columns of one group that one chunk of the expand covers. */
+#define EXPAND_COLS 64
+
+typedef struct {
+    float *y;
+    int y_stride;
+    const float *x;
+    const tram_lora_group *groups;
+    const tram_lora_scratch *s;
+    int chunks;           /* expand chunks per group: every group of a projection has its out */
+} lora_job;
+
+static void shrink_chunk(void *ctx, int begin, int end)
+{
+    const lora_job *j = ctx;
+    for (int g = begin; g < end; g++)
+        shrink(j->x, &j->groups[g], j->s);
+}
+
+/* Item i is columns [c * EXPAND_COLS, +EXPAND_COLS) of group i / chunks: the
+ * rows of a group are distinct, so no two chunks write one element. */
+static void expand_chunk(void *ctx, int begin, int end)
+{
+    const lora_job *j = ctx;
+    for (int i = begin; i < end; i++) {
+        const tram_lora_group *G = &j->groups[i / j->chunks];
+        int c0 = i % j->chunks * EXPAND_COLS, c1 = TRAM_MIN(c0 + EXPAND_COLS, G->b->rows);
+        expand(j->y, j->y_stride, G, j->s, c0, c1);
+    }
+}
+
+/* Two jobs on the backend's pool (pool.h): the groups' shrinks, then their
+ * expands in column chunks. */
 void cpu_lora(tram_backend *be, void *y, int y_stride, const void *x, const tram_lora_group *groups, int n_groups,
               const tram_lora_scratch *s)
 {
     if (n_groups < 1 || lora_check(be, groups, n_groups, s))
         return;
-#pragma omp parallel num_threads(cpu_of(be)->threads)
-    {
-#pragma omp for schedule(dynamic)
-        for (int g = 0; g < n_groups; g++)
-            shrink(x, &groups[g], s);
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        for (int g = 0; g < n_groups; g++) {
-            int out = groups[g].b->rows, chunk = ((out + nt - 1) / nt + 15) / 16 * 16;
-            int c0 = TRAM_MIN(t * chunk, out), c1 = TRAM_MIN(c0 + chunk, out);
-            if (c1 > c0)
-                expand(y, y_stride, &groups[g], s, c0, c1);
+    for (int g = 1; g < n_groups; g++)
+        if (groups[g].b->rows != groups[0].b->rows) {
+            cpu_fail(be, "lora: the groups of one projection differ in width");
+            return;
         }
-    }
+    lora_job j = {y, y_stride, x, groups, s, (groups[0].b->rows + EXPAND_COLS - 1) / EXPAND_COLS};
+    tram_cpu_pool *pool = cpu_of(be)->pool;
+    tram_cpu_pool_run(pool, n_groups, 1, shrink_chunk, &j);
+    tram_cpu_pool_run(pool, n_groups * j.chunks, 1, expand_chunk, &j);
 }

@@ -90,29 +90,54 @@ static void add_back(float *out, const tram_moe_layer *L, const tram_moe_scratch
     }
 }
 
+typedef struct {
+    void *out;
+    const void *x, *logits;
+    const tram_moe_layer *L;
+    const tram_moe_scratch *s;
+} moe_job;
+
+static void route_chunk(void *arg, int t0, int t1)
+{
+    const moe_job *j = arg;
+    for (int t = t0; t < t1; t++)
+        route_token((const float *)j->logits + (size_t)t * j->L->n_experts, j->L, j->s->expert + (size_t)t * j->L->top_k,
+                    j->s->weight + (size_t)t * j->L->top_k);
+}
+
+/* Row i of the grouped input: its token's row of x. */
+static void gather_chunk(void *arg, int i0, int i1)
+{
+    const moe_job *j = arg;
+    int dim = j->s->dim;
+    for (int i = i0; i < i1; i++)
+        memcpy((float *)j->s->x + (size_t)i * dim, (const float *)j->x + (size_t)(j->s->order[i] / j->L->top_k) * dim,
+               (size_t)dim * sizeof(float));
+}
+
+static void add_back_chunk(void *arg, int t0, int t1)
+{
+    const moe_job *j = arg;
+    for (int t = t0; t < t1; t++)
+        add_back(j->out, j->L, j->s, t, j->s->dim);
+}
+
 void cpu_moe_ffn(tram_backend *be, void *out, const void *x, const void *logits, const tram_moe_layer *L,
                  const tram_moe_scratch *s, int n)
 {
-    int rows = n * L->top_k, dim = s->dim;
+    int rows = n * L->top_k;
     if (rows > s->max_rows || L->top_k > L->n_experts || L->first < 0 || L->first + L->count > L->n_experts) {
         cpu_fail(be, "moe: more routed rows than the scratch holds, or experts out of range");
         return;
     }
-#pragma omp parallel for num_threads(cpu_of(be)->threads) if (n >= PAR_MIN_ROWS)
-    for (int t = 0; t < n; t++)
-        route_token((const float *)logits + (size_t)t * L->n_experts, L, s->expert + (size_t)t * L->top_k,
-                    s->weight + (size_t)t * L->top_k);
+    moe_job j = {.out = out, .x = x, .logits = logits, .L = L, .s = s};
+    cpu_rows(be, n, route_chunk, &j);
     int held = group_rows(L, s, rows);
-#pragma omp parallel for num_threads(cpu_of(be)->threads) if (held >= PAR_MIN_ROWS)
-    for (int i = 0; i < held; i++)
-        memcpy((float *)s->x + (size_t)i * dim, (const float *)x + (size_t)(s->order[i] / L->top_k) * dim,
-               (size_t)dim * sizeof(float));
+    cpu_rows(be, held, gather_chunk, &j);
     cpu_matmul_grouped(be, s->gate_up, s->x, L->gate_up, s->offsets, L->count);
     cpu_silu_mul(be, s->hidden, s->gate_up, held, L->ffn);
     cpu_matmul_grouped(be, s->y, s->hidden, L->down, s->offsets, L->count);
-#pragma omp parallel for num_threads(cpu_of(be)->threads) if (n >= PAR_MIN_ROWS)
-    for (int t = 0; t < n; t++)
-        add_back(out, L, s, t, dim);
+    cpu_rows(be, n, add_back_chunk, &j);
 }
 
 void cpu_add_gated(tram_backend *be, void *y, const void *x, const void *gate, int n, int dim)

@@ -63,6 +63,7 @@ struct tram_cpu_pool {
     atomic_int busy;            /* workers inside a job (quiesce waits for none) */
     atomic_int sleepers;        /* workers asleep on `generation` */
     atomic_int caller_asleep;
+    atomic_int in_use;          /* a caller is running a job: a second one runs its own alone */
     atomic_int stop;
 };
 
@@ -231,7 +232,7 @@ void tram_cpu_pool_run(tram_cpu_pool *p, int items, int chunk, tram_pool_fn fn, 
         return;
     chunk = chunk < 1 ? 1 : chunk;
     int chunks = (int)(((int64_t)items + chunk - 1) / chunk);
-    if (!p || p->threads == 1 || chunks == 1) {
+    if (!p || p->threads == 1 || chunks == 1 || atomic_exchange(&p->in_use, 1)) {
         for (int b = 0; b < items; b += chunk)
             fn(ctx, b, b + chunk < items ? b + chunk : items);
         return;
@@ -242,6 +243,7 @@ void tram_cpu_pool_run(tram_cpu_pool *p, int items, int chunk, tram_pool_fn fn, 
     publish(p, g, items, chunk, chunks);
     work(p, g, 0);
     wait_done(p, chunks, 0);
+    atomic_store(&p->in_use, 0);
 }
 
 /* The caller's part of a stealable job once every chunk is claimed: after
@@ -263,7 +265,7 @@ void tram_cpu_pool_run_stealable(tram_cpu_pool *p, int items, int chunk, const t
     chunk = chunk < 1 ? 1 : chunk;
     chunk = TRAM_MAX(chunk, (int)(((int64_t)items + TRAM_POOL_MAX_CHUNKS - 1) / TRAM_POOL_MAX_CHUNKS));
     int chunks = (int)(((int64_t)items + chunk - 1) / chunk);
-    if (!p || p->threads == 1 || chunks == 1) {
+    if (!p || p->threads == 1 || chunks == 1 || atomic_exchange(&p->in_use, 1)) {
         for (int b = 0; b < items; b += chunk) {
             int e = b + chunk < items ? b + chunk : items;
             unsigned char scratch[TRAM_POOL_SCRATCH_BYTES];
@@ -283,6 +285,7 @@ void tram_cpu_pool_run_stealable(tram_cpu_pool *p, int items, int chunk, const t
     publish(p, g, items, chunk, chunks);
     work(p, g, 0);
     steal_late_chunks(p, g, items, chunk, chunks, job);
+    atomic_store(&p->in_use, 0);
 }
 
 void tram_cpu_pool_quiesce(tram_cpu_pool *p)

@@ -35,8 +35,8 @@ int tram_cpu_pool_threads(const tram_cpu_pool *p);
 
 /* fn over items [0, items) in chunks of `chunk` items (the last one shorter),
  * each chunk run exactly once, by the caller or a worker; returns when all
- * are done.  One caller at a time, and fn must not call the pool itself.
- * A NULL pool is the caller alone (one thread). */
+ * are done.  fn must not call the pool itself.  A NULL pool, or one another
+ * thread's job is using, is the caller alone (one thread). */
 void tram_cpu_pool_run(tram_cpu_pool *p, int items, int chunk, tram_pool_fn fn, void *ctx);
 
 /* A stealable job.  The caller cannot finish an ordinary job while a

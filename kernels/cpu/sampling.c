@@ -275,6 +275,39 @@ int tram_sample_kept(tram_sampler *s, const float *logits, const tram_sample_inp
     return n;
 }
 
+void tram_sample_probs(tram_sampler *s, const float *logits, const tram_sample_input *in, float *probs)
+{
+    const tram_sampler_row *p = &in->p;
+    memset(probs, 0, (size_t)s->vocab * sizeof(float));
+    process_logits(s, logits, in);
+    if (p->temperature < TRAM_SAMPLE_GREEDY_BELOW) {
+        probs[argmax(s->work, s->vocab)] = 1;
+        return;
+    }
+    double norm = to_probs(s, p->temperature, p->min_p);
+    int n = truncate_dist(s, p, norm);
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += s->cands[i].p;
+    for (int i = 0; i < n; i++)
+        probs[s->cands[i].id] = (float)(s->cands[i].p / sum);
+}
+
+int32_t tram_rejection_sample(const float *p, const float *q, int vocab, int32_t draft, double u_accept,
+                              double u_resample, float *residual, int *accepted)
+{
+    *accepted = q[draft] > 0 && u_accept * q[draft] < p[draft];
+    if (*accepted)
+        return draft;
+    double sum = 0;
+    for (int i = 0; i < vocab; i++) {
+        residual[i] = fmaxf(0.0f, p[i] - q[i]);
+        sum += residual[i];
+    }
+    /* p = q leaves nothing to reject from; draft probability 1 was accepted */
+    return sum > 0 ? draw_full(residual, vocab, sum, u_resample) : draft;
+}
+
 /* ---------------------------------------------------------------- logprobs */
 
 void tram_logprobs(tram_sampler *s, const float *logits, int32_t token, int k,

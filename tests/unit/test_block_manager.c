@@ -79,6 +79,31 @@ static void op_append(tram_block_manager *bm, sim_seq *q)
     compute(bm, q, upto);
 }
 
+/* Speculation: the next token and k drafts after it are computed, the first
+ * `accepted` drafts being the sequence's tokens and the others wrong (their
+ * slots get KV of no token, -2); then the rollback: computed stops after the
+ * accepted ones, and blocks past the next token go back. */
+static void op_speculate(tram_block_manager *bm, sim_seq *q)
+{
+    int k = 1 + rand() % 5, upto = q->computed + 1 + k;
+    if (upto > MAXTOK || tram_bm_blocks_needed(bm, &q->t, upto) > tram_bm_num_free(bm))
+        return;
+    int accepted = rand() % (k + 1), keep = TRAM_MIN(q->computed + 1 + accepted, q->len);
+    cr_assert_eq(tram_bm_grow(bm, &q->t, upto), 0);
+    for (int p = q->computed; p < upto; p++) {
+        int b = q->t.blocks[p / BS];
+        cr_assert_eq(tram_bm_ref_count(bm, b), 1, "draft written into shared block %d", b);
+        shadow[b][p % BS] = p < keep ? q->tokens[p] : -2;
+    }
+    q->computed = keep;
+    tram_bm_commit(bm, &q->t, q->tokens, keep);
+    int next = TRAM_MIN(keep + 1, q->len);
+    tram_bm_truncate(bm, &q->t, next);
+    cr_assert_eq(q->t.num_blocks, (TRAM_MIN(next, upto) + BS - 1) / BS, "blocks past the next token stay");
+}
+
+static int speculating; /* the suite with speculation mixes op_speculate in */
+
 static void op_fork(tram_block_manager *bm, const sim_seq *parent, sim_seq *child)
 {
     int nblocks = TRAM_MIN(parent->computed / BS, CAP - 1);
@@ -102,14 +127,17 @@ static void random_op(tram_block_manager *bm, sim_seq *s)
         if (p->live)
             op_fork(bm, p, q);
     } else if (r < 7 && q->computed < q->len) {
-        op_append(bm, q);
+        if (speculating && rand() % 2)
+            op_speculate(bm, q);
+        else
+            op_append(bm, q);
     } else if (r < 9 || q->computed == q->len) {
         tram_bm_release(bm, &q->t);
         q->live = 0;
     }
 }
 
-Test(block_manager, randomized_100k_ops)
+static void randomized_ops(int n_ops)
 {
     srand(1234);
     for (int d = 0; d < NDOCS; d++)
@@ -123,7 +151,7 @@ Test(block_manager, randomized_100k_ops)
     memset(s, 0, sizeof(s));
     for (int i = 0; i < NSEQ; i++)
         cr_assert_eq(tram_block_table_init(&s[i].t, CAP, &err), 0);
-    for (int n = 0; n < 100000; n++) {
+    for (int n = 0; n < n_ops; n++) {
         random_op(bm, s);
         check_all(bm, s);
     }
@@ -134,6 +162,16 @@ Test(block_manager, randomized_100k_ops)
     }
     cr_assert_eq(tram_bm_num_free(bm), NB);
     tram_bm_destroy(bm);
+}
+
+Test(block_manager, randomized_100k_ops) { randomized_ops(100000); }
+
+/* Rejected drafts leave KV in their slots; after the rollback no cache hit
+ * may ever serve it, and the counts stay those of the live tables. */
+Test(block_manager, randomized_ops_with_speculation)
+{
+    speculating = 1;
+    randomized_ops(50000);
 }
 
 Test(block_manager, lru_evicts_least_recently_freed)

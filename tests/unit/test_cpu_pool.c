@@ -121,6 +121,38 @@ Test(cpu_pool, a_late_thread_leaves_its_share_to_the_others)
     tram_cpu_pool_destroy(p);
 }
 
+/* Two threads sharing one pool (one backend driven from two threads): the
+ * second caller runs its jobs alone, and both get every item once. */
+static tram_cpu_pool *shared_pool;
+
+static void *two_callers(void *arg)
+{
+    count_job *j = arg;
+    for (int round = 0; round < 300 && !j->bad_bounds; round++) {
+        memset(j->hits, 0, sizeof(j->hits));
+        j->items = 1 + round % 200;
+        j->chunk = 1 + round % 7;
+        tram_cpu_pool_run(shared_pool, j->items, j->chunk, count_items, j);
+        for (int i = 0; i < j->items; i++)
+            if (atomic_load(&j->hits[i]) != 1)
+                j->bad_bounds = 1;
+    }
+    return NULL;
+}
+
+Test(cpu_pool, two_callers_at_once_each_get_every_item_once)
+{
+    static count_job a, b;
+    tram_error err;
+    cr_assert(!tram_cpu_pool_create(&shared_pool, 2, &err), "%s", err.msg);
+    pthread_t t;
+    cr_assert(!pthread_create(&t, NULL, two_callers, &b));
+    two_callers(&a);
+    pthread_join(t, NULL);
+    cr_expect(!a.bad_bounds && !b.bad_bounds, "an item missed or run twice with two callers");
+    tram_cpu_pool_destroy(shared_pool);
+}
+
 /* ---------------------------------------------------------------- stealable */
 
 typedef struct {

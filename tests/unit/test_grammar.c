@@ -765,6 +765,26 @@ Test(grammar, a_too_ambiguous_grammar_is_refused, .timeout = 60)
     cr_assert_eq(tram_tokenizer_load(&tok, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
     cr_assert_null(tram_grammar_compile(gbnf, "root", tok, &err));
     cr_assert(strstr(err.msg, "too ambiguous"), "%s", err.msg);
+    /* past a byte no longer token starts with, the compile (which walks the
+     * start's positions alone) cannot see it: the matcher fails closed there,
+     * allowing nothing, and walking the whole grammar is the refusal */
+    char *after = calloc(strlen(gbnf) + 32, 1);
+    sprintf(after, "root ::= \"\\x01\" r\nr%s", gbnf + strlen("root"));  /* r ::= ((...("a")+...)+)+ */
+    tram_grammar *late = tram_grammar_compile(after, "root", tok, &err);
+    cr_assert(late, "%s", err.msg);
+    tram_matcher *m;
+    cr_assert_eq(tram_matcher_create(&m, late, &err), 0);
+    cr_assert_eq(tram_matcher_accept(m, single_token(tok, "\x01")), 1);
+    uint32_t *mask = calloc((size_t)tram_grammar_mask_words(late), sizeof(uint32_t));
+    tram_matcher_fill_mask(m, mask);
+    for (int w = 0; w < tram_grammar_mask_words(late); w++)
+        cr_assert_eq(mask[w], 0, "word %d of the mask allows %08x", w, mask[w]);
+    cr_assert_eq(tram_grammar_walk_all(late, &err), -1);
+    cr_assert(strstr(err.msg, "too ambiguous"), "%s", err.msg);
+    free(mask);
+    tram_matcher_free(m);
+    tram_grammar_release(late);
+    free(after);
     /* two deep stays well inside the limit and compiles */
     free(gbnf);
     gbnf = nested_plus(2);

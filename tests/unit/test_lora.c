@@ -363,3 +363,76 @@ Test(lora, a_batch_naming_an_empty_slot_fails)
     free(logits);
     close_model(&m);
 }
+
+/* ---------------------------------------------------------------- the engine */
+
+static tram_engine *lora_engine(void)
+{
+    tram_engine_config c;
+    tram_engine_config_init(&c);
+    c.num_threads = 2;
+    c.num_kv_blocks = 64;
+    c.max_loras = 2;
+    c.max_cpu_loras = 3;
+    tram_engine *e;
+    tram_error err;
+    cr_assert(!tram_engine_create(&e, &c, LORA_DIR "base", &err), "%s", err.msg);
+    for (int i = 0; i < 3; i++) {
+        char path[128];
+        snprintf(path, sizeof(path), LORA_DIR "%s", adapters[i]);
+        cr_assert(!tram_engine_add_lora(e, adapters[i], path, &err), "%s", err.msg);
+    }
+    return e;
+}
+
+/* A request holds its adapter from add_request to its last output: the
+ * adapter is listed as waiting, then running, and unloading it is refused
+ * meanwhile; the tokens are peft's. */
+Test(lora, engine_pins_a_requests_adapter_until_it_finishes)
+{
+    tram_engine *e = lora_engine();
+    test_golden_case cases[4];
+    load_cases("code", cases);
+    tram_sampling_params p = test_greedy_params(cases[0].n_greedy);
+    tram_prompt pr = {.token_ids = cases[0].ids, .num_tokens = cases[0].n_prompt, .lora = "code"};
+    tram_error err;
+    tram_engine_stats st;
+    cr_assert(!tram_engine_add_request(e, 1, &pr, &p, 0, &err), "%s", err.msg);
+    tram_engine_stats_get(e, &st);
+    cr_expect_str_eq(st.waiting_loras, "code");
+    cr_expect_eq(st.max_loras, 2);
+    int got = 0;
+    while (tram_engine_has_unfinished(e)) {
+        cr_assert_eq(tram_engine_remove_lora(e, "code", &err), -1, "unloaded while in use");
+        cr_expect(strstr(err.msg, "in use by 1 unfinished request"), "%s", err.msg);
+        const tram_output *outs;
+        int n;
+        cr_assert(!tram_engine_step(e, &outs, &n, &err), "%s", err.msg);
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < outs[i].num_tokens; k++, got++)
+                cr_expect_eq(outs[i].token_ids[k], cases[0].greedy[got], "token %d", got);
+        tram_engine_stats_get(e, &st);
+        if (tram_engine_has_unfinished(e))
+            cr_expect_str_eq(st.running_loras, "code");
+    }
+    cr_expect_eq(got, cases[0].n_greedy);
+    cr_expect_str_eq(st.running_loras, "");
+    cr_expect(!tram_engine_remove_lora(e, "code", &err), "%s", err.msg);
+    pr.lora = "code";
+    cr_expect_eq(tram_engine_add_request(e, 2, &pr, &p, 0, &err), -1);
+    cr_expect(strstr(err.msg, "'code' does not exist"), "%s", err.msg);
+    char names[4][TRAM_LORA_NAME_MAX];
+    cr_expect_eq(tram_engine_lora_names(e, names, 4), 2);
+    tram_engine_destroy(e);
+}
+
+Test(lora, engine_refuses_duplicate_names_and_more_than_max_cpu_loras)
+{
+    tram_engine *e = lora_engine();
+    tram_error err;
+    cr_expect_eq(tram_engine_add_lora(e, "sql", LORA_DIR "sql", &err), -1);
+    cr_expect(strstr(err.msg, "'sql' is already loaded"), "%s", err.msg);
+    cr_expect_eq(tram_engine_add_lora(e, "sql2", LORA_DIR "sql", &err), -1);
+    cr_expect(strstr(err.msg, "--max-cpu-loras"), "%s", err.msg);
+    tram_engine_destroy(e);
+}

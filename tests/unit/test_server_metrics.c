@@ -159,3 +159,26 @@ Test(server_metrics, tenant_series)
     cr_assert_eq(sample(text, "tram:tenant_requests_total{model_name=\"m\",tenant=\"alice\"}"), 2);
     free(text);
 }
+
+Test(server_metrics, spec_decode_series_when_speculating)
+{
+    tram_metrics m;
+    tram_metrics_init(&m);
+    tram_metrics_info info = {.prefix = "vllm", .model_name = "m", .version = "1", .backend = "cpu"};
+    char *text = tram_metrics_render(&m, &info);
+    cr_assert_null(strstr(text, "spec_decode"), "no speculation, no series");
+    free(text);
+    m.spec_positions = 2;
+    m.spec_drafts = 5;
+    m.spec_draft_tokens = 10;
+    m.spec_accepted = 7;
+    m.spec_accepted_per_pos[0] = 4;
+    m.spec_accepted_per_pos[1] = 3;
+    text = tram_metrics_render(&m, &info);
+    cr_assert_eq(sample(text, "vllm:spec_decode_num_drafts_total{model_name=\"m\"}"), 5);
+    cr_assert_eq(sample(text, "vllm:spec_decode_num_draft_tokens_total{model_name=\"m\"}"), 10);
+    cr_assert_eq(sample(text, "vllm:spec_decode_num_accepted_tokens_total{model_name=\"m\"}"), 7);
+    cr_assert_eq(sample(text, "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"m\",position=\"1\"}"), 3);
+    cr_assert_null(strstr(text, "position=\"2\""), "one series per draft position");
+    free(text);
+}

@@ -1,0 +1,499 @@
+/* Speculative decoding: the n-gram proposer's lookup, and the engine's
+ * verification on the default model: greedy outputs token-identical with and
+ * without drafts on the golden prompts in one mixed batch (chunked prefills
+ * in the same steps), seeded sampling, logprobs, stop strings and n > 1
+ * unchanged, preemption mid-speculation losing nothing, no block leaked. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/defaults.h"
+#include "cli/engine_flags.h"
+#include "engine/spec.h"
+#include "engine/tram.h"
+#include "kernels/cpu/cpu_sampling.h"
+#include "tests/unit/test_batch.h"
+#include "tests/unit/test_util.h"
+
+/* ---------------------------------------------------------------- n-gram */
+
+Test(spec_ngram, proposes_what_followed_the_latest_match)
+{
+    int32_t toks[] = {1, 2, 3, 4, 9, 2, 3, 5, 6, 7, 2, 3}, out[8];
+    /* "2 3" occurs twice before the end; the latest is followed by 5 6 7 */
+    int n = tram_ngram_propose(toks, 12, 1, 2, 3, out);
+    cr_assert_eq(n, 3);
+    cr_assert_arr_eq(out, ((int32_t[]){5, 6, 7}), sizeof(int32_t[3]));
+    /* k is capped by what follows the match */
+    cr_assert_eq(tram_ngram_propose(toks, 12, 1, 2, 8, out), 5);
+    cr_assert_arr_eq(out, ((int32_t[]){5, 6, 7, 2, 3}), sizeof(int32_t[5]));
+}
+
+Test(spec_ngram, longest_match_first_and_minimum_respected)
+{
+    /* "4 2 3": the 3-gram matches at 0 (followed by 8), the 1-gram "3" last at 6 (by 0) */
+    int32_t toks[] = {4, 2, 3, 8, 5, 1, 3, 0, 4, 2, 3}, out[4];
+    cr_assert_eq(tram_ngram_propose(toks, 11, 1, 3, 1, out), 1);
+    cr_assert_eq(out[0], 8);
+    cr_assert_eq(tram_ngram_propose(toks, 11, 1, 1, 1, out), 1);
+    cr_assert_eq(out[0], 0);
+    int32_t none[] = {1, 2, 3, 4};
+    cr_assert_eq(tram_ngram_propose(none, 4, 1, 3, 4, out), 0, "no earlier occurrence, no guess");
+    int32_t one[] = {7, 7};
+    cr_assert_eq(tram_ngram_propose(one, 2, 2, 3, 4, out), 0, "shorter than prompt_lookup_min");
+    cr_assert_eq(tram_ngram_propose(one, 2, 1, 3, 4, out), 1);
+}
+
+Test(spec_ngram, config_errors_name_the_field)
+{
+    tram_spec_config c = {.method = "ngram", .num_speculative_tokens = 3, .prompt_lookup_min = 1,
+                          .prompt_lookup_max = 4};
+    tram_error err = {{0}};
+    cr_assert_eq(tram_spec_config_check(&c, &err), 0, "%s", err.msg);
+    c.num_speculative_tokens = TRAM_SPEC_MAX_TOKENS + 1;
+    cr_assert_eq(tram_spec_config_check(&c, &err), -1);
+    cr_assert(strstr(err.msg, "num_speculative_tokens"), "%s", err.msg);
+    c.num_speculative_tokens = 3;
+    c.prompt_lookup_min = 5;
+    cr_assert_eq(tram_spec_config_check(&c, &err), -1);
+    cr_assert(strstr(err.msg, "prompt_lookup_min"), "%s", err.msg);
+    snprintf(c.method, sizeof(c.method), "medusa");
+    cr_assert_eq(tram_spec_config_check(&c, &err), -1);
+    cr_assert(strstr(err.msg, "medusa"), "%s", err.msg);
+}
+
+/* --speculative-config reads vLLM's JSON; what it cannot honour is refused. */
+Test(spec_ngram, flag_reads_json_and_refuses_unknown_keys)
+{
+    tram_engine_config c;
+    tram_engine_config_init(&c);
+    tram_flag_table t = tram_engine_flags(&c);
+    const char *args[1];
+    char *good[] = {"tram", "--speculative-config",
+                    "{\"method\": \"ngram\", \"num_speculative_tokens\": 5, \"prompt_lookup_max\": 3}", NULL};
+    cr_assert_eq(tram_flags_parse(&t, 1, 3, good, args, 1), 0);
+    cr_assert_str_eq(c.spec.method, "ngram");
+    cr_assert_eq(c.spec.num_speculative_tokens, 5);
+    cr_assert_eq(c.spec.prompt_lookup_max, 3);
+    cr_assert_eq(c.spec.prompt_lookup_min, 1, "the default stays");
+    const char *bad[] = {"{\"method\": \"ngram\", \"draft_tensor_parallel_size\": 1}",
+                         "{\"method\": \"eagle\"}", "{\"num_speculative_tokens\": 3}",
+                         "{\"method\": \"ngram\", \"num_speculative_tokens\": \"3\"}", "[1]", "{"};
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(bad); i++) {
+        tram_engine_config_init(&c);
+        char *argv[] = {"tram", "--speculative-config", (char *)bad[i], NULL};
+        cr_assert_eq(tram_flags_parse(&t, 1, 3, argv, args, 1), -1, "%s accepted", bad[i]);
+    }
+}
+
+/* ---------------------------------------------------------------- the engine */
+
+#define MAXOUT 48
+#define MAXREQ 12
+
+typedef struct {
+    int32_t toks[2][MAXOUT];
+    float lp[2][MAXOUT];
+    int n[2], finish[2];
+    char text[2][1024];
+    int most_per_step;
+} result;
+
+static tram_engine *engine(int speculate, int tiny_pool)
+{
+    tram_engine_config c;
+    tram_engine_config_init(&c);
+    c.num_threads = 1;
+    c.max_model_len = tiny_pool ? 128 : 512;
+    c.kv_cache_memory = (size_t)32 << 20;
+    c.max_num_seqs = 16;
+    c.max_num_batched_tokens = 64; /* long prompts prefill in chunks beside the drafts */
+    if (tiny_pool) {
+        c.enable_prefix_caching = 0;
+        c.block_size = 4;
+        c.num_kv_blocks = 48;
+        c.max_num_batched_tokens = 256;
+    }
+    if (speculate)
+        c.spec = (tram_spec_config){.method = "ngram", .num_speculative_tokens = 4,
+                                    .prompt_lookup_min = 1, .prompt_lookup_max = 3};
+    tram_error err = {{0}};
+    tram_engine *e = NULL;
+    cr_assert_eq(tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
+    return e;
+}
+
+static void collect(const tram_output *o, result *res)
+{
+    result *r = &res[o->request_id];
+    int s = o->sample_index;
+    for (int i = 0; i < o->num_tokens; i++) {
+        cr_assert_lt(r->n[s], MAXOUT);
+        r->lp[s][r->n[s]] = o->logprobs ? o->logprobs[i].logprob : 0;
+        r->toks[s][r->n[s]++] = o->token_ids[i];
+    }
+    r->most_per_step = TRAM_MAX(r->most_per_step, o->num_tokens);
+    cr_assert_lt(strlen(r->text[s]) + o->text_len, sizeof(r->text[s]));
+    strcat(r->text[s], o->text);
+    cr_assert_eq(o->completion_tokens, r->n[s]);
+    if (o->finish_reason) {
+        cr_assert_eq(r->finish[s], 0, "a second final output");
+        r->finish[s] = o->finish_reason;
+    }
+}
+
+static tram_engine_stats drain(tram_engine *e, result *res)
+{
+    tram_error err = {{0}};
+    while (tram_engine_has_unfinished(e)) {
+        const tram_output *outs;
+        int n;
+        cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
+        for (int i = 0; i < n; i++)
+            collect(&outs[i], res);
+    }
+    tram_engine_stats s;
+    tram_engine_stats_get(e, &s);
+    cr_assert_eq(s.num_blocks_free, s.num_blocks_total, "%d blocks leaked",
+                 s.num_blocks_total - s.num_blocks_free);
+    return s;
+}
+
+static void add_ids(tram_engine *e, uint64_t id, const int32_t *ids, int n, const tram_sampling_params *p)
+{
+    tram_error err = {{0}};
+    tram_prompt pr = {.token_ids = ids, .num_tokens = n};
+    cr_assert_eq(tram_engine_add_request(e, id, &pr, p, 0, &err), 0, "%s", err.msg);
+}
+
+static void add_text(tram_engine *e, uint64_t id, const char *text, const tram_sampling_params *p)
+{
+    tram_error err = {{0}};
+    tram_prompt pr = {.text = text};
+    cr_assert_eq(tram_engine_add_request(e, id, &pr, p, 0, &err), 0, "%s", err.msg);
+}
+
+static void assert_same(const result *a, const result *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (int s = 0; s < 2; s++) {
+            cr_assert_eq(a[i].n[s], b[i].n[s], "request %d sample %d: %d vs %d tokens", i, s, a[i].n[s],
+                         b[i].n[s]);
+            cr_assert_arr_eq(a[i].toks[s], b[i].toks[s], (size_t)a[i].n[s] * sizeof(int32_t),
+                             "request %d sample %d differs", i, s);
+            for (int t = 0; t < a[i].n[s]; t++)
+                cr_assert_float_eq(a[i].lp[s][t], b[i].lp[s][t], 1e-3, "request %d token %d logprob", i, t);
+            cr_assert_str_eq(a[i].text[s], b[i].text[s]);
+            cr_assert_eq(a[i].finish[s], b[i].finish[s], "request %d finish", i);
+        }
+}
+
+static const char *grounded =
+    "Copy the list exactly.\nList: red apple, green pear, yellow banana, purple plum, orange "
+    "orange, red apple, green pear, yellow banana.\nCopy: red apple, green pear,";
+
+/* The golden prompts greedy, a grounded one seeded with n = 2 and logprobs,
+ * one with a stop string inside its run, all in one batch. */
+static int add_mix(tram_engine *e)
+{
+    static test_golden_case cases[16];
+    int n = test_load_golden("tests/fixtures/golden/smollm2.json", cases, 16);
+    for (int i = 0; i < n; i++) {
+        tram_sampling_params p = test_greedy_params(TRAM_MIN(cases[i].n_greedy, 16));
+        add_ids(e, (uint64_t)i, cases[i].ids, cases[i].n_prompt, &p);
+    }
+    tram_sampling_params p;
+    tram_sampling_params_init(&p);
+    p.temperature = 0.8f;
+    p.top_k = 50;
+    p.has_seed = 1;
+    p.seed = 11;
+    p.n = 2;
+    p.max_tokens = 24;
+    p.logprobs = 2;
+    p.presence_penalty = 0.3f;
+    add_text(e, (uint64_t)n, grounded, &p);
+    tram_sampling_params q = test_greedy_params(40);
+    const char *stop[] = {"pear, yellow"};
+    q.stop = stop;
+    q.num_stop = 1;
+    add_text(e, (uint64_t)n + 1, grounded, &q);
+    return n + 2;
+}
+
+Test(spec_engine, outputs_identical_in_a_mixed_batch, .timeout = 300)
+{
+    static result plain[MAXREQ], spec[MAXREQ];
+    tram_engine *e = engine(0, 0);
+    int n = add_mix(e);
+    drain(e, plain);
+    tram_engine_destroy(e);
+    e = engine(1, 0);
+    add_mix(e);
+    tram_engine_stats s = drain(e, spec);
+    tram_engine_destroy(e);
+    assert_same(plain, spec, n);
+    cr_assert_gt(s.spec_decode_num_accepted_tokens, 0, "the grounded prompts must accept drafts");
+    cr_assert_lt(s.spec_decode_num_accepted_tokens, s.spec_decode_num_draft_tokens,
+                 "and reject some, or the rollback is not exercised");
+    cr_assert_gt(spec[n - 2].most_per_step, 1, "accepted drafts come out several per step");
+    cr_assert_eq(spec[n - 1].finish[0], TRAM_FINISH_STOP);
+    cr_assert(!strstr(spec[n - 1].text[0], "pear, yellow"), "the stop string is never emitted");
+    uint64_t per_pos = 0;
+    for (int i = 0; i < TRAM_SPEC_MAX_TOKENS; i++)
+        per_pos += s.spec_decode_num_accepted_tokens_per_pos[i];
+    cr_assert_eq(per_pos, s.spec_decode_num_accepted_tokens);
+    cr_assert_geq(s.spec_decode_num_accepted_tokens_per_pos[0], s.spec_decode_num_accepted_tokens_per_pos[1]);
+}
+
+Test(spec_engine, preemption_mid_speculation_loses_nothing, .timeout = 300)
+{
+    static result roomy[MAXREQ], tiny[MAXREQ];
+    tram_sampling_params p = test_greedy_params(24);
+    for (int pass = 0; pass < 2; pass++) {
+        tram_engine *e = engine(1, pass);
+        for (int i = 0; i < 6; i++)
+            add_text(e, (uint64_t)i, grounded, &p);
+        tram_engine_stats s = drain(e, pass ? tiny : roomy);
+        tram_engine_destroy(e);
+        cr_assert_gt(s.spec_decode_num_accepted_tokens, 0);
+        if (pass)
+            cr_assert_gt(s.num_preemptions, 0, "48 blocks of 4 hold fewer than 6 such sequences");
+    }
+    assert_same(roomy, tiny, 6);
+}
+
+/* ---------------------------------------------------------------- the law */
+
+#define V 16 /* tests/fixtures/spec/tiny-vocab.json's vocabulary */
+
+/* speculate: the largest batch that still speculates, 0: none */
+static tram_engine *tiny_engine(int speculate)
+{
+    tram_engine_config c;
+    tram_engine_config_init(&c);
+    c.num_threads = 1;
+    c.kv_cache_memory = (size_t)16 << 20;
+    snprintf(c.load_format, sizeof(c.load_format), "dummy");
+    snprintf(c.preset, sizeof(c.preset), "tests/fixtures/spec/tiny-vocab.json");
+    if (speculate)
+        c.spec = (tram_spec_config){.method = "ngram", .num_speculative_tokens = 3,
+                                    .prompt_lookup_min = 1, .prompt_lookup_max = 2,
+                                    .disable_by_batch_size = speculate};
+    tram_error err = {{0}};
+    tram_engine *e = NULL;
+    cr_assert_eq(tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
+    return e;
+}
+
+/* Every token once, then a pattern the n-gram lookup continues: whatever is
+ * drawn first has an earlier occurrence, so the second token is verified. */
+static const int32_t law_prompt[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 5, 6, 7, 5, 6};
+
+/* Pearson's statistic of counts[V] against probs[V] over n draws, cells with
+ * an expected count under 5 pooled into one; *dof its degrees of freedom. */
+static double chi_square(const int *counts, const float *probs, int n, int *dof)
+{
+    double stat = 0, pooled_e = 0, pooled_o = 0;
+    int cells = 0;
+    for (int i = 0; i < V; i++) {
+        double e = probs[i] * n;
+        if (e < 5) {
+            pooled_e += e;
+            pooled_o += counts[i];
+            cr_assert(probs[i] > 0 || counts[i] == 0, "token %d has probability 0 but was drawn", i);
+            continue;
+        }
+        stat += (counts[i] - e) * (counts[i] - e) / e;
+        cells++;
+    }
+    if (pooled_e >= 5) {
+        stat += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e;
+        cells++;
+    }
+    *dof = cells - 1;
+    return stat;
+}
+
+/* The chi-square quantile at significance 0.001 (Wilson-Hilferty). */
+static double chi_square_critical(int dof)
+{
+    double k = dof, z = 3.0902;
+    return k * pow(1 - 2 / (9 * k) + z * sqrt(2 / (9 * k)), 3);
+}
+
+/* The raw next-token distribution of the tiny model after law_prompt, as
+ * logits (its logprobs: all 16 are reported). */
+static void tiny_logits(float *logits)
+{
+    tram_engine *e = tiny_engine(0);
+    tram_sampling_params p = test_greedy_params(1);
+    p.logprobs = V;
+    add_ids(e, 0, law_prompt, TRAM_ARRAY_LEN(law_prompt), &p);
+    const tram_output *outs;
+    int n;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(outs[0].logprobs[0].num_top, V);
+    for (int i = 0; i < V; i++)
+        logits[outs[0].logprobs[0].top[i].token] = outs[0].logprobs[0].top[i].logprob;
+    tram_engine_destroy(e);
+}
+
+/* The broken rule a test must catch: on rejection, a fresh draw from p
+ * (instead of the residual max(0, p - q)) over-weights the draft-heavy tokens. */
+static int32_t broken_rule(const float *p, const float *q, int32_t d, double u1, double u2)
+{
+    if (u1 * q[d] < p[d])
+        return d;
+    double x = u2, cum = 0;
+    for (int i = 0; i < V; i++)
+        if ((cum += p[i]) > x)
+            return i;
+    return V - 1;
+}
+
+/* Draws n tokens through the rule (broken or not) with drafts drawn from q. */
+static void run_rule(const float *p, const float *q, int broken, int n, int *counts)
+{
+    float residual[V];
+    for (int s = 0; s < n; s++) {
+        double u = tram_sample_uniform((uint64_t)s, 0, 0), cum = 0;
+        int32_t d = V - 1;
+        for (int i = 0; i < V; i++)
+            if ((cum += q[i]) > u) {
+                d = i;
+                break;
+            }
+        double u1 = tram_sample_uniform((uint64_t)s, 1, 0), u2 = tram_sample_uniform((uint64_t)s, 2, 0);
+        int accepted;
+        int32_t t = broken ? broken_rule(p, q, d, u1, u2)
+                           : tram_rejection_sample(p, q, V, d, u1, u2, residual, &accepted);
+        counts[t]++;
+    }
+}
+
+Test(spec_law, rejection_sampler_keeps_the_target_distribution, .timeout = 60)
+{
+    float logits[V];
+    tiny_logits(logits);
+    tram_sampler *smp;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_sampler_create(&smp, V, &err), 0);
+    /* the target: every parameter applied first; the draft: a flatter row */
+    const tram_logit_bias bias[] = {{.token = 3, .bias = 1.5f}};
+    const int32_t hist[] = {4, 4, 9};
+    tram_sample_input target = {
+        .p = {.temperature = 0.6f, .top_k = 12, .top_p = 0.97f, .min_p = 0.01f, .repetition_penalty = 1.0f,
+              .presence_penalty = 0.5f, .frequency_penalty = 0.2f},
+        .bias = bias, .num_bias = 1, .output = hist, .output_len = 3};
+    tram_sample_input draft = {.p = {.temperature = 1.6f, .top_p = 1.0f, .repetition_penalty = 1.0f}};
+    float p[V], q[V];
+    tram_sample_probs(smp, logits, &target, p);
+    tram_sample_probs(smp, logits, &draft, q);
+    float tv = 0;
+    for (int i = 0; i < V; i++)
+        tv += fabsf(p[i] - q[i]) / 2;
+    cr_assert_gt(tv, 0.2f, "p and q must differ for the test to mean anything (TV %.3f)", tv);
+    enum { N = 20000 };
+    int good[V] = {0}, bad[V] = {0}, dof;
+    run_rule(p, q, 0, N, good);
+    double stat = chi_square(good, p, N, &dof);
+    cr_assert_lt(stat, chi_square_critical(dof), "the rejection sampler: chi-square %.1f, %d dof", stat, dof);
+    run_rule(p, q, 1, N, bad);
+    double broken = chi_square(bad, p, N, &dof);
+    cr_assert_gt(broken, chi_square_critical(dof), "the broken rule must fail: chi-square %.1f", broken);
+    /* a point mass q (n-gram): the draft is kept with probability p(d) */
+    float onehot[V] = {0};
+    int32_t d = (int32_t)test_argmax(q, V);
+    onehot[d] = 1;
+    int point[V] = {0};
+    run_rule(p, onehot, 0, N, point);
+    stat = chi_square(point, p, N, &dof);
+    cr_assert_lt(stat, chi_square_critical(dof), "point-mass draft: chi-square %.1f", stat);
+    tram_sampler_destroy(smp);
+}
+
+/* Records each request's two tokens, and the target row of the second one
+ * (its logprobs list every token) after the first token `after`. */
+typedef struct {
+    int32_t toks[3];
+    int n;
+} two_tokens;
+
+static void run_law(tram_engine *e, two_tokens *got, int32_t after, float *target)
+{
+    tram_error err = {{0}};
+    while (tram_engine_has_unfinished(e)) {
+        const tram_output *outs;
+        int n;
+        cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
+        for (int i = 0; i < n; i++)
+            for (int t = 0; t < outs[i].num_tokens; t++) {
+                two_tokens *g = &got[outs[i].request_id];
+                const tram_logprob_entry *lp = &outs[i].logprobs[t];
+                if (g->n == 1 && g->toks[0] == after)
+                    for (int k = 0; k < lp->num_top; k++)
+                        target[lp->top[k].token] = expf(lp->top[k].logprob);
+                g->toks[g->n++] = outs[i].token_ids[t];
+            }
+    }
+}
+
+/* In the engine, n-gram drafts verified at temperature 1: over many seeds,
+ * the second token (the first one a draft decides), given the most likely
+ * first token, is distributed as the target's row says. */
+Test(spec_law, engine_second_token_follows_the_target, .timeout = 120)
+{
+    enum { N = 3000 };
+    float logits[V];
+    tiny_logits(logits);
+    int32_t mode = (int32_t)test_argmax(logits, V);
+    tram_engine *e = tiny_engine(256); /* every step speculates */
+    static two_tokens got[N];
+    tram_sampling_params p;
+    tram_sampling_params_init(&p);
+    p.max_tokens = 3; /* the second token has a third after it: room for a draft */
+    p.ignore_eos = 1;
+    p.logprobs = V;
+    p.has_seed = 1;
+    for (int s = 0; s < N; s++) {
+        p.seed = (uint64_t)s;
+        add_ids(e, (uint64_t)s, law_prompt, TRAM_ARRAY_LEN(law_prompt), &p);
+    }
+    float target[V] = {0};
+    run_law(e, got, mode, target);
+    tram_engine_stats st;
+    tram_engine_stats_get(e, &st);
+    tram_engine_destroy(e);
+    int counts[V] = {0}, n = 0, dof;
+    for (int s = 0; s < N; s++)
+        if (got[s].toks[0] == mode) {
+            counts[got[s].toks[1]]++;
+            n++;
+        }
+    cr_assert_gt(n, 300, "the most likely first token came %d times", n);
+    cr_assert_geq(st.spec_decode_num_drafts, (uint64_t)N, "every second token was verified");
+    cr_assert_gt(st.spec_decode_num_accepted_tokens, 0);
+    double stat = chi_square(counts, target, n, &dof);
+    cr_assert_lt(stat, chi_square_critical(dof), "chi-square %.1f, %d dof, %d draws", stat, dof, n);
+}
+
+/* The turn-down rule: with more decoding sequences than disable_by_batch_size
+ * a step runs no drafts; once the batch has shrunk, drafts come back. */
+Test(spec_engine, turns_down_in_a_large_batch, .timeout = 60)
+{
+    tram_engine *e = tiny_engine(2);
+    static result res[MAXREQ];
+    for (int i = 0; i < 6; i++) {
+        tram_sampling_params p = test_greedy_params(i == 0 ? 30 : 4);
+        add_ids(e, (uint64_t)i, law_prompt, TRAM_ARRAY_LEN(law_prompt), &p);
+    }
+    tram_engine_stats s = drain(e, res);
+    tram_engine_destroy(e);
+    cr_assert_gt(s.spec_decode_off_steps, 0, "6 decoding sequences are past the limit of 2");
+    cr_assert_gt(s.spec_decode_num_drafts, 0, "the last one alone speculates");
+    cr_assert_eq(res[0].n[0], 30);
+}
