@@ -5,9 +5,10 @@ seven projections) in one `tram serve` with --max-loras 16.
 
     python3 bench/lora.py [--model M] [--requests 16] [--max-tokens 64]
 
-The adapters are random (numpy), written as PEFT writes them (safetensors of
-F32 lora_A/lora_B, adapter_config.json) into a temporary directory sized
-from `tram info` of the model.  Each configuration sends --requests
+The adapters are random, written as PEFT writes them (safetensors of BF16
+lora_A/lora_B, adapter_config.json) into a temporary directory sized from
+`tram info` of the model; the values are random bytes made into bf16 of
+magnitude 2^-7..2^-6 (the standard library only, at C speed).  Each configuration sends --requests
 concurrent completions (ignore_eos, greedy) after a warm-up round and
 reports completion tokens per second over the wall time, and the overhead
 against the base.  Prints the table in its final markdown form (for
@@ -25,8 +26,6 @@ import threading
 import time
 import urllib.request
 
-import numpy as np
-
 RANK = 16
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -42,22 +41,33 @@ def model_dims(binary, model):
     return int(kv["block_count"]), shapes
 
 
-def write_safetensors(path, tensors):
-    header, offset, blobs = {}, 0, []
-    for name, a in tensors.items():
-        data = np.ascontiguousarray(a, dtype=np.float32).tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-        blobs.append(data)
+# bf16's high byte for magnitude 2^-7..2^-6: the sign from the random byte's top bit
+HIGH = bytes(0x3C | (b & 0x80) for b in range(256))
+
+
+def random_bf16(count):
+    """count random bf16 values, little-endian: a random low byte (the
+    exponent's last bit and the mantissa), a high byte of sign and exponent."""
+    buf = bytearray(2 * count)
+    buf[0::2] = os.urandom(count)
+    buf[1::2] = os.urandom(count).translate(HIGH)
+    return bytes(buf)
+
+
+def write_safetensors(path, shapes):
+    header, offset = {}, 0
+    for name, shape in shapes.items():
+        size = 2 * shape[0] * shape[1]
+        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
     text = json.dumps(header).encode()
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text)
-        for b in blobs:
-            f.write(b)
+        for shape in shapes.values():
+            f.write(random_bf16(shape[0] * shape[1]))
 
 
-def make_adapter(directory, layers, shapes, seed):
-    rng = np.random.default_rng(seed)
+def make_adapter(directory, layers, shapes):
     os.makedirs(directory)
     tensors = {}
     for layer in range(layers):
@@ -65,8 +75,8 @@ def make_adapter(directory, layers, shapes, seed):
             module = "self_attn" if t in ("q_proj", "k_proj", "v_proj", "o_proj") else "mlp"
             base = f"base_model.model.model.layers.{layer}.{module}.{t}"
             fan_in, fan_out = shapes[t]
-            tensors[base + ".lora_A.weight"] = rng.standard_normal((RANK, fan_in)) * 0.01
-            tensors[base + ".lora_B.weight"] = rng.standard_normal((fan_out, RANK)) * 0.01
+            tensors[base + ".lora_A.weight"] = (RANK, fan_in)
+            tensors[base + ".lora_B.weight"] = (fan_out, RANK)
     write_safetensors(os.path.join(directory, "adapter_model.safetensors"), tensors)
     with open(os.path.join(directory, "adapter_config.json"), "w") as f:
         json.dump({"peft_type": "LORA", "r": RANK, "lora_alpha": 32, "target_modules": TARGETS, "bias": "none"}, f)
@@ -122,8 +132,8 @@ def main():
     layers, shapes = model_dims(args.bin, args.model)
     tmp = tempfile.mkdtemp(prefix="tram-lora-bench-")
     names = [f"a{i}" for i in range(16)]
-    for i, name in enumerate(names):
-        make_adapter(os.path.join(tmp, name), layers, shapes, i)
+    for name in names:
+        make_adapter(os.path.join(tmp, name), layers, shapes)
     port = free_port()
     modules = ",".join(f"{n}={tmp}/{n}" for n in names)
     proc = subprocess.Popen([args.bin, "serve", "-m", args.model, "--port", str(port), "--threads", str(args.threads),

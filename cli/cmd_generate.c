@@ -17,6 +17,7 @@
 typedef struct {
     const char *model, *prompt, *input, *output, *chat_template;
     int chat, progress;
+    const char *lora_modules[TRAM_MAX_LORA_MODULES];  /* --input: adapters a line's model may name */
     tram_sampling_params p;
     tram_engine_config ec;
 } gen_opts;
@@ -30,6 +31,7 @@ static const tram_flag generate_flags[] = {
     {.name = "--input", .kind = TRAM_FLAG_STRING, .field = FIELD(input)},
     {.name = "--output", .kind = TRAM_FLAG_STRING, .field = FIELD(output)},
     {.name = "--progress", .kind = TRAM_FLAG_SET, .field = FIELD(progress)},
+    {.name = "--lora-modules", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(lora_modules), .parse = tram_lora_modules_flag},
     {.name = "--chat-template", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(chat_template),
      .parse = tram_chat_template_flag},
 };
@@ -51,7 +53,7 @@ static void usage(FILE *out)
     fprintf(out, "usage: tram generate [-m MODEL] -p PROMPT [--chat] [-n N] [--temperature T] [--top-p P]\n"
                  "                     [--top-k K] [--min-p P] [--seed S] [--ignore-eos] [engine flags]\n"
                  "       tram generate [-m MODEL] --input IN.jsonl --output OUT.jsonl [--progress]\n"
-                 "                     [--chat-template FILE] [engine flags]\n\n"
+                 "                     [--chat-template FILE] [--lora-modules NAME=PATH,...] [engine flags]\n\n"
                  "-p streams one completion of PROMPT to stdout (--chat: through the chat template).\n\n"
                  "--input runs a file of requests as `tram serve` would answer them, and writes\n"
                  "OpenAI Batch output lines to OUT (\"-\": stdin, stdout).  A line is an OpenAI\n"
@@ -59,7 +61,8 @@ static void usage(FILE *out)
                  "or \"/v1/completions\", \"body\"}, or a body alone ({\"messages\": ...} or\n"
                  "{\"prompt\": ...}, its id \"line-N\").  Run again, it skips the ids OUT holds.\n"
                  "Exit: 0 all answered, 1 some lines failed, 2 nothing ran, 3 unfinished (rerun).\n"
-                 "--progress draws the progress line when stderr is not a terminal too.\n\n");
+                 "--progress draws the progress line when stderr is not a terminal too.\n"
+                 "--lora-modules: LoRA adapters a line's \"model\" may name, as `tram serve`'s.\n\n");
     tram_engine_print_flags(out);
 }
 
@@ -89,8 +92,9 @@ static int parse_args(gen_opts *o, int argc, char **argv)
         fprintf(stderr, "tram: %s applies to -p; with --input each line's body sets its own\n", flag);
         return -1;
     }
-    if (o->prompt && (o->progress || o->chat_template)) {
-        fprintf(stderr, "tram: %s applies to --input\n", o->progress ? "--progress" : "--chat-template");
+    if (o->prompt && (o->progress || o->chat_template || o->lora_modules[0])) {
+        fprintf(stderr, "tram: %s applies to --input\n",
+                o->progress ? "--progress" : o->chat_template ? "--chat-template" : "--lora-modules");
         return -1;
     }
     return 0;
@@ -167,6 +171,11 @@ static int run_batch(const gen_opts *o)
     b.server.model_path = o->model;
     b.server.chat_template = o->chat_template;
     b.server.engine = o->ec;
+    for (; b.server.num_lora_modules < TRAM_MAX_LORA_MODULES && o->lora_modules[b.server.num_lora_modules];
+         b.server.num_lora_modules++)
+        b.server.lora_modules[b.server.num_lora_modules] = o->lora_modules[b.server.num_lora_modules];
+    if (b.server.num_lora_modules && !b.server.engine.max_loras)
+        b.server.engine.max_loras = 1;
     return tram_batch_run(&b);
 }
 

@@ -23,8 +23,9 @@ static void usage(FILE *out)
             "  --enable-lora-runtime-updates  POST /v1/load_lora_adapter, /v1/unload_lora_adapter (off)\n"
             "  --served-model-name NAME[,NAME...]  the model's names in the API, repeatable; the\n"
             "                                 first is the one responses carry (the file's name)\n"
-            "  --api-key KEY                  require 'Authorization: Bearer KEY', repeatable: each\n"
-            "                                 key is a tenant key1, key2, ... (or TRAM_API_KEY)\n"
+            "  --api-key KEY                  require 'Authorization: Bearer KEY' (or 'X-Api-Key:\n"
+            "                                 KEY'), repeatable: each key is a tenant key1, key2,\n"
+            "                                 ... (or TRAM_API_KEY)\n"
             "  --api-key-file FILE            keys, one a line: KEY [TENANT] ('#' comments);\n"
             "                                 read again on SIGHUP\n"
             "  --metrics-api-key KEY          require this key for /metrics (open without it)\n"
@@ -109,37 +110,10 @@ static int check_keys(tram_server_config *c)
     return 0;
 }
 
-static int is_lora_module(const char *item) { return strchr(item, '=') && *item != '='; }
-
-/* Appends value's comma-separated items to the NULL-terminated list, at most
- * cap in all, each one valid (NULL: any); `what` says what value must hold. */
-static int append_items(const char *flag, const char *value, const char **list, int cap, const char *what,
-                        int (*valid)(const char *))
-{
-    char *copy = strdup(value), *save = NULL, limit[64];
-    int n = 0;
-    while (n < cap && list[n])
-        n++;
-    snprintf(limit, sizeof(limit), "at most %d in all", cap);
-    for (char *item = copy ? strtok_r(copy, ",", &save) : NULL; item; item = strtok_r(NULL, ",", &save)) {
-        if (n == cap)
-            return tram_flag_invalid(flag, value, limit);
-        if (valid && !valid(item))
-            return tram_flag_invalid(flag, value, what);
-        list[n++] = item;  /* lives as long as the process */
-    }
-    return n ? 0 : tram_flag_invalid(flag, value, what);
-}
-
 static int served_name_flag(const char *flag, const char *value, void *field)
 {
-    return append_items(flag, value, field, TRAM_MAX_SERVED_NAMES, "one or more names separated by commas", NULL);
-}
-
-static int lora_modules_flag(const char *flag, const char *value, void *field)
-{
-    return append_items(flag, value, field, TRAM_MAX_LORA_MODULES, "NAME=PATH adapters separated by commas",
-                        is_lora_module);
+    return tram_flag_append_list(flag, value, field, TRAM_MAX_SERVED_NAMES, "one or more names separated by commas",
+                                 NULL);
 }
 
 #define FIELD(name) offsetof(tram_server_config, name)
@@ -150,7 +124,7 @@ static const tram_flag serve_flags[] = {
     {.name = "--port", .kind = TRAM_FLAG_INT, .field = FIELD(port), .lo = 0, .hi = 65535},
     {.name = "--served-model-name", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(served_model_names),
      .parse = served_name_flag},
-    {.name = "--lora-modules", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(lora_modules), .parse = lora_modules_flag},
+    {.name = "--lora-modules", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(lora_modules), .parse = tram_lora_modules_flag},
     {.name = "--enable-lora-runtime-updates", .kind = TRAM_FLAG_SET, .field = FIELD(enable_lora_runtime_updates)},
     {.name = "--api-key", .kind = TRAM_FLAG_CUSTOM, .parse = api_key_flag},
     {.name = "--api-key-file", .kind = TRAM_FLAG_STRING, .field = FIELD(api_key_file)},

@@ -2,6 +2,7 @@
 #include "cli/engine_flags.h"
 
 #include "engine/spec.h"
+#include "server/server.h"
 
 #include <jansson.h>
 #include <stddef.h>
@@ -80,6 +81,14 @@ static int kernels_flag(const char *flag, const char *value, void *field)
         return 0;
     fprintf(stderr, "tram: invalid value for %s: %s\n", flag, err.msg);
     return -1;
+}
+
+static int is_lora_module(const char *item) { return strchr(item, '=') && *item != '='; }
+
+int tram_lora_modules_flag(const char *flag, const char *value, void *field)
+{
+    return tram_flag_append_list(flag, value, field, TRAM_MAX_LORA_MODULES, "NAME=PATH adapters separated by commas",
+                                 is_lora_module);
 }
 
 /* One integer member of --speculative-config. */

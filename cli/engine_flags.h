@@ -23,6 +23,10 @@ tram_flag_table tram_engine_flags(tram_engine_config *c);
  * -1 (exit TRAM_EXIT_USAGE) when a flag cannot be honoured. */
 int tram_engine_flags_check(const tram_engine_config *c, const char *model_path);
 
+/* --lora-modules NAME=PATH[,...] (repeatable) into a NULL-terminated list
+ * of TRAM_MAX_LORA_MODULES (server/server.h; a TRAM_FLAG_CUSTOM parser). */
+int tram_lora_modules_flag(const char *flag, const char *value, void *field);
+
 /* Prints the engine flags' help lines (for a subcommand's usage). */
 void tram_engine_print_flags(FILE *out);
 

@@ -14,6 +14,26 @@ int tram_flag_invalid(const char *flag, const char *value, const char *expected)
     return -1;
 }
 
+/* Appends value's comma-separated items to the NULL-terminated list, at most
+ * cap in all, each one valid (NULL: any); `what` says what value must hold. */
+int tram_flag_append_list(const char *flag, const char *value, const char **list, int cap, const char *what,
+                        int (*valid)(const char *))
+{
+    char *copy = strdup(value), *save = NULL, limit[64];
+    int n = 0;
+    while (n < cap && list[n])
+        n++;
+    snprintf(limit, sizeof(limit), "at most %d in all", cap);
+    for (char *item = copy ? strtok_r(copy, ",", &save) : NULL; item; item = strtok_r(NULL, ",", &save)) {
+        if (n == cap)
+            return tram_flag_invalid(flag, value, limit);
+        if (valid && !valid(item))
+            return tram_flag_invalid(flag, value, what);
+        list[n++] = item;  /* lives as long as the process */
+    }
+    return n ? 0 : tram_flag_invalid(flag, value, what);
+}
+
 static int integer(const char *flag, const char *value, long lo, long hi, long *out)
 {
     char *end;

@@ -61,6 +61,11 @@ int tram_flags_parse(const tram_flag_table *tables, int n_tables, int argc, char
 /* For CUSTOM flags.  Each prints "tram: invalid value for FLAG: 'VALUE'
  * (expected ...)" and returns -1 when the value is bad. */
 int tram_flag_invalid(const char *flag, const char *value, const char *expected);
+/* Appends value's comma-separated items to the NULL-terminated list (at most
+ * cap in all, each one passing valid, NULL: any); `what` says what value
+ * must hold.  The items live as long as the process. */
+int tram_flag_append_list(const char *flag, const char *value, const char **list, int cap, const char *what,
+                          int (*valid)(const char *));
 /* The index of value in choices (NULL-terminated). */
 int tram_flag_choice(const char *flag, const char *value, const char *const *choices);
 /* A number in [lo, hi]. */

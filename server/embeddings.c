@@ -25,7 +25,6 @@
 #include "server/metrics.h"
 #include "server/prep_pool.h"
 #include "server/prompt.h"
-#include "tokenizer/tokenizer.h"
 
 typedef enum { IN_SUBMITTED, IN_ACCEPTED, IN_SETTLED } input_state;
 
@@ -100,7 +99,8 @@ static void embedding_free(tram_embedding *m)
 static int tokenize_inputs(tram_embedding *m, tram_api_error *e)
 {
     const tram_engine *eng = m->srv->engine;
-    int add_bos = m->api.add_special_tokens && tram_tokenizer_adds_bos(tram_engine_tokenizer(eng));
+    /* the tokenizer adds only what it adds (BOS, a post-processor's EOS) */
+    int add_bos = m->api.add_special_tokens;
     int max_len = tram_engine_max_model_len(eng);
     for (int i = 0; i < m->num_inputs; i++) {
         const tram_prompt *src = &m->api.inputs[i];

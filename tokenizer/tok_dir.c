@@ -135,7 +135,8 @@ static int read_merges(tram_tokenizer *t, const json_t *merges, tram_error *err)
     return 0;
 }
 
-/* BOS from a TemplateProcessing post-processor that starts with a special token. */
+/* BOS from a TemplateProcessing post-processor that starts with a special
+ * token, and the token it puts after the text when it ends with one. */
 static void read_post(tram_tokenizer *t, const json_t *post)
 {
     const char *type = jstr(post, "type");
@@ -147,10 +148,18 @@ static void read_post(tram_tokenizer *t, const json_t *post)
     }
     if (!type || strcmp(type, "TemplateProcessing"))
         return;
-    const json_t *first = json_object_get(json_array_get(json_object_get(post, "single"), 0), "SpecialToken");
+    const json_t *single = json_object_get(post, "single");
+    const json_t *first = json_object_get(json_array_get(single, 0), "SpecialToken");
+    const json_t *last = json_array_size(single) > 1
+                             ? json_object_get(json_array_get(single, json_array_size(single) - 1), "SpecialToken")
+                             : NULL;
     if (first) {
         t->bos = tram_tokenizer_find(t, jstr(first, "id") ? jstr(first, "id") : "");
         t->add_bos = t->bos >= 0;
+    }
+    if (last) {
+        t->post_id = tram_tokenizer_find(t, jstr(last, "id") ? jstr(last, "id") : "");
+        t->add_post = t->post_id >= 0;
     }
 }
 

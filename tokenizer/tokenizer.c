@@ -59,6 +59,8 @@ static int encode_all(const tram_tokenizer *t, const char *text, size_t len, int
         return -1;
     if (add_bos && t->add_eos && t->eos >= 0 && tram_ids_push(out, t->eos))
         return tram_fail(err, "encode: out of memory");
+    if (add_bos && t->add_post && tram_ids_push(out, t->post_id))
+        return tram_fail(err, "encode: out of memory");
     return 0;
 }
 

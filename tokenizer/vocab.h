@@ -47,6 +47,9 @@ struct tram_tokenizer {
 
     int32_t bos, eos;
     int add_bos, add_eos;
+    int32_t post_id;         /* the special token a post-processor puts after the text
+                                (Qwen3-Embedding's <|endoftext|>), when add_post */
+    int add_post;
     int32_t *eog;
     int n_eog;
     char *chat_template;

@@ -186,3 +186,35 @@ def test_embedding_only_model(tmp_path):
         assert status == 400 and "embeddings only" in body["error"]["message"], body
     finally:
         assert s.stop() == 0, s.final_log
+
+
+def test_post_processor_eos_is_appended(tmp_path):
+    """A tokenizer.json whose post-processor puts a special token after the text
+    (Qwen3-Embedding's TemplateProcessing [$A, <|endoftext|>]): text inputs get
+    it, as the HF tokenizer adds it, and add_special_tokens false leaves it out."""
+    import shutil
+    d = tmp_path / "with-eos"
+    shutil.copytree(ST_DIR, d)
+    tok = json.loads((d / "tokenizer.json").read_text())
+    tok["post_processor"] = {"type": "TemplateProcessing",
+                             "single": [{"Sequence": {"id": "A", "type_id": 0}},
+                                        {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}],
+                             "pair": [], "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [0],
+                                                                             "tokens": ["<|endoftext|>"]}}}
+    (d / "tokenizer.json").write_text(json.dumps(tok))
+    s = Server("--max-model-len", "256", model=str(d))
+    try:
+        case = CASES[0]
+        def embed(body):
+            status, _, reply = s.post("/v1/embeddings", {"encoding_format": "float", **body})
+            assert status == 200, reply
+            return reply
+        text = embed({"input": case["text"]})
+        assert text["usage"]["prompt_tokens"] == len(case["ids"]) + 1
+        ids = embed({"input": case["ids"] + [0]})
+        assert max(abs(a - b) for a, b in zip(text["data"][0]["embedding"], ids["data"][0]["embedding"])) < 1e-6
+        bare = embed({"input": case["text"], "add_special_tokens": False})
+        assert bare["usage"]["prompt_tokens"] == len(case["ids"])
+        assert_close(bare["data"][0]["embedding"], case["sentence_transformers"])
+    finally:
+        assert s.stop() == 0, s.final_log

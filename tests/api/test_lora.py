@@ -161,3 +161,24 @@ def test_a_bad_lora_module_at_start_is_a_clear_error(module, words):
                        capture_output=True, timeout=60)
     assert r.returncode != 0
     assert words in r.stderr.decode()
+
+
+def test_the_batch_cli_selects_adapters_by_model(tmp_path):
+    case = golden("code")[0]
+    request = {"method": "POST", "url": "/v1/completions"}
+    lines = [{"custom_id": "code", **request, "body": {"model": "code", "prompt": case["prompt_ids"],
+                                                       "max_tokens": 10, "temperature": 0, "ignore_eos": True}},
+             {"custom_id": "nope", **request, "body": {"model": "nope", "prompt": [1, 2], "max_tokens": 2}}]
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("".join(json.dumps(l) + "\n" for l in lines))
+    r = subprocess.run([BIN, "generate", "-m", f"{FIX}/base", "--input", str(src), "--output", str(out),
+                        "--lora-modules", f"code={FIX}/code", "--threads", "1"], capture_output=True, timeout=120)
+    assert r.returncode == 1, r.stderr          # one line failed: the unknown model
+    got = {o["custom_id"]: o["response"] for o in map(json.loads, out.read_text().splitlines())}
+    assert got["nope"]["status_code"] == 404
+    assert got["code"]["status_code"] == 200 and got["code"]["body"]["model"] == "code"
+    s = lora_server()
+    try:
+        assert got["code"]["body"]["choices"][0]["text"] == detokenize(s, case["greedy_ids"])
+    finally:
+        s.stop()
