@@ -46,12 +46,12 @@ static int run(const char *text, json_t **chat, tram_responses_state **state, tr
     json_decref(body);
     tram_api_request r;
     int rc = out ? tram_api_request_parse_json(&r, TRAM_API_CHAT, &defaults, json_incref(out), e) : -1;
-    const tram_grammar *g = NULL;
-    if (!rc && tram_structured_grammar(r.root, tok, &g, e))
-        rc = -1;
-    tram_grammar_release(g);
-    if (out && !rc)
+    if (!rc) {
+        const tram_grammar *g = NULL;
+        rc = tram_structured_grammar(r.root, tok, &g, e) ? -1 : 0;
+        tram_grammar_release(g);
         tram_api_request_free(&r);
+    }
     if (rc && st)
         tram_responses_rename_error(st, e);
     if (rc || !chat)
