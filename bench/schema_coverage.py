@@ -7,7 +7,10 @@ serve`: each sampled schema asked greedily, the reply validated with the
 Python `jsonschema` package under the schema's own draft (formats checked).
 Prints a markdown section for bench/results/structured.md.
 
-    python3 bench/schema_coverage.py [--peers] [--sample N] DIR...
+    python3 bench/schema_coverage.py [--peers | --peer NAME] [--sample N] DIR...
+
+--peer llguidance (or xgrammar) runs that peer alone (XGrammar's compile of
+a large schema can take a minute).  --sample asks at temperature 0 and 1.
 
 tram's compile is bench_grammar --coverage's: the schema to GBNF, the GBNF
 against the default model's vocabulary, and the validator's compile, as the
@@ -70,9 +73,9 @@ class Server:
                 time.sleep(0.2)
         raise SystemExit("tram serve did not start")
 
-    def ask(self, schema):
+    def ask(self, schema, temperature):
         body = {"messages": [{"role": "user", "content": "Reply with one JSON value that fits the schema."}],
-                "max_tokens": 128, "temperature": 0,
+                "max_tokens": 128, "temperature": temperature, "seed": 1,
                 "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}}
         req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/chat/completions",
                                      data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
@@ -86,12 +89,15 @@ class Server:
         self.proc.wait(timeout=60)
 
 
-def compliance(server, d, accepted, n):
+TEMPERATURES = (0, 1)
+
+
+def compliance(server, d, accepted, n, temperature):
     import jsonschema
     tally = {"asked": 0, "stop": 0, "valid": 0, "error": 0, "length": 0}
     for name in accepted[:n]:
         schema = json.load(open(os.path.join(d, name)))
-        choice = server.ask(schema)
+        choice = server.ask(schema, temperature)
         tally["asked"] += 1
         reason = choice["finish_reason"]
         if reason in ("error", "length"):
@@ -104,7 +110,7 @@ def compliance(server, d, accepted, n):
             cls(schema, format_checker=cls.FORMAT_CHECKER).validate(json.loads(choice["message"]["content"]))
             tally["valid"] += 1
         except Exception as ex:  # a failure to report, whatever jsonschema raised
-            print(f"NOT VALID {d}/{name}: {str(ex)[:200]}", file=sys.stderr)
+            print(f"NOT VALID {d}/{name} at temperature {temperature}: {str(ex)[:200]}", file=sys.stderr)
     return tally
 
 
@@ -117,9 +123,12 @@ def cpu_name():
 
 def main():
     args = sys.argv[1:]
-    peers = "--peers" in args
+    peers = ["llguidance", "XGrammar"] if "--peers" in args else []
+    if "--peer" in args:
+        peers = [{"llguidance": "llguidance", "xgrammar": "XGrammar"}[args[args.index("--peer") + 1].lower()]]
     sample = int(args[args.index("--sample") + 1]) if "--sample" in args else 0
-    dirs = [a for i, a in enumerate(args) if not a.startswith("--") and (i == 0 or args[i - 1] != "--sample")]
+    dirs = [a for i, a in enumerate(args)
+            if not a.startswith("--") and (i == 0 or args[i - 1] not in ("--sample", "--peer"))]
     subprocess.run(["make", "--no-print-directory", "-C", ROOT, "bin/tram", "build/libtram.a"], check=True,
                    stdout=subprocess.DEVNULL)
     vocab = os.path.join(ROOT, "build", "vocab.json")
@@ -130,16 +139,15 @@ def main():
     print(f"Made by `python3 bench/schema_coverage.py` on {time.strftime('%Y-%m-%d')}, commit {commit}, "
           f"{os.cpu_count()} cores: {cpu_name()}.  Compile: the schema to a grammar ready to mask "
           f"(tram: GBNF, the vocabulary, the validator); ms over the schemas each engine compiles.\n")
-    engines = ["tram"] + (["llguidance", "XGrammar"] if peers else [])
+    engines = ["tram"] + peers
     head = "| corpus | schemas | " + " | ".join(f"{e} compiles | {e} p50 / p99 / max ms" for e in engines)
     rows = []
     server = Server() if sample else None
     comply = {}
     for d in dirs:
         results = {"tram": tram_coverage(d)}
-        if peers:
-            results["llguidance"] = peer_coverage(d, "llguidance", vocab)
-            results["XGrammar"] = peer_coverage(d, "xgrammar", vocab)
+        for peer in peers:
+            results[peer] = peer_coverage(d, peer.lower(), vocab)
         cells = []
         for e in engines:
             s = summary(results[e])
@@ -148,20 +156,22 @@ def main():
         rows.append(f"| {os.path.basename(d.rstrip('/'))} | {len(results['tram'])} | " + " | ".join(cells) + " |")
         if server:
             accepted = [r["name"] for r in results["tram"] if r["ok"]]
-            comply[d] = compliance(server, d, accepted, sample)
+            for temperature in TEMPERATURES:
+                comply[d, temperature] = compliance(server, d, accepted, sample, temperature)
     if server:
         server.stop()
     print(head + " |")
     print("|---|---:|" + "---:|---:|" * len(engines))
     print("\n".join(rows))
     if comply:
-        print(f"\nGeneration compliance (tram serve, greedy, max_tokens 128, the first {sample} schemas tram "
-              "compiles per corpus; `stop` replies validated with `jsonschema` under the schema's own draft, formats "
-              "checked; `error` is the server's own validator catching an output, `length` a reply cut short):\n")
-        print("| corpus | asked | stop | valid | error | length |\n|---|---:|---:|---:|---:|---:|")
-        for d, t in comply.items():
-            print(f"| {os.path.basename(d.rstrip('/'))} | {t['asked']} | {t['stop']} | {t['valid']} | {t['error']} "
-                  f"| {t['length']} |")
+        print(f"\nGeneration compliance (tram serve, max_tokens 128, seed 1, at temperature 0 and 1, the first "
+              f"{sample} schemas tram compiles per corpus; `stop` replies validated with `jsonschema` under the "
+              "schema's own draft, formats checked; `error` is the server's own validator catching an output, "
+              "`length` a reply cut short):\n")
+        print("| corpus | temperature | asked | stop | valid | error | length |\n|---|---:|---:|---:|---:|---:|---:|")
+        for (d, temperature), t in comply.items():
+            print(f"| {os.path.basename(d.rstrip('/'))} | {temperature} | {t['asked']} | {t['stop']} | {t['valid']} "
+                  f"| {t['error']} | {t['length']} |")
 
 
 if __name__ == "__main__":

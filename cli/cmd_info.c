@@ -10,13 +10,15 @@
 #include "cli/flags.h"
 #include "models/arch.h"
 #include "models/gguf.h"
+#include "models/lora.h"
 
 enum { TEMPLATE_LINE_MAX = 160 };
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage: tram info [MODEL | -m MODEL]\n\n"
-                 "Prints a GGUF model's architecture, hyper-parameters, tensor types and sizes.\n"
+                 "Prints a GGUF model's architecture, hyper-parameters, tensor types and sizes;\n"
+                 "for a PEFT LoRA adapter directory, its rank, alpha and target modules.\n"
                  "MODEL defaults to %s.\n", TRAM_DEFAULT_MODEL);
 }
 
@@ -125,11 +127,35 @@ static void print_template(const tram_gguf *g)
            len > TEMPLATE_LINE_MAX ? " ..." : "");
 }
 
+/* A PEFT LoRA adapter directory: its config alone (the tensors are checked
+ * against a base when the adapter is served). */
+static int show_adapter(const char *dir)
+{
+    tram_lora_adapter a;
+    tram_error err;
+    if (tram_lora_read_config(&a, dir, &err)) {
+        fprintf(stderr, "tram: %s\n", err.msg);
+        return 1;
+    }
+    printf("%-24s %s\n%-24s PEFT LoRA adapter\n%-24s %d\n%-24s %g\n%-24s %s\n%-24s %g\n%-24s", "file", dir,
+           "format", "rank", a.rank, "alpha", a.alpha, "rslora", a.rslora ? "yes" : "no", "scale", a.scale,
+           "targets");
+    for (int t = 0; t < TRAM_LORA_N_TARGETS; t++)
+        if (a.targets & (1u << t))
+            printf(" %s", tram_lora_target_name(t));
+    printf("\n");
+    return 0;
+}
+
 static int show(const char *path)
 {
     tram_gguf *g;
     tram_error err;
     struct stat st;
+    char config[600];
+    snprintf(config, sizeof(config), "%s/adapter_config.json", path);
+    if (stat(config, &st) == 0)
+        return show_adapter(path);
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         fprintf(stderr, "tram: %s: Hugging Face directories are not supported by info yet (give a .gguf file)\n",
                 path);

@@ -46,6 +46,11 @@ static void usage(FILE *out)
             "  --response-cache-ttl S         seconds a cached response lives; 0: no limit (600)\n"
             "  --response-cache-preload FILE  JSONL requests (OpenAI batch lines) computed into\n"
             "                                 the cache before the server reports ready\n"
+            "  --responses-store-size SIZE    memory for stored /v1/responses, per server, least\n"
+            "                                 recently used out beyond; 0: none stored (64MiB)\n"
+            "  --responses-store-count N      stored responses at most (10000)\n"
+            "  --responses-store-ttl S        seconds a stored response is kept; 0: until\n"
+            "                                 evicted (3600)\n"
             "  --cost-per-hour USD            the replica's price: cost counter and gauges per 1k\n"
             "                                 tokens and per 1k requests (off)\n"
             "  --cost-window S                the cost gauges' sliding window (300)\n"
@@ -142,6 +147,12 @@ static const tram_flag serve_flags[] = {
     {.name = "--response-cache-ttl", .kind = TRAM_FLAG_DOUBLE, .field = FIELD(response_cache_ttl), .lo = 0,
      .hi = 1e9},
     {.name = "--response-cache-preload", .kind = TRAM_FLAG_STRING, .field = FIELD(response_cache_preload)},
+    {.name = "--responses-store-size", .kind = TRAM_FLAG_SIZE, .field = FIELD(responses_store_size),
+     .expected = "a size like 64MiB"},
+    {.name = "--responses-store-count", .kind = TRAM_FLAG_INT, .field = FIELD(responses_store_count), .lo = 0,
+     .hi = 1 << 24},
+    {.name = "--responses-store-ttl", .kind = TRAM_FLAG_DOUBLE, .field = FIELD(responses_store_ttl), .lo = 0,
+     .hi = 1e9},
     {.name = "--cost-per-hour", .kind = TRAM_FLAG_DOUBLE, .field = FIELD(cost_per_hour), .lo = 0, .hi = 1e6},
     {.name = "--cost-window", .kind = TRAM_FLAG_DOUBLE, .field = FIELD(cost_window), .lo = 1, .hi = 86400},
 };

@@ -137,8 +137,7 @@ static int parse_target_list(const json_t *list, unsigned *targets, const char *
     return 0;
 }
 
-static int parse_targets(const json_t *root, const tram_model_config *base, unsigned *targets, const char *path,
-                         tram_error *err)
+static int parse_targets(const json_t *root, unsigned *targets, const char *path, tram_error *err)
 {
     json_t *list = json_object_get(root, "target_modules");
     if (json_is_string(list) && !strcmp(json_string_value(list), "all-linear"))
@@ -148,13 +147,19 @@ static int parse_targets(const json_t *root, const tram_model_config *base, unsi
                               "\"all-linear\"", path);
     else if (parse_target_list(list, targets, path, err))
         return -1;
-    if (base->n_experts && (*targets & (7u << TRAM_LORA_GATE)))
-        return tram_fail(err, "%s: target modules gate_proj/up_proj/down_proj: the base model's FFN is a mixture "
-                              "of experts, which has no such single projection", path);
     return 0;
 }
 
-static int read_config(tram_lora_adapter *a, const tram_model_config *base, int max_rank, tram_error *err)
+/* The targets against the base: a mixture of experts has no single FFN. */
+static int check_targets(const tram_lora_adapter *a, const tram_model_config *base, tram_error *err)
+{
+    if (base->n_experts && (a->targets & (7u << TRAM_LORA_GATE)))
+        return tram_fail(err, "%s: target modules gate_proj/up_proj/down_proj: the base model's FFN is a mixture "
+                              "of experts, which has no such single projection", a->path);
+    return 0;
+}
+
+static int read_config(tram_lora_adapter *a, int max_rank, tram_error *err)
 {
     char path[600];
     snprintf(path, sizeof(path), "%s/adapter_config.json", a->path);
@@ -165,7 +170,7 @@ static int read_config(tram_lora_adapter *a, const tram_model_config *base, int 
     int rc = config_refusals(root, path, err) || tram_json_get_int(root, "r", 1, 1, 1 << 16, &r, path, err) ||
              tram_json_get_number(root, "lora_alpha", 1, &a->alpha, path, err) ||
              tram_json_get_bool(root, "use_rslora", 0, &a->rslora, path, err) ||
-             parse_targets(root, base, &a->targets, path, err);
+             parse_targets(root, &a->targets, path, err);
     json_decref(root);
     if (rc)
         return -1;
@@ -262,12 +267,20 @@ int tram_lora_open(tram_lora_adapter **out, const char *path, const tram_model_c
     size_t n = (size_t)a->n_layers * TRAM_LORA_N_TARGETS;
     a->a = tram_calloc(n, sizeof(*a->a), err);
     a->b = a->a ? tram_calloc(n, sizeof(*a->b), err) : NULL;
-    if (!a->b || read_config(a, base, max_rank, err) || read_tensors(a, base, err)) {
+    if (!a->b || read_config(a, max_rank, err) || check_targets(a, base, err) || read_tensors(a, base, err)) {
         tram_lora_free(a);
         return -1;
     }
     *out = a;
     return 0;
+}
+
+int tram_lora_read_config(tram_lora_adapter *a, const char *dir, tram_error *err)
+{
+    *a = (tram_lora_adapter){0};
+    if (snprintf(a->path, sizeof(a->path), "%s", dir) >= (int)sizeof(a->path))
+        return tram_fail(err, "%s: the adapter's path is too long", dir);
+    return read_config(a, 0, err);
 }
 
 void tram_lora_free(tram_lora_adapter *a)

@@ -47,6 +47,10 @@ void tram_lora_target_dims(const tram_model_config *c, tram_lora_target t, int *
 int tram_lora_open(tram_lora_adapter **out, const char *path, const tram_model_config *base, int max_rank,
                    tram_error *err);
 void tram_lora_free(tram_lora_adapter *a);
+/* Only dir's adapter_config.json, checked as tram_lora_open checks it,
+ * into *a (rank, alpha, scale, targets; no factors, nothing to free):
+ * what an adapter is without its base (`tram info`). */
+int tram_lora_read_config(tram_lora_adapter *a, const char *dir, tram_error *err);
 /* Host bytes the factors take. */
 size_t tram_lora_bytes(const tram_lora_adapter *a, const tram_model_config *base);
 

@@ -47,6 +47,18 @@ static int is_one(const json_t *v, const json_t *body)
     return json_is_number(v) && json_number_value(v) == 1.0;
 }
 
+static int is_zero(const json_t *v, const json_t *body)
+{
+    (void)body;
+    return json_is_number(v) && json_number_value(v) == 0;
+}
+
+static int is_empty_array(const json_t *v, const json_t *body)
+{
+    (void)body;
+    return json_is_array(v) && json_array_size(v) == 0;
+}
+
 /* {"type": "disabled"} (thinking) or {"type": "direct"} (a call's caller). */
 static int has_type(const json_t *v, const char *type)
 {
@@ -59,6 +71,13 @@ static int is_disabled(const json_t *v, const json_t *body)
 {
     (void)body;
     return has_type(v, "disabled");
+}
+
+/* truncation "disabled" (the Responses API's) */
+static int is_disabled_string(const json_t *v, const json_t *body)
+{
+    (void)body;
+    return json_is_string(v) && !strcmp(json_string_value(v), "disabled");
 }
 
 static int is_direct(const json_t *v, const json_t *body)
@@ -187,6 +206,47 @@ const tram_api_field tram_api_fields[] = {
     REJECTED("suffix", TRAM_FIELD_COMPLETION, is_empty_string, "insertion (fill in the middle) "
              "is not implemented", "\"end\"", "\"\""),
 
+    /* responses, OpenAI (server/responses_request.c reads them) */
+#define RESP TRAM_FIELD_RESPONSES
+    HONOURED("model", RESP, "5"),
+    HONOURED("input", RESP, "5"),
+    HONOURED("instructions", RESP, "5"),
+    HONOURED("max_output_tokens", RESP, "\"x\""),
+    HONOURED("temperature", RESP, "\"x\""),
+    HONOURED("top_p", RESP, "\"x\""),
+    HONOURED("tools", RESP, "5"),
+    HONOURED("tool_choice", RESP, "5"),
+    HONOURED("parallel_tool_calls", RESP, "\"x\""),
+    HONOURED("text", RESP, "5"),
+    HONOURED("stream", RESP, "\"x\""),
+    HONOURED("stream_options", RESP, "5"),
+    HONOURED("store", RESP, "\"x\""),
+    HONOURED("previous_response_id", RESP, "5"),
+    HONOURED("metadata", RESP, "5"),   /* echoed in the response object */
+    IGNORED("user", RESP),
+    IGNORED("safety_identifier", RESP),
+    IGNORED("prompt_cache_key", RESP),
+    IGNORED("prompt_cache_retention", RESP),
+    IGNORED("service_tier", RESP),
+    /* it bounds calls to built-in tools, which are refused */
+    IGNORED("max_tool_calls", RESP),
+    REJECTED("background", RESP, is_false, "background responses are not implemented", "true", "false"),
+    REJECTED("conversation", RESP, NULL, "the Conversations API is not implemented: use "
+             "'previous_response_id'", "\"conv_1\"", NULL),
+    REJECTED("include", RESP, is_empty_array, "no extra output data (logprobs, reasoning, tool "
+             "sources) is produced", "[\"message.output_text.logprobs\"]", "[]"),
+    REJECTED("prompt", RESP, NULL, "stored prompt templates are not implemented",
+             "{\"id\": \"pmpt_1\"}", NULL),
+    REJECTED("reasoning", RESP, NULL, "the model is not a reasoning model", "{\"effort\": \"low\"}",
+             NULL),
+    REJECTED("top_logprobs", RESP, is_zero, "/v1/responses returns no logprobs", "2", "0"),
+    REJECTED("truncation", RESP, is_disabled_string, "prompts are never truncated", "\"auto\"",
+             "\"disabled\""),
+    REJECTED("context_management", RESP, NULL, "context compaction is not implemented",
+             "[{\"type\": \"compaction\"}]", NULL),
+    /* vLLM's and tram's own */
+    HONOURED("seed", RESP, "\"x\""),
+
     /* Anthropic's /v1/messages (MSGS) and /v1/messages/count_tokens (MSGS_ALL: both) */
 #define MSGS TRAM_FIELD_MESSAGES
 #define MSGS_ALL (TRAM_FIELD_MESSAGES | TRAM_FIELD_COUNT_TOKENS)
@@ -291,6 +351,63 @@ static const tram_api_field response_format_keys[] = {
     HONOURED("json_schema", TRAM_FIELD_BOTH, "5"),
     HONOURED("schema", TRAM_FIELD_BOTH, "5"),   /* llama.cpp's: with "json_object" */
 };
+/* the Responses API's objects */
+static const tram_api_field resp_message_keys[] = {
+    HONOURED("type", RESP, "5"),
+    HONOURED("role", RESP, "5"),
+    HONOURED("content", RESP, "5"),
+    IGNORED("id", RESP),
+    IGNORED("status", RESP),
+};
+static const tram_api_field resp_content_part_keys[] = {
+    HONOURED("type", RESP, "5"),
+    HONOURED("text", RESP, "5"),
+    /* what an output_text part sent back carries: the text is the part */
+    IGNORED("annotations", RESP),
+    IGNORED("logprobs", RESP),
+};
+static const tram_api_field resp_function_call_keys[] = {
+    HONOURED("type", RESP, "5"),
+    HONOURED("call_id", RESP, "5"),
+    HONOURED("name", RESP, "5"),
+    HONOURED("arguments", RESP, "5"),
+    IGNORED("id", RESP),
+    IGNORED("status", RESP),
+};
+static const tram_api_field resp_call_output_keys[] = {
+    HONOURED("type", RESP, "5"),
+    HONOURED("call_id", RESP, "5"),
+    HONOURED("output", RESP, "5"),
+    IGNORED("id", RESP),
+    IGNORED("status", RESP),
+};
+static const tram_api_field resp_tool_keys[] = {
+    HONOURED("type", RESP, "5"),
+    HONOURED("name", RESP, "5"),
+    HONOURED("description", RESP, "5"),
+    HONOURED("parameters", RESP, "5"),
+    HONOURED("strict", RESP, "\"x\""),
+};
+static const tram_api_field resp_tool_choice_keys[] = {
+    HONOURED("type", RESP, "5"),
+    HONOURED("name", RESP, "5"),
+};
+static const tram_api_field resp_text_keys[] = {
+    HONOURED("format", RESP, "5"),
+    REJECTED("verbosity", RESP, NULL, "tram does not rewrite the model's style", "\"low\"", NULL),
+};
+static const tram_api_field resp_format_keys[] = {
+    HONOURED("type", RESP, "5"),
+    HONOURED("name", RESP, "5"),
+    HONOURED("schema", RESP, "5"),
+    HONOURED("strict", RESP, "\"x\""),
+    HONOURED("description", RESP, "5"),
+};
+static const tram_api_field resp_stream_options_keys[] = {
+    /* random padding of the deltas against length side channels */
+    IGNORED("include_obfuscation", RESP),
+};
+
 static const tram_api_field json_schema_keys[] = {
     HONOURED("name", TRAM_FIELD_BOTH, "5"),
     HONOURED("schema", TRAM_FIELD_BOTH, "5"),
@@ -361,6 +478,10 @@ static const tram_api_field msgs_output_format_keys[] = {
     "\"tool_calls\": [{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"f\", " \
     "\"arguments\": \"{}\"}}]}]}"
 #define OBJECT(rows, path, example, at) {path, rows, TRAM_ARRAY_LEN(rows), TRAM_FIELD_BOTH, example, at}
+#define RESP_OBJECT(rows, path, example, at) {path, rows, TRAM_ARRAY_LEN(rows), RESP, example, at}
+#define RESP_TOOLS "\"tools\": [{\"type\": \"function\", \"name\": \"f\"}]"
+#define RESP_CALLED "{\"input\": [{\"type\": \"function_call\", \"call_id\": \"c1\", \"name\": \"f\", " \
+    "\"arguments\": \"{}\"}, {\"type\": \"function_call_output\", \"call_id\": \"c1\", \"output\": \"1\"}]}"
 
 #define MSGS_BODY(messages, extra) "{\"model\": \"m\", \"max_tokens\": 5, \"messages\": " messages extra "}"
 #define MSGS_HI "[{\"role\": \"user\", \"content\": \"hi\"}]"
@@ -392,6 +513,27 @@ const tram_api_object tram_api_objects[TRAM_OBJ_COUNT] = {
     [TRAM_OBJ_JSON_SCHEMA] = OBJECT(json_schema_keys, "response_format.json_schema",
         CHAT_BODY(", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"n\", "
                   "\"schema\": {\"type\": \"object\"}}}"), "response_format.json_schema"),
+    [TRAM_OBJ_RESP_MESSAGE] = RESP_OBJECT(resp_message_keys, "input[] (a message)",
+        "{\"input\": [{\"role\": \"user\", \"content\": \"hi\"}]}", "input[0]"),
+    [TRAM_OBJ_RESP_CONTENT_PART] = RESP_OBJECT(resp_content_part_keys, "input[].content[]",
+        "{\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_text\", \"text\": \"hi\"}]}]}",
+        "input[0].content[0]"),
+    [TRAM_OBJ_RESP_FUNCTION_CALL] = RESP_OBJECT(resp_function_call_keys, "input[] (a function_call)",
+        RESP_CALLED, "input[0]"),
+    [TRAM_OBJ_RESP_CALL_OUTPUT] = RESP_OBJECT(resp_call_output_keys, "input[] (a function_call_output)",
+        RESP_CALLED, "input[1]"),
+    [TRAM_OBJ_RESP_TOOL] = RESP_OBJECT(resp_tool_keys, "tools[]", "{\"input\": \"hi\", " RESP_TOOLS "}",
+        "tools[0]"),
+    [TRAM_OBJ_RESP_TOOL_CHOICE] = RESP_OBJECT(resp_tool_choice_keys, "tool_choice",
+        "{\"input\": \"hi\", " RESP_TOOLS ", \"tool_choice\": {\"type\": \"function\", \"name\": \"f\"}}",
+        "tool_choice"),
+    [TRAM_OBJ_RESP_TEXT] = RESP_OBJECT(resp_text_keys, "text",
+        "{\"input\": \"hi\", \"text\": {\"format\": {\"type\": \"text\"}}}", "text"),
+    [TRAM_OBJ_RESP_FORMAT] = RESP_OBJECT(resp_format_keys, "text.format",
+        "{\"input\": \"hi\", \"text\": {\"format\": {\"type\": \"json_schema\", \"name\": \"n\", "
+        "\"schema\": {\"type\": \"object\"}}}}", "text.format"),
+    [TRAM_OBJ_RESP_STREAM_OPTIONS] = RESP_OBJECT(resp_stream_options_keys, "stream_options",
+        "{\"input\": \"hi\", \"stream\": true, \"stream_options\": {}}", "stream_options"),
     [TRAM_OBJ_MSGS_MESSAGE] = MSGS_OBJECT(msgs_message_keys, "messages[]", MSGS_BODY(MSGS_HI, ""),
                                           "messages[0]"),
     [TRAM_OBJ_MSGS_TEXT] = MSGS_OBJECT(msgs_text_keys, "messages[].content[]",

@@ -70,6 +70,16 @@ typedef enum {
     TRAM_OBJ_TOOL_CALL_FUNCTION,
     TRAM_OBJ_RESPONSE_FORMAT,
     TRAM_OBJ_JSON_SCHEMA,           /* response_format.json_schema */
+    /* /v1/responses */
+    TRAM_OBJ_RESP_MESSAGE,          /* an input item: a message */
+    TRAM_OBJ_RESP_CONTENT_PART,     /* its content parts */
+    TRAM_OBJ_RESP_FUNCTION_CALL,    /* an input item: a function_call */
+    TRAM_OBJ_RESP_CALL_OUTPUT,      /* an input item: a function_call_output */
+    TRAM_OBJ_RESP_TOOL,
+    TRAM_OBJ_RESP_TOOL_CHOICE,      /* the object form */
+    TRAM_OBJ_RESP_TEXT,
+    TRAM_OBJ_RESP_FORMAT,           /* text.format */
+    TRAM_OBJ_RESP_STREAM_OPTIONS,
     /* Anthropic's Messages API (msgs_request.c) */
     TRAM_OBJ_MSGS_MESSAGE,
     TRAM_OBJ_MSGS_TEXT,             /* a text block: in system, messages, tool results */

@@ -59,7 +59,8 @@ int tram_api_request_parse(tram_api_request *r, tram_api_kind kind,
                            const tram_sampling_params *defaults, const char *body, size_t len,
                            tram_api_error *e);
 /* The same over a body already read (an object, stolen: freed on failure,
- * else owned by r): Anthropic's requests are translated into chat's. */
+ * else owned by r): a dialect's chat body (dialect.h), Anthropic's
+ * requests translated into chat's. */
 int tram_api_request_parse_json(tram_api_request *r, tram_api_kind kind,
                                 const tram_sampling_params *defaults, json_t *root,
                                 tram_api_error *e);

@@ -27,6 +27,7 @@
 #include "server/api_response.h"
 #include "server/auth.h"
 #include "server/cache_key.h"
+#include "server/dialect.h"
 #include "server/endpoints.h"
 #include "server/http.h"
 #include "server/log.h"
@@ -86,6 +87,8 @@ struct tram_completion {
     tram_prep_task task;         /* its preparation on the pool */
     int preparing;               /* the task is on the pool: the loop leaves the rest alone */
     tram_api_kind kind;
+    const tram_dialect *dialect; /* NULL, or the API spoken over chat (dialect.h) */
+    void *dialect_state;
     tram_api_protocol protocol;  /* Anthropic's /v1/messages: its request, reply and error shapes */
     int count_only;              /* /v1/messages/count_tokens: prepared, then answered with its length */
     tram_msgs_stream msgs;       /* an Anthropic stream's place */
@@ -173,6 +176,8 @@ static void completion_free(tram_completion *c)
         evbuffer_free(c->body);
     tram_grammar_release(c->api.params.grammar);  /* structured.c's or tool_grammar.c's */
     tram_api_request_free(&c->api);
+    if (c->dialect)
+        c->dialect->free_state(c->dialect_state);
     free(c);
 }
 
@@ -272,14 +277,44 @@ static int enforce_tool_choice(tram_completion *c, tram_api_error *e)
     return c->api.params.grammar ? tram_tool_validators(t, &c->tool_schemas, e) : -1;
 }
 
-static int prepare(tram_completion *c, tram_api_kind kind, const char *body, size_t len,
-                   tram_api_error *e)
+/* A dialect's body, read and made a chat body, parsed as chat's. */
+static int parse_dialect(tram_completion *c, const char *body, size_t len, tram_api_error *e)
+{
+    json_t *root = tram_api_parse_object(body, len, e);
+    if (!root)
+        return -1;
+    tram_dialect_request in = {.srv = c->srv, .body = root, .tenant = c->tenant, .id = c->id,
+                               .created = c->env.created};
+    json_t *chat = c->dialect->to_chat(&in, &c->dialect_state, e);
+    json_decref(root);
+    if (!chat)
+        return -1;
+    return tram_api_request_parse_json(&c->api, TRAM_API_CHAT, &c->srv->defaults, chat, e);
+}
+
+/* The body parsed by its protocol's parser, under an id of its kind. */
+static int parse_body(tram_completion *c, tram_api_kind kind, const char *body, size_t len,
+                      tram_api_error *e)
+{
+    c->env = (tram_api_envelope){.kind = kind, .id = c->id, .created = (long long)time(NULL),
+                                 .model = c->srv->model_name};
+    if (c->protocol == TRAM_PROTOCOL_ANTHROPIC) {
+        tram_api_random_id("msg_", c->id);
+        return tram_msgs_request_parse(&c->api, c->count_only, &c->srv->defaults, body, len, e);
+    }
+    if (c->dialect) {
+        tram_api_random_id(c->dialect->id_prefix, c->id);
+        return parse_dialect(c, body, len, e);
+    }
+    tram_api_make_id(kind, c->id);
+    return tram_api_request_parse(&c->api, kind, &c->srv->defaults, body, len, e);
+}
+
+static int prepare_request(tram_completion *c, tram_api_kind kind, const char *body, size_t len,
+                           tram_api_error *e)
 {
     tram_server *s = c->srv;
-    if ((c->protocol == TRAM_PROTOCOL_ANTHROPIC
-             ? tram_msgs_request_parse(&c->api, c->count_only, &s->defaults, body, len, e)
-             : tram_api_request_parse(&c->api, kind, &s->defaults, body, len, e)) ||
-        tram_check_model(s, c->api.model, &c->lora, e) ||
+    if (parse_body(c, kind, body, len, e) || tram_check_model(s, c->api.model, &c->lora, e) ||
         tram_structured_grammar(c->api.root, tram_engine_tokenizer(s->engine), &c->api.params.grammar, e) ||
         tram_structured_validator(c->api.root, &c->schema, e) ||
         check_tools_supported(c, e) || enforce_tool_choice(c, e))
@@ -305,15 +340,20 @@ static int prepare(tram_completion *c, tram_api_kind kind, const char *body, siz
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     for (int i = 0; c->readers && i < c->num_choices; i++)
         tram_tool_reader_init(&c->readers[i], c->tool_format, &c->api.tools);
-    if (c->protocol == TRAM_PROTOCOL_ANTHROPIC)
-        tram_api_random_id("msg_", c->id);
-    else
-        tram_api_make_id(kind, c->id);
     if (c->api.ignored[0])
         tram_log(TRAM_LOG_WARNING, "%s: accepted and ignored: %s", c->id, c->api.ignored);
-    c->env = (tram_api_envelope){
-        .kind = kind, .id = c->id, .created = (long long)time(NULL), .model = c->lora ? c->lora : s->model_name};
+    c->env.model = c->lora ? c->lora : s->model_name;   /* the adapter a request names is its model */
     return tokenize_prompts(c, e);
+}
+
+/* A dialect's request fails naming its own fields, not the chat body's. */
+static int prepare(tram_completion *c, tram_api_kind kind, const char *body, size_t len,
+                   tram_api_error *e)
+{
+    int rc = prepare_request(c, kind, body, len, e);
+    if (rc && c->dialect && c->dialect_state)
+        c->dialect->rename_error(c->dialect_state, e);
+    return rc;
 }
 
 static void on_close(struct evhttp_connection *conn, void *arg);
@@ -545,7 +585,8 @@ static void refuse_now(tram_server *s, struct evhttp_request *req, tram_api_prot
 /* The body goes to the pool; the client is watched from now on, so drain
  * waits for it and a disconnect is noticed while it is prepared. */
 static void handle_completion_request(tram_server *s, struct evhttp_request *req, tram_api_kind kind,
-                                      tram_api_protocol protocol, int count_only)
+                                      tram_api_protocol protocol, int count_only,
+                                      const tram_dialect *dialect)
 {
     if (!s->ready || s->draining) {
         refuse_now(s, req, protocol, s->draining ? TRAM_REFUSED_DRAINING : TRAM_REFUSED_LOADING,
@@ -556,6 +597,8 @@ static void handle_completion_request(tram_server *s, struct evhttp_request *req
     const char *cc = evhttp_find_header(in, "Cache-Control");
     int bypass = count_only || tram_cache_control_bypasses(cc);
     tram_completion *c = completion_new(s, req, kind, protocol, bypass ? CACHE_BYPASS : CACHE_MAY);
+    if (c)
+        c->dialect = dialect;
     if (!c || !(c->body = tram_http_take_body(req))) {
         tram_api_error e = {0};
         free(c);
@@ -583,22 +626,27 @@ static void handle_completion_request(tram_server *s, struct evhttp_request *req
 
 void tram_handle_chat(tram_server *s, struct evhttp_request *req)
 {
-    handle_completion_request(s, req, TRAM_API_CHAT, TRAM_PROTOCOL_OPENAI, 0);
+    handle_completion_request(s, req, TRAM_API_CHAT, TRAM_PROTOCOL_OPENAI, 0, NULL);
 }
 
 void tram_handle_completion(tram_server *s, struct evhttp_request *req)
 {
-    handle_completion_request(s, req, TRAM_API_COMPLETION, TRAM_PROTOCOL_OPENAI, 0);
+    handle_completion_request(s, req, TRAM_API_COMPLETION, TRAM_PROTOCOL_OPENAI, 0, NULL);
+}
+
+void tram_handle_dialect(tram_server *s, struct evhttp_request *req, const tram_dialect *d)
+{
+    handle_completion_request(s, req, TRAM_API_CHAT, TRAM_PROTOCOL_OPENAI, 0, d);
 }
 
 void tram_handle_messages(tram_server *s, struct evhttp_request *req)
 {
-    handle_completion_request(s, req, TRAM_API_CHAT, TRAM_PROTOCOL_ANTHROPIC, 0);
+    handle_completion_request(s, req, TRAM_API_CHAT, TRAM_PROTOCOL_ANTHROPIC, 0, NULL);
 }
 
 void tram_handle_messages_count_tokens(tram_server *s, struct evhttp_request *req)
 {
-    handle_completion_request(s, req, TRAM_API_CHAT, TRAM_PROTOCOL_ANTHROPIC, 1);
+    handle_completion_request(s, req, TRAM_API_CHAT, TRAM_PROTOCOL_ANTHROPIC, 1, NULL);
 }
 
 int tram_completion_start_internal(tram_server *s, tram_api_kind kind, const char *body,
@@ -649,11 +697,33 @@ static void send_chunk(tram_completion *c, json_t *chunk)
         u.completion_tokens = c->tokens_so_far;
         tram_api_chunk_set_usage(chunk, &u);
     }
-    if (c->req && chunk && c->protocol == TRAM_PROTOCOL_ANTHROPIC)
+    if (c->dialect && chunk)
+        c->dialect->chunk(c->dialect_state, chunk, c->req);
+    else if (c->req && chunk && c->protocol == TRAM_PROTOCOL_ANTHROPIC)
         tram_msgs_stream_chunk(&c->msgs, c->req, chunk);
     else if (c->req && chunk)
         tram_http_sse_send(c->req, chunk);
     json_decref(chunk);
+}
+
+/* The end of c's stream, error NULL or why it failed midway. */
+static void end_stream(tram_completion *c, const tram_api_error *error)
+{
+    if (c->dialect)
+        c->dialect->stream_end(c->dialect_state, error, c->req);
+    else
+        tram_http_sse_done(c->req);
+}
+
+/* The whole reply's body: chat's, or its dialect's made of it. */
+static json_t *response_body(tram_completion *c, const tram_api_usage *u)
+{
+    json_t *chat = tram_api_response(&c->env, c->choices, c->num_choices, u);
+    if (!c->dialect || !chat)
+        return chat;
+    json_t *body = c->dialect->response(c->dialect_state, chat);
+    json_decref(chat);
+    return body;
 }
 
 /* Anthropic's reply: the message, its stream's end, or its error (a choice
@@ -683,12 +753,15 @@ static void respond(tram_completion *c, const tram_api_usage *u)
     } else if (c->streaming) {
         if (c->api.include_usage) {
             json_t *usage = tram_api_usage_chunk(&c->env, u);
-            tram_http_sse_send(c->req, usage);
+            if (c->dialect)
+                c->dialect->chunk(c->dialect_state, usage, c->req);
+            else
+                tram_http_sse_send(c->req, usage);
             json_decref(usage);
         }
-        tram_http_sse_done(c->req);
+        end_stream(c, NULL);
     } else {
-        tram_http_send_json(c->req, 200, tram_api_response(&c->env, c->choices, c->num_choices, u));
+        tram_http_send_json(c->req, 200, response_body(c, u));
     }
 }
 
@@ -1190,7 +1263,7 @@ static void fail_completion(tram_completion *c, const tram_api_error *error)
     if (c->req && c->streaming && c->protocol == TRAM_PROTOCOL_ANTHROPIC)
         tram_msgs_stream_end(&c->msgs, c->req, NULL, &c->error, NULL);
     else if (c->req && c->streaming)
-        tram_http_sse_done(c->req);
+        end_stream(c, &c->error);
     else if (c->req)
         tram_http_send_error_as(c->req, &c->error, c->protocol);
     if (c->done)

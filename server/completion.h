@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "server/api_request.h"
+#include "server/dialect.h"
 #include "server/state.h"
 #include "server/worker.h"
 
@@ -14,6 +15,8 @@ struct evhttp_request;
 
 void tram_handle_chat(tram_server *s, struct evhttp_request *req);
 void tram_handle_completion(tram_server *s, struct evhttp_request *req);
+/* A request of an API spoken over chat (dialect.h), run as a chat one. */
+void tram_handle_dialect(tram_server *s, struct evhttp_request *req, const tram_dialect *d);
 /* Anthropic's Messages API on the same path (msgs_request.h, msgs_response.h). */
 void tram_handle_messages(tram_server *s, struct evhttp_request *req);
 void tram_handle_messages_count_tokens(tram_server *s, struct evhttp_request *req);

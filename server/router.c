@@ -13,10 +13,12 @@
 #include "server/embeddings.h"
 #include "server/endpoints.h"
 #include "server/http.h"
+#include "server/responses.h"
 #include "server/state.h"
 
 typedef struct {
     const char *path;
+    int prefix;    /* path ends in "/": it matches the path followed by one more segment, an id */
     enum evhttp_cmd_type method;
     int open;   /* answered without an API key (probes and scrapers) */
     int metrics;   /* open, unless --metrics-api-key is given: then that key only */
@@ -24,8 +26,16 @@ typedef struct {
     void (*handle)(tram_server *s, struct evhttp_request *req);
 } route;
 
+static void handle_responses(tram_server *s, struct evhttp_request *req)
+{
+    tram_handle_dialect(s, req, &tram_responses_dialect);
+}
+
 static const route routes[] = {
     {.path = "/v1/chat/completions", .method = EVHTTP_REQ_POST, .handle = tram_handle_chat},
+    {.path = "/v1/responses", .method = EVHTTP_REQ_POST, .handle = handle_responses},
+    {.path = "/v1/responses/", .prefix = 1, .method = EVHTTP_REQ_GET, .handle = tram_handle_response_get},
+    {.path = "/v1/responses/", .prefix = 1, .method = EVHTTP_REQ_DELETE, .handle = tram_handle_response_delete},
     {.path = "/v1/completions", .method = EVHTTP_REQ_POST, .handle = tram_handle_completion},
     {.path = "/v1/messages", .method = EVHTTP_REQ_POST, .protocol = TRAM_PROTOCOL_ANTHROPIC,
      .handle = tram_handle_messages},
@@ -57,6 +67,11 @@ static int is_json(const char *content_type)
            (content_type[n] == 0 || content_type[n] == ';' || content_type[n] == ' ');
 }
 
+static int allows(const route *r, enum evhttp_cmd_type m)
+{
+    return m == r->method || (m == EVHTTP_REQ_HEAD && r->method == EVHTTP_REQ_GET);
+}
+
 /* The checks before a handler runs; -1 with e filled when one fails. */
 static int admit(tram_server *s, struct evhttp_request *req, const route *r, tram_api_error *e)
 {
@@ -66,7 +81,7 @@ static int admit(tram_server *s, struct evhttp_request *req, const route *r, tra
     if (!r)
         return tram_api_fail(e, 404, NULL, "unknown_url", "Invalid URL (%s %.200s)",
                              tram_http_method_name(m), path);
-    if (m != r->method && !(m == EVHTTP_REQ_HEAD && r->method == EVHTTP_REQ_GET)) {
+    if (!allows(r, m)) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
                           tram_http_method_name(r->method));
         return tram_api_fail(e, 405, NULL, "method_not_allowed",
@@ -92,14 +107,33 @@ static int admit(tram_server *s, struct evhttp_request *req, const route *r, tra
     return 0;
 }
 
+static int matches(const route *r, const char *path)
+{
+    size_t n = strlen(r->path);
+    if (!r->prefix)
+        return !strcmp(path, r->path);
+    return !strncmp(path, r->path, n) && path[n] && !strchr(path + n, '/');
+}
+
+/* The route of path for method m; else one of path's (a 405 names its
+ * method), else NULL. */
+static const route *find_route(const char *path, enum evhttp_cmd_type m)
+{
+    const route *other = NULL;
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        if (!matches(&routes[i], path))
+            continue;
+        if (allows(&routes[i], m))
+            return &routes[i];
+        other = &routes[i];
+    }
+    return other;
+}
+
 void tram_router_dispatch(struct evhttp_request *req, void *arg)
 {
     tram_server *s = arg;
-    const char *path = tram_http_path(req);
-    const route *r = NULL;
-    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
-        if (!strcmp(path, routes[i].path))
-            r = &routes[i];
+    const route *r = find_route(tram_http_path(req), evhttp_request_get_command(req));
     tram_api_error e = {0};
     if (admit(s, req, r, &e)) {
         tram_http_send_error_as(req, &e, r ? r->protocol : TRAM_PROTOCOL_OPENAI);

@@ -23,6 +23,7 @@
 #include "server/endpoints.h"
 #include "server/preload.h"
 #include "server/prep_pool.h"
+#include "server/response_store.h"
 #include "server/router.h"
 #include "server/state.h"
 #include "server/worker.h"
@@ -47,6 +48,9 @@ void tram_server_config_init(tram_server_config *c)
         .response_cache = TRAM_RCACHE_OFF,
         .response_cache_size = 256u << 20,
         .response_cache_ttl = 600,
+        .responses_store_size = 64u << 20,
+        .responses_store_count = 10000,
+        .responses_store_ttl = 3600,
         .cost_window = 300,
     };
     tram_engine_config_init(&c->engine);
@@ -275,6 +279,19 @@ static int setup_cache(tram_server *s)
     return 0;
 }
 
+/* The stored /v1/responses (none with --responses-store-size 0). */
+static int setup_responses_store(tram_server *s)
+{
+    tram_rstore_config c = {.max_bytes = s->cfg.responses_store_size,
+                            .max_count = (size_t)s->cfg.responses_store_count,
+                            .ttl = s->cfg.responses_store_ttl};
+    if (c.max_bytes && c.max_count && !(s->responses = tram_rstore_new(&c))) {
+        tram_log(TRAM_LOG_ERROR, "out of memory creating the responses store");
+        return -1;
+    }
+    return 0;
+}
+
 static int start_worker(tram_server *s)
 {
     tram_error err = {{0}};
@@ -319,6 +336,7 @@ static void teardown(tram_server *s)
     tram_output_checker_stop(s->checker); /* after the completions: they cancel their checks */
     tram_endpoint_jobs_free(s);
     tram_rcache_free(s->cache);
+    tram_rstore_free(s->responses);
     tram_preload_free(s->preload);
     tram_chat_template_free(s->chat);
     if (s->http)
@@ -375,6 +393,12 @@ int tram_server_run(const tram_server_config *c)
     if (load_keys(s))
         return 1;
     if (setup_cache(s)) {
+        tram_api_keys_free(s->keys);
+        return 1;
+    }
+    if (setup_responses_store(s)) {
+        tram_rcache_free(s->cache);
+        tram_preload_free(s->preload);
         tram_api_keys_free(s->keys);
         return 1;
     }

@@ -61,6 +61,9 @@ typedef struct {
     size_t response_cache_size;      /* bytes of ready entries (256 MiB) */
     double response_cache_ttl;       /* seconds; 0: no expiry (600) */
     const char *response_cache_preload;  /* JSONL of requests computed before ready, or NULL */
+    size_t responses_store_size;     /* bytes of stored /v1/responses (64 MiB); 0: none stored */
+    int responses_store_count;       /* stored responses at most (10000) */
+    double responses_store_ttl;      /* seconds one is kept; 0: until evicted (3600) */
     double cost_per_hour;            /* dollars; 0: no cost metrics */
     double cost_window;              /* seconds of the cost gauges' sliding window (300) */
     tram_engine_config engine;

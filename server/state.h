@@ -56,6 +56,7 @@ typedef struct tram_server {
     tram_metrics metrics;
     tram_metrics_info metrics_info;
     tram_rcache *cache;              /* NULL with --response-cache off */
+    struct tram_rstore *responses;   /* the stored /v1/responses (response_store.h); NULL: none */
     tram_cost cost;
     struct tram_preload *preload;    /* the start-up requests (preload.h) */
 } tram_server;

@@ -182,3 +182,16 @@ def test_the_batch_cli_selects_adapters_by_model(tmp_path):
         assert got["code"]["body"]["choices"][0]["text"] == detokenize(s, case["greedy_ids"])
     finally:
         s.stop()
+
+
+def test_tram_info_shows_an_adapters_rank_alpha_and_targets(tmp_path):
+    r = subprocess.run([BIN, "info", f"{FIX}/sql"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    fields = dict(line.split(None, 1) for line in r.stdout.splitlines())
+    assert fields["rank"] == "8" and fields["alpha"] == "16" and fields["rslora"] == "no"
+    assert fields["targets"] == "q_proj v_proj" and fields["scale"] == "2"
+    with open(f"{FIX}/sql/adapter_config.json") as f:
+        config = json.load(f)
+    (tmp_path / "adapter_config.json").write_text(json.dumps({**config, "use_dora": True}))
+    r = subprocess.run([BIN, "info", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and '"use_dora" is set: DoRA' in r.stderr

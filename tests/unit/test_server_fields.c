@@ -11,6 +11,7 @@
 #include "server/api_request.h"
 #include "server/structured.h"
 #include "tests/unit/test_tokenizer_util.h"
+#include "tests/unit/test_util.h"
 
 static tram_sampling_params defaults;
 static tram_tokenizer *tok;
@@ -133,25 +134,6 @@ Test(server_fields, max_completion_tokens_on_completions)
     cr_assert_eq(r.params.max_tokens, 5);
     tram_api_request_free(&r);
 }
-/* The value at path ("messages[1].tool_calls[0].function") in j. */
-static json_t *at_path(json_t *j, const char *path)
-{
-    char name[64];
-    while (j && *path) {
-        size_t n = strcspn(path, ".[");
-        snprintf(name, sizeof(name), "%.*s", (int)n, path);
-        j = json_object_get(j, name);
-        path += n;
-        while (j && *path == '[') {
-            j = json_array_get(j, strtoul(path + 1, (char **)&path, 10));
-            path++;  /* ']' */
-        }
-        if (*path == '.')
-            path++;
-    }
-    return j;
-}
-
 /* Parses a chat body as the server does; 0, or -1 with e filled. */
 static int parse_chat_body(const char *text, tram_api_error *e)
 {
@@ -177,7 +159,7 @@ Test(server_fields, an_unknown_key_in_any_nested_object_is_400_naming_its_path)
         tram_api_error e;
         cr_assert_eq(parse_chat_body(o->example_body, &e), 0, "%s: %s", o->path, e.message);
         json_t *body = json_loads(o->example_body, 0, NULL);
-        json_t *target = at_path(body, o->example_path);
+        json_t *target = test_json_at(body, o->example_path);
         cr_assert(json_is_object(target), "%s: no object at %s", o->path, o->example_path);
         json_object_set_new(target, "zz_unknown", json_true());
         char *text = json_dumps(body, 0), want[160];

@@ -3,9 +3,32 @@
 #define TEST_UTIL_H
 
 #include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "engine/tram.h"
 #include "kernels/backend.h"
+
+/* The value at path ("messages[1].tool_calls[0].function") in j, or NULL. */
+static inline json_t *test_json_at(json_t *j, const char *path)
+{
+    char name[64];
+    while (j && *path) {
+        size_t n = strcspn(path, ".[");
+        snprintf(name, sizeof(name), "%.*s", (int)n, path);
+        j = json_object_get(j, name);
+        path += n;
+        while (j && *path == '[') {
+            j = json_array_get(j, strtoul(path + 1, (char **)&path, 10));
+            path++;  /* ']' */
+        }
+        if (*path == '.')
+            path++;
+    }
+    return j;
+}
 
 /* Index of the largest of x[n]; the lowest index on ties, as greedy sampling. */
 static inline int test_argmax(const float *x, int n)

@@ -1,0 +1,28 @@
+/* responses.h — OpenAI's Responses API: POST /v1/responses run over the
+ * chat completion path (dialect.h), and the stored responses' GET and
+ * DELETE /v1/responses/{id} (response_store.h). */
+#ifndef TRAM_RESPONSES_H
+#define TRAM_RESPONSES_H
+
+#include <jansson.h>
+
+#include "server/dialect.h"
+#include "server/state.h"
+
+struct evhttp_request;
+
+extern const tram_dialect tram_responses_dialect;
+
+/* GET and DELETE /v1/responses/{id}: the caller's tenant's response. */
+void tram_handle_response_get(tram_server *s, struct evhttp_request *req);
+void tram_handle_response_delete(tram_server *s, struct evhttp_request *req);
+
+/* The dialect's parts (responses_request.c, responses_output.c). */
+json_t *tram_responses_to_chat(const tram_dialect_request *in, void **state, tram_api_error *e);
+void tram_responses_rename_error(void *state, tram_api_error *e);
+json_t *tram_responses_response(void *state, const json_t *chat);
+void tram_responses_chunk(void *state, const json_t *chunk, struct evhttp_request *req);
+void tram_responses_stream_end(void *state, const tram_api_error *error, struct evhttp_request *req);
+void tram_responses_free(void *state);
+
+#endif
