@@ -181,7 +181,8 @@ static void decode_step(step_arrays &s, int batch, int ctx, int max_blocks, int 
                     .slot_mapping = s.slots.data(), .query_start = s.qs.data(), .seq_lens = s.lens.data(),
                     .block_tables = s.tables.data(), .max_blocks_per_seq = max_blocks,
                     .logits_rows = s.rows.data(), .num_logits = batch,
-                    .min_query_len = 0, .max_query_len = 0};  /* tram_model_prepare sets them */
+                    .min_query_len = 0, .max_query_len = 0,  /* tram_model_prepare sets them */
+                    .seq_lora = NULL};
     s.b = b;
 }
 
