@@ -92,8 +92,10 @@ static double qgemm_peak(int threads, tram_error *err)
     tram_q8_block *x = w ? tram_calloc((size_t)N * COLS / TRAM_QK, sizeof(*x), err) : NULL;
     float *y = x ? tram_calloc((size_t)N * ROWS, sizeof(float), err) : NULL;
     double best = 1e30;
+    /* at function scope: a late pool worker may still read it until the
+     * pool is destroyed (pool.h's stealable jobs) */
+    tram_weight tw = {.type = TRAM_W_Q4_1, .rows = ROWS, .cols = COLS, .data = w};
     if (y && !tram_cpu_pool_create(&pool, threads, err)) {
-        tram_weight tw = {.type = TRAM_W_Q4_1, .rows = ROWS, .cols = COLS, .data = w};
         for (int r = 0; r < REPS; r++) {
             double t0 = tram_now();
             tram_q_gemm(tram_q_kernel_best(), y, x, N, &tw, pool);
