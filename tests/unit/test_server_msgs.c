@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "server/msgs_request.h"
+#include "tests/unit/test_util.h"
 
 static tram_sampling_params defaults;
 
@@ -103,32 +104,13 @@ Test(server_msgs, every_top_level_row_does_what_the_table_says)
     cr_assert_str_eq(e.param, "n");
 }
 
-/* The value at path ("messages[1].content[0]") in j. */
-static json_t *at_path(json_t *j, const char *path)
-{
-    char name[64];
-    while (j && *path) {
-        size_t n = strcspn(path, ".[");
-        snprintf(name, sizeof(name), "%.*s", (int)n, path);
-        j = json_object_get(j, name);
-        path += n;
-        while (j && *path == '[') {
-            j = json_array_get(j, strtoul(path + 1, (char **)&path, 10));
-            path++;
-        }
-        if (*path == '.')
-            path++;
-    }
-    return j;
-}
-
 /* The object's example with key set to the JSON value (NULL: as it is). */
 static int parse_object_with(const tram_api_object *o, const char *key, const char *value, tram_api_request *r,
                              tram_api_error *e)
 {
     json_t *body = json_loads(o->example_body, 0, NULL);
     cr_assert_not_null(body, "%s: the example is not JSON", o->path);
-    json_t *target = at_path(body, o->example_path);
+    json_t *target = test_json_at(body, o->example_path);
     cr_assert(json_is_object(target), "%s: no object at %s", o->path, o->example_path);
     if (key)
         json_object_set_new(target, key, json_loads(value, JSON_DECODE_ANY, NULL));
