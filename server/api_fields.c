@@ -47,18 +47,6 @@ static int is_one(const json_t *v, const json_t *body)
     return json_is_number(v) && json_number_value(v) == 1.0;
 }
 
-static int is_zero(const json_t *v, const json_t *body)
-{
-    (void)body;
-    return json_is_number(v) && json_number_value(v) == 0;
-}
-
-static int is_empty_array(const json_t *v, const json_t *body)
-{
-    (void)body;
-    return json_is_array(v) && json_array_size(v) == 0;
-}
-
 /* {"type": "disabled"} (thinking) or {"type": "direct"} (a call's caller). */
 static int has_type(const json_t *v, const char *type)
 {
@@ -233,13 +221,12 @@ const tram_api_field tram_api_fields[] = {
     REJECTED("background", RESP, is_false, "background responses are not implemented", "true", "false"),
     REJECTED("conversation", RESP, NULL, "the Conversations API is not implemented: use "
              "'previous_response_id'", "\"conv_1\"", NULL),
-    REJECTED("include", RESP, is_empty_array, "no extra output data (logprobs, reasoning, tool "
-             "sources) is produced", "[\"message.output_text.logprobs\"]", "[]"),
+    HONOURED("include", RESP, "5"),     /* the output text's logprobs; the rest names nothing tram makes */
+    HONOURED("top_logprobs", RESP, "\"x\""),
     REJECTED("prompt", RESP, NULL, "stored prompt templates are not implemented",
              "{\"id\": \"pmpt_1\"}", NULL),
     REJECTED("reasoning", RESP, NULL, "the model is not a reasoning model", "{\"effort\": \"low\"}",
              NULL),
-    REJECTED("top_logprobs", RESP, is_zero, "/v1/responses returns no logprobs", "2", "0"),
     REJECTED("truncation", RESP, is_disabled_string, "prompts are never truncated", "\"auto\"",
              "\"disabled\""),
     REJECTED("context_management", RESP, NULL, "context compaction is not implemented",

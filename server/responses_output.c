@@ -107,13 +107,29 @@ static const char *item_status(const tram_responses_state *st)
     return st->finish && !strcmp(st->finish, "length") ? "incomplete" : "completed";
 }
 
-static json_t *message_item(const char *status, const char *text)
+/* Chat's logprobs of a choice or a chunk's choice: the output text's, a new
+ * reference (an empty array when none were asked for). */
+static json_t *logprobs_of(const json_t *choice)
+{
+    json_t *content = json_object_get(json_object_get(choice, "logprobs"), "content");
+    return json_is_array(content) ? json_deep_copy(content) : json_array();
+}
+
+/* An output_text part (logprobs stolen). */
+static json_t *text_part(const char *text, json_t *logprobs)
+{
+    return json_pack("{s:s, s:s, s:[], s:o}", "type", "output_text", "text", text, "annotations", "logprobs",
+                     logprobs);
+}
+
+/* A message item (logprobs stolen), with no content part when text is NULL. */
+static json_t *message_item(const char *status, const char *text, json_t *logprobs)
 {
     char id[48];
     tram_api_random_id("msg_", id);
-    json_t *content = text ? json_pack("[{s:s, s:s, s:[], s:[]}]", "type", "output_text", "text", text,
-                                       "annotations", "logprobs")
-                           : json_array();
+    json_t *content = text ? json_pack("[o]", text_part(text, logprobs)) : json_array();
+    if (!text)
+        json_decref(logprobs);
     return json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", id, "type", "message", "status", status, "role",
                      "assistant", "content", content);
 }
@@ -140,7 +156,7 @@ json_t *tram_responses_response(void *state, const json_t *chat)
     st->error = json_incref(json_object_get(choice, "error"));
     st->usage = usage_of(json_object_get(chat, "usage"));
     if ((text && text[0]) || json_array_size(calls) == 0)
-        json_array_append_new(st->output, message_item(item_status(st), text ? text : ""));
+        json_array_append_new(st->output, message_item(item_status(st), text ? text : "", logprobs_of(choice)));
     size_t i;
     const json_t *call;
     json_array_foreach(calls, i, call) {
@@ -193,8 +209,8 @@ static void close_item(tram_responses_state *st, struct evhttp_request *req)
     if (!strcmp(json_string_value(json_object_get(item, "type")), "message")) {
         json_t *part = json_array_get(json_object_get(item, "content"), 0);
         emit(st, req, "response.output_text.done",
-             json_pack("{s:s, s:i, s:i, s:O, s:[]}", "item_id", id, "output_index", st->open, "content_index", 0,
-                       "text", json_object_get(part, "text"), "logprobs"));
+             json_pack("{s:s, s:i, s:i, s:O, s:O}", "item_id", id, "output_index", st->open, "content_index", 0,
+                       "text", json_object_get(part, "text"), "logprobs", json_object_get(part, "logprobs")));
         emit(st, req, "response.content_part.done", json_pack("{s:s, s:i, s:i, s:O}", "item_id", id, "output_index",
                                                               st->open, "content_index", 0, "part", part));
     } else {
@@ -223,9 +239,9 @@ static void open_message(tram_responses_state *st, struct evhttp_request *req)
     json_t *item = open_item(st);
     if (item && !strcmp(json_string_value(json_object_get(item, "type")), "message"))
         return;
-    if (!(item = add_item(st, req, message_item("in_progress", NULL))))
+    if (!(item = add_item(st, req, message_item("in_progress", NULL, NULL))))
         return;
-    json_t *part = json_pack("{s:s, s:s, s:[], s:[]}", "type", "output_text", "text", "", "annotations", "logprobs");
+    json_t *part = text_part("", json_array());
     emit(st, req, "response.content_part.added",
          json_pack("{s:O, s:i, s:i, s:O}", "item_id", json_object_get(item, "id"), "output_index", st->open,
                    "content_index", 0, "part", part));
@@ -247,17 +263,21 @@ static void append_string(json_t *o, const char *key, const char *delta, size_t 
     free(s);
 }
 
-static void text_delta(tram_responses_state *st, struct evhttp_request *req, const json_t *text)
+/* A piece of the text, with its tokens' logprobs (stolen). */
+static void text_delta(tram_responses_state *st, struct evhttp_request *req, const json_t *text, json_t *logprobs)
 {
     open_message(st, req);
     json_t *item = open_item(st);
     json_t *part = json_array_get(json_object_get(item, "content"), 0);
-    if (!part)
+    if (!part || !logprobs) {
+        json_decref(logprobs);
         return;
+    }
     append_string(part, "text", json_string_value(text), json_string_length(text));
+    json_array_extend(json_object_get(part, "logprobs"), logprobs);
     emit(st, req, "response.output_text.delta",
-         json_pack("{s:O, s:i, s:i, s:O, s:[]}", "item_id", json_object_get(item, "id"), "output_index", st->open,
-                   "content_index", 0, "delta", text, "logprobs"));
+         json_pack("{s:O, s:i, s:i, s:O, s:o}", "item_id", json_object_get(item, "id"), "output_index", st->open,
+                   "content_index", 0, "delta", text, "logprobs", logprobs));
 }
 
 /* One entry of a chunk's delta.tool_calls: a call's first (id and name)
@@ -294,7 +314,7 @@ void tram_responses_chunk(void *state, const json_t *chunk, struct evhttp_reques
     const json_t *delta = json_object_get(choice, "delta");
     const json_t *content = json_object_get(delta, "content");
     if (json_string_length(content) > 0)
-        text_delta(st, req, content);
+        text_delta(st, req, content, logprobs_of(choice));
     size_t i;
     const json_t *call;
     json_array_foreach(json_object_get(delta, "tool_calls"), i, call)

@@ -393,6 +393,68 @@ static int copy_text_format(const json_t *body, json_t *chat, tram_responses_sta
     return 0;
 }
 
+/* What include may name besides the output text's logprobs: data of items
+ * tram never makes (reasoning, built-in tools' calls, input images), so
+ * asking for it changes nothing. */
+static const char *const include_of_nothing[] = {
+    "reasoning.encrypted_content", "file_search_call.results", "web_search_call.results",
+    "web_search_call.action.sources", "message.input_image.image_url", "computer_call_output.output.image_url",
+    "code_interpreter_call.outputs",
+};
+
+static int includes_nothing(const char *entry)
+{
+    for (size_t i = 0; i < sizeof(include_of_nothing) / sizeof(include_of_nothing[0]); i++)
+        if (!strcmp(entry, include_of_nothing[i]))
+            return 1;
+    return 0;
+}
+
+/* Whether include asks for the output text's logprobs: 1, 0, or -1 with e. */
+static int wants_logprobs(const json_t *body, tram_api_error *e)
+{
+    const json_t *include = json_object_get(body, "include");
+    if (!include || json_is_null(include))
+        return 0;
+    if (!json_is_array(include))
+        return type_error(e, "include", "an array of strings");
+    int want = 0;
+    size_t i;
+    const json_t *v;
+    json_array_foreach(include, i, v) {
+        char at[32];
+        snprintf(at, sizeof(at), "include[%zu]", i);
+        const char *entry = json_string_value(v);
+        if (!entry)
+            return type_error(e, at, "a string");
+        if (!strcmp(entry, "message.output_text.logprobs"))
+            want = 1;
+        else if (!includes_nothing(entry))
+            return tram_api_fail(e, 400, at, "invalid_value", "Invalid value for '%s': '%.60s' is not an "
+                                 "include value (tram produces 'message.output_text.logprobs').", at, entry);
+    }
+    return want;
+}
+
+/* include's logprobs and top_logprobs as chat's logprobs and top_logprobs.
+ * A top_logprobs above 0 asks for logprobs by itself; one of the wrong type
+ * goes to chat, whose parse names it. */
+static int copy_logprobs(const json_t *body, json_t *chat, tram_api_error *e)
+{
+    int want = wants_logprobs(body, e);
+    if (want < 0)
+        return -1;
+    const json_t *top = json_object_get(body, "top_logprobs");
+    int has_top = top && !json_is_null(top);
+    if (has_top && !(json_is_number(top) && json_number_value(top) == 0))
+        want = 1;
+    if (want)
+        json_object_set_new(chat, "logprobs", json_true());
+    if (want && has_top)
+        json_object_set(chat, "top_logprobs", (json_t *)top);
+    return 0;
+}
+
 /* Fields chat reads under the same name, and those it reads under another. */
 static const char *const same_name[] = {"model", "temperature", "top_p", "seed", "parallel_tool_calls",
                                         "stream"};
@@ -459,7 +521,7 @@ static json_t *echo_of(const json_t *body, const tram_server *s)
 {
     json_t *format = json_object_get(json_object_get(body, "text"), "format");
     return json_pack("{s:o, s:o, s:o, s:s, s:o, s:o, s:b, s:o, s:{s:o}, s:o, s:o, s:o, s:s, s:o, s:o, "
-                     "s:b, s:o, s:{s:n, s:n}, s:s}",
+                     "s:b, s:o, s:{s:n, s:n}, s:s, s:o}",
                      "instructions", or_else(body, "instructions", json_null()),
                      "max_output_tokens", or_else(body, "max_output_tokens", json_null()),
                      "metadata", or_else(body, "metadata", json_object()),
@@ -478,7 +540,8 @@ static json_t *echo_of(const json_t *body, const tram_server *s)
                      "background", 0,
                      "max_tool_calls", or_else(body, "max_tool_calls", json_null()),
                      "reasoning", "effort", "summary",
-                     "service_tier", "default");
+                     "service_tier", "default",
+                     "top_logprobs", or_else(body, "top_logprobs", json_integer(0)));
 }
 
 static json_t *build_chat(const tram_dialect_request *in, tram_responses_state *st, tram_api_error *e)
@@ -494,7 +557,7 @@ static json_t *build_chat(const tram_dialect_request *in, tram_responses_state *
     if (chat) {
         copy_scalars(body, chat);
         if (copy_tools(body, chat, st, e) || copy_tool_choice(body, chat, st, e) ||
-            copy_text_format(body, chat, st, e)) {
+            copy_text_format(body, chat, st, e) || copy_logprobs(body, chat, e)) {
             json_decref(chat);
             chat = NULL;
         }
@@ -542,6 +605,7 @@ static const struct {
     {"response_format.json_schema", "text.format"},
     {"response_format", "text.format"},
     {"tool_choice.function", "tool_choice"},
+    {"logprobs", "include"},
 };
 
 void tram_responses_rename_error(void *state, tram_api_error *e)

@@ -7,11 +7,12 @@ for every bad input."""
 import json
 import math
 import os
+import subprocess
 
 import openai
 import pytest
 
-from conftest import Server
+from conftest import BIN, Server
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures", "embed")
@@ -119,7 +120,6 @@ BAD = [
     ({"input": "a", "dimensions": 0}, "dimensions"),
     ({"input": "a", "dimensions": 33}, "dimensions"),
     ({"input": "a", "dimensions": "16"}, "dimensions"),
-    ({"input": "a", "truncate_prompt_tokens": 4}, "truncate_prompt_tokens"),
     ({"input": "a", "frobnicate": 1}, "frobnicate"),
     ({"input": "a", "model": "another-model"}, "model"),
 ]
@@ -130,6 +130,19 @@ def test_bad_inputs_are_400s_naming_the_field(st_server, body, param):
     status, _, reply = st_server.post("/v1/embeddings", body, headers={"Authorization": "Bearer " + KEY})
     assert reply["error"]["param"] == param, reply
     assert status == (404 if param == "model" else 400), reply
+
+
+# Every field the table refuses on /v1/embeddings, each with a value that would change the output.
+REFUSED = {"truncate_prompt_tokens": 4, "normalize": False}
+
+
+def test_every_refused_field_is_a_400_naming_it(st_server):
+    out = subprocess.run([BIN, "fields"], check=True, capture_output=True, text=True).stdout
+    assert set(REFUSED) == {l.split()[0] for l in out.splitlines() if l.split()[1:] == ["embeddings", "refused"]}
+    for name, value in REFUSED.items():
+        status, _, reply = st_server.post("/v1/embeddings", {"input": "a", name: value},
+                                          headers={"Authorization": "Bearer " + KEY})
+        assert status == 400 and reply["error"]["param"] == name and name in reply["error"]["message"], reply
 
 
 def test_bad_input_through_the_sdk(st_client):

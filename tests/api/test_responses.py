@@ -195,14 +195,41 @@ def test_the_least_recently_used_response_is_evicted(keyed):
     assert one.responses.retrieve(first).id == first and one.responses.retrieve(third).id == third
 
 
+LOGPROBS = dict(include=["message.output_text.logprobs"], top_logprobs=2)
+
+
+def test_logprobs_are_the_chat_completions_streamed_or_not(client, server):
+    r = create(client, server, input="Name a colour.", max_output_tokens=6, **LOGPROBS)
+    chat = client.chat.completions.create(model=server.model, temperature=0, max_tokens=6, logprobs=True,
+                                          top_logprobs=2, messages=[{"role": "user", "content": "Name a colour."}])
+    got, want = r.output[0].content[0].logprobs, chat.choices[0].logprobs.content
+    assert len(got) == len(want) == 6 and r.top_logprobs == 2
+    assert [(l.token, l.bytes) for l in got] == [(l.token, l.bytes) for l in want]
+    assert [l.logprob for l in got] == pytest.approx([l.logprob for l in want], abs=1e-4)
+    for g, w in zip(got, want):
+        assert [t.token for t in g.top_logprobs] == [t.token for t in w.top_logprobs] and len(g.top_logprobs) == 2
+    assert "".join(l.token for l in got) == r.output_text
+    with client.responses.stream(model=server.model, input="Name a colour.", max_output_tokens=6, temperature=0,
+                                 **LOGPROBS) as s:
+        events = list(s)
+    streamed = [l for e in events if e.type == "response.output_text.delta" for l in e.logprobs]
+    assert [l.token for l in streamed] == [l.token for l in got]
+    assert [l.logprob for l in streamed] == pytest.approx([l.logprob for l in got], abs=1e-4)
+    done = next(e for e in events if e.type == "response.output_text.done")
+    assert [l.token for l in done.logprobs] == [l.token for l in got]
+    assert events[-1].response.output[0].content[0].logprobs[-1].token == got[-1].token
+    # asked for nothing, or only for data of items tram never makes: none
+    for extra in ({}, {"include": ["reasoning.encrypted_content"]}):
+        plain = create(client, server, input="Name a colour.", max_output_tokens=6, **extra)
+        assert plain.output[0].content[0].logprobs == [] and plain.output_text == r.output_text
+
+
 # What tram refuses at the top of the body, each with a value that changes the output.
 REFUSED = {
     "background": True,
     "conversation": "conv_1",
-    "include": ["message.output_text.logprobs"],
     "prompt": {"id": "pmpt_1"},
     "reasoning": {"effort": "low"},
-    "top_logprobs": 2,
     "truncation": "auto",
     "context_management": [{"type": "compaction"}],
 }
@@ -219,6 +246,9 @@ NESTED = [  # (extra body fields, the param named)
     ({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]}, "input[0].content[0].type"),
     ({"input": [{"role": "user", "content": "hi", "phase": "x"}]}, "input[0].phase"),
     ({"stream_options": {"include_usage": True}}, "stream_options.include_usage"),
+    ({"include": ["message.output_text.bogus"]}, "include[0]"),
+    ({"include": ["reasoning.encrypted_content", 5]}, "include[1]"),
+    ({**LOGPROBS, "top_logprobs": 21}, "top_logprobs"),
     ({"frobnicate": 1}, "frobnicate"),
 ]
 
@@ -238,6 +268,6 @@ def test_every_refused_field_is_a_400_naming_it(server):
         status, _, reply = server.post("/v1/responses", body)
         assert status == 400 and reply["error"]["param"] == param, (extra, reply)
         assert param.split(".")[-1].split("[")[0] in reply["error"]["message"] or param in reply["error"]["message"], reply
-    for name, harmless in {"background": False, "include": [], "top_logprobs": 0, "truncation": "disabled"}.items():
+    for name, harmless in {"background": False, "truncation": "disabled"}.items():
         body = {"model": server.model, "input": "hi", "max_output_tokens": 2, name: harmless, "store": False}
         assert server.post("/v1/responses", body)[0] == 200, name
