@@ -32,8 +32,6 @@
 #include "server/http.h"
 #include "server/log.h"
 #include "server/metrics.h"
-#include "server/msgs_request.h"
-#include "server/msgs_response.h"
 #include "server/output_check.h"
 #include "server/prep_pool.h"
 #include "server/prompt.h"
@@ -89,9 +87,6 @@ struct tram_completion {
     tram_api_kind kind;
     const tram_dialect *dialect; /* NULL, or the API spoken over chat (dialect.h) */
     void *dialect_state;
-    tram_api_protocol protocol;  /* Anthropic's /v1/messages: its request, reply and error shapes */
-    int count_only;              /* /v1/messages/count_tokens: prepared, then answered with its length */
-    tram_msgs_stream msgs;       /* an Anthropic stream's place */
     int cache_use;               /* CACHE_MAY, _BYPASS or _NEEDED */
     struct evbuffer *body;       /* the body, until it is prepared */
     tram_api_error prep_error;   /* why preparing failed (status 0: it did not) */
@@ -129,7 +124,7 @@ struct tram_completion {
 /* ------------------------------------------------------------ lifetime */
 
 static tram_completion *completion_new(tram_server *s, struct evhttp_request *req,
-                                       tram_api_kind kind, tram_api_protocol protocol, int cache_use)
+                                       tram_api_kind kind, const tram_dialect *dialect, int cache_use)
 {
     tram_completion *c = calloc(1, sizeof(*c));
     if (!c)
@@ -137,7 +132,7 @@ static tram_completion *completion_new(tram_server *s, struct evhttp_request *re
     c->srv = s;
     c->req = req;
     c->kind = kind;
-    c->protocol = protocol;
+    c->dialect = dialect;
     c->cache_use = cache_use;
     c->arrived = tram_now();
     return c;
@@ -277,37 +272,31 @@ static int enforce_tool_choice(tram_completion *c, tram_api_error *e)
     return c->api.params.grammar ? tram_tool_validators(t, &c->tool_schemas, e) : -1;
 }
 
-/* A dialect's body, read and made a chat body, parsed as chat's. */
-static int parse_dialect(tram_completion *c, const char *body, size_t len, tram_api_error *e)
+/* The shape of c's error replies. */
+static tram_api_protocol protocol_of(const tram_dialect *d)
 {
-    json_t *root = tram_api_parse_object(body, len, e);
-    if (!root)
-        return -1;
-    tram_dialect_request in = {.srv = c->srv, .body = root, .tenant = c->tenant, .id = c->id,
-                               .created = c->env.created};
-    json_t *chat = c->dialect->to_chat(&in, &c->dialect_state, e);
-    json_decref(root);
-    if (!chat)
-        return -1;
-    return tram_api_request_parse_json(&c->api, TRAM_API_CHAT, &c->srv->defaults, chat, e);
+    return d ? d->errors : TRAM_PROTOCOL_OPENAI;
 }
 
-/* The body parsed by its protocol's parser, under an id of its kind. */
+/* The body parsed by its kind's or its dialect's parser, under an id of its kind. */
 static int parse_body(tram_completion *c, tram_api_kind kind, const char *body, size_t len,
                       tram_api_error *e)
 {
     c->env = (tram_api_envelope){.kind = kind, .id = c->id, .created = (long long)time(NULL),
                                  .model = c->srv->model_name};
-    if (c->protocol == TRAM_PROTOCOL_ANTHROPIC) {
-        tram_api_random_id("msg_", c->id);
-        return tram_msgs_request_parse(&c->api, c->count_only, &c->srv->defaults, body, len, e);
+    if (!c->dialect) {
+        tram_api_make_id(kind, c->id);
+        return tram_api_request_parse(&c->api, kind, &c->srv->defaults, body, len, e);
     }
-    if (c->dialect) {
-        tram_api_random_id(c->dialect->id_prefix, c->id);
-        return parse_dialect(c, body, len, e);
-    }
-    tram_api_make_id(kind, c->id);
-    return tram_api_request_parse(&c->api, kind, &c->srv->defaults, body, len, e);
+    tram_api_random_id(c->dialect->id_prefix, c->id);
+    json_t *root = tram_api_parse_object(body, len, e);
+    if (!root)
+        return -1;
+    tram_dialect_request in = {.srv = c->srv, .body = root, .tenant = c->tenant, .id = c->id,
+                               .created = c->env.created};
+    int rc = tram_dialect_parse(c->dialect, &in, &c->srv->defaults, &c->api, &c->dialect_state, e);
+    json_decref(root);
+    return rc;
 }
 
 static int prepare_request(tram_completion *c, tram_api_kind kind, const char *body, size_t len,
@@ -351,7 +340,7 @@ static int prepare(tram_completion *c, tram_api_kind kind, const char *body, siz
                    tram_api_error *e)
 {
     int rc = prepare_request(c, kind, body, len, e);
-    if (rc && c->dialect && c->dialect_state)
+    if (rc && c->dialect)
         c->dialect->rename_error(c->dialect_state, e);
     return rc;
 }
@@ -504,11 +493,8 @@ static int proceed(tram_completion *c, tram_api_error *e)
  * client's request, on the loop for the internal ones (bodies tram wrote). */
 static int prepare_all(tram_completion *c, const char *body, size_t len, tram_api_error *e)
 {
-    if (prepare(c, c->kind, body, len, e)) {
-        if (c->protocol == TRAM_PROTOCOL_ANTHROPIC)
-            tram_msgs_rename_param(e);
+    if (prepare(c, c->kind, body, len, e))
         return e->status ? -1 : tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
-    }
     make_cache_key(c);
     return 0;
 }
@@ -538,7 +524,7 @@ static void refuse(tram_completion *c, const tram_api_error *e)
     tram_log(TRAM_LOG_INFO, "%s %d %s", c->id[0] ? c->id : "request", e->status, e->message);
     if (c->req) {
         evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), NULL, NULL);
-        tram_http_send_error_as(c->req, e, c->protocol);
+        tram_http_send_error_as(c->req, e, protocol_of(c->dialect));
     }
     completion_unlink(c);
     completion_free(c);
@@ -565,7 +551,7 @@ static void prepared(tram_prep_task *t)
                  c->id[0] ? c->id : "request");
         completion_unlink(c);
         completion_free(c);
-    } else if (!e.status && c->count_only) {
+    } else if (!e.status && c->dialect && c->dialect->count_only) {
         answer_count(c);
     } else if (e.status || proceed(c, &e)) {
         refuse(c, &e);
@@ -573,40 +559,36 @@ static void prepared(tram_prep_task *t)
 }
 
 /* A 503 counted under request_refused_total's reason. */
-static void refuse_now(tram_server *s, struct evhttp_request *req, tram_api_protocol protocol, int reason,
+static void refuse_now(tram_server *s, struct evhttp_request *req, const tram_dialect *dialect, int reason,
                        const char *message)
 {
     tram_api_error e = {0};
     s->metrics.refused[reason]++;
     tram_api_fail(&e, 503, NULL, NULL, "%s", message);
-    tram_http_send_error_as(req, &e, protocol);
+    tram_http_send_error_as(req, &e, protocol_of(dialect));
 }
 
 /* The body goes to the pool; the client is watched from now on, so drain
  * waits for it and a disconnect is noticed while it is prepared. */
 static void handle_completion_request(tram_server *s, struct evhttp_request *req, tram_api_kind kind,
-                                      tram_api_protocol protocol, int count_only,
                                       const tram_dialect *dialect)
 {
     if (!s->ready || s->draining) {
-        refuse_now(s, req, protocol, s->draining ? TRAM_REFUSED_DRAINING : TRAM_REFUSED_LOADING,
+        refuse_now(s, req, dialect, s->draining ? TRAM_REFUSED_DRAINING : TRAM_REFUSED_LOADING,
                    s->draining ? "The server is shutting down." : "The model is still loading.");
         return;
     }
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
     const char *cc = evhttp_find_header(in, "Cache-Control");
-    int bypass = count_only || tram_cache_control_bypasses(cc);
-    tram_completion *c = completion_new(s, req, kind, protocol, bypass ? CACHE_BYPASS : CACHE_MAY);
-    if (c)
-        c->dialect = dialect;
+    int bypass = (dialect && dialect->count_only) || tram_cache_control_bypasses(cc);
+    tram_completion *c = completion_new(s, req, kind, dialect, bypass ? CACHE_BYPASS : CACHE_MAY);
     if (!c || !(c->body = tram_http_take_body(req))) {
         tram_api_error e = {0};
         free(c);
         tram_api_fail(&e, 500, NULL, NULL, "Out of memory.");
-        tram_http_send_error_as(req, &e, protocol);
+        tram_http_send_error_as(req, &e, protocol_of(dialect));
         return;
     }
-    c->count_only = count_only;
     /* on the loop: a SIGHUP may reload the keys */
     const char *tenant = tram_api_keys_tenant(s->keys, evhttp_find_header(in, "Authorization"),
                                               evhttp_find_header(in, "X-Api-Key"));
@@ -617,7 +599,7 @@ static void handle_completion_request(tram_server *s, struct evhttp_request *req
     if (tram_prep_pool_submit(s->prep, &c->task)) {
         completion_unlink(c);
         completion_free(c);
-        refuse_now(s, req, protocol, TRAM_REFUSED_QUEUE_FULL,
+        refuse_now(s, req, dialect, TRAM_REFUSED_QUEUE_FULL,
                    "The server is overloaded: too many requests are waiting. Retry later.");
         return;
     }
@@ -626,34 +608,24 @@ static void handle_completion_request(tram_server *s, struct evhttp_request *req
 
 void tram_handle_chat(tram_server *s, struct evhttp_request *req)
 {
-    handle_completion_request(s, req, TRAM_API_CHAT, TRAM_PROTOCOL_OPENAI, 0, NULL);
+    handle_completion_request(s, req, TRAM_API_CHAT, NULL);
 }
 
 void tram_handle_completion(tram_server *s, struct evhttp_request *req)
 {
-    handle_completion_request(s, req, TRAM_API_COMPLETION, TRAM_PROTOCOL_OPENAI, 0, NULL);
+    handle_completion_request(s, req, TRAM_API_COMPLETION, NULL);
 }
 
 void tram_handle_dialect(tram_server *s, struct evhttp_request *req, const tram_dialect *d)
 {
-    handle_completion_request(s, req, TRAM_API_CHAT, TRAM_PROTOCOL_OPENAI, 0, d);
-}
-
-void tram_handle_messages(tram_server *s, struct evhttp_request *req)
-{
-    handle_completion_request(s, req, TRAM_API_CHAT, TRAM_PROTOCOL_ANTHROPIC, 0, NULL);
-}
-
-void tram_handle_messages_count_tokens(tram_server *s, struct evhttp_request *req)
-{
-    handle_completion_request(s, req, TRAM_API_CHAT, TRAM_PROTOCOL_ANTHROPIC, 1, NULL);
+    handle_completion_request(s, req, TRAM_API_CHAT, d);
 }
 
 int tram_completion_start_internal(tram_server *s, tram_api_kind kind, const char *body,
                                    size_t len, int must_cache, tram_server_done done,
                                    void *arg, tram_api_error *e)
 {
-    tram_completion *c = completion_new(s, NULL, kind, TRAM_PROTOCOL_OPENAI, must_cache ? CACHE_NEEDED : CACHE_MAY);
+    tram_completion *c = completion_new(s, NULL, kind, NULL, must_cache ? CACHE_NEEDED : CACHE_MAY);
     if (!c)
         return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     c->done = done;
@@ -687,6 +659,16 @@ static void usage_of(const tram_completion *c, tram_api_usage *u)
     u->completion_tokens = c->completion_tokens;
 }
 
+/* Writes a chunk of c's stream (to its dialect, if any) and releases it. */
+static void write_chunk(tram_completion *c, json_t *chunk)
+{
+    if (c->dialect && chunk)
+        c->dialect->chunk(c->dialect_state, chunk, c->req);
+    else if (c->req && chunk)
+        tram_http_sse_send(c->req, chunk);
+    json_decref(chunk);
+}
+
 /* Sends a chunk of c's stream (with the usage so far when the client asked
  * for it on every chunk) and releases it. */
 static void send_chunk(tram_completion *c, json_t *chunk)
@@ -697,71 +679,53 @@ static void send_chunk(tram_completion *c, json_t *chunk)
         u.completion_tokens = c->tokens_so_far;
         tram_api_chunk_set_usage(chunk, &u);
     }
-    if (c->dialect && chunk)
-        c->dialect->chunk(c->dialect_state, chunk, c->req);
-    else if (c->req && chunk && c->protocol == TRAM_PROTOCOL_ANTHROPIC)
-        tram_msgs_stream_chunk(&c->msgs, c->req, chunk);
-    else if (c->req && chunk)
-        tram_http_sse_send(c->req, chunk);
-    json_decref(chunk);
+    write_chunk(c, chunk);
+}
+
+/* How c ended, for its dialect. */
+static tram_dialect_end end_of(const tram_completion *c, const tram_api_usage *u, const tram_api_error *error)
+{
+    return (tram_dialect_end){.env = &c->env, .choices = c->choices, .num_choices = c->num_choices, .usage = u,
+                              .error = error};
 }
 
 /* The end of c's stream, error NULL or why it failed midway. */
-static void end_stream(tram_completion *c, const tram_api_error *error)
+static void end_stream(tram_completion *c, const tram_api_usage *u, const tram_api_error *error)
 {
-    if (c->dialect)
-        c->dialect->stream_end(c->dialect_state, error, c->req);
-    else
+    if (!c->dialect) {
         tram_http_sse_done(c->req);
-}
-
-/* The whole reply's body: chat's, or its dialect's made of it. */
-static json_t *response_body(tram_completion *c, const tram_api_usage *u)
-{
-    json_t *chat = tram_api_response(&c->env, c->choices, c->num_choices, u);
-    if (!c->dialect || !chat)
-        return chat;
-    json_t *body = c->dialect->response(c->dialect_state, chat);
-    json_decref(chat);
-    return body;
-}
-
-/* Anthropic's reply: the message, its stream's end, or its error (a choice
- * aborted or failed is one too: the Messages API has no such message). */
-static void respond_messages(tram_completion *c, const tram_api_usage *u)
-{
-    const tram_api_choice *choice = c->num_choices ? &c->choices[0] : NULL;
-    if (c->streaming) {
-        tram_msgs_stream_end(&c->msgs, c->req, choice, &c->error, u);
         return;
     }
-    tram_api_error e = c->error;
-    if (!e.status && !(choice && tram_msgs_stop_reason(choice)))
-        tram_msgs_choice_error(choice, &e);
-    if (e.status)
-        tram_http_send_error_as(c->req, &e, c->protocol);
+    tram_dialect_end end = end_of(c, u, error);
+    c->dialect->stream_end(c->dialect_state, &end, c->req);
+}
+
+/* The whole reply: chat's body, or its dialect's made of its end. */
+static void send_response(tram_completion *c, const tram_api_usage *u)
+{
+    if (!c->dialect) {
+        tram_http_send_json(c->req, 200, tram_api_response(&c->env, c->choices, c->num_choices, u));
+        return;
+    }
+    tram_dialect_end end = end_of(c, u, NULL);
+    tram_api_error e = {0};
+    json_t *body = c->dialect->response(c->dialect_state, &end, &e);
+    if (body)
+        tram_http_send_json(c->req, 200, body);
     else
-        tram_http_send_json(c->req, 200, tram_msgs_message(&c->env, choice, u));
+        tram_http_send_error_as(c->req, &e, c->dialect->errors);
 }
 
 static void respond(tram_completion *c, const tram_api_usage *u)
 {
-    if (c->protocol == TRAM_PROTOCOL_ANTHROPIC) {
-        respond_messages(c, u);
-    } else if (c->error.status && !c->streaming) {
-        tram_http_send_error(c->req, &c->error);
+    if (c->error.status && !c->streaming) {
+        tram_http_send_error_as(c->req, &c->error, protocol_of(c->dialect));
     } else if (c->streaming) {
-        if (c->api.include_usage) {
-            json_t *usage = tram_api_usage_chunk(&c->env, u);
-            if (c->dialect)
-                c->dialect->chunk(c->dialect_state, usage, c->req);
-            else
-                tram_http_sse_send(c->req, usage);
-            json_decref(usage);
-        }
-        end_stream(c, NULL);
+        if (c->api.include_usage)
+            write_chunk(c, tram_api_usage_chunk(&c->env, u));
+        end_stream(c, u, c->error.status ? &c->error : NULL);
     } else {
-        tram_http_send_json(c->req, 200, response_body(c, u));
+        send_response(c, u);
     }
 }
 
@@ -887,8 +851,8 @@ static void abort_outstanding(tram_completion *c)
 static void start_stream(tram_completion *c)
 {
     c->streaming = 1;
-    if (c->protocol == TRAM_PROTOCOL_ANTHROPIC) {
-        tram_msgs_stream_start(&c->msgs, c->req, &c->env, c->prompts[0].num_ids);
+    if (c->dialect) {
+        c->dialect->stream_start(c->dialect_state, c->req, &c->env, c->prompts[0].num_ids);
         return;
     }
     tram_http_sse_start(c->req);
@@ -1260,12 +1224,13 @@ static void fail_completion(tram_completion *c, const tram_api_error *error)
     detach_flight(c, 0);
     if (c->req)
         evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), NULL, NULL);
-    if (c->req && c->streaming && c->protocol == TRAM_PROTOCOL_ANTHROPIC)
-        tram_msgs_stream_end(&c->msgs, c->req, NULL, &c->error, NULL);
-    else if (c->req && c->streaming)
-        end_stream(c, &c->error);
-    else if (c->req)
-        tram_http_send_error_as(c->req, &c->error, c->protocol);
+    if (c->req && c->streaming) {
+        tram_api_usage u;
+        usage_of(c, &u);
+        end_stream(c, &u, &c->error);
+    } else if (c->req) {
+        tram_http_send_error_as(c->req, &c->error, protocol_of(c->dialect));
+    }
     if (c->done)
         tell_done(c, NULL);
     tram_log(TRAM_LOG_ERROR, "%s %d %s", c->id, error->status, error->message);

@@ -1,6 +1,7 @@
-/* completion.h — chat and text completions (and Anthropic's messages), the requests that run the
- * engine: their handlers, the engine's events for them, and what the server
- * does to all of them at once (disconnects, the drain, an engine failure). */
+/* completion.h — chat and text completions (and the APIs spoken over chat:
+ * dialect.h), the requests that run the engine: their handlers, the
+ * engine's events for them, and what the server does to all of them at
+ * once (disconnects, the drain, an engine failure). */
 #ifndef TRAM_COMPLETION_H
 #define TRAM_COMPLETION_H
 
@@ -15,11 +16,9 @@ struct evhttp_request;
 
 void tram_handle_chat(tram_server *s, struct evhttp_request *req);
 void tram_handle_completion(tram_server *s, struct evhttp_request *req);
-/* A request of an API spoken over chat (dialect.h), run as a chat one. */
+/* A request of an API spoken over chat (dialect.h: the Responses API,
+ * Anthropic's Messages API), run as a chat one. */
 void tram_handle_dialect(tram_server *s, struct evhttp_request *req, const tram_dialect *d);
-/* Anthropic's Messages API on the same path (msgs_request.h, msgs_response.h). */
-void tram_handle_messages(tram_server *s, struct evhttp_request *req);
-void tram_handle_messages_count_tokens(tram_server *s, struct evhttp_request *req);
 
 /* Internal requests (the warm-up, preloading, tram_server_submit): a body
  * run like a client's, done (server.h) called when it ends with the status

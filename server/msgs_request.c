@@ -6,17 +6,20 @@
 
 #include "server/api_fields.h"
 
-/* A translation under way: the chat body, and for each chat message the
- * Anthropic message it came from (-1: the system prompt), so that an error
- * chat's parser finds in one names that message. */
-typedef struct {
+/* A translation: while under way the chat body; kept to the request's end,
+ * for each chat message the Anthropic message it came from (-1: the system
+ * prompt), so that an error chat's parser (or a later step) finds in one
+ * names that message. */
+struct tram_msgs_translation {
     json_t *chat;
     json_t *messages;       /* chat's "messages" (borrowed) */
     int *origin;
     size_t num_origin, cap_origin;
+    int translated;         /* the body is translated: errors from here on name chat's fields */
     char ignored[512];      /* the ignored fields met, for the warning */
     tram_api_error *e;
-} translation;
+};
+typedef struct tram_msgs_translation translation;
 
 static int out_of_memory(tram_api_error *e)
 {
@@ -523,26 +526,33 @@ static void rename_message_param(const translation *t, tram_api_error *e)
     replace_in(e->message, sizeof(e->message), was, e->param);
 }
 
-int tram_msgs_request_parse(tram_api_request *r, int count_only, const tram_sampling_params *defaults,
-                            const char *body, size_t len, tram_api_error *e)
+json_t *tram_msgs_to_chat(const json_t *body, int count_only, tram_msgs_translation **out, char *ignored,
+                          size_t cap, tram_api_error *e)
 {
-    memset(r, 0, sizeof(*r));
-    json_t *root = tram_api_parse_object(body, len, e);
-    if (!root)
-        return -1;
-    translation t = {.e = e};
-    int rc = translate(&t, root, count_only);
-    json_decref(root);
-    if (rc) {
-        json_decref(t.chat);
-    } else if ((rc = tram_api_request_parse_json(r, TRAM_API_CHAT, defaults, t.chat, e))) {
-        rename_message_param(&t, e);
-        tram_msgs_rename_param(e);
-    } else if (t.ignored[0]) {
-        snprintf(r->ignored, sizeof(r->ignored), "%s", t.ignored);
+    translation *t = calloc(1, sizeof(*t));
+    *out = t;
+    if (!t) {
+        out_of_memory(e);
+        return NULL;
     }
-    free(t.origin);
-    return rc;
+    t->e = e;
+    int rc = translate(t, body, count_only);
+    json_t *chat = rc ? NULL : t->chat;
+    if (rc)
+        json_decref(t->chat);
+    else if (ignored)
+        snprintf(ignored, cap, "%s", t->ignored);
+    t->translated = !rc;
+    t->chat = t->messages = NULL;
+    t->e = NULL;
+    return chat;
+}
+
+void tram_msgs_translation_free(tram_msgs_translation *t)
+{
+    if (t)
+        free(t->origin);
+    free(t);
 }
 
 /* Chat's names of the fields translated under another name. */
@@ -556,7 +566,8 @@ static const struct {
     {"continue_final_message", "messages"},
 };
 
-void tram_msgs_rename_param(tram_api_error *e)
+/* Chat's name of a field, in e's param and message, as the Anthropic one. */
+static void rename_param(tram_api_error *e)
 {
     char was[sizeof(e->param)];
     snprintf(was, sizeof(was), "%s", e->param);
@@ -573,4 +584,11 @@ void tram_msgs_rename_param(tram_api_error *e)
     }
     if (strcmp(was, e->param))
         replace_in(e->message, sizeof(e->message), was, e->param);
+}
+
+void tram_msgs_rename_error(const tram_msgs_translation *t, tram_api_error *e)
+{
+    if (t && t->translated)
+        rename_message_param(t, e);
+    rename_param(e);
 }

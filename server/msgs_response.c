@@ -139,10 +139,10 @@ void tram_msgs_stream_end(tram_msgs_stream *st, struct evhttp_request *req, cons
     close_block(st, req);
     const char *reason = choice ? tram_msgs_stop_reason(choice) : NULL;
     tram_api_error failed = {0};
-    if (error->status || !reason) {
-        if (!error->status)
+    if (error || !reason) {
+        if (!error)
             tram_msgs_choice_error(choice, &failed);
-        json_t *body = tram_api_error_json_as(error->status ? error : &failed, TRAM_PROTOCOL_ANTHROPIC);
+        json_t *body = tram_api_error_json_as(error ? error : &failed, TRAM_PROTOCOL_ANTHROPIC);
         tram_http_sse_event(req, "error", body);
         json_decref(body);
     } else {

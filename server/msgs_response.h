@@ -37,7 +37,7 @@ void tram_msgs_stream_start(tram_msgs_stream *st, struct evhttp_request *req, co
 /* Writes what one of chat's stream chunks says (borrowed) as events. */
 void tram_msgs_stream_chunk(tram_msgs_stream *st, struct evhttp_request *req, const json_t *chunk);
 /* Ends the stream: message_delta and message_stop, or an error event when
- * the choice did not end normally (error says why, when it is set). */
+ * the choice did not end normally (error says why, when it is not NULL). */
 void tram_msgs_stream_end(tram_msgs_stream *st, struct evhttp_request *req, const tram_api_choice *choice,
                           const tram_api_error *error, const tram_api_usage *u);
 

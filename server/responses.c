@@ -13,9 +13,11 @@
 
 const tram_dialect tram_responses_dialect = {
     .id_prefix = "resp_",
+    .errors = TRAM_PROTOCOL_OPENAI,
     .to_chat = tram_responses_to_chat,
     .rename_error = tram_responses_rename_error,
     .response = tram_responses_response,
+    .stream_start = tram_responses_stream_start,
     .chunk = tram_responses_chunk,
     .stream_end = tram_responses_stream_end,
     .free_state = tram_responses_free,

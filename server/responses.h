@@ -20,9 +20,11 @@ void tram_handle_response_delete(tram_server *s, struct evhttp_request *req);
 /* The dialect's parts (responses_request.c, responses_output.c). */
 json_t *tram_responses_to_chat(const tram_dialect_request *in, void **state, tram_api_error *e);
 void tram_responses_rename_error(void *state, tram_api_error *e);
-json_t *tram_responses_response(void *state, const json_t *chat);
+json_t *tram_responses_response(void *state, const tram_dialect_end *end, tram_api_error *e);
+void tram_responses_stream_start(void *state, struct evhttp_request *req, const tram_api_envelope *env,
+                                 long long prompt_tokens);
 void tram_responses_chunk(void *state, const json_t *chunk, struct evhttp_request *req);
-void tram_responses_stream_end(void *state, const tram_api_error *error, struct evhttp_request *req);
+void tram_responses_stream_end(void *state, const tram_dialect_end *end, struct evhttp_request *req);
 void tram_responses_free(void *state);
 
 #endif

@@ -145,9 +145,14 @@ static json_t *call_item(const char *status, const char *call_id, const char *na
 
 /* ---------------------------------------------------------------- whole */
 
-json_t *tram_responses_response(void *state, const json_t *chat)
+json_t *tram_responses_response(void *state, const tram_dialect_end *end, tram_api_error *e)
 {
     tram_responses_state *st = state;
+    json_t *chat = tram_api_response(end->env, end->choices, end->num_choices, end->usage);
+    if (!chat) {
+        tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return NULL;
+    }
     const json_t *choice = json_array_get(json_object_get(chat, "choices"), 0);
     const json_t *message = json_object_get(choice, "message");
     const char *text = json_string_value(json_object_get(message, "content"));
@@ -165,9 +170,12 @@ json_t *tram_responses_response(void *state, const json_t *chat)
                                                     json_string_value(json_object_get(fn, "name")),
                                                     json_string_value(json_object_get(fn, "arguments"))));
     }
+    json_decref(chat);
     json_t *r = response_object(st, status_of(st));
     if (r)
         store_response(st, r);
+    else
+        tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     return r;
 }
 
@@ -327,9 +335,20 @@ void tram_responses_chunk(void *state, const json_t *chunk, struct evhttp_reques
     }
 }
 
-void tram_responses_stream_end(void *state, const tram_api_error *error, struct evhttp_request *req)
+void tram_responses_stream_start(void *state, struct evhttp_request *req, const tram_api_envelope *env,
+                                 long long prompt_tokens)
+{
+    (void)env;   /* the id and the time are the state's already */
+    (void)prompt_tokens;   /* the usage comes with the stream's last chunk */
+    if (req)
+        tram_http_sse_start(req);
+    start(state, req);
+}
+
+void tram_responses_stream_end(void *state, const tram_dialect_end *end, struct evhttp_request *req)
 {
     tram_responses_state *st = state;
+    const tram_api_error *error = end->error;
     start(st, req);
     if (json_array_size(st->output) == 0 && st->finish && !error)
         open_message(st, req);   /* an empty reply is still one (empty) message */

@@ -22,7 +22,6 @@
 
 #include "kernels/strbuf.h"
 #include "server/api_fields.h"
-#include "server/log.h"
 #include "server/responses_state.h"
 #include "server/state.h"
 
@@ -590,8 +589,8 @@ json_t *tram_responses_to_chat(const tram_dialect_request *in, void **state, tra
     st->created = in->created;
     st->open = -1;
     json_t *chat = build_chat(in, st, e);
-    if (chat && st->ignored[0])   /* chat's parse starts its list afresh: it logs none of these */
-        tram_log(TRAM_LOG_WARNING, "%s: accepted and ignored: %s", st->id, st->ignored);
+    if (chat && in->ignored)
+        snprintf(in->ignored, in->ignored_cap, "%s", st->ignored);
     return chat;
 }
 
@@ -614,7 +613,7 @@ void tram_responses_rename_error(void *state, tram_api_error *e)
     char *p = e->param, rest[sizeof(e->param)];
     unsigned long k;
     int n = -1;
-    if (sscanf(p, "messages[%lu]%n", &k, &n) == 1 && n > 0 && k < json_array_size(st->message_paths)) {
+    if (st && sscanf(p, "messages[%lu]%n", &k, &n) == 1 && n > 0 && k < json_array_size(st->message_paths)) {
         /* the item the message came from: chat's path inside it is not the item's */
         snprintf(p, sizeof(e->param), "%s", json_string_value(json_array_get(st->message_paths, k)));
         return;

@@ -13,6 +13,7 @@
 #include "server/embeddings.h"
 #include "server/endpoints.h"
 #include "server/http.h"
+#include "server/msgs.h"
 #include "server/responses.h"
 #include "server/state.h"
 
@@ -31,6 +32,16 @@ static void handle_responses(tram_server *s, struct evhttp_request *req)
     tram_handle_dialect(s, req, &tram_responses_dialect);
 }
 
+static void handle_messages(tram_server *s, struct evhttp_request *req)
+{
+    tram_handle_dialect(s, req, &tram_msgs_dialect);
+}
+
+static void handle_count_tokens(tram_server *s, struct evhttp_request *req)
+{
+    tram_handle_dialect(s, req, &tram_msgs_count_dialect);
+}
+
 static const route routes[] = {
     {.path = "/v1/chat/completions", .method = EVHTTP_REQ_POST, .handle = tram_handle_chat},
     {.path = "/v1/responses", .method = EVHTTP_REQ_POST, .handle = handle_responses},
@@ -38,9 +49,9 @@ static const route routes[] = {
     {.path = "/v1/responses/", .prefix = 1, .method = EVHTTP_REQ_DELETE, .handle = tram_handle_response_delete},
     {.path = "/v1/completions", .method = EVHTTP_REQ_POST, .handle = tram_handle_completion},
     {.path = "/v1/messages", .method = EVHTTP_REQ_POST, .protocol = TRAM_PROTOCOL_ANTHROPIC,
-     .handle = tram_handle_messages},
+     .handle = handle_messages},
     {.path = "/v1/messages/count_tokens", .method = EVHTTP_REQ_POST, .protocol = TRAM_PROTOCOL_ANTHROPIC,
-     .handle = tram_handle_messages_count_tokens},
+     .handle = handle_count_tokens},
     {.path = "/v1/embeddings", .method = EVHTTP_REQ_POST, .handle = tram_handle_embeddings},
     {.path = "/v1/models", .method = EVHTTP_REQ_GET, .handle = tram_handle_models},
     {.path = "/v1/load_lora_adapter", .method = EVHTTP_REQ_POST, .handle = tram_handle_load_lora},

@@ -201,6 +201,35 @@ Test(responses_request, text_format_becomes_response_format)
     json_decref(chat);
 }
 
+/* include's logprobs and top_logprobs are chat's logprobs and top_logprobs;
+ * the include values of items tram never makes ask for nothing. */
+Test(responses_request, include_and_top_logprobs_become_chats_logprobs)
+{
+    static const struct {
+        const char *fields;   /* besides the input */
+        int logprobs;         /* chat's logprobs is true */
+        int top;              /* chat's top_logprobs, -1: absent */
+    } cases[] = {
+        {"\"include\": [\"message.output_text.logprobs\"]", 1, -1},
+        {"\"include\": [\"message.output_text.logprobs\"], \"top_logprobs\": 3", 1, 3},
+        {"\"top_logprobs\": 2", 1, 2},
+        {"\"top_logprobs\": 0", 0, -1},
+        {"\"include\": [\"reasoning.encrypted_content\", \"file_search_call.results\"]", 0, -1},
+        {"\"include\": []", 0, -1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char body[256];
+        snprintf(body, sizeof(body), "{\"input\": \"hi\", %s}", cases[i].fields);
+        json_t *chat;
+        tram_api_error e;
+        cr_assert_eq(run(body, &chat, NULL, &e), 0, "%s: %s", body, e.message);
+        cr_assert_eq(json_is_true(json_object_get(chat, "logprobs")), cases[i].logprobs, "%s", body);
+        const json_t *top = json_object_get(chat, "top_logprobs");
+        cr_assert_eq(top ? (int)json_integer_value(top) : -1, cases[i].top, "%s", body);
+        json_decref(chat);
+    }
+}
+
 /* Each body's error names the body's own field. */
 Test(responses_request, errors_name_the_fields_of_the_body)
 {
@@ -228,6 +257,10 @@ Test(responses_request, errors_name_the_fields_of_the_body)
         {"{\"input\": [{\"type\": \"function_call_output\", \"call_id\": \"c\"}]}", "input[0].output", 400},
         {"{\"input\": \"hi\", \"previous_response_id\": \"resp_none\"}", "previous_response_id", 404},
         {"{}", "input", 400},
+        {"{\"input\": \"hi\", \"include\": [\"message.output_text.bogus\"]}", "include[0]", 400},
+        {"{\"input\": \"hi\", \"include\": \"message.output_text.logprobs\"}", "include", 400},
+        {"{\"input\": \"hi\", \"top_logprobs\": 21}", "top_logprobs", 400},
+        {"{\"input\": \"hi\", \"top_logprobs\": \"x\"}", "top_logprobs", 400},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         tram_api_error e;

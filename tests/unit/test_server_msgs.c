@@ -1,4 +1,5 @@
-/* Anthropic's Messages API requests (server/msgs_request.c): every row of
+/* Anthropic's Messages API requests (server/msgs_request.c, through the
+ * dialects of server/msgs.c as the server parses them): every row of
  * the field table's Messages and count_tokens sections and of their nested
  * tables does what the table says, and a request becomes the chat request
  * it means. */
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/msgs.h"
 #include "server/msgs_request.h"
 #include "tests/unit/test_util.h"
 
@@ -21,10 +23,14 @@ TestSuite(server_msgs, .init = setup);
 
 static int parse_body(json_t *body, int count_only, tram_api_request *r, tram_api_error *e)
 {
-    char *text = json_dumps(body, 0);
+    const tram_dialect *d = count_only ? &tram_msgs_count_dialect : &tram_msgs_dialect;
+    tram_dialect_request in = {.body = body, .tenant = "", .id = "msg_1", .created = 1};
+    void *state = NULL;
     memset(e, 0, sizeof(*e));
-    int rc = tram_msgs_request_parse(r, count_only, &defaults, text, strlen(text), e);
-    free(text);
+    int rc = tram_dialect_parse(d, &in, &defaults, r, &state, e);
+    if (rc)
+        d->rename_error(state, e);
+    d->free_state(state);
     return rc;
 }
 
@@ -250,10 +256,10 @@ Test(server_msgs, errors_name_anthropics_fields)
     tram_api_error e = {.status = 400};
     snprintf(e.param, sizeof(e.param), "tools[2].function.parameters.properties");
     snprintf(e.message, sizeof(e.message), "Invalid 'tools[2].function.parameters.properties': no.");
-    tram_msgs_rename_param(&e);
+    tram_msgs_rename_error(NULL, &e);
     cr_assert_str_eq(e.param, "tools[2].input_schema.properties");
     cr_assert_str_eq(e.message, "Invalid 'tools[2].input_schema.properties': no.");
     snprintf(e.param, sizeof(e.param), "response_format.json_schema.schema.minimum");
-    tram_msgs_rename_param(&e);
+    tram_msgs_rename_error(NULL, &e);
     cr_assert_str_eq(e.param, "output_config.format.schema.minimum");
 }
