@@ -1,11 +1,16 @@
 /* pool.c — the CPU backend's worker threads (see pool.h).
  *
- * A job is published as a ticket, (generation << 32) | next chunk, that the
- * caller and the workers advance by compare-and-swap: a thread owns a chunk
- * when its swap succeeds while the generation is still the job's, so a worker
- * waking after its job is over cannot take a chunk of the next one with the
- * old job's function.  `done` counts finished chunks; the caller returns when
- * it reaches the job's count.  Waiting, on either side, spins for SPIN_NS and
+ * A job is published as a ticket, (generation << 32) | (chunks << 16) | next
+ * chunk, that the caller and the workers advance by compare-and-swap: a
+ * thread owns a chunk when its swap succeeds while the ticket is still the
+ * job's and its next chunk is below its count.  Both tests read the one word
+ * the swap checks, so a worker waking after its job is over can take no chunk
+ * of it nor of the next one: had the count lived elsewhere, a worker could
+ * read the next job's count beside the old job's spent ticket, win the swap
+ * before the new ticket was stored, and run a chunk that was never its own
+ * (twice-run items; a `done` counted for no chunk, letting the caller return
+ * while a real chunk still read its stack).  `done` counts finished chunks;
+ * the caller returns when it reaches the job's count.  Waiting, on either side, spins for SPIN_NS and
  * then sleeps on a futex, the waker paying the system call only when it
  * knows someone sleeps (the seq_cst pairs below are that handshake). */
 #include "kernels/cpu/pool.h"
@@ -47,7 +52,7 @@ struct tram_cpu_pool {
     /* the job, written by the caller before it publishes the ticket */
     _Atomic(tram_pool_fn) fn;
     _Atomic(void *) ctx;
-    atomic_int items, chunk, chunks;
+    atomic_int items, chunk;
     /* a stealable job: its functions and a copy of its bytes, which a thread
      * copies again before it claims a chunk (a late one then never reads the
      * caller's stack) */
@@ -57,7 +62,7 @@ struct tram_cpu_pool {
     _Atomic uint64_t state[TRAM_POOL_MAX_CHUNKS]; /* (generation << 2) | phase of each chunk */
     unsigned char *scratch;     /* TRAM_POOL_SCRATCH_BYTES per thread, the caller's first */
     struct worker_arg *args;    /* each worker's pool and index */
-    _Atomic uint64_t ticket;    /* (generation << 32) | next chunk to claim */
+    _Atomic uint64_t ticket;    /* (generation << 32) | (chunks << 16) | next chunk to claim */
     atomic_uint generation;     /* the ticket's high half: the workers' futex word */
     atomic_int done;            /* chunks finished in this generation: the caller's futex word */
     atomic_int busy;            /* workers inside a job (quiesce waits for none) */
@@ -114,7 +119,8 @@ static void finish(tram_cpu_pool *p, int chunks)
  * committed by whichever thread first claims its state: the others' results
  * are dropped.  A chunk whose state is of job g or a later one is no longer
  * job g's to commit. */
-static void steal_chunk(tram_cpu_pool *p, unsigned g, int c, int begin, int end, const void *job, int self)
+static void steal_chunk(tram_cpu_pool *p, unsigned g, int chunks, int c, int begin, int end, const void *job,
+                        int self)
 {
     void *scratch = p->scratch + (size_t)self * TRAM_POOL_SCRATCH_BYTES;
     atomic_load_explicit(&p->compute, memory_order_relaxed)(job, begin, end, scratch);
@@ -125,7 +131,7 @@ static void steal_chunk(tram_cpu_pool *p, unsigned g, int c, int begin, int end,
     while (!atomic_compare_exchange_weak(&p->state[c], &v, (uint64_t)g << 2 | PHASE_COMMITTING));
     atomic_load_explicit(&p->commit, memory_order_relaxed)(job, begin, end, scratch);
     atomic_store(&p->state[c], (uint64_t)g << 2 | PHASE_DONE);
-    finish(p, atomic_load_explicit(&p->chunks, memory_order_relaxed));
+    finish(p, chunks);
 }
 
 /* Claims and runs chunks of generation g until none is left; self is the
@@ -135,7 +141,7 @@ static void work(tram_cpu_pool *p, unsigned g, int self)
     uint64_t job[TRAM_POOL_JOB_BYTES / 8];
     for (;;) {
         uint64_t t = atomic_load(&p->ticket);
-        int next = (int)(uint32_t)t, chunks = atomic_load_explicit(&p->chunks, memory_order_relaxed);
+        int next = (int)(t & 0xffff), chunks = (int)(t >> 16 & 0xffff);
         if ((unsigned)(t >> 32) != g || next >= chunks)
             return;
         /* read before the swap: a successful swap proves they were this job's */
@@ -153,7 +159,7 @@ static void work(tram_cpu_pool *p, unsigned g, int self)
             fn(ctx, begin, end);
             finish(p, chunks);
         } else {
-            steal_chunk(p, g, next, begin, end, job, self);
+            steal_chunk(p, g, chunks, next, begin, end, job, self);
         }
     }
 }
@@ -218,9 +224,8 @@ static void publish(tram_cpu_pool *p, unsigned g, int items, int chunk, int chun
 {
     atomic_store_explicit(&p->items, items, memory_order_relaxed);
     atomic_store_explicit(&p->chunk, chunk, memory_order_relaxed);
-    atomic_store_explicit(&p->chunks, chunks, memory_order_relaxed);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
-    atomic_store(&p->ticket, (uint64_t)g << 32);
+    atomic_store(&p->ticket, (uint64_t)g << 32 | (uint64_t)chunks << 16);
     atomic_store(&p->generation, g);
     if (atomic_load(&p->sleepers))
         futex_wake(&p->generation);
@@ -231,6 +236,7 @@ void tram_cpu_pool_run(tram_cpu_pool *p, int items, int chunk, tram_pool_fn fn, 
     if (items <= 0)
         return;
     chunk = chunk < 1 ? 1 : chunk;
+    chunk = TRAM_MAX(chunk, (int)(((int64_t)items + TRAM_POOL_MAX_RUN_CHUNKS - 1) / TRAM_POOL_MAX_RUN_CHUNKS));
     int chunks = (int)(((int64_t)items + chunk - 1) / chunk);
     if (!p || p->threads == 1 || chunks == 1 || atomic_exchange(&p->in_use, 1)) {
         for (int b = 0; b < items; b += chunk)
@@ -254,7 +260,7 @@ static void steal_late_chunks(tram_cpu_pool *p, unsigned g, int items, int chunk
         return;
     for (int c = 0; c < chunks && atomic_load(&p->done) < chunks; c++)
         if ((unsigned)(atomic_load(&p->state[c]) >> 2) != g)
-            steal_chunk(p, g, c, c * chunk, c * chunk + chunk < items ? c * chunk + chunk : items, job, 0);
+            steal_chunk(p, g, chunks, c, c * chunk, c * chunk + chunk < items ? c * chunk + chunk : items, job, 0);
     wait_done(p, chunks, 0); /* chunks being committed by others */
 }
 

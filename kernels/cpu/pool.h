@@ -33,10 +33,12 @@ int tram_cpu_pool_create(tram_cpu_pool **out, int threads, tram_error *err);
 void tram_cpu_pool_destroy(tram_cpu_pool *p);
 int tram_cpu_pool_threads(const tram_cpu_pool *p);
 
-/* fn over items [0, items) in chunks of `chunk` items (the last one shorter),
- * each chunk run exactly once, by the caller or a worker; returns when all
- * are done.  fn must not call the pool itself.  A NULL pool, or one another
- * thread's job is using, is the caller alone (one thread). */
+/* fn over items [0, items) in chunks of `chunk` items (or more: at most
+ * TRAM_POOL_MAX_RUN_CHUNKS chunks; the last one shorter), each chunk run
+ * exactly once, by the caller or a worker; returns when all are done.  fn
+ * must not call the pool itself.  A NULL pool, or one another thread's job
+ * is using, is the caller alone (one thread). */
+#define TRAM_POOL_MAX_RUN_CHUNKS 65535 /* a job's chunk count fits its ticket's 16 bits */
 void tram_cpu_pool_run(tram_cpu_pool *p, int items, int chunk, tram_pool_fn fn, void *ctx);
 
 /* A stealable job.  The caller cannot finish an ordinary job while a
