@@ -239,6 +239,14 @@ x_operand(tram_wtype t, int biased, const tram_q8_block *xb, int k, __m256i sgn)
     return t == TRAM_W_Q8_0 && !biased ? _mm256_sign_epi8(x, sgn) : x;
 }
 
+/* How far ahead of the block being multiplied its weights are prefetched:
+ * the hardware prefetchers alone left a decode GEMV from memory at a third
+ * of the kernel's in-cache speed (measured on the 2-core Xeon, one thread:
+ * 20% faster with 1-2 KiB, less at 512 B or 4 KiB).  The stream runs on
+ * through the groups of a chunk; past its end the lines fetched are the
+ * next chunk's, read soon by whichever thread claims it. */
+#define PREFETCH_BYTES 1024
+
 /* One body for both instruction sets; t and nr are constants at every call,
  * so each instance compiles to straight-line code for its type (unrolled, so
  * that the arrays of vectors live in registers).  Two integer accumulators
@@ -253,6 +261,8 @@ x_operand(tram_wtype t, int biased, const tram_q8_block *xb, int k, __m256i sgn)
             acc[r] = _mm256_setzero_ps();                                                              \
         for (int b = 0; b < nb; b++) {                                                                 \
             const uint8_t *gb = g + b * group_block_bytes(t);                                          \
+            UNROLLED for (size_t o = 0; o < group_block_bytes(t); o += 64)                              \
+                _mm_prefetch((const char *)gb + PREFETCH_BYTES + o, _MM_HINT_T0);                        \
             __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb));                          \
             /* the block's offset per Σq: Q4_0's nibbles are q + 8, Q4_1 adds m per weight */         \
             __m256 m = t == TRAM_W_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 2 * G))) \
