@@ -218,7 +218,7 @@ const tram_api_field tram_api_fields[] = {
     IGNORED("service_tier", RESP),
     /* it bounds calls to built-in tools, which are refused */
     IGNORED("max_tool_calls", RESP),
-    REJECTED("background", RESP, is_false, "background responses are not implemented", "true", "false"),
+    HONOURED("background", RESP, "\"x\""),
     REJECTED("conversation", RESP, NULL, "the Conversations API is not implemented: use "
              "'previous_response_id'", "\"conv_1\"", NULL),
     HONOURED("include", RESP, "5"),     /* the output text's logprobs; the rest names nothing tram makes */

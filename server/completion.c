@@ -87,6 +87,7 @@ struct tram_completion {
     tram_api_kind kind;
     const tram_dialect *dialect; /* NULL, or the API spoken over chat (dialect.h) */
     void *dialect_state;
+    int background;              /* answered already; runs on for its dialect, req NULL */
     int cache_use;               /* CACHE_MAY, _BYPASS or _NEEDED */
     struct evbuffer *body;       /* the body, until it is prepared */
     tram_api_error prep_error;   /* why preparing failed (status 0: it did not) */
@@ -518,6 +519,8 @@ static void prepare_task(tram_prep_task *t)
     c->body = NULL;
 }
 
+static void finish_background(tram_completion *c, const tram_api_usage *u, const tram_api_error *error);
+
 /* Answers a request that cannot run, and frees it. */
 static void refuse(tram_completion *c, const tram_api_error *e)
 {
@@ -525,6 +528,9 @@ static void refuse(tram_completion *c, const tram_api_error *e)
     if (c->req) {
         evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), NULL, NULL);
         tram_http_send_error_as(c->req, e, protocol_of(c->dialect));
+    } else if (c->background) {
+        tram_api_usage none = {0};
+        finish_background(c, &none, e);
     }
     completion_unlink(c);
     completion_free(c);
@@ -537,6 +543,21 @@ static void answer_count(tram_completion *c)
     tram_http_send_json(c->req, 200, json_pack("{s:i}", "input_tokens", c->prompts[0].num_ids));
     completion_unlink(c);
     completion_free(c);
+}
+
+/* A dialect's background request is answered now and runs on without its
+ * client (nor the response cache: no client waits on a flight). */
+static void go_background(tram_completion *c)
+{
+    json_t *reply = c->dialect && c->dialect->background ? c->dialect->background(c->dialect_state) : NULL;
+    if (!reply)
+        return;
+    evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), NULL, NULL);
+    tram_http_send_json(c->req, 200, reply);
+    c->req = NULL;
+    c->background = 1;
+    free(c->key);
+    c->key = NULL;
 }
 
 /* The loop thread's part, once the pool thread is done with c: a client
@@ -553,8 +574,12 @@ static void prepared(tram_prep_task *t)
         completion_free(c);
     } else if (!e.status && c->dialect && c->dialect->count_only) {
         answer_count(c);
-    } else if (e.status || proceed(c, &e)) {
+    } else if (e.status) {
         refuse(c, &e);
+    } else {
+        go_background(c);
+        if (proceed(c, &e))
+            refuse(c, &e);
     }
 }
 
@@ -716,6 +741,17 @@ static void send_response(tram_completion *c, const tram_api_usage *u)
         tram_http_send_error_as(c->req, &e, c->dialect->errors);
 }
 
+/* A background request's end, kept by its dialect: nobody is answered. */
+static void finish_background(tram_completion *c, const tram_api_usage *u, const tram_api_error *error)
+{
+    tram_dialect_end end = end_of(c, u, error);
+    tram_api_error e = {0};
+    json_t *body = c->dialect->response(c->dialect_state, &end, &e);
+    if (!body)
+        tram_log(TRAM_LOG_WARNING, "%s: the background response was lost: %s", c->id, e.message);
+    json_decref(body);
+}
+
 static void respond(tram_completion *c, const tram_api_usage *u)
 {
     if (c->error.status && !c->streaming) {
@@ -821,6 +857,8 @@ static void finish_completion(tram_completion *c)
         evhttp_request_set_on_complete_cb(c->req, on_flushed, c->srv);
         c->srv->num_flushing++;
         respond(c, &u);
+    } else if (c->background) {
+        finish_background(c, &u, c->error.status ? &c->error : NULL);
     } else if (!c->done) {
         status = 499;  /* nginx's "client closed request" */
     }
@@ -1211,6 +1249,16 @@ void tram_completions_poll_disconnects(tram_server *s)
     }
 }
 
+int tram_completion_cancel(tram_server *s, const char *tenant, const char *id)
+{
+    for (tram_completion *c = s->completions; c; c = c->next)
+        if (c->background && !strcmp(c->id, id) && !strcmp(c->tenant, tenant)) {
+            abort_outstanding(c);
+            return 0;
+        }
+    return -1;
+}
+
 void tram_completions_abort_all(tram_server *s)
 {
     for (tram_completion *c = s->completions; c; c = c->next)
@@ -1230,6 +1278,10 @@ static void fail_completion(tram_completion *c, const tram_api_error *error)
         end_stream(c, &u, &c->error);
     } else if (c->req) {
         tram_http_send_error_as(c->req, &c->error, protocol_of(c->dialect));
+    } else if (c->background) {
+        tram_api_usage u;
+        usage_of(c, &u);
+        finish_background(c, &u, &c->error);
     }
     if (c->done)
         tell_done(c, NULL);

@@ -34,6 +34,9 @@ void tram_completion_on_event(const tram_event *ev);
 
 /* Notices clients that went away while their request waits or runs. */
 void tram_completions_poll_disconnects(tram_server *s);
+/* Aborts the background request of that tenant with that id (dialect.h):
+ * its dialect keeps how it ended; -1 when none runs. */
+int tram_completion_cancel(tram_server *s, const char *tenant, const char *id);
 /* Aborts every request in flight (the drain deadline passed). */
 void tram_completions_abort_all(tram_server *s);
 /* Fails every request in flight without waiting for the engine (it is gone). */

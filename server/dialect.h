@@ -36,7 +36,8 @@ typedef struct {
 } tram_dialect_request;
 
 /* How a reply ended: chat's choices, its usage, and why it failed (NULL:
- * it did not fail as a whole). */
+ * it did not fail as a whole; only a background request's end says so to
+ * response). */
 typedef struct {
     const tram_api_envelope *env;
     const tram_api_choice *choices;
@@ -64,9 +65,15 @@ typedef struct tram_dialect {
     void (*chunk)(void *state, const json_t *chunk, struct evhttp_request *req);
     /* The stream ends; the dialect writes its last events and ends the reply. */
     void (*stream_end)(void *state, const tram_dialect_end *end, struct evhttp_request *req);
-    /* The non-streamed reply of a request that did not fail as a whole: a
-     * new reference, or NULL with e filled (answered as an error). */
+    /* The non-streamed reply of a request that did not fail as a whole (or
+     * of a background one however it ended): a new reference, or NULL with
+     * e filled (answered as an error). */
     json_t *(*response)(void *state, const tram_dialect_end *end, tram_api_error *e);
+    /* Once prepared: NULL, or the request runs in the background and this
+     * (a new reference) is its client's reply, sent at once; the request
+     * then runs without a client, and the dialect keeps what response
+     * makes of its end.  NULL hook: never. */
+    json_t *(*background)(void *state);
     void (*free_state)(void *state);
 } tram_dialect;
 

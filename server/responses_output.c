@@ -12,7 +12,8 @@
  * message item, a tool call's first chunk (its id and name) a function_call
  * item, and each item ends when the next begins or the choice finishes.
  * A finished response is stored (response_store.h) unless it failed or the
- * request said "store": false. */
+ * request said "store": false; a background one is stored as queued when
+ * it is accepted, then as it ended (failed and cancelled too). */
 #include "server/responses.h"
 
 #include <stdlib.h>
@@ -36,6 +37,8 @@ static const char *reason_of(const char *chat_reason)
 
 static const char *status_of(const tram_responses_state *st)
 {
+    if (st->background && st->finish && !strcmp(st->finish, "abort"))
+        return "cancelled";   /* POST /v1/responses/{id}/cancel (or the drain) aborted it */
     if (!st->finish || !strcmp(st->finish, "error") || !strcmp(st->finish, "abort"))
         return "failed";
     return strcmp(st->finish, "length") ? "completed" : "incomplete";
@@ -55,8 +58,10 @@ static json_t *usage_of(const json_t *chat_usage)
 
 static json_t *error_of(const tram_responses_state *st)
 {
+    const char *code = json_string_value(json_object_get(st->error, "code"));
     if (st->error)
-        return json_pack("{s:s, s:O?}", "code", "invalid_output", "message", json_object_get(st->error, "message"));
+        return json_pack("{s:s, s:O?}", "code", code ? code : "invalid_output", "message",
+                         json_object_get(st->error, "message"));
     return json_pack("{s:s, s:s}", "code", "server_error", "message",
                      st->finish ? "The response was cut short: the server is shutting down."
                                 : "The response ended before it finished.");
@@ -83,12 +88,21 @@ static json_t *response_object(const tram_responses_state *st, const char *statu
     return r;
 }
 
+/* The response failed as a whole, for error's reason. */
+static void fail_with(tram_responses_state *st, const tram_api_error *error)
+{
+    st->finish = "error";
+    json_decref(st->error);
+    st->error = json_pack("{s:s, s:s}", "code", "server_error", "message", error->message);
+}
+
 /* The conversation this response ends, for a later previous_response_id:
  * the items before its output, then the output items (which the input
- * reads back as they are). */
+ * reads back as they are).  A failed one is kept only when it ran in the
+ * background: GET is how its client learns that it failed. */
 static void store_response(const tram_responses_state *st, const json_t *response)
 {
-    if (!st->store || !strcmp(json_string_value(json_object_get(response, "status")), "failed"))
+    if (!st->store || (!st->background && !strcmp(json_string_value(json_object_get(response, "status")), "failed")))
         return;
     json_t *conversation = json_copy(st->items);
     json_array_extend(conversation, st->output);
@@ -145,14 +159,12 @@ static json_t *call_item(const char *status, const char *call_id, const char *na
 
 /* ---------------------------------------------------------------- whole */
 
-json_t *tram_responses_response(void *state, const tram_dialect_end *end, tram_api_error *e)
+/* The output items of chat's whole reply; -1 when out of memory. */
+static int read_reply(tram_responses_state *st, const tram_dialect_end *end)
 {
-    tram_responses_state *st = state;
     json_t *chat = tram_api_response(end->env, end->choices, end->num_choices, end->usage);
-    if (!chat) {
-        tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
-        return NULL;
-    }
+    if (!chat)
+        return -1;
     const json_t *choice = json_array_get(json_object_get(chat, "choices"), 0);
     const json_t *message = json_object_get(choice, "message");
     const char *text = json_string_value(json_object_get(message, "content"));
@@ -171,11 +183,38 @@ json_t *tram_responses_response(void *state, const tram_dialect_end *end, tram_a
                                                     json_string_value(json_object_get(fn, "arguments"))));
     }
     json_decref(chat);
+    return 0;
+}
+
+json_t *tram_responses_response(void *state, const tram_dialect_end *end, tram_api_error *e)
+{
+    tram_responses_state *st = state;
+    if (end->error) {   /* a background response that failed as a whole */
+        fail_with(st, end->error);
+    } else if (read_reply(st, end)) {
+        tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return NULL;
+    }
     json_t *r = response_object(st, status_of(st));
     if (r)
         store_response(st, r);
     else
         tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+    return r;
+}
+
+json_t *tram_responses_background(void *state)
+{
+    tram_responses_state *st = state;
+    if (!st->background)
+        return NULL;
+    json_t *r = response_object(st, "queued");
+    char *text = r ? json_dumps(r, JSON_COMPACT) : NULL;
+    /* no conversation yet: previous_response_id cannot continue it before it ends */
+    if (!text || tram_rstore_put(st->store, st->tenant, st->id, text, "", tram_now()))
+        tram_log(TRAM_LOG_WARNING, "%s: not stored while it runs (out of memory, or larger than "
+                 "--responses-store-size)", st->id);
+    free(text);
     return r;
 }
 
@@ -353,11 +392,8 @@ void tram_responses_stream_end(void *state, const tram_dialect_end *end, struct 
     if (json_array_size(st->output) == 0 && st->finish && !error)
         open_message(st, req);   /* an empty reply is still one (empty) message */
     close_item(st, req);
-    if (error) {
-        st->finish = "error";
-        json_decref(st->error);
-        st->error = json_pack("{s:s}", "message", error->message);
-    }
+    if (error)
+        fail_with(st, error);
     const char *status = status_of(st);
     json_t *r = response_object(st, status);
     if (r)

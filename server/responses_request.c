@@ -241,6 +241,12 @@ static json_t *earlier_items(const json_t *body, const tram_responses_state *st,
                       "Previous response with id '%.100s' not found.", json_string_value(prev));
         return NULL;
     }
+    if (!text[0]) {   /* a background response still running has no conversation yet */
+        free(text);
+        tram_api_fail(e, 400, "previous_response_id", "invalid_value", "Previous response with id '%.100s' "
+                      "has not finished yet.", json_string_value(prev));
+        return NULL;
+    }
     json_t *items = json_loads(text, 0, NULL);
     free(text);
     if (!items)
@@ -480,7 +486,27 @@ static void copy_scalars(const json_t *body, json_t *chat)
         json_object_set_new(chat, "stream_options", json_pack("{s:b}", "include_usage", 1));
 }
 
-/* stream_options, store and metadata: read here, not by chat. */
+/* background: true runs it with no client waiting, stored (and so needs
+ * the store) and polled with GET, not streamed. */
+static int read_background(const json_t *body, tram_responses_state *st, tram_api_error *e)
+{
+    const json_t *v = json_object_get(body, "background");
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_boolean(v))
+        return type_error(e, "background", "a boolean");
+    st->background = json_is_true(v);
+    if (st->background && !st->store)
+        return tram_api_fail(e, 400, "background", "invalid_value", "Invalid value for 'background': a "
+                             "background response must be stored (\"store\": true, and a server with "
+                             "--responses-store-size above 0).");
+    if (st->background && json_is_true(json_object_get(body, "stream")))
+        return tram_api_fail(e, 400, "background", "invalid_value", "Invalid value for 'background': tram "
+                             "does not stream background responses; poll GET /v1/responses/{id} instead.");
+    return 0;
+}
+
+/* stream_options, store, background and metadata: read here, not by chat. */
 static int read_own_fields(const json_t *body, tram_responses_state *st, tram_server *s, tram_api_error *e)
 {
     const json_t *so = json_object_get(body, "stream_options");
@@ -490,6 +516,8 @@ static int read_own_fields(const json_t *body, tram_responses_state *st, tram_se
     if (store && !json_is_null(store) && !json_is_boolean(store))
         return type_error(e, "store", "a boolean");
     st->store = json_is_false(store) ? NULL : s->responses;
+    if (read_background(body, st, e))
+        return -1;
     const json_t *meta = json_object_get(body, "metadata");
     if (meta && !json_is_null(meta)) {
         const char *key;
@@ -536,7 +564,7 @@ static json_t *echo_of(const json_t *body, const tram_server *s)
                      "truncation", "disabled",
                      "user", or_else(body, "user", json_null()),
                      "safety_identifier", or_else(body, "safety_identifier", json_null()),
-                     "background", 0,
+                     "background", json_is_true(json_object_get(body, "background")),
                      "max_tool_calls", or_else(body, "max_tool_calls", json_null()),
                      "reasoning", "effort", "summary",
                      "service_tier", "default",

@@ -12,6 +12,7 @@
 
 typedef struct {
     tram_rstore *store;         /* where the response goes when done; NULL: not stored */
+    int background;             /* "background": true: stored at once as queued, then as it ends */
     char tenant[TRAM_TENANT_MAX + 1];
     char id[48];                /* "resp_..." */
     long long created;

@@ -20,6 +20,7 @@
 typedef struct {
     const char *path;
     int prefix;    /* path ends in "/": it matches the path followed by one more segment, an id */
+    const char *suffix;   /* with prefix: what follows the id ("/cancel"); NULL: nothing */
     enum evhttp_cmd_type method;
     int open;   /* answered without an API key (probes and scrapers) */
     int metrics;   /* open, unless --metrics-api-key is given: then that key only */
@@ -47,6 +48,8 @@ static const route routes[] = {
     {.path = "/v1/responses", .method = EVHTTP_REQ_POST, .handle = handle_responses},
     {.path = "/v1/responses/", .prefix = 1, .method = EVHTTP_REQ_GET, .handle = tram_handle_response_get},
     {.path = "/v1/responses/", .prefix = 1, .method = EVHTTP_REQ_DELETE, .handle = tram_handle_response_delete},
+    {.path = "/v1/responses/", .prefix = 1, .suffix = "/cancel", .method = EVHTTP_REQ_POST,
+     .handle = tram_handle_response_cancel},
     {.path = "/v1/completions", .method = EVHTTP_REQ_POST, .handle = tram_handle_completion},
     {.path = "/v1/messages", .method = EVHTTP_REQ_POST, .protocol = TRAM_PROTOCOL_ANTHROPIC,
      .handle = handle_messages},
@@ -123,7 +126,10 @@ static int matches(const route *r, const char *path)
     size_t n = strlen(r->path);
     if (!r->prefix)
         return !strcmp(path, r->path);
-    return !strncmp(path, r->path, n) && path[n] && !strchr(path + n, '/');
+    if (strncmp(path, r->path, n) || !path[n] || path[n] == '/')
+        return 0;
+    const char *after_id = strchr(path + n, '/');
+    return r->suffix ? after_id && !strcmp(after_id, r->suffix) : !after_id;
 }
 
 /* The route of path for method m; else one of path's (a 405 names its

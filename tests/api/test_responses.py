@@ -5,6 +5,7 @@ stored responses (GET, DELETE, one API key's never another's, eviction),
 and a 400 naming every field tram refuses."""
 import json
 import subprocess
+import time
 from typing import Literal
 
 import jsonschema
@@ -195,6 +196,40 @@ def test_the_least_recently_used_response_is_evicted(keyed):
     assert one.responses.retrieve(first).id == first and one.responses.retrieve(third).id == third
 
 
+def settled(client, response_id):
+    """The stored background response once it no longer runs."""
+    deadline = time.time() + 300
+    while True:
+        r = client.responses.retrieve(response_id)
+        if r.status not in ("queued", "in_progress"):
+            return r
+        assert time.time() < deadline, r
+        time.sleep(0.2)
+
+
+def test_a_background_response_is_polled_continued_and_cancelled(client, server):
+    ask = dict(input="Say hello.", instructions="Be brief.", max_output_tokens=8)
+    queued = create(client, server, background=True, **ask)
+    assert queued.status == "queued" and queued.background is True and queued.output == []
+    done = settled(client, queued.id)
+    foreground = create(client, server, **ask)
+    assert done.status == "incomplete" and done.background is True and done.usage.output_tokens == 8
+    assert done.output_text == foreground.output_text and done.usage.input_tokens == foreground.usage.input_tokens
+    then = create(client, server, previous_response_id=done.id, input="Again.", max_output_tokens=2)
+    assert then.usage.input_tokens > done.usage.input_tokens
+    with pytest.raises(openai.BadRequestError):   # it is not running
+        client.responses.cancel(done.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.cancel("resp_never")
+    running = create(client, server, background=True, input="Tell a long story.", max_output_tokens=1500)
+    with pytest.raises(openai.BadRequestError) as e:   # no conversation to continue until it ends
+        create(client, server, previous_response_id=running.id, input="Go on.", max_output_tokens=2)
+    assert e.value.body["param"] == "previous_response_id"
+    assert client.responses.cancel(running.id).status == "cancelled"
+    cancelled = settled(client, running.id)
+    assert cancelled.status == "cancelled" and cancelled.usage.output_tokens < 1500
+
+
 LOGPROBS = dict(include=["message.output_text.logprobs"], top_logprobs=2)
 
 
@@ -226,7 +261,6 @@ def test_logprobs_are_the_chat_completions_streamed_or_not(client, server):
 
 # What tram refuses at the top of the body, each with a value that changes the output.
 REFUSED = {
-    "background": True,
     "conversation": "conv_1",
     "prompt": {"id": "pmpt_1"},
     "reasoning": {"effort": "low"},
@@ -249,6 +283,8 @@ NESTED = [  # (extra body fields, the param named)
     ({"include": ["message.output_text.bogus"]}, "include[0]"),
     ({"include": ["reasoning.encrypted_content", 5]}, "include[1]"),
     ({**LOGPROBS, "top_logprobs": 21}, "top_logprobs"),
+    ({"background": True, "store": False}, "background"),
+    ({"background": True, "stream": True}, "background"),
     ({"frobnicate": 1}, "frobnicate"),
 ]
 
@@ -268,6 +304,6 @@ def test_every_refused_field_is_a_400_naming_it(server):
         status, _, reply = server.post("/v1/responses", body)
         assert status == 400 and reply["error"]["param"] == param, (extra, reply)
         assert param.split(".")[-1].split("[")[0] in reply["error"]["message"] or param in reply["error"]["message"], reply
-    for name, harmless in {"background": False, "truncation": "disabled"}.items():
+    for name, harmless in {"truncation": "disabled"}.items():
         body = {"model": server.model, "input": "hi", "max_output_tokens": 2, name: harmless, "store": False}
         assert server.post("/v1/responses", body)[0] == 200, name
