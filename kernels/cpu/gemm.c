@@ -5,18 +5,53 @@
 
 #include "kernels/cpu/cpu_impl.h"
 
-/* Rows up to which matmul runs as matrix-vector products (see sgemm_rows). */
-#define GEMV_MAX_ROWS 2
+/* Token rows up to which matmul streams W once through gemv_rows instead of
+ * handing it to sgemm (see sgemm_rows). */
+#define GEMV_MAX_ROWS 8
 
-/* y[:, r0:r1] = x · W[r0:r1]ᵀ with single-threaded OpenBLAS.  For a few rows
- * sgemm spends more time packing W than multiplying, so those go through
- * sgemv, which streams W once, unpacked. */
+/* Eight floats, loaded from any float address (GCC's generic vectors: SIMD
+ * where the target has it, plain code elsewhere). */
+typedef float v8f __attribute__((vector_size(32), aligned(4)));
+
+/* y[:, r0:r1] = x · W[r0:r1]ᵀ for n <= GEMV_MAX_ROWS token rows, reading each
+ * row of W once for all n: a verification of speculative drafts (a few rows)
+ * then costs about what one row does, where n sgemv calls would read W n
+ * times and sgemm would pack it first.  Each output is summed in the same
+ * order whatever n is, so a row's result does not depend on its batch. */
+static void gemv_rows(float *y, const float *x, const float *w, int n, int rows, int cols, int r0, int r1)
+{
+    int vec = cols / 8 * 8;
+    for (int r = r0; r < r1; r++) {
+        const float *wr = w + (size_t)r * cols;
+        v8f acc[GEMV_MAX_ROWS] = {{0}};
+        for (int c = 0; c < vec; c += 8) {
+            v8f wv = *(const v8f *)(wr + c);
+            for (int i = 0; i < n; i++)
+                acc[i] += wv * *(const v8f *)(x + (size_t)i * cols + c);
+        }
+        for (int i = 0; i < n; i++) {
+            float sum = 0;
+            for (int l = 0; l < 8; l++)
+                sum += acc[i][l];
+            for (int c = vec; c < cols; c++)
+                sum += wr[c] * x[(size_t)i * cols + c];
+            y[(size_t)i * rows + r] = sum;
+        }
+    }
+}
+
+/* y[:, r0:r1] = x · W[r0:r1]ᵀ with single-threaded OpenBLAS.  One row goes
+ * through sgemv, a few through gemv_rows (for those sgemm spends more time
+ * packing W than multiplying), more through sgemm. */
 static void sgemm_rows(float *y, const float *x, const float *w, int n, int rows, int cols, int r0, int r1)
 {
+    if (n == 1) {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, r1 - r0, cols, 1.0f, w + (size_t)r0 * cols, cols, x, 1, 0.0f,
+                    y + r0, 1);
+        return;
+    }
     if (n <= GEMV_MAX_ROWS) {
-        for (int i = 0; i < n; i++)
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, r1 - r0, cols, 1.0f, w + (size_t)r0 * cols, cols,
-                        x + (size_t)i * cols, 1, 0.0f, y + (size_t)i * rows + r0, 1);
+        gemv_rows(y, x, w, n, rows, cols, r0, r1);
         return;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, r1 - r0, cols, 1.0f, x, cols,

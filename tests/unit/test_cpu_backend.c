@@ -57,6 +57,36 @@ Test(cpu_backend, matmul_matches_naive_loops)
     free(x), free(wh), free(y), free(ref);
 }
 
+/* Every path of the f32 product (one row, a few rows streamed together, the
+ * sgemm beyond), on a width with a tail past the 8-float vectors; and a few
+ * rows give each row the same bits whatever the batch, as a verification of
+ * speculative drafts needs. */
+Test(cpu_backend, matmul_row_counts_match_naive_and_each_other)
+{
+    int rows = 45, cols = 83, most = 12;
+    float *x = random_vec((size_t)most * cols, 6), *wh = random_vec((size_t)rows * cols, 7);
+    float *y = malloc((size_t)most * rows * sizeof(float)), *y2 = malloc((size_t)most * rows * sizeof(float));
+    float *ref = malloc((size_t)most * rows * sizeof(float));
+    for (int i = 0; i < most; i++)
+        for (int r = 0; r < rows; r++) {
+            double acc = 0;
+            for (int c = 0; c < cols; c++)
+                acc += (double)x[i * cols + c] * wh[r * cols + c];
+            ref[i * rows + r] = (float)acc;
+        }
+    tram_weight w;
+    be->upload_weight(be, &w, wh, rows, cols, TRAM_W_F32);
+    be->matmul(be, y2, x, &w, 2);
+    for (int n = 1; n <= most; n++) {
+        be->matmul(be, y, x, &w, n);
+        expect_close(y, ref, (size_t)n * rows, 1e-5f, "y");
+        if (n >= 2 && n <= 8)
+            cr_assert_arr_eq(y, y2, 2 * rows * sizeof(float), "rows 0-1 differ in a batch of %d", n);
+    }
+    be->free_weight(be, &w);
+    free(x), free(wh), free(y), free(y2), free(ref);
+}
+
 Test(cpu_backend, add_rmsnorm_and_silu_mul_match_reference)
 {
     int n = 3, dim = 64;
