@@ -4,15 +4,18 @@ and without n-gram prompt lookup, through `tram bench throughput`.
 - batch 1 on a grounded task (edit a given text: the output copies the input,
   where prompt lookup shines) and on free text (a story: little to copy);
 - batches 1, 4, 16 and 32 of each task: output tok/s without speculation,
-  with it under the automatic turn-down rule, and with it forced on
-  (disable_by_batch_size past the batch: what the rule protects against),
-  the acceptance rate and the mean accepted length;
-- llama.cpp's prompt lookup (llama-lookup) at batch 1 on the same model and
-  prompt, where bench/peers holds a build (bench/compare_peers.sh).
+  with it under the automatic rule (engine/spec.h: a sequence's drafts are
+  verified only when its acceptance outweighs the measured cost of the
+  step's extra tokens), and with every proposal verified (always_verify:
+  what the rule protects against), the acceptance rate and the mean
+  accepted length;
+- llama.cpp's prompt lookup (llama-lookup, batch 1 only: it decodes one
+  sequence) on the same model and prompt, where PEERS holds a build
+  (bench/compare_peers.sh).
 
 Each figure is the median of REPEATS runs (3).  Environment: TRAM_BIN,
 MODEL, THREADS (2), REPEATS, BATCHES ("1,4,16,32"), OUTPUT (128 tokens),
-K (num_speculative_tokens, 4).  Prints the table in its final markdown form
+K (num_speculative_tokens, 4), PEERS (bench/peers).  Prints the table in its final markdown form
 and writes it to bench/results/spec.md (OUT=path to write elsewhere)."""
 import datetime
 import json
@@ -31,7 +34,7 @@ BATCHES = [int(b) for b in os.environ.get("BATCHES", "1,4,16,32").split(",")]
 OUTPUT = int(os.environ.get("OUTPUT", "128"))
 K = int(os.environ.get("K", "4"))
 OUT = os.environ.get("OUT", "bench/results/spec.md")
-LOOKUP = "bench/peers/llama-build-0.3.36/bin/llama-lookup"
+LOOKUP = os.path.join(os.environ.get("PEERS", "bench/peers"), "llama-build-0.3.36/bin/llama-lookup")
 
 TEXTS = [
     "The tram network of the city opened in 1881 with horse-drawn cars on two lines. Electric "
@@ -116,7 +119,7 @@ def main():
                 dataset(task, b, path)
                 base, _ = median_run(path, b, None)
                 auto, acc = median_run(path, b, ngram)
-                forced, facc = median_run(path, b, dict(ngram, disable_by_batch_size=10**6))
+                forced, facc = median_run(path, b, dict(ngram, always_verify=1))
                 rows.append(f"| {name} | {b} | {base:.1f} | {auto:.1f} ({auto / base:.2f}x) | "
                             f"{forced:.1f} ({forced / base:.2f}x) | {fmt_acc(facc)} |")
                 print(rows[-1], file=sys.stderr)
@@ -125,18 +128,23 @@ def main():
                          text=True).stdout.strip()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
+    load = os.getloadavg()[0]
+    busy = (f"  **Measured under load** (load average {load:.1f} on {os.cpu_count()} CPUs at the end "
+            "of the run): the ratios between columns of one row are what to read, the absolute "
+            "figures are not the machine's.") if load > (os.cpu_count() or 1) else ""
     lines = [
         "# Speculative decoding: n-gram prompt lookup",
         "",
         f"`python3 bench/spec.py` on {cpu}, {THREADS} threads, {datetime.date.today()}, commit "
         f"{commit}; the default model, greedy, {OUTPUT} output tokens per request, k = {K}, "
         f"median of {REPEATS} runs.  Output tok/s is `tram bench throughput`'s (prefill "
-        "included).  \"auto\" is speculation under the turn-down rule (no drafts in a step with "
-        "more than disable_by_batch_size decoding sequences, 8 by default); \"forced\" sets the "
-        "limit past the batch.  Acceptance and mean accepted length (1 + accepted / drafts) are "
-        "the forced run's.",
+        "included).  \"auto\" is speculation under the automatic rule (a sequence's drafts are "
+        "verified only when its recent acceptance outweighs the measured cost of the step's extra "
+        "tokens: engine/spec.h); \"every proposal\" verifies all of them (always_verify), which is "
+        "what the rule protects against.  Acceptance and mean accepted length (1 + accepted / "
+        "drafts) are the every-proposal run's." + busy,
         "",
-        "| task | batch | no speculation tok/s | n-gram, auto | n-gram, forced | acceptance | "
+        "| task | batch | no speculation tok/s | n-gram, auto | n-gram, every proposal | acceptance | "
         "mean accepted length |",
         "|---|---:|---:|---:|---:|---:|---:|",
         *rows,

@@ -272,12 +272,13 @@ static void print_spec(const char *mode, const bench_run *r)
     if (!s->spec_decode_num_drafts)
         return;
     printf("%s speculation: acceptance rate %.1f%% (%llu of %llu draft tokens), mean accepted "
-           "length %.2f, %llu steps too large to speculate\n", mode,
+           "length %.2f, %llu steps too large to speculate, %llu draft tokens declined\n", mode,
            100.0 * (double)s->spec_decode_num_accepted_tokens / (double)s->spec_decode_num_draft_tokens,
            (unsigned long long)s->spec_decode_num_accepted_tokens,
            (unsigned long long)s->spec_decode_num_draft_tokens,
            1.0 + (double)s->spec_decode_num_accepted_tokens / (double)s->spec_decode_num_drafts,
-           (unsigned long long)s->spec_decode_off_steps);
+           (unsigned long long)s->spec_decode_off_steps,
+           (unsigned long long)s->spec_decode_num_declined_tokens);
 }
 
 /* ---------------------------------------------------------------- command */

@@ -47,7 +47,7 @@ void tram_engine_print_flags(FILE *out)
             "  --speculative-config JSON      speculative decoding, as vLLM spells it:\n"
             "                                 {\"method\": \"ngram\", \"num_speculative_tokens\": 3,\n"
             "                                 \"prompt_lookup_min\": 1, \"prompt_lookup_max\": 4,\n"
-            "                                 \"disable_by_batch_size\": 8} (off)\n"
+            "                                 \"disable_by_batch_size\": 32} (off)\n"
             "  --max-loras N                  LoRA slots: distinct adapters in one step (0; 1 with\n"
             "                                 --lora-modules)\n"
             "  --max-lora-rank N              the largest adapter rank (16)\n"
@@ -115,6 +115,7 @@ static int spec_member(const char *flag, const char *key, json_t *v, tram_spec_c
         {"prompt_lookup_min", offsetof(tram_spec_config, prompt_lookup_min)},
         {"prompt_lookup_max", offsetof(tram_spec_config, prompt_lookup_max)},
         {"disable_by_batch_size", offsetof(tram_spec_config, disable_by_batch_size)},
+        {"always_verify", offsetof(tram_spec_config, always_verify)},
     };
     for (size_t i = 0; i < TRAM_ARRAY_LEN(ints); i++)
         if (!strcmp(key, ints[i].key))
@@ -128,7 +129,7 @@ static int spec_member(const char *flag, const char *key, json_t *v, tram_spec_c
     else
         fprintf(stderr, "tram: invalid value for %s: unknown key \"%s\" (known: method, "
                         "num_speculative_tokens, prompt_lookup_min, prompt_lookup_max, "
-                        "disable_by_batch_size)\n", flag, key);
+                        "disable_by_batch_size, always_verify)\n", flag, key);
     return -1;
 }
 

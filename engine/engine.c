@@ -22,10 +22,12 @@
 /* Logits rows per step for prompt logprobs, on top of one row per sequence. */
 #define PROMPT_LOGPROB_ROWS 128
 
-/* Speculation's turn-down: no drafts in a step with more decoding sequences
- * than this, unless speculative_config.disable_by_batch_size says otherwise
- * (the measurement behind it: docs/performance.md). */
-#define SPEC_DEFAULT_MAX_BATCH 8
+/* Speculation's hard limit: no drafts in a step with more decoding sequences
+ * than this, unless speculative_config.disable_by_batch_size says otherwise.
+ * It bounds the logits rows that drafts need; below it the automatic rule
+ * (engine/spec.h) decides, and on the CPU it turns drafts off at smaller
+ * batches than this by itself (docs/performance.md). */
+#define SPEC_DEFAULT_MAX_BATCH 32
 
 struct tram_engine {
     tram_engine_config cfg;
@@ -379,7 +381,7 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
         tram_cuda_runner_set_pad_block(e->cuda, e->cfg.num_kv_blocks);
     if (e->proposer)
         tram_scheduler_set_spec(&e->sched, e->proposer, e->cfg.spec.num_speculative_tokens,
-                                e->spec_max_batch);
+                                e->spec_max_batch, e->cfg.spec.always_verify);
     e->sched.max_loras = e->cfg.max_loras;
     return 0;
 }
@@ -545,6 +547,7 @@ static void publish_stats(tram_engine *e)
     s->num_preemptions = e->sched.num_preemptions;
     s->prompt_tokens_total = e->sched.prompt_tokens;
     s->spec_decode_off_steps = e->sched.spec_off_steps;
+    s->spec_decode_num_declined_tokens = e->sched.spec_declined;
     if (e->cuda) {
         tram_cuda_runner_stats c;
         tram_cuda_runner_stats_get(e->cuda, &c);
@@ -982,17 +985,29 @@ static const float *logits_row(const tram_engine *e, int row)
     return e->logits + (size_t)row * e->logits_width;
 }
 
-/* Counts the drafts accepted: those the draws of this step matched, in order. */
-static void count_accepted(tram_engine *e, const tram_seq *s, const int32_t *draft, int k)
+/* Counts the drafts accepted: those the draws of this step matched, in
+ * order; the sequence's record learns how many. */
+static void count_accepted(tram_engine *e, tram_seq *s, const int32_t *draft, int k)
 {
     const int32_t *drawn = s->tokens + s->num_tokens - s->step_tokens;
-    int n = TRAM_MIN(k, s->step_tokens);
+    int n = TRAM_MIN(k, s->step_tokens), j = 0;
     e->stats.spec_decode_num_drafts++;
     e->stats.spec_decode_num_draft_tokens += (uint64_t)k;
-    for (int j = 0; j < n && drawn[j] == draft[j]; j++) {
+    for (; j < n && drawn[j] == draft[j]; j++) {
         e->stats.spec_decode_num_accepted_tokens++;
         e->stats.spec_decode_num_accepted_tokens_per_pos[j]++;
     }
+    tram_spec_record_add(&s->spec, j, k);
+}
+
+/* A sequence whose drafts the automatic rule declined learns whether the
+ * first would have been accepted: the token just drawn tells. */
+static void check_shadow(tram_seq *s)
+{
+    if (s->spec.shadow < 0 || s->step_tokens == 0)
+        return;
+    tram_spec_record_add(&s->spec, s->tokens[s->num_tokens - 1] == s->spec.shadow, 1);
+    s->spec.shadow = -1;
 }
 
 /* Verification of a speculating sequence's k drafts.  Row j of its 1 + k
@@ -1149,7 +1164,10 @@ static int postprocess_item(tram_engine *e, int i, tram_error *err)
                 return -1;
     }
     int32_t drawn = e->cuda ? tram_cuda_runner_token(e->cuda, row0 + nrows - 1) : -1;
-    return sample_and_append(e, s, row, drawn, err);
+    if (sample_and_append(e, s, row, drawn, err))
+        return -1;
+    check_shadow(s);
+    return 0;
 }
 
 /* Finished requests stay one step after their last output (it points into
@@ -1273,6 +1291,20 @@ static int assign_lora_slots(tram_engine *e, tram_error *err)
                                 e->stats.num_steps, err);
 }
 
+/* 1 when every item of the step decodes (one real token, maybe drafts):
+ * the steps whose time speculation's automatic rule learns from. */
+static int decode_step(const tram_engine *e)
+{
+    for (int i = 0; i < e->sched.num_items; i++) {
+        const tram_sched_item *it = &e->sched.items[i];
+        const tram_seq *s = it->seq;
+        if (it->num_new - it->num_draft != 1 || s->num_computed + 1 != s->num_tokens ||
+            s->req->pooling || tram_seq_wants_prompt_logprobs(s))
+            return 0;
+    }
+    return 1;
+}
+
 /* Stamps requests scheduled for the first time: their queue time ends here. */
 static void mark_scheduled(tram_engine *e)
 {
@@ -1298,6 +1330,8 @@ int tram_engine_step(tram_engine *e, const tram_output **outs, int *num_outs, tr
     if (e->sched.num_items > 0) {
         if (assign_lora_slots(e, err))
             return -1;
+        int decode_only = e->proposer && decode_step(e);
+        double t0 = tram_now();
         tram_batch b = build_batch(e);
         if (e->cuda)
             cuda_step_masks(e);
@@ -1309,6 +1343,8 @@ int tram_engine_step(tram_engine *e, const tram_output **outs, int *num_outs, tr
         for (int i = 0; i < e->sched.num_items; i++)
             if (postprocess_item(e, i, err))
                 return -1;
+        if (decode_only)
+            tram_step_cost_add(&e->sched.cost, b.num_tokens, tram_now() - t0);
     }
     e->stats.num_steps++;
     publish_stats(e);

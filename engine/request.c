@@ -155,6 +155,7 @@ static int init_seq(tram_request *r, int i, const tram_request_env *env, int pri
     s->arrival = env->arrival;
     s->seats = i == 0 ? r->n : 1;
     s->stop_index = -1;
+    tram_spec_record_init(&s->spec);
     s->status = TRAM_SEQ_WAITING;
     s->tokens = tram_calloc((size_t)env->max_model_len, sizeof(int32_t), err);
     if (!s->tokens || tram_block_table_init(&s->table, env->max_blocks_per_seq, err))

@@ -163,39 +163,63 @@ static void push_item(tram_scheduler *s, tram_seq *seq, int n, int num_draft, in
     *budget -= n + num_draft;
 }
 
-void tram_scheduler_set_spec(tram_scheduler *s, tram_proposer *proposer, int k, int max_batch)
+void tram_scheduler_set_spec(tram_scheduler *s, tram_proposer *proposer, int k, int max_batch, int always)
 {
     s->proposer = proposer;
     s->spec_k = k;
     s->spec_max_batch = max_batch;
+    s->spec_always = always;
 }
 
 static int is_decoding(const tram_seq *seq) { return seq->num_tokens - seq->num_computed == 1; }
 
-/* 1 when this step speculates: a proposer, and few enough decoding sequences. */
-static int speculating(tram_scheduler *s)
+/* What the step being scheduled holds so far, for the automatic rule. */
+typedef struct {
+    double tokens, yield;      /* tokens to run; tokens expected out */
+} spec_plan;
+
+/* 1 when this step speculates: a proposer, and few enough decoding
+ * sequences; the plan starts from one token in and out per sequence. */
+static int speculating(tram_scheduler *s, spec_plan *plan)
 {
     if (!s->proposer)
         return 0;
     int decoding = 0;
     for (int i = 0; i < s->num_running; i++)
         decoding += is_decoding(s->running[i]);
+    *plan = (spec_plan){.tokens = decoding, .yield = decoding};
     if (decoding <= s->spec_max_batch)
         return 1;
     s->spec_off_steps++;
     return 0;
 }
 
+/* Of k proposed drafts, those the automatic rule keeps (spec.h); a sequence
+ * whose drafts are all declined keeps the first as its shadow. */
+static int keep_drafts(tram_scheduler *s, tram_seq *seq, int k, spec_plan *plan)
+{
+    double gain = k;
+    int kept = s->spec_always ? k : tram_spec_choose(&seq->spec, k, &s->cost, plan->tokens, plan->yield, &gain);
+    seq->spec.shadow = kept ? -1 : seq->tokens[seq->num_tokens];
+    s->spec_declined += (uint64_t)(k - kept);
+    plan->tokens += kept;
+    plan->yield += gain;
+    return kept;
+}
+
 /* The drafts of a decoding sequence, written after its tokens, within the
  * budget and what its max_tokens leave room for (the draw after the last
  * draft is one more token); their blocks must be free without preempting. */
-static int propose_drafts(tram_scheduler *s, tram_seq *seq, int budget)
+static int propose_drafts(tram_scheduler *s, tram_seq *seq, int budget, spec_plan *plan)
 {
     int room = seq->prompt_len + seq->req->max_tokens - seq->num_tokens - 1;
     int k = TRAM_MIN(TRAM_MIN(s->spec_k, room), budget - 1);
+    seq->spec.shadow = -1;
     if (!is_decoding(seq) || k <= 0)
         return 0;
     k = s->proposer->propose(s->proposer, seq->tokens, seq->num_tokens, k, seq->tokens + seq->num_tokens);
+    if (k > 0)
+        k = keep_drafts(s, seq, k, plan);
     if (k > 0 && tram_bm_grow(s->bm, &seq->table, seq->num_tokens + k))
         return 0;
     return k;
@@ -204,13 +228,14 @@ static int propose_drafts(tram_scheduler *s, tram_seq *seq, int budget)
 /* Returns 1 if it had to preempt. */
 static int schedule_running(tram_scheduler *s, int *budget, int *prompt_rows)
 {
-    int preempted = 0, spec = speculating(s);
+    spec_plan plan = {0};
+    int preempted = 0, spec = speculating(s, &plan);
     for (int i = 0; i < s->num_running && *budget > 0; i++) {
         tram_seq *seq = s->running[i];
         int n = chunk_size(seq, *budget, prompt_rows);
         if (n == 0)
             continue;
-        int drafts = spec ? propose_drafts(s, seq, *budget) : 0;
+        int drafts = spec ? propose_drafts(s, seq, *budget, &plan) : 0;
         if (drafts) {
             push_item(s, seq, n, drafts, budget);
             continue;

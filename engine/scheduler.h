@@ -12,9 +12,10 @@
  * Speculative decoding (tram_scheduler_set_spec): a decoding sequence also
  * runs the tokens its proposer guesses, written after its tokens, as extra
  * query tokens of the same step, as long as the step has at most
- * spec_max_batch decoding sequences (past that, verification is no longer
- * free: docs/performance.md) and the blocks for them are free.  Drafts never
- * preempt anyone: short of blocks, the sequence runs without them. */
+ * spec_max_batch decoding sequences, the automatic rule expects them to pay
+ * (engine/spec.h: the sequence's acceptance against the measured cost of a
+ * step's extra tokens, in `cost`) and the blocks for them are free.  Drafts
+ * never preempt anyone: short of blocks, the sequence runs without them. */
 #ifndef TRAM_SCHEDULER_H
 #define TRAM_SCHEDULER_H
 
@@ -47,7 +48,10 @@ typedef struct {
     uint64_t prompt_tokens;    /* prompts of requests admitted for the first time */
     tram_proposer *proposer;   /* NULL: no speculation */
     int spec_k, spec_max_batch;
+    int spec_always;           /* verify every proposal: no automatic rule */
+    tram_step_cost cost;       /* decode steps' measured time (the engine adds to it) */
     uint64_t spec_off_steps;   /* steps whose batch was too large to speculate */
+    uint64_t spec_declined;    /* draft tokens proposed that the automatic rule declined */
 } tram_scheduler;
 
 int tram_scheduler_init(tram_scheduler *s, tram_block_manager *bm, tram_sched_policy policy,
@@ -60,8 +64,9 @@ void tram_scheduler_free(tram_scheduler *s);
 int tram_scheduler_check_fits(const tram_scheduler *s, const tram_seq *seq, tram_error *err);
 
 /* Turns speculation on: up to k drafts per decoding sequence, in steps with
- * at most max_batch decoding sequences.  The proposer stays the caller's. */
-void tram_scheduler_set_spec(tram_scheduler *s, tram_proposer *proposer, int k, int max_batch);
+ * at most max_batch decoding sequences, those the automatic rule keeps (all
+ * of them if `always`).  The proposer stays the caller's. */
+void tram_scheduler_set_spec(tram_scheduler *s, tram_proposer *proposer, int k, int max_batch, int always);
 
 /* Makes room so that `more` further sequences can wait without allocating
  * during a step (called when a request is added). */

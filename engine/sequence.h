@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "engine/block_manager.h"
+#include "engine/spec.h"
 #include "engine/tram.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,6 +38,7 @@ typedef struct {
     int stop_index;            /* stop string that finished it, or -1 */
     int reported_first;        /* its first output has gone out */
     int reported_final;        /* its output with a finish reason has gone out */
+    tram_spec_record spec;     /* its drafts' fate, for speculation's automatic rule */
 
     /* this step's output: step_tokens tokens (more than one when drafts
      * were accepted), the last ones of tokens */

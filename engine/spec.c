@@ -1,6 +1,7 @@
 /* spec.c — the proposers of speculative decoding (see spec.h). */
 #include "engine/spec.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,8 @@ int tram_spec_config_check(const tram_spec_config *c, tram_error *err)
     if (c->prompt_lookup_min < 1 || c->prompt_lookup_max < c->prompt_lookup_min)
         return tram_fail(err, "speculative_config: prompt_lookup_min (%d) must be >= 1 and at most "
                               "prompt_lookup_max (%d)", c->prompt_lookup_min, c->prompt_lookup_max);
+    if (c->always_verify != 0 && c->always_verify != 1)
+        return tram_fail(err, "speculative_config.always_verify must be 0 or 1, got %d", c->always_verify);
     if (c->disable_by_batch_size < 0)
         return tram_fail(err, "speculative_config.disable_by_batch_size must be >= 0, got %d",
                          c->disable_by_batch_size);
@@ -75,6 +78,80 @@ static int ngram_create(tram_proposer **out, const tram_spec_config *c, tram_err
     };
     *out = &g->base;
     return 0;
+}
+
+/* ---------------------------------------------------------------- the automatic rule */
+
+/* Each new verification counts for a tenth of the record. */
+#define RECORD_DECAY 0.9f
+/* A step's time counts for a twentieth of the line. */
+#define COST_DECAY 0.95
+/* Below this variance of the recent token counts the line is not fitted. */
+#define COST_MIN_VARIANCE 0.25
+
+void tram_spec_record_init(tram_spec_record *r) { *r = (tram_spec_record){.shadow = -1}; }
+
+void tram_spec_record_add(tram_spec_record *r, int accepted, int proposed)
+{
+    r->hits = r->hits * RECORD_DECAY + (float)accepted;
+    r->misses = r->misses * RECORD_DECAY + (float)(accepted < proposed);
+}
+
+double tram_spec_acceptance(const tram_spec_record *r)
+{
+    return (r->hits + 1.0) / (r->hits + r->misses + 2.0);
+}
+
+void tram_step_cost_add(tram_step_cost *c, int tokens, double seconds)
+{
+    double n = tokens;
+    *c = (tram_step_cost){
+        .w = c->w * COST_DECAY + 1,
+        .n = c->n * COST_DECAY + n,
+        .t = c->t * COST_DECAY + seconds,
+        .nn = c->nn * COST_DECAY + n * n,
+        .nt = c->nt * COST_DECAY + n * seconds,
+    };
+}
+
+int tram_step_cost_line(const tram_step_cost *c, double *a, double *b)
+{
+    if (c->w <= 0)
+        return 0;
+    double mn = c->n / c->w, mt = c->t / c->w, var = c->nn / c->w - mn * mn;
+    if (var < COST_MIN_VARIANCE)
+        return 0;
+    *b = (c->nt / c->w - mn * mt) / var;
+    *a = mt - *b * mn;
+    return 1;
+}
+
+/* The extra time of j more tokens, as a share of the step's, from the line
+ * (a noisy fit that slopes down counts as free drafts; one that gives a step
+ * no time counts as nothing but drafts). */
+static double extra_share(double a, double b, double tokens, int j)
+{
+    double slope = fmax(b, 0), base = a + slope * tokens;
+    return base > 0 ? slope * j / base : INFINITY;
+}
+
+int tram_spec_choose(const tram_spec_record *r, int proposed, const tram_step_cost *c, double tokens,
+                     double yield, double *gain)
+{
+    double alpha = tram_spec_acceptance(r), a, b, g = 0, power = 1, best_net = 0;
+    int fitted = tram_step_cost_line(c, &a, &b), best = 0;
+    *gain = 0;
+    for (int j = 1; j <= proposed; j++) {
+        power *= alpha;
+        g += power;
+        double net = fitted ? g - yield * extra_share(a, b, tokens, j) : g;
+        if (net > best_net) {
+            best_net = net;
+            best = j;
+            *gain = g;
+        }
+    }
+    return best;
 }
 
 /* ---------------------------------------------------------------- the interface */

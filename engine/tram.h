@@ -78,7 +78,9 @@ typedef struct {
     int prompt_lookup_min;        /* shortest n-gram matched (1) */
     int prompt_lookup_max;        /* longest, tried first (4) */
     int disable_by_batch_size;    /* no speculation in a step with more decoding sequences than
-                                     this; 0 = the measured default (docs/performance.md) */
+                                     this; 0 = the default, 32 (docs/performance.md) */
+    int always_verify;            /* 1: verify every proposal, without the automatic rule that
+                                     weighs acceptance against the step's cost (0) */
 } tram_spec_config;
 
 typedef struct {
@@ -321,6 +323,7 @@ typedef struct {
     uint64_t spec_decode_num_accepted_tokens_per_pos[TRAM_SPEC_MAX_TOKENS]; /* accepted at draft
                                                  position i (0 = the first guess) */
     uint64_t spec_decode_off_steps;   /* steps with a batch too large to speculate */
+    uint64_t spec_decode_num_declined_tokens; /* proposed, but not worth verifying (the rule) */
     int max_loras;                    /* the LoRA slots */
     char running_loras[512];          /* adapters of running requests, comma-separated */
     char waiting_loras[512];          /* adapters of requests with every sequence waiting */

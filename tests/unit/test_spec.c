@@ -58,9 +58,91 @@ Test(spec_ngram, config_errors_name_the_field)
     c.prompt_lookup_min = 5;
     cr_assert_eq(tram_spec_config_check(&c, &err), -1);
     cr_assert(strstr(err.msg, "prompt_lookup_min"), "%s", err.msg);
+    c.prompt_lookup_min = 1;
+    c.always_verify = 2;
+    cr_assert_eq(tram_spec_config_check(&c, &err), -1);
+    cr_assert(strstr(err.msg, "always_verify"), "%s", err.msg);
+    c.always_verify = 1;
+    cr_assert_eq(tram_spec_config_check(&c, &err), 0, "%s", err.msg);
     snprintf(c.method, sizeof(c.method), "medusa");
     cr_assert_eq(tram_spec_config_check(&c, &err), -1);
     cr_assert(strstr(err.msg, "medusa"), "%s", err.msg);
+}
+
+/* ---------------------------------------------------------------- the automatic rule */
+
+Test(spec_rule, acceptance_follows_the_recent_record)
+{
+    tram_spec_record r;
+    tram_spec_record_init(&r);
+    cr_assert_eq(r.shadow, -1);
+    cr_assert_float_eq(tram_spec_acceptance(&r), 0.5, 1e-9, "no record: even odds");
+    for (int i = 0; i < 20; i++)
+        tram_spec_record_add(&r, 4, 4);
+    cr_assert_gt(tram_spec_acceptance(&r), 0.95, "every draft accepted");
+    for (int i = 0; i < 20; i++)
+        tram_spec_record_add(&r, 0, 4);
+    cr_assert_lt(tram_spec_acceptance(&r), 0.4, "the recent rejections outweigh the old hits");
+    for (int i = 0; i < 40; i++)
+        tram_spec_record_add(&r, 0, 1);
+    cr_assert_lt(tram_spec_acceptance(&r), 0.15, "shadow misses count as rejections too");
+}
+
+/* t = 0.03 + 0.002 n: steps of 1 and 5 tokens give the line back; steps of
+ * one size only cannot. */
+Test(spec_rule, step_cost_fits_the_measured_line)
+{
+    tram_step_cost c = {0};
+    double a, b;
+    cr_assert_eq(tram_step_cost_line(&c, &a, &b), 0, "nothing measured");
+    for (int i = 0; i < 30; i++)
+        tram_step_cost_add(&c, 1, 0.032);
+    cr_assert_eq(tram_step_cost_line(&c, &a, &b), 0, "one token count only");
+    for (int i = 0; i < 30; i++)
+        tram_step_cost_add(&c, i % 2 ? 5 : 1, 0.03 + 0.002 * (i % 2 ? 5 : 1));
+    cr_assert_eq(tram_step_cost_line(&c, &a, &b), 1);
+    cr_assert_float_eq(a, 0.03, 1e-6);
+    cr_assert_float_eq(b, 0.002, 1e-6);
+}
+
+static tram_step_cost cost_line(double a, double b)
+{
+    tram_step_cost c = {0};
+    for (int n = 1; n <= 40; n++)
+        tram_step_cost_add(&c, n, a + b * n);
+    return c;
+}
+
+static tram_spec_record record_of(int accepted, int proposed)
+{
+    tram_spec_record r;
+    tram_spec_record_init(&r);
+    for (int i = 0; i < 30; i++)
+        tram_spec_record_add(&r, accepted, proposed);
+    return r;
+}
+
+/* (P + g(j)) / T(N + j) > P / T(N): drafts where they are accepted and the
+ * step's extra tokens cost little, none where either fails. */
+Test(spec_rule, drafts_only_where_they_pay)
+{
+    /* a token costs a sixth of a one-token step: the weights' read dominates */
+    tram_step_cost some = cost_line(0.03, 0.006);
+    tram_spec_record copying = record_of(4, 4), inventing = record_of(0, 4), half = record_of(1, 2);
+    double gain;
+    cr_assert_eq(tram_spec_choose(&copying, 4, &some, 1, 1, &gain), 4);
+    cr_assert_gt(gain, 3.5);
+    cr_assert_eq(tram_spec_choose(&inventing, 4, &some, 1, 1, &gain), 0,
+                 "a sequence whose drafts are rejected stops drafting");
+    cr_assert_eq(gain, 0);
+    cr_assert_eq(tram_spec_choose(&half, 4, &some, 1, 1, &gain), 2,
+                 "at acceptance 1/2 the third draft costs more than it brings");
+    cr_assert_float_eq(gain, 0.75, 0.01);
+    cr_assert_eq(tram_spec_choose(&half, 4, &some, 32, 32, &gain), 0,
+                 "in a step of 32 a token costs most of one more token's share");
+    tram_step_cost unmeasured = {0};
+    cr_assert_eq(tram_spec_choose(&inventing, 3, &unmeasured, 1, 1, &gain), 3,
+                 "with no measured cost every proposal is verified, so the cost gets measured");
 }
 
 /* --speculative-config reads vLLM's JSON; what it cannot honour is refused. */
@@ -280,7 +362,7 @@ static tram_engine *tiny_engine(int speculate)
     if (speculate)
         c.spec = (tram_spec_config){.method = "ngram", .num_speculative_tokens = 3,
                                     .prompt_lookup_min = 1, .prompt_lookup_max = 2,
-                                    .disable_by_batch_size = speculate};
+                                    .disable_by_batch_size = speculate, .always_verify = 1};
     tram_error err = {{0}};
     tram_engine *e = NULL;
     cr_assert_eq(tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
