@@ -1,5 +1,6 @@
 """Speculative decoding's figures (bench/results/spec.md): greedy decode with
-and without n-gram prompt lookup, through `tram bench throughput`.
+and without n-gram prompt lookup and the quantized self-draft (the model's
+own Q4_1 blocks drafting for its f32 copy), through `tram bench throughput`.
 
 - batch 1 on a grounded task (edit a given text: the output copies the input,
   where prompt lookup shines) and on free text (a story: little to copy);
@@ -120,8 +121,10 @@ def main():
                 base, _ = median_run(path, b, None)
                 auto, acc = median_run(path, b, ngram)
                 forced, facc = median_run(path, b, dict(ngram, always_verify=1))
+                own, oacc = median_run(path, b, {"method": "self", "num_speculative_tokens": K})
                 rows.append(f"| {name} | {b} | {base:.1f} | {auto:.1f} ({auto / base:.2f}x) | "
-                            f"{forced:.1f} ({forced / base:.2f}x) | {fmt_acc(facc)} |")
+                            f"{forced:.1f} ({forced / base:.2f}x) | {fmt_acc(facc)} | "
+                            f"{own:.1f} ({own / base:.2f}x) | {fmt_acc(oacc)} |")
                 print(rows[-1], file=sys.stderr)
         peer = [(name, lookup_run(task(0))) for name, task in (("grounded", grounded), ("free text", free))]
     cpu = subprocess.run("lscpu | sed -n 's/^Model name: *//p'", shell=True, capture_output=True,
@@ -133,7 +136,7 @@ def main():
             "of the run): the ratios between columns of one row are what to read, the absolute "
             "figures are not the machine's.") if load > (os.cpu_count() or 1) else ""
     lines = [
-        "# Speculative decoding: n-gram prompt lookup",
+        "# Speculative decoding: n-gram prompt lookup and the quantized self-draft",
         "",
         f"`python3 bench/spec.py` on {cpu}, {THREADS} threads, {datetime.date.today()}, commit "
         f"{commit}; the default model, greedy, {OUTPUT} output tokens per request, k = {K}, "
@@ -142,11 +145,13 @@ def main():
         "verified only when its recent acceptance outweighs the measured cost of the step's extra "
         "tokens: engine/spec.h); \"every proposal\" verifies all of them (always_verify), which is "
         "what the rule protects against.  Acceptance and mean accepted length (1 + accepted / "
-        "drafts) are the every-proposal run's." + busy,
+        "drafts) are the every-proposal run's for n-gram.  \"self-draft\" is the model's own Q4_1 "
+        "blocks drafting for its f32 copy (the target of every column), under the rule; its "
+        "acceptance is that run's." + busy,
         "",
         "| task | batch | no speculation tok/s | n-gram, auto | n-gram, every proposal | acceptance | "
-        "mean accepted length |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "mean accepted length | self-draft, auto | acceptance | mean accepted length |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         *rows,
         "",
         "llama.cpp's prompt lookup (`llama-lookup --draft K`, batch 1, decode tok/s and "

@@ -45,7 +45,7 @@ void tram_engine_print_flags(FILE *out)
             "  --pooling model|mean|cls|last  embeddings' pooling: the model's metadata, else\n"
             "                                 the last token's (model)\n"
             "  --speculative-config JSON      speculative decoding, as vLLM spells it:\n"
-            "                                 {\"method\": \"ngram\", \"num_speculative_tokens\": 3,\n"
+            "                                 {\"method\": \"ngram\"|\"self\", \"num_speculative_tokens\": 3,\n"
             "                                 \"prompt_lookup_min\": 1, \"prompt_lookup_max\": 4,\n"
             "                                 \"disable_by_batch_size\": 32} (off)\n"
             "  --max-loras N                  LoRA slots: distinct adapters in one step (0; 1 with\n"

@@ -137,6 +137,13 @@ static int check_config(const tram_engine_config *c, tram_error *err)
     if (c->spec.method[0] && strcmp(c->device, "cpu"))
         return tram_fail(err, "speculative decoding (--speculative-config) runs on --device cpu only "
                               "so far; the CUDA runner draws one token per sequence");
+    if (!strcmp(c->spec.method, "self") && strcmp(c->weight_format, "f32"))
+        return tram_fail(err, "speculative_config.method \"self\" drafts with the file's own blocks for "
+                              "--weight-format f32; the target runs them already (--weight-format %s)",
+                         c->weight_format);
+    if (!strcmp(c->spec.method, "self") && c->tensor_parallel_size > 1)
+        return tram_fail(err, "speculative_config.method \"self\" runs with tensor_parallel_size 1, got %d",
+                         c->tensor_parallel_size);
     return tram_spec_config_check(&c->spec, err);
 }
 
@@ -245,9 +252,9 @@ static int size_pool(tram_engine *e, tram_error *err)
     }
     /* the budget holds every rank's part of a block */
     int world = e->cfg.tensor_parallel_size;
-    size_t block_bytes =
-        tram_model_kv_block_bytes(mc, bs, e->be->act_bytes, world, tram_kv_dtype_parse(e->cfg.kv_cache_dtype)) *
-        world;
+    tram_kv_dtype kv = tram_kv_dtype_parse(e->cfg.kv_cache_dtype);
+    size_t block_bytes = tram_model_kv_block_bytes(mc, bs, e->be->act_bytes, world, kv) * world +
+                         tram_spec_draft_block_bytes(&e->cfg.spec, mc, bs, e->be->act_bytes, kv);
     size_t blocks = e->cfg.num_kv_blocks ? (size_t)e->cfg.num_kv_blocks
                                          : e->cfg.kv_cache_memory / block_bytes;
     if (blocks < (size_t)e->max_blocks_per_seq)
@@ -262,7 +269,7 @@ static int alloc_step_arrays(tram_engine *e, tram_error *err)
 {
     size_t t = (size_t)e->cfg.max_num_batched_tokens, s = (size_t)e->cfg.max_num_seqs;
     /* drafts add k rows for each speculating sequence */
-    size_t spec_rows = e->proposer ? (size_t)e->spec_max_batch * e->cfg.spec.num_speculative_tokens : 0;
+    size_t spec_rows = e->cfg.spec.method[0] ? (size_t)e->spec_max_batch * e->cfg.spec.num_speculative_tokens : 0;
     e->max_rows = (int)TRAM_MIN(t, s + PROMPT_LOGPROB_ROWS + spec_rows);
     e->cap_emitted = e->cap_outs = (int)s;
     e->text_cap = 4096;
@@ -368,8 +375,9 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
     e->lora_pool_ready = 1;
     e->spec_max_batch = e->cfg.spec.disable_by_batch_size ? e->cfg.spec.disable_by_batch_size
                                                           : SPEC_DEFAULT_MAX_BATCH;
-    if (tram_proposer_create(&e->proposer, &e->cfg.spec, err) || alloc_step_arrays(e, err) ||
-        tram_ranks_load(e->ranks, e->file, &lim, err) ||
+    tram_draft_env draft = {.target = e->file, .be = e->be, .lim = lim, .vocab = e->vocab};
+    if (alloc_step_arrays(e, err) || tram_ranks_load(e->ranks, e->file, &lim, err) ||
+        tram_proposer_create(&e->proposer, &e->cfg.spec, &draft, err) ||
         !(e->model = tram_ranks_model(e->ranks, 0)) || open_cuda_runner(e, err) || (e->cuda_pool && fit_cuda_pool(e, err)) ||
         tram_bm_create(&e->bm, e->cfg.num_kv_blocks, bs, e->cfg.enable_prefix_caching,
                        name_salt(e->model_name), err) ||
@@ -998,6 +1006,8 @@ static void count_accepted(tram_engine *e, tram_seq *s, const int32_t *draft, in
         e->stats.spec_decode_num_accepted_tokens_per_pos[j]++;
     }
     tram_spec_record_add(&s->spec, j, k);
+    /* a draft model holds the KV of the drafts it ran that were accepted */
+    s->draft_computed = TRAM_MIN(s->draft_computed, s->num_tokens - s->step_tokens + j);
 }
 
 /* A sequence whose drafts the automatic rule declined learns whether the
@@ -1325,13 +1335,13 @@ int tram_engine_step(tram_engine *e, const tram_output **outs, int *num_outs, tr
     e->text_len = 0;
     if (reserve_emitted(e, err) || emit_aborts(e, err))
         return -1;
+    double t0 = tram_now();
     tram_scheduler_schedule(&e->sched);
     mark_scheduled(e);
     if (e->sched.num_items > 0) {
         if (assign_lora_slots(e, err))
             return -1;
         int decode_only = e->proposer && decode_step(e);
-        double t0 = tram_now();
         tram_batch b = build_batch(e);
         if (e->cuda)
             cuda_step_masks(e);

@@ -140,7 +140,7 @@ static void preempt(tram_scheduler *s, tram_seq *victim)
 {
     tram_scheduler_remove(s, victim);
     tram_bm_release(s->bm, &victim->table);
-    victim->num_computed = 0;
+    victim->num_computed = victim->draft_computed = 0;
     tram_scheduler_add_waiting(s, victim);
     s->num_preemptions++;
 }
@@ -194,22 +194,21 @@ static int speculating(tram_scheduler *s, spec_plan *plan)
     return 0;
 }
 
-/* Of k proposed drafts, those the automatic rule keeps (spec.h); a sequence
- * whose drafts are all declined keeps the first as its shadow. */
-static int keep_drafts(tram_scheduler *s, tram_seq *seq, int k, spec_plan *plan)
+/* A sequence whose drafts the rule declines still guesses one token, when
+ * guessing is cheap, to check against the token drawn (its shadow). */
+static void shadow_guess(tram_scheduler *s, tram_seq *seq)
 {
-    double gain = k;
-    int kept = s->spec_always ? k : tram_spec_choose(&seq->spec, k, &s->cost, plan->tokens, plan->yield, &gain);
-    seq->spec.shadow = kept ? -1 : seq->tokens[seq->num_tokens];
-    s->spec_declined += (uint64_t)(k - kept);
-    plan->tokens += kept;
-    plan->yield += gain;
-    return kept;
+    tram_propose_seq ps = {.tokens = seq->tokens, .n = seq->num_tokens, .table = &seq->table,
+                           .draft_computed = &seq->draft_computed};
+    tram_error err;
+    if (!s->proposer->runs_model && s->proposer->propose(s->proposer, &ps, 1, seq->tokens + seq->num_tokens, &err) == 1)
+        seq->spec.shadow = seq->tokens[seq->num_tokens];
 }
 
-/* The drafts of a decoding sequence, written after its tokens, within the
- * budget and what its max_tokens leave room for (the draw after the last
- * draft is one more token); their blocks must be free without preempting. */
+/* The drafts of a decoding sequence, written after its tokens: as many as
+ * the automatic rule finds worth verifying (spec.h) within the budget and
+ * what its max_tokens leave room for (the draw after the last draft is one
+ * more token).  Their blocks must be free without preempting. */
 static int propose_drafts(tram_scheduler *s, tram_seq *seq, int budget, spec_plan *plan)
 {
     int room = seq->prompt_len + seq->req->max_tokens - seq->num_tokens - 1;
@@ -217,12 +216,25 @@ static int propose_drafts(tram_scheduler *s, tram_seq *seq, int budget, spec_pla
     seq->spec.shadow = -1;
     if (!is_decoding(seq) || k <= 0)
         return 0;
-    k = s->proposer->propose(s->proposer, seq->tokens, seq->num_tokens, k, seq->tokens + seq->num_tokens);
-    if (k > 0)
-        k = keep_drafts(s, seq, k, plan);
-    if (k > 0 && tram_bm_grow(s->bm, &seq->table, seq->num_tokens + k))
+    double gain = 0;
+    int want = s->spec_always ? k : tram_spec_choose(&seq->spec, k, &s->cost, plan->tokens, plan->yield, &gain);
+    s->spec_declined += (uint64_t)(k - want);
+    if (want == 0) {
+        shadow_guess(s, seq);
         return 0;
-    return k;
+    }
+    if (tram_bm_grow(s->bm, &seq->table, seq->num_tokens + want))
+        return 0;
+    tram_propose_seq ps = {.tokens = seq->tokens, .n = seq->num_tokens, .table = &seq->table,
+                           .draft_computed = &seq->draft_computed};
+    tram_error err;
+    /* drafts change no output: a proposer that fails costs the step its drafts only */
+    int got = s->proposer->propose(s->proposer, &ps, want, seq->tokens + seq->num_tokens, &err);
+    if (got <= 0)
+        return 0;
+    plan->tokens += got;
+    plan->yield += tram_spec_gain(&seq->spec, got);
+    return got;
 }
 
 /* Returns 1 if it had to preempt. */

@@ -39,6 +39,7 @@ typedef struct {
     int reported_first;        /* its first output has gone out */
     int reported_final;        /* its output with a finish reason has gone out */
     tram_spec_record spec;     /* its drafts' fate, for speculation's automatic rule */
+    int draft_computed;        /* tokens whose KV a draft model holds (engine/spec_draft.c) */
 
     /* this step's output: step_tokens tokens (more than one when drafts
      * were accepted), the last ones of tokens */

@@ -9,8 +9,8 @@ int tram_spec_config_check(const tram_spec_config *c, tram_error *err)
 {
     if (!c->method[0])
         return 0;
-    if (strcmp(c->method, "ngram"))
-        return tram_fail(err, "speculative_config.method: \"%s\" is not supported (ngram)", c->method);
+    if (strcmp(c->method, "ngram") && strcmp(c->method, "self"))
+        return tram_fail(err, "speculative_config.method: \"%s\" is not supported (ngram, self)", c->method);
     if (c->num_speculative_tokens < 1 || c->num_speculative_tokens > TRAM_SPEC_MAX_TOKENS)
         return tram_fail(err, "speculative_config.num_speculative_tokens must be in [1, %d], got %d",
                          TRAM_SPEC_MAX_TOKENS, c->num_speculative_tokens);
@@ -58,10 +58,11 @@ typedef struct {
     int lookup_min, lookup_max;
 } ngram_proposer;
 
-static int ngram_propose(tram_proposer *p, const int32_t *tokens, int n, int max_k, int32_t *out)
+static int ngram_propose(tram_proposer *p, const tram_propose_seq *s, int max_k, int32_t *out, tram_error *err)
 {
+    (void)err;
     const ngram_proposer *g = (const ngram_proposer *)p;
-    return tram_ngram_propose(tokens, n, g->lookup_min, g->lookup_max, max_k, out);
+    return tram_ngram_propose(s->tokens, s->n, g->lookup_min, g->lookup_max, max_k, out);
 }
 
 static void ngram_destroy(tram_proposer *p) { free(p); }
@@ -135,6 +136,14 @@ static double extra_share(double a, double b, double tokens, int j)
     return base > 0 ? slope * j / base : INFINITY;
 }
 
+double tram_spec_gain(const tram_spec_record *r, int j)
+{
+    double alpha = tram_spec_acceptance(r), g = 0, power = 1;
+    for (int i = 0; i < j; i++)
+        g += power *= alpha;
+    return g;
+}
+
 int tram_spec_choose(const tram_spec_record *r, int proposed, const tram_step_cost *c, double tokens,
                      double yield, double *gain)
 {
@@ -156,14 +165,23 @@ int tram_spec_choose(const tram_spec_record *r, int proposed, const tram_step_co
 
 /* ---------------------------------------------------------------- the interface */
 
-int tram_proposer_create(tram_proposer **out, const tram_spec_config *c, tram_error *err)
+int tram_proposer_create(tram_proposer **out, const tram_spec_config *c, const tram_draft_env *env,
+                         tram_error *err)
 {
     *out = NULL;
     if (tram_spec_config_check(c, err))
         return -1;
     if (!c->method[0])
         return 0;
+    if (!strcmp(c->method, "self"))
+        return tram_draft_proposer_create(out, env, err);
     return ngram_create(out, c, err);
+}
+
+size_t tram_spec_draft_block_bytes(const tram_spec_config *c, const tram_model_config *target, int block_size,
+                                   int act_bytes, tram_kv_dtype kv)
+{
+    return strcmp(c->method, "self") ? 0 : tram_model_kv_block_bytes(target, block_size, act_bytes, 1, kv);
 }
 
 void tram_proposer_destroy(tram_proposer *p)

@@ -3,23 +3,36 @@
  * A proposer guesses up to max_k tokens that follow a sequence's tokens; the
  * engine runs them as extra query tokens of the sequence in the same unified
  * batch (1 + k rows of logits) and keeps the longest run its own draws agree
- * with, plus the draw after it (engine.c's verify_item).  The verifier never
- * looks inside a proposer, so a model-based one (a draft model, EAGLE or MTP
- * heads) is one more implementation of this struct. */
+ * with, plus the draw after it (engine.c's verify_drafts).  The verifier never
+ * looks inside a proposer: n-gram lookup guesses from the text, a draft model
+ * (the quantized self-draft, spec_draft.c) runs a cheaper model over the
+ * sequence in KV blocks of its own, and EAGLE or MTP heads would be one more
+ * implementation of this struct. */
 #ifndef TRAM_SPEC_H
 #define TRAM_SPEC_H
 
 #include <stdint.h>
 
+#include "engine/block_manager.h"
 #include "engine/tram.h"
+#include "models/model.h"
+
+/* What a proposer sees of a decoding sequence. */
+typedef struct {
+    const int32_t *tokens;
+    int n;                          /* tokens[0, n): prompt and output so far */
+    const tram_block_table *table;  /* its KV blocks, covering n + max_k tokens */
+    int *draft_computed;            /* of tokens, those whose KV a draft model holds */
+} tram_propose_seq;
 
 typedef struct tram_proposer tram_proposer;
 
 struct tram_proposer {
     const char *name;           /* the --speculative-config method */
-    /* Writes at most max_k guesses of the tokens after tokens[0, n) to out;
-     * returns how many (0: no guess this step). */
-    int (*propose)(tram_proposer *p, const int32_t *tokens, int n, int max_k, int32_t *out);
+    int runs_model;             /* its guesses cost a forward pass each (no shadow guesses) */
+    /* Writes at most max_k guesses of the tokens after s's to out; returns
+     * how many (0: no guess this step), -1 on error. */
+    int (*propose)(tram_proposer *p, const tram_propose_seq *s, int max_k, int32_t *out, tram_error *err);
     void (*destroy)(tram_proposer *p);
 };
 
@@ -27,8 +40,19 @@ struct tram_proposer {
  * lookup window sane); -1 with the field's name on failure. */
 int tram_spec_config_check(const tram_spec_config *c, tram_error *err);
 
-/* The proposer c names ("ngram"), or NULL in *out when speculation is off. */
-int tram_proposer_create(tram_proposer **out, const tram_spec_config *c, tram_error *err);
+/* What a draft model is loaded from: the target's file and limits (the
+ * self-draft runs the same file in a cheaper weight format), on the
+ * target's backend (rank 0), drawing from the first vocab logits. */
+typedef struct {
+    tram_model_file *target;
+    tram_backend *be;
+    tram_model_limits lim;
+    int vocab;
+} tram_draft_env;
+
+/* The proposer c names, or NULL in *out when speculation is off. */
+int tram_proposer_create(tram_proposer **out, const tram_spec_config *c, const tram_draft_env *env,
+                         tram_error *err);
 void tram_proposer_destroy(tram_proposer *p);
 
 /* n-gram prompt lookup (vLLM's "ngram"): finds the most recent earlier
@@ -36,6 +60,16 @@ void tram_proposer_destroy(tram_proposer *p);
  * and proposes the tokens that followed it. */
 int tram_ngram_propose(const int32_t *tokens, int n, int lookup_min, int lookup_max, int max_k,
                        int32_t *out);
+
+/* The quantized self-draft ("self", spec_draft.c): the target's own file
+ * with its GGUF blocks kept (--weight-format native) drafts greedily for the
+ * f32 target. */
+int tram_draft_proposer_create(tram_proposer **out, const tram_draft_env *env, tram_error *err);
+
+/* Bytes of KV cache a block takes in c's draft model, 0 without one (the
+ * pool's budget holds both). */
+size_t tram_spec_draft_block_bytes(const tram_spec_config *c, const tram_model_config *target, int block_size,
+                                   int act_bytes, tram_kv_dtype kv);
 
 /* ---------------------------------------------------------------- the automatic rule
  *
@@ -75,6 +109,9 @@ void tram_step_cost_add(tram_step_cost *c, int tokens, double seconds);
  * the line; 0 before (the rule then lets every draft through, which is what
  * makes them vary). */
 int tram_step_cost_line(const tram_step_cost *c, double *a, double *b);
+
+/* g(j): the accepted tokens j drafts are expected to yield. */
+double tram_spec_gain(const tram_spec_record *r, int j);
 
 /* How many of `proposed` drafts to verify in a step of `tokens` tokens so
  * far that expects `yield` tokens (0: none); *gain is their expected accepted

@@ -1,8 +1,10 @@
-/* Speculative decoding: the n-gram proposer's lookup, and the engine's
- * verification on the default model: greedy outputs token-identical with and
- * without drafts on the golden prompts in one mixed batch (chunked prefills
- * in the same steps), seeded sampling, logprobs, stop strings and n > 1
- * unchanged, preemption mid-speculation losing nothing, no block leaked. */
+/* Speculative decoding: the n-gram proposer's lookup, the automatic rule,
+ * and the engine's verification on the default model: greedy outputs
+ * token-identical with and without drafts (n-gram and the quantized
+ * self-draft) on the golden prompts in one mixed batch (chunked prefills in
+ * the same steps), seeded sampling, logprobs, stop strings and n > 1
+ * unchanged, preemption mid-speculation losing nothing, no block leaked;
+ * and the rejection sampler's law. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -182,13 +184,14 @@ typedef struct {
     int most_per_step;
 } result;
 
-static tram_engine *engine(int speculate, int tiny_pool)
+/* method: "" for no speculation, "ngram" or "self" */
+static tram_engine *engine(const char *method, int tiny_pool)
 {
     tram_engine_config c;
     tram_engine_config_init(&c);
     c.num_threads = 1;
     c.max_model_len = tiny_pool ? 128 : 512;
-    c.kv_cache_memory = (size_t)32 << 20;
+    c.kv_cache_memory = (size_t)64 << 20; /* a self-draft's KV pool takes half */
     c.max_num_seqs = 16;
     c.max_num_batched_tokens = 64; /* long prompts prefill in chunks beside the drafts */
     if (tiny_pool) {
@@ -197,9 +200,8 @@ static tram_engine *engine(int speculate, int tiny_pool)
         c.num_kv_blocks = 48;
         c.max_num_batched_tokens = 256;
     }
-    if (speculate)
-        c.spec = (tram_spec_config){.method = "ngram", .num_speculative_tokens = 4,
-                                    .prompt_lookup_min = 1, .prompt_lookup_max = 3};
+    c.spec = (tram_spec_config){.num_speculative_tokens = 4, .prompt_lookup_min = 1, .prompt_lookup_max = 3};
+    snprintf(c.spec.method, sizeof(c.spec.method), "%s", method);
     tram_error err = {{0}};
     tram_engine *e = NULL;
     cr_assert_eq(tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
@@ -304,18 +306,26 @@ static int add_mix(tram_engine *e)
     return n + 2;
 }
 
-Test(spec_engine, outputs_identical_in_a_mixed_batch, .timeout = 300)
+/* The mix without speculation, then with the method's drafts. */
+static tram_engine_stats run_mix(const char *method, result *plain, result *spec, int *n)
 {
-    static result plain[MAXREQ], spec[MAXREQ];
-    tram_engine *e = engine(0, 0);
-    int n = add_mix(e);
+    tram_engine *e = engine("", 0);
+    *n = add_mix(e);
     drain(e, plain);
     tram_engine_destroy(e);
-    e = engine(1, 0);
+    e = engine(method, 0);
     add_mix(e);
     tram_engine_stats s = drain(e, spec);
     tram_engine_destroy(e);
-    assert_same(plain, spec, n);
+    assert_same(plain, spec, *n);
+    return s;
+}
+
+Test(spec_engine, outputs_identical_in_a_mixed_batch, .timeout = 300)
+{
+    static result plain[MAXREQ], spec[MAXREQ];
+    int n;
+    tram_engine_stats s = run_mix("ngram", plain, spec, &n);
     cr_assert_gt(s.spec_decode_num_accepted_tokens, 0, "the grounded prompts must accept drafts");
     cr_assert_lt(s.spec_decode_num_accepted_tokens, s.spec_decode_num_draft_tokens,
                  "and reject some, or the rollback is not exercised");
@@ -329,12 +339,47 @@ Test(spec_engine, outputs_identical_in_a_mixed_batch, .timeout = 300)
     cr_assert_geq(s.spec_decode_num_accepted_tokens_per_pos[0], s.spec_decode_num_accepted_tokens_per_pos[1]);
 }
 
-Test(spec_engine, preemption_mid_speculation_loses_nothing, .timeout = 300)
+/* The quantized self-draft: the file's Q4_1 blocks draft for the f32
+ * model; the output stays the f32 model's, token for token. */
+Test(spec_engine, self_draft_outputs_identical_in_a_mixed_batch, .timeout = 300)
+{
+    static result plain[MAXREQ], spec[MAXREQ];
+    int n;
+    tram_engine_stats s = run_mix("self", plain, spec, &n);
+    cr_assert_gt(s.spec_decode_num_accepted_tokens, s.spec_decode_num_draft_tokens / 2,
+                 "the same weights in blocks mostly agree with their f32 copy: %llu of %llu",
+                 (unsigned long long)s.spec_decode_num_accepted_tokens,
+                 (unsigned long long)s.spec_decode_num_draft_tokens);
+    cr_assert_gt(spec[n - 2].most_per_step, 1);
+    cr_assert_eq(spec[n - 1].finish[0], TRAM_FINISH_STOP);
+}
+
+Test(spec_engine, self_draft_refuses_what_it_cannot_run)
+{
+    tram_engine_config c;
+    tram_engine_config_init(&c);
+    snprintf(c.spec.method, sizeof(c.spec.method), "self");
+    snprintf(c.weight_format, sizeof(c.weight_format), "native");
+    tram_error err = {{0}};
+    tram_engine *e = NULL;
+    cr_assert_eq(tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, &err), -1);
+    cr_assert(strstr(err.msg, "self") && strstr(err.msg, "--weight-format native"), "%s", err.msg);
+    snprintf(c.weight_format, sizeof(c.weight_format), "f32");
+    c.tensor_parallel_size = 2;
+    cr_assert_eq(tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, &err), -1);
+    cr_assert(strstr(err.msg, "tensor_parallel_size"), "%s", err.msg);
+}
+
+/* Six grounded prompts in a pool of 48 blocks of 4 (preempted and
+ * recomputed, a draft model's KV with them) against a roomy pool. */
+static void preemption_check(const char *method)
 {
     static result roomy[MAXREQ], tiny[MAXREQ];
+    memset(roomy, 0, sizeof(roomy));
+    memset(tiny, 0, sizeof(tiny));
     tram_sampling_params p = test_greedy_params(24);
     for (int pass = 0; pass < 2; pass++) {
-        tram_engine *e = engine(1, pass);
+        tram_engine *e = engine(method, pass);
         for (int i = 0; i < 6; i++)
             add_text(e, (uint64_t)i, grounded, &p);
         tram_engine_stats s = drain(e, pass ? tiny : roomy);
@@ -345,6 +390,10 @@ Test(spec_engine, preemption_mid_speculation_loses_nothing, .timeout = 300)
     }
     assert_same(roomy, tiny, 6);
 }
+
+Test(spec_engine, preemption_mid_speculation_loses_nothing, .timeout = 300) { preemption_check("ngram"); }
+
+Test(spec_engine, preemption_mid_self_draft_loses_nothing, .timeout = 300) { preemption_check("self"); }
 
 /* ---------------------------------------------------------------- the law */
 
