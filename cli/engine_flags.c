@@ -45,7 +45,8 @@ void tram_engine_print_flags(FILE *out)
             "  --pooling model|mean|cls|last  embeddings' pooling: the model's metadata, else\n"
             "                                 the last token's (model)\n"
             "  --speculative-config JSON      speculative decoding, as vLLM spells it:\n"
-            "                                 {\"method\": \"ngram\"|\"self\", \"num_speculative_tokens\": 3,\n"
+            "                                 {\"method\": \"ngram\"|\"self\"|\"draft_model\", \"model\": PATH,\n"
+            "                                 \"num_speculative_tokens\": 3,\n"
             "                                 \"prompt_lookup_min\": 1, \"prompt_lookup_max\": 4,\n"
             "                                 \"disable_by_batch_size\": 32} (off)\n"
             "  --max-loras N                  LoRA slots: distinct adapters in one step (0; 1 with\n"
@@ -120,16 +121,27 @@ static int spec_member(const char *flag, const char *key, json_t *v, tram_spec_c
     for (size_t i = 0; i < TRAM_ARRAY_LEN(ints); i++)
         if (!strcmp(key, ints[i].key))
             return spec_int(flag, v, key, (int *)((char *)c + ints[i].off));
-    if (!strcmp(key, "method") && json_is_string(v) && strlen(json_string_value(v)) < sizeof(c->method)) {
-        snprintf(c->method, sizeof(c->method), "%s", json_string_value(v));
-        return 0;
+    static const struct {
+        const char *key;
+        size_t off, size;
+    } strings[] = {
+        {"method", offsetof(tram_spec_config, method), sizeof(c->method)},
+        {"model", offsetof(tram_spec_config, model), sizeof(c->model)},
+    };
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(strings); i++) {
+        if (strcmp(key, strings[i].key))
+            continue;
+        if (json_is_string(v) && strlen(json_string_value(v)) < strings[i].size) {
+            snprintf((char *)c + strings[i].off, strings[i].size, "%s", json_string_value(v));
+            return 0;
+        }
+        fprintf(stderr, "tram: invalid value for %s: %s must be a string of fewer than %zu bytes\n", flag, key,
+                strings[i].size);
+        return -1;
     }
-    if (!strcmp(key, "method"))
-        fprintf(stderr, "tram: invalid value for %s: method must be a string such as \"ngram\"\n", flag);
-    else
-        fprintf(stderr, "tram: invalid value for %s: unknown key \"%s\" (known: method, "
-                        "num_speculative_tokens, prompt_lookup_min, prompt_lookup_max, "
-                        "disable_by_batch_size, always_verify)\n", flag, key);
+    fprintf(stderr, "tram: invalid value for %s: unknown key \"%s\" (known: method, model, "
+                    "num_speculative_tokens, prompt_lookup_min, prompt_lookup_max, "
+                    "disable_by_batch_size, always_verify)\n", flag, key);
     return -1;
 }
 

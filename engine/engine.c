@@ -40,6 +40,7 @@ struct tram_engine {
     tram_scheduler sched;
     tram_sampler *sampler;
     tram_proposer *proposer;   /* speculative decoding's, or NULL */
+    tram_model_file *draft_file; /* speculative_config.model's, or NULL */
     int spec_max_batch;        /* decoding sequences past which a step does not speculate */
     int vocab, max_model_len, max_blocks_per_seq, max_rows;
     int cuda_pool;             /* the KV pool is fitted to GPU memory after a profiling pass */
@@ -141,9 +142,9 @@ static int check_config(const tram_engine_config *c, tram_error *err)
         return tram_fail(err, "speculative_config.method \"self\" drafts with the file's own blocks for "
                               "--weight-format f32; the target runs them already (--weight-format %s)",
                          c->weight_format);
-    if (!strcmp(c->spec.method, "self") && c->tensor_parallel_size > 1)
-        return tram_fail(err, "speculative_config.method \"self\" runs with tensor_parallel_size 1, got %d",
-                         c->tensor_parallel_size);
+    if ((!strcmp(c->spec.method, "self") || !strcmp(c->spec.method, "draft_model")) && c->tensor_parallel_size > 1)
+        return tram_fail(err, "speculative_config.method \"%s\" runs with tensor_parallel_size 1, got %d",
+                         c->spec.method, c->tensor_parallel_size);
     return tram_spec_config_check(&c->spec, err);
 }
 
@@ -233,6 +234,26 @@ static int fit_cuda_pool(tram_engine *e, tram_error *err)
     return 0;
 }
 
+/* A draft model's KV shares the pool's budget: as many blocks again, of the
+ * draft's shape (the self-draft's is the target's). */
+static size_t draft_block_bytes(const tram_engine *e, tram_kv_dtype kv)
+{
+    const tram_model_file *f = !strcmp(e->cfg.spec.method, "self") ? e->file : e->draft_file;
+    return f ? tram_model_kv_block_bytes(tram_model_file_config(f), e->cfg.block_size, e->be->act_bytes, 1, kv) : 0;
+}
+
+/* What the proposer's draft model loads from, if it has one. */
+static tram_draft_env draft_env(const tram_engine *e, const tram_model_limits *lim)
+{
+    int self = !strcmp(e->cfg.spec.method, "self");
+    tram_draft_env d = {.file = self ? e->file : e->draft_file, .be = e->be, .lim = *lim, .vocab = e->vocab};
+    if (self) {
+        d.lim.keep_blocks = 1;
+        d.lim.quantize_int8 = 0;
+    }
+    return d;
+}
+
 /* The KV pool: an exact count, or as many blocks as the byte budget holds. */
 static int size_pool(tram_engine *e, tram_error *err)
 {
@@ -250,11 +271,14 @@ static int size_pool(tram_engine *e, tram_error *err)
         e->cfg.num_kv_blocks = tram_cuda_profile_blocks(&spec);
         return 0;
     }
+    if (tram_spec_open_draft(&e->draft_file, &e->cfg.spec, !strcmp(e->cfg.load_format, "dummy"), mc,
+                             e->max_model_len, err))
+        return -1;
     /* the budget holds every rank's part of a block */
     int world = e->cfg.tensor_parallel_size;
     tram_kv_dtype kv = tram_kv_dtype_parse(e->cfg.kv_cache_dtype);
     size_t block_bytes = tram_model_kv_block_bytes(mc, bs, e->be->act_bytes, world, kv) * world +
-                         tram_spec_draft_block_bytes(&e->cfg.spec, mc, bs, e->be->act_bytes, kv);
+                         draft_block_bytes(e, kv);
     size_t blocks = e->cfg.num_kv_blocks ? (size_t)e->cfg.num_kv_blocks
                                          : e->cfg.kv_cache_memory / block_bytes;
     if (blocks < (size_t)e->max_blocks_per_seq)
@@ -375,7 +399,7 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
     e->lora_pool_ready = 1;
     e->spec_max_batch = e->cfg.spec.disable_by_batch_size ? e->cfg.spec.disable_by_batch_size
                                                           : SPEC_DEFAULT_MAX_BATCH;
-    tram_draft_env draft = {.target = e->file, .be = e->be, .lim = lim, .vocab = e->vocab};
+    tram_draft_env draft = draft_env(e, &lim);
     if (alloc_step_arrays(e, err) || tram_ranks_load(e->ranks, e->file, &lim, err) ||
         tram_proposer_create(&e->proposer, &e->cfg.spec, &draft, err) ||
         !(e->model = tram_ranks_model(e->ranks, 0)) || open_cuda_runner(e, err) || (e->cuda_pool && fit_cuda_pool(e, err)) ||
@@ -425,6 +449,7 @@ void tram_engine_destroy(tram_engine *e)
     tram_bm_destroy(e->bm);
     tram_sampler_destroy(e->sampler);
     tram_proposer_destroy(e->proposer);
+    tram_model_file_close(e->draft_file);
     tram_cuda_runner_destroy(e->cuda);
     tram_ranks_destroy(e->ranks);
     tram_tokenizer_free(e->tok);

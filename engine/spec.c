@@ -9,12 +9,17 @@ int tram_spec_config_check(const tram_spec_config *c, tram_error *err)
 {
     if (!c->method[0])
         return 0;
-    if (strcmp(c->method, "ngram") && strcmp(c->method, "self"))
-        return tram_fail(err, "speculative_config.method: \"%s\" is not supported (ngram, self)", c->method);
+    if (strcmp(c->method, "ngram") && strcmp(c->method, "self") && strcmp(c->method, "draft_model"))
+        return tram_fail(err, "speculative_config.method: \"%s\" is not supported (ngram, self, draft_model)",
+                         c->method);
+    if (!strcmp(c->method, "draft_model") != !!c->model[0])
+        return tram_fail(err, c->model[0] ? "speculative_config.model names a draft model, which only "
+                                            "method \"draft_model\" runs"
+                                          : "speculative_config.method \"draft_model\" needs a \"model\"");
     if (c->num_speculative_tokens < 1 || c->num_speculative_tokens > TRAM_SPEC_MAX_TOKENS)
         return tram_fail(err, "speculative_config.num_speculative_tokens must be in [1, %d], got %d",
                          TRAM_SPEC_MAX_TOKENS, c->num_speculative_tokens);
-    if (c->prompt_lookup_min < 1 || c->prompt_lookup_max < c->prompt_lookup_min)
+    if (!strcmp(c->method, "ngram") && (c->prompt_lookup_min < 1 || c->prompt_lookup_max < c->prompt_lookup_min))
         return tram_fail(err, "speculative_config: prompt_lookup_min (%d) must be >= 1 and at most "
                               "prompt_lookup_max (%d)", c->prompt_lookup_min, c->prompt_lookup_max);
     if (c->always_verify != 0 && c->always_verify != 1)
@@ -173,15 +178,9 @@ int tram_proposer_create(tram_proposer **out, const tram_spec_config *c, const t
         return -1;
     if (!c->method[0])
         return 0;
-    if (!strcmp(c->method, "self"))
-        return tram_draft_proposer_create(out, env, err);
+    if (env->file)
+        return tram_draft_proposer_create(out, c->method, env, err);
     return ngram_create(out, c, err);
-}
-
-size_t tram_spec_draft_block_bytes(const tram_spec_config *c, const tram_model_config *target, int block_size,
-                                   int act_bytes, tram_kv_dtype kv)
-{
-    return strcmp(c->method, "self") ? 0 : tram_model_kv_block_bytes(target, block_size, act_bytes, 1, kv);
 }
 
 void tram_proposer_destroy(tram_proposer *p)

@@ -40,11 +40,12 @@ struct tram_proposer {
  * lookup window sane); -1 with the field's name on failure. */
 int tram_spec_config_check(const tram_spec_config *c, tram_error *err);
 
-/* What a draft model is loaded from: the target's file and limits (the
- * self-draft runs the same file in a cheaper weight format), on the
- * target's backend (rank 0), drawing from the first vocab logits. */
+/* What a draft model is loaded from: its file (the target's own for the
+ * self-draft) with the limits it runs under (the self-draft's keep the
+ * file's GGUF blocks), on the target's backend (rank 0), drawing from the
+ * first vocab logits; file NULL for a proposer without a model. */
 typedef struct {
-    tram_model_file *target;
+    tram_model_file *file;
     tram_backend *be;
     tram_model_limits lim;
     int vocab;
@@ -61,15 +62,18 @@ void tram_proposer_destroy(tram_proposer *p);
 int tram_ngram_propose(const int32_t *tokens, int n, int lookup_min, int lookup_max, int max_k,
                        int32_t *out);
 
-/* The quantized self-draft ("self", spec_draft.c): the target's own file
- * with its GGUF blocks kept (--weight-format native) drafts greedily for the
- * f32 target. */
-int tram_draft_proposer_create(tram_proposer **out, const tram_draft_env *env, tram_error *err);
+/* A draft model's proposer (spec_draft.c), named method: the quantized
+ * self-draft ("self": the target's own file with its GGUF blocks kept,
+ * drafting for the f32 target) or a separate model ("draft_model").  It
+ * drafts greedily, one forward pass per guess. */
+int tram_draft_proposer_create(tram_proposer **out, const char *method, const tram_draft_env *env,
+                               tram_error *err);
 
-/* Bytes of KV cache a block takes in c's draft model, 0 without one (the
- * pool's budget holds both). */
-size_t tram_spec_draft_block_bytes(const tram_spec_config *c, const tram_model_config *target, int block_size,
-                                   int act_bytes, tram_kv_dtype kv);
+/* draft_model's file, opened from c->model (a preset with dummy weights
+ * when dummy), checked against the target: the same vocabulary, a context
+ * of at least max_model_len. */
+int tram_spec_open_draft(tram_model_file **out, const tram_spec_config *c, int dummy,
+                         const tram_model_config *target, int max_model_len, tram_error *err);
 
 /* ---------------------------------------------------------------- the automatic rule
  *

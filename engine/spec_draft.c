@@ -1,8 +1,9 @@
-/* spec_draft.c — the quantized self-draft: the target's own file run with
- * its GGUF blocks kept (--weight-format native), several times cheaper to
- * read than the f32 target, drafts greedily for it (see spec.h).  Being the
- * same weights, its guesses are mostly the target's; the verifier keeps the
- * output the f32 model's.
+/* spec_draft.c — drafting with a model (see spec.h): the quantized
+ * self-draft, the target's own file run with its GGUF blocks kept
+ * (--weight-format native), several times cheaper to read than the f32
+ * target (being the same weights, its guesses are mostly the target's); or a
+ * separate, smaller model with the same vocabulary.  The verifier keeps the
+ * output the target's.
  *
  * Its KV pool has as many blocks as the target's and is indexed by the
  * target's block tables, so the block manager hands out both at once and a
@@ -13,6 +14,7 @@
 #include "engine/spec.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     tram_proposer base;
@@ -86,30 +88,53 @@ static void draft_destroy(tram_proposer *p)
     free(d);
 }
 
-int tram_draft_proposer_create(tram_proposer **out, const tram_draft_env *env, tram_error *err)
+int tram_spec_open_draft(tram_model_file **out, const tram_spec_config *c, int dummy,
+                         const tram_model_config *target, int max_model_len, tram_error *err)
+{
+    *out = NULL;
+    if (strcmp(c->method, "draft_model"))
+        return 0;
+    if (dummy ? tram_model_file_open_dummy(out, c->model, err) : tram_model_file_open(out, c->model, err))
+        return -1;
+    const tram_model_config *d = tram_model_file_config(*out);
+    int rc = d->vocab_size != target->vocab_size
+                 ? tram_fail(err, "speculative_config.model: the draft's vocabulary has %d tokens and the "
+                                  "target's %d; a draft model must share the target's tokenizer",
+                             d->vocab_size, target->vocab_size)
+             : d->max_seq_len > 0 && d->max_seq_len < max_model_len
+                 ? tram_fail(err, "speculative_config.model: the draft's context of %d tokens is shorter than "
+                                  "max_model_len %d", d->max_seq_len, max_model_len)
+                 : 0;
+    if (rc) {
+        tram_model_file_close(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+int tram_draft_proposer_create(tram_proposer **out, const char *method, const tram_draft_env *env,
+                               tram_error *err)
 {
     draft_proposer *d = tram_calloc(1, sizeof(*d), err);
     if (!d)
         return -1;
     *d = (draft_proposer){
-        .base = {.name = "self", .runs_model = 1, .propose = draft_propose, .destroy = draft_destroy},
+        .base = {.name = method, .runs_model = 1, .propose = draft_propose, .destroy = draft_destroy},
         .vocab = env->vocab,
         .max_tokens = env->lim.max_tokens,
         .block_size = env->lim.block_size,
         .max_blocks_per_seq = env->lim.max_blocks_per_seq,
     };
     tram_model_limits lim = env->lim;
-    lim.keep_blocks = 1;
-    lim.quantize_int8 = 0;
     lim.max_loras = 0;
     lim.max_lora_rank = 0;
     size_t t = (size_t)d->max_tokens;
     d->ids = tram_calloc(t, sizeof(int32_t), err);
     d->pos = tram_calloc(t, sizeof(int32_t), err);
     d->slots = tram_calloc(t, sizeof(int32_t), err);
-    d->logits = tram_calloc((size_t)tram_model_file_config(env->target)->vocab_size, sizeof(float), err);
+    d->logits = tram_calloc((size_t)tram_model_file_config(env->file)->vocab_size, sizeof(float), err);
     if (!d->ids || !d->pos || !d->slots || !d->logits ||
-        tram_model_create(&d->model, env->target, env->be, &lim, err)) {
+        tram_model_create(&d->model, env->file, env->be, &lim, err)) {
         draft_destroy(&d->base);
         return -1;
     }

@@ -73,7 +73,10 @@ typedef enum {
 
 /* --speculative-config, as vLLM spells it (engine/spec.h). */
 typedef struct {
-    char method[16];              /* "" = off; "ngram": prompt lookup */
+    char method[16];              /* "" = off; "ngram": prompt lookup; "self": the quantized
+                                     self-draft; "draft_model": a separate draft model */
+    char model[256];              /* draft_model's file or directory (with --load-format dummy:
+                                     the preset whose shape it has) */
     int num_speculative_tokens;   /* k proposed per step, <= TRAM_SPEC_MAX_TOKENS (3) */
     int prompt_lookup_min;        /* shortest n-gram matched (1) */
     int prompt_lookup_max;        /* longest, tried first (4) */

@@ -418,6 +418,72 @@ static tram_engine *tiny_engine(int speculate)
     return e;
 }
 
+/* ---------------------------------------------------------------- a draft model */
+
+static tram_engine *draft_engine(const char *draft, tram_error *err)
+{
+    tram_engine_config c;
+    tram_engine_config_init(&c);
+    c.num_threads = 1;
+    c.kv_cache_memory = (size_t)16 << 20;
+    snprintf(c.load_format, sizeof(c.load_format), "dummy");
+    snprintf(c.preset, sizeof(c.preset), "tests/fixtures/spec/tiny-vocab.json");
+    if (draft) {
+        c.spec = (tram_spec_config){.method = "draft_model", .num_speculative_tokens = 3, .always_verify = 1};
+        snprintf(c.spec.model, sizeof(c.spec.model), "%s", draft);
+    }
+    tram_engine *e = NULL;
+    tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, err);
+    return e;
+}
+
+static void add_draft_mix(tram_engine *e)
+{
+    static const int32_t prompt[] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3};
+    for (int i = 0; i < 4; i++) {
+        tram_sampling_params p = test_greedy_params(40);
+        if (i >= 2) {
+            p.temperature = 0.9f;
+            p.has_seed = 1;
+            p.seed = 7 + (uint64_t)i;
+            p.logprobs = 1;
+        }
+        add_ids(e, (uint64_t)i, prompt + i, 12, &p);
+    }
+}
+
+/* A separate draft (smaller, the same vocabulary, its KV in blocks of the
+ * same manager): greedy and seeded outputs are the target's alone. */
+Test(spec_draft, draft_model_outputs_identical, .timeout = 120)
+{
+    static result plain[MAXREQ], spec[MAXREQ];
+    tram_error err = {{0}};
+    tram_engine *e = draft_engine(NULL, &err);
+    cr_assert(e, "%s", err.msg);
+    add_draft_mix(e);
+    drain(e, plain);
+    tram_engine_destroy(e);
+    e = draft_engine("tests/fixtures/spec/tiny-draft.json", &err);
+    cr_assert(e, "%s", err.msg);
+    add_draft_mix(e);
+    tram_engine_stats s = drain(e, spec);
+    tram_engine_destroy(e);
+    assert_same(plain, spec, 4);
+    cr_assert_gt(s.spec_decode_num_drafts, 0);
+    cr_assert_lt(s.spec_decode_num_accepted_tokens, s.spec_decode_num_draft_tokens,
+                 "a different model's guesses are rejected at times: the rollback runs");
+}
+
+Test(spec_draft, refuses_a_draft_with_another_vocabulary)
+{
+    tram_error err = {{0}};
+    cr_assert_null(draft_engine("tests/fixtures/spec/tiny-vocab32.json", &err));
+    cr_assert(strstr(err.msg, "32") && strstr(err.msg, "16") && strstr(err.msg, "vocabulary"), "%s", err.msg);
+    tram_spec_config c = {.method = "draft_model", .num_speculative_tokens = 3};
+    cr_assert_eq(tram_spec_config_check(&c, &err), -1, "draft_model without a model");
+    cr_assert(strstr(err.msg, "\"model\""), "%s", err.msg);
+}
+
 /* Every token once, then a pattern the n-gram lookup continues: whatever is
  * drawn first has an earlier occurrence, so the second token is verified. */
 static const int32_t law_prompt[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 5, 6, 7, 5, 6};
