@@ -2,11 +2,13 @@
  * kernels/cuda/attention.cu is for CUDA.  The cache holds f32 slots or, with
  * --kv-cache-dtype int8|fp8, one-byte codes and a scale per KV head
  * (kernels/kv_format.h): each chunk of keys is then dequantized into a small
- * tile as it is read, never as a copy of the cache. */
+ * tile as it is read (kv_dequant.h: AVX2 where the CPU has it), never as a
+ * copy of the cache. */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_impl.h"
+#include "kernels/cpu/kv_dequant.h"
 
 static int seq_of_token(const tram_batch *b, int token)
 {
@@ -90,28 +92,10 @@ static void score_chunk(att_tile *t, int r, float *p, const att_chunk *c, int nk
     t->sum[r] += sum;
 }
 
-static void dequantize_head(float *out, const uint8_t *slots, size_t slot_bytes, int nk, int kv_head,
-                            const tram_attn_shape *s, const float *fp8_lut)
-{
-    int hd = s->head_dim;
-    size_t scales = tram_kv_scales_offset(s->n_kv_heads, hd);
-    for (int j = 0; j < nk; j++) {
-        const uint8_t *slot = slots + j * slot_bytes, *codes = slot + (size_t)kv_head * hd;
-        float scale = ((const float *)(slot + scales))[kv_head];
-        float *o = out + (size_t)j * hd;
-        if (s->kv_dtype == TRAM_KV_INT8)
-            for (int d = 0; d < hd; d++)
-                o[d] = (float)(int8_t)codes[d] * scale;
-        else
-            for (int d = 0; d < hd; d++)
-                o[d] = fp8_lut[codes[d]] * scale;
-    }
-}
-
-/* Points c at keys [slot, slot + nk) of kv_head, dequantizing them if the
- * cache is quantized. */
+/* Points c at keys [slot, slot + nk) of kv_head, dequantizing them with the
+ * backend's kernel (kv_dequant.h) if the cache is quantized. */
 static void load_chunk(att_chunk *c, const void *k_cache, const void *v_cache, size_t slot, int nk, int kv_head,
-                       const tram_attn_shape *s, const float *fp8_lut)
+                       const tram_attn_shape *s, const cpu_state *cs)
 {
     int hd = s->head_dim;
     size_t kd = (size_t)s->n_kv_heads * hd;
@@ -122,13 +106,17 @@ static void load_chunk(att_chunk *c, const void *k_cache, const void *v_cache, s
         return;
     }
     size_t sb = tram_kv_slot_bytes(s->kv_dtype, s->n_kv_heads, hd, sizeof(float));
-    dequantize_head(c->k_tile, (const uint8_t *)k_cache + slot * sb, sb, nk, kv_head, s, fp8_lut);
-    dequantize_head(c->v_tile, (const uint8_t *)v_cache + slot * sb, sb, nk, kv_head, s, fp8_lut);
+    tram_kv_chunk ck = {.dtype = s->kv_dtype, .slots = (const uint8_t *)k_cache + slot * sb, .slot_bytes = sb,
+                        .nk = nk, .kv_head = kv_head, .n_kv_heads = s->n_kv_heads, .head_dim = hd};
+    tram_kv_chunk cv = ck;
+    cv.slots = (const uint8_t *)v_cache + slot * sb;
+    tram_kv_dequantize(cs->kv_kernel, c->k_tile, &ck, cs->fp8_lut);
+    tram_kv_dequantize(cs->kv_kernel, c->v_tile, &cv, cs->fp8_lut);
     c->k = c->k_tile, c->v = c->v_tile, c->stride = hd;
 }
 
 static void attend_tile(att_tile *t, const void *k_cache, const void *v_cache, const int32_t *block_table,
-                        int kv_head, const tram_attn_shape *s, const float *fp8_lut)
+                        int kv_head, const tram_attn_shape *s, const cpu_state *cs)
 {
     int hd = s->head_dim, bs = s->block_size;
     float p[ATT_ROWS][ATT_KEYS];
@@ -140,7 +128,7 @@ static void attend_tile(att_tile *t, const void *k_cache, const void *v_cache, c
     }
     for (int j0 = 0; j0 < t->max_ctx;) {
         int off = j0 % bs, nk = TRAM_MIN(TRAM_MIN(ATT_KEYS, bs - off), t->max_ctx - j0);
-        load_chunk(&c, k_cache, v_cache, (size_t)block_table[j0 / bs] * bs + off, nk, kv_head, s, fp8_lut);
+        load_chunk(&c, k_cache, v_cache, (size_t)block_table[j0 / bs] * bs + off, nk, kv_head, s, cs);
         for (int r = 0; r < t->n; r++)
             if (t->ctx[r] > j0)
                 score_chunk(t, r, p[r], &c, TRAM_MIN(nk, t->ctx[r] - j0), s);
@@ -163,7 +151,7 @@ typedef struct {
     const void *k_cache, *v_cache;
     const tram_batch *b;
     const tram_attn_shape *s;
-    const float *fp8_lut;
+    const cpu_state *cs;
     int hq, hchunks, tt, per_tile;
 } att_job;
 
@@ -190,7 +178,7 @@ static void attend_items(void *arg, int w0, int w1)
                     t.max_ctx = TRAM_MAX(t.max_ctx, t.ctx[t.n]);
                 }
             attend_tile(&t, j->k_cache, j->v_cache, b->block_tables + (size_t)seq * b->max_blocks_per_seq, kvh,
-                        j->s, j->fp8_lut);
+                        j->s, j->cs);
         }
     }
 }
@@ -204,14 +192,13 @@ void cpu_attention(tram_backend *be, void *out, const void *q, const void *k_cac
         cpu_fail(be, "head_dim too large for a quantized KV cache");
         return;
     }
-    const float *fp8_lut = cpu_of(be)->fp8_lut;
     int hd = s->head_dim, qd = s->n_heads * hd, group = s->n_heads / s->n_kv_heads;
     int hq = TRAM_MIN(group, ATT_ROWS), hchunks = (group + hq - 1) / hq, tt = ATT_ROWS / hq;
     int per_tile = s->n_kv_heads * hchunks, work = (b->num_tokens + tt - 1) / tt * per_tile;
     long keys = 0; /* an upper bound: a token sees at most position + 1 keys */
     for (int i = 0; i < b->num_tokens; i++)
         keys += b->positions[i] + 1;
-    att_job j = {.out = out, .q = q, .k_cache = k_cache, .v_cache = v_cache, .b = b, .s = s, .fp8_lut = fp8_lut,
+    att_job j = {.out = out, .q = q, .k_cache = k_cache, .v_cache = v_cache, .b = b, .s = s, .cs = cpu_of(be),
                  .hq = hq, .hchunks = hchunks, .tt = tt, .per_tile = per_tile};
     tram_cpu_pool_run(keys * 2 * qd >= ATT_PAR_MIN_MACS ? cpu_of(be)->pool : NULL, work, 1, attend_items, &j);
 }

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/cpu_impl.h"
 #include "kernels/cpu/cpu_int8.h"
+#include "kernels/cpu/kv_dequant.h"
 #include "kernels/cpu/quota.h"
 
 /* ---------------------------------------------------------------- memory */
@@ -131,6 +132,7 @@ int tram_backend_cpu_create_rank(tram_backend **out, int num_threads, tram_cpu_g
     }
     s->i8_kernel = tram_i8_kernel_best();
     s->q_kernel = tram_q_kernel_best();
+    s->kv_kernel = tram_kv_kernel_best();
     s->group = g;
     for (int c = 0; c < 256; c++)
         s->fp8_lut[c] = tram_fp8_e4m3_decode((uint8_t)c);

@@ -27,6 +27,7 @@ typedef struct {
     size_t xb_cap;             /* bytes */
     tram_cpu_group *group;     /* tensor-parallel ranks (allreduce.c); NULL alone */
     float fp8_lut[256];        /* E4M3 code -> value, for an fp8 KV cache */
+    tram_cpu_kernel kv_kernel; /* the best this CPU runs, for a quantized KV cache (kv_dequant.h) */
     tram_cpu_pool *pool;       /* `threads` threads, the caller among them (pool.h) */
 } cpu_state;
 
