@@ -115,12 +115,12 @@ typedef struct {
 } tram_lora_group;
 
 /* Backend memory the op works in, allocated once by the model for max_rows
- * rows: order (uploaded each step), the gathered inputs xs [max_rows][max_in],
- * the shrunk rows t [max_rows][max_rank], the expanded ys [max_rows][max_out]. */
+ * rows of inputs up to max_in wide: order (uploaded each step), the shrunk
+ * rows t [max_rows][max_rank], the expanded ys [max_rows][max_out]. */
 typedef struct {
     int max_rows, max_in, max_rank, max_out;
     int32_t *order;
-    void *xs, *t, *ys;
+    void *t, *ys;
 } tram_lora_scratch;
 
 typedef struct tram_backend tram_backend;

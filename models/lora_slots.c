@@ -27,8 +27,8 @@ static int alloc_scratch(tram_lora_slots *s, int max_rows, tram_error *err)
         sc->max_out = TRAM_MAX(sc->max_out, p.nrows);
     }
     size_t rows = (size_t)max_rows, act = (size_t)be->act_bytes;
-    if (!(sc->order = be->alloc(be, rows * sizeof(int32_t))) || !(sc->xs = be->alloc(be, rows * sc->max_in * act)) ||
-        !(sc->t = be->alloc(be, rows * sc->max_rank * act)) || !(sc->ys = be->alloc(be, rows * sc->max_out * act)) ||
+    if (!(sc->order = be->alloc(be, rows * sizeof(int32_t))) || !(sc->t = be->alloc(be, rows * sc->max_rank * act)) ||
+        !(sc->ys = be->alloc(be, rows * sc->max_out * act)) ||
         !(s->host_order = be->alloc_host(be, rows * sizeof(int32_t))))
         return be->sync(be, err) ? -1 : tram_fail(err, "out of memory for LoRA activations");
     return 0;
@@ -81,7 +81,7 @@ void tram_lora_slots_free(tram_lora_slots *s)
         free(s->slots[i].b);
     }
     if (be) {
-        void *bufs[] = {s->scratch.order, s->scratch.xs, s->scratch.t, s->scratch.ys};
+        void *bufs[] = {s->scratch.order, s->scratch.t, s->scratch.ys};
         for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
             be->free(be, bufs[i]);
         be->free_host(be, s->host_order);

@@ -111,6 +111,79 @@ Test(lora, each_adapter_matches_peft)
     close_model(&m);
 }
 
+/* The op itself against the plain sum, on a narrow projection (one
+ * stealable job, each item in a thread's scratch) and on one too wide for
+ * that scratch (the ordinary job, in the model's); the groups' rows out of
+ * order and in runs that break, and y's rows wider than the projection. */
+static void check_lora_op(int out)
+{
+    enum { IN = 40, ROWS = 6, STRIDE_PAD = 3 };
+    static const int32_t order[ROWS] = {4, 1, 2, 3, 0, 5};
+    const int rank[2] = {3, 5}, first[2] = {0, 4}, count[2] = {4, 2};
+    const float scale[2] = {0.5f, 2.0f};
+    tram_backend *be;
+    tram_error err;
+    cr_assert(!tram_backend_cpu_create(&be, 2, &err), "%s", err.msg);
+    int stride = out + STRIDE_PAD;
+    float *x = malloc(sizeof(float) * ROWS * IN), *y = malloc(sizeof(float) * ROWS * stride);
+    float *want = malloc(sizeof(float) * ROWS * stride), *f[2][2];
+    for (int i = 0; i < ROWS * IN; i++)
+        x[i] = (float)((i * 37 % 23) - 11) / 16;
+    for (int i = 0; i < ROWS * stride; i++)
+        y[i] = want[i] = (float)(i % 7) / 8;
+    tram_weight w[2][2];
+    tram_lora_group groups[2];
+    for (int g = 0; g < 2; g++) {
+        f[g][0] = malloc(sizeof(float) * rank[g] * IN);
+        f[g][1] = malloc(sizeof(float) * out * rank[g]);
+        for (int i = 0; i < rank[g] * IN; i++)
+            f[g][0][i] = (float)((i * 13 + g) % 17 - 8) / 32;
+        for (int i = 0; i < out * rank[g]; i++)
+            f[g][1][i] = (float)((i * 7 + 3 * g) % 19 - 9) / 32;
+        be->upload_weight(be, &w[g][0], f[g][0], rank[g], IN, TRAM_W_F32);
+        be->upload_weight(be, &w[g][1], f[g][1], out, rank[g], TRAM_W_F32);
+        groups[g] = (tram_lora_group){&w[g][0], &w[g][1], scale[g], first[g], count[g]};
+        for (int i = first[g]; i < first[g] + count[g]; i++)
+            for (int c = 0; c < out; c++) {
+                double sum = 0;
+                for (int r = 0; r < rank[g]; r++) {
+                    double t = 0;
+                    for (int k = 0; k < IN; k++)
+                        t += (double)x[order[i] * IN + k] * f[g][0][r * IN + k];
+                    sum += t * f[g][1][c * rank[g] + r];
+                }
+                want[order[i] * stride + c] += (float)(scale[g] * sum);
+            }
+    }
+    tram_lora_scratch sc = {.max_rows = ROWS, .max_in = IN, .max_rank = 5, .max_out = out};
+    sc.order = be->alloc(be, sizeof(order));
+    sc.t = be->alloc(be, sizeof(float) * ROWS * sc.max_rank);
+    sc.ys = be->alloc(be, sizeof(float) * ROWS * out);
+    memcpy(sc.order, order, sizeof(order));
+    be->lora(be, y, stride, x, groups, 2, &sc);
+    cr_assert(!be->sync(be, &err), "%s", err.msg);
+    for (int i = 0; i < ROWS * stride; i++)
+        cr_assert_float_eq(y[i], want[i], 1e-4, "out %d: element %d is %g, want %g", out, i, y[i], want[i]);
+    for (int g = 0; g < 2; g++)
+        for (int k = 0; k < 2; k++) {
+            be->free_weight(be, &w[g][k]);
+            free(f[g][k]);
+        }
+    be->free(be, sc.order);
+    be->free(be, sc.t);
+    be->free(be, sc.ys);
+    be->destroy(be);
+    free(x);
+    free(y);
+    free(want);
+}
+
+Test(lora, op_adds_the_plain_sum_on_both_of_its_paths)
+{
+    check_lora_op(48);
+    check_lora_op(20000);  /* a row's t and ys exceed a thread's 64 KiB scratch */
+}
+
 typedef struct {
     int slot;            /* -1: the base */
     const test_golden_case *g;
