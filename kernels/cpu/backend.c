@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_int8.h"
 #include "kernels/cpu/kv_dequant.h"
 #include "kernels/cpu/quota.h"
+#include "kernels/cpu/sparse24.h"
 
 /* ---------------------------------------------------------------- memory */
 
@@ -103,6 +104,7 @@ static void cpu_destroy(tram_backend *be)
     free(s->xq);
     free(s->xs);
     free(s->xb);
+    free(s->s24_xt);
     free(s);
     free(be);
 }
@@ -133,6 +135,7 @@ int tram_backend_cpu_create_rank(tram_backend **out, int num_threads, tram_cpu_g
     s->i8_kernel = tram_i8_kernel_best();
     s->q_kernel = tram_q_kernel_best();
     s->kv_kernel = tram_kv_kernel_best();
+    s->s24_kernel = tram_s24_kernel_best();
     s->group = g;
     for (int c = 0; c < 256; c++)
         s->fp8_lut[c] = tram_fp8_e4m3_decode((uint8_t)c);

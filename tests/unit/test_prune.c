@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/sparse24.h"
 #include "models/gguf.h"
 #include "models/prune.h"
 #include "models/sparsity.h"
@@ -68,6 +69,63 @@ Test(prune, sparse_gemm_equals_dense_gemm_on_the_pruned_matrix)
     cr_assert(strstr(err.msg, "more than 2 nonzeros"), "%s", err.msg);
     be->free_weight(be, &wd);
     be->free_weight(be, &ws);
+    be->destroy(be);
+}
+
+/* Each kernel of the product (kernels/cpu/sparse24.h) against the dense
+ * product of the pruned matrix in double: token counts on both sides of the
+ * AVX2 kernel's switch to transposed inputs and off its tiles, and a width
+ * that is not a whole number of its 16-column steps. */
+static void check_s24_kernels(tram_backend *be, int rows, int cols)
+{
+    enum { MAXN = 19 };
+    unsigned s = (unsigned)(rows * cols);
+    float *w = malloc((size_t)rows * cols * sizeof(float)), *x = malloc((size_t)MAXN * cols * sizeof(float));
+    float *y = malloc((size_t)MAXN * rows * sizeof(float));
+    double *ones = malloc((size_t)cols * sizeof(double));
+    for (int i = 0; i < rows * cols; i++)
+        w[i] = urand(&s);
+    for (int i = 0; i < MAXN * cols; i++)
+        x[i] = urand(&s);
+    for (int c = 0; c < cols; c++)
+        ones[c] = 1.0;
+    tram_prune_24(w, rows, cols, ones);
+    tram_weight ws;
+    tram_error err;
+    be->upload_weight(be, &ws, w, rows, cols, TRAM_W_S24);
+    cr_assert_eq(be->sync(be, &err), 0, "%s", err.msg);
+    static const int ns[] = {1, 3, 4, 5, 7, 8, 9, 16, 19};
+    for (tram_cpu_kernel k = TRAM_CPU_GENERIC; k <= TRAM_CPU_VNNI; k++) {
+        if (!tram_s24_kernel_available(k))
+            continue;
+        for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+            int n = ns[i];
+            float *scratch = malloc((tram_s24_scratch_floats(k, n, cols) + 1) * sizeof(float));
+            memset(y, 0xff, (size_t)MAXN * rows * sizeof(float));
+            tram_s24_gemm(k, NULL, y, x, scratch, &ws, n);
+            for (int t = 0; t < n; t++)
+                for (int r = 0; r < rows; r++) {
+                    double want = 0;
+                    for (int c = 0; c < cols; c++)
+                        want += (double)w[(size_t)r * cols + c] * x[(size_t)t * cols + c];
+                    float got = y[(size_t)t * rows + r];
+                    cr_assert(fabs(got - want) <= 1e-5 * (1 + fabs(want)), "%s, %d x %d, n %d, y[%d][%d]: %g vs %g",
+                              tram_cpu_kernel_name(k), rows, cols, n, t, r, got, want);
+                }
+            free(scratch);
+        }
+    }
+    be->free_weight(be, &ws);
+    free(w), free(x), free(y), free(ones);
+}
+
+Test(prune, every_sparse_kernel_equals_the_dense_product)
+{
+    tram_backend *be = test_cpu_backend();
+    check_s24_kernels(be, 40, 96);
+    check_s24_kernels(be, 33, 128);
+    cr_assert_eq(tram_s24_kernel_best() == TRAM_CPU_AVX2, tram_s24_kernel_available(TRAM_CPU_AVX2),
+                 "the backend's kernel is the AVX2 one wherever it runs");
     be->destroy(be);
 }
 
