@@ -125,6 +125,32 @@ static void send_without_delay(struct evhttp_request *req)
         tram_log(TRAM_LOG_DEBUG, "TCP_NODELAY not set on a stream's socket");
 }
 
+/* The connections' read timeout (evhttp_set_timeout), remembered so that a
+ * stream can lift it and put it back. */
+static struct timeval read_timeout;
+
+void tram_http_set_timeout(struct evhttp *http, int seconds)
+{
+    evhttp_set_timeout(http, seconds);
+    read_timeout = (struct timeval){.tv_sec = seconds};
+}
+
+/* libevent keeps reading a connection while it writes a reply, to see a
+ * hang-up, and every chunk re-arms that read with its timeout: a stream
+ * whose next chunk is longer in coming than the timeout (a long prefill
+ * beside it in the batch, tool-call tokens held back) would be cut, though
+ * the client is waiting as it should.  The read timeout guards the request
+ * while it arrives; during the reply only the write timeout applies, and
+ * the end of the stream restores both for the next request on the
+ * connection. */
+static void stream_timeouts(struct evhttp_request *req, int streaming)
+{
+    struct evhttp_connection *conn = evhttp_request_get_connection(req);
+    struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
+    if (bev && read_timeout.tv_sec > 0)
+        bufferevent_set_timeouts(bev, streaming ? NULL : &read_timeout, &read_timeout);
+}
+
 void tram_http_sse_start(struct evhttp_request *req)
 {
     send_without_delay(req);
@@ -132,6 +158,7 @@ void tram_http_sse_start(struct evhttp_request *req)
     evhttp_add_header(h, "Content-Type", "text/event-stream; charset=utf-8");
     evhttp_add_header(h, "Cache-Control", "no-cache");
     evhttp_send_reply_start(req, 200, NULL);
+    stream_timeouts(req, 1);
 }
 
 static void sse_write_event(struct evhttp_request *req, const char *event, const char *data)
@@ -161,6 +188,7 @@ void tram_http_sse_send(struct evhttp_request *req, const json_t *chunk)
 
 void tram_http_sse_end(struct evhttp_request *req)
 {
+    stream_timeouts(req, 0);
     evhttp_send_reply_end(req);
 }
 

@@ -31,6 +31,9 @@ struct evbuffer *tram_http_take_body(struct evhttp_request *req);
  * NUL not counted), or NULL when out of memory. */
 const char *tram_http_body_text(struct evbuffer *body, size_t *len);
 
+/* evhttp_set_timeout, remembered for the streams below. */
+void tram_http_set_timeout(struct evhttp *http, int seconds);
+
 /* Streams: starts an SSE response, sends one event, and ends it. */
 void tram_http_sse_start(struct evhttp_request *req);
 void tram_http_sse_send(struct evhttp_request *req, const json_t *chunk);

@@ -17,6 +17,7 @@
 #include "server/auth.h"
 #include "server/completion.h"
 #include "server/embeddings.h"
+#include "server/http.h"
 #include "server/log.h"
 #include "server/output_check.h"
 #include "server/metrics.h"
@@ -224,7 +225,7 @@ static int setup_http(tram_server *s)
      * libevent refuses them while reading, so no client can make us buffer more. */
     evhttp_set_max_body_size(s->http, (ev_ssize_t)s->cfg.max_body_size * 4 + 4096);
     evhttp_set_max_headers_size(s->http, 64 << 10);
-    evhttp_set_timeout(s->http, s->cfg.read_timeout);
+    tram_http_set_timeout(s->http, s->cfg.read_timeout);
     evhttp_set_gencb(s->http, tram_router_dispatch, s);
     s->listener = evhttp_bind_socket_with_handle(s->http, s->cfg.host, (ev_uint16_t)s->cfg.port);
     if (!s->listener) {

@@ -145,6 +145,56 @@ def test_slow_client_is_cut_off_after_the_read_timeout(strict):
     assert strict.request("GET", "/health")[0] == 200
 
 
+def sse_events(conn, on_event):
+    """Reads SSE events off conn's response to their end, calling
+    on_event(payload) for each; returns the time between the farthest-apart
+    two."""
+    r = conn.getresponse()
+    assert r.status == 200, r.read()
+    buf, last, gap = b"", None, 0.0
+    while True:
+        piece = r.read1(65536)
+        if not piece:
+            return gap
+        buf += piece
+        while b"\n\n" in buf:
+            event, buf = buf.split(b"\n\n", 1)
+            now = time.time()
+            gap = max(gap, now - last) if last else 0.0
+            last = now
+            on_event(event[6:].decode())
+
+
+def test_stream_outlives_the_read_timeout_between_chunks(strict):
+    """The read timeout (1 s) guards a request while it arrives; a stream whose
+    next chunk takes longer (here: a long prefill in the same batch) is not
+    cut, and the connection is still timed out when idle afterwards."""
+    auth = {"Content-Type": "application/json", "Authorization": "Bearer sk-secret"}
+    prefill = {"prompt": " ".join(f"w{i}" for i in range(150)), "max_tokens": 1}
+    def big():
+        conn = http.client.HTTPConnection("127.0.0.1", strict.port, timeout=300)
+        conn.request("POST", "/v1/completions", json.dumps(prefill), auth)
+        assert conn.getresponse().status == 200
+    events, helper = [], threading.Thread(target=big)
+    def on_event(payload):
+        events.append(payload)
+        if len(events) == 2:
+            helper.start()
+    conn = http.client.HTTPConnection("127.0.0.1", strict.port, timeout=300)
+    conn.request("POST", "/v1/chat/completions", json.dumps(
+        {"messages": MSG, "stream": True, "max_tokens": 24, "ignore_eos": True}), auth)
+    gap = sse_events(conn, on_event)
+    helper.join()
+    assert events[-1] == "[DONE]", events[-3:]
+    assert json.loads(events[-2])["choices"][0]["finish_reason"] == "length"
+    if gap <= 1.5:
+        pytest.skip(f"the longest pause between chunks was {gap:.2f} s, under the read timeout")
+    start = time.time()  # idle after the stream: closed within the read timeout again
+    assert conn.sock.recv(4096) == b""
+    assert time.time() - start < 25
+    conn.close()
+
+
 def test_keep_alive_serves_several_requests_on_one_connection(server):
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
     ports = set()
