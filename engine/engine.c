@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/cuda_runner.h"
 #include "engine/lora_pool.h"
@@ -497,10 +498,31 @@ int tram_engine_validate_params(const tram_engine *e, const tram_sampling_params
  * registry): the const engine other threads hold may use it. */
 static tram_lora_pool *lora_pool(const tram_engine *e) { return (tram_lora_pool *)&e->loras; }
 
+/* An adapter directory that carries a tokenizer (one trained with added
+ * tokens) must carry the base's vocabulary: tram tokenizes with the base's. */
+static int check_lora_tokenizer(const tram_engine *e, const char *path, tram_error *err)
+{
+    char json[600], spm[600];
+    snprintf(json, sizeof(json), "%s/tokenizer.json", path);
+    snprintf(spm, sizeof(spm), "%s/tokenizer.model", path);
+    if (access(json, R_OK) && access(spm, R_OK))
+        return 0;
+    tram_tokenizer *t;
+    if (tram_tokenizer_from_dir(&t, path, err))
+        return -1;
+    int n = tram_tokenizer_vocab_size(t), base = tram_tokenizer_vocab_size(e->tok);
+    tram_tokenizer_free(t);
+    if (n != base)
+        return tram_fail(err, "%s: the adapter's tokenizer has a vocabulary of %d tokens, the base model's has %d: "
+                              "the adapter was trained on another vocabulary", path, n, base);
+    return 0;
+}
+
 int tram_engine_add_lora(const tram_engine *e, const char *name, const char *path, tram_error *err)
 {
     tram_lora_adapter *a;
-    if (tram_lora_open(&a, path, tram_model_file_config(e->file), e->cfg.max_lora_rank, err))
+    if (check_lora_tokenizer(e, path, err) ||
+        tram_lora_open(&a, path, tram_model_file_config(e->file), e->cfg.max_lora_rank, err))
         return -1;
     return tram_lora_pool_add(lora_pool(e), name, a, err);
 }

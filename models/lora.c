@@ -190,10 +190,40 @@ static void factor_name(char *out, size_t cap, int layer, int t, char which)
              target_names[t], which);
 }
 
+/* The vocabulary rows of tensor i when it is the embedding's or the output
+ * head's (a full copy saved beside the adapter, or one of its LoRA
+ * factors: lora_embedding_A is (r, vocab), lm_head's lora_B (vocab, r));
+ * -1 for any other tensor, and for the factors with no vocabulary side. */
+static int64_t vocab_rows(const tram_hf_model *st, int i)
+{
+    const char *name = tram_st_name(st, i);
+    if (!strstr(name, "embed_tokens") && !strstr(name, "lm_head"))
+        return -1;
+    if (strstr(name, "lora_embedding_A"))
+        return tram_st_dim(st, i, 1);
+    if (strstr(name, "lora_A") || strstr(name, "lora_embedding_B"))
+        return -1;
+    return tram_st_dim(st, i, 0);
+}
+
+/* An adapter trained after resizing the vocabulary (new tokens) carries an
+ * embedding or head of another size: named with both sizes, since "not a
+ * factor" would hide why. */
+static int check_vocab(tram_hf_model *st, int i, const tram_model_config *base, const char *path, tram_error *err)
+{
+    int64_t rows = vocab_rows(st, i);
+    if (rows >= 0 && rows != base->vocab_size)
+        return tram_fail(err, "%s: tensor %s has a vocabulary of %lld tokens, the base model's has %d: the adapter "
+                              "was trained on another vocabulary", path, tram_st_name(st, i), (long long)rows,
+                         base->vocab_size);
+    return 0;
+}
+
 /* Every tensor of the file must be a factor of a targeted projection of a
  * layer the base has: anything else (a DoRA magnitude, a saved module, an
  * embedding's factors, a layer the base lacks) changes the model. */
-static int check_names(const tram_lora_adapter *a, tram_hf_model *st, const char *path, tram_error *err)
+static int check_names(const tram_lora_adapter *a, tram_hf_model *st, const tram_model_config *base,
+                       const char *path, tram_error *err)
 {
     for (int i = 0; i < tram_st_count(st); i++) {
         const char *name = tram_st_name(st, i);
@@ -212,6 +242,8 @@ static int check_names(const tram_lora_adapter *a, tram_hf_model *st, const char
                 continue;
             }
         }
+        if (check_vocab(st, i, base, path, err))
+            return -1;
         return tram_fail(err, "%s: tensor %s is not the lora_A/lora_B factor of a q/k/v/o/gate/up/down projection, "
                               "and tram runs nothing else", path, name);
     }
@@ -247,7 +279,7 @@ static int read_tensors(tram_lora_adapter *a, const tram_model_config *base, tra
     tram_hf_model *st;
     if (tram_st_open_file(&st, path, err))
         return -1;
-    int rc = check_names(a, st, path, err) || read_factors(a, st, base, err) ? -1 : 0;
+    int rc = check_names(a, st, base, path, err) || read_factors(a, st, base, err) ? -1 : 0;
     tram_hf_close(st);
     return rc;
 }

@@ -44,6 +44,8 @@ typedef struct {
     int file;              /* index into files */
     int dtype;             /* index into st_dtypes */
     int64_t numel;
+    int ndim;
+    int64_t shape[8];
     const uint8_t *data;   /* into the file's mapping */
 } st_tensor;
 
@@ -86,18 +88,19 @@ static int st_dtype_index(const char *name)
     return -1;
 }
 
-/* Element count of a shape array, or -1 when it is not one. */
-static int64_t st_numel(const json_t *shape)
+/* A shape array into t's shape; its element count, or -1 when it is not one. */
+static int64_t st_shape(const json_t *shape, st_tensor *t)
 {
-    if (!json_is_array(shape) || json_array_size(shape) > 8)
+    if (!json_is_array(shape) || json_array_size(shape) > TRAM_ARRAY_LEN(t->shape))
         return -1;
     int64_t numel = 1;
-    for (size_t i = 0; i < json_array_size(shape); i++) {
+    t->ndim = (int)json_array_size(shape);
+    for (int i = 0; i < t->ndim; i++) {
         json_t *d = json_array_get(shape, i);
         int64_t n = json_is_integer(d) ? json_integer_value(d) : -1;
         if (n < 0 || (n && numel > (1LL << 40) / n))
             return -1;
-        numel *= n;
+        numel *= t->shape[i] = n;
     }
     return numel;
 }
@@ -140,7 +143,7 @@ static int st_add_tensor(tram_hf_model *m, int fi, const char *name, const json_
         return tram_fail(err, "%s: tensor %s: no dtype", path, name);
     if ((t.dtype = st_dtype_index(json_string_value(dtype))) < 0)
         return tram_fail(err, "%s: tensor %s: unknown dtype '%s'", path, name, json_string_value(dtype));
-    if ((t.numel = st_numel(json_object_get(info, "shape"))) < 0)
+    if ((t.numel = st_shape(json_object_get(info, "shape"), &t)) < 0)
         return tram_fail(err, "%s: tensor %s: shape is not a list of sizes", path, name);
     uint64_t begin, end;
     if (!json_is_array(offsets) || json_array_size(offsets) != 2 || st_offset(offsets, 0, data_len, &begin) ||
@@ -538,6 +541,12 @@ int tram_st_open_file(tram_hf_model **out, const char *path, tram_error *err)
 int tram_st_count(const tram_hf_model *m) { return m->n_tensors; }
 
 const char *tram_st_name(const tram_hf_model *m, int i) { return m->tensors[i].name; }
+
+int64_t tram_st_dim(const tram_hf_model *m, int i, int d)
+{
+    const st_tensor *t = &m->tensors[i];
+    return d >= 0 && d < t->ndim ? t->shape[d] : -1;
+}
 
 int tram_st_read_named(tram_hf_model *m, const char *name, float *out, int64_t numel, tram_error *err)
 {

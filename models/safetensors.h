@@ -27,5 +27,7 @@ int tram_hf_read_f32(tram_hf_model *m, const char *gguf_name, float *out, int64_
 int tram_st_open_file(tram_hf_model **out, const char *path, tram_error *err);
 int tram_st_count(const tram_hf_model *m);
 const char *tram_st_name(const tram_hf_model *m, int i);
+/* Size of dimension d of tensor i's shape; -1 past its last. */
+int64_t tram_st_dim(const tram_hf_model *m, int i, int d);
 int tram_st_read_named(tram_hf_model *m, const char *name, float *out, int64_t numel, tram_error *err);
 #endif

@@ -4,9 +4,12 @@ greedy tokens of peft's PeftModel (tests/fixtures/make_lora_fixtures.py) for
 each adapter, also with more adapters in flight than --max-loras slots; the
 prefix cache kept apart per adapter; the runtime load and unload endpoints
 and vllm:lora_requests_info (an unload refused while requests use the
-adapter: tests/unit/test_lora.c, where the engine can be held mid-request)."""
+adapter: tests/unit/test_lora.c, where the engine can be held mid-request);
+bad adapters loaded at runtime (truncated, too high a rank, a module the
+base lacks, another vocabulary), each a 400 naming it, the server serving on."""
 import json
 import os
+import struct
 import subprocess
 import threading
 
@@ -129,6 +132,71 @@ def test_a_bad_load_is_a_400_and_the_server_keeps_serving(lora, body, param, wor
     assert status == 400, reply
     assert reply["error"]["param"] == param and words in reply["error"]["message"]
     assert complete(lora, "sql", [1, 2, 3], max_tokens=1)[0] == 200
+
+
+def adapter_copy(tmp_path, config=None, tensors=None, truncate=None, tokens=None):
+    """A copy of the sql adapter in tmp_path, its config updated with config,
+    extra F32 tensors (name: shape, zeros) appended to its safetensors, the
+    file cut to truncate bytes, or the base's tokenizer beside it with added
+    tokens named by tokens."""
+    d = tmp_path / "adapter"
+    d.mkdir()
+    with open(f"{FIX}/sql/adapter_config.json") as f:
+        cfg = json.load(f)
+    (d / "adapter_config.json").write_text(json.dumps({**cfg, **(config or {})}))
+    with open(f"{FIX}/sql/adapter_model.safetensors", "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+    for name, shape in (tensors or {}).items():
+        size = 4 * shape[0] * shape[1]
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + size]}
+        data += bytes(size)
+    text = json.dumps(header).encode()
+    raw = struct.pack("<Q", len(text)) + text + data
+    (d / "adapter_model.safetensors").write_bytes(raw[:truncate])
+    if tokens is not None:
+        with open(f"{FIX}/base/tokenizer.json") as f:
+            tok = json.load(f)
+        first = len(tok["model"]["vocab"])
+        tok["added_tokens"] += [{"id": first + i, "content": t, "single_word": False, "lstrip": False,
+                                 "rstrip": False, "normalized": False, "special": True} for i, t in enumerate(tokens)]
+        (d / "tokenizer.json").write_text(json.dumps(tok))
+        (d / "tokenizer_config.json").write_text(open(f"{FIX}/base/tokenizer_config.json").read())
+    return d
+
+
+@pytest.mark.parametrize("kind, words", [
+    ("truncated", ["adapter_model.safetensors", "data_offsets"]),
+    ("rank", ["rank 32 exceeds --max-lora-rank 16"]),
+    ("target", ['target module "c_attn": the base model has no such projection']),
+    ("head", ["base_model.model.lm_head.weight has a vocabulary of 3010 tokens, the base model's has 3008"]),
+    ("tokenizer", ["the adapter's tokenizer has a vocabulary of 3001 tokens, the base model's has 3000"]),
+])
+def test_a_bad_adapter_is_a_400_naming_the_problem_and_the_server_keeps_serving(lora, tmp_path, kind, words):
+    d = adapter_copy(tmp_path, **{
+        "truncated": {"truncate": 4000},
+        "rank": {"config": {"r": 32}},
+        "target": {"config": {"target_modules": ["q_proj", "c_attn"]}},
+        "head": {"tensors": {"base_model.model.lm_head.weight": [3010, 32]}},
+        "tokenizer": {"tokens": ["<|new_tool|>"]},
+    }[kind])
+    status, _, reply = lora.post("/v1/load_lora_adapter", {"lora_name": "bad", "lora_path": str(d)})
+    assert status == 400, reply
+    assert reply["error"]["param"] == "lora_path"
+    for w in words:
+        assert w in reply["error"]["message"], reply["error"]["message"]
+    case = golden("sql")[0]
+    status, _, body = complete(lora, "sql", case["prompt_ids"])
+    assert status == 200 and body["choices"][0]["text"] == detokenize(lora, case["greedy_ids"])
+    assert complete(lora, "bad", [1, 2])[0] == 404
+
+
+def test_an_adapter_carrying_the_base_tokenizer_loads(lora, tmp_path):
+    d = adapter_copy(tmp_path, tokens=[])
+    status, _, reply = lora.post("/v1/load_lora_adapter", {"lora_name": "with-tok", "lora_path": str(d)})
+    assert status == 200, reply
+    assert lora.post("/v1/unload_lora_adapter", {"lora_name": "with-tok"})[0] == 200
 
 
 def test_lora_requests_info_as_vllm_writes_it(lora):
