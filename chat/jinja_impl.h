@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "kernels/base.h"
+#include "kernels/list.h"
 #include "chat/jinja.h"
 
 /* ---- the stack: every recursive walk is bounded ----
@@ -36,7 +37,7 @@ int jj_run_sized(void (*fn)(void *), void *arg, tram_error *err);
 /* ---- the pool: each block on one list, all freed together ---- */
 typedef struct jj_block jj_block;
 typedef struct {
-    jj_block *blocks;
+    TRAM_LIST_OF(jj_block) blocks;
     size_t total, limit;   /* bytes held (malloc's own overhead counted), and the most allowed */
     size_t work, work_limit;   /* units of work done (bytes written, items visited), and the most allowed (0: any) */
     int depth;             /* levels of recursion now (jj_enter) */

@@ -40,23 +40,14 @@ static size_t block_cost(size_t n)
 
 static void unlink_block(jj_pool *p, jj_block *b)
 {
-    if (b->prev)
-        b->prev->next = b->next;
-    else
-        p->blocks = b->next;
-    if (b->next)
-        b->next->prev = b->prev;
+    TRAM_LIST_REMOVE(&p->blocks, b, prev, next);
     p->total -= block_cost(b->size);
 }
 
 static void *link_block(jj_pool *p, jj_block *b, size_t n)
 {
     b->size = n;
-    b->prev = NULL;
-    b->next = p->blocks;
-    if (p->blocks)
-        p->blocks->prev = b;
-    p->blocks = b;
+    TRAM_LIST_PUSH_HEAD(&p->blocks, b, prev, next);
     p->total += block_cost(n);
     return b->data;
 }
@@ -87,11 +78,11 @@ void *jj_alloc(jj_pool *p, size_t n)
 
 void jj_pool_free(jj_pool *p)
 {
-    for (jj_block *b = p->blocks, *next; b; b = next) {
+    for (jj_block *b = p->blocks.head, *next; b; b = next) {
         next = b->next;
         free(b);
     }
-    p->blocks = NULL;
+    p->blocks.head = p->blocks.tail = NULL;
     p->total = 0;
 }
 

@@ -330,14 +330,6 @@ static int alloc_step_arrays(tram_engine *e, tram_error *err)
                : -1;
 }
 
-static uint64_t name_salt(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
 /* --device cuda: created before the pool is fitted, so its device buffers
  * count; it learns the pad block once the pool is sized. */
 static int open_cuda_runner(tram_engine *e, tram_error *err)
@@ -405,7 +397,7 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
         tram_proposer_create(&e->proposer, &e->cfg.spec, &draft, err) ||
         !(e->model = tram_ranks_model(e->ranks, 0)) || open_cuda_runner(e, err) || (e->cuda_pool && fit_cuda_pool(e, err)) ||
         tram_bm_create(&e->bm, e->cfg.num_kv_blocks, bs, e->cfg.enable_prefix_caching,
-                       name_salt(e->model_name), err) ||
+                       tram_fnv1a(e->model_name, strlen(e->model_name)), err) ||
         tram_scheduler_init(&e->sched, e->bm, e->cfg.policy, e->cfg.max_num_batched_tokens,
                             e->cfg.max_num_seqs, PROMPT_LOGPROB_ROWS, err) ||
         tram_sampler_create(&e->sampler, e->vocab, err))
@@ -1310,13 +1302,8 @@ static int reserve_emitted(tram_engine *e, tram_error *err)
     int need = 0;
     for (int i = 0; i < e->num_reqs; i++)
         need += e->reqs[i]->n;
-    if (need <= e->cap_emitted)
-        return 0;
-    tram_seq **q = realloc(e->emitted, (size_t)need * sizeof(*q));
-    if (!q)
+    if (tram_grow((void **)&e->emitted, &e->cap_emitted, need, sizeof(*e->emitted)))
         return tram_fail(err, "out of memory for %d outputs", need);
-    e->emitted = q;
-    e->cap_emitted = need;
     return 0;
 }
 

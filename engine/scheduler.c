@@ -62,14 +62,8 @@ int tram_scheduler_check_fits(const tram_scheduler *s, const tram_seq *seq, tram
 int tram_scheduler_reserve(tram_scheduler *s, int more, tram_error *err)
 {
     int need = s->num_waiting + s->num_running + more;
-    if (need <= s->cap_waiting)
-        return 0;
-    int cap = TRAM_MAX(need, 2 * s->cap_waiting);
-    tram_seq **w = realloc(s->waiting, (size_t)cap * sizeof(*w));
-    if (!w)
-        return tram_fail(err, "out of memory growing the waiting queue to %d", cap);
-    s->waiting = w;
-    s->cap_waiting = cap;
+    if (tram_grow((void **)&s->waiting, &s->cap_waiting, need, sizeof(*s->waiting)))
+        return tram_fail(err, "out of memory growing the waiting queue to %d", need);
     return 0;
 }
 

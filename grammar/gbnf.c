@@ -64,11 +64,7 @@ typedef struct {
 
 static uint64_t hash_bytes(const void *p, size_t n)
 {
-    uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
-    return tram_mix64(h);
+    return tram_mix64(tram_fnv1a(p, n));
 }
 
 /* The slot of the first id with hash h that `same` finds equal, else the

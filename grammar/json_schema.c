@@ -302,14 +302,6 @@ static int gen_body(jsc *c, json_t *s, const char *path, const char *name, tram_
 
 /* ---------------------------------------------------------------- rules */
 
-static uint64_t hash_text(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 /* The rule already written with this body, or NULL (then it is recorded
  * under name).  Identical bodies (a string of one maxLength, a range of
  * integers) share one rule, so their token masks are computed once. */
@@ -330,7 +322,7 @@ static const char *same_body(jsc *c, const char *body, const char *name)
         c->bodies = t;
         c->cap_bodies = cap;
     }
-    uint64_t h = hash_text(body), j = h;
+    uint64_t h = tram_fnv1a(body, strlen(body)), j = h;
     for (;; j++) {
         js_body *e = &c->bodies[j & (uint64_t)(c->cap_bodies - 1)];
         if (!e->text) {

@@ -161,9 +161,7 @@ static uint64_t json_hash(const json_t *v)
         return tram_mix64(bits ^ 0x1234);
     }
     if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        for (size_t i = 0; i < json_string_length(v); i++)
-            h = (h ^ (uint8_t)s[i]) * 1099511628211ULL;
+        h = tram_fnv1a_more(h, json_string_value(v), json_string_length(v));
     } else if (json_is_array(v)) {
         for (size_t i = 0; i < json_array_size(v); i++)
             h = tram_mix64(h ^ json_hash(json_array_get(v, i)));

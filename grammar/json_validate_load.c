@@ -18,10 +18,7 @@
 
 static uint64_t hash_str(const char *s)
 {
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 1099511628211ULL;
-    return tram_mix64(h);
+    return tram_mix64(tram_fnv1a(s, strlen(s)));
 }
 
 static jv_slot *map_find(const jv_map *m, uint64_t key, const char *str)

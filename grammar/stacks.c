@@ -29,16 +29,9 @@ static int reserve(tram_stackset *s, int stacks, int ints)
 {
     if (s->n + stacks > s->cap) {
         int cap = TRAM_MAX(16, 2 * (s->n + stacks));
-        int32_t *off = realloc(s->off, (size_t)cap * sizeof(int32_t));
-        if (off)
-            s->off = off;
-        int32_t *len = realloc(s->len, (size_t)cap * sizeof(int32_t));
-        if (len)
-            s->len = len;
-        uint64_t *hash = realloc(s->hash, (size_t)cap * sizeof(uint64_t));
-        if (hash)
-            s->hash = hash;
-        if (!off || !len || !hash)
+        if (tram_resize((void **)&s->off, (size_t)cap, sizeof(*s->off)) ||
+            tram_resize((void **)&s->len, (size_t)cap, sizeof(*s->len)) ||
+            tram_resize((void **)&s->hash, (size_t)cap, sizeof(*s->hash)))
             return -1;
         s->cap = cap;
     }
@@ -123,16 +116,9 @@ static int raw_frame(tram_stackset *s, int32_t pos, int32_t up)
     tram_raw_stacks *r = &s->raw;
     if (r->n == r->cap) {
         int cap = TRAM_MAX(64, 2 * r->cap);
-        int32_t *p = realloc(r->pos, (size_t)cap * sizeof(int32_t));
-        if (p)
-            r->pos = p;
-        int32_t *u = realloc(r->up, (size_t)cap * sizeof(int32_t));
-        if (u)
-            r->up = u;
-        int32_t *d = realloc(r->depth, (size_t)cap * sizeof(int32_t));
-        if (d)
-            r->depth = d;
-        if (!p || !u || !d)
+        if (tram_resize((void **)&r->pos, (size_t)cap, sizeof(*r->pos)) ||
+            tram_resize((void **)&r->up, (size_t)cap, sizeof(*r->up)) ||
+            tram_resize((void **)&r->depth, (size_t)cap, sizeof(*r->depth)))
             return s->oom = 1, -1;
         r->cap = cap;
     }

@@ -19,8 +19,7 @@ static uint64_t fingerprint(const struct tram_tokenizer *tok, int vocab)
         size_t len;
         const char *b = tram_tokenizer_token_bytes(tok, id, &len);
         h = tram_mix64(h ^ len ^ (uint64_t)tram_tokenizer_is_special(tok, id) << 40);
-        for (size_t i = 0; i < len; i++)
-            h = h * 1099511628211ULL ^ (unsigned char)b[i];
+        h = tram_fnv1a_more(h, b, len);
     }
     return h;
 }

@@ -40,6 +40,23 @@ int tram_grow(void **v, int *cap, int need, size_t size)
     return 0;
 }
 
+int tram_resize(void **v, size_t n, size_t size)
+{
+    void *p = realloc(*v, n * size);
+    if (!p)
+        return -1;
+    *v = p;
+    return 0;
+}
+
+uint64_t tram_fnv1a_more(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
 double tram_now(void)
 {
     struct timespec ts;

@@ -24,11 +24,16 @@ int tram_fail(tram_error *err, const char *fmt, ...) __attribute__((format(print
 /* Allocation that cannot be ignored: returns NULL and fills err on failure. */
 void *tram_calloc(size_t n, size_t size, tram_error *err);
 
-/* Monotonic clock in seconds. */
 /* Grows the array *v of *cap items of `size` bytes (doubling, from 8) so
  * that it holds `need`: -1 when out of memory, *v and *cap then unchanged. */
 int tram_grow(void **v, int *cap, int need, size_t size);
 
+/* Reallocates the array *v to n items of `size` bytes: -1 when out of
+ * memory, *v then unchanged (and still to be freed), for arrays that grow
+ * together and whose count moves only once all of them have. */
+int tram_resize(void **v, size_t n, size_t size);
+
+/* Monotonic clock in seconds. */
 double tram_now(void);
 
 /* Parses sizes like "2GiB", "512MiB", "1.5G", "4096" into bytes. */
@@ -43,6 +48,17 @@ static inline uint64_t tram_mix64(uint64_t x)
     x ^= x >> 27;
     x *= 0x94d049bb133111ebULL;
     return x ^ (x >> 31);
+}
+
+/* 64-bit FNV-1a, the one byte-string hash: h continued over the n bytes
+ * at p (a hash starts from TRAM_FNV1A_OFFSET); tram_fnv1a hashes one run.
+ * Hash tables, caches and the dummy weights' streams key on it. */
+#define TRAM_FNV1A_OFFSET 14695981039346656037ULL
+uint64_t tram_fnv1a_more(uint64_t h, const void *p, size_t n);
+
+static inline uint64_t tram_fnv1a(const void *p, size_t n)
+{
+    return tram_fnv1a_more(TRAM_FNV1A_OFFSET, p, n);
 }
 
 #define TRAM_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))

@@ -98,14 +98,6 @@ int tram_dummy_has_tensor(const tram_model_config *c, const char *name)
     return tensor_shape(c, name, &s) == 0;
 }
 
-static uint64_t name_key(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;  /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
 int tram_dummy_stream_of(const tram_model_config *c, const char *name, int64_t numel, tram_dummy_stream *out,
                          tram_error *err)
 {
@@ -117,7 +109,7 @@ int tram_dummy_stream_of(const tram_model_config *c, const char *name, int64_t n
                          (long long)(s.rows * s.cols), (long long)numel);
     /* uniform on [-a, a] has variance a^2 / 3 */
     *out = (tram_dummy_stream){
-        .key = name_key(name),
+        .key = tram_fnv1a(name, strlen(name)),
         .scale = s.kind == DUMMY_MATRIX ? sqrtf(3.0f / (float)s.cols) : 0.1f,
         .offset = s.kind == DUMMY_NORM ? 1.0f : 0.0f,
     };

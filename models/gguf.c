@@ -244,14 +244,6 @@ static tram_gguf_str tensor_name(const tram_gguf *g, uint32_t i)
     return (tram_gguf_str){.ptr = g->tensors[i].name, .len = strlen(g->tensors[i].name)};
 }
 
-static uint64_t hash_name(const char *s, uint64_t n)
-{
-    uint64_t h = 1469598103934665603ull;  /* FNV-1a */
-    for (uint64_t i = 0; i < n; i++)
-        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-    return h;
-}
-
 static int index_init(name_index *ix, uint64_t n, tram_error *err)
 {
     uint64_t cap = 16;
@@ -266,7 +258,7 @@ static int index_init(name_index *ix, uint64_t n, tram_error *err)
 static uint64_t index_probe(const name_index *ix, const tram_gguf *g, name_of_fn name_of, const char *s,
                             uint64_t n)
 {
-    for (uint64_t h = hash_name(s, n) & ix->mask;; h = (h + 1) & ix->mask) {
+    for (uint64_t h = tram_fnv1a(s, n) & ix->mask;; h = (h + 1) & ix->mask) {
         uint32_t e = ix->slots[h];
         tram_gguf_str other;
         if (!e || ((other = name_of(g, e - 1)).len == n && !memcmp(other.ptr, s, n)))

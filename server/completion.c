@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels/list.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
 #include "server/auth.h"
@@ -180,22 +181,14 @@ static void completion_free(tram_completion *c)
 static void completion_link(tram_completion *c)
 {
     tram_server *s = c->srv;
-    c->next = s->completions;
-    if (s->completions)
-        s->completions->prev = c;
-    s->completions = c;
+    TRAM_LIST_PUSH_HEAD(&s->completions, c, prev, next);
     s->num_completions++;
 }
 
 static void completion_unlink(tram_completion *c)
 {
     tram_server *s = c->srv;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->completions = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    TRAM_LIST_REMOVE(&s->completions, c, prev, next);
     s->num_completions--;
     tram_completions_check_drained(s);
 }
@@ -1210,7 +1203,7 @@ static void abort_if_unwanted(tram_server *s, const tram_rcache_entry *flight)
 {
     if (!flight || tram_rcache_num_followers(flight) > 0)
         return;
-    for (tram_completion *c = s->completions; c; c = c->next)
+    for (tram_completion *c = s->completions.head; c; c = c->next)
         if (c->flight == flight && !c->follower) {
             if (!c->req && !c->done)
                 abort_outstanding(c);
@@ -1243,7 +1236,7 @@ static void on_close(struct evhttp_connection *conn, void *arg)
  * its socket, so libevent would not notice the client leaving. */
 void tram_completions_poll_disconnects(tram_server *s)
 {
-    for (tram_completion *c = s->completions, *next; c; c = next) {
+    for (tram_completion *c = s->completions.head, *next; c; c = next) {
         next = c->next;
         tram_http_poll_hangup(c->req);  /* runs on_close */
     }
@@ -1251,7 +1244,7 @@ void tram_completions_poll_disconnects(tram_server *s)
 
 int tram_completion_cancel(tram_server *s, const char *tenant, const char *id)
 {
-    for (tram_completion *c = s->completions; c; c = c->next)
+    for (tram_completion *c = s->completions.head; c; c = c->next)
         if (c->background && !strcmp(c->id, id) && !strcmp(c->tenant, tenant)) {
             abort_outstanding(c);
             return 0;
@@ -1261,7 +1254,7 @@ int tram_completion_cancel(tram_server *s, const char *tenant, const char *id)
 
 void tram_completions_abort_all(tram_server *s)
 {
-    for (tram_completion *c = s->completions; c; c = c->next)
+    for (tram_completion *c = s->completions.head; c; c = c->next)
         abort_outstanding(c);
 }
 
@@ -1296,7 +1289,7 @@ void tram_completions_fail_all(tram_server *s)
 {
     static const tram_api_error failed = {.status = 500, .message = "The engine failed."};
     for (;;) {  /* from the head each time: a leader's failure frees its followers */
-        tram_completion *c = s->completions;
+        tram_completion *c = s->completions.head;
         while (c && c->preparing && s->prep)
             c = c->next;
         if (!c)

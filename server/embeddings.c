@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/list.h"
 #include "server/api_request.h"
 #include "server/auth.h"
 #include "server/completion.h"
@@ -62,22 +63,14 @@ static uint64_t input_id(const embed_input *in) { return (uint64_t)(uintptr_t)in
 static void embedding_link(tram_embedding *m)
 {
     tram_server *s = m->srv;
-    m->next = s->embeddings;
-    if (s->embeddings)
-        s->embeddings->prev = m;
-    s->embeddings = m;
+    TRAM_LIST_PUSH_HEAD(&s->embeddings, m, prev, next);
     s->num_embeddings++;
 }
 
 static void embedding_free(tram_embedding *m)
 {
     tram_server *s = m->srv;
-    if (m->prev)
-        m->prev->next = m->next;
-    else
-        s->embeddings = m->next;
-    if (m->next)
-        m->next->prev = m->prev;
+    TRAM_LIST_REMOVE(&s->embeddings, m, prev, next);
     s->num_embeddings--;
     for (int i = 0; m->inputs && i < m->num_inputs; i++) {
         free(m->inputs[i].ids);
@@ -416,7 +409,7 @@ void tram_handle_embeddings(tram_server *s, struct evhttp_request *req)
  * its client leaving. */
 void tram_embeddings_poll_disconnects(tram_server *s)
 {
-    for (tram_embedding *m = s->embeddings, *next; m; m = next) {
+    for (tram_embedding *m = s->embeddings.head, *next; m; m = next) {
         next = m->next;
         tram_http_poll_hangup(m->req);  /* runs on_close */
     }
@@ -424,7 +417,7 @@ void tram_embeddings_poll_disconnects(tram_server *s)
 
 void tram_embeddings_abort_all(tram_server *s)
 {
-    for (tram_embedding *m = s->embeddings; m; m = m->next)
+    for (tram_embedding *m = s->embeddings.head; m; m = m->next)
         abort_outstanding(m);
 }
 
@@ -432,7 +425,7 @@ void tram_embeddings_fail_all(tram_server *s)
 {
     static const tram_api_error failed = {.status = 500, .message = "The engine failed."};
     for (;;) {
-        tram_embedding *m = s->embeddings;
+        tram_embedding *m = s->embeddings.head;
         while (m && m->preparing && s->prep)
             m = m->next;
         if (!m)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/list.h"
 #include "server/api_request.h"
 #include "server/cost.h"
 #include "server/http.h"
@@ -279,12 +280,7 @@ typedef struct tram_endpoint_job {
 
 static void job_free(job *j)
 {
-    if (j->prev)
-        j->prev->next = j->next;
-    else
-        j->srv->jobs = j->next;
-    if (j->next)
-        j->next->prev = j->prev;
+    TRAM_LIST_REMOVE(&j->srv->jobs, j, prev, next);
     j->srv->num_jobs--;
     if (j->body)
         evbuffer_free(j->body);
@@ -348,11 +344,9 @@ static void answer_model_request(tram_server *s, struct evhttp_request *req, job
         tram_http_send_error(req, &e);
         return;
     }
-    *j = (job){.task = {.run = job_run, .done = job_done}, .srv = s, .next = s->jobs, .req = req,
+    *j = (job){.task = {.run = job_run, .done = job_done}, .srv = s, .req = req,
                .body = body, .reply = reply};
-    if (s->jobs)
-        s->jobs->prev = j;
-    s->jobs = j;
+    TRAM_LIST_PUSH_HEAD(&s->jobs, j, prev, next);
     s->num_jobs++;
     if (tram_prep_pool_submit(s->prep, &j->task)) {
         j->req = NULL;
@@ -368,8 +362,8 @@ static void answer_model_request(tram_server *s, struct evhttp_request *req, job
 
 void tram_endpoint_jobs_free(tram_server *s)
 {
-    while (s->jobs) {
-        job *j = s->jobs;
+    while (s->jobs.head) {
+        job *j = s->jobs.head;
         if (j->req)
             evhttp_connection_set_closecb(evhttp_request_get_connection(j->req), NULL, NULL);
         job_free(j);

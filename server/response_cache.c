@@ -72,10 +72,7 @@ static void list_remove(list *l, int which, tram_rcache_entry *e)
 
 uint64_t tram_rcache_hash(const char *key, size_t len)
 {
-    uint64_t h = 1469598103934665603ull;  /* FNV-1a */
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)key[i]) * 1099511628211ull;
-    return h;
+    return tram_fnv1a(key, len);
 }
 
 static tram_rcache_entry **bucket_of(tram_rcache *c, uint64_t hash)

@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/base.h"
+#include "kernels/list.h"
+
 typedef struct entry entry;
 struct entry {
     entry *chain;                   /* the next in its bucket */
@@ -19,9 +22,7 @@ struct entry {
     char *tenant, *id, *response, *conversation;   /* one allocation, in this order */
 };
 
-typedef struct {
-    entry *head, *tail;
-} list;
+typedef TRAM_LIST_OF(entry) list;
 
 struct tram_rstore {
     tram_rstore_config cfg;
@@ -35,15 +36,7 @@ struct tram_rstore {
 /* FNV-1a over the tenant, a NUL and the id. */
 static uint64_t key_hash(const char *tenant, const char *id)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (const char *p = tenant;; p++) {
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
-        if (!*p)
-            break;
-    }
-    for (const char *p = id; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    return h;
+    return tram_fnv1a_more(tram_fnv1a(tenant, strlen(tenant) + 1), id, strlen(id));
 }
 
 tram_rstore *tram_rstore_new(const tram_rstore_config *c)
@@ -77,39 +70,6 @@ void tram_rstore_free(tram_rstore *s)
     free(s);
 }
 
-#define UNLINK(l, e, prev, next)                 \
-    do {                                         \
-        if ((e)->prev)                           \
-            (e)->prev->next = (e)->next;         \
-        else                                     \
-            (l)->head = (e)->next;               \
-        if ((e)->next)                           \
-            (e)->next->prev = (e)->prev;         \
-        else                                     \
-            (l)->tail = (e)->prev;               \
-        (e)->prev = (e)->next = NULL;            \
-    } while (0)
-
-#define PUSH_HEAD(l, e, prev, next)              \
-    do {                                         \
-        (e)->next = (l)->head;                   \
-        if ((l)->head)                           \
-            (l)->head->prev = (e);               \
-        (l)->head = (e);                         \
-        if (!(l)->tail)                          \
-            (l)->tail = (e);                     \
-    } while (0)
-
-#define PUSH_TAIL(l, e, prev, next)              \
-    do {                                         \
-        (e)->prev = (l)->tail;                   \
-        if ((l)->tail)                           \
-            (l)->tail->next = (e);               \
-        (l)->tail = (e);                         \
-        if (!(l)->head)                          \
-            (l)->head = (e);                     \
-    } while (0)
-
 static entry **slot_of(tram_rstore *s, const char *tenant, const char *id)
 {
     entry **p = &s->buckets[key_hash(tenant, id) & (s->num_buckets - 1)];
@@ -122,8 +82,8 @@ static void drop(tram_rstore *s, entry *e)
 {
     entry **p = slot_of(s, e->tenant, e->id);
     *p = e->chain;
-    UNLINK(&s->used, e, used_prev, used_next);
-    UNLINK(&s->age, e, age_prev, age_next);
+    TRAM_LIST_REMOVE(&s->used, e, used_prev, used_next);
+    TRAM_LIST_REMOVE(&s->age, e, age_prev, age_next);
     s->count--;
     s->bytes -= e->bytes;
     free(e);
@@ -175,8 +135,8 @@ int tram_rstore_put(tram_rstore *s, const char *tenant, const char *id, const ch
         drop(s, s->used.tail);
     entry **slot = slot_of(s, tenant, id);
     *slot = e;
-    PUSH_HEAD(&s->used, e, used_prev, used_next);
-    PUSH_TAIL(&s->age, e, age_prev, age_next);
+    TRAM_LIST_PUSH_HEAD(&s->used, e, used_prev, used_next);
+    TRAM_LIST_PUSH_TAIL(&s->age, e, age_prev, age_next);
     s->count++;
     s->bytes += e->bytes;
     pthread_mutex_unlock(&s->lock);
@@ -191,8 +151,8 @@ int tram_rstore_get(tram_rstore *s, const char *tenant, const char *id, tram_rst
     entry *e = *slot_of(s, tenant, id);
     *out = NULL;
     if (e) {
-        UNLINK(&s->used, e, used_prev, used_next);
-        PUSH_HEAD(&s->used, e, used_prev, used_next);
+        TRAM_LIST_REMOVE(&s->used, e, used_prev, used_next);
+        TRAM_LIST_PUSH_HEAD(&s->used, e, used_prev, used_next);
         *out = strdup(part == TRAM_RSTORE_RESPONSE ? e->response : e->conversation);
     }
     pthread_mutex_unlock(&s->lock);

@@ -5,6 +5,7 @@
 #define TRAM_SERVER_STATE_H
 
 #include "engine/tram.h"
+#include "kernels/list.h"
 #include "server/cost.h"
 #include "server/metrics.h"
 #include "server/response_cache.h"
@@ -38,14 +39,14 @@ typedef struct tram_server {
     tram_worker *worker;
     struct tram_output_checker *checker;  /* schema checks of finished outputs (output_check.h) */
     struct tram_prep_pool *prep;     /* the request-preparation threads; NULL once stopped */
-    struct tram_endpoint_job *jobs;  /* /tokenize and /detokenize requests on the pool (endpoints.c) */
+    TRAM_LIST_OF(struct tram_endpoint_job) jobs;  /* /tokenize and /detokenize requests on the pool (endpoints.c) */
     int num_jobs;
     const tram_engine *engine;       /* NULL until loaded */
     int ready;                       /* loaded, warmed up and preloaded: taking requests */
     struct tram_chat_template *chat; /* the model's, made when it is loaded */
-    tram_completion *completions;    /* requests in flight, being prepared too (completion.c) */
+    TRAM_LIST_OF(tram_completion) completions;  /* requests in flight, being prepared too (completion.c) */
     int num_completions;
-    struct tram_embedding *embeddings;  /* /v1/embeddings requests in flight (embeddings.c) */
+    TRAM_LIST_OF(struct tram_embedding) embeddings;  /* /v1/embeddings requests in flight (embeddings.c) */
     int num_embeddings;
     int num_flushing;                /* final replies not yet fully written */
     int draining;

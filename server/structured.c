@@ -226,10 +226,7 @@ static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t text_hash(const char *s)
 {
-    uint64_t h = 0x9e3779b97f4a7c15ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
-    return tram_mix64(h);
+    return tram_mix64(tram_fnv1a(s, strlen(s)));
 }
 
 static const tram_grammar *cache_get(const char *gbnf, uint64_t hash, const struct tram_tokenizer *tok)

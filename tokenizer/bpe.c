@@ -127,22 +127,11 @@ static int reserve(bpe_state *s, int n)
     if (n <= s->cap)
         return 0;
     int cap = TRAM_MAX(n, 2 * s->cap);
-    int32_t *id = realloc(s->id, (size_t)cap * sizeof(int32_t));
-    if (id)
-        s->id = id;
-    int32_t *pv = realloc(s->prev, (size_t)cap * sizeof(int32_t));
-    if (pv)
-        s->prev = pv;
-    int32_t *nx = realloc(s->next, (size_t)cap * sizeof(int32_t));
-    if (nx)
-        s->next = nx;
-    heap_item *h = realloc(s->heap, 3 * (size_t)cap * sizeof(heap_item));   /* n - 1 pairs + 2 per merge */
-    if (h)
-        s->heap = h;
-    char *w = realloc(s->word_chars, (size_t)cap * 2);
-    if (w)
-        s->word_chars = w;
-    if (!id || !pv || !nx || !h || !w)
+    if (tram_resize((void **)&s->id, (size_t)cap, sizeof(*s->id)) ||
+        tram_resize((void **)&s->prev, (size_t)cap, sizeof(*s->prev)) ||
+        tram_resize((void **)&s->next, (size_t)cap, sizeof(*s->next)) ||
+        tram_resize((void **)&s->heap, 3 * (size_t)cap, sizeof(*s->heap)) ||   /* n - 1 pairs + 2 per merge */
+        tram_resize((void **)&s->word_chars, 2 * (size_t)cap, 1))
         return tram_fail(s->err, "encode: out of memory for a %d-byte word", n);
     s->cap = cap;
     return 0;

@@ -16,9 +16,7 @@ static uint32_t cap_for(uint32_t n)
 
 static uint64_t hash_bytes(const char *s, uint32_t len)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (uint32_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    uint64_t h = tram_fnv1a(s, len);
     return h ^ (h >> 29);
 }
 
