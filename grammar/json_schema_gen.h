@@ -97,7 +97,6 @@ int js_in_list(const char *const *list, const char *k);
 json_t *js_merge(jsc *c, json_t *a, json_t *b, const char *path);
 /* {"allOf": [x, y]}, or the one that is not trivial (a new reference). */
 json_t *js_all_of(json_t *x, json_t *y);
-int js_values_equal(json_t *a, json_t *b);
 int js_enum_has(json_t *values, json_t *v);
 /* "type" as bits: 1 null, 2 boolean, 4 object, 8 array, 16 string, 32
  * integer, 64 non-integer number; absent: all (127). */

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "grammar/json_equal.h"
 #include "grammar/json_schema_gen.h"
 
 #define MAX_PRODUCT 64
@@ -35,40 +36,12 @@ json_t *js_all_of(json_t *x, json_t *y)
     return json_pack("{s:[O,O]}", "allOf", x, y);
 }
 
-/* JSON equality, numbers by value (1 equals 1.0). */
-int js_values_equal(json_t *a, json_t *b)
-{
-    if (json_is_number(a) && json_is_number(b))
-        return json_number_value(a) == json_number_value(b);
-    if (json_is_array(a) && json_is_array(b)) {
-        if (json_array_size(a) != json_array_size(b))
-            return 0;
-        for (size_t i = 0; i < json_array_size(a); i++)
-            if (!js_values_equal(json_array_get(a, i), json_array_get(b, i)))
-                return 0;
-        return 1;
-    }
-    if (json_is_object(a) && json_is_object(b)) {
-        const char *k;
-        json_t *v;
-        if (json_object_size(a) != json_object_size(b))
-            return 0;
-        json_object_foreach(a, k, v) {
-            json_t *w = json_object_get(b, k);
-            if (!w || !js_values_equal(v, w))
-                return 0;
-        }
-        return 1;
-    }
-    return json_equal(a, b);
-}
-
 int js_enum_has(json_t *values, json_t *v)
 {
     size_t i;
     json_t *x;
     json_array_foreach(values, i, x)
-        if (js_values_equal(x, v))
+        if (tram_json_same(x, v))
             return 1;
     return 0;
 }
@@ -265,7 +238,7 @@ static int merge_key(jsc *c, json_t *out, json_t *a_side, json_t *b_side, const 
         json_object_set_new(out, k, json_pack("{s:[O,O]}", "anyOf", a, v));
     } else if (!strcmp(k, "anyOf") || !strcmp(k, "oneOf")) {
         return merge_product(c, out, k, v, path);
-    } else if (!js_values_equal(a, v)) {
+    } else if (!tram_json_same(a, v)) {
         js_approximate(c, k, path); /* pattern, format, multipleOf, if, contains, ... */
     }
     (void)a_side;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/json_equal.h"
 #include "grammar/json_validate_schema.h"
 
 enum { JV_STOP = -1, JV_FAIL = 0, JV_OK = 1 };
@@ -102,55 +103,7 @@ static const json_t *get(const jv_node *n, const char *key)
 
 /* ---------------------------------------------------------------- values */
 
-static int num_cmp(const json_t *a, const json_t *b)
-{
-    if (json_is_integer(a) && json_is_integer(b)) {
-        json_int_t x = json_integer_value(a), y = json_integer_value(b);
-        return (x > y) - (x < y);
-    }
-    long double x = json_is_integer(a) ? (long double)json_integer_value(a) : json_real_value(a);
-    long double y = json_is_integer(b) ? (long double)json_integer_value(b) : json_real_value(b);
-    return (x > y) - (x < y);
-}
-
-/* JSON equality: numbers by value (1 == 1.0), objects by their members. */
-static int json_same(const json_t *a, const json_t *b)
-{
-    if (json_is_number(a) && json_is_number(b))
-        return num_cmp(a, b) == 0;
-    if (json_typeof(a) != json_typeof(b))
-        return 0;
-    switch (json_typeof(a)) {
-    case JSON_STRING:
-        return json_string_length(a) == json_string_length(b) &&
-               !memcmp(json_string_value(a), json_string_value(b), json_string_length(a));
-    case JSON_ARRAY:
-        if (json_array_size(a) != json_array_size(b))
-            return 0;
-        for (size_t i = 0; i < json_array_size(a); i++)
-            if (!json_same(json_array_get(a, i), json_array_get(b, i)))
-                return 0;
-        return 1;
-    case JSON_OBJECT: {
-        if (json_object_size(a) != json_object_size(b))
-            return 0;
-        const char *key;
-        size_t len;
-        json_t *v;
-        json_object_keylen_foreach((json_t *)a, key, len, v)
-        {
-            const json_t *w = json_object_getn(b, key, len);
-            if (!w || !json_same(v, w))
-                return 0;
-        }
-        return 1;
-    }
-    default:
-        return 1;
-    }
-}
-
-/* A hash that agrees with json_same (1 and 1.0 alike; members in any order). */
+/* A hash that agrees with tram_json_same (1 and 1.0 alike; members in any order). */
 static uint64_t json_hash(const json_t *v)
 {
     uint64_t h = (uint64_t)json_typeof(v) * 0x9e3779b97f4a7c15ULL;
@@ -207,7 +160,7 @@ static int unique_items(jv_ctx *c, const json_t *arr)
                 free(h);
                 return stop(c, "validation ran past its step budget");
             }
-            if (json_same(json_array_get(arr, h[i].index), json_array_get(arr, h[j].index))) {
+            if (tram_json_same(json_array_get(arr, h[i].index), json_array_get(arr, h[j].index))) {
                 size_t a = TRAM_MIN(h[i].index, h[j].index), b = TRAM_MAX(h[i].index, h[j].index);
                 free(h);
                 return fail(c, "uniqueItems", "items %zu and %zu are equal", a, b);
@@ -302,12 +255,12 @@ static int check_enum_const(jv_ctx *c, const jv_node *n, const json_t *inst)
 {
     const json_t *en = get(n, "enum"), *cn = c->s->draft >= JV_DRAFT6 ? get(n, "const") : NULL;
     c->steps += json_array_size(en);
-    if (cn && !json_same(cn, inst))
+    if (cn && !tram_json_same(cn, inst))
         return fail(c, "const", "not equal to the constant");
     if (!en)
         return JV_OK;
     for (size_t i = 0; i < json_array_size(en); i++)
-        if (json_same(json_array_get(en, i), inst))
+        if (tram_json_same(json_array_get(en, i), inst))
             return JV_OK;
     return fail(c, "enum", "not one of the %zu allowed values", json_array_size(en));
 }
@@ -328,7 +281,7 @@ static int check_bound(jv_ctx *c, const json_t *inst, const json_t *bound, int s
 {
     if (!bound)
         return JV_OK;
-    int cmp = num_cmp(inst, bound) * sign;
+    int cmp = tram_json_number_cmp(inst, bound) * sign;
     if (cmp > 0 || (exclusive && cmp == 0))
         return fail(c, kw, "%g is %s %g", json_number_value(inst),
                     sign > 0 ? (exclusive ? "not below" : "above") : (exclusive ? "not above" : "below"),
