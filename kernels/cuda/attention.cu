@@ -9,14 +9,38 @@
  * (flash-decoding, for few tokens over long contexts) it writes unnormalized
  * partials and kernel_attention_combine merges them.  This is variant 1 of
  * the decode and prefill families (kernels/variants.h); cuda_attention sends
- * a family's rows to its variant 2 when chosen and instantiated. */
+ * a family's rows to its variant 2 when chosen and instantiated.  An int8 or
+ * fp8 cache (--kv-cache-dtype, kernels/kv_format.h) is read by variant 1
+ * alone, each lane's codes dequantized as they are loaded (kv_quant.cuh). */
 #include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/kv_quant.cuh"
 #include "kernels/cuda/reduce.cuh"
 
 #define WARPS TRAM_CUDA_ATTN_WARPS
 #define MAXG TRAM_CUDA_ATTN_MAX_GROUP
 
-template <int E>
+/* A lane's E values of KV head kvh at slot: bf16 as stored, or codes times
+ * the slot's scale for the head. */
+template <int E, int KV>
+static __device__ __forceinline__ void kv_lane_values(float *x, const attn_params &p, const bf16 *cache,
+                                                      const uint8_t *codes, int64_t slot, int kvh, int lane)
+{
+    constexpr int HD = 32 * E;
+    if (KV == TRAM_KV_AUTO) {
+        const bf16 *r = cache + slot * p.n_kv_heads * HD + (size_t)kvh * HD + lane * E;
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            x[e] = __bfloat162float(r[e]);
+        return;
+    }
+    const uint8_t *s = codes + slot * p.slot_bytes, *c = s + (size_t)kvh * HD + lane * E;
+    float scale = kv_slot_scale(s, p.scales_offset, kvh);
+#pragma unroll
+    for (int e = 0; e < E; e++)
+        x[e] = kv_code_value<KV>(c[e]) * scale;
+}
+
+template <int E, int KV>
 static __global__ void __launch_bounds__(WARPS * 32) kernel_attention(attn_params p)
 {
     constexpr int HD = 32 * E;
@@ -31,7 +55,6 @@ static __global__ void __launch_bounds__(WARPS * 32) kernel_attention(attn_param
     int start, end;
     tram_cuda_split_range(ctx, p.splits, split, &start, &end);
     const int32_t *table = p.block_tables + (size_t)seq * p.max_blocks;
-    size_t kd = (size_t)p.n_kv_heads * HD, head_off = (size_t)kvh * HD + lane * E;
 
     float q[MAXG][E], acc[MAXG][E], m[MAXG], l[MAXG];
 #pragma unroll
@@ -48,13 +71,9 @@ static __global__ void __launch_bounds__(WARPS * 32) kernel_attention(attn_param
 
     for (int j = start + warp; j < end; j += WARPS) {
         int64_t slot = (int64_t)table[j / p.block_size] * p.block_size + j % p.block_size;
-        const bf16 *kr = p.k_cache + slot * kd + head_off, *vr = p.v_cache + slot * kd + head_off;
         float kf[E], vf[E];
-#pragma unroll
-        for (int e = 0; e < E; e++) {
-            kf[e] = __bfloat162float(kr[e]);
-            vf[e] = __bfloat162float(vr[e]);
-        }
+        kv_lane_values<E, KV>(kf, p, p.k_cache, p.k_codes, slot, kvh, lane);
+        kv_lane_values<E, KV>(vf, p, p.v_cache, p.v_codes, slot, kvh, lane);
 #pragma unroll
         for (int g = 0; g < MAXG; g++) {
             if (g >= p.group)
@@ -115,16 +134,27 @@ static int check_shape(tram_backend *be, const tram_attn_shape *s)
     return 0;
 }
 
-/* Variant 1 over the rows p.rows names. */
-static void attention_v1(cuda_state *c, attn_params p, int hd)
+template <int KV>
+static void launch_v1(cuda_state *c, const attn_params &p, int hd)
 {
     dim3 grid(p.num_tokens, p.n_kv_heads, p.splits);
     if (hd == 64)
-        kernel_attention<2><<<grid, WARPS * 32, 0, c->stream>>>(p);
+        kernel_attention<2, KV><<<grid, WARPS * 32, 0, c->stream>>>(p);
     else if (hd == 128)
-        kernel_attention<4><<<grid, WARPS * 32, 0, c->stream>>>(p);
+        kernel_attention<4, KV><<<grid, WARPS * 32, 0, c->stream>>>(p);
     else
-        kernel_attention<8><<<grid, WARPS * 32, 0, c->stream>>>(p);
+        kernel_attention<8, KV><<<grid, WARPS * 32, 0, c->stream>>>(p);
+}
+
+/* Variant 1 over the rows p.rows names. */
+static void attention_v1(cuda_state *c, attn_params p, int hd)
+{
+    if (p.kv == TRAM_KV_INT8)
+        launch_v1<TRAM_KV_INT8>(c, p, hd);
+    else if (p.kv == TRAM_KV_FP8)
+        launch_v1<TRAM_KV_FP8>(c, p, hd);
+    else
+        launch_v1<TRAM_KV_AUTO>(c, p, hd);
     if (LAUNCH_CHECK(&c->st, "kernel_attention") || p.splits == 1)
         return;
     kernel_attention_combine<<<dim3(p.num_tokens, p.n_heads), hd, 0, c->stream>>>(p, hd);
@@ -146,16 +176,20 @@ void cuda_attention(tram_backend *be, void *out, const void *q, const void *k_ca
     int64_t rows = (int64_t)splits * T * s->n_heads;
     if (rows > c->attn_partial_rows)
         splits = 1;  /* cannot happen by tram_cuda_attn_partial_rows; stay correct anyway */
+    bool quantized = s->kv_dtype != TRAM_KV_AUTO;
     attn_params p = {
-        .out = (bf16 *)out, .q = (const bf16 *)q, .k_cache = (const bf16 *)k_cache, .v_cache = (const bf16 *)v_cache,
-        .positions = b->positions, .query_start = b->query_start, .seq_lens = b->seq_lens,
+        .out = (bf16 *)out, .q = (const bf16 *)q,
+        .k_cache = quantized ? NULL : (const bf16 *)k_cache, .v_cache = quantized ? NULL : (const bf16 *)v_cache,
+        .k_codes = quantized ? (const uint8_t *)k_cache : NULL, .v_codes = quantized ? (const uint8_t *)v_cache : NULL,
+        .kv = s->kv_dtype, .slot_bytes = tram_kv_slot_bytes(s->kv_dtype, s->n_kv_heads, hd, sizeof(bf16)),
+        .scales_offset = tram_kv_scales_offset(s->n_kv_heads, hd), .positions = b->positions, .query_start = b->query_start, .seq_lens = b->seq_lens,
         .block_tables = b->block_tables, .num_tokens = T, .num_seqs = b->num_seqs,
         .max_blocks = b->max_blocks_per_seq, .n_heads = s->n_heads, .n_kv_heads = s->n_kv_heads,
         .group = s->n_heads / s->n_kv_heads, .block_size = s->block_size, .splits = splits, .scale = s->scale,
         .part_acc = c->attn_partial, .part_ml = c->attn_partial + rows * hd, .rows = ATTN_ALL,
     };
     int decode_v = cuda_variant(c, TRAM_KERNEL_DECODE), prefill_v = cuda_variant(c, TRAM_KERNEL_PREFILL);
-    if (decode_v == 1 && prefill_v == 1) {
+    if ((decode_v == 1 && prefill_v == 1) || quantized) {
         attention_v1(c, p, hd);
         return;
     }

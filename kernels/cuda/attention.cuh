@@ -20,7 +20,10 @@ typedef enum {
 typedef struct {
     bf16 *out;                          /* [tokens][n_heads][head_dim] */
     const bf16 *q;                      /* [tokens][n_heads][head_dim] */
-    const bf16 *k_cache, *v_cache;      /* [slots][n_kv_heads][head_dim] */
+    const bf16 *k_cache, *v_cache;      /* [slots][n_kv_heads][head_dim] (kv TRAM_KV_AUTO) */
+    const uint8_t *k_codes, *v_codes;   /* [slots][slot_bytes] (kv int8 or fp8: variant 1 only) */
+    tram_kv_dtype kv;
+    size_t slot_bytes, scales_offset;   /* kernels/kv_format.h's, for a quantized cache */
     const int32_t *positions, *query_start, *seq_lens, *block_tables;
     int num_tokens, num_seqs, max_blocks, n_heads, n_kv_heads, group, block_size;
     int splits;                         /* variant 1: every token's; variant 2: the grid's bound */

@@ -6,6 +6,7 @@
  * the row's int8 copy for a W8A8 matmul (quant_row.cuh) from the values each
  * thread just wrote, so the row is not read back from another kernel. */
 #include "kernels/cuda/cuda_impl.cuh"
+#include "kernels/cuda/kv_quant.cuh"
 #include "kernels/cuda/quant_row.cuh"
 
 #define ROW_THREADS 256
@@ -286,14 +287,51 @@ static __global__ void kernel_kv_store(bf16 *k_cache, bf16 *v_cache, const bf16 
     }
 }
 
+typedef struct {
+    uint8_t *k_cache, *v_cache;
+    const bf16 *k, *v;
+    const int32_t *slot_mapping;
+    int n_kv_heads, head_dim;
+    size_t slot_bytes, scales_offset; /* kernels/kv_format.h's, computed on the host */
+} kv_store_params;
+
+/* A quantized cache (kv_quant.cuh): one warp per KV head of the token's K
+ * and V, the scale from the head's own max. */
+template <int KV>
+static __global__ void kernel_kv_store_quantized(kv_store_params p)
+{
+    int t = blockIdx.x, warps = blockDim.x / 32, n_kv_heads = p.n_kv_heads, head_dim = p.head_dim;
+    int64_t slot = p.slot_mapping[t];
+    if (slot < 0)
+        return;
+    size_t kd = (size_t)n_kv_heads * head_dim;
+    for (int i = threadIdx.x / 32; i < 2 * n_kv_heads; i += warps) {
+        int h = i % n_kv_heads;
+        const bf16 *x = (i < n_kv_heads ? p.k : p.v) + (size_t)t * kd + (size_t)h * head_dim;
+        kv_quantize_head<KV>((i < n_kv_heads ? p.k_cache : p.v_cache) + slot * p.slot_bytes, p.scales_offset, x, h,
+                             head_dim);
+    }
+}
+
 void cuda_kv_store(tram_backend *be, void *k_cache, void *v_cache, const void *k, const void *v,
                    const int32_t *slot_mapping, int n, const tram_attn_shape *s)
 {
     cuda_state *c = cuda_of(be);
     if (n <= 0)
         return;
-    kernel_kv_store<<<n, ROW_THREADS, 0, c->stream>>>((bf16 *)k_cache, (bf16 *)v_cache, (const bf16 *)k,
-                                                        (const bf16 *)v, slot_mapping, s->n_kv_heads * s->head_dim);
+    kv_store_params p = {
+        .k_cache = (uint8_t *)k_cache, .v_cache = (uint8_t *)v_cache, .k = (const bf16 *)k, .v = (const bf16 *)v,
+        .slot_mapping = slot_mapping, .n_kv_heads = s->n_kv_heads, .head_dim = s->head_dim,
+        .slot_bytes = tram_kv_slot_bytes(s->kv_dtype, s->n_kv_heads, s->head_dim, sizeof(bf16)),
+        .scales_offset = tram_kv_scales_offset(s->n_kv_heads, s->head_dim),
+    };
+    if (s->kv_dtype == TRAM_KV_AUTO)
+        kernel_kv_store<<<n, ROW_THREADS, 0, c->stream>>>((bf16 *)k_cache, (bf16 *)v_cache, (const bf16 *)k,
+                                                            (const bf16 *)v, slot_mapping, s->n_kv_heads * s->head_dim);
+    else if (s->kv_dtype == TRAM_KV_INT8)
+        kernel_kv_store_quantized<TRAM_KV_INT8><<<n, ROW_THREADS, 0, c->stream>>>(p);
+    else
+        kernel_kv_store_quantized<TRAM_KV_FP8><<<n, ROW_THREADS, 0, c->stream>>>(p);
     LAUNCH_CHECK(&c->st, "kernel_kv_store");
 }
 

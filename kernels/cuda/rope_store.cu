@@ -58,7 +58,9 @@ void cuda_rope_store(tram_backend *be, void *q, void *k, void *v, void *k_cache,
     int qd = s->n_heads * s->head_dim, kd = s->n_kv_heads * s->head_dim;
     if (n <= 0)
         return;
-    if (cuda_variant(c, TRAM_KERNEL_ROPE_KV) == 1 || s->head_dim % 2 || s->head_dim > TRAM_CUDA_ATTN_MAX_HEAD_DIM) {
+    /* variant 2 writes bf16 slots; a quantized cache takes kv_store's */
+    if (cuda_variant(c, TRAM_KERNEL_ROPE_KV) == 1 || s->head_dim % 2 || s->head_dim > TRAM_CUDA_ATTN_MAX_HEAD_DIM ||
+        s->kv_dtype != TRAM_KV_AUTO) {
         cuda_split_qkv(be, q, k, v, qkv, n, qd, kd);
         cuda_rope(be, q, k, positions, n, s, inv_freq, style);
         cuda_kv_store(be, k_cache, v_cache, k, v, slot_mapping, n, s);

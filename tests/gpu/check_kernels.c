@@ -621,8 +621,80 @@ static void check_kv_store(int n, const tram_attn_shape *s, int num_slots)
     free(slots);
 }
 
+/* A KV cache on both backends: bf16 / f32 slots (pairs, compared as values)
+ * or a quantized cache's bytes (kernels/kv_format.h: the same layout on
+ * both). */
+typedef struct {
+    void *k[2], *v[2]; /* [0] CPU, [1] GPU */
+    pair pk, pv;       /* the slots themselves, for TRAM_KV_AUTO */
+} kv_pair;
+
+/* The bytes of a quantized cache that differ between the backends, of n. */
+static size_t bytes_differing(void *c, void *g, size_t n)
+{
+    uint8_t *hc = malloc(n), *hg = malloc(n);
+    cpu->download(cpu, hc, c, n);
+    gpu->download(gpu, hg, g, n);
+    sync_both("download");
+    size_t diff = 0;
+    for (size_t i = 0; i < n; i++)
+        diff += hc[i] != hg[i];
+    free(hc), free(hg);
+    return diff;
+}
+
+/* Random K/V in every one of num_slots slots: random bf16 slots for
+ * TRAM_KV_AUTO; else both backends' kv_store quantizes the same random bf16
+ * K/V, and the codes and scales they write must be the same bytes (the same
+ * f32 arithmetic; E4M3 rounds as CUDA's saturating conversion). */
+static kv_pair kv_pair_new(const tram_attn_shape *s, int num_slots)
+{
+    size_t kd = (size_t)s->n_kv_heads * s->head_dim;
+    kv_pair kv;
+    memset(&kv, 0, sizeof(kv));
+    if (s->kv_dtype == TRAM_KV_AUTO) {
+        kv.pk = pair_new(num_slots * kd), kv.pv = pair_new(num_slots * kd);
+        pair_random(kv.pk, 1.0f), pair_random(kv.pv, 1.0f);
+        kv.k[0] = kv.pk.c, kv.k[1] = kv.pk.g, kv.v[0] = kv.pv.c, kv.v[1] = kv.pv.g;
+        return kv;
+    }
+    size_t bytes = (size_t)num_slots * tram_kv_slot_bytes(s->kv_dtype, s->n_kv_heads, s->head_dim, 4);
+    kv.k[0] = cpu->alloc(cpu, bytes), kv.k[1] = gpu->alloc(gpu, bytes);
+    kv.v[0] = cpu->alloc(cpu, bytes), kv.v[1] = gpu->alloc(gpu, bytes);
+    die_if(!kv.k[0] || !kv.k[1] || !kv.v[0] || !kv.v[1], "out of memory");
+    pair k = pair_new(num_slots * kd), v = pair_new(num_slots * kd);
+    pair_random(k, 1.0f), pair_random(v, 1.0f);
+    int32_t *slots = malloc(num_slots * 4);
+    for (int i = 0; i < num_slots; i++)
+        slots[i] = i;
+    ipair sm = ipair_new(slots, num_slots);
+    cpu->kv_store(cpu, kv.k[0], kv.v[0], k.c, v.c, sm.c, num_slots, s);
+    gpu->kv_store(gpu, kv.k[1], kv.v[1], k.g, v.g, sm.g, num_slots, s);
+    sync_both("kv_store (quantized)");
+    size_t diff = bytes_differing(kv.k[0], kv.k[1], bytes) + bytes_differing(kv.v[0], kv.v[1], bytes);
+    int ok = diff == 0;
+    printf("%-6s %-14s %-36s bytes differing %zu of %zu\n", ok ? "PASS" : "FAIL", "kv_store",
+           s->kv_dtype == TRAM_KV_INT8 ? "int8 cache" : "fp8 cache", diff, 2 * bytes);
+    failures += !ok;
+    cases++;
+    pair_free(k), pair_free(v);
+    ipair_free(sm);
+    free(slots);
+    return kv;
+}
+
+static void kv_pair_free(kv_pair *kv, tram_kv_dtype t)
+{
+    if (t == TRAM_KV_AUTO) {
+        pair_free(kv->pk), pair_free(kv->pv);
+        return;
+    }
+    cpu->free(cpu, kv->k[0]), gpu->free(gpu, kv->k[1]);
+    cpu->free(cpu, kv->v[0]), gpu->free(gpu, kv->v[1]);
+}
+
 /* A unified batch over random, shuffled block tables; the cache is random
- * everywhere, so reading a wrong block shows as error. */
+ * everywhere (quantized from random K/V for an int8 or fp8 cache), so reading a wrong block shows as error. */
 static void check_attention(const char *what, const seq_spec *seqs, int num_seqs, const tram_attn_shape *s)
 {
     int bs = s->block_size, max_blocks = 1, T = 0;
@@ -650,20 +722,24 @@ static void check_attention(const char *what, const seq_spec *seqs, int num_seqs
     }
     ipair bt = ipair_new(tables, (size_t)num_seqs * max_blocks), q_s = ipair_new(qs, num_seqs + 1);
     ipair sl = ipair_new(lens, num_seqs), ps = ipair_new(pos, T);
-    size_t kd = (size_t)s->n_kv_heads * s->head_dim, qd = (size_t)s->n_heads * s->head_dim;
-    pair kc = pair_new((size_t)num_blocks * bs * kd), vc = pair_new(kc.n), q = pair_new(T * qd), out = pair_new(T * qd);
-    pair_random(kc, 1.0f), pair_random(vc, 1.0f), pair_random(q, 1.0f);
+    size_t qd = (size_t)s->n_heads * s->head_dim;
+    kv_pair kv = kv_pair_new(s, num_blocks * bs);
+    pair q = pair_new(T * qd), out = pair_new(T * qd);
+    pair_random(q, 1.0f);
     pair_poison(out);
     tram_batch bc = {.num_tokens = T, .num_seqs = num_seqs, .positions = ps.c, .query_start = q_s.c,
                      .seq_lens = sl.c, .block_tables = bt.c, .max_blocks_per_seq = max_blocks};
     tram_batch bg = {.num_tokens = T, .num_seqs = num_seqs, .positions = ps.g, .query_start = q_s.g,
                      .seq_lens = sl.g, .block_tables = bt.g, .max_blocks_per_seq = max_blocks};
-    cpu->attention(cpu, out.c, q.c, kc.c, vc.c, &bc, s);
-    gpu->attention(gpu, out.g, q.g, kc.g, vc.g, &bg, s);
+    cpu->attention(cpu, out.c, q.c, kv.k[0], kv.v[0], &bc, s);
+    gpu->attention(gpu, out.g, q.g, kv.k[1], kv.v[1], &bg, s);
+    static const char *const kv_names[] = {"", " int8", " fp8"};
     char shape[64];
-    snprintf(shape, sizeof(shape), "%s T %d h %d/%d hd %d", what, T, s->n_heads, s->n_kv_heads, s->head_dim);
+    snprintf(shape, sizeof(shape), "%s T %d h %d/%d hd %d%s", what, T, s->n_heads, s->n_kv_heads, s->head_dim,
+             kv_names[s->kv_dtype]);
     pair_check(out, out.n, "attention", shape);
-    pair_free(kc), pair_free(vc), pair_free(q), pair_free(out);
+    kv_pair_free(&kv, s->kv_dtype);
+    pair_free(q), pair_free(out);
     ipair_free(bt), ipair_free(q_s), ipair_free(sl), ipair_free(ps);
     free(perm), free(tables), free(qs), free(lens), free(pos);
 }
@@ -689,6 +765,14 @@ static void check_attention_shapes(size_t num_shapes)
         check_attention("prefill", prefill, 1, &s);
         check_attention("mixed", mixed, 5, &s);
         check_kv_store(1 + rand() % 100, &s, 512);
+        /* the quantized caches (kernels/kv_format.h): CUDA's kv_store writes
+         * the CPU's bytes, and attends over them as the CPU does */
+        for (int t = TRAM_KV_INT8; t <= TRAM_KV_FP8; t++) {
+            tram_attn_shape sq = s;
+            sq.kv_dtype = (tram_kv_dtype)t;
+            check_attention("decode-5", decode_many, 5, &sq);
+            check_attention("mixed", mixed, 5, &sq);
+        }
     }
 }
 
