@@ -247,7 +247,8 @@ static size_t draft_block_bytes(const tram_engine *e, tram_kv_dtype kv)
 static tram_draft_env draft_env(const tram_engine *e, const tram_model_limits *lim)
 {
     int self = !strcmp(e->cfg.spec.method, "self");
-    tram_draft_env d = {.file = self ? e->file : e->draft_file, .be = e->be, .lim = *lim, .vocab = e->vocab};
+    tram_draft_env d = {.file = self ? e->file : e->draft_file, .be = e->be, .lim = *lim, .vocab = e->vocab,
+                        .max_batch = e->spec_max_batch};
     if (self) {
         d.lim.keep_blocks = 1;
         d.lim.quantize_int8 = 0;

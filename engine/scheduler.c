@@ -33,7 +33,8 @@ int tram_scheduler_init(tram_scheduler *s, tram_block_manager *bm, tram_sched_po
     };
     s->running = tram_calloc((size_t)max_seqs, sizeof(*s->running), err);
     s->items = tram_calloc((size_t)max_seqs, sizeof(*s->items), err);
-    if (!s->running || !s->items) {
+    s->proposals = tram_calloc((size_t)max_seqs, sizeof(*s->proposals), err);
+    if (!s->running || !s->items || !s->proposals) {
         tram_scheduler_free(s);
         return -1;
     }
@@ -45,6 +46,7 @@ void tram_scheduler_free(tram_scheduler *s)
     free(s->waiting);
     free(s->running);
     free(s->items);
+    free(s->proposals);
     memset(s, 0, sizeof(*s));
 }
 
@@ -188,22 +190,30 @@ static int speculating(tram_scheduler *s, spec_plan *plan)
     return 0;
 }
 
+/* What the proposer sees of seq, and where its guesses go. */
+static tram_propose_seq proposal(tram_seq *seq, int max_k)
+{
+    return (tram_propose_seq){.tokens = seq->tokens, .n = seq->num_tokens, .table = &seq->table,
+                              .draft_computed = &seq->draft_computed, .max_k = max_k,
+                              .out = seq->tokens + seq->num_tokens};
+}
+
 /* A sequence whose drafts the rule declines still guesses one token, when
  * guessing is cheap, to check against the token drawn (its shadow). */
 static void shadow_guess(tram_scheduler *s, tram_seq *seq)
 {
-    tram_propose_seq ps = {.tokens = seq->tokens, .n = seq->num_tokens, .table = &seq->table,
-                           .draft_computed = &seq->draft_computed};
+    tram_propose_seq ps = proposal(seq, 1);
     tram_error err;
-    if (!s->proposer->runs_model && s->proposer->propose(s->proposer, &ps, 1, seq->tokens + seq->num_tokens, &err) == 1)
+    if (!s->proposer->runs_model && !s->proposer->propose(s->proposer, &ps, 1, &err) && ps.got == 1)
         seq->spec.shadow = seq->tokens[seq->num_tokens];
 }
 
-/* The drafts of a decoding sequence, written after its tokens: as many as
- * the automatic rule finds worth verifying (spec.h) within the budget and
- * what its max_tokens leave room for (the draw after the last draft is one
- * more token).  Their blocks must be free without preempting. */
-static int propose_drafts(tram_scheduler *s, tram_seq *seq, int budget, spec_plan *plan)
+/* How many drafts a decoding sequence asks for: as many as the automatic
+ * rule finds worth verifying (spec.h) within the budget and what its
+ * max_tokens leave room for (the draw after the last draft is one more
+ * token).  Their blocks must be free without preempting.  The guesses
+ * themselves come in one proposal for the whole step (propose_step). */
+static int want_drafts(tram_scheduler *s, tram_seq *seq, int budget, spec_plan *plan)
 {
     int room = seq->prompt_len + seq->req->max_tokens - seq->num_tokens - 1;
     int k = TRAM_MIN(TRAM_MIN(s->spec_k, room), budget - 1);
@@ -219,16 +229,34 @@ static int propose_drafts(tram_scheduler *s, tram_seq *seq, int budget, spec_pla
     }
     if (tram_bm_grow(s->bm, &seq->table, seq->num_tokens + want))
         return 0;
-    tram_propose_seq ps = {.tokens = seq->tokens, .n = seq->num_tokens, .table = &seq->table,
-                           .draft_computed = &seq->draft_computed};
+    s->proposals[s->num_proposals++] = proposal(seq, want);
+    plan->tokens += want;
+    plan->yield += tram_spec_gain(&seq->spec, want);
+    return want;
+}
+
+/* The guesses of every sequence that asked for drafts this step, in one
+ * call of the proposer (a draft model's passes batched across them); the
+ * items shrink to the drafts proposed, and the budget takes back the rest.
+ * Drafts change no output: a proposer that fails costs the step its drafts
+ * only. */
+static void propose_step(tram_scheduler *s, int *budget)
+{
+    if (!s->num_proposals)
+        return;
     tram_error err;
-    /* drafts change no output: a proposer that fails costs the step its drafts only */
-    int got = s->proposer->propose(s->proposer, &ps, want, seq->tokens + seq->num_tokens, &err);
-    if (got <= 0)
-        return 0;
-    plan->tokens += got;
-    plan->yield += tram_spec_gain(&seq->spec, got);
-    return got;
+    int failed = s->proposer->propose(s->proposer, s->proposals, s->num_proposals, &err);
+    for (int i = 0, p = 0; i < s->num_items && p < s->num_proposals; i++) {
+        tram_sched_item *it = &s->items[i];
+        if (!it->num_draft)
+            continue;
+        const tram_propose_seq *ps = &s->proposals[p++];
+        int got = failed ? 0 : TRAM_MIN(ps->got, it->num_draft);
+        it->num_new -= it->num_draft - got;
+        *budget += it->num_draft - got;
+        it->num_draft = got;
+    }
+    s->num_proposals = 0;
 }
 
 /* Returns 1 if it had to preempt. */
@@ -241,7 +269,7 @@ static int schedule_running(tram_scheduler *s, int *budget, int *prompt_rows)
         int n = chunk_size(seq, *budget, prompt_rows);
         if (n == 0)
             continue;
-        int drafts = spec ? propose_drafts(s, seq, *budget, &plan) : 0;
+        int drafts = spec ? want_drafts(s, seq, *budget, &plan) : 0;
         if (drafts) {
             push_item(s, seq, n, drafts, budget);
             continue;
@@ -259,6 +287,7 @@ static int schedule_running(tram_scheduler *s, int *budget, int *prompt_rows)
             break;
         push_item(s, seq, n, 0, budget);
     }
+    propose_step(s, budget);
     return preempted;
 }
 

@@ -47,6 +47,8 @@ typedef struct {
     uint64_t cache_queries, cache_hits; /* prompt tokens looked up / found, at admission */
     uint64_t prompt_tokens;    /* prompts of requests admitted for the first time */
     tram_proposer *proposer;   /* NULL: no speculation */
+    tram_propose_seq *proposals; /* [max_seqs]: the step's sequences that asked for drafts */
+    int num_proposals;
     int spec_k, spec_max_batch;
     int spec_always;           /* verify every proposal: no automatic rule */
     tram_step_cost cost;       /* decode steps' measured time (the engine adds to it) */

@@ -63,11 +63,15 @@ typedef struct {
     int lookup_min, lookup_max;
 } ngram_proposer;
 
-static int ngram_propose(tram_proposer *p, const tram_propose_seq *s, int max_k, int32_t *out, tram_error *err)
+static int ngram_propose(tram_proposer *p, tram_propose_seq *seqs, int num_seqs, tram_error *err)
 {
     (void)err;
     const ngram_proposer *g = (const ngram_proposer *)p;
-    return tram_ngram_propose(s->tokens, s->n, g->lookup_min, g->lookup_max, max_k, out);
+    for (int i = 0; i < num_seqs; i++) {
+        tram_propose_seq *s = &seqs[i];
+        s->got = tram_ngram_propose(s->tokens, s->n, g->lookup_min, g->lookup_max, s->max_k, s->out);
+    }
+    return 0;
 }
 
 static void ngram_destroy(tram_proposer *p) { free(p); }

@@ -17,12 +17,16 @@
 #include "engine/tram.h"
 #include "models/model.h"
 
-/* What a proposer sees of a decoding sequence. */
+/* One decoding sequence's part of a proposal: what the proposer sees of
+ * it, and where its guesses go. */
 typedef struct {
     const int32_t *tokens;
     int n;                          /* tokens[0, n): prompt and output so far */
     const tram_block_table *table;  /* its KV blocks, covering n + max_k tokens */
     int *draft_computed;            /* of tokens, those whose KV a draft model holds */
+    int max_k;                      /* the most guesses wanted */
+    int32_t *out;                   /* [max_k]: the guesses */
+    int got;                        /* written: how many (0: no guess this step) */
 } tram_propose_seq;
 
 typedef struct tram_proposer tram_proposer;
@@ -30,9 +34,11 @@ typedef struct tram_proposer tram_proposer;
 struct tram_proposer {
     const char *name;           /* the --speculative-config method */
     int runs_model;             /* its guesses cost a forward pass each (no shadow guesses) */
-    /* Writes at most max_k guesses of the tokens after s's to out; returns
-     * how many (0: no guess this step), -1 on error. */
-    int (*propose)(tram_proposer *p, const tram_propose_seq *s, int max_k, int32_t *out, tram_error *err);
+    /* Guesses for all of a step's speculating sequences at once (a draft
+     * model runs them together, one pass per guess position; one sequence
+     * is a batch of one): each seqs[i].got is set; -1 on error, when no
+     * guess counts. */
+    int (*propose)(tram_proposer *p, tram_propose_seq *seqs, int num_seqs, tram_error *err);
     void (*destroy)(tram_proposer *p);
 };
 
@@ -43,12 +49,14 @@ int tram_spec_config_check(const tram_spec_config *c, tram_error *err);
 /* What a draft model is loaded from: its file (the target's own for the
  * self-draft) with the limits it runs under (the self-draft's keep the
  * file's GGUF blocks), on the target's backend (rank 0), drawing from the
- * first vocab logits; file NULL for a proposer without a model. */
+ * first vocab logits, for at most max_batch sequences a step; file NULL
+ * for a proposer without a model. */
 typedef struct {
     tram_model_file *file;
     tram_backend *be;
     tram_model_limits lim;
     int vocab;
+    int max_batch;
 } tram_draft_env;
 
 /* The proposer c names, or NULL in *out when speculation is off. */
@@ -65,7 +73,8 @@ int tram_ngram_propose(const int32_t *tokens, int n, int lookup_min, int lookup_
 /* A draft model's proposer (spec_draft.c), named method: the quantized
  * self-draft ("self": the target's own file with its GGUF blocks kept,
  * drafting for the f32 target) or a separate model ("draft_model").  It
- * drafts greedily, one forward pass per guess. */
+ * drafts greedily, one forward pass per guess position for all the
+ * sequences of a step together. */
 int tram_draft_proposer_create(tram_proposer **out, const char *method, const tram_draft_env *env,
                                tram_error *err);
 

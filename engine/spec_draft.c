@@ -10,7 +10,11 @@
  * rollback of the table rolls both back.  Each sequence says how many of
  * its tokens the draft holds (draft_computed): the draft catches up from
  * there (the whole prompt the first time, the accepted drafts' last one
- * after a run of full acceptance), then runs one token per guess. */
+ * after a run of full acceptance), then runs one token per guess.  All the
+ * sequences of a step draft together: guess j of each is one pass over
+ * their spans, the catch-ups and guesses concatenated in one unified batch
+ * with a query range and block table each, so that reading the draft's
+ * weights is paid once per guess position, not once per sequence. */
 #include "engine/spec.h"
 
 #include <stdlib.h>
@@ -19,10 +23,21 @@
 typedef struct {
     tram_proposer base;
     tram_model *model;
-    int vocab, max_tokens, block_size, max_blocks_per_seq;
+    int vocab, model_vocab;      /* guesses among the first vocab of the model's logits */
+    int max_tokens, max_seqs;    /* one pass's most tokens and sequences */
+    int block_size, max_blocks_per_seq;
     int32_t *ids, *pos, *slots;  /* [max_tokens]: one pass's tokens */
-    float *logits;               /* one row of the draft's logits */
+    int32_t *query_start;        /* [max_seqs + 1] */
+    int32_t *seq_lens;           /* [max_seqs] */
+    int32_t *tables;             /* [max_seqs][max_blocks_per_seq] */
+    int32_t *rows, *row_seq;     /* [max_seqs]: the logits rows drawn from, whose sequence */
+    float *logits;               /* [max_seqs][model_vocab] */
 } draft_proposer;
+
+/* What one pass holds so far. */
+typedef struct {
+    int tokens, seqs, rows;
+} draft_pass;
 
 static int32_t argmax(const float *row, int n)
 {
@@ -33,48 +48,87 @@ static int32_t argmax(const float *row, int n)
     return best;
 }
 
-/* Runs positions [from, to) of the sequence, its tokens then the guesses so
- * far, through the draft in passes of at most max_tokens; the logits are
- * the last position's. */
-static int run_span(draft_proposer *d, const tram_propose_seq *s, const int32_t *guesses, int from, int to,
-                    tram_error *err)
+/* Adds to the pass what room is left of the positions of s that the draft
+ * has not run before guess j (its tokens, then its guesses so far), which is
+ * s's i-th; returns 1 when they all fit, and the last one's logits are drawn
+ * from. */
+static int add_span(draft_proposer *d, draft_pass *p, tram_propose_seq *s, int i, int j)
 {
-    int bs = d->block_size;
-    while (from < to) {
-        int n = TRAM_MIN(to - from, d->max_tokens);
-        for (int i = 0; i < n; i++) {
-            int p = from + i;
-            d->ids[i] = p < s->n ? s->tokens[p] : guesses[p - s->n];
-            d->pos[i] = p;
-            d->slots[i] = s->table->blocks[p / bs] * bs + p % bs;
-        }
-        int32_t query_start[2] = {0, n}, seq_len = from + n, row = n - 1;
-        tram_batch b = {.num_tokens = n, .num_seqs = 1, .token_ids = d->ids, .positions = d->pos,
-                        .slot_mapping = d->slots, .query_start = query_start, .seq_lens = &seq_len,
-                        .block_tables = s->table->blocks, .max_blocks_per_seq = d->max_blocks_per_seq,
-                        .logits_rows = &row, .num_logits = 1};
-        if (tram_model_forward(d->model, &b, d->logits, err))
+    int bs = d->block_size, from = *s->draft_computed, to = s->n + j;
+    int n = TRAM_MIN(to - from, d->max_tokens - p->tokens);
+    for (int t = 0; t < n; t++) {
+        int q = from + t, at = p->tokens + t;
+        d->ids[at] = q < s->n ? s->tokens[q] : s->out[q - s->n];
+        d->pos[at] = q;
+        d->slots[at] = s->table->blocks[q / bs] * bs + q % bs;
+    }
+    p->tokens += n;
+    d->query_start[p->seqs + 1] = p->tokens;
+    d->seq_lens[p->seqs] = from + n;
+    memcpy(d->tables + (size_t)p->seqs * d->max_blocks_per_seq, s->table->blocks,
+           (size_t)((from + n + bs - 1) / bs) * sizeof(int32_t));
+    p->seqs++;
+    *s->draft_computed = from + n;
+    if (from + n < to)
+        return 0;
+    d->rows[p->rows] = p->tokens - 1;
+    d->row_seq[p->rows++] = i;
+    return 1;
+}
+
+static int run_pass(draft_proposer *d, const draft_pass *p, tram_propose_seq *seqs, int j, tram_error *err)
+{
+    tram_batch b = {.num_tokens = p->tokens, .num_seqs = p->seqs, .token_ids = d->ids, .positions = d->pos,
+                    .slot_mapping = d->slots, .query_start = d->query_start, .seq_lens = d->seq_lens,
+                    .block_tables = d->tables, .max_blocks_per_seq = d->max_blocks_per_seq,
+                    .logits_rows = d->rows, .num_logits = p->rows};
+    if (tram_model_forward(d->model, &b, d->logits, err))
+        return -1;
+    for (int r = 0; r < p->rows; r++)
+        seqs[d->row_seq[r]].out[j] = argmax(d->logits + (size_t)r * d->model_vocab, d->vocab);
+    return 0;
+}
+
+/* Guess j of every sequence that wants one: the sequences' spans packed
+ * into as few passes as max_tokens and max_seqs allow (a long catch-up
+ * continues in the next pass, as a chunked prefill does). */
+static int guess_position(draft_proposer *d, tram_propose_seq *seqs, int num_seqs, int j, tram_error *err)
+{
+    int i = 0;
+    while (i < num_seqs) {
+        draft_pass p = {0};
+        d->query_start[0] = 0;
+        for (; i < num_seqs && p.tokens < d->max_tokens && p.seqs < d->max_seqs; i++)
+            if (j < seqs[i].max_k && !add_span(d, &p, &seqs[i], i, j))
+                break;
+        if (p.seqs && run_pass(d, &p, seqs, j, err))
             return -1;
-        from += n;
     }
     return 0;
 }
 
-static int draft_propose(tram_proposer *p, const tram_propose_seq *s, int max_k, int32_t *out, tram_error *err)
+/* The draft catches each sequence up from what it holds (the whole prompt
+ * the first time), then runs one token per guess; the last guess is drawn,
+ * not run. */
+static int draft_propose(tram_proposer *p, tram_propose_seq *seqs, int num_seqs, tram_error *err)
 {
     draft_proposer *d = (draft_proposer *)p;
-    int from = TRAM_MIN(*s->draft_computed, s->n - 1);
-    for (int j = 0; j < max_k; j++) {
-        if (run_span(d, s, out, from, s->n + j, err)) {
-            *s->draft_computed = 0;
+    int most = 0;
+    for (int i = 0; i < num_seqs; i++) {
+        tram_propose_seq *s = &seqs[i];
+        *s->draft_computed = TRAM_MIN(*s->draft_computed, s->n - 1);
+        s->got = 0;
+        most = TRAM_MAX(most, s->max_k);
+    }
+    for (int j = 0; j < most; j++)
+        if (guess_position(d, seqs, num_seqs, j, err)) {
+            for (int i = 0; i < num_seqs; i++)
+                *seqs[i].draft_computed = 0;
             return -1;
         }
-        out[j] = argmax(d->logits, d->vocab);
-        from = s->n + j;
-    }
-    /* the last guess was drawn, not run */
-    *s->draft_computed = s->n + max_k - 1;
-    return max_k;
+    for (int i = 0; i < num_seqs; i++)
+        seqs[i].got = seqs[i].max_k;
+    return 0;
 }
 
 static void draft_destroy(tram_proposer *p)
@@ -84,6 +138,11 @@ static void draft_destroy(tram_proposer *p)
     free(d->ids);
     free(d->pos);
     free(d->slots);
+    free(d->query_start);
+    free(d->seq_lens);
+    free(d->tables);
+    free(d->rows);
+    free(d->row_seq);
     free(d->logits);
     free(d);
 }
@@ -121,20 +180,27 @@ int tram_draft_proposer_create(tram_proposer **out, const char *method, const tr
     *d = (draft_proposer){
         .base = {.name = method, .runs_model = 1, .propose = draft_propose, .destroy = draft_destroy},
         .vocab = env->vocab,
+        .model_vocab = tram_model_file_config(env->file)->vocab_size,
         .max_tokens = env->lim.max_tokens,
+        .max_seqs = TRAM_MIN(env->lim.max_seqs, env->max_batch),
         .block_size = env->lim.block_size,
         .max_blocks_per_seq = env->lim.max_blocks_per_seq,
     };
     tram_model_limits lim = env->lim;
     lim.max_loras = 0;
     lim.max_lora_rank = 0;
-    size_t t = (size_t)d->max_tokens;
+    size_t t = (size_t)d->max_tokens, n = (size_t)d->max_seqs;
     d->ids = tram_calloc(t, sizeof(int32_t), err);
     d->pos = tram_calloc(t, sizeof(int32_t), err);
     d->slots = tram_calloc(t, sizeof(int32_t), err);
-    d->logits = tram_calloc((size_t)tram_model_file_config(env->file)->vocab_size, sizeof(float), err);
-    if (!d->ids || !d->pos || !d->slots || !d->logits ||
-        tram_model_create(&d->model, env->file, env->be, &lim, err)) {
+    d->query_start = tram_calloc(n + 1, sizeof(int32_t), err);
+    d->seq_lens = tram_calloc(n, sizeof(int32_t), err);
+    d->tables = tram_calloc(n * (size_t)d->max_blocks_per_seq, sizeof(int32_t), err);
+    d->rows = tram_calloc(n, sizeof(int32_t), err);
+    d->row_seq = tram_calloc(n, sizeof(int32_t), err);
+    d->logits = tram_calloc(n * (size_t)d->model_vocab, sizeof(float), err);
+    if (!d->ids || !d->pos || !d->slots || !d->query_start || !d->seq_lens || !d->tables || !d->rows ||
+        !d->row_seq || !d->logits || tram_model_create(&d->model, env->file, env->be, &lim, err)) {
         draft_destroy(&d->base);
         return -1;
     }

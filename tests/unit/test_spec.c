@@ -484,6 +484,80 @@ Test(spec_draft, refuses_a_draft_with_another_vocabulary)
     cr_assert(strstr(err.msg, "\"model\""), "%s", err.msg);
 }
 
+/* The batched draft against one sequence at a time: six sequences in one
+ * call, in passes of at most 8 tokens and 4 sequences (so catch-ups and
+ * sequences spill into further passes), guess the tokens each sequence
+ * guesses alone in a proposer of its own (its own KV); then each accepts
+ * some of its guesses (none, some, all) and both draft on from what their
+ * draft holds. */
+#define DRAFT_SEQS 6
+#define DRAFT_BLOCKS 16 /* of 4 tokens: sequence i owns blocks [16 i, 16 i + 16) */
+
+static tram_proposer *tiny_draft(tram_model_file *f, tram_backend *be, int max_batch)
+{
+    tram_draft_env env = {.file = f, .be = be, .vocab = V, .max_batch = max_batch,
+                          .lim = {.max_tokens = 8, .max_seqs = 8, .max_blocks_per_seq = DRAFT_BLOCKS,
+                                  .num_blocks = DRAFT_SEQS * DRAFT_BLOCKS, .block_size = 4,
+                                  .weight_type = TRAM_W_F32}};
+    tram_proposer *p = NULL;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_draft_proposer_create(&p, "draft_model", &env, &err), 0, "%s", err.msg);
+    return p;
+}
+
+Test(spec_draft, batched_guesses_equal_one_sequence_at_a_time, .timeout = 60)
+{
+    tram_model_file *f = NULL;
+    tram_backend *be = NULL;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_model_file_open_dummy(&f, "tests/fixtures/spec/tiny-draft.json", &err), 0, "%s", err.msg);
+    cr_assert_eq(tram_backend_cpu_create(&be, 1, &err), 0, "%s", err.msg);
+    tram_proposer *together = tiny_draft(f, be, 4), *alone = tiny_draft(f, be, 1);
+    static int32_t blocks[DRAFT_SEQS][DRAFT_BLOCKS], toks[2][DRAFT_SEQS][64];
+    tram_block_table tables[DRAFT_SEQS];
+    int n[DRAFT_SEQS], computed[2][DRAFT_SEQS] = {{0}}, distinct = 0, seen[V] = {0};
+    for (int i = 0; i < DRAFT_SEQS; i++) {
+        for (int b = 0; b < DRAFT_BLOCKS; b++)
+            blocks[i][b] = i * DRAFT_BLOCKS + b;
+        tables[i] = (tram_block_table){.blocks = blocks[i], .num_blocks = DRAFT_BLOCKS};
+        n[i] = 3 + 3 * i;
+        for (int t = 0; t < n[i]; t++)
+            toks[0][i][t] = toks[1][i][t] = (i * 5 + t * 7) % V;
+    }
+    for (int round = 0; round < 3; round++) {
+        tram_propose_seq batch[DRAFT_SEQS];
+        for (int i = 0; i < DRAFT_SEQS; i++)
+            batch[i] = (tram_propose_seq){.tokens = toks[0][i], .n = n[i], .table = &tables[i],
+                                          .draft_computed = &computed[0][i], .max_k = 1 + (i + round) % 4,
+                                          .out = toks[0][i] + n[i]};
+        cr_assert_eq(together->propose(together, batch, DRAFT_SEQS, &err), 0, "%s", err.msg);
+        for (int i = 0; i < DRAFT_SEQS; i++) {
+            int k = batch[i].max_k;
+            tram_propose_seq one = {.tokens = toks[1][i], .n = n[i], .table = &tables[i],
+                                    .draft_computed = &computed[1][i], .max_k = k, .out = toks[1][i] + n[i]};
+            cr_assert_eq(alone->propose(alone, &one, 1, &err), 0, "%s", err.msg);
+            cr_assert_eq(batch[i].got, k);
+            cr_assert_eq(one.got, k);
+            cr_assert_arr_eq(batch[i].out, one.out, (size_t)k * sizeof(int32_t), "round %d sequence %d", round, i);
+            cr_assert_eq(computed[0][i], computed[1][i]);
+            for (int j = 0; j < k; j++)
+                distinct += !seen[one.out[j]]++;
+            /* j of the k guesses accepted, then the target's own draw; the
+             * draft holds the accepted ones (engine.c's count_accepted) */
+            int j = (i + round) % (k + 1);
+            toks[0][i][n[i] + j] = toks[1][i][n[i] + j] = (i + round + 3) % V;
+            for (int c = 0; c < 2; c++)
+                computed[c][i] = TRAM_MIN(computed[c][i], n[i] + j);
+            n[i] += j + 1;
+        }
+    }
+    cr_assert_gt(distinct, 2, "the guesses depend on the text, or the comparison proves little");
+    tram_proposer_destroy(together);
+    tram_proposer_destroy(alone);
+    be->destroy(be);
+    tram_model_file_close(f);
+}
+
 /* Every token once, then a pattern the n-gram lookup continues: whatever is
  * drawn first has an earlier occurrence, so the second token is verified. */
 static const int32_t law_prompt[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 5, 6, 7, 5, 6};
