@@ -19,4 +19,5 @@ export TRAM_MODEL="${TRAM_MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 # one engine thread per server: OpenMP spinning on a shared 2-core box costs more than it gives
 export TRAM_TEST_THREADS="${TRAM_TEST_THREADS:-1}"
 # shellcheck disable=SC2086
-exec "$VENV/bin/python" -m pytest tests/api -q -rs -p no:cacheprovider $PYTEST_ARGS
+# --durations: the slowest tests, so that CI shows where its minutes go
+exec "$VENV/bin/python" -m pytest tests/api -q -rs --durations=25 -p no:cacheprovider $PYTEST_ARGS
