@@ -19,7 +19,7 @@ static void usage(FILE *out)
             "  -m, --model PATH               GGUF file or HF directory (%s)\n"
             "  --host ADDR                    address to listen on (127.0.0.1)\n"
             "  --port N                       port (8000)\n"
-            "  --lora-modules NAME=PATH[,...]  PEFT LoRA adapters served as models NAME, repeatable\n"
+            "  --lora-modules NAME=PATH[,...]  LoRA adapters (PEFT dirs, GGUF files) as models NAME, repeatable\n"
             "  --enable-lora-runtime-updates  POST /v1/load_lora_adapter, /v1/unload_lora_adapter (off)\n"
             "  --served-model-name NAME[,NAME...]  the model's names in the API, repeatable; the\n"
             "                                 first is the one responses carry (the file's name)\n"

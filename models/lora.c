@@ -1,39 +1,19 @@
-/* lora.c — a PEFT LoRA adapter directory read and checked against its base
- * (see lora.h). */
+/* lora.c — a LoRA adapter read and checked against its base (see lora.h):
+ * a PEFT directory here, a GGUF file through lora_gguf.c. */
 #include "models/lora.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "models/json_util.h"
+#include "models/lora_gguf.h"
 #include "models/safetensors.h"
 
-static const char *const target_names[TRAM_LORA_N_TARGETS] = {"q_proj", "k_proj", "v_proj", "o_proj",
-                                                              "gate_proj", "up_proj", "down_proj"};
 static const char *const target_modules[TRAM_LORA_N_TARGETS] = {"self_attn", "self_attn", "self_attn", "self_attn",
                                                                 "mlp", "mlp", "mlp"};
-static const char *const base_names[TRAM_LORA_N_TARGETS] = {"attn_q", "attn_k", "attn_v", "attn_output",
-                                                            "ffn_gate", "ffn_up", "ffn_down"};
-
-const char *tram_lora_target_name(tram_lora_target t) { return target_names[t]; }
-
-void tram_lora_base_name(tram_lora_target t, int layer, char *out, size_t cap)
-{
-    snprintf(out, cap, "blk.%d.%s.weight", layer, base_names[t]);
-}
-
-void tram_lora_target_dims(const tram_model_config *c, tram_lora_target t, int *in, int *out)
-{
-    int qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;
-    switch (t) {
-    case TRAM_LORA_O: *in = qd, *out = c->dim; break;
-    case TRAM_LORA_GATE: case TRAM_LORA_UP: *in = c->dim, *out = c->ffn_dim; break;
-    case TRAM_LORA_DOWN: *in = c->ffn_dim, *out = c->dim; break;
-    default: *in = c->dim, *out = t == TRAM_LORA_Q ? qd : kd; break;
-    }
-}
 
 /* ---------------------------------------------------------------- adapter_config.json */
 
@@ -116,7 +96,7 @@ static int config_refusals(const json_t *root, const char *path, tram_error *err
 static int target_of(const char *name)
 {
     for (int t = 0; t < TRAM_LORA_N_TARGETS; t++)
-        if (!strcmp(name, target_names[t]))
+        if (!strcmp(name, tram_lora_target_name(t)))
             return t;
     return -1;
 }
@@ -187,7 +167,7 @@ static int read_config(tram_lora_adapter *a, int max_rank, tram_error *err)
 static void factor_name(char *out, size_t cap, int layer, int t, char which)
 {
     snprintf(out, cap, "base_model.model.model.layers.%d.%s.%s.lora_%c.weight", layer, target_modules[t],
-             target_names[t], which);
+             tram_lora_target_name(t), which);
 }
 
 /* The vocabulary rows of tensor i when it is the embedding's or the output
@@ -284,6 +264,49 @@ static int read_tensors(tram_lora_adapter *a, const tram_model_config *base, tra
     return rc;
 }
 
+/* ---------------------------------------------------------------- both formats */
+
+/* B's rows of Q and K in the base's order: llama.cpp permutes each head's
+ * rows of a llama-arch GGUF for interleaved RoPE, pair j's halves s at
+ * 2j + s, where HF keeps NeoX's s * half + j; `rows` is the adapter's. */
+static int to_base_rows(tram_lora_adapter *a, const tram_model_config *base, tram_rope_style rows, tram_error *err)
+{
+    if (rows == base->rope_style || !(a->targets & (1u << TRAM_LORA_Q | 1u << TRAM_LORA_K)))
+        return 0;
+    int hd = base->head_dim, half = hd / 2, r = a->rank;
+    float *tmp = tram_calloc((size_t)base->n_heads * hd * r, sizeof(float), err);
+    if (!tmp)
+        return -1;
+    for (int l = 0; l < a->n_layers; l++)
+        for (int p = TRAM_LORA_Q; p <= TRAM_LORA_K; p++) {
+            float *b = a->b[l * TRAM_LORA_N_TARGETS + p];
+            int in, out;
+            tram_lora_target_dims(base, p, &in, &out);
+            for (int row = 0; b && row < out; row++) {
+                int i = row % hd, neox = base->rope_style == TRAM_ROPE_NEOX;
+                int j = neox ? i % half : i / 2, s = neox ? i / half : i % 2;
+                int src = row - i + (rows == TRAM_ROPE_NEOX ? s * half + j : 2 * j + s);
+                memcpy(tmp + (size_t)row * r, b + (size_t)src * r, (size_t)r * sizeof(float));
+            }
+            if (b)
+                memcpy(b, tmp, (size_t)out * r * sizeof(float));
+        }
+    free(tmp);
+    return 0;
+}
+
+/* A PEFT directory, its rows as HF's; or a GGUF file, its rows as its
+ * architecture's. */
+static int read_adapter(tram_lora_adapter *a, const tram_model_config *base, int max_rank, tram_error *err)
+{
+    struct stat st;
+    tram_rope_style rows = TRAM_ROPE_NEOX;
+    int rc = !stat(a->path, &st) && S_ISREG(st.st_mode)
+                 ? tram_lora_gguf_read(a, base, max_rank, &rows, err) || check_targets(a, base, err)
+                 : read_config(a, max_rank, err) || check_targets(a, base, err) || read_tensors(a, base, err);
+    return rc ? -1 : to_base_rows(a, base, rows, err);
+}
+
 int tram_lora_open(tram_lora_adapter **out, const char *path, const tram_model_config *base, int max_rank,
                    tram_error *err)
 {
@@ -299,7 +322,7 @@ int tram_lora_open(tram_lora_adapter **out, const char *path, const tram_model_c
     size_t n = (size_t)a->n_layers * TRAM_LORA_N_TARGETS;
     a->a = tram_calloc(n, sizeof(*a->a), err);
     a->b = a->a ? tram_calloc(n, sizeof(*a->b), err) : NULL;
-    if (!a->b || read_config(a, max_rank, err) || check_targets(a, base, err) || read_tensors(a, base, err)) {
+    if (!a->b || read_adapter(a, base, max_rank, err)) {
         tram_lora_free(a);
         return -1;
     }

@@ -1,5 +1,6 @@
-/* lora.h — LoRA adapters as PEFT writes them: a directory with
- * adapter_config.json and adapter_model.safetensors.
+/* lora.h — LoRA adapters as PEFT writes them (a directory with
+ * adapter_config.json and adapter_model.safetensors) or as llama.cpp's
+ * converter writes them (a GGUF file: models/lora_gguf.h).
  *
  * An adapter adds to a projection W of the base model the low-rank update
  * delta(x) = scale · (x · Aᵀ) · Bᵀ, A (r, in) and B (out, r), with scale =
@@ -41,9 +42,10 @@ void tram_lora_base_name(tram_lora_target t, int layer, char *out, size_t cap);
 /* Input and output widths of projection t in a model of config c. */
 void tram_lora_target_dims(const tram_model_config *c, tram_lora_target t, int *in, int *out);
 
-/* Opens the adapter directory at path for a base model of config base; a
- * rank above max_rank (0: any), a target the base lacks, a tensor of the
- * wrong size or one the adapter should not hold are errors naming it. */
+/* Opens the adapter directory (or GGUF file) at path for a base model of
+ * config base, B's Q/K rows in the base's RoPE order; a rank above
+ * max_rank (0: any), a target the base lacks, a tensor of the wrong size or
+ * one the adapter should not hold are errors naming it. */
 int tram_lora_open(tram_lora_adapter **out, const char *path, const tram_model_config *base, int max_rank,
                    tram_error *err);
 void tram_lora_free(tram_lora_adapter *a);

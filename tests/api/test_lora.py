@@ -199,6 +199,20 @@ def test_an_adapter_carrying_the_base_tokenizer_loads(lora, tmp_path):
     assert lora.post("/v1/unload_lora_adapter", {"lora_name": "with-tok"})[0] == 200
 
 
+def test_a_gguf_adapter_serves_as_its_peft_directory(lora):
+    """llama.cpp's GGUF LoRA layout (tests/fixtures/make_lora_gguf.py), loaded
+    by path as a directory is: PeftModel's tokens for the adapter it was
+    written from."""
+    status, _, reply = lora.post("/v1/load_lora_adapter", {"lora_name": "code-gguf",
+                                                            "lora_path": f"{FIX}/code.gguf"})
+    assert status == 200, reply
+    for case in golden("code"):
+        status, _, body = complete(lora, "code-gguf", case["prompt_ids"])
+        assert status == 200, body
+        assert body["choices"][0]["text"] == detokenize(lora, case["greedy_ids"])
+    assert lora.post("/v1/unload_lora_adapter", {"lora_name": "code-gguf"})[0] == 200
+
+
 def test_lora_requests_info_as_vllm_writes_it(lora):
     """The info gauge the Inference Extension reads (what it lists while
     requests run: tests/unit/test_lora.c)."""

@@ -184,6 +184,46 @@ Test(lora, op_adds_the_plain_sum_on_both_of_its_paths)
     check_lora_op(20000);  /* a row's t and ys exceed a thread's 64 KiB scratch */
 }
 
+/* The GGUF files of tests/fixtures/make_lora_gguf.py (llama.cpp's
+ * converter's layout: llama arch, so B's Q/K rows permuted) against the
+ * PEFT directories they were written from: the same factors, bit for bit,
+ * once tram puts the rows back for this HF base, the same scale, and
+ * PeftModel's greedy ids and logits. */
+Test(lora, gguf_adapters_equal_their_peft_directories)
+{
+    lora_model m = open_model(0);
+    const tram_model_config *c = tram_model_file_config(m.file);
+    static const int slots[] = {0, 2};           /* sql's and code's in open_model */
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(slots); i++) {
+        const char *name = adapters[slots[i]];
+        char path[256];
+        snprintf(path, sizeof(path), LORA_DIR "%s.gguf", name);
+        tram_lora_adapter *g, *peft = open_adapter(name, c);
+        tram_error err;
+        cr_assert(!tram_lora_open(&g, path, c, 16, &err), "%s", err.msg);
+        cr_expect_eq(g->rank, peft->rank);
+        cr_expect_eq(g->targets, peft->targets);
+        cr_expect_float_eq(g->scale, peft->scale, 1e-6);
+        for (int k = 0; k < c->n_layers * TRAM_LORA_N_TARGETS; k++) {
+            if (!peft->a[k])
+                continue;
+            int in, out;
+            tram_lora_target_dims(c, k % TRAM_LORA_N_TARGETS, &in, &out);
+            cr_expect(!memcmp(g->a[k], peft->a[k], sizeof(float) * peft->rank * in), "%s: A %d differs", name, k);
+            cr_expect(!memcmp(g->b[k], peft->b[k], sizeof(float) * peft->rank * out), "%s: B %d differs", name, k);
+        }
+        cr_assert(!tram_model_lora_load(m.model, slots[i], g, &err), "%s", err.msg);
+        tram_lora_free(g);
+        tram_lora_free(peft);
+        test_golden_case cases[4];
+        int n = load_cases(name, cases);
+        test_runner r = test_runner_of(m.model);
+        r.lora_slot = &slots[i];
+        test_golden_run(&r, cases, n, 0, 1);
+    }
+    close_model(&m);
+}
+
 typedef struct {
     int slot;            /* -1: the base */
     const test_golden_case *g;
