@@ -184,6 +184,28 @@ Test(lora, op_adds_the_plain_sum_on_both_of_its_paths)
     check_lora_op(20000);  /* a row's t and ys exceed a thread's 64 KiB scratch */
 }
 
+/* Over a base in llama.cpp's interleaved Q/K order (a llama GGUF), the PEFT
+ * directory's B rows are permuted as the converter permutes them: the GGUF
+ * file's rows, which stay as they are. */
+static void expect_same_rows_over_a_llama_gguf_base(const char *name, const tram_model_config *hf)
+{
+    tram_model_config c = *hf;
+    c.rope_style = TRAM_ROPE_INTERLEAVED;
+    char path[256];
+    snprintf(path, sizeof(path), LORA_DIR "%s.gguf", name);
+    tram_lora_adapter *g, *peft = open_adapter(name, &c);
+    tram_error err;
+    cr_assert(!tram_lora_open(&g, path, &c, 16, &err), "%s", err.msg);
+    for (int k = 0; k < c.n_layers * TRAM_LORA_N_TARGETS; k++) {
+        int in, out;
+        tram_lora_target_dims(&c, k % TRAM_LORA_N_TARGETS, &in, &out);
+        if (peft->b[k])
+            cr_expect(!memcmp(g->b[k], peft->b[k], sizeof(float) * peft->rank * out), "%s: B %d differs", name, k);
+    }
+    tram_lora_free(g);
+    tram_lora_free(peft);
+}
+
 /* The GGUF files of tests/fixtures/make_lora_gguf.py (llama.cpp's
  * converter's layout: llama arch, so B's Q/K rows permuted) against the
  * PEFT directories they were written from: the same factors, bit for bit,
@@ -215,6 +237,7 @@ Test(lora, gguf_adapters_equal_their_peft_directories)
         cr_assert(!tram_model_lora_load(m.model, slots[i], g, &err), "%s", err.msg);
         tram_lora_free(g);
         tram_lora_free(peft);
+        expect_same_rows_over_a_llama_gguf_base(name, c);
         test_golden_case cases[4];
         int n = load_cases(name, cases);
         test_runner r = test_runner_of(m.model);
