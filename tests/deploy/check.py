@@ -1,19 +1,21 @@
 """Offline checks of deploy/ (run by tests/deploy/run.sh; exits 1 on a failure).
 
 - Every kustomization under deploy/kubernetes is assembled as kustomize
-  would for what these files use (resources, namespace, images), and each
+  would for what these files use (resources, inline JSON 6902 patches,
+  namespace, images), and each
   object of a core kind is validated by kubernetes-validate against the
   Kubernetes 1.37 OpenAPI schemas it bundles, strictly (unknown fields fail).
 - The custom resources kubernetes-validate has no schema for (InferencePool,
-  HTTPRoute, KEDA's ScaledObject, the endpoint picker's EndpointPickerConfig,
+  InferenceObjective, HTTPRoute, KEDA's ScaledObject, the endpoint picker's EndpointPickerConfig,
   prometheus-adapter's rules) are checked against the schemas in CRD_SCHEMAS
   below, written here from those projects' API references: the fields used
   here, their types and the required ones.  They are not the upstream CRDs.
 - Cross references: selectors match the pods, ports and names resolve, the
   HPA's metrics are the adapter's, the probes are routes tram serves, every
   `tram serve` flag is one bin/tram knows, the drain fits in the grace
-  period, and every tram metric the rules, the dashboard, the adapter, KEDA
-  and the endpoint picker name is one server/metrics.c exports.
+  period, LoRA adapters lie in volumes tram mounts, and every tram metric
+  the rules, the dashboard, the adapter, KEDA and the endpoint picker name
+  is one server/metrics.c exports.
 """
 import json
 import os
@@ -37,7 +39,7 @@ def fail(where, what):
 # ------------------------------------------------------------ assembling
 
 def load_kustomization(directory):
-    """The objects of a kustomization, with its namespace and images applied."""
+    """The objects of a kustomization, with its patches, namespace and images applied."""
     with open(os.path.join(directory, "kustomization.yaml")) as f:
         k = yaml.safe_load(f)
     objects = []
@@ -50,6 +52,8 @@ def load_kustomization(directory):
                 objects += [(path, d) for d in yaml.safe_load_all(f) if d]
         else:
             fail(directory, f"resource {res} does not exist")
+    for patch in k.get("patches", []):
+        apply_patch(directory, objects, patch)
     for path, obj in objects:
         if "namespace" in k and obj["kind"] != "Namespace":
             obj.setdefault("metadata", {})["namespace"] = k["namespace"]
@@ -59,6 +63,38 @@ def load_kustomization(directory):
                     if c["image"].split(":")[0] == img["name"]:
                         c["image"] = f"{img.get('newName', img['name'])}:{img['newTag']}"
     return objects
+
+
+def apply_patch(directory, objects, patch):
+    """An inline JSON 6902 patch (add, replace, test) on the objects its
+    target names by kind and name, as kustomize applies it; one that
+    targets nothing or whose path does not resolve fails."""
+    target = patch.get("target", {})
+    hits = [o for _, o in objects if o["kind"] == target.get("kind")
+            and o["metadata"]["name"] == target.get("name")]
+    if not hits:
+        return fail(directory, f"a patch targets {target}, which no resource is")
+    for obj in hits:
+        for op in yaml.safe_load(patch["patch"]):
+            *parents, last = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+            try:
+                node = obj
+                for p in parents:
+                    node = node[int(p)] if isinstance(node, list) else node[p]
+                key = last if isinstance(node, dict) else len(node) if last == "-" else int(last)
+                if op["op"] == "test" and node[key] != op["value"]:
+                    fail(directory, f"patch test {op['path']}: {node[key]!r} is not {op['value']!r}")
+                elif op["op"] == "replace":
+                    node[key]  # must exist
+                    node[key] = op["value"]
+                elif op["op"] == "add" and isinstance(node, list):
+                    node.insert(key, op["value"])
+                elif op["op"] == "add":
+                    node[key] = op["value"]
+                elif op["op"] != "test":
+                    fail(directory, f"patch op {op['op']} is not one this check applies")
+            except (KeyError, IndexError, ValueError, TypeError):
+                fail(directory, f"patch path {op['path']} does not resolve in {target}")
 
 
 def pod_specs(obj):
@@ -101,6 +137,13 @@ CRD_SCHEMAS = {
                                "name": NAME,
                                "port": obj_schema(["number"], {"number": PORT}),
                                "failureMode": {"enum": ["FailOpen", "FailClose"]}}}}}),
+    "InferenceObjective": crd("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective", {
+        "type": "object", "additionalProperties": False, "required": ["poolRef"],
+        "properties": {
+            "priority": {"type": "integer"},
+            "poolRef": {"type": "object", "additionalProperties": False, "required": ["name"],
+                        "properties": {"group": {"const": "inference.networking.k8s.io"},
+                                       "kind": {"const": "InferencePool"}, "name": NAME}}}}),
     "HTTPRoute": crd("gateway.networking.k8s.io/v1", "HTTPRoute", {
         "type": "object", "required": ["parentRefs", "rules"],
         "properties": {
@@ -229,6 +272,24 @@ def check_tram_pods(where, objects, serve_help, routes):
     return d, labels, ports
 
 
+def check_lora(where, objects):
+    """Adapters: every --lora-modules path lies in a volume the tram container
+    mounts, and an endpoint picker reading the LoRA gauge has a tram that
+    exports it (tram writes vllm:lora_requests_info only with adapter slots)."""
+    d, c = tram_container(objects)
+    modules = flag_value(c["args"], "--lora-modules") if c else None
+    mounts = [m["mountPath"].rstrip("/") + "/" for m in (c or {}).get("volumeMounts", [])]
+    for module in (modules or "").split(","):
+        path = module.partition("=")[2]
+        if module and not any(path.startswith(m) for m in mounts):
+            fail(where, f"the adapter {module} is in no volume the tram container mounts")
+    for e in by_kind(objects, "Deployment"):
+        for ec in e["spec"]["template"]["spec"]["containers"]:
+            metric = flag_value(ec.get("args", []), "--lora-info-metric")
+            if metric and not modules and not flag_value(c["args"] if c else [], "--max-loras"):
+                fail(where, f"the endpoint picker reads {metric}, which tram exports only with adapters")
+
+
 def check_scalers(where, objects, deployment, adapter_names):
     for hpa in by_kind(objects, "HorizontalPodAutoscaler"):
         if hpa["spec"]["scaleTargetRef"]["name"] != deployment["metadata"]["name"]:
@@ -255,6 +316,9 @@ def check_inference_pool(where, objects, labels, ports):
                 p["port"] for p in epp["spec"]["ports"]]:
             fail(where, "the InferencePool's endpoint picker is no Service port here")
     pool_names = {p["metadata"]["name"] for p in pools}
+    for obj in by_kind(objects, "InferenceObjective"):
+        if obj["spec"]["poolRef"]["name"] not in pool_names:
+            fail(where, f"the InferenceObjective {obj['metadata']['name']} names a pool not here")
     for route in by_kind(objects, "HTTPRoute"):
         for rule in route["spec"]["rules"]:
             for ref in rule["backendRefs"]:
@@ -336,6 +400,7 @@ def main():
         rules = adapter_rules(objects)
         check_scalers(where, objects, d, {r["name"]["as"] for r in rules})
         check_inference_pool(where, objects, labels, ports)
+        check_lora(where, objects)
         text = yaml.safe_dump_all([o for _, o in objects])
         check_metric_names(where, text, exported, recorded)
         print(f"{where}: {len(objects)} objects checked")

@@ -42,4 +42,8 @@ plant kubernetes/base/service.yaml 's/targetPort: http/targetPort: web/' "a Serv
 plant kubernetes/inference-extension/inferencepool.yaml 's/  targetPorts:/  targetPortz:/' "an unknown InferencePool field"
 plant kubernetes/hpa/hpa.yaml 's/name: tram_requests_waiting/name: tram_queue/' "an HPA metric no adapter rule serves"
 plant grafana/tram-dashboard.json 's/vllm:kv_cache_usage_perc/vllm:kv_usage/' "a metric tram does not export"
+plant kubernetes/lora/inferenceobjectives.yaml '0,/    name: tram-smollm2/s//    name: tram-other/' "an InferenceObjective for a pool not here"
+plant kubernetes/lora/kustomization.yaml 's|sql=/opt/tram/adapters/sql|sql=/data/sql|' "an adapter in no mounted volume"
+plant kubernetes/lora/kustomization.yaml 's|args/18|args/17|' "a patch whose test no longer holds"
+plant kubernetes/lora/kustomization.yaml 's/value: vllm:lora_requests_info/value: vllm:lora_info/' "an adapter gauge tram does not export"
 rm -rf build/deploy-planted build/deploy-planted.log
