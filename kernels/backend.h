@@ -39,6 +39,9 @@ typedef enum {
      * consecutive weights of a row, stored as the 2 values and their 2-bit
      * positions (kernels/cpu/sparse24.c); cols a multiple of 8. */
     TRAM_W_S24 = 7,
+    /* OCP E4M3 codes, one f32 scale per output row: w = e4m3(q) * scales[row]
+     * (CUDA, through cuBLASLt's FP8 path; kernels/cuda/int8.cu). */
+    TRAM_W_FP8 = 8,
 } tram_wtype;
 
 /* A weight matrix: y[n, rows] = x[n, cols] · Wᵀ.  Vectors (norm weights,
@@ -47,7 +50,7 @@ typedef struct {
     tram_wtype type;
     int rows, cols;
     void *data;        /* backend memory, row-major [rows][cols]        */
-    float *scales;     /* backend memory, [rows] for TRAM_W_INT8, else NULL */
+    float *scales;     /* backend memory, [rows] for TRAM_W_INT8 and TRAM_W_FP8, else NULL */
 } tram_weight;
 
 typedef enum {

@@ -116,6 +116,10 @@ static void cuda_upload_weight(tram_backend *be, tram_weight *w, const float *ho
         tram_cuda_int8_upload(be, w, host, rows, cols);
         return;
     }
+    if (type == TRAM_W_FP8 && rows > 1) {
+        tram_cuda_fp8_upload(be, w, host, rows, cols);
+        return;
+    }
     if (weight_storage(be, w, rows, cols, type))
         return;
     size_t n = (size_t)rows * cols;

@@ -22,7 +22,12 @@ extern "C" {
  * [rows rounded up to 4][cols rounded up to 4] int8, zero-padded, and
  * scales[rows] f32. */
 void tram_cuda_int8_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols);
-/* y[n, rows] (bf16) = x[n, cols] (bf16) · Wᵀ for an int8 w. */
+/* w from host f32 rows as E4M3 codes, one scale per row (max|row| / 448,
+ * rounded as tram_fp8_e4m3_encode), stored [rows][cols] rounded up to 16,
+ * zero-padded, and scales[rows] f32: a TRAM_W_FP8 weight. */
+void tram_cuda_fp8_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols);
+/* y[n, rows] (bf16) = x[n, cols] (bf16) · Wᵀ for an int8 or FP8 w, the
+ * activations quantized per token in w's format. */
 void tram_cuda_int8_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n);
 /* The same from activations already quantized by the op that produced them. */
 void tram_cuda_int8_matmul_q(tram_backend *be, void *y, const tram_qact *qa, const tram_weight *w, int n);

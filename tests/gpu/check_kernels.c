@@ -24,6 +24,7 @@
 #include "kernels/cpu/cpu_int8.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/cuda_int8.h"
+#include "kernels/kv_format.h"
 #include "tests/gpu/kernels_arg.h"
 
 #define TOL 1e-2
@@ -352,6 +353,78 @@ static void check_int8_matmul(int n, int rows, int cols)
     free(wv);
     cpu->free_weight(cpu, &wc);
     gpu->free_weight(gpu, &wg);
+}
+
+/* ---------------------------------------------------------------- FP8 matmul */
+
+/* Row x[cols] as E4M3 codes of x / (max|x| / 448), as kernels/kv_format.h
+ * rounds (and CUDA's saturating conversion); returns the scale. */
+static float fp8_emulate_row(const float *x, int cols, uint8_t *q)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < cols; j++)
+        amax = fmaxf(amax, fabsf(x[j]));
+    float inv = amax > 0.0f ? TRAM_FP8_MAX / amax : 0.0f;
+    for (int j = 0; j < cols; j++)
+        q[j] = tram_fp8_e4m3_encode(x[j] * inv);
+    return amax / TRAM_FP8_MAX;
+}
+
+/* The FP8 W8A8 matmul (E4M3 weights with a scale per output row, E4M3
+ * activations with a scale per token, cuBLASLt's f32 sums, the epilogue into
+ * bf16) against its emulation on the host: the same codes and scales, the
+ * products summed in double. */
+static void check_fp8_matmul(int n, int rows, int cols)
+{
+    char shape[64];
+    snprintf(shape, sizeof(shape), "n %d rows %d cols %d", n, rows, cols);
+    float *wv = random_vec((size_t)rows * cols, 1.0f / sqrtf((float)cols)), *xv = random_vec((size_t)n * cols, 1.0f);
+    uint8_t *wq = malloc((size_t)rows * cols), *xq = malloc((size_t)n * cols);
+    float *ws = malloc(rows * sizeof(float)), *xs = malloc(n * sizeof(float));
+    float *ref = malloc((size_t)n * rows * sizeof(float)), *got = malloc((size_t)n * rows * sizeof(float));
+    for (int r = 0; r < rows; r++)
+        ws[r] = fp8_emulate_row(wv + (size_t)r * cols, cols, wq + (size_t)r * cols);
+    for (int t = 0; t < n; t++)
+        xs[t] = fp8_emulate_row(xv + (size_t)t * cols, cols, xq + (size_t)t * cols);
+    float *wd = malloc((size_t)rows * cols * sizeof(float)), *xd = malloc((size_t)n * cols * sizeof(float));
+    for (size_t i = 0; i < (size_t)rows * cols; i++)
+        wd[i] = tram_fp8_e4m3_decode(wq[i]);
+    for (size_t i = 0; i < (size_t)n * cols; i++)
+        xd[i] = tram_fp8_e4m3_decode(xq[i]);
+    for (int t = 0; t < n; t++)
+        for (int r = 0; r < rows; r++) {
+            double acc = 0;
+            for (int j = 0; j < cols; j++)
+                acc += (double)wd[(size_t)r * cols + j] * xd[(size_t)t * cols + j];
+            ref[(size_t)t * rows + r] = (float)(acc * xs[t] * ws[r]);
+        }
+    free(wd), free(xd);
+    tram_weight wg;
+    gpu->upload_weight(gpu, &wg, wv, rows, cols, TRAM_W_FP8);
+    uint16_t *xb = malloc((size_t)n * cols * 2);
+    for (size_t i = 0; i < (size_t)n * cols; i++)
+        xb[i] = bf16_bits(xv[i]);
+    void *x = gpu->alloc(gpu, (size_t)n * cols * 2), *y = gpu->alloc(gpu, (size_t)n * rows * 2);
+    die_if(!x || !y, "out of memory");
+    gpu->upload(gpu, x, xb, (size_t)n * cols * 2);
+    gpu->matmul(gpu, y, x, &wg, n);
+    gpu->to_host_f32(gpu, got, y, (size_t)n * rows);
+    sync_both("fp8 matmul");
+    double diff = 0, norm = 0;
+    size_t nan = 0;
+    for (size_t i = 0; i < (size_t)n * rows; i++) {
+        nan += isnan(got[i]) != 0;
+        diff += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+        norm += (double)ref[i] * ref[i];
+    }
+    double rel = norm > 0 ? sqrt(diff / norm) : sqrt(diff);
+    int ok = !nan && rel < TOL;
+    printf("%-6s %-14s %-36s rel %.2e  nan %zu\n", ok ? "PASS" : "FAIL", "fp8 matmul", shape, rel, nan);
+    failures += !ok;
+    cases++;
+    gpu->free(gpu, x), gpu->free(gpu, y);
+    gpu->free_weight(gpu, &wg);
+    free(wv), free(xv), free(wq), free(xq), free(ws), free(xs), free(ref), free(got), free(xb);
 }
 
 /* ---------------------------------------------------------------- fused W8A8 activation quantization */
@@ -1080,6 +1153,9 @@ int main(int argc, char **argv)
                                  {5, 49152, 576}, {256, 14336, 4096}};
     for (size_t i = 0; i < (large ? TRAM_ARRAY_LEN(mm8) : 2); i++)
         check_int8_matmul(mm8[i][0], mm8[i][1], mm8[i][2]);
+    /* FP8: the same shapes, up to 64 x 4096 x 4096 (the host sums in double) */
+    for (size_t i = 0; i < (large ? 4 : 2); i++)
+        check_fp8_matmul(mm8[i][0], mm8[i][1], mm8[i][2]);
     check_int8_fused(1, 576, 1536);
     if (large)
         check_int8_fused(1 + rand() % 256, 4096, 14336);
