@@ -337,6 +337,9 @@ static int open_cuda_runner(tram_engine *e, tram_error *err)
 {
     if (strcmp(e->cfg.device, "cuda"))
         return 0;
+    if (e->cfg.max_loras)
+        return tram_fail(err, "LoRA adapters (--max-loras, --lora-modules) are not supported with --device cuda "
+                              "yet: the GPU step's graphs and padded batches do not carry the adapters' rows");
     tram_cuda_runner_spec spec = {
         .max_seqs = e->cfg.max_num_seqs,
         .max_rows = e->max_rows,

@@ -317,7 +317,7 @@ extern "C" int tram_backend_cuda_create(tram_backend **out, int device_index, tr
         .add_rmsnorm_q = cuda_add_rmsnorm_q, .silu_mul_q = cuda_silu_mul_q, .matmul_q = tram_cuda_int8_matmul_q,
         .rope_store = cuda_rope_store, .head_rmsnorm = cuda_head_rmsnorm, .split_qkv = cuda_split_qkv, .gather_rows = cuda_gather_rows,
         .to_host_f32 = cuda_to_host_f32, .moe = cuda_moe_ffn, .add_gated = cuda_add_gated,
-        .lora = NULL, /* no CUDA kernel yet: the engine refuses adapters on CUDA at start */
+        .lora = cuda_lora,
         .all_reduce = cuda_all_reduce, .bind_thread = cuda_bind_thread, .sync = cuda_sync, .destroy = cuda_destroy,
     };
     if (cuda_state_init(c, device_index)) {

@@ -1,6 +1,7 @@
 /* cuda_impl.cuh — the CUDA backend's private state, shared by its .cu files
  * (backend.cu: the op table, memory and life cycle; ops.cu: element-wise
- * kernels; attention.cu; gemm.cu; int8.cu; sampling.cu; graph.cu; moe.cu), as
+ * kernels; attention.cu; gemm.cu; int8.cu; sampling.cu; graph.cu; moe.cu;
+ * lora.cu), as
  * kernels/cpu/cpu_impl.h is the CPU's.  The helpers every file uses are
  * inline here, so that no file calls back into backend.cu. */
 #ifndef TRAM_CUDA_IMPL_CUH
@@ -168,6 +169,10 @@ void cuda_moe_ffn(tram_backend *be, void *out, const void *x, const void *logits
                   const tram_moe_scratch *s, int n);
 void cuda_add_gated(tram_backend *be, void *y, const void *x, const void *gate, int n, int dim);
 void cuda_moe_free(cuda_state *c);
+
+/* lora.cu: LoRA's grouped shrink and expand (tram_backend.lora) */
+void cuda_lora(tram_backend *be, void *y, int y_stride, const void *x, const tram_lora_group *groups, int n_groups,
+               const tram_lora_scratch *s);
 
 /* Frees sampling.cu's buffers (tram_cuda_sampler_reserve). */
 void cuda_sampler_free(cuda_state *c);

@@ -637,6 +637,54 @@ static void check_moe(int n, int dim, int ffn, int experts, int top_k)
         wpair_free(&gu[e]), wpair_free(&dn[e]);
 }
 
+/* LoRA's grouped shrink and expand of one site: three adapters of ranks 4,
+ * 8 and 16 over n rows in a shuffled order, and a run of rows whose
+ * adapter does not adapt the site (no group: those rows of y keep their
+ * values), y's rows wider than the projection. */
+static void check_lora(int n, int in, int out)
+{
+    char shape[64];
+    snprintf(shape, sizeof(shape), "n %d in %d out %d", n, in, out);
+    enum { GROUPS = 3, MAX_RANK = 16, PAD = 5 };
+    static const int ranks[GROUPS] = {4, 8, 16};
+    int32_t *order = malloc((size_t)n * 4);
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        int j = rand() % (i + 1), t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+    wpair a[GROUPS], b[GROUPS];
+    tram_lora_group gc[GROUPS], gg[GROUPS];
+    int quarter = n / 4, first = quarter;  /* order[0, quarter): rows of an adapter without this site */
+    for (int g = 0; g < GROUPS; g++) {
+        int count = g < GROUPS - 1 ? quarter : n - first;
+        a[g] = wpair_new(ranks[g], in, 1.0f / sqrtf((float)in));
+        b[g] = wpair_new(out, ranks[g], 1.0f / sqrtf((float)ranks[g]));
+        gc[g] = (tram_lora_group){&a[g].c, &b[g].c, 0.5f * (g + 1), first, count};
+        gg[g] = (tram_lora_group){&a[g].g, &b[g].g, 0.5f * (g + 1), first, count};
+        first += count;
+    }
+    ipair ord = ipair_new(order, (size_t)n);
+    pair x = pair_new((size_t)n * in), y = pair_new((size_t)n * (out + PAD));
+    pair_random(x, 1.0f);
+    pair_random(y, 1.0f);
+    tram_lora_scratch sc = {n, in, MAX_RANK, out, ord.c, cpu->alloc(cpu, (size_t)n * MAX_RANK * 4),
+                            cpu->alloc(cpu, (size_t)n * out * 4)};
+    tram_lora_scratch sg = {n, in, MAX_RANK, out, ord.g, gpu->alloc(gpu, (size_t)n * MAX_RANK * 2),
+                            gpu->alloc(gpu, (size_t)n * out * 2)};
+    die_if(!sc.t || !sc.ys || !sg.t || !sg.ys, "out of memory");
+    cpu->lora(cpu, y.c, out + PAD, x.c, gc, GROUPS, &sc);
+    gpu->lora(gpu, y.g, out + PAD, x.g, gg, GROUPS, &sg);
+    pair_check(y, y.n, "lora", shape);
+    cpu->free(cpu, sc.t), cpu->free(cpu, sc.ys), gpu->free(gpu, sg.t), gpu->free(gpu, sg.ys);
+    for (int g = 0; g < GROUPS; g++)
+        wpair_free(&a[g]), wpair_free(&b[g]);
+    ipair_free(ord);
+    pair_free(x), pair_free(y);
+    free(order);
+}
+
 static void check_rope(int n, const tram_attn_shape *s, float theta, tram_rope_style style)
 {
     char shape[64];
@@ -1172,6 +1220,10 @@ int main(int argc, char **argv)
         check_moe(1 + rand() % 256, 2048, 1408, 60, 4);
     else
         check_moe(1 + rand() % 16, 256, 192, 16, 4);
+    check_lora(16, 576, 1536);
+    check_lora(4 + rand() % 300, 1536, 576);
+    if (large)
+        check_lora(1 + rand() % 64 + 4, 4096, 14336);
     tram_attn_shape small = {9, 3, 64, 16, 0.125f, TRAM_KV_AUTO}, big = {32, 8, 128, 16, 0.0884f, TRAM_KV_AUTO};
     for (int style = 0; style < 2; style++) {
         check_rope(1 + rand() % 64, &small, 100000.0f, (tram_rope_style)style);
