@@ -236,10 +236,10 @@ static int fit_cuda_pool(tram_engine *e, tram_error *err)
 }
 
 /* A draft model's KV shares the pool's budget: as many blocks again, of the
- * draft's shape (the self-draft's is the target's). */
+ * draft's shape (the self-draft reads the target's pool: none). */
 static size_t draft_block_bytes(const tram_engine *e, tram_kv_dtype kv)
 {
-    const tram_model_file *f = !strcmp(e->cfg.spec.method, "self") ? e->file : e->draft_file;
+    const tram_model_file *f = e->draft_file;
     return f ? tram_model_kv_block_bytes(tram_model_file_config(f), e->cfg.block_size, e->be->act_bytes, 1, kv) : 0;
 }
 
@@ -248,7 +248,7 @@ static tram_draft_env draft_env(const tram_engine *e, const tram_model_limits *l
 {
     int self = !strcmp(e->cfg.spec.method, "self");
     tram_draft_env d = {.file = self ? e->file : e->draft_file, .be = e->be, .lim = *lim, .vocab = e->vocab,
-                        .max_batch = e->spec_max_batch};
+                        .max_batch = e->spec_max_batch, .kv_from = self ? e->model : NULL};
     if (self) {
         d.lim.keep_blocks = 1;
         d.lim.quantize_int8 = 0;
@@ -396,10 +396,12 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
     e->lora_pool_ready = 1;
     e->spec_max_batch = e->cfg.spec.disable_by_batch_size ? e->cfg.spec.disable_by_batch_size
                                                           : SPEC_DEFAULT_MAX_BATCH;
-    tram_draft_env draft = draft_env(e, &lim);
     if (alloc_step_arrays(e, err) || tram_ranks_load(e->ranks, e->file, &lim, err) ||
-        tram_proposer_create(&e->proposer, &e->cfg.spec, &draft, err) ||
-        !(e->model = tram_ranks_model(e->ranks, 0)) || open_cuda_runner(e, err) || (e->cuda_pool && fit_cuda_pool(e, err)) ||
+        !(e->model = tram_ranks_model(e->ranks, 0)))
+        return -1;
+    tram_draft_env draft = draft_env(e, &lim);
+    if (tram_proposer_create(&e->proposer, &e->cfg.spec, &draft, err) || open_cuda_runner(e, err) ||
+        (e->cuda_pool && fit_cuda_pool(e, err)) ||
         tram_bm_create(&e->bm, e->cfg.num_kv_blocks, bs, e->cfg.enable_prefix_caching,
                        tram_fnv1a(e->model_name, strlen(e->model_name)), err) ||
         tram_scheduler_init(&e->sched, e->bm, e->cfg.policy, e->cfg.max_num_batched_tokens,

@@ -174,8 +174,9 @@ typedef struct {
     double tokens, yield;      /* tokens to run; tokens expected out */
 } spec_plan;
 
-/* 1 when this step speculates: a proposer, and few enough decoding
- * sequences; the plan starts from one token in and out per sequence. */
+/* 1 when this step speculates: a proposer, few enough decoding sequences,
+ * and not a bare step the automatic rule measures; the plan starts from one
+ * token in and out per sequence. */
 static int speculating(tram_scheduler *s, spec_plan *plan)
 {
     if (!s->proposer)
@@ -184,10 +185,11 @@ static int speculating(tram_scheduler *s, spec_plan *plan)
     for (int i = 0; i < s->num_running; i++)
         decoding += is_decoding(s->running[i]);
     *plan = (spec_plan){.tokens = decoding, .yield = decoding};
-    if (decoding <= s->spec_max_batch)
-        return 1;
-    s->spec_off_steps++;
-    return 0;
+    if (decoding > s->spec_max_batch) {
+        s->spec_off_steps++;
+        return 0;
+    }
+    return s->spec_always || !tram_step_cost_probe(&s->cost);
 }
 
 /* What the proposer sees of seq, and where its guesses go. */

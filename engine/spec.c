@@ -121,6 +121,7 @@ void tram_step_cost_add(tram_step_cost *c, int tokens, double seconds)
         .t = c->t * COST_DECAY + seconds,
         .nn = c->nn * COST_DECAY + n * n,
         .nt = c->nt * COST_DECAY + n * seconds,
+        .bare = c->bare,
     };
 }
 
@@ -134,6 +135,13 @@ int tram_step_cost_line(const tram_step_cost *c, double *a, double *b)
     *b = (c->nt / c->w - mn * mt) / var;
     *a = mt - *b * mn;
     return 1;
+}
+
+int tram_step_cost_probe(tram_step_cost *c)
+{
+    double a, b;
+    c->bare = !tram_step_cost_line(c, &a, &b) && !c->bare;
+    return c->bare;
 }
 
 /* The extra time of j more tokens, as a share of the step's, from the line

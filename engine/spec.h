@@ -50,13 +50,16 @@ int tram_spec_config_check(const tram_spec_config *c, tram_error *err);
  * self-draft) with the limits it runs under (the self-draft's keep the
  * file's GGUF blocks), on the target's backend (rank 0), drawing from the
  * first vocab logits, for at most max_batch sequences a step; file NULL
- * for a proposer without a model. */
+ * for a proposer without a model.  kv_from: the target, whose KV pool the
+ * self-draft reads and writes (models/model.h, tram_model_share_kv), or
+ * NULL for a draft with a pool of its own. */
 typedef struct {
     tram_model_file *file;
     tram_backend *be;
     tram_model_limits lim;
     int vocab;
     int max_batch;
+    const tram_model *kv_from;
 } tram_draft_env;
 
 /* The proposer c names, or NULL in *out when speculation is off. */
@@ -115,6 +118,7 @@ double tram_spec_acceptance(const tram_spec_record *r);
  * least squares with older steps forgotten (engine.c measures). */
 typedef struct {
     double w, n, t, nn, nt;    /* decayed sums of 1, n, t, n^2, n t */
+    int bare;                  /* the last step asked about ran without drafts (tram_step_cost_probe) */
 } tram_step_cost;
 
 void tram_step_cost_add(tram_step_cost *c, int tokens, double seconds);
@@ -122,6 +126,11 @@ void tram_step_cost_add(tram_step_cost *c, int tokens, double seconds);
  * the line; 0 before (the rule then lets every draft through, which is what
  * makes them vary). */
 int tram_step_cost_line(const tram_step_cost *c, double *a, double *b);
+/* 1 when the step about to be scheduled should run without drafts, so that
+ * the line sees steps of two sizes: while it cannot be fitted, every other
+ * step is bare.  Without it a batch whose every step drafts alike would
+ * never learn what its drafts cost, and would keep them however slow. */
+int tram_step_cost_probe(tram_step_cost *c);
 
 /* g(j): the accepted tokens j drafts are expected to yield. */
 double tram_spec_gain(const tram_spec_record *r, int j);

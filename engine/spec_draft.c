@@ -5,12 +5,18 @@
  * separate, smaller model with the same vocabulary.  The verifier keeps the
  * output the target's.
  *
- * Its KV pool has as many blocks as the target's and is indexed by the
- * target's block tables, so the block manager hands out both at once and a
- * rollback of the table rolls both back.  Each sequence says how many of
- * its tokens the draft holds (draft_computed): the draft catches up from
- * there (the whole prompt the first time, the accepted drafts' last one
- * after a run of full acceptance), then runs one token per guess.  All the
+ * A separate model's KV pool has as many blocks as the target's and is
+ * indexed by the target's block tables, so the block manager hands out both
+ * at once and a rollback of the table rolls both back.  Each sequence says
+ * how many of its tokens the draft holds (draft_computed): the draft
+ * catches up from there (the whole prompt the first time, the accepted
+ * drafts' last one after a run of full acceptance), then runs one token
+ * per guess.  The self-draft has the target's shape and reads the target's
+ * own pool instead: the target holds all but a decoding sequence's last
+ * token, so the draft never catches up on a prompt, and what it writes
+ * (the last token, its guesses) the target's verifying pass overwrites
+ * with its own before any of its layers reads it, so the output stays the
+ * target's.  All the
  * sequences of a step draft together: guess j of each is one pass over
  * their spans, the catch-ups and guesses concatenated in one unified batch
  * with a query range and block table each, so that reading the draft's
@@ -26,6 +32,7 @@ typedef struct {
     int vocab, model_vocab;      /* guesses among the first vocab of the model's logits */
     int max_tokens, max_seqs;    /* one pass's most tokens and sequences */
     int block_size, max_blocks_per_seq;
+    int shares_kv;               /* reads the target's KV pool (the self-draft) */
     int32_t *ids, *pos, *slots;  /* [max_tokens]: one pass's tokens */
     int32_t *query_start;        /* [max_seqs + 1] */
     int32_t *seq_lens;           /* [max_seqs] */
@@ -116,7 +123,7 @@ static int draft_propose(tram_proposer *p, tram_propose_seq *seqs, int num_seqs,
     int most = 0;
     for (int i = 0; i < num_seqs; i++) {
         tram_propose_seq *s = &seqs[i];
-        *s->draft_computed = TRAM_MIN(*s->draft_computed, s->n - 1);
+        *s->draft_computed = d->shares_kv ? s->n - 1 : TRAM_MIN(*s->draft_computed, s->n - 1);
         s->got = 0;
         most = TRAM_MAX(most, s->max_k);
     }
@@ -185,10 +192,13 @@ int tram_draft_proposer_create(tram_proposer **out, const char *method, const tr
         .max_seqs = TRAM_MIN(env->lim.max_seqs, env->max_batch),
         .block_size = env->lim.block_size,
         .max_blocks_per_seq = env->lim.max_blocks_per_seq,
+        .shares_kv = env->kv_from != NULL,
     };
     tram_model_limits lim = env->lim;
     lim.max_loras = 0;
     lim.max_lora_rank = 0;
+    if (env->kv_from)
+        lim.num_blocks = 1; /* freed for the target's */
     size_t t = (size_t)d->max_tokens, n = (size_t)d->max_seqs;
     d->ids = tram_calloc(t, sizeof(int32_t), err);
     d->pos = tram_calloc(t, sizeof(int32_t), err);
@@ -200,7 +210,8 @@ int tram_draft_proposer_create(tram_proposer **out, const char *method, const tr
     d->row_seq = tram_calloc(n, sizeof(int32_t), err);
     d->logits = tram_calloc(n * (size_t)d->model_vocab, sizeof(float), err);
     if (!d->ids || !d->pos || !d->slots || !d->query_start || !d->seq_lens || !d->tables || !d->rows ||
-        !d->row_seq || !d->logits || tram_model_create(&d->model, env->file, env->be, &lim, err)) {
+        !d->row_seq || !d->logits || tram_model_create(&d->model, env->file, env->be, &lim, err) ||
+        (env->kv_from && tram_model_share_kv(d->model, env->kv_from, err))) {
         draft_destroy(&d->base);
         return -1;
     }

@@ -75,6 +75,7 @@ struct tram_model {
     tram_batch prepared;       /* the batch of tram_model_prepare, on the backend */
     tram_act_observer observe;  /* calibration hook, usually NULL */
     void *observe_ctx;
+    int kv_borrowed;           /* the KV pool is another model's (tram_model_share_kv) */
 };
 
 /* ---------------------------------------------------------------- loading */
@@ -337,7 +338,7 @@ static int alloc_buffers(tram_model *m, tram_error *err)
 
 static void free_kv(tram_model *m)
 {
-    for (int l = 0; l < m->cfg.n_layers; l++) {
+    for (int l = 0; l < m->cfg.n_layers && !m->kv_borrowed; l++) {
         m->be->free(m->be, m->layers[l].k_cache);
         m->be->free(m->be, m->layers[l].v_cache);
         m->layers[l].k_cache = m->layers[l].v_cache = NULL;
@@ -348,9 +349,28 @@ int tram_model_resize_kv(tram_model *m, int num_blocks, tram_error *err)
 {
     if (num_blocks < 1)
         return tram_fail(err, "a KV pool of %d blocks is too small", num_blocks);
+    if (m->kv_borrowed)
+        return tram_fail(err, "a model reading another model's KV pool cannot resize it");
     free_kv(m);
     m->lim.num_blocks = num_blocks;
     return alloc_kv(m, err);
+}
+
+int tram_model_share_kv(tram_model *m, const tram_model *from, tram_error *err)
+{
+    const tram_model_config *a = &m->cfg, *b = &from->cfg;
+    if (a->n_layers != b->n_layers || m->shard.n_kv_heads != from->shard.n_kv_heads ||
+        a->head_dim != b->head_dim || m->lim.kv_dtype != from->lim.kv_dtype ||
+        m->lim.block_size != from->lim.block_size || m->be != from->be)
+        return tram_fail(err, "a model can share only the KV pool of one of its own shape on its backend");
+    free_kv(m);
+    for (int l = 0; l < a->n_layers; l++) {
+        m->layers[l].k_cache = from->layers[l].k_cache;
+        m->layers[l].v_cache = from->layers[l].v_cache;
+    }
+    m->lim.num_blocks = from->lim.num_blocks;
+    m->kv_borrowed = 1;
+    return 0;
 }
 
 size_t tram_model_kv_block_bytes(const tram_model_config *c, int block_size, int act_bytes, int world_size,
@@ -428,9 +448,8 @@ void tram_model_destroy(tram_model *m)
                 if (ws[i]->data)
                     be->free_weight(be, ws[i]);
             tram_moe_weights_free(be, &L->moe);
-            be->free(be, L->k_cache);
-            be->free(be, L->v_cache);
         }
+        free_kv(m);
         free(m->layers);
     }
     tram_moe_acts_free(be, &m->moe_acts);

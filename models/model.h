@@ -135,6 +135,12 @@ void tram_model_destroy(tram_model *m);
 /* Replaces the KV pool by one of num_blocks blocks (its contents are lost): a
  * GPU engine sizes the pool after a profiling forward pass. */
 int tram_model_resize_kv(tram_model *m, int num_blocks, tram_error *err);
+/* Makes m read and write from's KV pool instead of its own (freed): a
+ * model of the same layers, KV heads, head size, KV format and blocks on the
+ * same backend, such as the quantized self-draft of engine/spec_draft.c,
+ * whose guesses then need no KV of their own for what from has computed.
+ * from must outlive m and keep its pool (no resize). */
+int tram_model_share_kv(tram_model *m, const tram_model *from, tram_error *err);
 const tram_model_config *tram_model_config_of(const tram_model *m);
 
 /* Runs the batch and writes logits[num_logits][vocab] (host, f32).  Under

@@ -107,6 +107,27 @@ Test(spec_rule, step_cost_fits_the_measured_line)
     cr_assert_float_eq(b, 0.002, 1e-6);
 }
 
+/* Steps that all draft alike never fit the line, so every other one runs
+ * bare (no drafts) until they do; then none is. */
+Test(spec_rule, unfitted_line_probes_every_other_step)
+{
+    tram_step_cost c = {0};
+    int bare = 0;
+    for (int i = 0; i < 10; i++) {
+        int probe = tram_step_cost_probe(&c);
+        cr_assert_eq(probe, i % 2 == 0, "step %d", i);
+        bare += probe;
+        tram_step_cost_add(&c, 80, 0.2);
+    }
+    cr_assert_eq(bare, 5);
+    for (int i = 0; i < 30; i++)
+        tram_step_cost_add(&c, tram_step_cost_probe(&c) ? 16 : 80, 0.2);
+    double a, b;
+    cr_assert_eq(tram_step_cost_line(&c, &a, &b), 1, "bare steps and drafting steps fit a line");
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(tram_step_cost_probe(&c), 0, "a fitted line needs no bare steps");
+}
+
 static tram_step_cost cost_line(double a, double b)
 {
     tram_step_cost c = {0};
@@ -556,6 +577,31 @@ Test(spec_draft, batched_guesses_equal_one_sequence_at_a_time, .timeout = 60)
     tram_proposer_destroy(alone);
     be->destroy(be);
     tram_model_file_close(f);
+}
+
+/* The self-draft reads its target's KV pool; a model of another shape
+ * cannot, and says so. */
+Test(spec_draft, share_kv_refuses_another_shape)
+{
+    tram_model_file *f[2] = {NULL, NULL};
+    tram_model *m[2] = {NULL, NULL};
+    tram_backend *be = NULL;
+    tram_error err = {{0}};
+    const char *presets[2] = {"tests/fixtures/spec/tiny-vocab.json", "tests/fixtures/spec/tiny-draft.json"};
+    cr_assert_eq(tram_backend_cpu_create(&be, 1, &err), 0, "%s", err.msg);
+    tram_model_limits lim = {.max_tokens = 8, .max_seqs = 8, .max_blocks_per_seq = 4, .num_blocks = 8,
+                             .block_size = 4, .weight_type = TRAM_W_F32};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(tram_model_file_open_dummy(&f[i], presets[i], &err), 0, "%s", err.msg);
+        cr_assert_eq(tram_model_create(&m[i], f[i], be, &lim, &err), 0, "%s", err.msg);
+    }
+    cr_assert_eq(tram_model_share_kv(m[1], m[0], &err), -1, "one layer of width 32 against two of 64");
+    cr_assert(strstr(err.msg, "KV pool"), "%s", err.msg);
+    for (int i = 0; i < 2; i++) {
+        tram_model_destroy(m[i]);
+        tram_model_file_close(f[i]);
+    }
+    be->destroy(be);
 }
 
 /* Every token once, then a pattern the n-gram lookup continues: whatever is
