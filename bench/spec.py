@@ -8,16 +8,21 @@ own Q4_1 blocks drafting for its f32 copy), through `tram bench throughput`.
   with it under the automatic rule (engine/spec.h: a sequence's drafts are
   verified only when its acceptance outweighs the measured cost of the
   step's extra tokens), and with every proposal verified (always_verify:
-  what the rule protects against), the acceptance rate and the mean
-  accepted length;
-- llama.cpp's prompt lookup (llama-lookup, batch 1 only: it decodes one
-  sequence) on the same model and prompt, where PEERS holds a build
-  (bench/compare_peers.sh).
+  what the rule protects against), for each proposer, with the acceptance
+  rate and the mean accepted length;
+- llama.cpp on the same GGUF at batch 1 (its examples decode one sequence),
+  where PEERS holds a build (bench/compare_peers.sh): prompt lookup
+  (llama-lookup) and draft-model speculation (llama-speculative), the draft
+  being the Q4_1 file and the target its F32 requantization (llama-quantize
+  --allow-requantize), as tram's self-draft, or the Q4_1 file itself where
+  there is no llama-quantize; and llama-bench's decode speed without
+  drafts.
 
 Each figure is the median of REPEATS runs (3).  Environment: TRAM_BIN,
-MODEL, THREADS (2), REPEATS, BATCHES ("1,4,16,32"), OUTPUT (128 tokens),
-K (num_speculative_tokens, 4), PEERS (bench/peers).  Prints the table in its final markdown form
-and writes it to bench/results/spec.md (OUT=path to write elsewhere)."""
+MODEL, THREADS (2), REPEATS, BATCHES ("1,4,16,32"), TASKS ("grounded,free
+text"), OUTPUT (128 tokens), K (num_speculative_tokens, 4), PEERS
+(bench/peers).  Prints the table in its final markdown form and writes it
+to bench/results/spec.md (OUT=path to write elsewhere)."""
 import datetime
 import json
 import os
@@ -31,11 +36,12 @@ BIN = os.environ.get("TRAM_BIN", "bin/tram")
 MODEL = os.environ.get("MODEL", "models/SmolLM2-135M-Instruct.Q4_1.gguf")
 THREADS = os.environ.get("THREADS", "2")
 REPEATS = int(os.environ.get("REPEATS", "3"))
-BATCHES = [int(b) for b in os.environ.get("BATCHES", "1,4,16,32").split(",")]
+BATCHES = [int(b) for b in os.environ.get("BATCHES", "1,4,16,32").split(",") if b]
 OUTPUT = int(os.environ.get("OUTPUT", "128"))
 K = int(os.environ.get("K", "4"))
 OUT = os.environ.get("OUT", "bench/results/spec.md")
-LOOKUP = os.path.join(os.environ.get("PEERS", "bench/peers"), "llama-build-0.3.36/bin/llama-lookup")
+TASKS = os.environ.get("TASKS", "grounded,free text").split(",")
+PEER_BIN = os.path.join(os.environ.get("PEERS", "bench/peers"), "llama-build-0.3.36/bin")
 
 TEXTS = [
     "The tram network of the city opened in 1881 with horse-drawn cars on two lines. Electric "
@@ -89,13 +95,14 @@ def median_run(path, n, spec):
     return tok_s, acc
 
 
-def lookup_run(prompt):
-    """llama-lookup's decode speed and acceptance at batch 1, or None."""
-    if not os.path.exists(LOOKUP):
-        return None
-    out = subprocess.run([LOOKUP, "-m", MODEL, "-p", prompt, "-n", str(OUTPUT), "--draft", str(K),
-                          "-t", THREADS, "--temp", "0", "-no-cnv"],
-                         capture_output=True, text=True).stderr
+def peer(name):
+    path = os.path.join(PEER_BIN, name)
+    return path if os.path.exists(path) else None
+
+
+def peer_decode(cmd):
+    """A llama.cpp example's decode speed and acceptance (its last lines), or None."""
+    out = subprocess.run(cmd, capture_output=True, text=True).stderr
     speed = re.search(r"decoded\s+\d+ tokens in\s+[\d.]+ seconds, speed:\s+([\d.]+) t/s", out)
     drafted = re.search(r"n_drafted\s*=\s*(\d+)", out)
     accepted = re.search(r"n_accept\s*=\s*(\d+)", out)
@@ -105,6 +112,55 @@ def lookup_run(prompt):
     return float(speed.group(1)), 100.0 * a / d if d else 0.0
 
 
+def peer_median(cmd):
+    runs = [r for r in (peer_decode(cmd) for _ in range(REPEATS)) if r]
+    return (statistics.median(r[0] for r in runs), runs[0][1]) if runs else None
+
+
+def peer_target(tmp):
+    """The F32 GGUF of MODEL's weights that llama-speculative verifies with
+    (the Q4_1 file drafting, as tram's self-draft), or MODEL itself."""
+    quantize = peer("llama-quantize")
+    if not quantize:
+        return MODEL, "Q4_1"
+    path = os.path.join(tmp, "f32.gguf")
+    done = subprocess.run([quantize, "--allow-requantize", MODEL, path, "F32"], capture_output=True)
+    return (path, "F32") if done.returncode == 0 else (MODEL, "Q4_1")
+
+
+def peer_plain():
+    """llama-bench's decode tok/s (tg OUTPUT) on MODEL, or None."""
+    bench = peer("llama-bench")
+    if not bench:
+        return None
+    out = subprocess.run([bench, "-m", MODEL, "-p", "0", "-n", str(OUTPUT), "-t", THREADS,
+                          "-r", str(REPEATS), "-o", "json"], capture_output=True, text=True).stdout
+    try:
+        return json.loads(out)[0]["avg_ts"]
+    except (ValueError, LookupError, TypeError):
+        return None
+
+
+def peer_rows(tmp):
+    """llama.cpp at batch 1 on each task: lookup and draft-model speculation."""
+    lookup, spec = peer("llama-lookup"), peer("llama-speculative")
+    target, fmt = peer_target(tmp) if spec else (MODEL, "Q4_1")
+    common = ["-n", str(OUTPUT), "-t", THREADS, "--temp", "0", "-no-cnv"]
+    rows = []
+    for name, task in (("grounded", grounded), ("free text", free)):
+        if name not in TASKS:
+            continue
+        prompt = task(0)
+        lk = lookup and peer_median([lookup, "-m", MODEL, "-p", prompt, "--draft", str(K)] + common)
+        sp = spec and peer_median([spec, "-m", target, "-md", MODEL, "-p", prompt, "--draft", str(K)] + common)
+        rows.append((name, lk, sp))
+    return rows, fmt
+
+
+def fmt_peer(r, what):
+    return f"{r[0]:.1f} | {r[1]:.0f}%" if r else f"— ({what}) | —"
+
+
 def fmt_acc(acc):
     return f"{acc[0]:.0f}% | {acc[1]:.2f}" if acc else "— | —"
 
@@ -112,21 +168,26 @@ def fmt_acc(acc):
 def main():
     ngram = {"method": "ngram", "num_speculative_tokens": K, "prompt_lookup_min": 1,
              "prompt_lookup_max": 4}
+    own = {"method": "self", "num_speculative_tokens": K}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, task in (("grounded", grounded), ("free text", free)):
+            if name not in TASKS:
+                continue
             for b in BATCHES:
                 path = os.path.join(tmp, f"{name[0]}{b}.jsonl")
                 dataset(task, b, path)
                 base, _ = median_run(path, b, None)
-                auto, acc = median_run(path, b, ngram)
-                forced, facc = median_run(path, b, dict(ngram, always_verify=1))
-                own, oacc = median_run(path, b, {"method": "self", "num_speculative_tokens": K})
-                rows.append(f"| {name} | {b} | {base:.1f} | {auto:.1f} ({auto / base:.2f}x) | "
-                            f"{forced:.1f} ({forced / base:.2f}x) | {fmt_acc(facc)} | "
-                            f"{own:.1f} ({own / base:.2f}x) | {fmt_acc(oacc)} |")
+                cells = []
+                for spec in (ngram, own):
+                    auto, acc = median_run(path, b, spec)
+                    forced, facc = median_run(path, b, dict(spec, always_verify=1))
+                    cells.append(f"{auto:.1f} ({auto / base:.2f}x) | {forced:.1f} ({forced / base:.2f}x) | "
+                                 f"{fmt_acc(facc)}")
+                rows.append(f"| {name} | {b} | {base:.1f} | " + " | ".join(cells) + " |")
                 print(rows[-1], file=sys.stderr)
-        peer = [(name, lookup_run(task(0))) for name, task in (("grounded", grounded), ("free text", free))]
+        peers, target_fmt = peer_rows(tmp)
+        plain = peer_plain()
     cpu = subprocess.run("lscpu | sed -n 's/^Model name: *//p'", shell=True, capture_output=True,
                          text=True).stdout.strip()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -141,26 +202,38 @@ def main():
         f"`python3 bench/spec.py` on {cpu}, {THREADS} threads, {datetime.date.today()}, commit "
         f"{commit}; the default model, greedy, {OUTPUT} output tokens per request, k = {K}, "
         f"median of {REPEATS} runs.  Output tok/s is `tram bench throughput`'s (prefill "
-        "included).  \"auto\" is speculation under the automatic rule (a sequence's drafts are "
-        "verified only when its recent acceptance outweighs the measured cost of the step's extra "
-        "tokens: engine/spec.h); \"every proposal\" verifies all of them (always_verify), which is "
-        "what the rule protects against.  Acceptance and mean accepted length (1 + accepted / "
-        "drafts) are the every-proposal run's for n-gram.  \"self-draft\" is the model's own Q4_1 "
-        "blocks drafting for its f32 copy (the target of every column), under the rule; its "
-        "acceptance is that run's." + busy,
+        "included).  \"auto\" is speculation under the automatic rule (engine/spec.h: a "
+        "sequence's drafts are verified only when its recent acceptance outweighs the measured "
+        "cost of the step's extra tokens); \"every\" verifies every proposal (always_verify), "
+        "which is what the rule protects against.  Acceptance and mean accepted length (1 + "
+        "accepted / drafts) are the every-proposal run's.  \"self\" is the model's own Q4_1 "
+        "blocks drafting for its f32 copy (the target of every column), all of a step's "
+        "sequences in one draft pass per guess position, in the target's KV pool." + busy,
         "",
-        "| task | batch | no speculation tok/s | n-gram, auto | n-gram, every proposal | acceptance | "
-        "mean accepted length | self-draft, auto | acceptance | mean accepted length |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "The automatic rule (engine/spec.h, docs/performance.md), which is what keeps \"auto\" "
+        "from being slower than no speculation: a sequence's j drafts are verified in a step "
+        "only when (P + g(j)) / T(N + j) > P / T(N), P being the tokens the step is expected to "
+        "yield and N the tokens it runs so far, g(j) = a + a^2 + ... + a^j with a the "
+        "sequence's recent acceptance per draft position, and T the step time the engine "
+        "measures (a least-squares line over its recent decode steps, draft passes included); "
+        "while the line cannot be fitted because the recent steps are all alike, every other "
+        "step runs without drafts so that it sees both sizes; no step with more than "
+        "disable_by_batch_size (32) decoding sequences drafts.",
+        "",
+        "| task | batch | no speculation tok/s | n-gram, auto | n-gram, every | acceptance | "
+        "mean accepted length | self, auto | self, every | acceptance | mean accepted length |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         *rows,
         "",
-        "llama.cpp's prompt lookup (`llama-lookup --draft K`, batch 1, decode tok/s and "
-        "acceptance):",
+        f"llama.cpp at batch 1, decode tok/s (prompt excluded) and acceptance: `llama-lookup "
+        f"--draft {K}` on the Q4_1 file, `llama-speculative --draft {K}` with the Q4_1 file "
+        f"drafting for its {target_fmt} copy; without drafts, `llama-bench -p 0 -n {OUTPUT}` on "
+        "the Q4_1 file: " + (f"{plain:.1f} tok/s." if plain else "— (no llama-bench in bench/peers)."),
         "",
-        "| task | llama-lookup tok/s | acceptance |",
-        "|---|---:|---:|",
-        *[f"| {n} | {p[0]:.1f} | {p[1]:.0f}% |" if p else f"| {n} | — (no build in bench/peers) | — |"
-          for n, p in peer],
+        "| task | llama-lookup tok/s | acceptance | llama-speculative tok/s | acceptance |",
+        "|---|---:|---:|---:|---:|",
+        *[f"| {n} | {fmt_peer(lk, 'no llama-lookup in bench/peers')} | "
+          f"{fmt_peer(sp, 'no llama-speculative in bench/peers')} |" for n, lk, sp in peers],
     ]
     text = "\n".join(lines) + "\n"
     print(text)
