@@ -213,6 +213,9 @@ $(BUILD)/bench/kv_cache: $(BUILD)/bench/kv_cache.o $(BUILD)/libtram.a
 $(BUILD)/bench/sparse_gemm: $(BUILD)/bench/sparse_gemm.o $(BUILD)/libtram.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
+$(BUILD)/bench/kv_attention: $(BUILD)/bench/kv_attention.o $(BUILD)/libtram.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
 # ---------------------------------------------------------------- JSON Schema suite
 # The validator's pass rate on the official JSON-Schema-Test-Suite, read from
 # a checkout of it that is not part of the project: make json-schema-suite

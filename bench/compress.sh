@@ -2,8 +2,9 @@
 # compress.sh — the compression tables of bench/results/compress.md: quality
 # of each format against the f32 model (tram perplexity's PPL, KL and top-1
 # agreement, on a text of another source than the calibration text), what an
-# int8 KV cache holds in 1 GiB and its decode speed at 4k context, and the
-# 2:4 sparse product against the dense one.
+# int8 KV cache holds in 1 GiB and its decode speed at 4k context, decode
+# attention alone over a 4k KV per dtype, and the 2:4 sparse product against
+# the dense one.
 #   sh bench/compress.sh            (about 10 minutes of CPU on a quiet 2-core machine)
 # Environment: MODEL (the default model), TEXT (/usr/share/common-licenses/GPL-3),
 # CHUNKS (6 windows of 512), THREADS (all cores), KV_SEQS (4), KV_CTX (4096).
@@ -13,7 +14,7 @@ text=${TEXT:-/usr/share/common-licenses/GPL-3}
 chunks=${CHUNKS:-6}
 threads=${THREADS:+-t $THREADS}
 calib=${CALIB:-tests/fixtures/int8/calib.txt}
-make --no-print-directory bin/tram build/bench/kv_cache build/bench/sparse_gemm >/dev/null
+make --no-print-directory bin/tram build/bench/kv_cache build/bench/kv_attention build/bench/sparse_gemm >/dev/null
 mkdir -p build/compress
 bin/tram prune -m "$model" -o build/compress/s24.gguf --sparsity 2:4 --calib "$calib" $threads 2>/dev/null
 
@@ -41,6 +42,8 @@ row "int8 KV cache" "$model" --kv-cache-dtype int8
 row "fp8 (E4M3) KV cache" "$model" --kv-cache-dtype fp8
 row "2:4 sparse (Wanda)" build/compress/s24.gguf
 echo
-build/bench/kv_cache -m "$model" --ctx "${KV_CTX:-4096}" --seqs "${KV_SEQS:-4}" $threads auto int8
+build/bench/kv_cache -m "$model" --ctx "${KV_CTX:-4096}" --seqs "${KV_SEQS:-4}" $threads auto int8 fp8
+echo
+build/bench/kv_attention --ctx "${KV_CTX:-4096}" $threads
 echo
 build/bench/sparse_gemm $threads
