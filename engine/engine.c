@@ -108,7 +108,7 @@ void tram_engine_config_init(tram_engine_config *c)
 
 const char *tram_finish_reason_name(tram_finish_reason r)
 {
-    static const char *const names[] = {NULL, "stop", "length", "abort"};
+    static const char *const names[] = {NULL, "stop", "length", "abort", "error"};
     return (unsigned)r < TRAM_ARRAY_LEN(names) ? names[r] : NULL;
 }
 
@@ -991,9 +991,12 @@ static int draw_token(tram_engine *e, tram_seq *s, const float *row, int32_t dra
     row = drawn >= 0 ? row : constrained_row(e, s, row);
     int32_t tok = drawn >= 0 ? drawn : tram_sample(e->sampler, row, &in);
     if (s->matcher && !tram_matcher_accept(s->matcher, tok)) {
-        /* the grammar allowed no token the sampler could draw (every one it
-         * allows was banned): the sample ends without one */
-        finish_seq(e, s, TRAM_FINISH_ABORT);
+        /* the grammar allows no token here, or none the sampler could draw
+         * (every one it allows was banned): the sample ends without one,
+         * saying why, never with a text the grammar does not match */
+        const char *stuck = tram_matcher_stuck(s->matcher);
+        s->error = stuck ? stuck : TRAM_TOKENS_BANNED;
+        finish_seq(e, s, TRAM_FINISH_ERROR);
         return 1;
     }
     if (r->p.logprobs >= 0) {
@@ -1270,6 +1273,7 @@ static void fill_output(tram_engine *e, tram_seq *s, tram_output *o)
         .prompt_logprobs = got && !s->reported_first && r->prompt_lp ? r->prompt_lp : NULL,
         .finish_reason = s->finish,
         .stop_string = s->stop_index >= 0 ? r->stop[s->stop_index] : NULL,
+        .error = s->finish == TRAM_FINISH_ERROR ? s->error : NULL,
         .prompt_tokens = r->seqs[0].prompt_len,
         .completion_tokens = s->num_tokens - s->prompt_len,
         .cached_tokens = r->cached_tokens,

@@ -36,6 +36,7 @@ typedef struct {
     tram_matcher *matcher;     /* the grammar's state after this sample's output, or NULL */
     tram_finish_reason finish;
     int stop_index;            /* stop string that finished it, or -1 */
+    const char *error;         /* TRAM_FINISH_ERROR's cause (tram_output.error) */
     int reported_first;        /* its first output has gone out */
     int reported_final;        /* its output with a finish reason has gone out */
     tram_spec_record spec;     /* its drafts' fate, for speculation's automatic rule */

@@ -263,10 +263,13 @@ typedef enum {
     TRAM_FINISH_STOP = 1,         /* EOS, a stop token or a stop string */
     TRAM_FINISH_LENGTH = 2,       /* max_tokens or max_model_len */
     TRAM_FINISH_ABORT = 3,
+    TRAM_FINISH_ERROR = 4,        /* it cannot go on: tram_output.error says why */
 } tram_finish_reason;
 
-/* "stop", "length", "abort", or NULL for TRAM_FINISH_NONE. */
+/* "stop", "length", "abort", "error", or NULL for TRAM_FINISH_NONE. */
 const char *tram_finish_reason_name(tram_finish_reason r);
+
+#define TRAM_TOKENS_BANNED "grammar_tokens_banned"
 
 /* The logprob records tram_logprob_entry and tram_token_logprob come from
  * kernels/sampling_params.h: the samplers fill them. */
@@ -283,6 +286,10 @@ typedef struct {
                                                    output when asked, else NULL */
     tram_finish_reason finish_reason;
     const char *stop_string;      /* the stop string that finished it, else NULL */
+    const char *error;            /* TRAM_FINISH_ERROR's cause, an API error code: the grammar
+                                     allows no token (grammar.h's TRAM_GRAMMAR_DEAD_END,
+                                     TRAM_GRAMMAR_BOUND), or every one it allows is held back by
+                                     the sampling (min_tokens: TRAM_TOKENS_BANNED); else NULL */
     int prompt_tokens;
     int completion_tokens;        /* generated so far by this sample */
     int cached_tokens;            /* prompt tokens served from the prefix cache */
@@ -314,7 +321,7 @@ typedef struct {
     uint64_t prompt_tokens_total;     /* prompt tokens of admitted requests */
     uint64_t computed_prefill_tokens; /* prompt (and recomputed) tokens run through the model */
     uint64_t generation_tokens_total; /* tokens sampled */
-    uint64_t requests_finished[4];    /* indexed by tram_finish_reason */
+    uint64_t requests_finished[5];    /* indexed by tram_finish_reason */
     uint64_t num_steps;
     uint64_t forward_tokens_total;    /* tokens run through the model: prefill, recompute, decode */
     uint64_t graph_steps;             /* CUDA: steps replayed from a CUDA graph */

@@ -22,6 +22,7 @@ struct tram_matcher {
     tram_stackset state, next;
     tram_mask_scratch scratch;
     int ended;                 /* an end-of-generation token was accepted */
+    const char *stuck;         /* why the last mask allowed nothing, or NULL */
 };
 
 static void grammar_free(tram_grammar *g)
@@ -151,17 +152,33 @@ static int is_eog(const tram_vocab_trie *t, int32_t id)
     return 0;
 }
 
-void tram_matcher_fill_mask(tram_matcher *m, uint32_t *mask)
+static int any_bit(const uint32_t *mask, int words)
+{
+    uint32_t any = 0;
+    for (int w = 0; w < words; w++)
+        any |= mask[w];
+    return any != 0;
+}
+
+int tram_matcher_fill_mask(tram_matcher *m, uint32_t *mask)
 {
     const tram_grammar *g = m->g;
     memset(mask, 0, (size_t)g->masks.words * sizeof(uint32_t));
+    m->stuck = NULL;
     if (m->ended)
-        return;
-    tram_mask_fill(&g->masks, &g->ir, g->trie, &m->state, mask, &m->scratch);
+        return 0;  /* finished, not stuck: nothing is asked of it */
+    m->scratch.refused_incomplete = 0;
+    int failed = tram_mask_fill(&g->masks, &g->ir, g->trie, &m->state, mask, &m->scratch);
     if (m->state.has_end)
         for (int i = 0; i < g->trie->num_eog; i++)
             mask[g->trie->eog[i] >> 5] |= 1u << (g->trie->eog[i] & 31);
+    if (any_bit(mask, g->masks.words))
+        return 1;
+    m->stuck = failed || m->scratch.refused_incomplete ? TRAM_GRAMMAR_BOUND : TRAM_GRAMMAR_DEAD_END;
+    return 0;
 }
+
+const char *tram_matcher_stuck(const tram_matcher *m) { return m->stuck; }
 
 int tram_matcher_accept(tram_matcher *m, int32_t token)
 {

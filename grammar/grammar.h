@@ -85,8 +85,21 @@ int tram_grammar_mask_words(const tram_grammar *g);
 int tram_matcher_create(tram_matcher **out, const tram_grammar *g, tram_error *err);
 void tram_matcher_free(tram_matcher *m);
 
-/* Writes the allowed tokens of the current state into mask[words]. */
-void tram_matcher_fill_mask(tram_matcher *m, uint32_t *mask);
+/* Writes the allowed tokens of the current state into mask[words].
+ * Returns 1 when it allows a token (an end-of-generation one included),
+ * 0 when it allows none: tram_matcher_stuck then says why. */
+int tram_matcher_fill_mask(tram_matcher *m, uint32_t *mask);
+/* Why the last mask filled allowed no token, as an API error code, or
+ * NULL when it allowed some:
+ *   TRAM_GRAMMAR_DEAD_END  the grammar has no continuation here and cannot
+ *                          end (e.g. after a character of an empty class)
+ *   TRAM_GRAMMAR_BOUND     a position's walk passed a bound (its steps,
+ *                          memory, stacks), or tokens were refused for
+ *                          being read in too many ways: it fails closed */
+const char *tram_matcher_stuck(const tram_matcher *m);
+#define TRAM_GRAMMAR_DEAD_END "grammar_dead_end"
+#define TRAM_GRAMMAR_BOUND "grammar_bound"
+
 /* Advances by one token: 1 when it was allowed (the state moves on), 0
  * when not (the state is unchanged).  An end-of-generation token is
  * allowed where the grammar can end, and ends it. */

@@ -726,8 +726,10 @@ static int run_bytes(const tram_gbnf *g, const tram_stackset *st, int which, con
         tram_stackset *next = &s->levels[d + 1];
         tram_stacks_advance(g, d == 0 ? st : &s->levels[d], d == 0 ? which : -1, b[d], next, s->buf);
         *reached = d + 1;
-        if (tram_stackset_incomplete(next))
+        if (tram_stackset_incomplete(next)) {
+            s->refused_incomplete = 1;
             return 0;  /* fails closed: a token read in too many ways is refused */
+        }
         if (next->n == 0)
             return d + 1 == n && next->has_end;
     }
@@ -831,8 +833,8 @@ static void fill_stack(const tram_pos_mask *pm, int words, const tram_gbnf *g, c
  * the lock (another matcher of the grammar may be walking it).  A walk
  * that fails (a bound of its own, which a walk at compile time would have
  * refused the grammar for) leaves p allowing nothing: the matcher fails
- * closed there. */
-static void fill_unwalked(const tram_mask_table *mt, int32_t p, const tram_gbnf *g, const tram_vocab_trie *t,
+ * closed there: returns 1. */
+static int fill_unwalked(const tram_mask_table *mt, int32_t p, const tram_gbnf *g, const tram_vocab_trie *t,
                           const tram_stackset *st, int which, uint32_t *mask, tram_mask_scratch *s)
 {
     tram_error err = {{0}};
@@ -846,16 +848,19 @@ static void fill_unwalked(const tram_mask_table *mt, int32_t p, const tram_gbnf 
     pthread_mutex_unlock(&mt->walker->lock);
     if (walked == POS_READY)
         fill_stack(&mt->pos[p], mt->words, g, t, st, which, mask, s);
+    return walked == POS_FAILED;
 }
 
-void tram_mask_fill(const tram_mask_table *mt, const tram_gbnf *g, const tram_vocab_trie *t,
-                    const tram_stackset *st, uint32_t *mask, tram_mask_scratch *s)
+int tram_mask_fill(const tram_mask_table *mt, const tram_gbnf *g, const tram_vocab_trie *t,
+                   const tram_stackset *st, uint32_t *mask, tram_mask_scratch *s)
 {
+    int failed = 0;
     for (int i = 0; i < st->n; i++) {
         int32_t p = tram_stack_at(st, i)[st->len[i] - 1];
         if (atomic_load_explicit(&mt->walked[p], memory_order_acquire) == POS_READY)
             fill_stack(&mt->pos[p], mt->words, g, t, st, i, mask, s);
         else
-            fill_unwalked(mt, p, g, t, st, i, mask, s);
+            failed |= fill_unwalked(mt, p, g, t, st, i, mask, s);
     }
+    return failed;
 }

@@ -80,14 +80,17 @@ typedef struct {
     int32_t *buf;              /* [TRAM_MAX_STACK_DEPTH + 1] */
     uint32_t *accepted;        /* [words]: a position's accepted ids as a bitmask */
     int words;
+    int refused_incomplete;    /* a token was refused for a bound of its stack set (too
+                                  ambiguous, too costly), not by the grammar */
 } tram_mask_scratch;
 
 int tram_mask_scratch_init(tram_mask_scratch *s, const tram_vocab_trie *t, tram_error *err);
 void tram_mask_scratch_free(tram_mask_scratch *s);
 
 /* ORs the tokens that state `st` allows (text tokens only) into mask,
- * walking the positions it meets that are not walked yet. */
-void tram_mask_fill(const tram_mask_table *mt, const tram_gbnf *g, const tram_vocab_trie *t,
+ * walking the positions it meets that are not walked yet.  Returns 1 when
+ * a position's walk failed (a bound: it allows nothing), else 0. */
+int tram_mask_fill(const tram_mask_table *mt, const tram_gbnf *g, const tram_vocab_trie *t,
                     const tram_stackset *st, uint32_t *mask, tram_mask_scratch *s);
 
 /* 1 when stack `which` of st (or any stack, which < 0) accepts all n bytes

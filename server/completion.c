@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "grammar/grammar.h"
 #include "kernels/list.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
@@ -973,10 +974,10 @@ static const char *finish_with_tools(tram_completion *c, int ci, const char *rea
 {
     tram_api_choice *choice = &c->choices[ci];
     tram_tool_reader *r = &c->readers[ci];
-    int cut = !strcmp(reason, "length");
-    tram_tool_reader_finish(r, cut, !strcmp(reason, "abort"));
+    int cut = !strcmp(reason, "length"), failed = !strcmp(reason, "error");
+    tram_tool_reader_finish(r, cut, failed || !strcmp(reason, "abort"));
     json_t *calls = tram_tool_reader_calls(r);
-    if (calls && !cut)
+    if (calls && !cut && !failed)
         reason = "tool_calls";
     if (!c->streaming || hold) { /* a held stream keeps the calls for their checks */
         choice->tool_calls = calls;
@@ -1045,7 +1046,7 @@ static int end_choice(tram_completion *c, completion_prompt *p, int ci, const ch
 {
     tram_api_choice *choice = &c->choices[ci];
     choice->finish_reason = reason;
-    if (held && c->checks[ci].failure) {
+    if (held && c->checks && c->checks[ci].failure) {
         choice->error = json_incref(c->checks[ci].failure);
         c->srv->metrics.schema_invalid++;
     }
@@ -1084,6 +1085,20 @@ static void on_checked(void *arg, int verdict, const tram_jv_failure *f)
         k->failure = check_failure(ref->call, verdict, f);
     if (--k->pending == 0)
         end_choice(k->completion, k->prompt, k->index, k->failure ? "error" : k->reason, 1);
+}
+
+/* The error object of a choice the engine ended with TRAM_FINISH_ERROR
+ * (code: tram_output.error), in the shape of check_failure's. */
+static json_t *engine_failure(const char *code)
+{
+    const char *why = !code ? "the engine could not go on"
+                      : !strcmp(code, TRAM_GRAMMAR_DEAD_END) ? "the grammar allows no token here and cannot end"
+                      : !strcmp(code, TRAM_GRAMMAR_BOUND) ? "the grammar passed a bound computing the next token's mask"
+                      : "every token the grammar allows is held back by the sampling (min_tokens)";
+    char msg[300];
+    snprintf(msg, sizeof(msg), "the output cannot be completed: %s; the text so far is incomplete", why);
+    return json_pack("{s:s, s:s, s:n, s:s}", "message", msg, "type", "invalid_output", "param", "code",
+                     code ? code : "engine_error");
 }
 
 /* The schema a tool call's arguments must meet (its function's parameters). */
@@ -1147,8 +1162,12 @@ static int on_output(tram_completion *c, completion_prompt *p, const tram_output
             emit_choice_text(c, ci, p->echo, strlen(p->echo), o->prompt_logprobs,
                  o->prompt_logprobs ? o->prompt_tokens : 0, NULL);
     }
-    /* a complete output is checked against its schema before it ends */
-    int hold = reason && !strcmp(reason, "stop") && c->checks;
+    /* a complete output is checked against its schema before it ends, and
+     * one the engine ended with an error carries it on its last chunk */
+    int failed = o->finish_reason == TRAM_FINISH_ERROR;
+    if (failed && !choice->error)
+        choice->error = engine_failure(o->error);
+    int hold = (reason && !strcmp(reason, "stop") && c->checks) || failed;
     if (c->with_tools)
         reason = emit_with_tools(c, ci, o, reason, hold);
     else
@@ -1157,9 +1176,9 @@ static int on_output(tram_completion *c, completion_prompt *p, const tram_output
     if (!reason)
         return 0;
     c->completion_tokens += o->completion_tokens;
-    if (hold && start_checks(c, p, ci, reason) > 0)
+    if (hold && !failed && start_checks(c, p, ci, reason) > 0)
         return 0;
-    return end_choice(c, p, ci, hold && c->checks[ci].failure ? "error" : reason, hold);
+    return end_choice(c, p, ci, hold && !failed && c->checks[ci].failure ? "error" : reason, hold);
 }
 
 /* One event for prompt p of c, from the engine or from c's flight; 1 when it

@@ -19,7 +19,7 @@ import jsonschema
 import pydantic
 import pytest
 
-from conftest import BIN, MODEL
+from conftest import BIN, MODEL, stream_raw
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "fixtures", "schemas", "corpus.json")
@@ -154,6 +154,30 @@ def test_grammars_past_the_limits_are_400_naming_them(server):
         status, _, resp = post(server, "/v1/completions", dict(body, model=server.model, prompt="hi"))
         assert status == 400, resp
         assert resp["error"]["param"] == param and words in resp["error"]["message"], resp
+
+
+DEAD_END = 'root ::= "ab" [^\\x00-\\U0010FFFF]'  # after "ab", a character of an empty class
+
+
+def test_a_grammar_dead_end_ends_with_error_streamed_and_not(server):
+    """The grammar allows "ab", then nothing, and cannot end there: the reply
+    says so (finish_reason "error", code grammar_dead_end), never "stop"."""
+    status, _, body = post(server, "/v1/completions", {
+        "model": server.model, "prompt": "Say:", "max_tokens": 8, "temperature": 0,
+        "structured_outputs": {"grammar": DEAD_END}})
+    assert status == 200, body
+    c = body["choices"][0]
+    assert c["text"] == "ab" and c["finish_reason"] == "error", c
+    assert c["error"]["code"] == "grammar_dead_end" and c["error"]["type"] == "invalid_output", c
+    assert "allows no token" in c["error"]["message"], c
+    events = stream_raw(server.port, "/v1/chat/completions", {
+        "model": server.model, "messages": chat("Say something."), "max_tokens": 8, "temperature": 0,
+        "stream": True, "guided_grammar": DEAD_END})
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e)["choices"][0] for e in events[:-1] if json.loads(e)["choices"]]
+    assert "".join(c["delta"].get("content") or "" for c in chunks) == "ab"
+    assert chunks[-1]["finish_reason"] == "error" and chunks[-1]["error"]["code"] == "grammar_dead_end", chunks
+    assert all(c["finish_reason"] is None and "error" not in c for c in chunks[:-1]), chunks
 
 
 def chain(n, body):

@@ -776,9 +776,10 @@ Test(grammar, a_too_ambiguous_grammar_is_refused, .timeout = 60)
     cr_assert_eq(tram_matcher_create(&m, late, &err), 0);
     cr_assert_eq(tram_matcher_accept(m, single_token(tok, "\x01")), 1);
     uint32_t *mask = calloc((size_t)tram_grammar_mask_words(late), sizeof(uint32_t));
-    tram_matcher_fill_mask(m, mask);
+    cr_assert_eq(tram_matcher_fill_mask(m, mask), 0);
     for (int w = 0; w < tram_grammar_mask_words(late); w++)
         cr_assert_eq(mask[w], 0, "word %d of the mask allows %08x", w, mask[w]);
+    cr_assert_str_eq(tram_matcher_stuck(m), TRAM_GRAMMAR_BOUND);
     cr_assert_eq(tram_grammar_walk_all(late, &err), -1);
     cr_assert(strstr(err.msg, "too ambiguous"), "%s", err.msg);
     free(mask);
@@ -792,6 +793,40 @@ Test(grammar, a_too_ambiguous_grammar_is_refused, .timeout = 60)
     cr_assert(ok, "%s", err.msg);
     tram_grammar_release(ok);
     free(gbnf);
+    tram_tokenizer_free(tok);
+}
+
+/* A grammar with a dead end on the vocabulary: after "ab" it asks for a
+ * character of an empty class, which no token has, and it cannot end
+ * there.  The mask then allows nothing and the matcher says why; on the
+ * way there (and on the other branch) it allows tokens and is not stuck. */
+Test(grammar, a_dead_end_allows_nothing_and_says_so, .timeout = 60)
+{
+    tram_tokenizer *tok;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_tokenizer_load(&tok, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
+    tram_grammar *g = tram_grammar_compile("root ::= \"ab\" [^\\x00-\\U0010FFFF] | \"c\"", "root", tok, &err);
+    cr_assert(g, "%s", err.msg);
+    uint32_t *mask = calloc((size_t)tram_grammar_mask_words(g), sizeof(uint32_t));
+    tram_matcher *m;
+    cr_assert_eq(tram_matcher_create(&m, g, &err), 0, "%s", err.msg);
+    cr_assert_eq(tram_matcher_fill_mask(m, mask), 1);
+    cr_assert_null(tram_matcher_stuck(m));
+    cr_assert(allowed(mask, single_token(tok, "ab")) && allowed(mask, single_token(tok, "c")));
+    cr_assert_eq(tram_matcher_accept(m, single_token(tok, "ab")), 1);
+    cr_assert_eq(tram_matcher_fill_mask(m, mask), 0);
+    for (int w = 0; w < tram_grammar_mask_words(g); w++)
+        cr_assert_eq(mask[w], 0, "word %d of the mask allows %08x", w, mask[w]);
+    cr_assert_str_eq(tram_matcher_stuck(m), TRAM_GRAMMAR_DEAD_END);
+    cr_assert(!tram_matcher_can_end(m) && !tram_matcher_is_done(m));
+    tram_matcher_free(m);
+    cr_assert_eq(tram_matcher_create(&m, g, &err), 0, "%s", err.msg);
+    cr_assert_eq(tram_matcher_accept(m, single_token(tok, "c")), 1);
+    cr_assert_eq(tram_matcher_fill_mask(m, mask), 1, "the end (EOS) is allowed after \"c\"");
+    cr_assert_null(tram_matcher_stuck(m));
+    tram_matcher_free(m);
+    free(mask);
+    tram_grammar_release(g);
     tram_tokenizer_free(tok);
 }
 

@@ -187,3 +187,52 @@ Test(grammar_engine, preemption_n2_and_masked_logprobs, .timeout = 300)
         cr_assert(isfinite(roomy[i].logprob_sum[0]));
     }
 }
+
+/* A grammar that dead-ends on the vocabulary ("ab", then a character of an
+ * empty class): the sample ends with TRAM_FINISH_ERROR and the cause
+ * grammar_dead_end, its text the "ab" the grammar did allow, never a token
+ * it forbids and never "stop"; a free request batched beside it runs on. */
+Test(grammar_engine, a_dead_end_finishes_with_error_and_its_cause, .timeout = 120)
+{
+    tram_engine *e = engine(0);
+    tram_error err = {{0}};
+    tram_grammar *g = tram_grammar_compile("root ::= \"ab\" [^\\x00-\\U0010FFFF]", "root",
+                                           tram_engine_tokenizer(e), &err);
+    cr_assert(g, "%s", err.msg);
+    for (uint64_t id = 0; id < 2; id++) {
+        tram_sampling_params p;
+        tram_sampling_params_init(&p);
+        p.max_tokens = 8;
+        p.temperature = 0.0f;
+        p.grammar = id == 0 ? g : NULL;
+        tram_prompt pr = {.text = prompts[0], .skip_bos = 1};
+        cr_assert_eq(tram_engine_add_request(e, id, &pr, &p, 0, &err), 0, "%s", err.msg);
+    }
+    tram_grammar_release(g);
+    char text[2][256] = {{0}};
+    int finish[2] = {0}, tokens[2] = {0};
+    const char *cause[2] = {NULL, NULL};
+    while (tram_engine_has_unfinished(e)) {
+        const tram_output *outs;
+        int n;
+        cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
+        for (int i = 0; i < n; i++) {
+            int id = (int)outs[i].request_id;
+            cr_assert_lt(strlen(text[id]) + outs[i].text_len, sizeof(text[id]));
+            strcat(text[id], outs[i].text);
+            tokens[id] += outs[i].num_tokens;
+            if (outs[i].finish_reason) {
+                finish[id] = outs[i].finish_reason;
+                cause[id] = outs[i].error;
+            }
+        }
+    }
+    cr_assert_eq(finish[0], TRAM_FINISH_ERROR, "finish %d, text '%s'", finish[0], text[0]);
+    cr_assert_str_eq(cause[0], TRAM_GRAMMAR_DEAD_END);
+    cr_assert_str_eq(text[0], "ab");
+    cr_assert_str_eq(tram_finish_reason_name(TRAM_FINISH_ERROR), "error");
+    cr_assert_eq(finish[1], TRAM_FINISH_LENGTH, "the free request beside it: finish %d", finish[1]);
+    cr_assert_eq(tokens[1], 8);
+    cr_assert_null(cause[1]);
+    tram_engine_destroy(e);
+}
