@@ -38,6 +38,7 @@
 
 #include "grammar/gbnf_text.h"
 #include "grammar/grammar.h"
+#include "grammar/json_big_bounds.h"
 #include "grammar/json_schema.h"
 #include "grammar/json_validate.h"
 #include "grammar/regex.h"
@@ -392,7 +393,7 @@ static void cover_one(const tram_tokenizer *tok, const char *dir, const char *na
     char path[4096], *gbnf = NULL;
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     json_error_t je;
-    json_t *doc = json_load_file(path, JSON_DECODE_ANY, &je);
+    json_t *doc = tram_json_schema_load_file(path, JSON_DECODE_ANY, &je);
     char *schema = doc ? json_dumps(doc, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     tram_error err = {{0}};
     tram_grammar *g = NULL;

@@ -18,6 +18,7 @@
 
 #include "cli/defaults.h"
 #include "grammar/grammar.h"
+#include "grammar/json_big_bounds.h"
 #include "grammar/json_schema.h"
 #include "tokenizer/tokenizer.h"
 
@@ -69,7 +70,8 @@ int main(int argc, char **argv)
     json_t *refused = json_object(), *docs = json_array();
     int n = 0, total = 0, exact = 0;
     for (int a = 1; a < argc; a++) {
-        json_t *doc = json_load_file(argv[a], 0, NULL);
+        json_error_t je;
+        json_t *doc = tram_json_schema_load_file(argv[a], 0, &je);
         json_array_append_new(docs, doc);
         size_t count = json_is_array(doc) ? json_array_size(doc) : 1;
         for (size_t i = 0; i < count && n < MAX_SCHEMAS; i++) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "grammar/gbnf_text.h"
+#include "grammar/json_big_bounds.h"
 #include "grammar/json_schema_gen.h"
 
 #define MAX_DEPTH 64
@@ -442,7 +443,7 @@ int tram_json_schema_compile(const char *schema_json, const char *rule_prefix,
     if (check_prefix(rule_prefix, err))
         return -1;
     json_error_t je;
-    json_t *doc = json_loads(schema_json, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    json_t *doc = tram_json_schema_loadb(schema_json, strlen(schema_json), JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
     if (!doc)
         return tram_fail(err, "the JSON Schema is not valid JSON: %s (line %d)", je.text, je.line);
     jsc c = {.prefix = rule_prefix, .doc = doc, .err = err, .exact = 1, .strict = opts && opts->strict,

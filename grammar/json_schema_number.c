@@ -190,7 +190,12 @@ int js_gen_integer(jsc *c, json_t *s, const char *path, tram_strbuf *b)
         tram_strbuf_addf(b, "%s", n);
         return 0;
     }
-    return int_range(b, int_lo(&bd), int_hi(&bd)) ? 0 : js_empty(c, path, "its bounds admit no integer");
+    long long lo = int_lo(&bd), hi = int_hi(&bd);
+    if (int_range(b, lo, hi))
+        return 0;
+    return js_empty(c, path, lo > MAX_MAGNITUDE || hi < -MAX_MAGNITUDE
+                                 ? "its bounds admit no integer of at most 16 digits (the most tram writes)"
+                                 : "its bounds admit no integer");
 }
 
 /* A fraction that is never zero (its last digit is not 0), so that k.f

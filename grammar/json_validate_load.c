@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/json_big_bounds.h"
 #include "grammar/json_validate_schema.h"
 
 #define JV_MAX_SCHEMA_DEPTH 512
@@ -638,7 +639,7 @@ int tram_jv_compile(const char *schema_json, size_t len, tram_jv_schema **out, t
     if (!o)
         return -1;
     json_error_t je;
-    o->s.doc = json_loadb(schema_json, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    o->s.doc = tram_json_schema_loadb(schema_json, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
     o->s.assert_formats = 1;
     o->s.refs = 1;
     jv_loader l = {&o->s, NULL, 0, 0, err};

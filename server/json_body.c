@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/json_big_bounds.h"
 #include "kernels/base.h"
 
 #define MAX_LEVELS 32   /* the levels a path names; deeper ones are left out */
@@ -60,17 +61,18 @@ static const char *last_key(const scan *sc)
     return "";
 }
 
+/* The request fields that hold schemas (NULL-terminated). */
+static const char *const schema_fields[] = {"tools", "response_format", "structured_outputs", "guided_json", NULL};
+
 /* A schema's "default" and "examples" under a field that holds schemas. */
 static int in_annotation(const scan *sc, const char *prefix)
 {
-    static const char *const schema_fields[] = {"tools", "response_format", "structured_outputs",
-                                                "guided_json"};
     if (prefix[0] || sc->depth < 2 || !sc->levels[0].is_object)
         return 0;
     const char *k = last_key(sc);
     if (strcmp(k, "default") && strcmp(k, "examples"))
         return 0;
-    for (size_t i = 0; i < sizeof(schema_fields) / sizeof(schema_fields[0]); i++)
+    for (size_t i = 0; schema_fields[i]; i++)
         if (!strcmp(sc->levels[0].key, schema_fields[i]))
             return 1;
     return 0;
@@ -130,12 +132,8 @@ static void string(scan *sc, const char *prefix)
 /* 1 when the number text[0..n) is past what jansson holds. */
 static int out_of_range(const char *text, size_t n)
 {
-    if (!memchr(text, '.', n) && !memchr(text, 'e', n) && !memchr(text, 'E', n)) {
-        int neg = text[0] == '-';
-        size_t digits = n - (size_t)neg;
-        const char *limit = neg ? "9223372036854775808" : "9223372036854775807";
-        return digits > 19 || (digits == 19 && memcmp(text + neg, limit, 19) > 0);
-    }
+    if (!memchr(text, '.', n) && !memchr(text, 'e', n) && !memchr(text, 'E', n))
+        return tram_json_int_past_64_bits(text, n);
     char *copy = strndup(text, n);
     int over = copy && isinf(strtod(copy, NULL));
     free(copy);
@@ -229,6 +227,12 @@ static json_t *parse(const char *text, size_t len, size_t flags, const char *pat
 json_t *tram_json_body_load(const char *text, size_t len, size_t flags, const char *path,
                             tram_api_error *e)
 {
+    char *bounded = NULL;  /* a body's schemas' bounds past 64 bits, as doubles that keep them exact */
+    if (!path[0] && tram_json_big_bounds_rewrite(text, len, schema_fields, &bounded, &len) < 0) {
+        tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return NULL;
+    }
+    text = bounded ? bounded : text;
     scan sc = {.s = text, .len = len};
     scan_text(&sc, path);
     size_t n = len;
@@ -244,5 +248,6 @@ json_t *tram_json_body_load(const char *text, size_t len, size_t flags, const ch
         root = parse(copy ? copy : text, n, flags, path, e);
     free(copy);
     free(sc.rewrites);
+    free(bounded);
     return root;
 }

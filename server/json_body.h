@@ -10,9 +10,11 @@
  * (before jansson's syntax check, which calls a NUL in a key a syntax
  * error): "messages[0].content", "seed", "tools[0].function
  * .parameters.properties.n.enum[1]" (a number that must compare exactly).
- * One place takes a number out of range: a schema's annotations "default"
+ * Two places take a number out of range: a schema's annotations "default"
  * and "examples", which change nothing (JSON Schema), under the fields that
- * hold schemas; jansson then reads it as 0. */
+ * hold schemas, jansson then reading it as 0; and the integer value of a
+ * key minimum, maximum, exclusiveMinimum or exclusiveMaximum, which is read
+ * as the double that keeps it exact (grammar/json_big_bounds.h). */
 #ifndef TRAM_JSON_BODY_H
 #define TRAM_JSON_BODY_H
 

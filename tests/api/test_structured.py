@@ -156,6 +156,24 @@ def test_grammars_past_the_limits_are_400_naming_them(server):
         assert resp["error"]["param"] == param and words in resp["error"]["message"], resp
 
 
+def test_integer_bounds_past_64_bits_are_honoured(server):
+    """Issue 29: Snowplow's "maximum": 9223372036854776000 and the like were a
+    400 ("out of range"); they are valid JSON, and bounds tram can honour."""
+    schema = {"type": "object", "properties": {
+        "a": {"type": "integer", "minimum": 0, "maximum": 18446744073709551615},
+        "b": {"type": "integer", "minimum": -9223372036854775809, "maximum": 9223372036854776000}},
+        "required": ["a", "b"], "additionalProperties": False}
+    status, _, body = post(server, "/v1/chat/completions", {
+        "model": server.model, "messages": chat("Two numbers as JSON."), "max_tokens": 60, "temperature": 0,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": schema}}})
+    assert status == 200, body
+    c = body["choices"][0]
+    assert c["finish_reason"] == "stop", c
+    value = json.loads(c["message"]["content"])
+    jsonschema.validate(value, schema)
+    assert isinstance(value["a"], int) and isinstance(value["b"], int), value
+
+
 DEAD_END = 'root ::= "ab" [^\\x00-\\U0010FFFF]'  # after "ab", a character of an empty class
 
 

@@ -95,6 +95,30 @@ Test(json_schema, exclusive_bounds_of_numbers)
     check_cases(cases, TRAM_ARRAY_LEN(cases));
 }
 
+/* Bounds past 64 bits load (grammar/json_big_bounds.h) and are honoured:
+ * no integer tram writes (16 digits at most) passes one; a lower bound
+ * past what tram writes leaves no integer, said so. */
+Test(json_schema, integer_bounds_past_64_bits)
+{
+    static const schema_case cases[] = {
+        {"{\"type\":\"integer\",\"minimum\":0,\"maximum\":18446744073709551615}", "9999999999999999", 1},
+        {"{\"type\":\"integer\",\"minimum\":0,\"maximum\":18446744073709551615}", "-1", 0},
+        {"{\"type\":\"integer\",\"maximum\":9223372036854776000}", "-42", 1},
+        {"{\"type\":\"integer\",\"minimum\":-9223372036854775809,\"maximum\":5}", "6", 0},
+        {"{\"type\":\"integer\",\"minimum\":-9223372036854775809,\"maximum\":5}", "-9999999999999999", 1},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":-100000000000000000000,\"exclusiveMaximum\":100000000000000000000}", "1.5", 1},
+        {"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"maximum\":-9223372036854775809}}}", "{\"n\": -1}", 0},
+        {"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"maximum\":-9223372036854775809}}}", "{}", 1},
+    };
+    check_cases(cases, TRAM_ARRAY_LEN(cases));
+    tram_json_schema_result r;
+    tram_error err = {{0}};
+    cr_assert_eq(compile("{\"type\":\"integer\",\"minimum\":9223372036854775808}", 0, &r, &err), -1);
+    cr_expect(strstr(err.msg, "16 digits"), "%s", err.msg);
+    cr_assert_eq(compile("{\"const\":12345678901234567890123}", 0, &r, &err), -1);
+    cr_expect(strstr(err.msg, "too big integer"), "%s", err.msg);
+}
+
 Test(json_schema, draft4_integer_enum)
 {
     static const schema_case cases[] = {

@@ -72,6 +72,40 @@ Test(json_validate, numbers_by_draft)
     expect("{\"type\": \"integer\"}", "123456789012345678901234567890", 0); /* past 64 bits: still JSON */
 }
 
+/* Bounds past 64 bits (grammar/json_big_bounds.h): each compared exactly
+ * with 64-bit integers and doubles at the edges, draft 4's booleans
+ * beside them included; an integer past 64 bits elsewhere stays refused. */
+Test(json_validate, bounds_past_64_bits_compare_exactly)
+{
+    expect("{\"maximum\": 9223372036854776000}", "9223372036854775807", 0);
+    expect("{\"maximum\": 9223372036854776000}", "9223372036854775808.0", 0); /* 2^63 <= B */
+    expect("{\"maximum\": 9223372036854776000}", "9223372036854777856.0", 1); /* the next double */
+    expect("{\"exclusiveMaximum\": 9223372036854776000}", "9223372036854775808.0", 0); /* 2^63 < B */
+    expect("{\"exclusiveMaximum\": 9223372036854775808}", "9223372036854775807", 0);
+    expect("{\"exclusiveMaximum\": 9223372036854775808}", "9223372036854775808.0", 1); /* B itself */
+    expect("{\"minimum\": 18446744073709551615}", "9223372036854775807", 1);
+    expect("{\"minimum\": 18446744073709551615}", "18446744073709551616.0", 0);    /* 2^64 >= B */
+    expect("{\"exclusiveMinimum\": 18446744073709551615}", "18446744073709551616.0", 0);
+    expect("{\"maximum\": 18446744073709551615}", "18446744073709551616.0", 1);    /* 2^64 > B */
+    /* just below INT64_MIN: the nearest double is INT64_MIN itself */
+    expect("{\"minimum\": -9223372036854775809}", "-9223372036854775808", 0);
+    expect("{\"exclusiveMinimum\": -9223372036854775809}", "-9223372036854775808", 0);
+    expect("{\"maximum\": -9223372036854775809}", "-9223372036854775808", 1);
+    expect("{\"exclusiveMaximum\": -9223372036854775809}", "-9223372036854775808", 1);
+    expect("{\"maximum\": -9223372036854775809}", "-9223372036854777856.0", 0);
+    expect("{\"type\": \"integer\", \"minimum\": -100000000000000000000, \"maximum\": 100000000000000000000}", "0", 0);
+    /* draft 4: the boolean beside it makes the maximum exclusive, whichever comes first */
+    expect("{" D4 "\"maximum\": 9223372036854775808, \"exclusiveMaximum\": true}", "9223372036854775808.0", 1);
+    expect("{" D4 "\"exclusiveMaximum\": true, \"maximum\": 9223372036854776000}", "9223372036854775808.0", 0);
+    expect("{" D4 "\"minimum\": -9223372036854775809, \"exclusiveMinimum\": true}", "-9223372036854775808", 0);
+    expect("{\"properties\": {\"a\": {\"maximum\": 99999999999999999999}}, \"maximum\": 1}", "2", 1);
+    tram_jv_schema *s;
+    tram_error err = {{0}};
+    const char *in_enum = "{\"enum\": [9223372036854775808]}";
+    cr_assert_eq(tram_jv_compile(in_enum, strlen(in_enum), &s, &err), -1, "an enum value past 64 bits compiled");
+    cr_expect(strstr(err.msg, "too big integer"), "%s", err.msg);
+}
+
 Test(json_validate, strings_count_code_points)
 {
     expect("{\"maxLength\": 2}", "\"\\u00e9\\u00e9\"", 0);

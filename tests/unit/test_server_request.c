@@ -248,6 +248,10 @@ Test(server_request, numbers_past_64_bits_are_named_or_taken)
          "\"object\", \"properties\": {\"n\": {\"enum\": [1, 99999999999999999999]}}}}}]",
          "tools[0].function.parameters.properties.n.enum[1]"},
         {"\"chat_template_kwargs\": {\"default\": 99999999999999999999}", "chat_template_kwargs.default"},
+        /* a schema's bounds are read exactly (grammar/json_big_bounds.h); the same key elsewhere is not */
+        {"\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": "
+         "{\"type\": \"integer\", \"minimum\": -9223372036854775809, \"maximum\": 18446744073709551615}}}", NULL},
+        {"\"chat_template_kwargs\": {\"maximum\": 99999999999999999999}", "chat_template_kwargs.maximum"},
         {"\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": "
          "{\"const\": -99999999999999999999}}}", "response_format.json_schema.schema.const"},
     };
