@@ -144,7 +144,7 @@ static int gen_pattern(jsc *c, const char *pat, const char *path, const char *na
     if (rc)
         return JS_FAIL(c, "'pattern' at %s: %s", path, inner.msg);
     if (approx)
-        js_approximate(c, "pattern (its lookaround)", path);
+        js_approximate(c, "pattern (its lookaround or inner anchors)", path);
     tram_strbuf_addf(b, "\"\\\"\" %s \"\\\"\"", rule);
     return 0;
 }

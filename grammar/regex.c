@@ -333,10 +333,54 @@ static int parse_group(rx *r)
     return 0;
 }
 
-/* A '$' that ends a top-level alternative. */
-static int at_alt_end(const rx *r)
+/* p just past a class's '[': just past its ']', or NULL (unterminated). */
+static const char *class_end(const char *p, const char *end)
 {
-    return r->nesting == 0 && (r->p + 1 == r->end || r->p[1] == '|');
+    if (p < end && *p == '^')
+        p++;
+    if (p < end && *p == ']')
+        p++;  /* a ']' first is a member */
+    for (; p < end && *p != ']'; p++)
+        if (*p == '\\')
+            p++;
+    return p < end ? p + 1 : NULL;
+}
+
+/* p at a '|' or ')' of a group's body: the ')' that closes the group
+ * (escapes, classes and inner groups skipped), or NULL. */
+static const char *group_close(const char *p, const char *end)
+{
+    for (int depth = 0; p && p < end; p++) {
+        if (*p == '\\')
+            p++;
+        else if (*p == '[' && (p = class_end(p + 1, end)))
+            p--;
+        else if (*p == '(')
+            depth++;
+        else if (*p == ')' && depth-- == 0)
+            return p;
+    }
+    return NULL;
+}
+
+/* A '$' after which nothing can be matched: it ends its alternative, and
+ * each group around it ends the alternative it stands in (a '?' after the
+ * group, or another '$', changes nothing): there the rule's end is the
+ * match's, and the anchor means nothing more. */
+static int at_match_end(const rx *r)
+{
+    const char *p = r->p + 1, *end = r->end;
+    for (int level = r->nesting;; level--) {
+        while (p < end && *p == '$')
+            p++;
+        if (p == end || level == 0)
+            return p == end || *p == '|';
+        if ((*p != '|' && *p != ')') || !(p = group_close(p, end)))
+            return 0;
+        p++;
+        for (int q = 0; q < 2 && p < end && *p == '?'; q++)
+            p++;  /* (...)? and its lazy (...)?? */
+    }
 }
 
 static int parse_atom(rx *r)
@@ -353,13 +397,19 @@ static int parse_atom(rx *r)
     }
     if (c == '*' || c == '+' || c == '?' || c == '{')
         return RX_FAIL(r, "regex: '%c' has nothing to repeat", c);
-    if ((c == '^' && (r->at_start || r->skipping)) || (c == '$' && (r->skipping || at_alt_end(r)))) {
+    if ((c == '^' && (r->at_start || r->skipping)) || (c == '$' && (r->skipping || at_match_end(r)))) {
         r->p++;  /* an anchor where it means nothing more (the rule matches whole strings) */
         return 0;
     }
+    if ((c == '^' || c == '$') && r->approx) {
+        *r->approx = 1;  /* left out: the grammar allows more, and the validator decides */
+        r->p++;
+        return 0;
+    }
     if (c == '^' || c == '$')
-        return RX_FAIL(r, "regex: '%c' is supported only at the start or end of the pattern or of one of "
-                          "its alternatives", c);
+        return RX_FAIL(r, "regex: '%c' is supported only where nothing can be matched %s it (the %s of the "
+                          "pattern, or of an alternative or group at its %s)", c, c == '^' ? "before" : "after",
+                       c == '^' ? "start" : "end", c == '^' ? "start" : "end");
     if (c == '\\') {
         r->p++;
         char cls = 0;

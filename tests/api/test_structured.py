@@ -86,7 +86,8 @@ def post(server, path, body):
     return server.post(path, body)
 
 
-@pytest.mark.parametrize("pattern", [r"\d{3}-\d{4}", r"(cat|dog)s?", r"[A-Z][a-z]{2,6} [0-9]{1,4}", r"[a-f0-9]{8}"])
+@pytest.mark.parametrize("pattern", [r"\d{3}-\d{4}", r"(cat|dog)s?", r"[A-Z][a-z]{2,6} [0-9]{1,4}", r"[a-f0-9]{8}",
+                                     r"^(yes|no$|maybe( not)?$)"])
 def test_regex_fullmatches(server, pattern):
     for seed in (1, 2, 3):
         status, _, body = post(server, "/v1/completions", {

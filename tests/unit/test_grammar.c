@@ -237,6 +237,23 @@ Test(grammar, regex_and_choice)
         {"[\\Wa]", "a", 1},
         {"[\\Wa]", "b", 0},
         {"[\\Wa]", "-", 1},
+        /* a '$' inside groups, where nothing can follow it */
+        {"(a$|b)", "a", 1},
+        {"(a$|b)", "b", 1},
+        {"(a$|b)", "ab", 0},
+        {"^(foo|bar$)", "bar", 1},
+        {"^(foo|bar$)", "foo", 1},
+        {"^(foo|bar$)", "foobar", 0},
+        {"(^[a-z)]+$)", "a)b", 1},
+        {"(^[a-z)]+$)", "a(b", 0},
+        {"((x|y$)|z)?", "y", 1},
+        {"((x|y$)|z)?", "", 1},
+        {"(a$)??", "a", 1},
+        {"(a$|b)$", "a", 1},
+        {"a(b$|c)|d$", "ab", 1},
+        {"a(b$|c)|d$", "ac", 1},
+        {"a(b$|c)|d$", "d", 1},
+        {"(\\)$|b)", ")", 1},
     };
     for (size_t i = 0; i < TRAM_ARRAY_LEN(cases); i++) {
         char *gbnf = NULL;
@@ -247,7 +264,7 @@ Test(grammar, regex_and_choice)
         free(gbnf);
     }
     static const char *const bad[] = {"(?=a)", "a\\1", "\\bword", "a{2", "a++", "(a", "a)",
-                                      "a^b", "a$b", "(a$|b)", "^*", "x(?!y)*"};
+                                      "a^b", "a$b", "(a$|b)c", "(a$)+", "(a$){2}", "(a$|b)(c)", "[$]$x", "^*", "x(?!y)*"};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(bad); i++) {
         char *gbnf = NULL;
         tram_error err = {{0}};
