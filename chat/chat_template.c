@@ -47,10 +47,7 @@ void tram_chat_template_free(tram_chat_template *ct)
     if (!ct)
         return;
     tram_jinja_free(ct->jinja);
-    free(ct->bos);
-    free(ct->eos);
-    free(ct->default_system);
-    free(ct);
+    TRAM_FREE_ALL(ct->bos, ct->eos, ct->default_system, ct);
 }
 
 /* ---- rendering ---- */

@@ -34,9 +34,7 @@ double tram_bench_sgemm_peak(int threads, tram_error *err)
         if (r > 0 && t < best)
             best = t;
     }
-    free(a);
-    free(b);
-    free(c);
+    TRAM_FREE_ALL(a, b, c);
     return ok ? 2.0 * N * N * N / best : 0;
 }
 
@@ -90,8 +88,6 @@ double tram_bench_triad_bandwidth(int threads, tram_error *err)
         if (t < best)
             best = t;
     }
-    free(a);
-    free(b);
-    free(c);
+    TRAM_FREE_ALL(a, b, c);
     return 3.0 * n * sizeof(double) / best;
 }

@@ -104,9 +104,7 @@ static double qgemm_peak(int threads, tram_error *err)
         }
     }
     tram_cpu_pool_destroy(pool);
-    free(w);
-    free(x);
-    free(y);
+    TRAM_FREE_ALL(w, x, y);
     return pool ? 2.0 * ROWS * COLS * N / best : 0;
 }
 

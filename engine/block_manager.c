@@ -175,10 +175,7 @@ void tram_bm_destroy(tram_block_manager *bm)
 {
     if (!bm)
         return;
-    free(bm->blocks);
-    free(bm->tokens);
-    free(bm->buckets);
-    free(bm);
+    TRAM_FREE_ALL(bm->blocks, bm->tokens, bm->buckets, bm);
 }
 
 int tram_bm_block_size(const tram_block_manager *bm) { return bm->block_size; }

@@ -219,15 +219,8 @@ void tram_request_free(tram_request *r)
     }
     for (int i = 0; r->stop && i < r->p.num_stop; i++)
         free(r->stop[i]);
-    free(r->seqs);
-    free(r->stop);
-    free(r->bias);
-    free(r->stop_ids);
-    free(r->banned);
-    free(r->prompt_lp);
-    free(r->prompt_top);
-    free(r->pool);
-    free(r->embedding);
+    TRAM_FREE_ALL(r->seqs, r->stop, r->bias, r->stop_ids, r->banned, r->prompt_lp, r->prompt_top, r->pool,
+                  r->embedding);
     tram_grammar_release(r->p.grammar);
     free(r);
 }

@@ -43,10 +43,7 @@ int tram_scheduler_init(tram_scheduler *s, tram_block_manager *bm, tram_sched_po
 
 void tram_scheduler_free(tram_scheduler *s)
 {
-    free(s->waiting);
-    free(s->running);
-    free(s->items);
-    free(s->proposals);
+    TRAM_FREE_ALL(s->waiting, s->running, s->items, s->proposals);
     memset(s, 0, sizeof(*s));
 }
 

@@ -142,16 +142,8 @@ static void draft_destroy(tram_proposer *p)
 {
     draft_proposer *d = (draft_proposer *)p;
     tram_model_destroy(d->model);
-    free(d->ids);
-    free(d->pos);
-    free(d->slots);
-    free(d->query_start);
-    free(d->seq_lens);
-    free(d->tables);
-    free(d->rows);
-    free(d->row_seq);
-    free(d->logits);
-    free(d);
+    TRAM_FREE_ALL(d->ids, d->pos, d->slots, d->query_start, d->seq_lens, d->tables, d->rows, d->row_seq,
+                  d->logits, d);
 }
 
 int tram_spec_open_draft(tram_model_file **out, const tram_spec_config *c, int dummy,

@@ -786,11 +786,7 @@ uint8_t *tram_gbnf_nullable(const tram_gbnf *g)
                 queue[tail++] = alt_rule[occ[k]];
             }
     }
-    free(alt_rule);
-    free(left);
-    free(occ_start);
-    free(occ);
-    free(queue);
+    TRAM_FREE_ALL(alt_rule, left, occ_start, occ, queue);
     if (!ok) {
         free(nul);
         return NULL;
@@ -860,11 +856,7 @@ static int check_left_recursion(const tram_gbnf *g, const int32_t *repeated, int
             bad = left_recursive(g, nul, colour, r, &p);
     if (!oom && bad < 0)
         empty = empty_repeated(nul, repeated, num_repeated);
-    free(nul);
-    free(colour);
-    free(p.path);
-    free(p.at);
-    free(p.open);
+    TRAM_FREE_ALL(nul, colour, p.path, p.at, p.open);
     if (oom)
         return tram_fail(err, "grammar: out of memory");
     if (bad >= 0)
@@ -902,10 +894,7 @@ static void free_parser(parser *ps)
         free(ps->rules[i].v);
     for (int i = 0; i < ps->num_classes; i++)
         free(ps->classes[i].r);
-    free(ps->rules);
-    free(ps->defined);
-    free(ps->synthetic);
-    free(ps->classes);
+    TRAM_FREE_ALL(ps->rules, ps->defined, ps->synthetic, ps->classes);
     index_free(&ps->names_ix);
     index_free(&ps->sets_ix);
     index_free(&ps->classes_ix);
@@ -954,10 +943,6 @@ void tram_gbnf_free(tram_gbnf *g)
 {
     for (int i = 0; g->rule_names && i < g->num_rules; i++)
         free(g->rule_names[i]);
-    free(g->rule_names);
-    free(g->elems);
-    free(g->rule_start);
-    free(g->sets);
-    free(g->repeats);
+    TRAM_FREE_ALL(g->rule_names, g->elems, g->rule_start, g->sets, g->repeats);
     *g = (tram_gbnf){.root = -1};
 }

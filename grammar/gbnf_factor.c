@@ -241,10 +241,7 @@ static int emit_rule(factor *f, int r)
         }
     }
     rc = rc || emit(f, TRAM_G_END, 0);
-    free(s);
-    free(k);
-    free(group_of);
-    free(group_at);
+    TRAM_FREE_ALL(s, k, group_of, group_at);
     return rc;
 }
 
@@ -265,21 +262,14 @@ int tram_gbnf_factor(tram_gbnf *g, tram_error *err)
     }
     for (int r = 0; !rc && r < f.num_rules; r++)  /* helpers are added past the end as it goes */
         rc = emit_rule(&f, r);
-    free(f.is_body);
-    free(f.pending);
-    free(f.pending_at);
-    free(f.pending_n);
+    TRAM_FREE_ALL(f.is_body, f.pending, f.pending_at, f.pending_n);
     if (rc) {
         for (int r = g->num_rules; r < f.num_rules; r++)
             free(f.names[r]);
-        free(f.names);
-        free(f.rule_start);
-        free(f.out);
+        TRAM_FREE_ALL(f.names, f.rule_start, f.out);
         return -1;
     }
-    free(g->elems);
-    free(g->rule_start);
-    free(g->rule_names);
+    TRAM_FREE_ALL(g->elems, g->rule_start, g->rule_names);
     g->elems = f.out;
     g->num_elems = f.num_out;
     g->rule_start = f.rule_start;

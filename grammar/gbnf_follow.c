@@ -67,10 +67,7 @@ static int propagate(tram_byteset *sets, int n, const edge_list *e)
             }
         }
     }
-    free(start);
-    free(out);
-    free(queue);
-    free(queued);
+    TRAM_FREE_ALL(start, out, queue, queued);
     return rc;
 }
 
@@ -162,9 +159,6 @@ int tram_gbnf_follow_sets(const tram_gbnf *g, tram_byteset *follow, tram_error *
             a = p + 1;
         }
     rc = rc || propagate(follow, n, &e);
-    free(e.from);
-    free(e.to);
-    free(first);
-    free(nul);
+    TRAM_FREE_ALL(e.from, e.to, first, nul);
     return rc ? tram_fail(err, "grammar: out of memory computing follow sets") : 0;
 }

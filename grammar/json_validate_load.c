@@ -598,11 +598,8 @@ static void free_nodes(tram_jv_schema *s)
     for (size_t i = 0; i < s->regexes.cap; i++)
         if (s->regexes.slots[i].val)
             pcre2_code_free(s->regexes.slots[i].val);
-    free(s->nodes.slots);
-    free(s->resources.slots);
-    free(s->anchors.slots);
-    free(s->dyn_anchors.slots);
-    free(s->regexes.slots);
+    TRAM_FREE_ALL(s->nodes.slots, s->resources.slots, s->anchors.slots, s->dyn_anchors.slots,
+                  s->regexes.slots);
 }
 
 /* The strings a schema owns ride after it: a count, then the pointers. */

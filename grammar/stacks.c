@@ -14,14 +14,7 @@ void tram_stackset_clear(tram_stackset *s)
 
 void tram_stackset_free(tram_stackset *s)
 {
-    free(s->pool);
-    free(s->off);
-    free(s->len);
-    free(s->hash);
-    free(s->raw.pos);
-    free(s->raw.up);
-    free(s->raw.depth);
-    free(s->raw.todo);
+    TRAM_FREE_ALL(s->pool, s->off, s->len, s->hash, s->raw.pos, s->raw.up, s->raw.depth, s->raw.todo);
     *s = (tram_stackset){0};
 }
 

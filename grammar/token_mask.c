@@ -263,15 +263,8 @@ static int dfa_step(lazy_dfa *d, const tram_gbnf *g, int state, uint8_t byte, in
 
 static void dfa_free(lazy_dfa *d)
 {
-    free(d->states);
-    free(d->ints);
-    free(d->stk_off);
-    free(d->stk_len);
-    free(d->stk_hash);
-    free(d->table);
-    free(d->edge_key);
-    free(d->edge_to);
-    free(d->dense);
+    TRAM_FREE_ALL(d->states, d->ints, d->stk_off, d->stk_len, d->stk_hash, d->table, d->edge_key, d->edge_to,
+                  d->dense);
     tram_stackset_free(&d->tmp);
     *d = (lazy_dfa){0};
 }
@@ -406,9 +399,7 @@ static int walk_lists_alloc(walk *w, tram_error *err)
 
 static void walk_lists_free(walk *w)
 {
-    free(w->accepted);
-    free(w->accepted_ids);
-    free(w->uncertain);
+    TRAM_FREE_ALL(w->accepted, w->accepted_ids, w->uncertain);
     w->accepted = NULL;
     w->accepted_ids = w->uncertain = NULL;
 }
@@ -452,9 +443,7 @@ static int store(const walk *w, tram_pos_mask *pm, int words)
 
 static void pos_mask_free(tram_pos_mask *pm)
 {
-    free(pm->bits);
-    free(pm->ids);
-    free(pm->uncertain);
+    TRAM_FREE_ALL(pm->bits, pm->ids, pm->uncertain);
 }
 
 /* Why the walk under way failed. */
@@ -683,10 +672,7 @@ void tram_mask_table_free(tram_mask_table *mt)
         pthread_mutex_destroy(&k->lock);
     if (k) {
         dfa_free(&k->w.dfa);
-        free(k->w.buf);
-        free(k->follow);
-        free(k->loop_of);
-        free(k);
+        TRAM_FREE_ALL(k->w.buf, k->follow, k->loop_of, k);
     }
     free(mt->pos);
     free((void *)mt->walked);
@@ -709,9 +695,7 @@ void tram_mask_scratch_free(tram_mask_scratch *s)
 {
     for (int d = 0; s->levels && d < s->num_levels; d++)
         tram_stackset_free(&s->levels[d]);
-    free(s->levels);
-    free(s->buf);
-    free(s->accepted);
+    TRAM_FREE_ALL(s->levels, s->buf, s->accepted);
     *s = (tram_mask_scratch){0};
 }
 

@@ -152,11 +152,5 @@ void tram_vocab_trie_release(tram_vocab_trie *t)
 {
     if (!t || atomic_fetch_sub(&t->refs, 1) != 1)
         return;
-    free(t->sorted_ids);
-    free(t->tok_off);
-    free(t->tok_len);
-    free(t->bytes);
-    free(t->eog);
-    free(t->nodes);
-    free(t);
+    TRAM_FREE_ALL(t->sorted_ids, t->tok_off, t->tok_len, t->bytes, t->eog, t->nodes, t);
 }

@@ -25,6 +25,12 @@ void *tram_calloc(size_t n, size_t size, tram_error *err)
     return p;
 }
 
+void tram_free_each(void *const *ptrs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(ptrs[i]);
+}
+
 int tram_grow(void **v, int *cap, int need, size_t size)
 {
     if (need <= *cap)

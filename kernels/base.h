@@ -24,6 +24,14 @@ int tram_fail(tram_error *err, const char *fmt, ...) __attribute__((format(print
 /* Allocation that cannot be ignored: returns NULL and fills err on failure. */
 void *tram_calloc(size_t n, size_t size, tram_error *err);
 
+/* Frees the n pointers at ptrs (NULLs too); TRAM_FREE_ALL(a, b, ...) frees
+ * its arguments, so a destructor's run of plain frees reads as one line. */
+void tram_free_each(void *const *ptrs, size_t n);
+#ifndef __cplusplus
+#define TRAM_FREE_ALL(...) \
+    tram_free_each((void *const[]){__VA_ARGS__}, sizeof((void *const[]){__VA_ARGS__}) / sizeof(void *))
+#endif
+
 /* Grows the array *v of *cap items of `size` bytes (doubling, from 8) so
  * that it holds `need`: -1 when out of memory, *v and *cap then unchanged. */
 int tram_grow(void **v, int *cap, int need, size_t size);

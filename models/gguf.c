@@ -518,10 +518,7 @@ void tram_gguf_close(tram_gguf *g)
     for (uint64_t i = 0; g->kv && i < g->n_kv; i++)
         if (g->kv[i].value.type == TRAM_GGUF_ARRAY)
             free((void *)g->kv[i].value.v.arr.elem_off);
-    free(g->kv);
-    free(g->tensors);
-    free(im->kv_ix.slots);
-    free(im->tensor_ix.slots);
+    TRAM_FREE_ALL(g->kv, g->tensors, im->kv_ix.slots, im->tensor_ix.slots);
     if (im->mapped)
         munmap((void *)g->map, g->map_len);
     free(im);

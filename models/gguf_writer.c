@@ -230,10 +230,7 @@ int tram_gguf_writer_write(tram_gguf_writer *w, const void *data, size_t bytes, 
 
 static void release(tram_gguf_writer *w)
 {
-    free(w->kv.p);
-    free(w->infos.p);
-    free(w->tensors);
-    free(w);
+    TRAM_FREE_ALL(w->kv.p, w->infos.p, w->tensors, w);
 }
 
 void tram_gguf_writer_abort(tram_gguf_writer *w)

@@ -294,9 +294,7 @@ static int write_safetensors(tram_model_file *f, const char *dir, tram_hf_dtype 
     if (fp && fclose(fp) && !rc)
         rc = tram_fail(err, "%s: cannot write: %s", path, strerror(errno));
     json_decref(header);
-    free(buf);
-    free(scratch);
-    free(plan);
+    TRAM_FREE_ALL(buf, scratch, plan);
     return rc;
 }
 

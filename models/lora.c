@@ -346,9 +346,7 @@ void tram_lora_free(tram_lora_adapter *a)
         free(a->a[k]);
         free(a->b[k]);
     }
-    free(a->a);
-    free(a->b);
-    free(a);
+    TRAM_FREE_ALL(a->a, a->b, a);
 }
 
 size_t tram_lora_bytes(const tram_lora_adapter *a, const tram_model_config *base)

@@ -86,11 +86,7 @@ void tram_lora_slots_free(tram_lora_slots *s)
             be->free(be, bufs[i]);
         be->free_host(be, s->host_order);
     }
-    free(s->slots);
-    free(s->group_slot);
-    free(s->group_first);
-    free(s->group_count);
-    free(s->groups);
+    TRAM_FREE_ALL(s->slots, s->group_slot, s->group_first, s->group_count, s->groups);
     *s = (tram_lora_slots){0};
 }
 

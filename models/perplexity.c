@@ -65,9 +65,7 @@ static int bufs_alloc(ppl_bufs *b, const tram_ppl_opts *o, int vocab, int with_r
 static void bufs_free(ppl_bufs *b)
 {
     tram_window_free(&b->w);
-    free(b->ids);
-    free(b->logits);
-    free(b->ref_logits);
+    TRAM_FREE_ALL(b->ids, b->logits, b->ref_logits);
 }
 
 static int check_opts(tram_model *m, tram_model *ref, int n, const tram_ppl_opts *o, tram_error *err)

@@ -100,11 +100,7 @@ static int stats_alloc(tram_calib_stats *st, const tram_model_config *c, int n, 
 
 void tram_calib_stats_free(tram_calib_stats *st)
 {
-    free(st->attn_in);
-    free(st->attn_out);
-    free(st->ffn_in);
-    free(st->ffn_hidden);
-    free(st->head_in);
+    TRAM_FREE_ALL(st->attn_in, st->attn_out, st->ffn_in, st->ffn_hidden, st->head_in);
     for (int site = 0; site <= TRAM_ACT_HEAD_IN; site++)
         free(st->rows[site]), free(st->sumsq[site]);
     memset(st, 0, sizeof(*st));
@@ -426,11 +422,7 @@ static void job_free(quant_job *j)
         free(j->buf[i]);
     for (int i = 0; i < 3; i++)
         free(j->tmp[i]);
-    free(j->kv_map);
-    free(j->head_s);
-    free(j->big);
-    free(j->q);
-    free(j->scales);
+    TRAM_FREE_ALL(j->kv_map, j->head_s, j->big, j->q, j->scales);
 }
 
 int tram_quantize_model(tram_model_file *f, const tram_quant_opts *o, tram_error *err)

@@ -436,9 +436,7 @@ void tram_hf_close(tram_hf_model *m)
     for (int i = 0; i < m->n_files; i++)
         if (m->files[i].map)
             munmap((void *)m->files[i].map, m->files[i].map_len);
-    free(m->tensors);
-    free(m->files);
-    free(m);
+    TRAM_FREE_ALL(m->tensors, m->files, m);
 }
 
 /* transformers 5 saves with save_original_format=False the experts fused,

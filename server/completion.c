@@ -164,12 +164,7 @@ static void completion_free(tram_completion *c)
     tram_jv_free(c->schema);
     for (size_t i = 0; c->tool_schemas && i < json_array_size(c->api.tools.tools); i++)
         tram_jv_free(c->tool_schemas[i]);
-    free(c->tool_schemas);
-    free(c->readers);
-    free(c->prompts);
-    free(c->choices);
-    free(c->last_token_at);
-    free(c->key);
+    TRAM_FREE_ALL(c->tool_schemas, c->readers, c->prompts, c->choices, c->last_token_at, c->key);
     if (c->body)
         evbuffer_free(c->body);
     tram_grammar_release(c->api.params.grammar);  /* structured.c's or tool_grammar.c's */

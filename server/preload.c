@@ -118,9 +118,7 @@ void tram_preload_free(tram_preload *p)
         return;
     for (int i = 0; i < p->n; i++)
         free(p->items[i].body);
-    free(p->items);
-    free(p->path);
-    free(p);
+    TRAM_FREE_ALL(p->items, p->path, p);
 }
 
 static void pump(tram_preload *p);

@@ -130,10 +130,7 @@ static void entry_free(tram_rcache_entry *e)
 {
     for (int i = 0; i < e->num_records; i++)
         free(e->records[i]);
-    free(e->records);
-    free(e->followers);
-    free(e->key);
-    free(e);
+    TRAM_FREE_ALL(e->records, e->followers, e->key, e);
 }
 
 static tram_rcache_entry *entry_new(const char *key, size_t len, uint64_t hash)

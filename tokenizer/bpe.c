@@ -207,10 +207,6 @@ int tram_bpe_encode_text(const tram_tokenizer *t, const char *text, size_t len, 
     if (!rc)
         rc = tram_pretok_split(&t->pretok, &sc, text, len, bpe_word, &s, err);
     tram_pretok_scratch_free(&sc);
-    free(s.id);
-    free(s.prev);
-    free(s.next);
-    free(s.heap);
-    free(s.word_chars);
+    TRAM_FREE_ALL(s.id, s.prev, s.next, s.heap, s.word_chars);
     return rc ? -1 : 0;
 }

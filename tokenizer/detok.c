@@ -31,11 +31,7 @@ void tram_detok_free(tram_detok *d)
         return;
     for (int i = 0; i < d->n_stops; i++)
         free(d->stops[i]);
-    free(d->stops);
-    free(d->stop_len);
-    free(d->hold);
-    free(d->out);
-    free(d);
+    TRAM_FREE_ALL(d->stops, d->stop_len, d->hold, d->out, d);
 }
 
 int tram_detok_create(tram_detok **out, const tram_tokenizer *t, int skip_special, const char *const *stops,

@@ -31,9 +31,7 @@ int tram_strmap_init(tram_strmap *m, uint32_t n_entries, tram_error *err)
 
 void tram_strmap_free(tram_strmap *m)
 {
-    free(m->keys);
-    free(m->key_len);
-    free(m->vals);
+    TRAM_FREE_ALL(m->keys, m->key_len, m->vals);
     memset(m, 0, sizeof(*m));
 }
 
@@ -79,9 +77,7 @@ int tram_pairmap_init(tram_pairmap *m, uint32_t n_entries, tram_error *err)
 
 void tram_pairmap_free(tram_pairmap *m)
 {
-    free(m->keys);
-    free(m->rank);
-    free(m->merged);
+    TRAM_FREE_ALL(m->keys, m->rank, m->merged);
     memset(m, 0, sizeof(*m));
 }
 

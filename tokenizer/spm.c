@@ -150,9 +150,7 @@ int tram_spm_encode_text(const tram_tokenizer *t, const char *text, size_t len, 
             rc = merge_all(&s, k, out);
         }
     }
-    free(norm);
-    free(s.sym);
-    free(s.heap);
+    TRAM_FREE_ALL(norm, s.sym, s.heap);
     return rc ? tram_fail(err, "encode: out of memory") : 0;
 }
 

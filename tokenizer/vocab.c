@@ -160,18 +160,8 @@ void tram_tokenizer_free(tram_tokenizer *t)
     tram_pretok_free(&t->pretok);
     if (t->lib)
         tram_spm_lib_free(t->lib);
-    free(t->pieces);
-    free(t->piece_off);
-    free(t->piece_len);
-    free(t->dec);
-    free(t->dec_off);
-    free(t->dec_len);
-    free(t->attr);
-    free(t->scores);
-    free(t->added);
-    free(t->eog);
-    free(t->chat_template);
-    free(t);
+    TRAM_FREE_ALL(t->pieces, t->piece_off, t->piece_len, t->dec, t->dec_off, t->dec_len, t->attr, t->scores,
+                  t->added, t->eog, t->chat_template, t);
 }
 
 const char *tram_tok_token_text(const tram_tokenizer *t, int32_t id, int first, size_t *len)

@@ -312,9 +312,7 @@ int tram_cpu_pool_create(tram_cpu_pool **out, int threads, tram_error *err)
     p->args = p->workers ? tram_calloc(p->threads, sizeof(worker_arg), err) : NULL;
     p->scratch = p->args ? tram_calloc(p->threads, TRAM_POOL_SCRATCH_BYTES, err) : NULL;
     if (!p->scratch) {
-        free(p->workers);
-        free(p->args);
-        free(p);
+        TRAM_FREE_ALL(p->workers, p->args, p);
         return -1;
     }
     for (int i = 1; i < p->threads; i++) {
@@ -338,8 +336,5 @@ void tram_cpu_pool_destroy(tram_cpu_pool *p)
     futex_wake(&p->generation);
     for (int i = 1; i < p->threads; i++)
         pthread_join(p->workers[i], NULL);
-    free(p->workers);
-    free(p->args);
-    free(p->scratch);
-    free(p);
+    TRAM_FREE_ALL(p->workers, p->args, p->scratch, p);
 }

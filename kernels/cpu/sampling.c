@@ -40,11 +40,7 @@ void tram_sampler_destroy(tram_sampler *s)
 {
     if (!s)
         return;
-    free(s->work);
-    free(s->cands);
-    free(s->counts);
-    free(s->seen);
-    free(s);
+    TRAM_FREE_ALL(s->work, s->cands, s->counts, s->seen, s);
 }
 
 double tram_sample_uniform(uint64_t seed, int sample_index, int position)
