@@ -12,15 +12,14 @@ import os
 import re
 import shlex
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from datetime import datetime, timezone
 
 import contention  # bench/contention.py: the busy competitors and the decode measurements
+from health import free_port, wait_healthy  # bench/health.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICK = os.environ.get("COMPARE_QUICK") == "1"
@@ -335,27 +334,6 @@ def batched_bench_seconds(out, in_len, out_len, n):
         if len(cells) >= 10 and cells[:3] == [str(in_len), str(out_len), str(n)]:
             return float(cells[8])
     raise RuntimeError(f"llama-batched-bench printed no row for {in_len}/{out_len}/{n}: {out[-400:]}")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_healthy(srv, port, limit=600):
-    deadline = time.time() + limit
-    while time.time() < deadline:
-        if srv.poll() is not None:
-            raise RuntimeError(f"server exited {srv.returncode} before it was healthy (see build/compare/)")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(1)
-    raise RuntimeError(f"server not healthy after {limit} s")
 
 
 def sh(cmd):

@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 
+from health import wait_healthy  # bench/health.py
+
 BIN = os.environ.get("TRAM_BIN", "bin/tram")
 MODEL = os.environ.get("MODEL", "models/SmolLM2-135M-Instruct.Q4_1.gguf")
 THREADS = os.environ.get("THREADS", "2")
@@ -61,22 +63,6 @@ def post(body, timeout=600):
         conn.close()
 
 
-def wait_ready(proc):
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}")
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=5)
-            conn.request("GET", "/health")
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError("the server did not become ready")
-
-
 def inputs(n, rng):
     return [" ".join(rng.choice(WORDS) for _ in range(WORDS_PER_INPUT)) + f" #{i}" for i in range(n)]
 
@@ -101,7 +87,7 @@ def run(name, cmd):
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:
-            wait_ready(proc)
+            wait_healthy(proc, PORT, limit=300)
             return [(name, b, *measure(b)) for b in (1, 64)]
         except (RuntimeError, OSError, http.client.HTTPException) as e:
             log.seek(0)

@@ -18,13 +18,14 @@ import argparse
 import json
 import os
 import platform
-import socket
 import struct
 import subprocess
 import tempfile
 import threading
 import time
 import urllib.request
+
+from health import free_port, wait_healthy  # bench/health.py
 
 RANK = 16
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -107,12 +108,6 @@ def run_round(port, models, n, max_tokens):
     return sum(tokens), time.time() - t0
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def cpu_name():
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
@@ -141,12 +136,7 @@ def main():
                              "--max-num-seqs", str(args.requests), "--no-enable-prefix-caching"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.2)
+        wait_healthy(proc, port)
         configs = [("base model alone", [os.path.splitext(os.path.basename(args.model))[0]]),
                    ("1 adapter", names[:1]), ("4 adapters", names[:4]), ("16 adapters", names[:16])]
         rows = []

@@ -16,6 +16,8 @@ import sys
 import tempfile
 import time
 
+from health import wait_healthy  # bench/health.py
+
 BIN = os.environ.get("TRAM_BIN", "bin/tram")
 MODEL = os.environ.get("MODEL", "models/SmolLM2-135M-Instruct.Q4_1.gguf")
 THREADS = os.environ.get("THREADS", "2")
@@ -29,12 +31,8 @@ WORDS = ("river mountain lamp quiet orange seven garden window paper cloud stone
 def serve(*flags):
     proc = subprocess.Popen([BIN, "serve", "-m", MODEL, "--port", str(PORT), "--threads", THREADS,
                              *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while True:
-        try:
-            if get("/health")[0] == 200:
-                return proc
-        except OSError:
-            time.sleep(0.05)
+    wait_healthy(proc, PORT, interval=0.05)
+    return proc
 
 
 def get(path):

@@ -21,6 +21,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "api"))
 from bombs import bombs, small_chat  # noqa: E402
+from health import wait_healthy  # noqa: E402
 
 BIN = os.environ.get("TRAM_BIN", "bin/tram")
 MODEL = os.environ.get("MODEL", "models/SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -47,12 +48,8 @@ def serve():
     proc = subprocess.Popen([BIN, "serve", "-m", MODEL, "--port", str(PORT), "--threads", THREADS,
                              "--prep-threads", PREP_THREADS],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while True:
-        try:
-            if request("GET", "/health")[0] == 200:
-                return proc
-        except OSError:
-            time.sleep(0.05)
+    wait_healthy(proc, PORT, interval=0.05)
+    return proc
 
 
 def pct(xs, q):

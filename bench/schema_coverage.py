@@ -20,12 +20,13 @@ server does them for a request.  Run it with a Python that has `jsonschema`
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
 import time
 import urllib.request
+
+from health import free_port, wait_healthy  # bench/health.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(ROOT, "build", "bench_grammar")
@@ -60,18 +61,10 @@ def summary(results):
 
 class Server:
     def __init__(self):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         self.proc = subprocess.Popen([os.path.join(ROOT, "bin", "tram"), "serve", "-m", MODEL, "--port",
                                       str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2)
-                return
-            except OSError:
-                time.sleep(0.2)
-        raise SystemExit("tram serve did not start")
+        wait_healthy(self.proc, self.port)
 
     def ask(self, schema, temperature):
         body = {"messages": [{"role": "user", "content": "Reply with one JSON value that fits the schema."}],

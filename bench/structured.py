@@ -97,6 +97,12 @@ def throughput(threads, rounds=2):
     return result
 
 
+def opening(flag, cpu, commit):
+    """How a `bench_grammar --FLAG` section opens: how to rerun it alone, when, on what."""
+    return (f"`bench_grammar --{flag}` (`sh bench/structured.sh --{flag}` rewrites this section alone) on "
+            f"{time.strftime('%Y-%m-%d', time.gmtime())}, commit {commit}, {os.cpu_count()} cores: {cpu}.  ")
+
+
 BOUNDS_HEADING = "## Large bounds"
 
 
@@ -104,8 +110,7 @@ def bounds_lines(cpu, commit):
     """`bench_grammar --bounds`: compile time, memory and per-step mask time of counts far past 128."""
     runs = run_lines([TOOL, "--bounds"])
     lines = [BOUNDS_HEADING, "",
-             f"`bench_grammar --bounds` (`sh bench/structured.sh --bounds` rewrites this section alone) on "
-             f"{time.strftime('%Y-%m-%d', time.gmtime())}, commit {commit}, {os.cpu_count()} cores: {cpu}.  Each "
+             opening("bounds", cpu, commit) + "Each "
              "bound is honoured exactly (a counted loop on the matcher's stack, its last iterations, as many as the "
              "longest token has bytes, expanded; see grammar/gbnf.c).  Each case is compiled against the default "
              "model's vocabulary (its trie built beforehand), then walked to its bound, each step taking the first "
@@ -128,8 +133,7 @@ def big_lines(cpu, commit):
     """`bench_grammar --big`: issue 21's shapes, rule chains and long enums."""
     runs = run_lines([TOOL, "--big"])
     lines = [BIG_HEADING, "",
-             f"`bench_grammar --big` (`sh bench/structured.sh --big` rewrites this section alone) on "
-             f"{time.strftime('%Y-%m-%d', time.gmtime())}, commit {commit}, {os.cpu_count()} cores: {cpu}.  Chains "
+             opening("big", cpu, commit) + "Chains "
              "are `r_i ::= \"x\" r_(i+1)` rules, the root first (forward) or last (backward), walked over 64 x's; "
              "enums and choices are lists of product codes (every first letter used), merged into a trie when "
              "parsed (grammar/gbnf_factor.c), each walked through 16 of its values.  Compile time is given as wall "
