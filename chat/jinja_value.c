@@ -54,7 +54,7 @@ static void *link_block(jj_pool *p, jj_block *b, size_t n)
 
 void *jj_realloc(jj_pool *p, void *old, size_t n)
 {
-    jj_block *b = old ? (jj_block *)((char *)old - offsetof(jj_block, data)) : NULL;
+    jj_block *b = old ? TRAM_CONTAINER_OF(old, jj_block, data) : NULL;
     size_t had = b ? b->size : 0;
     if (n > p->limit || p->total - (b ? block_cost(had) : 0) + block_cost(n) > p->limit)
         jj_fail(p, "chat template: the render needs more than %zu MiB of memory", p->limit >> 20);
@@ -82,7 +82,7 @@ void jj_pool_free(jj_pool *p)
         next = b->next;
         free(b);
     }
-    p->blocks.head = p->blocks.tail = NULL;
+    memset(&p->blocks, 0, sizeof(p->blocks));
     p->total = 0;
 }
 
@@ -132,7 +132,7 @@ char *jj_buf_detach(jj_pool *p, jj_buf *b)
 {
     if (!b->s)
         jj_buf_add(p, b, "", 0);
-    jj_block *blk = (jj_block *)(b->s - offsetof(jj_block, data));
+    jj_block *blk = TRAM_CONTAINER_OF(b->s, jj_block, data);
     unlink_block(p, blk);
     memmove(blk, b->s, b->n + 1);
     char *s = realloc(blk, b->n + 1);   /* smaller: it fails only to leave the block as it is */

@@ -250,6 +250,14 @@ static int runner_alloc(tram_cuda_runner *g, tram_error *err)
     return 0;
 }
 
+void tram_cuda_runner_destroy(tram_cuda_runner *g)
+{
+    if (!g)
+        return;
+    free(g->seats), free(g->params), free(g->bias), free(g->ids), free(g->drawn), free(g->pad_mem);
+    free(g);
+}
+
 int tram_cuda_runner_create(tram_cuda_runner **out, tram_backend *be, const tram_cuda_runner_spec *spec,
                             tram_error *err)
 {
@@ -268,14 +276,6 @@ int tram_cuda_runner_create(tram_cuda_runner **out, tram_backend *be, const tram
     }
     *out = g;
     return 0;
-}
-
-void tram_cuda_runner_destroy(tram_cuda_runner *g)
-{
-    if (!g)
-        return;
-    free(g->seats), free(g->params), free(g->bias), free(g->ids), free(g->drawn), free(g->pad_mem);
-    free(g);
 }
 
 void tram_cuda_runner_set_pad_block(tram_cuda_runner *g, int pad_block) { g->spec.pad_block = pad_block; }

@@ -709,9 +709,11 @@ static int prompt_ids(tram_engine *e, const tram_prompt *prompt, int embed, int3
     return 0;
 }
 
-/* The request of prompt ids (taken), queued. */
-static int queue_request(tram_engine *e, uint64_t request_id, int32_t *ids, int n, const tram_sampling_params *p,
-                         int priority, const tram_embed_params *embed, const char *lora, tram_error *err);
+/* The request of the prompt (its id free, its ids checked), queued; embed
+ * NULL: a generation. */
+static int queue_request(tram_engine *e, uint64_t request_id, const tram_prompt *prompt,
+                         const tram_sampling_params *p, int priority, const tram_embed_params *embed,
+                         tram_error *err);
 
 int tram_engine_add_request(tram_engine *e, uint64_t request_id, const tram_prompt *prompt,
                             const tram_sampling_params *p, int priority, tram_error *err)
@@ -720,13 +722,7 @@ int tram_engine_add_request(tram_engine *e, uint64_t request_id, const tram_prom
         return tram_fail(err, "this model has no language-model head (lm_head): it serves embeddings only");
     if (tram_engine_validate_params(e, p, NULL, err))
         return -1;
-    if (find_request(e, request_id))
-        return tram_fail(err, "request id %llu is already in use", (unsigned long long)request_id);
-    int32_t *ids;
-    int n;
-    if (prompt_ids(e, prompt, 0, &ids, &n, err))
-        return -1;
-    return queue_request(e, request_id, ids, n, p, priority, NULL, prompt->lora, err);
+    return queue_request(e, request_id, prompt, p, priority, NULL, err);
 }
 
 /* ---------------------------------------------------------------- embeddings */
@@ -779,20 +775,21 @@ int tram_engine_add_embedding(tram_engine *e, uint64_t request_id, const tram_pr
 {
     if (tram_engine_check_embed(e, p, NULL, err))
         return -1;
+    tram_sampling_params sp;
+    tram_sampling_params_init(&sp);
+    return queue_request(e, request_id, prompt, &sp, priority, p, err);
+}
+
+static int queue_request(tram_engine *e, uint64_t request_id, const tram_prompt *prompt,
+                         const tram_sampling_params *p, int priority, const tram_embed_params *embed,
+                         tram_error *err)
+{
     if (find_request(e, request_id))
         return tram_fail(err, "request id %llu is already in use", (unsigned long long)request_id);
     int32_t *ids;
     int n;
-    if (prompt_ids(e, prompt, 1, &ids, &n, err))
+    if (prompt_ids(e, prompt, embed != NULL, &ids, &n, err))
         return -1;
-    tram_sampling_params sp;
-    tram_sampling_params_init(&sp);
-    return queue_request(e, request_id, ids, n, &sp, priority, p, prompt->lora, err);
-}
-
-static int queue_request(tram_engine *e, uint64_t request_id, int32_t *ids, int n, const tram_sampling_params *p,
-                         int priority, const tram_embed_params *embed, const char *lora, tram_error *err)
-{
     uint64_t arrival = e->next_arrival++;
     tram_request_env env = {
         .tok = e->tok,
@@ -813,7 +810,7 @@ static int queue_request(tram_engine *e, uint64_t request_id, int32_t *ids, int 
         return -1;
     }
     r->added_at = tram_now();
-    if ((lora && use_lora(e, r, lora, err)) || track_request(e, r, err)) {
+    if ((prompt->lora && use_lora(e, r, prompt->lora, err)) || track_request(e, r, err)) {
         if (r->lora_id)
             tram_lora_pool_release(&e->loras, r->lora_id);
         tram_request_free(r);

@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_sampling.h"
+
 typedef struct {
     tram_proposer base;
     tram_model *model;
@@ -45,15 +47,6 @@ typedef struct {
 typedef struct {
     int tokens, seqs, rows;
 } draft_pass;
-
-static int32_t argmax(const float *row, int n)
-{
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (row[i] > row[best])
-            best = i;
-    return best;
-}
 
 /* Adds to the pass what room is left of the positions of s that the draft
  * has not run before guess j (its tokens, then its guesses so far), which is
@@ -92,7 +85,7 @@ static int run_pass(draft_proposer *d, const draft_pass *p, tram_propose_seq *se
     if (tram_model_forward(d->model, &b, d->logits, err))
         return -1;
     for (int r = 0; r < p->rows; r++)
-        seqs[d->row_seq[r]].out[j] = argmax(d->logits + (size_t)r * d->model_vocab, d->vocab);
+        seqs[d->row_seq[r]].out[j] = tram_argmax(d->logits + (size_t)r * d->model_vocab, d->vocab);
     return 0;
 }
 

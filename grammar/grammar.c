@@ -112,6 +112,17 @@ int tram_grammar_walk_all(const tram_grammar *g, tram_error *err)
 int tram_grammar_vocab(const tram_grammar *g) { return g->trie->vocab; }
 int tram_grammar_mask_words(const tram_grammar *g) { return g->masks.words; }
 
+void tram_matcher_free(tram_matcher *m)
+{
+    if (!m)
+        return;
+    tram_stackset_free(&m->state);
+    tram_stackset_free(&m->next);
+    tram_mask_scratch_free(&m->scratch);
+    tram_grammar_release(m->g);
+    free(m);
+}
+
 int tram_matcher_create(tram_matcher **out, const tram_grammar *g, tram_error *err)
 {
     tram_matcher *m = tram_calloc(1, sizeof(*m), err);
@@ -131,17 +142,6 @@ int tram_matcher_create(tram_matcher **out, const tram_grammar *g, tram_error *e
     }
     *out = m;
     return 0;
-}
-
-void tram_matcher_free(tram_matcher *m)
-{
-    if (!m)
-        return;
-    tram_stackset_free(&m->state);
-    tram_stackset_free(&m->next);
-    tram_mask_scratch_free(&m->scratch);
-    tram_grammar_release(m->g);
-    free(m);
 }
 
 static int is_eog(const tram_vocab_trie *t, int32_t id)

@@ -132,6 +132,18 @@ int tram_gguf_writer_add_kv(tram_gguf_writer *w, const char *key, const tram_ggu
     return 0;
 }
 
+int tram_gguf_writer_copy_kvs(tram_gguf_writer *w, const tram_gguf *g, tram_error *err)
+{
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        const tram_gguf_kv *kv = &g->kv[i];
+        char key[256];
+        snprintf(key, sizeof(key), "%.*s", (int)TRAM_MIN(kv->key.len, 255), kv->key.ptr);
+        if (strncmp(key, "tram.", 5) && tram_gguf_writer_add_kv(w, key, &kv->value, err))
+            return -1;
+    }
+    return 0;
+}
+
 int tram_gguf_writer_add_str(tram_gguf_writer *w, const char *key, const char *s, tram_error *err)
 {
     tram_gguf_value v = {.type = TRAM_GGUF_STRING, .v.str = {.ptr = s, .len = strlen(s)}};

@@ -20,6 +20,9 @@ int tram_gguf_writer_create(tram_gguf_writer **out, const char *path, tram_error
 /* A value as the reader decoded it (any type, arrays included), e.g. to copy
  * a file's metadata.  "general.alignment" also sets the data alignment. */
 int tram_gguf_writer_add_kv(tram_gguf_writer *w, const char *key, const tram_gguf_value *v, tram_error *err);
+/* Every key-value of g but tram's own (tram.*): what a tool that rewrites a
+ * model file (prune, quantize) keeps before it adds its own tram.* keys. */
+int tram_gguf_writer_copy_kvs(tram_gguf_writer *w, const tram_gguf *g, tram_error *err);
 int tram_gguf_writer_add_str(tram_gguf_writer *w, const char *key, const char *s, tram_error *err);
 int tram_gguf_writer_add_u32(tram_gguf_writer *w, const char *key, uint32_t v, tram_error *err);
 int tram_gguf_writer_add_f32(tram_gguf_writer *w, const char *key, float v, tram_error *err);

@@ -405,35 +405,6 @@ static int kv_dtype_check(const tram_model_limits *lim, const tram_model_config 
     return 0;
 }
 
-int tram_model_create(tram_model **out, tram_model_file *f, tram_backend *be,
-                      const tram_model_limits *lim, tram_error *err)
-{
-    if (limits_check(lim, err) || kv_dtype_check(lim, tram_model_file_config(f), be, err))
-        return -1;
-    tram_model *m = tram_calloc(1, sizeof(*m), err);
-    if (!m)
-        return -1;
-    m->cfg = *tram_model_file_config(f);
-    m->arch = tram_arch_by_name(m->cfg.arch);
-    m->lim = *lim;
-    m->be = be;
-    if (tram_shard_plan(&m->shard, &m->cfg, be->rank, be->world_size, err)) {
-        free(m);
-        return -1;
-    }
-    m->shape = (tram_attn_shape){m->shard.n_heads, m->shard.n_kv_heads, m->cfg.head_dim, lim->block_size,
-                                 1.0f / sqrtf((float)m->cfg.head_dim), lim->kv_dtype};
-    m->layers = tram_calloc(m->cfg.n_layers, sizeof(*m->layers), err);
-    if (!m->layers || load_weights(m, f, err) || alloc_buffers(m, err) ||
-        tram_lora_slots_init(&m->lora, be, &m->cfg, &m->shard, lim->max_loras, lim->max_lora_rank, lim->max_tokens,
-                             err)) {
-        tram_model_destroy(m);
-        return -1;
-    }
-    *out = m;
-    return 0;
-}
-
 void tram_model_destroy(tram_model *m)
 {
     if (!m)
@@ -469,6 +440,35 @@ void tram_model_destroy(tram_model *m)
     for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
         be->free(be, bufs[i]);
     free(m);
+}
+
+int tram_model_create(tram_model **out, tram_model_file *f, tram_backend *be,
+                      const tram_model_limits *lim, tram_error *err)
+{
+    if (limits_check(lim, err) || kv_dtype_check(lim, tram_model_file_config(f), be, err))
+        return -1;
+    tram_model *m = tram_calloc(1, sizeof(*m), err);
+    if (!m)
+        return -1;
+    m->cfg = *tram_model_file_config(f);
+    m->arch = tram_arch_by_name(m->cfg.arch);
+    m->lim = *lim;
+    m->be = be;
+    if (tram_shard_plan(&m->shard, &m->cfg, be->rank, be->world_size, err)) {
+        free(m);
+        return -1;
+    }
+    m->shape = (tram_attn_shape){m->shard.n_heads, m->shard.n_kv_heads, m->cfg.head_dim, lim->block_size,
+                                 1.0f / sqrtf((float)m->cfg.head_dim), lim->kv_dtype};
+    m->layers = tram_calloc(m->cfg.n_layers, sizeof(*m->layers), err);
+    if (!m->layers || load_weights(m, f, err) || alloc_buffers(m, err) ||
+        tram_lora_slots_init(&m->lora, be, &m->cfg, &m->shard, lim->max_loras, lim->max_lora_rank, lim->max_tokens,
+                             err)) {
+        tram_model_destroy(m);
+        return -1;
+    }
+    *out = m;
+    return 0;
 }
 
 const tram_model_config *tram_model_config_of(const tram_model *m) { return &m->cfg; }

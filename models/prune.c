@@ -67,14 +67,8 @@ static int check_source(tram_model_file *f, const tram_gguf *g, const tram_prune
 
 static int declare(tram_gguf_writer *w, const tram_gguf *g, const tram_prune_opts *o, tram_error *err)
 {
-    for (uint64_t i = 0; i < g->n_kv; i++) {
-        const tram_gguf_kv *kv = &g->kv[i];
-        char key[256];
-        snprintf(key, sizeof(key), "%.*s", (int)TRAM_MIN(kv->key.len, 255), kv->key.ptr);
-        if (strncmp(key, "tram.", 5) && tram_gguf_writer_add_kv(w, key, &kv->value, err))
-            return -1;
-    }
-    if (tram_gguf_writer_add_str(w, "tram.sparsity", "2:4", err) ||
+    if (tram_gguf_writer_copy_kvs(w, g, err) ||
+        tram_gguf_writer_add_str(w, "tram.sparsity", "2:4", err) ||
         tram_gguf_writer_add_str(w, "tram.sparsity_exclude", o->exclude ? o->exclude : "", err))
         return -1;
     for (uint64_t i = 0; i < g->n_tensors; i++) {

@@ -322,13 +322,8 @@ static int declare_tensor(quant_job *j, tram_gguf_writer *w, const char *name, t
 
 static int declare(quant_job *j, tram_gguf_writer *w, const tram_gguf *g, tram_error *err)
 {
-    for (uint64_t i = 0; i < g->n_kv; i++) {
-        const tram_gguf_kv *kv = &g->kv[i];
-        char key[256];
-        snprintf(key, sizeof(key), "%.*s", (int)TRAM_MIN(kv->key.len, 255), kv->key.ptr);
-        if (strncmp(key, "tram.", 5) && tram_gguf_writer_add_kv(w, key, &kv->value, err))
-            return -1;
-    }
+    if (tram_gguf_writer_copy_kvs(w, g, err))
+        return -1;
     if (!j->o->keep_f32 && tram_gguf_writer_add_str(w, "tram.quantization", "w8a8", err))
         return -1;
     float alpha = j->o->alpha < 0 ? -1.0f : j->o->alpha;  /* -1: searched per input */

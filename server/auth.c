@@ -29,20 +29,26 @@ static int equal_constant_time(const char *given, size_t glen, const char *key, 
     return diff == 0;
 }
 
+/* s without its leading blanks, and in *len the length of what is left
+ * without the trailing spaces and tabs. */
+static const char *trimmed(const char *s, size_t *len)
+{
+    while (*s == ' ')
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+        n--;
+    *len = n;
+    return s;
+}
+
 /* The token of "Bearer TOKEN" (the scheme in any case, blanks around the
  * token), or NULL. */
 static const char *bearer_token(const char *h, size_t *len)
 {
     if (!h || strncasecmp(h, "Bearer ", 7) != 0)
         return NULL;
-    h += 7;
-    while (*h == ' ')
-        h++;
-    size_t n = strlen(h);
-    while (n && (h[n - 1] == ' ' || h[n - 1] == '\t'))
-        n--;
-    *len = n;
-    return h;
+    return trimmed(h + 7, len);
 }
 
 int tram_auth_ok(const char *key, const char *authorization_header)
@@ -60,13 +66,7 @@ static const char *presented_key(const char *authorization, const char *x_api_ke
 {
     if (authorization || !x_api_key)
         return bearer_token(authorization, len);
-    while (*x_api_key == ' ')
-        x_api_key++;
-    size_t n = strlen(x_api_key);
-    while (n && (x_api_key[n - 1] == ' ' || x_api_key[n - 1] == '\t'))
-        n--;
-    *len = n;
-    return x_api_key;
+    return trimmed(x_api_key, len);
 }
 
 const char *tram_api_keys_tenant(const tram_api_keys *k, const char *authorization_header,

@@ -174,19 +174,10 @@ static void completion_free(tram_completion *c)
     free(c);
 }
 
-static void completion_link(tram_completion *c)
-{
-    tram_server *s = c->srv;
-    TRAM_LIST_PUSH_HEAD(&s->completions, c, prev, next);
-    s->num_completions++;
-}
-
 static void completion_unlink(tram_completion *c)
 {
-    tram_server *s = c->srv;
-    TRAM_LIST_REMOVE(&s->completions, c, prev, next);
-    s->num_completions--;
-    tram_completions_check_drained(s);
+    TRAM_LIST_REMOVE(&c->srv->completions, c, prev, next);
+    tram_completions_check_drained(c->srv);
 }
 
 /* ------------------------------------------------------------ preparation */
@@ -351,26 +342,18 @@ static void await_acceptance(tram_completion *c)
 
 static int submit(tram_completion *c)
 {
-    tram_submission *list = NULL, **tail = &list;
-    for (int i = 0; i < c->num_prompts; i++) {
+    tram_submission *list = tram_worker_new_submissions(c->num_prompts), *sub = list;
+    if (!list)
+        return -1;
+    for (int i = 0; i < c->num_prompts; i++, sub = sub->next) {
         completion_prompt *p = &c->prompts[i];
-        tram_submission *sub = malloc(sizeof(*sub));
-        if (!sub) {
-            while (list) {
-                tram_submission *next = list->next;
-                free(list);
-                list = next;
-            }
-            return -1;
-        }
         *sub = (tram_submission){
+            .next = sub->next,
             .request_id = (uint64_t)(uintptr_t)p,
             .prompt = {.token_ids = p->ids, .num_tokens = p->num_ids, .lora = c->lora},
             .params = &c->api.params,
             .priority = c->api.priority,
         };
-        *tail = sub;
-        tail = &sub->next;
     }
     await_acceptance(c);
     tram_worker_submit(c->srv->worker, list);
@@ -489,15 +472,10 @@ static int prepare_all(tram_completion *c, const char *body, size_t len, tram_ap
     return 0;
 }
 
-static tram_completion *of_task(tram_prep_task *t)
-{
-    return (tram_completion *)((char *)t - offsetof(tram_completion, task));
-}
-
 /* The pool thread's part. */
 static void prepare_task(tram_prep_task *t)
 {
-    tram_completion *c = of_task(t);
+    tram_completion *c = TRAM_CONTAINER_OF(t, tram_completion, task);
     size_t len;
     const char *body = tram_http_body_text(c->body, &len);
     if (!body)
@@ -553,7 +531,7 @@ static void go_background(tram_completion *c)
  * that left while its request was prepared gets nothing submitted. */
 static void prepared(tram_prep_task *t)
 {
-    tram_completion *c = of_task(t);
+    tram_completion *c = TRAM_CONTAINER_OF(t, tram_completion, task);
     c->preparing = 0;
     tram_api_error e = c->prep_error;
     if (!c->req) {
@@ -609,7 +587,7 @@ static void handle_completion_request(tram_server *s, struct evhttp_request *req
     snprintf(c->tenant, sizeof(c->tenant), "%s", tenant ? tenant : "");   /* the router let it in */
     c->task = (tram_prep_task){.run = prepare_task, .done = prepared};
     c->preparing = 1;
-    completion_link(c);
+    TRAM_LIST_PUSH_HEAD(&s->completions, c, prev, next);
     if (tram_prep_pool_submit(s->prep, &c->task)) {
         completion_unlink(c);
         completion_free(c);
@@ -645,7 +623,7 @@ int tram_completion_start_internal(tram_server *s, tram_api_kind kind, const cha
     c->done = done;
     c->done_arg = arg;
     snprintf(c->tenant, sizeof(c->tenant), "%s", tram_api_keys_sole_tenant(s->keys));
-    completion_link(c);
+    TRAM_LIST_PUSH_HEAD(&s->completions, c, prev, next);
     if (prepare_all(c, body, len, e) || proceed(c, e)) {
         completion_unlink(c);
         completion_free(c);
@@ -658,8 +636,8 @@ int tram_completion_start_internal(tram_server *s, tram_api_kind kind, const cha
 
 void tram_completions_check_drained(tram_server *s)
 {
-    if (s->draining && s->num_completions == 0 && s->num_flushing == 0 && s->num_jobs == 0 &&
-        s->num_embeddings == 0)
+    if (s->draining && s->completions.count == 0 && s->num_flushing == 0 && s->jobs.count == 0 &&
+        s->embeddings.count == 0)
         event_base_loopexit(s->base, NULL);
 }
 

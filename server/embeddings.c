@@ -60,18 +60,10 @@ static uint64_t input_id(const embed_input *in) { return (uint64_t)(uintptr_t)in
 
 /* ------------------------------------------------------------ lifetime */
 
-static void embedding_link(tram_embedding *m)
-{
-    tram_server *s = m->srv;
-    TRAM_LIST_PUSH_HEAD(&s->embeddings, m, prev, next);
-    s->num_embeddings++;
-}
-
 static void embedding_free(tram_embedding *m)
 {
     tram_server *s = m->srv;
     TRAM_LIST_REMOVE(&s->embeddings, m, prev, next);
-    s->num_embeddings--;
     for (int i = 0; m->inputs && i < m->num_inputs; i++) {
         free(m->inputs[i].ids);
         free(m->inputs[i].vector);
@@ -137,14 +129,9 @@ static int prepare(tram_embedding *m, const char *body, size_t len, tram_api_err
     return tokenize_inputs(m, e);
 }
 
-static tram_embedding *of_task(tram_prep_task *t)
-{
-    return (tram_embedding *)((char *)t - offsetof(tram_embedding, task));
-}
-
 static void prepare_task(tram_prep_task *t)
 {
-    tram_embedding *m = of_task(t);
+    tram_embedding *m = TRAM_CONTAINER_OF(t, tram_embedding, task);
     size_t len;
     const char *body = tram_http_body_text(m->body, &len);
     if (!body)
@@ -192,7 +179,7 @@ static json_t *vector_json(const embed_input *in, int base64)
 /* OpenAI's list object; floats with the 9 digits that round-trip a float32. */
 static void reply_task(tram_prep_task *t)
 {
-    tram_embedding *m = of_task(t);
+    tram_embedding *m = TRAM_CONTAINER_OF(t, tram_embedding, task);
     json_t *data = json_array();
     for (int i = 0; data && i < m->num_inputs; i++)
         json_array_append_new(data, json_pack("{s:s, s:i, s:o?}", "object", "embedding", "index", i, "embedding",
@@ -234,7 +221,7 @@ static void answer(tram_embedding *m)
 
 static void replied(tram_prep_task *t)
 {
-    tram_embedding *m = of_task(t);
+    tram_embedding *m = TRAM_CONTAINER_OF(t, tram_embedding, task);
     m->preparing = 0;
     if (!m->reply && !m->error.status)
         tram_api_fail(&m->error, 500, NULL, NULL, "Out of memory.");
@@ -315,25 +302,17 @@ void tram_embedding_on_event(const tram_event *ev)
 
 static int submit(tram_embedding *m)
 {
-    tram_submission *list = NULL, **tail = &list;
-    for (int i = 0; i < m->num_inputs; i++) {
+    tram_submission *list = tram_worker_new_submissions(m->num_inputs), *sub = list;
+    if (!list)
+        return -1;
+    for (int i = 0; i < m->num_inputs; i++, sub = sub->next) {
         embed_input *in = &m->inputs[i];
-        tram_submission *sub = malloc(sizeof(*sub));
-        if (!sub) {
-            while (list) {
-                tram_submission *next = list->next;
-                free(list);
-                list = next;
-            }
-            return -1;
-        }
         in->owner = m;
-        *sub = (tram_submission){.request_id = input_id(in),
+        *sub = (tram_submission){.next = sub->next,
+                                 .request_id = input_id(in),
                                  .prompt = {.token_ids = in->ids, .num_tokens = in->num_ids},
                                  .embed = &m->api.params,
                                  .priority = m->api.priority};
-        *tail = sub;
-        tail = &sub->next;
     }
     m->unsettled = m->num_inputs;
     tram_worker_submit(m->srv->worker, list);
@@ -342,7 +321,7 @@ static int submit(tram_embedding *m)
 
 static void prepared(tram_prep_task *t)
 {
-    tram_embedding *m = of_task(t);
+    tram_embedding *m = TRAM_CONTAINER_OF(t, tram_embedding, task);
     m->preparing = 0;
     if (!m->req && !m->error.status)
         tram_api_fail(&m->error, 499, NULL, NULL, "The client left while its request was prepared.");
@@ -392,7 +371,7 @@ void tram_handle_embeddings(tram_server *s, struct evhttp_request *req)
     m->arrived = tram_now();
     m->task = (tram_prep_task){.run = prepare_task, .done = prepared};
     m->preparing = 1;
-    embedding_link(m);
+    TRAM_LIST_PUSH_HEAD(&s->embeddings, m, prev, next);
     if (tram_prep_pool_submit(s->prep, &m->task)) {
         m->req = NULL;
         embedding_free(m);

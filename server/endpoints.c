@@ -281,7 +281,6 @@ typedef struct tram_endpoint_job {
 static void job_free(job *j)
 {
     TRAM_LIST_REMOVE(&j->srv->jobs, j, prev, next);
-    j->srv->num_jobs--;
     if (j->body)
         evbuffer_free(j->body);
     free(j->reply_text);
@@ -347,7 +346,6 @@ static void answer_model_request(tram_server *s, struct evhttp_request *req, job
     *j = (job){.task = {.run = job_run, .done = job_done}, .srv = s, .req = req,
                .body = body, .reply = reply};
     TRAM_LIST_PUSH_HEAD(&s->jobs, j, prev, next);
-    s->num_jobs++;
     if (tram_prep_pool_submit(s->prep, &j->task)) {
         j->req = NULL;
         job_free(j);

@@ -84,6 +84,15 @@ static int read_lines(tram_preload *p, FILE *f)
     return rc;
 }
 
+void tram_preload_free(tram_preload *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < p->n; i++)
+        free(p->items[i].body);
+    TRAM_FREE_ALL(p->items, p->path, p);
+}
+
 int tram_preload_read(tram_preload **out, const char *path)
 {
     tram_preload *p = calloc(1, sizeof(*p));
@@ -110,15 +119,6 @@ int tram_preload_read(tram_preload **out, const char *path)
     }
     *out = p;
     return 0;
-}
-
-void tram_preload_free(tram_preload *p)
-{
-    if (!p)
-        return;
-    for (int i = 0; i < p->n; i++)
-        free(p->items[i].body);
-    TRAM_FREE_ALL(p->items, p->path, p);
 }
 
 static void pump(tram_preload *p);

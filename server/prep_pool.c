@@ -5,6 +5,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "kernels/list.h"
+
 struct tram_prep_pool {
     tram_prep_pool_config cfg;
     pthread_t *threads;
@@ -133,13 +135,9 @@ int tram_prep_pool_submit(tram_prep_pool *p, tram_prep_task *t)
 
 tram_prep_task *tram_prep_pool_take_done(tram_prep_pool *p)
 {
-    tram_prep_task *oldest = NULL;
-    for (tram_prep_task *t = atomic_exchange(&p->finished, NULL), *next; t; t = next) {
-        next = t->next;
-        t->next = oldest;
-        oldest = t;
-    }
-    return oldest;
+    tram_prep_task *done = atomic_exchange(&p->finished, NULL);
+    TRAM_CHAIN_REVERSE(tram_prep_task, done, next);
+    return done;
 }
 
 void tram_prep_pool_counts(tram_prep_pool *p, int *queued, int *running)

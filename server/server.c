@@ -151,7 +151,7 @@ static void start_drain(tram_server *s)
         evhttp_del_accept_socket(s->http, s->listener);
     s->listener = NULL;
     tram_log(TRAM_LOG_INFO, "draining: %d request(s) in flight, waiting up to %.0f s",
-             s->num_completions, s->cfg.drain_timeout);
+             s->completions.count, s->cfg.drain_timeout);
     tram_completions_check_drained(s);
 }
 
@@ -205,7 +205,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     tram_completions_abort_all(s);
     tram_embeddings_abort_all(s);
     if (tram_now() > s->drain_deadline + ABORT_GRACE_S) {
-        tram_log(TRAM_LOG_WARNING, "drain: %d request(s) did not finish; exiting", s->num_completions);
+        tram_log(TRAM_LOG_WARNING, "drain: %d request(s) did not finish; exiting", s->completions.count);
         event_base_loopexit(s->base, NULL);
     }
 }

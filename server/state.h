@@ -40,14 +40,11 @@ typedef struct tram_server {
     struct tram_output_checker *checker;  /* schema checks of finished outputs (output_check.h) */
     struct tram_prep_pool *prep;     /* the request-preparation threads; NULL once stopped */
     TRAM_LIST_OF(struct tram_endpoint_job) jobs;  /* /tokenize and /detokenize requests on the pool (endpoints.c) */
-    int num_jobs;
     const tram_engine *engine;       /* NULL until loaded */
     int ready;                       /* loaded, warmed up and preloaded: taking requests */
     struct tram_chat_template *chat; /* the model's, made when it is loaded */
     TRAM_LIST_OF(tram_completion) completions;  /* requests in flight, being prepared too (completion.c) */
-    int num_completions;
     TRAM_LIST_OF(struct tram_embedding) embeddings;  /* /v1/embeddings requests in flight (embeddings.c) */
-    int num_embeddings;
     int num_flushing;                /* final replies not yet fully written */
     int draining;
     double drain_deadline;           /* tram_now() time */

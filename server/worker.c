@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/list.h"
 #include "server/output_copy.h"
 
 struct tram_worker {
@@ -192,6 +193,21 @@ static void free_submissions(tram_submission *s)
     }
 }
 
+tram_submission *tram_worker_new_submissions(int n)
+{
+    tram_submission *list = NULL;
+    for (int i = 0; i < n; i++) {
+        tram_submission *s = calloc(1, sizeof(*s));
+        if (!s) {
+            free_submissions(list);
+            return NULL;
+        }
+        s->next = list;
+        list = s;
+    }
+    return list;
+}
+
 /* Takes the submissions; waits for work first when there is nothing to run.
  * Returns 0 when asked to stop. */
 static int wait_for_work(tram_worker *w, int idle, tram_submission **subs)
@@ -353,13 +369,9 @@ int tram_worker_abort(tram_worker *w, uint64_t request_id)
 
 tram_event *tram_worker_take_events(tram_worker *w)
 {
-    tram_event *oldest = NULL;
-    for (tram_event *ev = atomic_exchange(&w->events, NULL), *next; ev; ev = next) {
-        next = ev->next;
-        ev->next = oldest;
-        oldest = ev;
-    }
-    return oldest;
+    tram_event *events = atomic_exchange(&w->events, NULL);
+    TRAM_CHAIN_REVERSE(tram_event, events, next);
+    return events;
 }
 
 void tram_worker_give_back(tram_worker *w, tram_event *list)

@@ -73,6 +73,9 @@ const tram_engine *tram_worker_engine(const tram_worker *w);
 /* Queues a list of submissions (linked by next, freed by the worker) as one
  * batch: the engine thread handles all of them before its next step. */
 void tram_worker_submit(tram_worker *w, tram_submission *list);
+/* n (>= 1) zeroed submissions linked by next, for the caller to fill and
+ * hand to tram_worker_submit; NULL when out of memory (none is left). */
+tram_submission *tram_worker_new_submissions(int n);
 /* Allocates and queues an abort; returns -1 when out of memory. */
 int tram_worker_abort(tram_worker *w, uint64_t request_id);
 

@@ -19,6 +19,14 @@ struct tram_cpu_group {
     size_t counts[TRAM_CPU_MAX_RANKS];
 };
 
+void tram_cpu_group_destroy(tram_cpu_group *g)
+{
+    if (!g)
+        return;
+    pthread_barrier_destroy(&g->barrier);
+    free(g);
+}
+
 int tram_cpu_group_create(tram_cpu_group **out, int world_size, tram_error *err)
 {
     if (world_size < 1 || world_size > TRAM_CPU_MAX_RANKS)
@@ -34,14 +42,6 @@ int tram_cpu_group_create(tram_cpu_group **out, int world_size, tram_error *err)
     }
     *out = g;
     return 0;
-}
-
-void tram_cpu_group_destroy(tram_cpu_group *g)
-{
-    if (!g)
-        return;
-    pthread_barrier_destroy(&g->barrier);
-    free(g);
 }
 
 int cpu_group_size(const tram_cpu_group *g) { return g->world_size; }

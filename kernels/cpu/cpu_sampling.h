@@ -67,6 +67,9 @@ int32_t tram_rejection_sample(const float *p, const float *q, int vocab, int32_t
 void tram_logprobs(tram_sampler *s, const float *logits, int32_t token, int k,
                    tram_logprob_entry *out, tram_token_logprob *top);
 
+/* The index of the largest of x[0..n), the first of equals: greedy's pick. */
+int32_t tram_argmax(const float *x, int n);
+
 /* The uniform number in [0, 1) for (seed, sample, position). */
 double tram_sample_uniform(uint64_t seed, int sample_index, int position);
 

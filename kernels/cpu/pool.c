@@ -231,13 +231,19 @@ static void publish(tram_cpu_pool *p, unsigned g, int items, int chunk, int chun
         futex_wake(&p->generation);
 }
 
+/* The number of chunks of `items` (> 0), and *chunk raised so that there
+ * are at most max_chunks of them (and at least one item each). */
+static int count_chunks(int items, int *chunk, int max_chunks)
+{
+    *chunk = TRAM_MAX(*chunk < 1 ? 1 : *chunk, (int)(((int64_t)items + max_chunks - 1) / max_chunks));
+    return (int)(((int64_t)items + *chunk - 1) / *chunk);
+}
+
 void tram_cpu_pool_run(tram_cpu_pool *p, int items, int chunk, tram_pool_fn fn, void *ctx)
 {
     if (items <= 0)
         return;
-    chunk = chunk < 1 ? 1 : chunk;
-    chunk = TRAM_MAX(chunk, (int)(((int64_t)items + TRAM_POOL_MAX_RUN_CHUNKS - 1) / TRAM_POOL_MAX_RUN_CHUNKS));
-    int chunks = (int)(((int64_t)items + chunk - 1) / chunk);
+    int chunks = count_chunks(items, &chunk, TRAM_POOL_MAX_RUN_CHUNKS);
     if (!p || p->threads == 1 || chunks == 1 || atomic_exchange(&p->in_use, 1)) {
         for (int b = 0; b < items; b += chunk)
             fn(ctx, b, b + chunk < items ? b + chunk : items);
@@ -268,9 +274,7 @@ void tram_cpu_pool_run_stealable(tram_cpu_pool *p, int items, int chunk, const t
 {
     if (items <= 0)
         return;
-    chunk = chunk < 1 ? 1 : chunk;
-    chunk = TRAM_MAX(chunk, (int)(((int64_t)items + TRAM_POOL_MAX_CHUNKS - 1) / TRAM_POOL_MAX_CHUNKS));
-    int chunks = (int)(((int64_t)items + chunk - 1) / chunk);
+    int chunks = count_chunks(items, &chunk, TRAM_POOL_MAX_CHUNKS);
     if (!p || p->threads == 1 || chunks == 1 || atomic_exchange(&p->in_use, 1)) {
         for (int b = 0; b < items; b += chunk) {
             int e = b + chunk < items ? b + chunk : items;
@@ -302,6 +306,18 @@ void tram_cpu_pool_quiesce(tram_cpu_pool *p)
 
 int tram_cpu_pool_threads(const tram_cpu_pool *p) { return p ? p->threads : 1; }
 
+void tram_cpu_pool_destroy(tram_cpu_pool *p)
+{
+    if (!p)
+        return;
+    atomic_store(&p->stop, 1);
+    atomic_fetch_add(&p->generation, 1);
+    futex_wake(&p->generation);
+    for (int i = 1; i < p->threads; i++)
+        pthread_join(p->workers[i], NULL);
+    TRAM_FREE_ALL(p->workers, p->args, p->scratch, p);
+}
+
 int tram_cpu_pool_create(tram_cpu_pool **out, int threads, tram_error *err)
 {
     tram_cpu_pool *p = tram_calloc(1, sizeof(*p), err);
@@ -325,16 +341,4 @@ int tram_cpu_pool_create(tram_cpu_pool **out, int threads, tram_error *err)
     }
     *out = p;
     return 0;
-}
-
-void tram_cpu_pool_destroy(tram_cpu_pool *p)
-{
-    if (!p)
-        return;
-    atomic_store(&p->stop, 1);
-    atomic_fetch_add(&p->generation, 1);
-    futex_wake(&p->generation);
-    for (int i = 1; i < p->threads; i++)
-        pthread_join(p->workers[i], NULL);
-    TRAM_FREE_ALL(p->workers, p->args, p->scratch, p);
 }

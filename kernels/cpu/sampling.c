@@ -17,6 +17,13 @@ struct tram_sampler {
     uint8_t *seen;   /* [vocab] in prompt or output; all zero between calls */
 };
 
+void tram_sampler_destroy(tram_sampler *s)
+{
+    if (!s)
+        return;
+    TRAM_FREE_ALL(s->work, s->cands, s->counts, s->seen, s);
+}
+
 int tram_sampler_create(tram_sampler **out, int vocab, tram_error *err)
 {
     tram_sampler *s = tram_calloc(1, sizeof(*s), err);
@@ -34,13 +41,6 @@ int tram_sampler_create(tram_sampler **out, int vocab, tram_error *err)
     }
     *out = s;
     return 0;
-}
-
-void tram_sampler_destroy(tram_sampler *s)
-{
-    if (!s)
-        return;
-    TRAM_FREE_ALL(s->work, s->cands, s->counts, s->seen, s);
 }
 
 double tram_sample_uniform(uint64_t seed, int sample_index, int position)
@@ -96,7 +96,7 @@ static void process_logits(tram_sampler *s, const float *logits, const tram_samp
     apply_penalties(s, in);
 }
 
-static int32_t argmax(const float *x, int n)
+int32_t tram_argmax(const float *x, int n)
 {
     int32_t best = 0;
     for (int i = 1; i < n; i++)
@@ -240,7 +240,7 @@ int32_t tram_sample(tram_sampler *s, const float *logits, const tram_sample_inpu
     const tram_sampler_row *p = &in->p;
     process_logits(s, logits, in);
     if (p->temperature < TRAM_SAMPLE_GREEDY_BELOW)
-        return argmax(s->work, s->vocab);
+        return tram_argmax(s->work, s->vocab);
     double u = tram_sample_uniform(p->seed, in->sample_index, in->output_len);
     double norm = to_probs(s, p->temperature, p->min_p);
     if (p->top_k == 0 && p->top_p >= 1.0f && p->min_p <= 0)
@@ -254,7 +254,7 @@ int tram_sample_kept(tram_sampler *s, const float *logits, const tram_sample_inp
     const tram_sampler_row *p = &in->p;
     process_logits(s, logits, in);
     if (p->temperature < TRAM_SAMPLE_GREEDY_BELOW) {
-        ids[0] = argmax(s->work, s->vocab);
+        ids[0] = tram_argmax(s->work, s->vocab);
         return 1;
     }
     double norm = to_probs(s, p->temperature, p->min_p);
@@ -277,7 +277,7 @@ void tram_sample_probs(tram_sampler *s, const float *logits, const tram_sample_i
     memset(probs, 0, (size_t)s->vocab * sizeof(float));
     process_logits(s, logits, in);
     if (p->temperature < TRAM_SAMPLE_GREEDY_BELOW) {
-        probs[argmax(s->work, s->vocab)] = 1;
+        probs[tram_argmax(s->work, s->vocab)] = 1;
         return;
     }
     double norm = to_probs(s, p->temperature, p->min_p);
@@ -310,7 +310,7 @@ void tram_logprobs(tram_sampler *s, const float *logits, int32_t token, int k,
                    tram_logprob_entry *out, tram_token_logprob *top)
 {
     int n = s->vocab, rank = 1, have = 0;
-    float mx = logits[argmax(logits, n)];
+    float mx = logits[tram_argmax(logits, n)];
     double sum = 0;
     for (int i = 0; i < n; i++) {
         sum += exp((double)(logits[i] - mx));

@@ -1,5 +1,5 @@
-/* The ground floor's small helpers: the intrusive list (kernels/list.h),
- * FNV-1a and tram_resize (kernels/base.h). */
+/* The ground floor's small helpers: the intrusive list and the chain
+ * reversal (kernels/list.h), FNV-1a and tram_resize (kernels/base.h). */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,6 +27,7 @@ static void expect_order(const item_list *l, const int *want, int n)
     for (const item *e = l->tail; e; e = e->prev)
         cr_assert_eq(e->id, want[--i], "backward: position %d holds %d", i, e->id);
     cr_assert_eq(i, 0);
+    cr_assert_eq(l->count, n, "the list counts %d elements, holds %d", l->count, n);
 }
 
 Test(base, list_pushes_at_both_ends_and_removes_anywhere)
@@ -45,7 +46,7 @@ Test(base, list_pushes_at_both_ends_and_removes_anywhere)
     TRAM_LIST_REMOVE(&l, &it[3], prev, next);
     expect_order(&l, (int[]){2}, 1);
     TRAM_LIST_REMOVE(&l, &it[2], prev, next);
-    cr_assert(!l.head && !l.tail);
+    cr_assert(!l.head && !l.tail && !l.count);
 }
 
 Test(base, one_element_sits_on_two_lists)
@@ -89,4 +90,28 @@ Test(base, resize_keeps_the_items_and_leaves_the_array_on_failure)
     cr_assert_eq(v, before, "a failed resize moved the array");
     cr_assert_eq(v[3], 21);
     free(v);
+}
+
+typedef struct pushed pushed;
+struct pushed {
+    int id;
+    pushed *next;
+};
+
+Test(base, chain_reverse_turns_a_stack_oldest_first)
+{
+    pushed p[3] = {{.id = 0}, {.id = 1}, {.id = 2}};
+    pushed *stack = NULL;
+    for (int i = 0; i < 3; i++) {   /* pushed as a lock-free stack is: newest on top */
+        p[i].next = stack;
+        stack = &p[i];
+    }
+    TRAM_CHAIN_REVERSE(pushed, stack, next);
+    int i = 0;
+    for (const pushed *e = stack; e; e = e->next, i++)
+        cr_assert_eq(e->id, i, "position %d holds %d", i, e->id);
+    cr_assert_eq(i, 3);
+    pushed *empty = NULL;
+    TRAM_CHAIN_REVERSE(pushed, empty, next);
+    cr_assert_null(empty);
 }
