@@ -58,6 +58,7 @@ void tram_unscale_rows(float *w, int rows, int cols, const float *s)
 typedef struct {
     const tram_smooth_group *g;
     int threads, max_rows, rows_total, kp;
+    tram_cpu_pool *pool;  /* the W8A8 products' threads */
     float *ref;        /* [n][rows_total] f32 products, matrices side by side */
     float *y;          /* [n][max_rows] one matrix's W8A8 product */
     float *xs;         /* [n][cin] X / s */
@@ -73,6 +74,7 @@ typedef struct {
 
 static void ctx_free(search_ctx *c)
 {
+    tram_cpu_pool_destroy(c->pool); /* first: a late worker may still read the buffers */
     free(c->ref), free(c->y), free(c->xs), free(c->xq), free(c->x_scales);
     free(c->ws), free(c->w_scales), free(c->packed), free(c->s_full), free(c->w_amax), free(c->cand);
 }
@@ -106,6 +108,8 @@ static int ctx_alloc_search(search_ctx *c, tram_error *err)
     c->ws = tram_calloc(rows * cin, sizeof(float), err);
     c->w_scales = tram_calloc(rows, sizeof(float), err);
     c->cand = tram_calloc(g->ns, sizeof(float), err);
+    if (tram_cpu_pool_create(&c->pool, c->threads, err))
+        return -1;
     c->packed = aligned_alloc(64, (tram_i8_matrix_bytes((int)rows, (int)cin) + 63) & ~(size_t)63);
     if (!c->packed)
         return tram_fail(err, "out of memory for a %d x %d int8 matrix", (int)rows, (int)cin);
@@ -151,7 +155,7 @@ static double quantized_error(search_ctx *c, const float *s)
         memcpy(c->ws, g->mats[m].w, (size_t)rows * cin * sizeof(float));
         tram_scale_cols(c->ws, rows, cin, c->s_full);
         const tram_i8_matrix *w = tram_i8_matrix_pack(c->packed, c->ws, rows, cin, c->w_scales);
-        tram_i8_gemm_f32(tram_i8_kernel_best(), c->y, c->xq, c->x_scales, n, w, c->w_scales, c->threads);
+        tram_i8_gemm_f32(tram_i8_kernel_best(), c->y, c->xq, c->x_scales, n, w, c->w_scales, c->pool);
         for (int i = 0; i < n; i++)
             for (int r = 0; r < rows; r++) {
                 double d = c->y[(size_t)i * rows + r] - c->ref[(size_t)i * c->rows_total + off + r];

@@ -1,11 +1,10 @@
-/* backend.c — the CPU backend: f32 activations, OpenBLAS GEMMs, OpenMP
- * threads over tokens and heads.  It is the reference every other backend is
+/* backend.c — the CPU backend: f32 activations, OpenBLAS GEMMs, tram's own
+ * thread pool (pool.h) over tokens, heads and output rows.  It is the reference every other backend is
  * tested against, so each op is the plain math first and fast second.  This
  * file holds its op table, memory, weights and life cycle, as
  * kernels/cuda/backend.cu does for CUDA; the ops live in the files named
  * like CUDA's (ops.c, attention.c, gemm.c, int8.c) and gemm_blocks.c. */
 #include <cblas.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 

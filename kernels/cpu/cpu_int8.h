@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "kernels/cpu/features.h"
+#include "kernels/cpu/pool.h"
 #include "kernels/int8_format.h"
 
 #define TRAM_I8_GROUP 64        /* output rows per packed group */
@@ -49,12 +50,12 @@ void tram_i8_matrix_row(const tram_i8_matrix *m, int row, float scale, float *ou
 int tram_i8_kernel_available(tram_cpu_kernel k);
 tram_cpu_kernel tram_i8_kernel_best(void);
 
-/* xq: [n][w->kp] quantized activations.  Threads split the work over output
- * groups and token chunks. */
+/* xq: [n][w->kp] quantized activations.  The pool's threads split the work
+ * over output groups and token chunks (a NULL pool: the caller alone). */
 void tram_i8_gemm_f32(tram_cpu_kernel k, float *y, const int8_t *xq, const float *x_scales, int n,
-                      const tram_i8_matrix *w, const float *w_scales, int threads);
+                      const tram_i8_matrix *w, const float *w_scales, tram_cpu_pool *pool);
 /* The exact int32 products acc[n][rows], for tests. */
 void tram_i8_gemm_i32(tram_cpu_kernel k, int32_t *acc, const int8_t *xq, int n, const tram_i8_matrix *w,
-                      int threads);
+                      tram_cpu_pool *pool);
 
 #endif

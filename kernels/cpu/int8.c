@@ -242,65 +242,128 @@ tram_cpu_kernel tram_i8_kernel_best(void) { return tram_cpu_kernel_best(tram_i8_
 /* ---------------------------------------------------------------- driver */
 
 typedef struct {
-    float *y;                     /* f32 output, or NULL */
+    kernel_desc kd;
+    void *out;                    /* f32 y[n][rows], or the int32 products when x_scales is NULL */
     const float *x_scales, *w_scales;
-    int32_t *acc;                 /* int32 output when y is NULL */
-} epilogue;
+    const int8_t *xq;
+    const tram_i8_matrix *w;
+    int n, chunks;                /* token rows, and their chunks of CHUNK */
+} i8_job;
 
-static void store_tile(const epilogue *e, const int32_t *tile, int row0, int mr, int col0, int ld)
+/* A tile's mr token rows (from row0) of the group starting at weight row
+ * col0, ncols wide, into dst (rows ld elements apart): f32 with the scales
+ * applied, or the raw int32. */
+static void store_tile(const i8_job *j, const int32_t *tile, int row0, int mr, int col0, int ncols,
+                       void *dst, size_t ld)
 {
-    int ncols = ld - col0 < G ? ld - col0 : G;
     for (int r = 0; r < mr; r++) {
         const int32_t *t = tile + r * G;
-        size_t base = (size_t)(row0 + r) * ld + col0;
-        if (e->y) {
-            float xs = e->x_scales[row0 + r];
-            const float *ws = e->w_scales + col0;
-            for (int c = 0; c < ncols; c++)
-                e->y[base + c] = (float)t[c] * xs * ws[c];
-        } else {
-            memcpy(e->acc + base, t, ncols * sizeof(int32_t));
+        if (!j->x_scales) {
+            memcpy((int32_t *)dst + r * ld, t, ncols * sizeof(int32_t));
+            continue;
         }
+        float *y = (float *)dst + r * ld, xs = j->x_scales[row0 + r];
+        const float *ws = j->w_scales + col0;
+        for (int c = 0; c < ncols; c++)
+            y[c] = (float)t[c] * xs * ws[c];
     }
 }
 
 /* Work item = (group, chunk of CHUNK token rows), numbered group-major so a
- * thread's consecutive items reuse one group's weights from cache. */
-static void run(tram_cpu_kernel k, const epilogue *e, const int8_t *xq, int n, const tram_i8_matrix *w,
-                int threads)
+ * thread's consecutive items reuse one group's weights from cache.  Its
+ * products go to dst, whose row 0 is the chunk's first token row and whose
+ * column 0 the group's first output. */
+static void item_rows(const i8_job *j, int it, int *first, int *last, int *g)
 {
-    kernel_desc kd = describe(k);
-    int chunks = (n + CHUNK - 1) / CHUNK, items = w->groups * chunks, k4s = w->kp / 4;
-#pragma omp parallel for num_threads(threads) schedule(static) if (items > 1)
-    for (int it = 0; it < items; it++) {
-        _Alignas(64) int32_t tile[MAX_MR * G];
-        int g = it / chunks, first = it % chunks * CHUNK, last = first + CHUNK < n ? first + CHUNK : n;
-        const int8_t *wg = w->q + (size_t)g * G * w->kp;
-        const int32_t *sums = w->row_sums + (size_t)g * G;
-        int i = first;
-        for (; i + kd.mr <= last; i += kd.mr) {
-            kd.wide(tile, xq + (size_t)i * w->kp, w->kp, wg, sums, k4s);
-            store_tile(e, tile, i, kd.mr, g * G, w->rows);
-        }
-        for (; i < last; i++) {
-            kd.one(tile, xq + (size_t)i * w->kp, w->kp, wg, sums, k4s);
-            store_tile(e, tile, i, 1, g * G, w->rows);
-        }
+    *g = it / j->chunks;
+    *first = it % j->chunks * CHUNK;
+    *last = TRAM_MIN(*first + CHUNK, j->n);
+}
+
+static void compute_item(const i8_job *j, int it, void *dst, size_t ld)
+{
+    _Alignas(64) int32_t tile[MAX_MR * G];
+    int g, first, last;
+    item_rows(j, it, &first, &last, &g);
+    const int8_t *wg = j->w->q + (size_t)g * G * j->w->kp;
+    const int32_t *sums = j->w->row_sums + (size_t)g * G;
+    int k4s = j->w->kp / 4, ncols = TRAM_MIN(G, j->w->rows - g * G);
+    for (int i = first; i < last;) {
+        int mr = i + j->kd.mr <= last ? j->kd.mr : 1;
+        (mr > 1 ? j->kd.wide : j->kd.one)(tile, j->xq + (size_t)i * j->w->kp, j->w->kp, wg, sums, k4s);
+        store_tile(j, tile, i, mr, g * G, ncols, (int32_t *)dst + (size_t)(i - first) * ld, ld);
+        i += mr;
     }
 }
 
-void tram_i8_gemm_f32(tram_cpu_kernel k, float *y, const int8_t *xq, const float *x_scales, int n,
-                      const tram_i8_matrix *w, const float *w_scales, int threads)
+static int32_t *item_out(const i8_job *j, int it)
 {
-    epilogue e = {.y = y, .x_scales = x_scales, .w_scales = w_scales};
-    run(k, &e, xq, n, w, threads);
+    int g, first, last;
+    item_rows(j, it, &first, &last, &g);
+    return (int32_t *)j->out + (size_t)first * j->w->rows + g * G;
+}
+
+static void items_in_place(void *arg, int begin, int end)
+{
+    const i8_job *j = arg;
+    for (int it = begin; it < end; it++)
+        compute_item(j, it, item_out(j, it), (size_t)j->w->rows);
+}
+
+/* The stealable form (pool.h): each item's tile of the scratch holds its
+ * rows, G apart, copied to the output by the thread that commits it. */
+#define ITEM_SCRATCH (CHUNK * G)
+
+static void items_compute(const void *arg, int begin, int end, void *scratch)
+{
+    for (int it = begin; it < end; it++)
+        compute_item(arg, it, (int32_t *)scratch + (size_t)(it - begin) * ITEM_SCRATCH, G);
+}
+
+static void items_commit(const void *arg, int begin, int end, const void *scratch)
+{
+    const i8_job *j = arg;
+    for (int it = begin; it < end; it++) {
+        int g, first, last;
+        item_rows(j, it, &first, &last, &g);
+        const int32_t *tile = (const int32_t *)scratch + (size_t)(it - begin) * ITEM_SCRATCH;
+        int ncols = TRAM_MIN(G, j->w->rows - g * G);
+        for (int i = first; i < last; i++)
+            memcpy(item_out(j, it) + (size_t)(i - first) * j->w->rows, tile + (size_t)(i - first) * G,
+                   ncols * sizeof(int32_t));
+    }
+}
+
+/* Items one at a time on the pool.  Up to one chunk of token rows (decode,
+ * small batches: steps short enough that one descheduled thread would
+ * double them) the job is stealable, so a thread holding an item does not
+ * hold the product; a prefill writes in place, sparing the copy. */
+static void run(i8_job *j, tram_cpu_pool *pool)
+{
+    int items = j->w->groups * j->chunks;
+    int max_chunk = (items + TRAM_POOL_MAX_CHUNKS - 1) / TRAM_POOL_MAX_CHUNKS;
+    if (j->chunks == 1 && (size_t)max_chunk * ITEM_SCRATCH * sizeof(int32_t) <= TRAM_POOL_SCRATCH_BYTES) {
+        tram_pool_stealable s = {.compute = items_compute, .commit = items_commit, .job = j,
+                                 .job_bytes = sizeof(*j)};
+        tram_cpu_pool_run_stealable(pool, items, 1, &s);
+        return;
+    }
+    tram_cpu_pool_run(pool, items, 1, items_in_place, j);
+}
+
+void tram_i8_gemm_f32(tram_cpu_kernel k, float *y, const int8_t *xq, const float *x_scales, int n,
+                      const tram_i8_matrix *w, const float *w_scales, tram_cpu_pool *pool)
+{
+    i8_job j = {.kd = describe(k), .out = y, .x_scales = x_scales, .w_scales = w_scales, .xq = xq, .w = w,
+                .n = n, .chunks = (n + CHUNK - 1) / CHUNK};
+    run(&j, pool);
 }
 
 void tram_i8_gemm_i32(tram_cpu_kernel k, int32_t *acc, const int8_t *xq, int n, const tram_i8_matrix *w,
-                      int threads)
+                      tram_cpu_pool *pool)
 {
-    epilogue e = {.acc = acc};
-    run(k, &e, xq, n, w, threads);
+    i8_job j = {.kd = describe(k), .out = acc, .xq = xq, .w = w, .n = n, .chunks = (n + CHUNK - 1) / CHUNK};
+    run(&j, pool);
 }
 
 /* ---------------------------------------------------------------- backend ops */
@@ -326,7 +389,19 @@ void cpu_int8_upload(tram_backend *be, tram_weight *w, const float *host, int ro
 static void matmul_qact(tram_backend *be, float *y, const tram_qact *qa, const tram_weight *w, int n)
 {
     cpu_state *s = cpu_of(be);
-    tram_i8_gemm_f32(s->i8_kernel, y, qa->q, qa->scales, n, w->data, w->scales, s->threads);
+    tram_i8_gemm_f32(s->i8_kernel, y, qa->q, qa->scales, n, w->data, w->scales, s->pool);
+}
+
+typedef struct {
+    const tram_qact *qa;
+    const float *x;
+} qact_job;
+
+static void qact_rows(void *arg, int begin, int end)
+{
+    const qact_job *q = arg;
+    for (int i = begin; i < end; i++)
+        qact_row(q->qa, i, q->x + (size_t)i * q->qa->cols);
 }
 
 /* W8A8 on an input that no op quantized for us (the attention output, the
@@ -341,9 +416,8 @@ void cpu_int8_matmul(tram_backend *be, float *y, const float *x, const tram_weig
         cpu_reserve(be, (void **)&s->xs, &s->xs_cap, (size_t)n * sizeof(float)))
         return;
     tram_qact qa = {.q = s->xq, .scales = s->xs, .cols = w->cols, .kp = m->kp};
-#pragma omp parallel for num_threads(s->threads) if (n >= PAR_MIN_ROWS)
-    for (int i = 0; i < n; i++)
-        qact_row(&qa, i, x + (size_t)i * w->cols);
+    qact_job q = {.qa = &qa, .x = x};
+    cpu_rows(be, n, qact_rows, &q);
     matmul_qact(be, y, &qa, w, n);
 }
 

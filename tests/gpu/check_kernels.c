@@ -296,7 +296,7 @@ static void check_int8_products(int n, int rows, int cols, const char *shape)
         for (int k = 0; k < cols; k++)
             xp[(size_t)i * m->kp + k] = xq[(size_t)i * cols + k] = (int8_t)(rand() % 255 - 127);
     int32_t *ac = malloc((size_t)n * rows * 4), *ag = malloc((size_t)n * rows * 4);
-    tram_i8_gemm_i32(tram_i8_kernel_best(), ac, xp, n, m, 4);
+    tram_i8_gemm_i32(tram_i8_kernel_best(), ac, xp, n, m, NULL);
     tram_error err = {{0}};
     die_if(tram_cuda_int8_products(gpu, ag, xq, n, &wg, &err), err.msg);
     size_t bad = 0;

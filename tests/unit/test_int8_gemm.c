@@ -66,6 +66,9 @@ static void check_kernel(tram_cpu_kernel kern)
     static const int rows_set[] = {1, 15, 64, 65, 200};
     static const int cols_set[] = {1, 3, 4, 37, 64, 100, 577};
     unsigned seed = 1234 + kern;
+    tram_cpu_pool *pool;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_cpu_pool_create(&pool, 2, &err), 0, "%s", err.msg);
     for (size_t a = 0; a < TRAM_ARRAY_LEN(ns); a++)
         for (size_t b = 0; b < TRAM_ARRAY_LEN(rows_set); b++)
             for (size_t c = 0; c < TRAM_ARRAY_LEN(cols_set); c++) {
@@ -82,13 +85,15 @@ static void check_kernel(tram_cpu_kernel kern)
                 reference(ref, x, w, n, rows, cols);
                 for (int threads = 1; threads <= 2; threads++) {
                     memset(got, 0x55, (size_t)n * rows * 4);
-                    tram_i8_gemm_i32(kern, got, xp, n, m, threads);
+                    tram_i8_gemm_i32(kern, got, xp, n, m, threads == 2 ? pool : NULL);
                     for (size_t i = 0; i < (size_t)n * rows; i++)
                         cr_assert_eq(got[i], ref[i], "%s n=%d rows=%d cols=%d threads=%d: [%zu] %d vs %d",
                                      tram_cpu_kernel_name(kern), n, rows, cols, threads, i, got[i], ref[i]);
                 }
+                tram_cpu_pool_quiesce(pool); /* no late worker reads what is freed */
                 free(x), free(w), free(mem), free(xp), free(ref), free(got);
             }
+    tram_cpu_pool_destroy(pool);
 }
 
 Test(int8_gemm, generic_kernel_is_exact) { check_kernel(TRAM_CPU_GENERIC); }
@@ -112,7 +117,7 @@ Test(int8_gemm, extreme_values_at_max_cols_do_not_overflow)
     for (tram_cpu_kernel k = TRAM_CPU_GENERIC; k <= TRAM_CPU_VNNI; k++) {
         if (!tram_i8_kernel_available(k))
             continue;
-        tram_i8_gemm_i32(k, got, x, 2, m, 2);
+        tram_i8_gemm_i32(k, got, x, 2, m, NULL);
         for (int i = 0; i < 6; i++)
             cr_assert_eq(got[i], ref[i], "%s [%d]: %d vs %d", tram_cpu_kernel_name(k), i, got[i], ref[i]);
     }
@@ -139,7 +144,7 @@ Test(int8_gemm, f32_epilogue_applies_both_scales)
     tram_i8_matrix *m = tram_i8_matrix_pack_q(mem, w, rows, cols);
     int8_t *xp = pad_rows(x, n, cols, m->kp);
     reference(ref, x, w, n, rows, cols);
-    tram_i8_gemm_f32(tram_i8_kernel_best(), y, xp, xs, n, m, ws, 2);
+    tram_i8_gemm_f32(tram_i8_kernel_best(), y, xp, xs, n, m, ws, NULL);
     for (int i = 0; i < n; i++)
         for (int r = 0; r < rows; r++) {
             float want = (float)ref[i * rows + r] * xs[i] * ws[r];
