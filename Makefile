@@ -235,16 +235,16 @@ FUZZ_SECONDS ?= 600
 # when there is no list.  UB aborts, so the fuzzer records it as a crash.
 # (A static pattern rule: make skips implicit-rule search for .PHONY targets.)
 FUZZ_SRC_gguf := models/gguf.c kernels/dequant.c kernels/base.c
-# the parser links alone; jansson rides in the list since a list gets no pkg-config libs
+# the parser links with the base helpers; jansson rides in the list since a list gets no pkg-config libs
 FUZZ_SRC_api  := server/api_request.c server/api_error.c server/api_fields.c server/api_tools.c \
-                 server/json_body.c -ljansson
+                 server/json_body.c grammar/json_big_bounds.c kernels/base.c kernels/strbuf.c -ljansson
 # the grammar front ends: schema and regex compilers, the GBNF parser, the stack matcher
 FUZZ_SRC_grammar := grammar/gbnf.c grammar/gbnf_factor.c grammar/utf8_ranges.c grammar/stacks.c \
-                    $(wildcard grammar/json_schema*.c) grammar/json_equal.c grammar/regex.c grammar/gbnf_text.c \
-                    kernels/base.c kernels/strbuf.c kernels/utf8.c -ljansson -lpcre2-8
+                    $(wildcard grammar/json_schema*.c) grammar/json_equal.c grammar/json_big_bounds.c grammar/regex.c \
+                    grammar/gbnf_text.c kernels/base.c kernels/strbuf.c kernels/utf8.c -ljansson -lpcre2-8
 # the streamed tool-call reader and the JSON writer under it
 FUZZ_SRC_tools := server/tool_calls.c server/json_scan.c server/api_tools.c server/api_error.c \
-                  server/api_fields.c server/json_body.c \
+                  server/api_fields.c server/json_body.c grammar/json_big_bounds.c \
                   chat/pyjson.c kernels/strbuf.c kernels/base.c -ljansson
 # the chat-template interpreter, parsing and rendering
 FUZZ_SRC_jinja := $(wildcard chat/jinja_*.c) chat/pyjson.c tokenizer/text_buf.c kernels/strbuf.c \
@@ -259,7 +259,8 @@ $(FUZZ_SEEDS_jinja): tests/fuzz/deep_jinja_seeds.py
 # inputs past libFuzzer's default 4 KB: the chain templates reach megabyte grammars from a few bytes
 FUZZ_FLAGS_grammar := -max_len=300000
 # the JSON Schema validator: compile, references, every keyword, formats
-FUZZ_SRC_validate := $(wildcard grammar/json_validate*.c) grammar/json_equal.c kernels/base.c -ljansson -lpcre2-8
+FUZZ_SRC_validate := $(wildcard grammar/json_validate*.c) grammar/json_equal.c grammar/json_big_bounds.c \
+                     kernels/base.c kernels/strbuf.c -ljansson -lpcre2-8
 fuzz-gguf fuzz-api fuzz-grammar fuzz-tools fuzz-jinja fuzz-validate: fuzz-%: tests/fuzz/fuzz_%.c
 	@mkdir -p $(BUILD)/fuzz tests/fuzz/corpus-$*
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. -D_GNU_SOURCE \

@@ -81,15 +81,9 @@ static void string(scan *sc)
 
 static void add_big(scan *sc, size_t at, size_t len, int kw, int object)
 {
-    if (sc->num_bigs == sc->cap_bigs) {
-        int cap = sc->cap_bigs ? 2 * sc->cap_bigs : 8;
-        big *b = realloc(sc->bigs, (size_t)cap * sizeof(*b));
-        if (!b) {
-            sc->oom = 1;
-            return;
-        }
-        sc->bigs = b;
-        sc->cap_bigs = cap;
+    if (tram_grow((void **)&sc->bigs, &sc->cap_bigs, sc->num_bigs + 1, sizeof(*sc->bigs))) {
+        sc->oom = 1;
+        return;
     }
     sc->bigs[sc->num_bigs++] = (big){.at = at, .len = len, .kw = kw, .object = object};
 }

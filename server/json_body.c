@@ -148,15 +148,9 @@ static void number(scan *sc, const char *prefix)
     size_t n = sc->pos - from;
     if (!out_of_range(sc->s + from, n))
         return;
-    if (sc->num_rewrites == sc->cap_rewrites) {
-        int cap = sc->cap_rewrites ? 2 * sc->cap_rewrites : 8;
-        rewrite *r = realloc(sc->rewrites, (size_t)cap * sizeof(*r));
-        if (!r) {
-            sc->oom = 1;
-            return;
-        }
-        sc->rewrites = r;
-        sc->cap_rewrites = cap;
+    if (tram_grow((void **)&sc->rewrites, &sc->cap_rewrites, sc->num_rewrites + 1, sizeof(*sc->rewrites))) {
+        sc->oom = 1;
+        return;
     }
     sc->rewrites[sc->num_rewrites++] = (rewrite){from, n};
     if (!in_annotation(sc, prefix))
@@ -246,8 +240,6 @@ json_t *tram_json_body_load(const char *text, size_t len, size_t flags, const ch
         tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
     else
         root = parse(copy ? copy : text, n, flags, path, e);
-    free(copy);
-    free(sc.rewrites);
-    free(bounded);
+    TRAM_FREE_ALL(copy, sc.rewrites, bounded);
     return root;
 }
