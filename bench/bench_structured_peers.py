@@ -11,14 +11,20 @@ Prints one JSON line per schema: {"name", "compile_ms", "mask_us": [...]}.
     python bench_structured_peers.py VOCAB.json --coverage DIR xgrammar|llguidance
 
 compiles every .json schema of DIR (bench/schema_coverage.py) and prints
-{"name", "ok", "compile_ms", "error"} per schema, in name order.
+{"name", "ok", "compile_ms", "error"} per schema, in name order.  Each
+compile runs in a child forked from the ready compiler and is killed past
+COMPILE_TIMEOUT_S seconds: a refusal, its error "timeout" (XGrammar takes
+minutes on a few schemas); a child that crashes is a refusal too.
 """
 import os
 import json
+import select
+import signal
 import sys
 import time
 
 REPEATS = 3  # each step's mask is computed this often and the fastest kept, as in bench_grammar.c
+COMPILE_TIMEOUT_S = 30  # a coverage compile past it counts as a refusal
 
 
 def fastest(fill):
@@ -113,17 +119,49 @@ def compile_llguidance(tokens, special, eog):
     return compile_one
 
 
+def compile_in_child(compile_one, text):
+    """The child's side: compiles, writes {"ok", "compile_ms", "error"} to the pipe, exits."""
+    t0 = time.perf_counter()
+    try:
+        compile_one(text)
+        ok, error = True, ""
+    except Exception as ex:  # any refusal, whatever the peer raises
+        ok, error = False, str(ex)[:200]
+    return json.dumps({"ok": ok, "compile_ms": (time.perf_counter() - t0) * 1e3, "error": error})
+
+
+def bounded_compile(compile_one, text):
+    """compile_one(text) in a forked child, killed past COMPILE_TIMEOUT_S."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.write(w, compile_in_child(compile_one, text).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    deadline = time.monotonic() + COMPILE_TIMEOUT_S
+    while time.monotonic() < deadline and select.select([r], [], [], max(0.0, deadline - time.monotonic()))[0]:
+        piece = os.read(r, 65536)
+        if not piece:
+            break
+        data += piece
+    timed_out = time.monotonic() >= deadline and not data
+    if timed_out:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    os.close(r)
+    if data:
+        return json.loads(data)
+    error = "timeout" if timed_out else f"the compile crashed (wait status {status})"
+    return {"ok": False, "compile_ms": COMPILE_TIMEOUT_S * 1e3 if timed_out else float("nan"), "error": error}
+
+
 def coverage(tokens, special, eog, d, peer):
     compile_one = {"xgrammar": compile_xgrammar, "llguidance": compile_llguidance}[peer](tokens, special, eog)
     for name in sorted(n for n in os.listdir(d) if n.endswith(".json")):
         text = open(os.path.join(d, name)).read()
-        t0 = time.perf_counter()
-        try:
-            compile_one(text)
-            ok, error = True, ""
-        except Exception as ex:  # any refusal, whatever the peer raises
-            ok, error = False, str(ex)[:200]
-        yield {"name": name, "ok": ok, "compile_ms": (time.perf_counter() - t0) * 1e3, "error": error}
+        yield dict(bounded_compile(compile_one, text), name=name)
 
 
 def main():

@@ -7,10 +7,15 @@ serve`: each sampled schema asked greedily, the reply validated with the
 Python `jsonschema` package under the schema's own draft (formats checked).
 Prints a markdown section for bench/results/structured.md.
 
-    python3 bench/schema_coverage.py [--peers | --peer NAME] [--sample N] DIR...
+    python3 bench/schema_coverage.py [--peers | --peer NAME] [--peer-results DIR] [--sample N] DIR...
 
 --peer llguidance (or xgrammar) runs that peer alone (XGrammar's compile of
-a large schema can take a minute).  --sample asks at temperature 0 and 1.
+a large schema can take minutes: each peer compile is killed past
+bench_structured_peers.py's COMPILE_TIMEOUT_S, a refusal).  --peer-results
+keeps each peer's lines per corpus in DIR (PEER-CORPUS.jsonl) and reuses
+them when there: the peers do not change with tram's commits.  --sample
+asks at temperature 0 and 1.  "only PEER": schemas the peer compiles and
+tram refuses.
 
 tram's compile is bench_grammar --coverage's: the schema to GBNF, the GBNF
 against the default model's vocabulary, and the validator's compile, as the
@@ -32,6 +37,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(ROOT, "build", "bench_grammar")
 PEERS_PY = os.path.join(ROOT, "bench", "peers", "venv", "bin", "python")
 PEERS = os.path.join(ROOT, "bench", "bench_structured_peers.py")
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from bench_structured_peers import COMPILE_TIMEOUT_S  # noqa: E402 (the peers' script, by path)
 MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
@@ -49,8 +56,18 @@ def tram_coverage(d):
     return lines_of([TOOL, "--coverage", d])
 
 
-def peer_coverage(d, peer, vocab):
-    return lines_of([PEERS_PY, PEERS, vocab, "--coverage", d, peer])
+def peer_coverage(d, peer, vocab, keep):
+    """The peer's lines for the schemas of d, from keep (a directory) when it has them."""
+    kept = os.path.join(keep, f"{peer}-{os.path.basename(d.rstrip('/'))}.jsonl") if keep else None
+    if kept and os.path.exists(kept):
+        lines = [json.loads(x) for x in open(kept)]
+    else:
+        lines = lines_of([PEERS_PY, PEERS, vocab, "--coverage", d, peer])
+        if kept:
+            with open(kept, "w") as f:
+                f.writelines(json.dumps(x) + "\n" for x in lines)
+    names = set(n for n in os.listdir(d) if n.endswith(".json"))
+    return [x for x in lines if x["name"] in names]
 
 
 def summary(results):
@@ -120,8 +137,9 @@ def main():
     if "--peer" in args:
         peers = [{"llguidance": "llguidance", "xgrammar": "XGrammar"}[args[args.index("--peer") + 1].lower()]]
     sample = int(args[args.index("--sample") + 1]) if "--sample" in args else 0
+    keep = args[args.index("--peer-results") + 1] if "--peer-results" in args else None
     dirs = [a for i, a in enumerate(args)
-            if not a.startswith("--") and (i == 0 or args[i - 1] not in ("--sample", "--peer"))]
+            if not a.startswith("--") and (i == 0 or args[i - 1] not in ("--sample", "--peer", "--peer-results"))]
     subprocess.run(["make", "--no-print-directory", "-C", ROOT, "bin/tram", "build/libtram.a"], check=True,
                    stdout=subprocess.DEVNULL)
     vocab = os.path.join(ROOT, "build", "vocab.json")
@@ -131,21 +149,28 @@ def main():
                             text=True).stdout.strip()
     print(f"Made by `python3 bench/schema_coverage.py` on {time.strftime('%Y-%m-%d')}, commit {commit}, "
           f"{os.cpu_count()} cores: {cpu_name()}.  Compile: the schema to a grammar ready to mask "
-          f"(tram: GBNF, the vocabulary, the validator); ms over the schemas each engine compiles.\n")
+          f"(tram: GBNF, the vocabulary, the validator); ms over the schemas each engine compiles; a peer's "
+          f"compile past {COMPILE_TIMEOUT_S} s is killed and counted as a refusal.\n")
     engines = ["tram"] + peers
     head = "| corpus | schemas | " + " | ".join(f"{e} compiles | {e} p50 / p99 / max ms" for e in engines)
+    head += "".join(f" | only {p}" for p in peers)
     rows = []
     server = Server() if sample else None
-    comply = {}
+    comply, timeouts = {}, {}
     for d in dirs:
         results = {"tram": tram_coverage(d)}
         for peer in peers:
-            results[peer] = peer_coverage(d, peer.lower(), vocab)
+            results[peer] = peer_coverage(d, peer.lower(), vocab, keep)
         cells = []
         for e in engines:
             s = summary(results[e])
             cells.append(f"{s['ok']} ({100.0 * s['ok'] / max(1, s['n']):.0f}%) | "
                          f"{s['p50']:.1f} / {s['p99']:.1f} / {s['max']:.1f}")
+        tram_ok = set(r["name"] for r in results["tram"] if r["ok"])
+        for peer in peers:
+            timeouts[d, peer] = [r for r in results[peer] if r["error"] == "timeout"]
+        for peer in peers:
+            cells.append(str(sum(1 for r in results[peer] if r["ok"] and r["name"] not in tram_ok)))
         rows.append(f"| {os.path.basename(d.rstrip('/'))} | {len(results['tram'])} | " + " | ".join(cells) + " |")
         if server:
             accepted = [r["name"] for r in results["tram"] if r["ok"]]
@@ -154,8 +179,13 @@ def main():
     if server:
         server.stop()
     print(head + " |")
-    print("|---|---:|" + "---:|---:|" * len(engines))
+    print("|---|---:|" + "---:|---:|" * len(engines) + "---:|" * len(peers))
     print("\n".join(rows))
+    for peer in peers:
+        slow = [f"{os.path.basename(d.rstrip('/'))}/{r['name']}" for d in dirs for r in timeouts.get((d, peer), [])]
+        if slow:
+            print(f"\n{peer} passed the {COMPILE_TIMEOUT_S} s timeout on {len(slow)} schemas (refusals): "
+                  + ", ".join(slow))
     if comply:
         print(f"\nGeneration compliance (tram serve, max_tokens 128, seed 1, at temperature 0 and 1, the first "
               f"{sample} schemas tram compiles per corpus; `stop` replies validated with `jsonschema` under the "
