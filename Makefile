@@ -237,7 +237,7 @@ FUZZ_SECONDS ?= 600
 FUZZ_SRC_gguf := models/gguf.c kernels/dequant.c kernels/base.c
 # the parser links with the base helpers; jansson rides in the list since a list gets no pkg-config libs
 FUZZ_SRC_api  := server/api_request.c server/api_error.c server/api_fields.c server/api_tools.c \
-                 server/json_body.c grammar/json_big_bounds.c kernels/base.c kernels/strbuf.c -ljansson
+                 server/json_body.c grammar/json_big_bounds.c kernels/base.c kernels/strbuf.c kernels/utf8.c -ljansson
 # the grammar front ends: schema and regex compilers, the GBNF parser, the stack matcher
 FUZZ_SRC_grammar := grammar/gbnf.c grammar/gbnf_factor.c grammar/utf8_ranges.c grammar/stacks.c \
                     $(wildcard grammar/json_schema*.c) grammar/json_equal.c grammar/json_big_bounds.c grammar/regex.c \
@@ -245,7 +245,7 @@ FUZZ_SRC_grammar := grammar/gbnf.c grammar/gbnf_factor.c grammar/utf8_ranges.c g
 # the streamed tool-call reader and the JSON writer under it
 FUZZ_SRC_tools := server/tool_calls.c server/json_scan.c server/api_tools.c server/api_error.c \
                   server/api_fields.c server/json_body.c grammar/json_big_bounds.c \
-                  chat/pyjson.c kernels/strbuf.c kernels/base.c -ljansson
+                  chat/pyjson.c kernels/strbuf.c kernels/base.c kernels/utf8.c -ljansson
 # the chat-template interpreter, parsing and rendering
 FUZZ_SRC_jinja := $(wildcard chat/jinja_*.c) chat/pyjson.c tokenizer/text_buf.c kernels/strbuf.c \
                   kernels/base.c -ljansson -lpthread

@@ -4,6 +4,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/utf8.h"
+
+/* Messages and params quote the request (a key, a string, a value cut to
+ * fit), whose bytes need not be UTF-8 and whose cut may split a character;
+ * JSON cannot carry either, so each invalid byte becomes '?'. */
+static void force_utf8(char *s)
+{
+    for (size_t n = strlen(s), i = 0; (i += tram_utf8_validate(s + i, n - i)) < n; i++)
+        s[i] = '?';
+}
+
 int tram_api_fail(tram_api_error *e, int status, const char *param, const char *code,
                   const char *fmt, ...)
 {
@@ -15,6 +26,8 @@ int tram_api_fail(tram_api_error *e, int status, const char *param, const char *
     va_end(ap);
     e->status = status;
     snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
+    force_utf8(e->message);
+    force_utf8(e->param);
     e->code = code;
     return -1;
 }
@@ -26,11 +39,21 @@ static const char *error_type(int status)
     return status >= 500 ? "server_error" : "invalid_request_error";
 }
 
+/* A JSON string of s even when something wrote it past tram_api_fail
+ * (msgs_request.c renames params inside messages). */
+static json_t *utf8_string(const char *s)
+{
+    char copy[sizeof(((tram_api_error *)0)->message)];
+    snprintf(copy, sizeof(copy), "%s", s);
+    force_utf8(copy);
+    return json_string(copy);
+}
+
 json_t *tram_api_error_json(const tram_api_error *e)
 {
-    json_t *inner = json_pack("{s:s, s:s, s:o, s:o}", "message", e->message, "type",
+    json_t *inner = json_pack("{s:o, s:s, s:o, s:o}", "message", utf8_string(e->message), "type",
                               error_type(e->status), "param",
-                              e->param[0] ? json_string(e->param) : json_null(), "code",
+                              e->param[0] ? utf8_string(e->param) : json_null(), "code",
                               e->code ? json_string(e->code) : json_null());
     return inner ? json_pack("{s:o}", "error", inner) : NULL;
 }
@@ -53,8 +76,8 @@ json_t *tram_api_error_json_as(const tram_api_error *e, tram_api_protocol protoc
 {
     if (protocol == TRAM_PROTOCOL_OPENAI)
         return tram_api_error_json(e);
-    json_t *inner = json_pack("{s:s, s:s}", "type", anthropic_type(e->status), "message", e->message);
+    json_t *inner = json_pack("{s:s, s:o}", "type", anthropic_type(e->status), "message", utf8_string(e->message));
     if (inner && e->param[0])
-        json_object_set_new(inner, "param", json_string(e->param));
+        json_object_set_new(inner, "param", utf8_string(e->param));
     return inner ? json_pack("{s:s, s:o}", "type", "error", "error", inner) : NULL;
 }
