@@ -1,5 +1,6 @@
 /* Parsing and validating OpenAI request bodies (server/api_request.c). */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/api_request.h"
@@ -226,6 +227,22 @@ Test(server_request, invalid_utf8_and_nul_are_rejected)
     cr_assert_str_eq(err.param, "prompt", "valid JSON: a 400 naming the field, not a parse error");
     const char raw_nul[] = "{\"prompt\": \"a\0b\"}";
     cr_assert_eq(tram_api_request_parse(&req, TRAM_API_COMPLETION, &defaults, raw_nul, sizeof(raw_nul) - 1, &err), -1);
+}
+
+/* A refusal that quotes the request quotes bytes that need not be UTF-8:
+ * the error body is still JSON, each such byte a '?'. */
+Test(server_request, error_quoting_invalid_utf8_is_still_json)
+{
+    const char body[] = "{\"\x8c" "essages\": 123456789012345678901234567890}";
+    memset(&err, 0, sizeof(err));
+    cr_assert_eq(tram_api_request_parse(&req, TRAM_API_CHAT, &defaults, body, sizeof(body) - 1, &err), -1);
+    cr_assert_eq(err.status, 400);
+    json_t *j = tram_api_error_json(&err);
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    cr_assert(text, "the error body could not be written: %s", err.message);
+    cr_assert(strstr(text, "?essages"), "%s", text);
+    free(text);
+    json_decref(j);
 }
 
 /* Valid JSON that jansson cannot hold as it is: integers past 64 bits,
