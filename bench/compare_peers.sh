@@ -1,8 +1,10 @@
 #!/bin/sh
 # Installs the peers that `make compare` measures tram against, under
 # bench/peers/ (git-ignored), skipping every step whose result is already there:
-#   - llama.cpp's own llama-server, llama-batched-bench and llama-bench, built
-#     with CMake (CPU, Release, GGML_NATIVE) from the llama.cpp source that the
+#   - llama.cpp's own llama-server, llama-batched-bench and llama-bench, and
+#     the llama-lookup, llama-speculative and llama-embedding examples that
+#     bench/spec.py and bench/embed.py run (LLAMA_TARGETS), built with CMake
+#     (CPU, Release, GGML_NATIVE) from the llama.cpp source that the
 #     llama-cpp-python sdist vendors;
 #   - a virtual environment with transformers + torch (+ accelerate, gguf).
 # Versions are pinned so that two runs of `make compare` measure the same code.
@@ -21,7 +23,7 @@ JOBS="${JOBS:-2}"
 
 SRC="$PEERS/src/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION"
 BUILD="$PEERS/llama-build-$LLAMA_CPP_PYTHON_VERSION"
-LLAMA_TARGETS="llama-server llama-batched-bench llama-bench"
+LLAMA_TARGETS="${LLAMA_TARGETS:-llama-server llama-batched-bench llama-bench llama-lookup llama-speculative llama-embedding}"
 mkdir -p "$PEERS/dl" "$PEERS/src"
 
 if [ ! -d "$SRC/vendor/llama.cpp" ]; then
