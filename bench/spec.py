@@ -20,7 +20,8 @@ own Q4_1 blocks drafting for its f32 copy), through `tram bench throughput`.
 
 Each figure is the median of REPEATS runs (3).  Environment: TRAM_BIN,
 MODEL, THREADS (2), REPEATS, BATCHES ("1,4,16,32"), TASKS ("grounded,free
-text"), OUTPUT (128 tokens), K (num_speculative_tokens, 4), PEERS
+text"), OUTPUT (128 tokens), K (num_speculative_tokens, 4), TRAM_FLAGS (more
+engine flags for every tram run), PEERS
 (bench/peers).  Prints the table in its final markdown form and writes it
 to bench/results/spec.md (OUT=path to write elsewhere)."""
 import datetime
@@ -38,6 +39,7 @@ THREADS = os.environ.get("THREADS", "2")
 REPEATS = int(os.environ.get("REPEATS", "3"))
 BATCHES = [int(b) for b in os.environ.get("BATCHES", "1,4,16,32").split(",") if b]
 OUTPUT = int(os.environ.get("OUTPUT", "128"))
+TRAM_FLAGS = os.environ.get("TRAM_FLAGS", "").split()  # e.g. --weight-format native (n-gram only)
 K = int(os.environ.get("K", "4"))
 OUT = os.environ.get("OUT", "bench/results/spec.md")
 TASKS = os.environ.get("TASKS", "grounded,free text").split(",")
@@ -81,6 +83,7 @@ def tram_run(path, n, spec):
            "--temperature", "0", "--no-peak", "-t", THREADS, "--max-num-seqs", str(max(n, 1))]
     if spec:
         cmd += ["--speculative-config", json.dumps(spec)]
+    cmd += TRAM_FLAGS
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     row = [l for l in out.splitlines() if l.startswith("| batched")][0]
     tok_s = float(row.split("|")[4])
@@ -145,14 +148,14 @@ def peer_rows(tmp):
     """llama.cpp at batch 1 on each task: lookup and draft-model speculation."""
     lookup, spec = peer("llama-lookup"), peer("llama-speculative")
     target, fmt = peer_target(tmp) if spec else (MODEL, "Q4_1")
-    common = ["-n", str(OUTPUT), "-t", THREADS, "--temp", "0", "-no-cnv"]
+    common = ["-n", str(OUTPUT), "-t", THREADS, "--temp", "0"]
     rows = []
     for name, task in (("grounded", grounded), ("free text", free)):
         if name not in TASKS:
             continue
         prompt = task(0)
-        lk = lookup and peer_median([lookup, "-m", MODEL, "-p", prompt, "--draft", str(K)] + common)
-        sp = spec and peer_median([spec, "-m", target, "-md", MODEL, "-p", prompt, "--draft", str(K)] + common)
+        lk = lookup and peer_median([lookup, "-m", MODEL, "-p", prompt, "--spec-draft-n-max", str(K)] + common)
+        sp = spec and peer_median([spec, "-m", target, "-md", MODEL, "-p", prompt, "--spec-draft-n-max", str(K)] + common)
         rows.append((name, lk, sp))
     return rows, fmt
 
@@ -226,7 +229,7 @@ def main():
         *rows,
         "",
         f"llama.cpp at batch 1, decode tok/s (prompt excluded) and acceptance: `llama-lookup "
-        f"--draft {K}` on the Q4_1 file, `llama-speculative --draft {K}` with the Q4_1 file "
+        f"--spec-draft-n-max {K}` on the Q4_1 file, `llama-speculative --spec-draft-n-max {K}` with the Q4_1 file "
         f"drafting for its {target_fmt} copy; without drafts, `llama-bench -p 0 -n {OUTPUT}` on "
         "the Q4_1 file: " + (f"{plain:.1f} tok/s." if plain else "— (no llama-bench in bench/peers)."),
         "",
