@@ -328,9 +328,9 @@ static void items_commit(const void *arg, int begin, int end, const void *scratc
         item_rows(j, it, &first, &last, &g);
         const int32_t *tile = (const int32_t *)scratch + (size_t)(it - begin) * ITEM_SCRATCH;
         int ncols = TRAM_MIN(G, j->w->rows - g * G);
+        int32_t *out = item_out(j, it);
         for (int i = first; i < last; i++)
-            memcpy(item_out(j, it) + (size_t)(i - first) * j->w->rows, tile + (size_t)(i - first) * G,
-                   ncols * sizeof(int32_t));
+            memcpy(out + (size_t)(i - first) * j->w->rows, tile + (size_t)(i - first) * G, ncols * sizeof(int32_t));
     }
 }
 
