@@ -240,7 +240,7 @@ FUZZ_SRC_api  := server/api_request.c server/api_error.c server/api_fields.c ser
                  server/json_body.c grammar/json_big_bounds.c kernels/base.c kernels/strbuf.c kernels/utf8.c -ljansson
 # the grammar front ends: schema and regex compilers, the GBNF parser, the stack matcher
 FUZZ_SRC_grammar := grammar/gbnf.c grammar/gbnf_factor.c grammar/utf8_ranges.c grammar/stacks.c \
-                    $(wildcard grammar/json_schema*.c) grammar/json_equal.c grammar/json_big_bounds.c grammar/regex.c \
+                    $(wildcard grammar/json_schema*.c) grammar/json_equal.c grammar/json_big_bounds.c $(wildcard grammar/regex*.c) \
                     grammar/gbnf_text.c kernels/base.c kernels/strbuf.c kernels/utf8.c -ljansson -lpcre2-8
 # the streamed tool-call reader and the JSON writer under it
 FUZZ_SRC_tools := server/tool_calls.c server/json_scan.c server/api_tools.c server/api_error.c \

@@ -5,7 +5,8 @@ schemas have, for bench/bench_schema_compile.c: draft-04 documents with `id`,
 `x-kubernetes-*` keys and deep `$ref`s; OpenAPI-style `nullable` and
 `discriminator`; `allOf` of `$ref`s with keywords beside them; many optional
 properties with shared string types; `patternProperties` maps;
-`dependentRequired`; `if`/`then`/`else` on a tag; enums with `uniqueItems`.
+`dependentRequired`; `if`/`then`/`else` on a tag; enums with `uniqueItems`;
+patterns beside `minLength`/`maxLength`.
 Written from a fixed seed, not copied from any benchmark."""
 import json
 import random
@@ -32,7 +33,11 @@ def leaf(r, depth):
     if k == 5:
         return {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
     if k == 6:
-        return {"type": "string", "pattern": "^[a-z][a-z0-9-]*$", "maxLength": 63}
+        return r.choice([{"type": "string", "pattern": "^[a-z][a-z0-9-]*$", "maxLength": 63},
+                         # lengths beside patterns of several parts; a repeated empty
+                         {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63},
+                         {"type": "string", "pattern": "^(?:\\S+\\s+){0,9}\\S+$", "maxLength": 100},
+                         {"type": "string", "pattern": "^\\w+(|\\.[\\w,]+)*$", "minLength": 2, "maxLength": 32}])
     if k == 7:
         return {"type": "array", "items": {"type": "string", "enum": ["x", "y", "z"]}, "uniqueItems": True}
     return {"type": "object", "additionalProperties": {"type": "string", "maxLength": 64}}

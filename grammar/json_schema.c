@@ -447,7 +447,7 @@ int tram_json_schema_compile(const char *schema_json, const char *rule_prefix,
     if (!doc)
         return tram_fail(err, "the JSON Schema is not valid JSON: %s (line %d)", je.text, je.line);
     jsc c = {.prefix = rule_prefix, .doc = doc, .err = err, .exact = 1, .strict = opts && opts->strict,
-             .gen = gen_node};
+             .pattern_pairs = JS_PATTERN_PAIRS, .gen = gen_node};
     js_read_draft(&c);
     js_index_anchors(&c);
     char root[JS_NAME_MAX];

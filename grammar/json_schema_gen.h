@@ -21,6 +21,10 @@
 #define JS_PATH_MAX 512
 #define JS_EMPTY 1 /* gen's result for a schema that no value satisfies */
 #define JS_MAX_WORK 200000
+/* The rules a document's patterns may take crossed with their lengths
+ * (regex.h's pairs); past them a pattern keeps its plain rule and the
+ * lengths are validated at the end. */
+#define JS_PATTERN_PAIRS 2048
 
 enum { JS_USE_WS = 1, JS_USE_STRING = 2, JS_USE_NUMBER = 4, JS_USE_INTEGER = 8, JS_USE_VALUE = 16 };
 
@@ -60,6 +64,7 @@ struct jsc {
     int strict;
     int counter, depth, failed;
     long work; /* nodes normalized: the compile's budget, JS_MAX_WORK */
+    int pattern_pairs; /* left of JS_PATTERN_PAIRS */
     unsigned used;
     js_ref_memo *refs;
     int num_refs, cap_refs;

@@ -124,23 +124,59 @@ static char *pattern_with_length(const char *pat, long long min, long long max, 
     return out;
 }
 
-/* The rule for a pattern.  A pattern matches where it finds a match
- * (not the whole string): one anchored at its start only, ^P, becomes
- * ^(?:P).* so that the strings it begins are generated too; any other is
- * generated as whole strings matching it (a subset). */
-static int gen_pattern(jsc *c, const char *pat, const char *path, const char *name, tram_strbuf *b)
+/* The pattern's rule, crossed with the lengths when there are any; a
+ * product over its bounds keeps the pattern alone, the lengths then left
+ * to the validator.  Returns 0, TRAM_REGEX_NO_LENGTH or -1 with inner set. */
+static int pattern_rule(jsc *c, const char *regex, const char *rule, long long min, long long max,
+                        const char *path, int *approx, tram_error *inner)
+{
+    if (min > 0 || max >= 0) {
+        int rc = tram_regex_rule_lengths(regex, rule, 1, min, max, approx, &c->pattern_pairs, &c->out, inner);
+        if (rc != TRAM_REGEX_TOO_LARGE)
+            return rc;
+        js_approximate(c, "minLength/maxLength beside pattern", path);
+    }
+    return tram_regex_rule(regex, rule, 1, approx, &c->out, inner);
+}
+
+/* What the rule generates for a pattern, which matches where it finds a
+ * match (not the whole string): one anchored at its start only, ^P, is
+ * ^(?:P).* so that the strings it begins are generated too; one anchored
+ * at both ends is itself; any other is generated as whole strings
+ * matching it, a subset -- or, when none of those has an allowed length,
+ * as .*(?:P).*, every string holding a match: only when that has none
+ * either is the schema empty. */
+static int pattern_form(const char *pat, int searched, tram_strbuf *out)
+{
+    size_t n = strlen(pat);
+    int anchored = pat[0] == '^' && !tram_regex_alternates_at_top(pat);
+    if (searched && !anchored)
+        tram_strbuf_addf(out, ".*(?:%s).*", pat);
+    else if (pat[0] == '^' && !(n >= 2 && pat[n - 1] == '$' && pat[n - 2] != '\\'))
+        tram_strbuf_addf(out, "^(?:%s).*", pat + 1);
+    else
+        tram_strbuf_addf(out, "%s", pat);
+    return anchored;
+}
+
+/* The rule for a pattern, of strings whose length lies in [min, max] (max
+ * < 0: no bound). */
+static int gen_pattern(jsc *c, const char *pat, long long min, long long max, const char *path, const char *name,
+                       tram_strbuf *b)
 {
     char rule[JS_NAME_MAX + 8];
     snprintf(rule, sizeof(rule), "%s-re", name);
-    size_t n = strlen(pat);
-    int open_end = pat[0] == '^' && !(n >= 2 && pat[n - 1] == '$' && pat[n - 2] != '\\');
-    tram_strbuf full = {0};
-    if (open_end)
-        tram_strbuf_addf(&full, "^(?:%s).*", pat + 1);
     tram_error inner;
-    int approx = 0;
-    int rc = tram_regex_rule(open_end ? full.s : pat, rule, 1, &approx, &c->out, &inner);
-    tram_strbuf_free(&full);
+    int approx = 0, rc = TRAM_REGEX_NO_LENGTH, exact_form = 0;
+    for (int searched = 0; searched < 2 && rc == TRAM_REGEX_NO_LENGTH && !exact_form; searched++) {
+        tram_strbuf form = {0};
+        exact_form = pattern_form(pat, searched, &form);
+        rc = form.oom ? tram_fail(&inner, "regex: out of memory")
+                      : pattern_rule(c, form.s, rule, min, max, path, &approx, &inner);
+        tram_strbuf_free(&form);
+    }
+    if (rc == TRAM_REGEX_NO_LENGTH)
+        return js_empty(c, path, "no string the pattern matches has a length within minLength/maxLength");
     if (rc)
         return JS_FAIL(c, "'pattern' at %s: %s", path, inner.msg);
     if (approx)
@@ -178,14 +214,13 @@ int js_gen_string(jsc *c, json_t *s, const char *path, const char *name, tram_st
         char *folded = pattern_with_length(json_string_value(pat), min, max, &empty);
         if (empty)
             return js_empty(c, path, "pattern's counts and minLength/maxLength leave no length");
-        if (!folded)
-            js_approximate(c, "minLength/maxLength beside pattern", path);
-        int rc = gen_pattern(c, folded ? folded : json_string_value(pat), path, name, b);
+        int rc = folded ? gen_pattern(c, folded, 0, -1, path, name, b)
+                        : gen_pattern(c, json_string_value(pat), min, max, path, name, b);
         free(folded);
         return rc;
     }
     if (pat)
-        return gen_pattern(c, json_string_value(pat), path, name, b);
+        return gen_pattern(c, json_string_value(pat), 0, -1, path, name, b);
     if (fmt) {
         if (has_min || has_max)
             js_approximate(c, "minLength/maxLength beside format", path);

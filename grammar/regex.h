@@ -31,6 +31,26 @@
 int tram_regex_rule(const char *regex, const char *rule, int json_string, int *approx, tram_strbuf *out,
                     tram_error *err);
 
+/* What tram_regex_rule_lengths returns when it writes nothing. */
+#define TRAM_REGEX_TOO_LARGE 1 /* the product is over its bounds: keep tram_regex_rule and validate */
+#define TRAM_REGEX_NO_LENGTH 2 /* no full match has a length in the range */
+
+/* Appends the rule `rule` (and helper rules named after it) for the full
+ * matches of regex whose length in characters lies in [min, max] (max < 0:
+ * no upper bound), exactly: JSON Schema's pattern beside minLength and
+ * maxLength.  Where the regex's own lengths decide it, that is its plain
+ * rule (or TRAM_REGEX_NO_LENGTH); else its NFA is crossed with a counter
+ * of the characters read (regex_length.c), one rule per pair, which are
+ * taken from *pairs_left (a budget shared by a document's patterns).
+ * Returns 0, a TRAM_REGEX_ code (nothing written) or -1 (the regex's
+ * error, as tram_regex_rule gives it). */
+int tram_regex_rule_lengths(const char *regex, const char *rule, int json_string, long long min, long long max,
+                            int *approx, int *pairs_left, tram_strbuf *out, tram_error *err);
+
+/* Whether regex has an alternation outside every group (`^a|b$`): its
+ * anchors then bind its first and last alternative only. */
+int tram_regex_alternates_at_top(const char *regex);
+
 /* GBNF text whose rule `rule` matches the regex's full matches. */
 int tram_regex_to_gbnf(const char *regex, const char *rule, char **gbnf_out, tram_error *err);
 

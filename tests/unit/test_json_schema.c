@@ -223,8 +223,65 @@ Test(json_schema, pattern_with_lengths)
         {"{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"maxLength\":3}", "\"\"", 0},
         {"{\"type\":\"string\",\"pattern\":\"^\\\\d{2,8}$\",\"minLength\":4}", "\"123\"", 0},
         {"{\"type\":\"string\",\"pattern\":\"^\\\\d{2,8}$\",\"minLength\":4}", "\"1234\"", 1},
+        /* any other pattern: its NFA crossed with a character counter */
+        {"{\"type\":\"string\",\"pattern\":\"^(ab)+$\",\"maxLength\":4}", "\"abab\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"^(ab)+$\",\"maxLength\":5}", "\"ababab\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^(ab)+$\",\"maxLength\":5}", "\"aba\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^[a-z]+(-[a-z]+)*$\",\"minLength\":3,\"maxLength\":6}", "\"a-b\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"^[a-z]+(-[a-z]+)*$\",\"minLength\":3,\"maxLength\":6}", "\"ab\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^[a-z]+(-[a-z]+)*$\",\"minLength\":3,\"maxLength\":6}", "\"abc-def\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^[a-z]+(-[a-z]+)*$\",\"minLength\":3,\"maxLength\":6}", "\"ab-\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^[a-z]+(-[a-z]+)*$\",\"minLength\":3}", "\"abc-defghijk\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"^[a-z]+(-[a-z]+)*$\",\"minLength\":3}", "\"a-\"", 0},
+        /* a pattern anchored at its start only: what it begins, up to the length */
+        {"{\"type\":\"string\",\"pattern\":\"^ab\",\"maxLength\":3}", "\"abz\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"^ab\",\"maxLength\":3}", "\"abzz\"", 0},
+        /* unanchored: whole matches where one has an allowed length, else any string holding a match */
+        {"{\"type\":\"string\",\"pattern\":\"ab\",\"maxLength\":3}", "\"ab\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"ab\",\"minLength\":5}", "\"xabyz\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"ab\",\"minLength\":5}", "\"xaxyz\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^a|b$\",\"minLength\":3}", "\"xxb\"", 1},
+        /* lengths count characters, not bytes, and an escaped quote is one */
+        {"{\"type\":\"string\",\"pattern\":\"^(é|x)+$\",\"maxLength\":2}", "\"éé\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"^(é|x)+$\",\"maxLength\":2}", "\"ééx\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^(\\\"|a)+$\",\"minLength\":2,\"maxLength\":2}", "\"\\\"a\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"^(\\\"|a)+$\",\"minLength\":2,\"maxLength\":2}", "\"\\\"\"", 0},
+        /* a lookaround is left out (and validated), the lengths still hold */
+        {"{\"type\":\"string\",\"pattern\":\"^(?!x)([a-z]|-)+$\",\"maxLength\":3}", "\"abcd\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^(?!x)([a-z]|-)+$\",\"maxLength\":3}", "\"a-c\"", 1},
     };
     check_cases(cases, TRAM_ARRAY_LEN(cases));
+    /* exact: nothing is left to the validator */
+    static const char *exact[] = {
+        "{\"type\":\"string\",\"pattern\":\"^(ab)+$\",\"maxLength\":4}",
+        "{\"type\":\"string\",\"pattern\":\"^[a-z0-9]+([.-][a-z0-9]+)*@[a-z]+\\\\.[a-z]{2,}$\",\"maxLength\":40}",
+        "{\"type\":\"string\",\"pattern\":\"^ab\",\"minLength\":5}",
+    };
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(exact); i++) {
+        tram_json_schema_opts exact_only = {.exact_only = 1};
+        tram_json_schema_result r;
+        tram_error err = {{0}};
+        cr_expect_eq(tram_json_schema_compile(exact[i], "root", &exact_only, &r, &err), 0, "case %zu: %s", i, err.msg);
+        free(r.gbnf);
+    }
+}
+
+/* Products past their bounds fall back to the pattern alone (validated),
+ * quickly: a counted group copied thousands of times, a wide counter. */
+Test(json_schema, pattern_length_products_stay_bounded)
+{
+    static const char *large[] = {
+        "{\"type\":\"string\",\"pattern\":\"^([a-z]|[0-9]|_){1,1000}$\",\"maxLength\":999}",
+        "{\"type\":\"string\",\"pattern\":\"^[a-z]{1,64}(\\\\.[a-z]{1,64}){0,10}$\",\"maxLength\":255}",
+        "{\"type\":\"string\",\"pattern\":\"^((a|b)(c|d)(e|f)(g|h))+$\",\"maxLength\":1000000}",
+    };
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(large); i++) {
+        tram_json_schema_result r;
+        tram_error err = {{0}};
+        cr_assert_eq(compile(large[i], 0, &r, &err), 0, "case %zu: %s", i, err.msg);
+        cr_expect_eq(r.exact, 0, "case %zu is marked exact", i);
+        cr_expect(strstr(r.approximated, "minLength/maxLength beside pattern"), "case %zu: %s", i, r.approximated);
+    }
 }
 
 Test(json_schema, unique_items_of_finite_values)
@@ -306,6 +363,10 @@ Test(json_schema, schemas_no_value_satisfies_are_errors_saying_why)
         {"{\"allOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", "no type"},
         {"{\"type\":\"integer\",\"minimum\":3,\"maximum\":2}", "admit no integer"},
         {"{\"type\":\"string\",\"pattern\":\"^\\\\d{5}$\",\"maxLength\":3}", "leave no length"},
+        {"{\"type\":\"string\",\"pattern\":\"^\\\\d{3}-\\\\d{4}$\",\"minLength\":9}", "no string the pattern matches"},
+        {"{\"type\":\"string\",\"pattern\":\"^(ab)+$\",\"minLength\":3,\"maxLength\":3}", "no string the pattern matches"},
+        /* an anchor after a character: nothing matches (JSON Schema Store's "/^[0-9]{4}$/") */
+        {"{\"type\":\"string\",\"pattern\":\"/^[0-9]{4}$/\",\"minLength\":4,\"maxLength\":4}", "no string the pattern matches"},
         {"{\"properties\":{\"a\":{\"type\":\"object\",\"required\":[\"x\"],\"additionalProperties\":false}},"
          "\"required\":[\"a\"],\"type\":\"object\"}", "#/properties/a"},
     };
@@ -340,7 +401,8 @@ Test(json_schema, approximations_are_marked)
         {"{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "oneOf"},
         {"{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true}", "uniqueItems"},
         {"{\"type\":\"array\",\"contains\":{\"const\":1}}", "contains"},
-        {"{\"type\":\"string\",\"pattern\":\"^(ab)+$\",\"maxLength\":4}", "minLength/maxLength beside pattern"},
+        /* a product over its bounds (3000 copies of the group): the lengths are validated */
+        {"{\"type\":\"string\",\"pattern\":\"^(ab){1,3000}$\",\"maxLength\":4000}", "minLength/maxLength beside pattern"},
         {"{\"if\":{\"type\":\"string\"},\"then\":{\"maxLength\":2},\"else\":{\"type\":\"integer\"}}", "if/then/else"},
         {"{\"properties\":{\"a\":{\"not\":{\"pattern\":\"x\"}}}}", "'not' at #/properties/a"},
         {"{\"type\":\"string\",\"pattern\":\"^(?!.*--)[a-z-]+$\"}", "'pattern (its lookaround or inner anchors)' at #"},
