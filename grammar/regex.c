@@ -11,22 +11,6 @@
 
 #define MAX_NESTING 64
 
-/* A piece of the NFA: entered at start, left at end.  Its states and edges
- * were made in order, [s0, s1) and [e0, e1) (s1 and e1 are set when it is
- * to be copied), and join only each other: so it copies by an offset. */
-typedef struct {
-    int start, end;
-    int s0, e0, s1, e1;
-    long long min_len, max_len; /* of the strings it matches; max_len -1: no bound */
-} frag;
-
-/* Lengths past this are all "very long": sums and products stay in range. */
-#define LEN_CAP (1LL << 40)
-
-static long long len_add(long long a, long long b) { return a < 0 || b < 0 ? -1 : TRAM_MIN(a + b, LEN_CAP); }
-
-static long long len_mul(long long a, long long n) { return a == 0 || n == 0 ? 0 : a < 0 || n < 0 ? -1 : TRAM_MIN(a * n, LEN_CAP); }
-
 typedef struct {
     const char *p, *end;
     int json;
@@ -42,143 +26,6 @@ typedef struct {
 } rx;
 
 #define RX_FAIL(r, ...) ((r)->failed ? -1 : ((r)->failed = 1, tram_fail((r)->err, __VA_ARGS__)))
-
-static int nfa_on(const rx *r) { return r->nfa && !r->nfa->full; }
-
-static int nfa_state(rx *r)
-{
-    if (!nfa_on(r))
-        return 0;
-    if (r->nfa->num_states >= TRAM_NFA_MAX_STATES) {
-        r->nfa->full = 1;
-        return 0;
-    }
-    return r->nfa->num_states++;
-}
-
-static void nfa_edge(rx *r, int from, int to, int label)
-{
-    tram_regex_nfa *n = r->nfa;
-    if (!nfa_on(r))
-        return;
-    if (n->num_edges == n->cap_edges) {
-        int cap = n->cap_edges ? 2 * n->cap_edges : 64;
-        tram_nfa_edge *e = cap <= 4 * TRAM_NFA_MAX_STATES ? realloc(n->edges, (size_t)cap * sizeof(*e)) : NULL;
-        if (!e) {
-            n->full = 1;
-            return;
-        }
-        n->edges = e;
-        n->cap_edges = cap;
-    }
-    n->edges[n->num_edges++] = (tram_nfa_edge){from, to, label};
-}
-
-/* The GBNF text written to r->out since `from`, as an edge label. */
-static int nfa_label(rx *r, size_t from)
-{
-    if (!nfa_on(r))
-        return TRAM_NFA_EPSILON;
-    tram_strbuf *l = &r->nfa->labels;
-    int at = (int)l->len;
-    tram_strbuf_add(l, r->out->s ? r->out->s + from : "", r->out->len - from);
-    tram_strbuf_add(l, "", 1);
-    if (l->oom || r->out->oom)
-        r->nfa->full = 1;
-    return at;
-}
-
-static frag frag_empty(rx *r)
-{
-    frag f = {.s0 = r->nfa ? r->nfa->num_states : 0, .e0 = r->nfa ? r->nfa->num_edges : 0};
-    f.start = f.end = nfa_state(r);
-    return f;
-}
-
-static frag frag_char(rx *r, int label)
-{
-    frag f = frag_empty(r);
-    f.end = nfa_state(r);
-    nfa_edge(r, f.start, f.end, label);
-    f.min_len = f.max_len = 1;
-    return f;
-}
-
-static frag frag_concat(rx *r, frag a, frag b)
-{
-    nfa_edge(r, a.end, b.start, TRAM_NFA_EPSILON);
-    a.end = b.end;
-    a.min_len = TRAM_MIN(a.min_len + b.min_len, LEN_CAP);
-    a.max_len = len_add(a.max_len, b.max_len);
-    return a;
-}
-
-/* A copy of f, the last piece made (its s1 and e1 set). */
-static frag frag_copy(rx *r, frag f)
-{
-    tram_regex_nfa *n = r->nfa;
-    int off = n->num_states - f.s0, e0 = n->num_edges;
-    n->num_states += f.s1 - f.s0;
-    for (int i = f.e0; i < f.e1; i++) {
-        tram_nfa_edge e = n->edges[i];
-        nfa_edge(r, e.from + off, e.to + off, e.label);
-    }
-    return (frag){f.start + off, f.end + off, f.s0 + off, e0, f.s1 + off, n->num_edges, f.min_len, f.max_len};
-}
-
-static frag frag_star(rx *r, frag x)
-{
-    int s = nfa_state(r);
-    nfa_edge(r, s, x.start, TRAM_NFA_EPSILON);
-    nfa_edge(r, x.end, s, TRAM_NFA_EPSILON);
-    x.start = x.end = s;
-    x.min_len = 0;
-    x.max_len = x.max_len == 0 ? 0 : -1;
-    return x;
-}
-
-static frag frag_optional(rx *r, frag x)
-{
-    int e = nfa_state(r);
-    nfa_edge(r, x.start, e, TRAM_NFA_EPSILON);
-    nfa_edge(r, x.end, e, TRAM_NFA_EPSILON);
-    x.end = e;
-    x.min_len = 0;
-    return x;
-}
-
-/* f{m,n} (n < 0: no bound), as m copies of f, then a loop or n - m
- * optional copies; an NFA this would take past its size is marked full. */
-static frag frag_repeat(rx *r, frag f, long m, long n)
-{
-    long long min_len = len_mul(f.min_len, m), max_len = n < 0 && f.max_len != 0 ? -1 : len_mul(f.max_len, n);
-    if (!nfa_on(r)) {
-        f.min_len = min_len;
-        f.max_len = max_len;
-        return f;
-    }
-    f.s1 = r->nfa->num_states;
-    f.e1 = r->nfa->num_edges;
-    long long copies = n < 0 ? m + 1 : n;
-    if ((long long)r->nfa->num_states + (copies + 1) * (f.s1 - f.s0 + 2) > TRAM_NFA_MAX_STATES) {
-        r->nfa->full = 1;
-        f.min_len = min_len;
-        f.max_len = max_len;
-        return f;
-    }
-    frag out = frag_empty(r);
-    for (long long i = 0; i < copies; i++) {
-        frag x = i == 0 ? f : frag_copy(r, f);
-        if (i >= m)
-            x = n < 0 ? frag_star(r, x) : frag_optional(r, x);
-        out = frag_concat(r, out, x);
-    }
-    out.s0 = f.s0;
-    out.e0 = f.e0;
-    out.min_len = min_len;
-    out.max_len = max_len;
-    return out;
-}
 
 /* What JSON text may not hold raw inside a string. */
 static const char json_excluded[] = "\"\\\\\\x00-\\x1F";
@@ -419,7 +266,7 @@ static int parse_class(rx *r)
     return 0;
 }
 
-static int parse_alt(rx *r, frag *f);
+static int parse_alt(rx *r, tram_nfa_frag *f);
 
 static int is_lookaround(const rx *r)
 {
@@ -432,7 +279,7 @@ static int is_lookaround(const rx *r)
 /* A lookaround, (?=...) (?!...) (?<=...) (?<!...), read and left out: the
  * rule then matches more than the regex (*approx says so; the caller
  * validates what it generates with a full regex engine). */
-static int skip_lookaround(rx *r, frag *f)
+static int skip_lookaround(rx *r, tram_nfa_frag *f)
 {
     if (!r->approx)
         return RX_FAIL(r, "regex: lookaround '(?%c' is not supported", r->p[2]);
@@ -443,7 +290,7 @@ static int skip_lookaround(rx *r, frag *f)
     r->out = &scratch;
     r->nfa = NULL;
     r->skipping = 1;
-    frag inner;
+    tram_nfa_frag inner;
     int rc = ++r->nesting > MAX_NESTING ? RX_FAIL(r, "regex: groups nested more than %d deep", MAX_NESTING)
                                         : parse_alt(r, &inner);
     tram_strbuf_free(&scratch);
@@ -452,7 +299,7 @@ static int skip_lookaround(rx *r, frag *f)
     r->skipping = skipping;
     r->at_start = at_start;
     r->nesting--;
-    *f = frag_empty(r);
+    *f = tram_nfa_empty(r->nfa);
     if (rc)
         return -1;
     if (r->p >= r->end || *r->p != ')')
@@ -462,7 +309,7 @@ static int skip_lookaround(rx *r, frag *f)
     return 0;
 }
 
-static int parse_group(rx *r, frag *f)
+static int parse_group(rx *r, tram_nfa_frag *f)
 {
     if (is_lookaround(r))
         return skip_lookaround(r, f);
@@ -591,7 +438,7 @@ static int parse_char_atom(rx *r)
     return 0;
 }
 
-static int parse_atom(rx *r, frag *f)
+static int parse_atom(rx *r, tram_nfa_frag *f)
 {
     char c = *r->p;
     if (c == '(')
@@ -600,13 +447,13 @@ static int parse_atom(rx *r, frag *f)
         return RX_FAIL(r, "regex: '%c' has nothing to repeat", c);
     if ((c == '^' && (r->at_start || r->skipping)) || (c == '$' && (r->skipping || at_match_end(r)))) {
         r->p++;  /* an anchor where it means nothing more (the rule matches whole strings) */
-        *f = frag_empty(r);
+        *f = tram_nfa_empty(r->nfa);
         return 0;
     }
     if ((c == '^' || c == '$') && r->approx) {
         *r->approx = 1;  /* left out: the grammar allows more, and the validator decides */
         r->p++;
-        *f = frag_empty(r);
+        *f = tram_nfa_empty(r->nfa);
         return 0;
     }
     if (c == '^' || c == '$')
@@ -616,7 +463,9 @@ static int parse_atom(rx *r, frag *f)
     size_t at = r->out->len;
     if (parse_char_atom(r))
         return -1;
-    *f = frag_char(r, nfa_label(r, at));
+    if (r->out->oom)
+        return RX_FAIL(r, "regex: out of memory");
+    *f = tram_nfa_char(r->nfa, r->out->s + at, r->out->len - at);
     return 0;
 }
 
@@ -669,15 +518,15 @@ static int at_end_anchor(const rx *r) { return r->p + 1 == r->end && *r->p == '$
 
 /* at_start: the sequence begins where nothing can have been matched yet
  * (so does a group that opens it, and a '^' after a '^'). */
-static int parse_seq(rx *r, int at_start, frag *f)
+static int parse_seq(rx *r, int at_start, tram_nfa_frag *f)
 {
     tram_strbuf_add(r->out, "(", 1);
     r->at_start = at_start;
-    *f = frag_empty(r);
+    *f = tram_nfa_empty(r->nfa);
     while (r->p < r->end && *r->p != '|' && *r->p != ')' && !at_end_anchor(r)) {
         tram_strbuf_add(r->out, " ", 1);
         int nothing = *r->p == '^' || *r->p == '$' || is_lookaround(r);  /* atoms that match no character */
-        frag atom;
+        tram_nfa_frag atom;
         if (parse_atom(r, &atom))
             return -1;
         r->at_start = r->at_start && nothing;
@@ -690,47 +539,32 @@ static int parse_seq(rx *r, int at_start, frag *f)
             if (r->p < r->end && is_quantifier(r))
                 return RX_FAIL(r, "regex: multiple repeat at '%c'", *r->p);
             r->repeats_empty |= atom.min_len == 0 && (max < 0 || max > 1);
-            atom = frag_repeat(r, atom, min, max);
+            atom = tram_nfa_repeat(r->nfa, atom, min, max);
         }
-        *f = frag_concat(r, *f, atom);
+        *f = tram_nfa_concat(r->nfa, *f, atom);
     }
     tram_strbuf_add(r->out, " )", 2);
     return 0;
 }
 
-/* Alternatives join at a new start and end state, made after the first. */
-static int parse_alt(rx *r, frag *f)
+static int parse_alt(rx *r, tram_nfa_frag *f)
 {
     int at_start = r->at_start;
     if (parse_seq(r, at_start, f))
         return -1;
-    int start = -1, end = -1;
     while (r->p < r->end && *r->p == '|') {
         r->p++;
         tram_strbuf_add(r->out, " | ", 3);
-        if (start < 0) {
-            start = nfa_state(r);
-            end = nfa_state(r);
-            nfa_edge(r, start, f->start, TRAM_NFA_EPSILON);
-            nfa_edge(r, f->end, end, TRAM_NFA_EPSILON);
-        }
-        frag g;
+        tram_nfa_frag g;
         if (parse_seq(r, at_start, &g))
             return -1;
-        nfa_edge(r, start, g.start, TRAM_NFA_EPSILON);
-        nfa_edge(r, g.end, end, TRAM_NFA_EPSILON);
-        f->min_len = TRAM_MIN(f->min_len, g.min_len);
-        f->max_len = f->max_len < 0 || g.max_len < 0 ? -1 : TRAM_MAX(f->max_len, g.max_len);
-    }
-    if (start >= 0) {
-        f->start = start;
-        f->end = end;
+        *f = tram_nfa_alt(r->nfa, *f, g);
     }
     return 0;
 }
 
 /* The whole regex: its GBNF expression to r->out, its NFA to r->nfa. */
-static int parse_regex(rx *r, frag *f)
+static int parse_regex(rx *r, tram_nfa_frag *f)
 {
     if (parse_alt(r, f))
         return -1;
@@ -766,7 +600,7 @@ int tram_regex_rule(const char *regex, const char *rule, int json_string, int *a
             .out = out, .err = err};
     size_t at = out->len;
     tram_strbuf_addf(out, "%s ::= ", rule);
-    frag f;
+    tram_nfa_frag f;
     if (parse_regex(&r, &f))
         return -1;
     tram_strbuf_add(out, "\n", 1);
@@ -781,7 +615,7 @@ int tram_regex_nfa_build(const char *regex, int json_string, int *approx, tram_r
     tram_strbuf text = {0};
     rx r = {.p = regex, .end = regex + strlen(regex), .json = json_string, .at_start = 1, .approx = approx,
             .out = &text, .nfa = nfa, .err = err};
-    frag f;
+    tram_nfa_frag f;
     int rc = parse_regex(&r, &f);
     tram_strbuf_free(&text);
     if (rc)
@@ -791,13 +625,6 @@ int tram_regex_nfa_build(const char *regex, int json_string, int *approx, tram_r
     nfa->min_len = f.min_len;
     nfa->max_len = f.max_len;
     return 0;
-}
-
-void tram_regex_nfa_free(tram_regex_nfa *nfa)
-{
-    free(nfa->edges);
-    tram_strbuf_free(&nfa->labels);
-    memset(nfa, 0, sizeof(*nfa));
 }
 
 int tram_regex_to_gbnf(const char *regex, const char *rule, char **gbnf_out, tram_error *err)

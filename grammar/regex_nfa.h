@@ -34,6 +34,26 @@ typedef struct {
     int full; /* over TRAM_NFA_MAX_STATES (or out of memory): the NFA is incomplete */
 } tram_regex_nfa;
 
+/* A piece of an NFA: entered at start, left at end, matching strings of
+ * min_len..max_len characters (max_len -1: no bound).  Its states and
+ * edges were made in order, [s0, s1) and [e0, e1), and join only each
+ * other, so that it copies by an offset (s1 and e1 are set then). */
+typedef struct {
+    int start, end;
+    int s0, e0, s1, e1;
+    long long min_len, max_len;
+} tram_nfa_frag;
+
+/* The pieces (regex_nfa.c), each made after those it is given: the empty
+ * string; one character, named by its GBNF text; a then b; a or b; f
+ * repeated m..max times (max -1: no bound).  On a NULL or full NFA they
+ * build nothing, and the lengths are still right. */
+tram_nfa_frag tram_nfa_empty(tram_regex_nfa *n);
+tram_nfa_frag tram_nfa_char(tram_regex_nfa *n, const char *label, size_t len);
+tram_nfa_frag tram_nfa_concat(tram_regex_nfa *n, tram_nfa_frag a, tram_nfa_frag b);
+tram_nfa_frag tram_nfa_alt(tram_regex_nfa *n, tram_nfa_frag a, tram_nfa_frag b);
+tram_nfa_frag tram_nfa_repeat(tram_regex_nfa *n, tram_nfa_frag f, long m, long max);
+
 /* Builds the NFA of regex, read as tram_regex_rule reads it (the same
  * errors, json_string and approx).  Returns 0 (check nfa->full) or -1. */
 int tram_regex_nfa_build(const char *regex, int json_string, int *approx, tram_regex_nfa *nfa, tram_error *err);
