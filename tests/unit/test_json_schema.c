@@ -282,6 +282,21 @@ Test(json_schema, pattern_length_products_stay_bounded)
         cr_expect_eq(r.exact, 0, "case %zu is marked exact", i);
         cr_expect(strstr(r.approximated, "minLength/maxLength beside pattern"), "case %zu: %s", i, r.approximated);
     }
+    /* a megabyte pattern of 250,000 alternatives (each may be empty, and
+     * repeated): past the NFA's bound, so the plain rule, lengths validated;
+     * compiled or refused with a reason in bounded time, never a hang */
+    tram_strbuf big = {0};
+    tram_strbuf_addf(&big, "{\"type\":\"string\",\"maxLength\":5,\"pattern\":\"^(");
+    for (int i = 0; i < 250000; i++)
+        tram_strbuf_addf(&big, "%sa?", i ? "|" : "");
+    tram_strbuf_addf(&big, ")*$\"}");
+    tram_json_schema_result r;
+    tram_error err = {{0}};
+    int rc = tram_json_schema_compile(big.s, "root", NULL, &r, &err);
+    cr_expect(rc == 0 || err.msg[0], "a megabyte pattern failed without saying why");
+    if (rc == 0)
+        free(r.gbnf);
+    tram_strbuf_free(&big);
 }
 
 Test(json_schema, unique_items_of_finite_values)
