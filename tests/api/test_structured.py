@@ -144,6 +144,24 @@ def test_long_bounded_string_is_honoured_exactly(server):
     assert 150 <= len(value["summary"]) <= 300, value
 
 
+def test_pattern_beside_lengths_is_kept_by_the_grammar(server):
+    """A pattern of several parts beside minLength/maxLength (a slug, as
+    Kubernetes and config schemas write them) is exact by grammar: sampled
+    replies all stop inside both, none is left for the end validation to turn
+    into finish_reason "error"."""
+    slug = {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "minLength": 3, "maxLength": 8}
+    schema = {"type": "object", "properties": {"slug": slug}, "required": ["slug"], "additionalProperties": False}
+    for seed in range(4):
+        status, _, body = post(server, "/v1/chat/completions", {
+            "model": server.model, "messages": chat("Give a long URL slug for an article about the history of Rome."),
+            "max_tokens": 32, "temperature": 1.0, "seed": seed,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "slug", "schema": schema}}})
+        assert status == 200, body
+        c = body["choices"][0]
+        assert c["finish_reason"] == "stop", (seed, c)
+        jsonschema.validate(json.loads(c["message"]["content"]), schema)
+
+
 def test_grammars_past_the_limits_are_400_naming_them(server):
     for body, param, words in [
             ({"guided_json": {"type": "string", "maxLength": 1000001}}, "guided_json", "'maxLength' 1000001 at #"),
