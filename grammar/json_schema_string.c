@@ -180,7 +180,7 @@ static int gen_pattern(jsc *c, const char *pat, long long min, long long max, co
     if (rc)
         return JS_FAIL(c, "'pattern' at %s: %s", path, inner.msg);
     if (approx)
-        js_approximate(c, "pattern (its lookaround or inner anchors)", path);
+        js_approximate(c, "pattern (its lookaround, backreferences or inner anchors)", path);
     tram_strbuf_addf(b, "\"\\\"\" %s \"\\\"\"", rule);
     return 0;
 }

@@ -10,6 +10,8 @@
 #include "grammar/utf8_ranges.h"
 
 #define MAX_NESTING 64
+#define MAX_BACKREF 9                 /* \1 .. \9 */
+#define MAX_REPLAYED (1 << 20)        /* bytes of groups read again for backreferences */
 
 typedef struct {
     const char *p, *end;
@@ -21,6 +23,11 @@ typedef struct {
     tram_strbuf *out;
     tram_regex_nfa *nfa;       /* NULL: no NFA is built (nor inside a lookaround left out) */
     int repeats_empty;         /* something that can match empty is repeated: (a*)*, (x|$)+ */
+    const char *group_at[MAX_BACKREF + 1]; /* each capturing group's '(', by number */
+    const char *group_end[MAX_BACKREF + 1]; /* just past its ')', once it is closed */
+    int num_groups;
+    int replaying;             /* reading a group again for a backreference: numbers nothing */
+    long replayed;
     tram_error *err;
     int failed;
 } rx;
@@ -313,12 +320,15 @@ static int parse_group(rx *r, tram_nfa_frag *f)
 {
     if (is_lookaround(r))
         return skip_lookaround(r, f);
-    r->p++;
+    const char *open = r->p++;
+    int number = 0;
+    if (r->p < r->end && *r->p == '?' && r->p + 1 < r->end && r->p[1] == ':')
+        r->p += 2;
+    else if (!r->replaying && ++r->num_groups <= MAX_BACKREF)
+        r->group_at[number = r->num_groups] = open;
     if (r->p < r->end && *r->p == '?') {
-        if (r->p + 1 < r->end && r->p[1] == ':') {
-            r->p += 2;
-        } else if (r->p + 2 < r->end && (r->p[1] == '<' || (r->p[1] == 'P' && r->p[2] == '<')) &&
-                   r->p[r->p[1] == 'P' ? 3 : 2] != '=' && r->p[r->p[1] == 'P' ? 3 : 2] != '!') {
+        if (r->p + 2 < r->end && (r->p[1] == '<' || (r->p[1] == 'P' && r->p[2] == '<')) &&
+            r->p[r->p[1] == 'P' ? 3 : 2] != '=' && r->p[r->p[1] == 'P' ? 3 : 2] != '!') {
             const char *close = memchr(r->p, '>', (size_t)(r->end - r->p));
             if (!close)
                 return RX_FAIL(r, "regex: unterminated group name");
@@ -338,7 +348,32 @@ static int parse_group(rx *r, tram_nfa_frag *f)
     r->p++;
     r->nesting--;
     tram_strbuf_add(r->out, ")", 1);
+    if (number)
+        r->group_end[number] = r->p;
     return 0;
+}
+
+/* A backreference \N, where the caller validates: group N's pattern read
+ * again, so that the rule matches any match of the group there, not only
+ * the same one (more than the regex: *approx says so). */
+static int parse_backref(rx *r, tram_nfa_frag *f)
+{
+    int n = r->p[1] - '0';
+    if (!r->approx || n > r->num_groups || !r->group_end[n])
+        return RX_FAIL(r, "regex: '\\%d' is not supported (backreferences are only where the output is "
+                          "validated, to a group closed before them)", n);
+    if ((r->replayed += r->group_end[n] - r->group_at[n]) > MAX_REPLAYED)
+        return RX_FAIL(r, "regex: backreferences repeat more than %d bytes of groups", MAX_REPLAYED);
+    const char *resume = r->p + 2;
+    int at_start = r->at_start, replaying = r->replaying;
+    r->p = r->group_at[n];
+    r->replaying = 1;
+    int rc = parse_group(r, f);
+    r->p = resume;
+    r->replaying = replaying;
+    r->at_start = at_start;
+    *r->approx = 1;
+    return rc;
 }
 
 /* p just past a class's '[': just past its ']', or NULL (unterminated). */
@@ -443,6 +478,8 @@ static int parse_atom(rx *r, tram_nfa_frag *f)
     char c = *r->p;
     if (c == '(')
         return parse_group(r, f);
+    if (c == '\\' && r->p + 1 < r->end && r->p[1] >= '1' && r->p[1] <= '9')
+        return parse_backref(r, f);
     if (c == '*' || c == '+' || c == '?' || c == '{')
         return RX_FAIL(r, "regex: '%c' has nothing to repeat", c);
     if ((c == '^' && (r->at_start || r->skipping)) || (c == '$' && (r->skipping || at_match_end(r)))) {

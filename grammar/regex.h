@@ -12,9 +12,9 @@
  * that ends it, in groups too (`(a$|b)`, `^(foo|bar$)`, `(^x+$)?`).
  * Lookaround ((?=...) (?!...) (?<=...) (?<!...)), and an anchor elsewhere
  * (`^(a(,|$))+$`), are left out where the caller validates the result
- * (tram_regex_rule's approx): the rule then matches more than the regex.
- * Anything else (backreferences, \b, possessive quantifiers, flags) is an
- * error naming it.  The rule matches exactly the strings the regex
+ * (tram_regex_rule's approx), and a backreference \1..\9 there stands for
+ * any match of its group: the rule then matches more than the regex.
+ * Anything else (\b, possessive quantifiers, flags) is an error naming it.  The rule matches exactly the strings the regex
  * matches in full (Python's re.fullmatch). */
 #ifndef TRAM_GRAMMAR_REGEX_H
 #define TRAM_GRAMMAR_REGEX_H

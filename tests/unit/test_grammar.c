@@ -467,6 +467,9 @@ Test(grammar_counts, counts_past_the_limit_are_errors_naming_it)
     tram_error err = {{0}};
     cr_assert_eq(tram_regex_to_gbnf("x{1000001}", "root", &out, &err), -1);
     cr_assert(strstr(err.msg, "over 1000000"), "%s", err.msg);
+    /* a backreference where nothing validates the output: an error naming it */
+    cr_assert_eq(tram_regex_to_gbnf("(a)\\1", "root", &out, &err), -1);
+    cr_assert(strstr(err.msg, "'\\1' is not supported (backreferences are only where"), "%s", err.msg);
     /* as a regex, a repeated empty is no error: its NFA's right-linear rules take the GBNF's place */
     cr_expect(regex_matches("(|){120}", ""));
     cr_expect(!regex_matches("(|){120}", "a"));

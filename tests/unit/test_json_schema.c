@@ -246,6 +246,11 @@ Test(json_schema, pattern_with_lengths)
         {"{\"type\":\"string\",\"pattern\":\"^(é|x)+$\",\"maxLength\":2}", "\"ééx\"", 0},
         {"{\"type\":\"string\",\"pattern\":\"^(\\\"|a)+$\",\"minLength\":2,\"maxLength\":2}", "\"\\\"a\"", 1},
         {"{\"type\":\"string\",\"pattern\":\"^(\\\"|a)+$\",\"minLength\":2,\"maxLength\":2}", "\"\\\"\"", 0},
+        /* a backreference: any match of its group (the validator asks for the same one) */
+        {"{\"type\":\"string\",\"pattern\":\"^(a|b)\\\\1$\"}", "\"ab\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"^(a|b)\\\\1$\"}", "\"a\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^(a|b)\\\\1(c)*$\",\"maxLength\":3}", "\"abcc\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^(a|b)\\\\1(c)*$\",\"maxLength\":3}", "\"aac\"", 1},
         /* a lookaround is left out (and validated), the lengths still hold */
         {"{\"type\":\"string\",\"pattern\":\"^(?!x)([a-z]|-)+$\",\"maxLength\":3}", "\"abcd\"", 0},
         {"{\"type\":\"string\",\"pattern\":\"^(?!x)([a-z]|-)+$\",\"maxLength\":3}", "\"a-c\"", 1},
@@ -282,6 +287,20 @@ Test(json_schema, pattern_length_products_stay_bounded)
         cr_expect_eq(r.exact, 0, "case %zu is marked exact", i);
         cr_expect(strstr(r.approximated, "minLength/maxLength beside pattern"), "case %zu: %s", i, r.approximated);
     }
+    /* backreferences that would read a 100 KB group again 20 times: refused */
+    tram_strbuf refs = {0};
+    tram_strbuf_addf(&refs, "{\"type\":\"string\",\"pattern\":\"^(");
+    for (int i = 0; i < 100000; i++)
+        tram_strbuf_add(&refs, "a", 1);
+    tram_strbuf_addf(&refs, ")");
+    for (int i = 0; i < 20; i++)
+        tram_strbuf_addf(&refs, "\\\\1");
+    tram_strbuf_addf(&refs, "$\"}");
+    tram_json_schema_result refs_r;
+    tram_error refs_err = {{0}};
+    cr_expect_eq(compile(refs.s, 0, &refs_r, &refs_err), -1);
+    cr_expect(strstr(refs_err.msg, "backreferences repeat more than"), "%s", refs_err.msg);
+    tram_strbuf_free(&refs);
     /* a megabyte pattern of 250,000 alternatives (each may be empty, and
      * repeated): past the NFA's bound, so the plain rule, lengths validated;
      * compiled or refused with a reason in bounded time, never a hang */
@@ -380,6 +399,7 @@ Test(json_schema, schemas_no_value_satisfies_are_errors_saying_why)
         {"{\"type\":\"string\",\"pattern\":\"^\\\\d{5}$\",\"maxLength\":3}", "leave no length"},
         {"{\"type\":\"string\",\"pattern\":\"^\\\\d{3}-\\\\d{4}$\",\"minLength\":9}", "no string the pattern matches"},
         {"{\"type\":\"string\",\"pattern\":\"^(ab)+$\",\"minLength\":3,\"maxLength\":3}", "no string the pattern matches"},
+        {"{\"type\":\"string\",\"pattern\":\"^(a|b)\\\\1$\",\"maxLength\":1}", "no string the pattern matches"},
         /* an anchor after a character: nothing matches (JSON Schema Store's "/^[0-9]{4}$/") */
         {"{\"type\":\"string\",\"pattern\":\"/^[0-9]{4}$/\",\"minLength\":4,\"maxLength\":4}", "no string the pattern matches"},
         {"{\"properties\":{\"a\":{\"type\":\"object\",\"required\":[\"x\"],\"additionalProperties\":false}},"
@@ -420,10 +440,12 @@ Test(json_schema, approximations_are_marked)
         {"{\"type\":\"string\",\"pattern\":\"^(ab){1,3000}$\",\"maxLength\":4000}", "minLength/maxLength beside pattern"},
         {"{\"if\":{\"type\":\"string\"},\"then\":{\"maxLength\":2},\"else\":{\"type\":\"integer\"}}", "if/then/else"},
         {"{\"properties\":{\"a\":{\"not\":{\"pattern\":\"x\"}}}}", "'not' at #/properties/a"},
-        {"{\"type\":\"string\",\"pattern\":\"^(?!.*--)[a-z-]+$\"}", "'pattern (its lookaround or inner anchors)' at #"},
+        {"{\"type\":\"string\",\"pattern\":\"^(?!.*--)[a-z-]+$\"}", "'pattern (its lookaround, backreferences or inner anchors)' at #"},
         /* a '$' that more may follow: left out, the output validated */
-        {"{\"type\":\"string\",\"pattern\":\"^([^,]+(,|$)){3,}$\"}", "'pattern (its lookaround or inner anchors)' at #"},
-        {"{\"type\":\"string\",\"pattern\":\"^(foo|bar$)\"}", "'pattern (its lookaround or inner anchors)' at #"},
+        {"{\"type\":\"string\",\"pattern\":\"^([^,]+(,|$)){3,}$\"}", "'pattern (its lookaround, backreferences or inner anchors)' at #"},
+        {"{\"type\":\"string\",\"pattern\":\"^(foo|bar$)\"}", "'pattern (its lookaround, backreferences or inner anchors)' at #"},
+        /* a backreference: any match of its group, the same one left to the validator */
+        {"{\"type\":\"string\",\"pattern\":\"^(['\\\"])[a-z]+\\\\1$\"}", "'pattern (its lookaround, backreferences or inner anchors)' at #"},
     };
     for (size_t i = 0; i < TRAM_ARRAY_LEN(inexact); i++) {
         tram_json_schema_result r;
