@@ -32,6 +32,21 @@ int tram_api_fail(tram_api_error *e, int status, const char *param, const char *
     return -1;
 }
 
+int tram_api_missing(tram_api_error *e, const char *param)
+{
+    return tram_api_fail(e, 400, param, "missing_required_parameter", "Missing required parameter: '%s'.", param);
+}
+
+int tram_api_wrong_type(tram_api_error *e, const char *param, const char *expected)
+{
+    return tram_api_fail(e, 400, param, "invalid_type", "Invalid type for '%s': expected %s.", param, expected);
+}
+
+int tram_api_out_of_memory(tram_api_error *e)
+{
+    return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+}
+
 /* The OpenAI "type" string for a status: invalid_request_error for 4xx,
  * server_error for 5xx. */
 static const char *error_type(int status)

@@ -22,6 +22,14 @@ typedef struct {
 int tram_api_fail(tram_api_error *e, int status, const char *param, const char *code,
                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* The failures every parser words alike, so that each reads the same on
+ * every endpoint: a required field absent, a field of another type than
+ * `expected` ("an object", "a string": api_request.h's tram_api_type_error
+ * also names what came), and memory running out.  Each returns -1. */
+int tram_api_missing(tram_api_error *e, const char *param);
+int tram_api_wrong_type(tram_api_error *e, const char *param, const char *expected);
+int tram_api_out_of_memory(tram_api_error *e);
+
 /* Whose API an endpoint speaks, and so how its errors are shaped. */
 typedef enum { TRAM_PROTOCOL_OPENAI, TRAM_PROTOCOL_ANTHROPIC } tram_api_protocol;
 

@@ -222,7 +222,7 @@ int tram_api_token_ids(const json_t *arr, const char *param, int32_t **ids, int 
     size_t count = json_array_size(arr);
     int32_t *out = malloc((count ? count : 1) * sizeof(*out));
     if (!out)
-        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return tram_api_out_of_memory(e);
     for (size_t i = 0; i < count; i++) {
         json_int_t id;
         if (!integral(json_array_get(arr, i), &id) || id < 0 || id > INT32_MAX) {
@@ -247,7 +247,7 @@ static int parse_stop(const json_t *o, tram_sampling_params *p, tram_api_error *
     size_t count = json_is_string(v) ? 1 : json_array_size(v);
     const char **stops = malloc((count ? count : 1) * sizeof(*stops));
     if (!stops)
-        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return tram_api_out_of_memory(e);
     for (size_t i = 0; i < count; i++) {
         const json_t *s = json_is_string(v) ? v : json_array_get(v, i);
         if (!json_is_string(s) || json_string_length(s) == 0) {
@@ -283,7 +283,7 @@ static int parse_logit_bias(const json_t *o, tram_sampling_params *p, tram_api_e
         return r;
     tram_logit_bias *bias = malloc((json_object_size(v) + 1) * sizeof(*bias));
     if (!bias)
-        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return tram_api_out_of_memory(e);
     const char *key;
     const json_t *val;
     int n = 0;
@@ -334,7 +334,7 @@ static int content_text(const json_t *content, const char *param, char **out, tr
 {
     if (json_is_string(content)) {
         *out = strdup(json_string_value(content));
-        return *out ? 0 : tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return *out ? 0 : tram_api_out_of_memory(e);
     }
     if (!json_is_array(content))
         return type_error(e, param, "a string or an array of content parts", content);
@@ -355,7 +355,7 @@ static int content_text(const json_t *content, const char *param, char **out, tr
     }
     char *s = malloc(total), *p = s;
     if (!s)
-        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return tram_api_out_of_memory(e);
     json_array_foreach(content, i, part) {
         const json_t *text = json_object_get(part, "text");
         if (i)
@@ -399,8 +399,7 @@ static int parse_message(const json_t *m, int i, tram_api_message *out, char *ig
     else
         json_incref((json_t *)content);
     if (!content)
-        return tram_api_fail(e, 400, param, "missing_required_parameter",
-                             "Missing required parameter: '%s'.", param);
+        return tram_api_missing(e, param);
     int rc = content_text(content, param, &out->content, e);
     json_decref((json_t *)content);
     return rc;
@@ -446,8 +445,7 @@ static int parse_messages(const json_t *o, tram_api_request *r, tram_api_error *
 {
     const json_t *v = json_object_get(o, "messages");
     if (!v)
-        return tram_api_fail(e, 400, "messages", "missing_required_parameter",
-                             "Missing required parameter: 'messages'.");
+        return tram_api_missing(e, "messages");
     if (!json_is_array(v))
         return type_error(e, "messages", "an array", v);
     if (json_array_size(v) == 0)
@@ -456,7 +454,7 @@ static int parse_messages(const json_t *o, tram_api_request *r, tram_api_error *
                              "length 1.");
     r->messages = calloc(json_array_size(v), sizeof(*r->messages));
     if (!r->messages)
-        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return tram_api_out_of_memory(e);
     for (size_t i = 0; i < json_array_size(v); i++) {
         int rc = parse_message(json_array_get(v, i), (int)i, &r->messages[i], r->ignored,
                                sizeof(r->ignored), e);
@@ -503,8 +501,7 @@ static int parse_prompts(const json_t *o, tram_api_request *r, tram_api_error *e
 {
     const json_t *v = json_object_get(o, "prompt");
     if (!v)
-        return tram_api_fail(e, 400, "prompt", "missing_required_parameter",
-                             "Missing required parameter: 'prompt'.");
+        return tram_api_missing(e, "prompt");
     if (!json_is_string(v) && !json_is_array(v))
         return type_error(e, "prompt", "a string, an array of strings or an array of token ids", v);
     int single = json_is_string(v) || json_is_number(json_array_get(v, 0));
@@ -517,7 +514,7 @@ static int parse_prompts(const json_t *o, tram_api_request *r, tram_api_error *e
                              TRAM_API_MAX_PROMPTS);
     r->prompts = calloc(count, sizeof(*r->prompts));
     if (!r->prompts)
-        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return tram_api_out_of_memory(e);
     for (size_t i = 0; i < count; i++) {
         const json_t *item = single ? v : json_array_get(v, i);
         if (!single && !json_is_string(item) && !json_is_array(item))

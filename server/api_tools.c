@@ -79,7 +79,7 @@ static int check_strict(const tram_api_tools *t, tram_api_error *e)
 static int parse_tool_list(const json_t *v, tram_api_error *e)
 {
     if (!json_is_array(v))
-        return tram_api_fail(e, 400, "tools", "invalid_type", "Invalid type for 'tools': expected an array.");
+        return tram_api_wrong_type(e, "tools", "an array");
     if (json_array_size(v) == 0)
         return tram_api_fail(e, 400, "tools", "empty_array",
                              "Invalid 'tools': empty array. Expected an array with minimum length 1.");
@@ -203,8 +203,7 @@ int tram_api_parse_message_tools(const json_t *m, int i, tram_chat_tool_call **c
     const json_t *v = json_object_get(m, "tool_calls"), *id = json_object_get(m, "tool_call_id");
     snprintf(param, sizeof(param), "messages[%d].tool_call_id", i);
     if (!strcmp(role, "tool") && !json_is_string(id))
-        return tram_api_fail(e, 400, param, "missing_required_parameter",
-                             "Missing required parameter: '%s'.", param);
+        return tram_api_missing(e, param);
     *tool_call_id = json_string_value(id);
     if (!v || json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0))
         return 0;
@@ -214,7 +213,7 @@ int tram_api_parse_message_tools(const json_t *m, int i, tram_chat_tool_call **c
                              "Invalid '%s': only an assistant message has tool calls, as an array.", param);
     *calls = calloc(json_array_size(v), sizeof(**calls));
     if (!*calls)
-        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return tram_api_out_of_memory(e);
     for (size_t k = 0; k < json_array_size(v); k++) {
         snprintf(param, sizeof(param), "messages[%d].tool_calls[%zu]", i, k);
         if (parse_call(json_array_get(v, k), param, &(*calls)[k], ignored, cap, e)) {

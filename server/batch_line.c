@@ -43,7 +43,7 @@ static int parse_batch(const json_t *o, tram_batch_line *out, tram_api_error *e)
     out->kind = strcmp(url, "/v1/completions") ? TRAM_API_CHAT : TRAM_API_COMPLETION;
     out->stream = json_is_true(json_object_get(body, "stream"));
     out->body = json_dumps(body, JSON_COMPACT);
-    return out->body ? 0 : tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+    return out->body ? 0 : tram_api_out_of_memory(e);
 }
 
 /* The plain form: the line is the body. */
@@ -52,7 +52,7 @@ static int parse_plain(const json_t *o, const char *text, size_t len, tram_batch
     out->kind = json_object_get(o, "messages") ? TRAM_API_CHAT : TRAM_API_COMPLETION;
     out->stream = json_is_true(json_object_get(o, "stream"));
     if (!(out->body = malloc(len + 1)))
-        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return tram_api_out_of_memory(e);
     memcpy(out->body, text, len);
     out->body[len] = 0;
     return 0;
@@ -79,7 +79,7 @@ int tram_batch_line_parse(const char *text, size_t len, tram_batch_line *out, tr
     const json_t *id = json_object_get(o, "custom_id");
     if (json_is_string(id) && !(out->custom_id = strdup(json_string_value(id)))) {
         json_decref(o);
-        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return tram_api_out_of_memory(e);
     }
     int rc = has_batch_key(o) ? parse_batch(o, out, e) : parse_plain(o, text, len, out, e);
     json_decref(o);

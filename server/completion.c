@@ -207,7 +207,7 @@ static int tokenize_prompts(tram_completion *c, tram_api_error *e)
         } else {
             p->ids = malloc((size_t)(src->num_tokens ? src->num_tokens : 1) * sizeof(int32_t));
             if (!p->ids)
-                return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+                return tram_api_out_of_memory(e);
             memcpy(p->ids, src->token_ids, (size_t)src->num_tokens * sizeof(int32_t));
             p->num_ids = src->num_tokens;
         }
@@ -219,7 +219,7 @@ static int tokenize_prompts(tram_completion *c, tram_api_error *e)
                 return tram_api_fail(e, 400, "prompt", "invalid_value",
                                      "Invalid 'prompt': the token ids cannot be decoded.");
         } else if (c->api.echo && !(p->echo = strdup(src->text))) {
-            return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+            return tram_api_out_of_memory(e);
         }
     }
     return 0;
@@ -307,7 +307,7 @@ static int prepare_request(tram_completion *c, tram_api_kind kind, const char *b
     int checked = c->schema || c->tool_schemas;
     c->checks = checked ? calloc((size_t)c->num_choices, sizeof(*c->checks)) : NULL;
     if (!c->prompts || !c->choices || !c->last_token_at || (c->with_tools && !c->readers) || (checked && !c->checks))
-        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return tram_api_out_of_memory(e);
     for (int i = 0; c->readers && i < c->num_choices; i++)
         tram_tool_reader_init(&c->readers[i], c->tool_format, &c->api.tools);
     if (c->api.ignored[0])
@@ -456,7 +456,7 @@ static int proceed(tram_completion *c, tram_api_error *e)
                              "out).");
     if (!served && submit(c)) {
         if (!e->status)
-            tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+            tram_api_out_of_memory(e);
         return -1;
     }
     return 0;
@@ -467,7 +467,7 @@ static int proceed(tram_completion *c, tram_api_error *e)
 static int prepare_all(tram_completion *c, const char *body, size_t len, tram_api_error *e)
 {
     if (prepare(c, c->kind, body, len, e))
-        return e->status ? -1 : tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return e->status ? -1 : tram_api_out_of_memory(e);
     make_cache_key(c);
     return 0;
 }
@@ -479,7 +479,7 @@ static void prepare_task(tram_prep_task *t)
     size_t len;
     const char *body = tram_http_body_text(c->body, &len);
     if (!body)
-        tram_api_fail(&c->prep_error, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(&c->prep_error);
     else
         prepare_all(c, body, len, &c->prep_error);
     evbuffer_free(c->body);
@@ -577,7 +577,7 @@ static void handle_completion_request(tram_server *s, struct evhttp_request *req
     if (!c || !(c->body = tram_http_take_body(req))) {
         tram_api_error e = {0};
         free(c);
-        tram_api_fail(&e, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(&e);
         tram_http_send_error_as(req, &e, protocol_of(dialect));
         return;
     }
@@ -619,7 +619,7 @@ int tram_completion_start_internal(tram_server *s, tram_api_kind kind, const cha
 {
     tram_completion *c = completion_new(s, NULL, kind, NULL, must_cache ? CACHE_NEEDED : CACHE_MAY);
     if (!c)
-        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return tram_api_out_of_memory(e);
     c->done = done;
     c->done_arg = arg;
     snprintf(c->tenant, sizeof(c->tenant), "%s", tram_api_keys_sole_tenant(s->keys));

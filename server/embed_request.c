@@ -33,7 +33,7 @@ static int parse_inputs(const json_t *o, tram_embed_request *r, tram_api_error *
 {
     const json_t *v = json_object_get(o, "input");
     if (!v || json_is_null(v))
-        return tram_api_fail(e, 400, "input", "missing_required_parameter", "Missing required parameter: 'input'.");
+        return tram_api_missing(e, "input");
     if (!json_is_string(v) && !json_is_array(v))
         return tram_api_type_error(e, "input", "a string, an array of strings, an array of token ids or an array of "
                                       "token-id arrays", v);
@@ -45,7 +45,7 @@ static int parse_inputs(const json_t *o, tram_embed_request *r, tram_api_error *
         return tram_api_fail(e, 400, "input", "invalid_value", "Invalid 'input': %zu inputs, at most %d in one "
                              "request.", count, TRAM_EMBED_MAX_INPUTS);
     if (!(r->inputs = calloc(count, sizeof(*r->inputs))))
-        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return tram_api_out_of_memory(e);
     const json_t *first = single ? v : json_array_get(v, 0);
     for (size_t i = 0; i < count; i++) {
         const json_t *item = single ? v : json_array_get(v, i);

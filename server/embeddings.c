@@ -97,7 +97,7 @@ static int tokenize_inputs(tram_embedding *m, tram_api_error *e)
             return -1;
         if (!src->text) {
             if (!(in->ids = malloc((size_t)src->num_tokens * sizeof(int32_t))))
-                return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+                return tram_api_out_of_memory(e);
             memcpy(in->ids, src->token_ids, (size_t)src->num_tokens * sizeof(int32_t));
             in->num_ids = src->num_tokens;
         }
@@ -123,7 +123,7 @@ static int prepare(tram_embedding *m, const char *body, size_t len, tram_api_err
         return tram_api_fail(e, 400, param, "invalid_value", "%s", err.msg);
     m->num_inputs = m->api.num_inputs;
     if (!(m->inputs = calloc((size_t)m->num_inputs, sizeof(*m->inputs))))
-        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return tram_api_out_of_memory(e);
     if (m->api.ignored[0])
         tram_log(TRAM_LOG_WARNING, "embeddings: accepted and ignored: %s", m->api.ignored);
     return tokenize_inputs(m, e);
@@ -135,9 +135,9 @@ static void prepare_task(tram_prep_task *t)
     size_t len;
     const char *body = tram_http_body_text(m->body, &len);
     if (!body)
-        tram_api_fail(&m->error, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(&m->error);
     else if (prepare(m, body, len, &m->error) && !m->error.status)
-        tram_api_fail(&m->error, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(&m->error);
     evbuffer_free(m->body);
     m->body = NULL;
 }
@@ -224,7 +224,7 @@ static void replied(tram_prep_task *t)
     tram_embedding *m = TRAM_CONTAINER_OF(t, tram_embedding, task);
     m->preparing = 0;
     if (!m->reply && !m->error.status)
-        tram_api_fail(&m->error, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(&m->error);
     answer(m);
 }
 
@@ -326,7 +326,7 @@ static void prepared(tram_prep_task *t)
     if (!m->req && !m->error.status)
         tram_api_fail(&m->error, 499, NULL, NULL, "The client left while its request was prepared.");
     if (!m->error.status && submit(m))
-        tram_api_fail(&m->error, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(&m->error);
     if (m->error.status)
         answer(m);
 }

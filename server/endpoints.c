@@ -208,7 +208,7 @@ static int tokenize(tram_server *s, const json_t *o, int32_t **ids, int *n, tram
     char *body = chat ? json_dumps(chat, JSON_COMPACT) : NULL;
     json_decref(chat);
     int rc = body ? tram_api_request_parse(&r, TRAM_API_CHAT, &s->defaults, body, strlen(body), e)
-                  : tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+                  : tram_api_out_of_memory(e);
     free(body);
     if (rc)
         return -1;
@@ -301,7 +301,7 @@ static void job_run(tram_prep_task *t)
         result = j->reply(j->srv, o, &j->error);
     j->reply_text = result ? json_dumps(result, JSON_COMPACT) : NULL;
     if (!j->reply_text && !j->error.status)
-        tram_api_fail(&j->error, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(&j->error);
     json_decref(result);
     json_decref(o);
     evbuffer_free(j->body);
@@ -339,7 +339,7 @@ static void answer_model_request(tram_server *s, struct evhttp_request *req, job
     struct evbuffer *body = j ? tram_http_take_body(req) : NULL;
     if (!body) {
         free(j);
-        tram_api_fail(&e, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(&e);
         tram_http_send_error(req, &e);
         return;
     }

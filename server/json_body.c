@@ -223,7 +223,7 @@ json_t *tram_json_body_load(const char *text, size_t len, size_t flags, const ch
 {
     char *bounded = NULL;  /* a body's schemas' bounds past 64 bits, as doubles that keep them exact */
     if (!path[0] && tram_json_big_bounds_rewrite(text, len, schema_fields, &bounded, &len) < 0) {
-        tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(e);
         return NULL;
     }
     text = bounded ? bounded : text;
@@ -237,7 +237,7 @@ json_t *tram_json_body_load(const char *text, size_t len, size_t flags, const ch
     if (sc.why[0])
         tram_api_fail(e, 400, sc.path, "invalid_value", "Invalid value for '%s': %s.", sc.path, sc.why);
     else if (sc.oom || (sc.num_rewrites && !copy))
-        tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(e);
     else
         root = parse(copy ? copy : text, n, flags, path, e);
     TRAM_FREE_ALL(copy, sc.rewrites, bounded);

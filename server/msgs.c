@@ -17,7 +17,7 @@ static json_t *to_chat(const tram_dialect_request *in, void **state, tram_api_er
     msgs_state *st = calloc(1, sizeof(*st));
     *state = st;
     if (!st) {
-        tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(e);
         return NULL;
     }
     return tram_msgs_to_chat(in->body, count_only, &st->translation, in->ignored, in->ignored_cap, e);
@@ -73,7 +73,7 @@ static json_t *response(void *state, const tram_dialect_end *end, tram_api_error
     }
     json_t *message = tram_msgs_message(end->env, choice, end->usage);
     if (!message)
-        tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(e);
     return message;
 }
 

@@ -21,16 +21,6 @@ struct tram_msgs_translation {
 };
 typedef struct tram_msgs_translation translation;
 
-static int out_of_memory(tram_api_error *e)
-{
-    return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
-}
-
-static int wrong_type(tram_api_error *e, const char *param, const char *expected)
-{
-    return tram_api_fail(e, 400, param, "invalid_type", "Invalid type for '%s': expected %s.", param, expected);
-}
-
 /* path.key and path[i]; a path too long is cut (it only names the field). */
 static void join_path(char *out, size_t cap, const char *path, const char *key)
 {
@@ -61,11 +51,10 @@ static int get_string(const json_t *o, const char *path, const char *key, int re
     char param[sizeof(e->param)];
     const json_t *v = member(o, path, key, param, sizeof(param));
     if (!v)
-        return required ? tram_api_fail(e, 400, param, "missing_required_parameter",
-                                        "Missing required parameter: '%s'.", param)
+        return required ? tram_api_missing(e, param)
                         : 0;
     if (!json_is_string(v))
-        return wrong_type(e, param, "a string");
+        return tram_api_wrong_type(e, param, "a string");
     *out = json_string_value(v);
     return 1;
 }
@@ -73,19 +62,19 @@ static int get_string(const json_t *o, const char *path, const char *key, int re
 static int check_object(translation *t, const json_t *o, tram_api_object_id id, const char *path)
 {
     if (!json_is_object(o))
-        return wrong_type(t->e, path, "an object");
+        return tram_api_wrong_type(t->e, path, "an object");
     return tram_api_check_object(o, id, path, t->ignored, sizeof(t->ignored), t->e);
 }
 
 static int add_message(translation *t, json_t *m, int from)
 {
     if (!m || json_array_append_new(t->messages, m))
-        return out_of_memory(t->e);
+        return tram_api_out_of_memory(t->e);
     if (t->num_origin == t->cap_origin) {
         size_t cap = t->cap_origin ? 2 * t->cap_origin : 8;
         int *grown = realloc(t->origin, cap * sizeof(*grown));
         if (!grown)
-            return out_of_memory(t->e);
+            return tram_api_out_of_memory(t->e);
         t->origin = grown;
         t->cap_origin = cap;
     }
@@ -100,7 +89,7 @@ static int block_type(const json_t *b, const char *path, const char *const *allo
                       tram_api_error *e)
 {
     if (!json_is_object(b))
-        return wrong_type(e, path, "a content block (an object)");
+        return tram_api_wrong_type(e, path, "a content block (an object)");
     if (get_string(b, path, "type", 1, type, e) < 0 || !*type)
         return -1;
     for (int i = 0; allowed[i]; i++)
@@ -127,7 +116,7 @@ static int text_part(translation *t, const json_t *b, const char *path, json_t *
     if (check_object(t, b, TRAM_OBJ_MSGS_TEXT, path) || get_string(b, path, "text", 1, &text, t->e) < 0)
         return -1;
     if (json_array_append_new(parts, json_pack("{s:s, s:s}", "type", "text", "text", text)))
-        return out_of_memory(t->e);
+        return tram_api_out_of_memory(t->e);
     return 0;
 }
 
@@ -138,7 +127,7 @@ static json_t *text_parts(translation *t, const json_t *content, const char *pat
     static const char *const text_only[] = {"text", NULL};
     json_t *parts = json_array();
     if (!parts) {
-        out_of_memory(t->e);
+        tram_api_out_of_memory(t->e);
         return NULL;
     }
     if (json_is_string(content)) {
@@ -147,7 +136,7 @@ static json_t *text_parts(translation *t, const json_t *content, const char *pat
     }
     if (!json_is_array(content)) {
         json_decref(parts);
-        wrong_type(t->e, path, "a string or an array of text blocks");
+        tram_api_wrong_type(t->e, path, "a string or an array of text blocks");
         return NULL;
     }
     size_t i;
@@ -174,7 +163,7 @@ static int tool_result(translation *t, const json_t *b, const char *path, int fr
     char param[sizeof(t->e->param)];
     const json_t *is_error = member(b, path, "is_error", param, sizeof(param));
     if (is_error && !json_is_boolean(is_error))
-        return wrong_type(t->e, param, "a boolean");
+        return tram_api_wrong_type(t->e, param, "a boolean");
     const json_t *content = member(b, path, "content", param, sizeof(param));
     json_t *empty = json_string("");
     json_t *parts = text_parts(t, content ? content : empty, param);
@@ -183,7 +172,7 @@ static int tool_result(translation *t, const json_t *b, const char *path, int fr
         return -1;
     if (json_is_true(is_error) && json_array_insert_new(parts, 0, json_pack("{s:s, s:s}", "type", "text", "text", "Error:"))) {
         json_decref(parts);
-        return out_of_memory(t->e);
+        return tram_api_out_of_memory(t->e);
     }
     return add_message(t, json_pack("{s:s, s:s, s:o}", "role", "tool", "tool_call_id", id, "content", parts), from);
 }
@@ -198,14 +187,14 @@ static int tool_use(translation *t, const json_t *b, const char *path, json_t *c
     char param[sizeof(t->e->param)];
     const json_t *input = member(b, path, "input", param, sizeof(param));
     if (!json_is_object(input))
-        return wrong_type(t->e, param, "an object");
+        return tram_api_wrong_type(t->e, param, "an object");
     char *arguments = json_dumps(input, JSON_COMPACT);
     json_t *call = arguments ? json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function",
                                          "name", name, "arguments", arguments)
                              : NULL;
     free(arguments);
     if (!call || json_array_append_new(calls, call))
-        return out_of_memory(t->e);
+        return tram_api_out_of_memory(t->e);
     return 0;
 }
 
@@ -218,7 +207,7 @@ static int user_turn(translation *t, const json_t *blocks, const char *path, int
     json_t *parts = json_array();
     size_t i;
     const json_t *b;
-    int rc = parts ? 0 : out_of_memory(t->e), results = 0;
+    int rc = parts ? 0 : tram_api_out_of_memory(t->e), results = 0;
     json_array_foreach(blocks, i, b) {
         char at[sizeof(t->e->param)];
         const char *type;
@@ -233,7 +222,7 @@ static int user_turn(translation *t, const json_t *blocks, const char *path, int
         if (json_array_size(parts)) {  /* text before a result stays before it */
             rc = add_message(t, json_pack("{s:s, s:o}", "role", "user", "content", parts), from);
             parts = json_array();
-            rc = rc ? rc : parts ? 0 : out_of_memory(t->e);
+            rc = rc ? rc : parts ? 0 : tram_api_out_of_memory(t->e);
         }
         rc = rc ? rc : tool_result(t, b, at, from);
     }
@@ -250,7 +239,7 @@ static int assistant_turn(translation *t, const json_t *blocks, const char *path
     json_t *parts = json_array(), *calls = json_array();
     size_t i;
     const json_t *b;
-    int rc = parts && calls ? 0 : out_of_memory(t->e);
+    int rc = parts && calls ? 0 : tram_api_out_of_memory(t->e);
     json_array_foreach(blocks, i, b) {
         char at[sizeof(t->e->param)];
         const char *type;
@@ -276,8 +265,7 @@ static int message(translation *t, const json_t *m, int i)
         return -1;
     const json_t *content = member(m, path, "content", param, sizeof(param));
     if (!content)
-        return tram_api_fail(t->e, 400, param, "missing_required_parameter", "Missing required parameter: '%s'.",
-                             param);
+        return tram_api_missing(t->e, param);
     if (!strcmp(role, "system")) {
         json_t *parts = text_parts(t, content, param);
         return parts ? add_message(t, json_pack("{s:s, s:o}", "role", "system", "content", parts), i) : -1;
@@ -291,7 +279,7 @@ static int message(translation *t, const json_t *m, int i)
                                              : json_incref((json_t *)content);
     if (!json_is_array(blocks)) {
         json_decref(blocks);
-        return wrong_type(t->e, param, "a string or an array of content blocks");
+        return tram_api_wrong_type(t->e, param, "a string or an array of content blocks");
     }
     int rc = !strcmp(role, "user") ? user_turn(t, blocks, param, i) : assistant_turn(t, blocks, param, i);
     json_decref(blocks);
@@ -317,10 +305,9 @@ static int translate_messages(translation *t, const json_t *body)
     }
     const json_t *v = member(body, "", "messages", param, sizeof(param));
     if (!v)
-        return tram_api_fail(t->e, 400, "messages", "missing_required_parameter",
-                             "Missing required parameter: 'messages'.");
+        return tram_api_missing(t->e, "messages");
     if (!json_is_array(v))
-        return wrong_type(t->e, "messages", "an array");
+        return tram_api_wrong_type(t->e, "messages", "an array");
     if (!json_array_size(v))
         return tram_api_fail(t->e, 400, "messages", "empty_array",
                              "Invalid 'messages': empty array. Expected at least one message.");
@@ -330,7 +317,7 @@ static int translate_messages(translation *t, const json_t *body)
     if (is_prefill(t->messages) &&
         (json_object_set_new(t->chat, "continue_final_message", json_true()) ||
          json_object_set_new(t->chat, "add_generation_prompt", json_false())))
-        return out_of_memory(t->e);
+        return tram_api_out_of_memory(t->e);
     return 0;
 }
 
@@ -341,7 +328,7 @@ static json_t *function_tool(translation *t, const json_t *tool, const char *pat
     const char *type = NULL, *name = NULL, *description = NULL;
     char param[sizeof(t->e->param)];
     if (!json_is_object(tool)) {
-        wrong_type(t->e, path, "an object");
+        tram_api_wrong_type(t->e, path, "an object");
         return NULL;
     }
     if (get_string(tool, path, "type", 0, &type, t->e) < 0)
@@ -358,7 +345,7 @@ static json_t *function_tool(translation *t, const json_t *tool, const char *pat
         return NULL;
     const json_t *schema = member(tool, path, "input_schema", param, sizeof(param));
     if (!json_is_object(schema)) {
-        wrong_type(t->e, param, "a JSON Schema object");
+        tram_api_wrong_type(t->e, param, "a JSON Schema object");
         return NULL;
     }
     json_t *fn = json_pack("{s:s, s:O}", "name", name, "parameters", schema);
@@ -369,7 +356,7 @@ static json_t *function_tool(translation *t, const json_t *tool, const char *pat
         json_object_set(fn, "strict", (json_t *)strict);
     json_t *out = fn ? json_pack("{s:s, s:o}", "type", "function", "function", fn) : NULL;
     if (!out)
-        out_of_memory(t->e);
+        tram_api_out_of_memory(t->e);
     return out;
 }
 
@@ -380,10 +367,10 @@ static int translate_tools(translation *t, const json_t *body)
     if (!v)
         return 0;
     if (!json_is_array(v))
-        return wrong_type(t->e, "tools", "an array");
+        return tram_api_wrong_type(t->e, "tools", "an array");
     json_t *tools = json_array();
     if (!tools || json_object_set_new(t->chat, "tools", tools))
-        return out_of_memory(t->e);
+        return tram_api_out_of_memory(t->e);
     for (size_t i = 0; i < json_array_size(v); i++) {
         char path[32];
         snprintf(path, sizeof(path), "tools[%zu]", i);
@@ -419,12 +406,12 @@ static int translate_tool_choice(translation *t, const json_t *body)
                              "Invalid value for 'tool_choice.type': expected 'auto', 'any', 'tool' or 'none'.");
     }
     if (json_object_set_new(t->chat, "tool_choice", choice))
-        return out_of_memory(t->e);
+        return tram_api_out_of_memory(t->e);
     const json_t *serial = member(v, "tool_choice", "disable_parallel_tool_use", param, sizeof(param));
     if (serial && !json_is_boolean(serial))
-        return wrong_type(t->e, param, "a boolean");
+        return tram_api_wrong_type(t->e, param, "a boolean");
     if (json_is_true(serial) && json_object_set_new(t->chat, "parallel_tool_calls", json_false()))
-        return out_of_memory(t->e);
+        return tram_api_out_of_memory(t->e);
     return 0;
 }
 
@@ -452,10 +439,10 @@ static int translate_output_config(translation *t, const json_t *body)
                              "Invalid value for 'output_config.format.type': expected 'json_schema'.");
     const json_t *schema = member(format, param, "schema", param, sizeof(param));
     if (!json_is_object(schema))
-        return wrong_type(t->e, "output_config.format.schema", "a JSON Schema object");
+        return tram_api_wrong_type(t->e, "output_config.format.schema", "a JSON Schema object");
     json_t *rf = json_pack("{s:s, s:{s:s, s:O}}", "type", "json_schema", "json_schema", "name", "output", "schema",
                            schema);
-    return !rf || json_object_set_new(t->chat, "response_format", rf) ? out_of_memory(t->e) : 0;
+    return !rf || json_object_set_new(t->chat, "response_format", rf) ? tram_api_out_of_memory(t->e) : 0;
 }
 
 /* The fields chat reads under the same name and meaning. */
@@ -464,8 +451,7 @@ static int copy_scalars(translation *t, const json_t *body, int count_only)
     static const char *const same[] = {"model", "max_tokens", "temperature", "top_p", "top_k", "stream"};
     const json_t *max_tokens = json_object_get(body, "max_tokens");
     if (!count_only && (!max_tokens || json_is_null(max_tokens)))
-        return tram_api_fail(t->e, 400, "max_tokens", "missing_required_parameter",
-                             "Missing required parameter: 'max_tokens'.");
+        return tram_api_missing(t->e, "max_tokens");
     const json_t *temperature = json_object_get(body, "temperature");
     if (json_is_number(temperature) && !(json_number_value(temperature) >= 0 && json_number_value(temperature) <= 1))
         return tram_api_fail(t->e, 400, "temperature", "invalid_value",
@@ -473,13 +459,13 @@ static int copy_scalars(translation *t, const json_t *body, int count_only)
     for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
         json_t *v = json_object_get(body, same[i]);
         if (v && json_object_set(t->chat, same[i], v))
-            return out_of_memory(t->e);
+            return tram_api_out_of_memory(t->e);
     }
     const json_t *stops = json_object_get(body, "stop_sequences");
     if (stops && !json_is_null(stops) && !json_is_array(stops))
-        return wrong_type(t->e, "stop_sequences", "an array of strings");
+        return tram_api_wrong_type(t->e, "stop_sequences", "an array of strings");
     if (json_array_size(stops) && json_object_set(t->chat, "stop", (json_t *)stops))
-        return out_of_memory(t->e);
+        return tram_api_out_of_memory(t->e);
     return 0;
 }
 
@@ -490,7 +476,7 @@ static int translate(translation *t, const json_t *body, int count_only)
     if (!t->chat || !t->messages || json_object_set_new(t->chat, "messages", t->messages)) {
         if (!t->chat)
             json_decref(t->messages);
-        return out_of_memory(t->e);
+        return tram_api_out_of_memory(t->e);
     }
     if (tram_api_check_fields(body, count_only ? TRAM_FIELD_COUNT_TOKENS : TRAM_FIELD_MESSAGES, t->ignored,
                               sizeof(t->ignored), t->e))
@@ -532,7 +518,7 @@ json_t *tram_msgs_to_chat(const json_t *body, int count_only, tram_msgs_translat
     translation *t = calloc(1, sizeof(*t));
     *out = t;
     if (!t) {
-        out_of_memory(e);
+        tram_api_out_of_memory(e);
         return NULL;
     }
     t->e = e;

@@ -12,7 +12,7 @@ int tram_prompt_render_chat(const tram_chat_template *ct, const tram_api_request
     int n = r->num_messages;
     tram_chat_msg *msgs = calloc((size_t)n, sizeof(*msgs));
     if (!msgs)
-        return tram_api_fail(err, 500, NULL, NULL, "Out of memory.");
+        return tram_api_out_of_memory(err);
     for (int i = 0; i < n; i++)
         msgs[i] = (tram_chat_msg){.role = m[i].role,
                                   .content = m[i].content,

@@ -192,14 +192,14 @@ json_t *tram_responses_response(void *state, const tram_dialect_end *end, tram_a
     if (end->error) {   /* a background response that failed as a whole */
         fail_with(st, end->error);
     } else if (read_reply(st, end)) {
-        tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(e);
         return NULL;
     }
     json_t *r = response_object(st, status_of(st));
     if (r)
         store_response(st, r);
     else
-        tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(e);
     return r;
 }
 

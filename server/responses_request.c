@@ -25,12 +25,6 @@
 #include "server/responses_state.h"
 #include "server/state.h"
 
-static int type_error(tram_api_error *e, const char *param, const char *expected)
-{
-    return tram_api_fail(e, 400, param, "invalid_type", "Invalid type for '%s': expected %s.", param,
-                         expected);
-}
-
 static const char *string_at(const json_t *o, const char *key)
 {
     return json_string_value(json_object_get(o, key));
@@ -44,10 +38,9 @@ static int required_string(const json_t *o, const char *key, const char *path, c
     snprintf(param, sizeof(param), "%s.%s", path, key);
     const json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v))
-        return tram_api_fail(e, 400, param, "missing_required_parameter",
-                             "Missing required parameter: '%s'.", param);
+        return tram_api_missing(e, param);
     if (!json_is_string(v))
-        return type_error(e, param, "a string");
+        return tram_api_wrong_type(e, param, "a string");
     *out = json_string_value(v);
     return 0;
 }
@@ -63,7 +56,7 @@ static json_t *content_text(const json_t *content, const char *path, tram_respon
     if (json_is_string(content))
         return json_incref((json_t *)content);
     if (!json_is_array(content)) {
-        type_error(e, param, "a string or an array of content parts");
+        tram_api_wrong_type(e, param, "a string or an array of content parts");
         return NULL;
     }
     tram_strbuf text = {0};
@@ -74,7 +67,7 @@ static json_t *content_text(const json_t *content, const char *path, tram_respon
         snprintf(at, sizeof(at), "%s[%zu]", param, i);
         const char *type = string_at(part, "type"), *piece;
         if (!json_is_object(part)) {
-            type_error(e, at, "an object");
+            tram_api_wrong_type(e, at, "an object");
             tram_strbuf_free(&text);
             return NULL;
         }
@@ -97,7 +90,7 @@ static json_t *content_text(const json_t *content, const char *path, tram_respon
     json_t *out = joined ? json_string(joined) : NULL;
     free(joined);
     if (!out)
-        tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(e);
     return out;
 }
 
@@ -121,7 +114,7 @@ static json_t *message_of(const json_t *item, const char *path, tram_responses_s
     if (!content) {
         char param[128];
         snprintf(param, sizeof(param), "%s.content", path);
-        tram_api_fail(e, 400, param, "missing_required_parameter", "Missing required parameter: '%s'.", param);
+        tram_api_missing(e, param);
         return NULL;
     }
     json_t *text = content_text(content, path, st, e);
@@ -140,7 +133,7 @@ static json_t *tool_message_of(const json_t *item, const char *path, tram_respon
     if (!output || json_is_null(output)) {
         char param[128];
         snprintf(param, sizeof(param), "%s.output", path);
-        tram_api_fail(e, 400, param, "missing_required_parameter", "Missing required parameter: '%s'.", param);
+        tram_api_missing(e, param);
     } else if (!(text = content_text(output, path, st, e))) {
         snprintf(e->param, sizeof(e->param), "%s.output", path);  /* content_text names ".content" */
     }
@@ -163,7 +156,7 @@ static json_t *tool_call_of(const json_t *item, const char *path, tram_responses
 static int add_message(json_t *messages, json_t *paths, json_t *m, const char *path, tram_api_error *e)
 {
     if (!m || json_array_append_new(messages, m) || json_array_append_new(paths, json_string(path)))
-        return e->status ? -1 : tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return e->status ? -1 : tram_api_out_of_memory(e);
     return 0;
 }
 
@@ -181,20 +174,20 @@ static int add_tool_call(json_t *messages, json_t *paths, json_t *call, const ch
     json_t *calls = json_object_get(last, "tool_calls");
     if (!calls)
         json_object_set_new(last, "tool_calls", calls = json_array());
-    return json_array_append_new(calls, call) ? tram_api_fail(e, 500, NULL, NULL, "Out of memory.") : 0;
+    return json_array_append_new(calls, call) ? tram_api_out_of_memory(e) : 0;
 }
 
 static int add_item(json_t *messages, json_t *paths, const json_t *item, const char *path, tram_responses_state *st,
                     tram_api_error *e)
 {
     if (!json_is_object(item))
-        return type_error(e, path, "an input item (an object)");
+        return tram_api_wrong_type(e, path, "an input item (an object)");
     const json_t *type = json_object_get(item, "type");
     const char *t = json_string_value(type);
     char param[128];
     snprintf(param, sizeof(param), "%s.type", path);
     if (type && !t)
-        return type_error(e, param, "a string");
+        return tram_api_wrong_type(e, param, "a string");
     if (!t || !strcmp(t, "message"))
         return add_message(messages, paths, message_of(item, path, st, e), path, e);
     if (!strcmp(t, "function_call"))
@@ -211,13 +204,13 @@ static json_t *input_items(const json_t *body, tram_api_error *e)
 {
     const json_t *input = json_object_get(body, "input");
     if (!input || json_is_null(input)) {
-        tram_api_fail(e, 400, "input", "missing_required_parameter", "Missing required parameter: 'input'.");
+        tram_api_missing(e, "input");
         return NULL;
     }
     if (json_is_string(input))
         return json_pack("[{s:s, s:O}]", "role", "user", "content", input);
     if (!json_is_array(input)) {
-        type_error(e, "input", "a string or an array of input items");
+        tram_api_wrong_type(e, "input", "a string or an array of input items");
         return NULL;
     }
     return json_deep_copy(input);
@@ -231,7 +224,7 @@ static json_t *earlier_items(const json_t *body, const tram_responses_state *st,
     if (!prev || json_is_null(prev))
         return json_array();
     if (!json_is_string(prev)) {
-        type_error(e, "previous_response_id", "a string");
+        tram_api_wrong_type(e, "previous_response_id", "a string");
         return NULL;
     }
     char *text = NULL;
@@ -250,7 +243,7 @@ static json_t *earlier_items(const json_t *body, const tram_responses_state *st,
     json_t *items = json_loads(text, 0, NULL);
     free(text);
     if (!items)
-        tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(e);
     return items;
 }
 
@@ -263,7 +256,7 @@ static json_t *chat_messages(const json_t *body, tram_responses_state *st, const
     if (instructions && !json_is_null(instructions)) {
         if (!json_is_string(instructions)) {
             json_decref(messages);
-            type_error(e, "instructions", "a string");
+            tram_api_wrong_type(e, "instructions", "a string");
             return NULL;
         }
         if (add_message(messages, st->message_paths, json_pack("{s:s, s:O}", "role", "system", "content",
@@ -299,7 +292,7 @@ static int check_object(const json_t *v, tram_api_object_id id, const char *path
                         tram_api_error *e)
 {
     if (!json_is_object(v))
-        return type_error(e, path, "an object");
+        return tram_api_wrong_type(e, path, "an object");
     return tram_api_check_object(v, id, path, st->ignored, sizeof(st->ignored), e);
 }
 
@@ -319,7 +312,7 @@ static json_t *chat_tool(const json_t *tool, const char *path, tram_responses_st
     if (check_object(tool, TRAM_OBJ_RESP_TOOL, path, st, e))
         return NULL;
     if (!type) {
-        tram_api_fail(e, 400, param, "missing_required_parameter", "Missing required parameter: '%s'.", param);
+        tram_api_missing(e, param);
         return NULL;
     }
     json_t *fn = json_deep_copy(tool);
@@ -333,7 +326,7 @@ static int copy_tools(const json_t *body, json_t *chat, tram_responses_state *st
     if (!tools || json_is_null(tools))
         return 0;
     if (!json_is_array(tools))
-        return type_error(e, "tools", "an array");
+        return tram_api_wrong_type(e, "tools", "an array");
     json_t *out = json_array();
     json_object_set_new(chat, "tools", out);
     size_t i;
@@ -422,7 +415,7 @@ static int wants_logprobs(const json_t *body, tram_api_error *e)
     if (!include || json_is_null(include))
         return 0;
     if (!json_is_array(include))
-        return type_error(e, "include", "an array of strings");
+        return tram_api_wrong_type(e, "include", "an array of strings");
     int want = 0;
     size_t i;
     const json_t *v;
@@ -431,7 +424,7 @@ static int wants_logprobs(const json_t *body, tram_api_error *e)
         snprintf(at, sizeof(at), "include[%zu]", i);
         const char *entry = json_string_value(v);
         if (!entry)
-            return type_error(e, at, "a string");
+            return tram_api_wrong_type(e, at, "a string");
         if (!strcmp(entry, "message.output_text.logprobs"))
             want = 1;
         else if (!includes_nothing(entry))
@@ -494,7 +487,7 @@ static int read_background(const json_t *body, tram_responses_state *st, tram_ap
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_boolean(v))
-        return type_error(e, "background", "a boolean");
+        return tram_api_wrong_type(e, "background", "a boolean");
     st->background = json_is_true(v);
     if (st->background && !st->store)
         return tram_api_fail(e, 400, "background", "invalid_value", "Invalid value for 'background': a "
@@ -514,7 +507,7 @@ static int read_own_fields(const json_t *body, tram_responses_state *st, tram_se
         return -1;
     const json_t *store = json_object_get(body, "store");
     if (store && !json_is_null(store) && !json_is_boolean(store))
-        return type_error(e, "store", "a boolean");
+        return tram_api_wrong_type(e, "store", "a boolean");
     st->store = json_is_false(store) ? NULL : s->responses;
     if (read_background(body, st, e))
         return -1;
@@ -523,10 +516,10 @@ static int read_own_fields(const json_t *body, tram_responses_state *st, tram_se
         const char *key;
         const json_t *v;
         if (!json_is_object(meta))
-            return type_error(e, "metadata", "an object of strings");
+            return tram_api_wrong_type(e, "metadata", "an object of strings");
         json_object_foreach((json_t *)meta, key, v) {
             if (!json_is_string(v))
-                return type_error(e, "metadata", "an object of strings");
+                return tram_api_wrong_type(e, "metadata", "an object of strings");
         }
     }
     return 0;
@@ -598,7 +591,7 @@ static json_t *build_chat(const tram_dialect_request *in, tram_responses_state *
     json_decref(input);
     if (chat && (!st->items || !st->echo)) {
         json_decref(chat);
-        tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(e);
         return NULL;
     }
     return chat;
@@ -609,7 +602,7 @@ json_t *tram_responses_to_chat(const tram_dialect_request *in, void **state, tra
     tram_responses_state *st = calloc(1, sizeof(*st));
     *state = st;
     if (!st || !(st->message_paths = json_array()) || !(st->output = json_array())) {
-        tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        tram_api_out_of_memory(e);
         return NULL;
     }
     snprintf(st->tenant, sizeof(st->tenant), "%s", in->tenant);

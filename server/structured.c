@@ -48,8 +48,7 @@ static int read_json_schema(const json_t *rf, constraint *c, int *n, tram_api_er
         return -1;
     const json_t *schema = json_object_get(js, "schema");
     if (!schema)
-        return tram_api_fail(e, 400, "response_format.json_schema.schema", "missing_required_parameter",
-                             "Missing required parameter: 'response_format.json_schema.schema'.");
+        return tram_api_missing(e, "response_format.json_schema.schema");
     return found(c, n, KIND_JSON, schema, "response_format.json_schema.schema", e);
 }
 

@@ -116,7 +116,7 @@ char *tram_tool_grammar_gbnf(tram_tool_format f, const tram_api_tools *t, tram_a
     tram_strbuf_cat(&b, "\n", calls.s ? calls.s : "", NULL);
     free(calls.s);
     if (!rc && (b.oom || calls.oom))
-        rc = tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        rc = tram_api_out_of_memory(e);
     if (rc) {
         free(b.s);
         return NULL;
@@ -143,7 +143,7 @@ int tram_tool_validators(const tram_api_tools *t, tram_jv_schema ***out, tram_ap
     size_t n = json_array_size(t->tools);
     tram_jv_schema **v = calloc(n ? n : 1, sizeof(*v));
     if (!v)
-        return tram_api_fail(e, 500, NULL, NULL, "Out of memory.");
+        return tram_api_out_of_memory(e);
     *out = v;
     for (size_t i = 0; i < n; i++) {
         char *schema = parameters_text(json_object_get(json_array_get(t->tools, i), "function"));
