@@ -11,6 +11,7 @@
 #include "engine/tram.h"
 #include "models/model.h"
 #include "models/presets.h"
+#include "tests/unit/test_util.h"
 
 #define BLOCK 16
 
@@ -200,8 +201,7 @@ Test(dummy, engine_samples_only_ids_its_tokenizer_decodes, .timeout = 120)
     int got = 0;
     while (tram_engine_has_unfinished(e)) {
         const tram_output *outs;
-        int n;
-        cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
+        int n = test_step(e, &outs);
         for (int k = 0; k < n; k++)
             for (int t = 0; t < outs[k].num_tokens; t++, got++)
                 cr_assert(outs[k].token_ids[t] >= 0 && outs[k].token_ids[t] < 1200, "sampled id %d",

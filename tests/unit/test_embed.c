@@ -12,6 +12,7 @@
 
 #include "engine/tram.h"
 #include "models/model.h"
+#include "tests/unit/test_util.h"
 
 #define EMBED_DIR "tests/fixtures/embed/"
 #define ST_DIR EMBED_DIR "qwen3-st"
@@ -39,10 +40,7 @@ static tram_engine *make_engine(const char *path, tram_pooling pooling, int max_
     c.pooling = pooling;
     if (max_batched)
         c.max_num_batched_tokens = c.max_num_seqs = max_batched;
-    tram_error err = {{0}};
-    tram_engine *e = NULL;
-    cr_assert_eq(tram_engine_create(&e, &c, path, &err), 0, "%s", err.msg);
-    return e;
+    return test_engine_create(&c, path);
 }
 
 typedef struct {
@@ -51,26 +49,24 @@ typedef struct {
     int done[MAX_CASES + 1];
 } vectors;
 
-/* Steps until nothing is left; request ids index out. */
+/* A test_output_visitor: request ids index the vectors ctx points to. */
+static void record_vector(const tram_output *o, void *ctx)
+{
+    vectors *out = ctx;
+    if (!o->embedding)
+        return;
+    cr_assert_eq(o->finish_reason, TRAM_FINISH_STOP);
+    cr_assert_eq(o->num_tokens, 0);
+    cr_assert_eq(o->completion_tokens, 0);
+    memcpy(out->v[o->request_id], o->embedding, (size_t)o->embedding_dim * sizeof(float));
+    out->dim[o->request_id] = o->embedding_dim;
+    out->done[o->request_id]++;
+}
+
+/* Steps until nothing is left. */
 static void drain(tram_engine *e, vectors *out)
 {
-    tram_error err = {{0}};
-    while (tram_engine_has_unfinished(e)) {
-        const tram_output *outs;
-        int n;
-        cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
-        for (int i = 0; i < n; i++) {
-            const tram_output *o = &outs[i];
-            if (!o->embedding)
-                continue;
-            cr_assert_eq(o->finish_reason, TRAM_FINISH_STOP);
-            cr_assert_eq(o->num_tokens, 0);
-            cr_assert_eq(o->completion_tokens, 0);
-            memcpy(out->v[o->request_id], o->embedding, (size_t)o->embedding_dim * sizeof(float));
-            out->dim[o->request_id] = o->embedding_dim;
-            out->done[o->request_id]++;
-        }
-    }
+    test_drain(e, record_vector, out);
 }
 
 static int case_ids(const json_t *c, int32_t *ids, int cap)

@@ -31,16 +31,13 @@ static void tp2(void) { tensor_parallel = 2; }
 
 static tram_engine *make_engine(tram_engine_config *c)
 {
-    tram_error err = {{0}};
-    tram_engine *e = NULL;
     c->num_threads = 1;
     if (tensor_parallel > 1) {
         c->tensor_parallel_size = tensor_parallel;
         snprintf(c->load_format, sizeof(c->load_format), "dummy");
         snprintf(c->preset, sizeof(c->preset), "tests/fixtures/tp/llama-gqa.json");
     }
-    cr_assert_eq(tram_engine_create(&e, c, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
-    return e;
+    return test_engine_create(c, TRAM_DEFAULT_MODEL);
 }
 
 static tram_engine_config base_config(void)
@@ -53,9 +50,10 @@ static tram_engine_config base_config(void)
     return c;
 }
 
-static void collect(const tram_output *o, result *res)
+/* A test_output_visitor: request ids index the results ctx points to. */
+static void collect(const tram_output *o, void *ctx)
 {
-    result *r = &res[o->request_id];
+    result *r = (result *)ctx + o->request_id;
     int s = o->sample_index;
     for (int i = 0; i < o->num_tokens; i++) {
         cr_assert_lt(r->n[s], MAXOUT);
@@ -73,21 +71,21 @@ static void collect(const tram_output *o, result *res)
 
 static void drain(tram_engine *e, result *res)
 {
-    tram_error err = {{0}};
-    while (tram_engine_has_unfinished(e)) {
-        const tram_output *outs;
-        int n;
-        cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
-        for (int i = 0; i < n; i++)
-            collect(&outs[i], res);
-    }
+    test_drain(e, collect, res);
+}
+
+/* One step, its outputs collected into res. */
+static void step_into(tram_engine *e, result *res)
+{
+    const tram_output *outs;
+    int n = test_step(e, &outs);
+    for (int i = 0; i < n; i++)
+        collect(&outs[i], res);
 }
 
 static void add(tram_engine *e, uint64_t id, const char *text, const tram_sampling_params *p)
 {
-    tram_error err = {{0}};
-    tram_prompt pr = {.text = text};
-    cr_assert_eq(tram_engine_add_request(e, id, &pr, p, 0, &err), 0, "%s", err.msg);
+    test_add_request(e, id, (tram_prompt){.text = text}, p);
 }
 
 /* Returns the stats it checked. */
@@ -284,9 +282,7 @@ Test(engine, seeded_sampling_ignores_batch_and_n_shares_blocks, .timeout = 300)
     add(e, 0, long_prompt, &p);
     /* after the first step the 4 samples exist and share the full prompt blocks */
     const tram_output *outs;
-    int n;
-    tram_error err;
-    cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
+    int n = test_step(e, &outs);
     cr_assert_eq(n, 4);
     for (int i = 0; i < n; i++)
         collect(&outs[i], alone);
@@ -296,7 +292,7 @@ Test(engine, seeded_sampling_ignores_batch_and_n_shares_blocks, .timeout = 300)
     cr_assert_eq(s.num_blocks_total - s.num_blocks_free, full + (prompt_len % 16 ? 1 : 0),
                  "before the samples diverge only the parent holds blocks");
     drain(e, alone);
-    cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0); /* frees the finished request */
+    test_step(e, &outs); /* frees the finished request */
     assert_no_leak(e);
     /* the same seeded request amid others, unseeded and seeded differently */
     tram_sampling_params other = p;
@@ -305,11 +301,8 @@ Test(engine, seeded_sampling_ignores_batch_and_n_shares_blocks, .timeout = 300)
     add(e, 1, "Once upon a time", &other);
     other.has_seed = 0;
     add(e, 2, "The weather today", &other);
-    for (int i = 0; i < 2; i++) {
-        cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0);
-        for (int k = 0; k < n; k++)
-            collect(&outs[k], crowd);
-    }
+    for (int i = 0; i < 2; i++)
+        step_into(e, crowd);
     add(e, 0, long_prompt, &p);
     add(e, 3, "Another story begins", &other);
     drain(e, crowd);
@@ -330,14 +323,8 @@ Test(engine, abort_frees_and_reports_once, .timeout = 120)
     tram_sampling_params p = test_greedy_params(12);
     add(e, 0, "Hello there", &p);
     add(e, 1, "General Kenobi", &p);
-    const tram_output *outs;
-    int n;
-    tram_error err;
-    for (int i = 0; i < 2; i++) {
-        cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0);
-        for (int k = 0; k < n; k++)
-            collect(&outs[k], res);
-    }
+    for (int i = 0; i < 2; i++)
+        step_into(e, res);
     cr_assert_eq(tram_engine_abort(e, 1), 0);
     cr_assert_eq(tram_engine_abort(e, 1), -1, "aborting twice must fail");
     cr_assert_eq(tram_engine_abort(e, 42), -1);

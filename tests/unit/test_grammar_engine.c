@@ -13,6 +13,7 @@
 #include "grammar/json_schema.h"
 #include "cli/defaults.h"
 #include "tokenizer/tokenizer.h"
+#include "tests/unit/test_util.h"
 
 #define MAXOUT 160
 #define NREQ 6
@@ -34,10 +35,7 @@ static tram_engine *engine(int num_kv_blocks)
     c.num_kv_blocks = num_kv_blocks;
     c.max_num_seqs = 16;
     c.num_threads = 1;
-    tram_engine *e = NULL;
-    tram_error err = {{0}};
-    cr_assert_eq(tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
-    return e;
+    return test_engine_create(&c, TRAM_DEFAULT_MODEL);
 }
 
 static tram_grammar *schema_grammar(tram_engine *e, const char *schema)
@@ -51,32 +49,29 @@ static tram_grammar *schema_grammar(tram_engine *e, const char *schema)
     return g;
 }
 
-static void drain(tram_engine *e, result *res)
+/* A test_output_visitor: request ids index the results ctx points to. */
+static void collect(const tram_output *o, void *ctx)
 {
-    tram_error err = {{0}};
-    while (tram_engine_has_unfinished(e)) {
-        const tram_output *outs;
-        int n;
-        cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
-        for (int i = 0; i < n; i++) {
-            const tram_output *o = &outs[i];
-            result *r = &res[o->request_id];
-            int s = o->sample_index;
-            for (int k = 0; k < o->num_tokens; k++) {
-                cr_assert_lt(r->n[s], MAXOUT);
-                r->toks[s][r->n[s]++] = o->token_ids[k];
-                if (o->logprobs) {
-                    r->logprob_sum[s] += o->logprobs[k].logprob;
-                    for (int a = 0; a < o->logprobs[k].num_top; a++)
-                        r->infinite_alternatives += !isfinite(o->logprobs[k].top[a].logprob);
-                }
-            }
-            cr_assert_lt(strlen(r->text[s]) + o->text_len, sizeof(r->text[s]));
-            strcat(r->text[s], o->text);
-            if (o->finish_reason)
-                r->finish[s] = o->finish_reason;
+    result *r = (result *)ctx + o->request_id;
+    int s = o->sample_index;
+    for (int k = 0; k < o->num_tokens; k++) {
+        cr_assert_lt(r->n[s], MAXOUT);
+        r->toks[s][r->n[s]++] = o->token_ids[k];
+        if (o->logprobs) {
+            r->logprob_sum[s] += o->logprobs[k].logprob;
+            for (int a = 0; a < o->logprobs[k].num_top; a++)
+                r->infinite_alternatives += !isfinite(o->logprobs[k].top[a].logprob);
         }
     }
+    cr_assert_lt(strlen(r->text[s]) + o->text_len, sizeof(r->text[s]));
+    strcat(r->text[s], o->text);
+    if (o->finish_reason)
+        r->finish[s] = o->finish_reason;
+}
+
+static void drain(tram_engine *e, result *res)
+{
+    test_drain(e, collect, res);
 }
 
 static const char *const schemas[] = {
@@ -106,9 +101,7 @@ static void add(tram_engine *e, int i, tram_grammar *const *g, int n, int logpro
     p.has_seed = 1;
     p.seed = 1234 + (uint64_t)i;
     p.grammar = i % 2 == 0 ? g[(i / 2) % 3] : NULL;
-    tram_prompt pr = {.text = prompts[i % 3], .skip_bos = 1};
-    tram_error err = {{0}};
-    cr_assert_eq(tram_engine_add_request(e, (uint64_t)i, &pr, &p, 0, &err), 0, "%s", err.msg);
+    test_add_request(e, (uint64_t)i, (tram_prompt){.text = prompts[i % 3], .skip_bos = 1}, &p);
 }
 
 static void check_constrained(const result *r, int i, int samples)
@@ -205,8 +198,7 @@ Test(grammar_engine, a_dead_end_finishes_with_error_and_its_cause, .timeout = 12
         p.max_tokens = 8;
         p.temperature = 0.0f;
         p.grammar = id == 0 ? g : NULL;
-        tram_prompt pr = {.text = prompts[0], .skip_bos = 1};
-        cr_assert_eq(tram_engine_add_request(e, id, &pr, &p, 0, &err), 0, "%s", err.msg);
+        test_add_request(e, id, (tram_prompt){.text = prompts[0], .skip_bos = 1}, &p);
     }
     tram_grammar_release(g);
     char text[2][256] = {{0}};
@@ -214,8 +206,7 @@ Test(grammar_engine, a_dead_end_finishes_with_error_and_its_cause, .timeout = 12
     const char *cause[2] = {NULL, NULL};
     while (tram_engine_has_unfinished(e)) {
         const tram_output *outs;
-        int n;
-        cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
+        int n = test_step(e, &outs);
         for (int i = 0; i < n; i++) {
             int id = (int)outs[i].request_id;
             cr_assert_lt(strlen(text[id]) + outs[i].text_len, sizeof(text[id]));

@@ -68,18 +68,14 @@ static void expected_texts(char out[NREQ][256])
 {
     tram_engine_config c = config();
     tram_sampling_params p = test_greedy_params(NTOK);
-    tram_error err = {{0}};
-    tram_engine *e;
-    cr_assert_eq(tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
+    tram_engine *e = test_engine_create(&c, TRAM_DEFAULT_MODEL);
     for (int i = 0; i < NREQ; i++) {
-        tram_prompt pr = {.text = prompts[i]};
-        cr_assert_eq(tram_engine_add_request(e, (uint64_t)i, &pr, &p, 0, &err), 0, "%s", err.msg);
+        test_add_request(e, (uint64_t)i, (tram_prompt){.text = prompts[i]}, &p);
         out[i][0] = 0;
     }
     while (tram_engine_has_unfinished(e)) {
         const tram_output *o;
-        int n;
-        cr_assert_eq(tram_engine_step(e, &o, &n, &err), 0, "%s", err.msg);
+        int n = test_step(e, &o);
         for (int j = 0; j < n; j++)
             strncat(out[o[j].request_id], o[j].text, 255 - strlen(out[o[j].request_id]));
     }

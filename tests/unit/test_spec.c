@@ -223,15 +223,13 @@ static tram_engine *engine(const char *method, int tiny_pool)
     }
     c.spec = (tram_spec_config){.num_speculative_tokens = 4, .prompt_lookup_min = 1, .prompt_lookup_max = 3};
     snprintf(c.spec.method, sizeof(c.spec.method), "%s", method);
-    tram_error err = {{0}};
-    tram_engine *e = NULL;
-    cr_assert_eq(tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
-    return e;
+    return test_engine_create(&c, TRAM_DEFAULT_MODEL);
 }
 
-static void collect(const tram_output *o, result *res)
+/* A test_output_visitor: request ids index the results ctx points to. */
+static void collect(const tram_output *o, void *ctx)
 {
-    result *r = &res[o->request_id];
+    result *r = (result *)ctx + o->request_id;
     int s = o->sample_index;
     for (int i = 0; i < o->num_tokens; i++) {
         cr_assert_lt(r->n[s], MAXOUT);
@@ -250,14 +248,7 @@ static void collect(const tram_output *o, result *res)
 
 static tram_engine_stats drain(tram_engine *e, result *res)
 {
-    tram_error err = {{0}};
-    while (tram_engine_has_unfinished(e)) {
-        const tram_output *outs;
-        int n;
-        cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
-        for (int i = 0; i < n; i++)
-            collect(&outs[i], res);
-    }
+    test_drain(e, collect, res);
     tram_engine_stats s;
     tram_engine_stats_get(e, &s);
     cr_assert_eq(s.num_blocks_free, s.num_blocks_total, "%d blocks leaked",
@@ -267,16 +258,12 @@ static tram_engine_stats drain(tram_engine *e, result *res)
 
 static void add_ids(tram_engine *e, uint64_t id, const int32_t *ids, int n, const tram_sampling_params *p)
 {
-    tram_error err = {{0}};
-    tram_prompt pr = {.token_ids = ids, .num_tokens = n};
-    cr_assert_eq(tram_engine_add_request(e, id, &pr, p, 0, &err), 0, "%s", err.msg);
+    test_add_request(e, id, (tram_prompt){.token_ids = ids, .num_tokens = n}, p);
 }
 
 static void add_text(tram_engine *e, uint64_t id, const char *text, const tram_sampling_params *p)
 {
-    tram_error err = {{0}};
-    tram_prompt pr = {.text = text};
-    cr_assert_eq(tram_engine_add_request(e, id, &pr, p, 0, &err), 0, "%s", err.msg);
+    test_add_request(e, id, (tram_prompt){.text = text}, p);
 }
 
 static void assert_same(const result *a, const result *b, int n)
@@ -420,8 +407,8 @@ Test(spec_engine, preemption_mid_self_draft_loses_nothing, .timeout = 300) { pre
 
 #define V 16 /* tests/fixtures/spec/tiny-vocab.json's vocabulary */
 
-/* speculate: the largest batch that still speculates, 0: none */
-static tram_engine *tiny_engine(int speculate)
+/* Dummy weights over that vocabulary, without speculation. */
+static tram_engine_config tiny_config(void)
 {
     tram_engine_config c;
     tram_engine_config_init(&c);
@@ -429,26 +416,25 @@ static tram_engine *tiny_engine(int speculate)
     c.kv_cache_memory = (size_t)16 << 20;
     snprintf(c.load_format, sizeof(c.load_format), "dummy");
     snprintf(c.preset, sizeof(c.preset), "tests/fixtures/spec/tiny-vocab.json");
+    return c;
+}
+
+/* speculate: the largest batch that still speculates, 0: none */
+static tram_engine *tiny_engine(int speculate)
+{
+    tram_engine_config c = tiny_config();
     if (speculate)
         c.spec = (tram_spec_config){.method = "ngram", .num_speculative_tokens = 3,
                                     .prompt_lookup_min = 1, .prompt_lookup_max = 2,
                                     .disable_by_batch_size = speculate, .always_verify = 1};
-    tram_error err = {{0}};
-    tram_engine *e = NULL;
-    cr_assert_eq(tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, &err), 0, "%s", err.msg);
-    return e;
+    return test_engine_create(&c, TRAM_DEFAULT_MODEL);
 }
 
 /* ---------------------------------------------------------------- a draft model */
 
 static tram_engine *draft_engine(const char *draft, tram_error *err)
 {
-    tram_engine_config c;
-    tram_engine_config_init(&c);
-    c.num_threads = 1;
-    c.kv_cache_memory = (size_t)16 << 20;
-    snprintf(c.load_format, sizeof(c.load_format), "dummy");
-    snprintf(c.preset, sizeof(c.preset), "tests/fixtures/spec/tiny-vocab.json");
+    tram_engine_config c = tiny_config();
     if (draft) {
         c.spec = (tram_spec_config){.method = "draft_model", .num_speculative_tokens = 3, .always_verify = 1};
         snprintf(c.spec.model, sizeof(c.spec.model), "%s", draft);
@@ -649,10 +635,7 @@ static void tiny_logits(float *logits)
     p.logprobs = V;
     add_ids(e, 0, law_prompt, TRAM_ARRAY_LEN(law_prompt), &p);
     const tram_output *outs;
-    int n;
-    tram_error err = {{0}};
-    cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
-    cr_assert_eq(n, 1);
+    cr_assert_eq(test_step(e, &outs), 1);
     cr_assert_eq(outs[0].logprobs[0].num_top, V);
     for (int i = 0; i < V; i++)
         logits[outs[0].logprobs[0].top[i].token] = outs[0].logprobs[0].top[i].logprob;
@@ -740,22 +723,23 @@ typedef struct {
     int n;
 } two_tokens;
 
-static void run_law(tram_engine *e, two_tokens *got, int32_t after, float *target)
+typedef struct {
+    two_tokens *got;  /* indexed by request id */
+    int32_t after;
+    float *target;
+} law_run;
+
+/* A test_output_visitor recording into the law_run ctx points to. */
+static void record_law(const tram_output *o, void *ctx)
 {
-    tram_error err = {{0}};
-    while (tram_engine_has_unfinished(e)) {
-        const tram_output *outs;
-        int n;
-        cr_assert_eq(tram_engine_step(e, &outs, &n, &err), 0, "%s", err.msg);
-        for (int i = 0; i < n; i++)
-            for (int t = 0; t < outs[i].num_tokens; t++) {
-                two_tokens *g = &got[outs[i].request_id];
-                const tram_logprob_entry *lp = &outs[i].logprobs[t];
-                if (g->n == 1 && g->toks[0] == after)
-                    for (int k = 0; k < lp->num_top; k++)
-                        target[lp->top[k].token] = expf(lp->top[k].logprob);
-                g->toks[g->n++] = outs[i].token_ids[t];
-            }
+    law_run *run = ctx;
+    two_tokens *g = &run->got[o->request_id];
+    for (int t = 0; t < o->num_tokens; t++) {
+        const tram_logprob_entry *lp = &o->logprobs[t];
+        if (g->n == 1 && g->toks[0] == run->after)
+            for (int k = 0; k < lp->num_top; k++)
+                run->target[lp->top[k].token] = expf(lp->top[k].logprob);
+        g->toks[g->n++] = o->token_ids[t];
     }
 }
 
@@ -781,7 +765,7 @@ Test(spec_law, engine_second_token_follows_the_target, .timeout = 120)
         add_ids(e, (uint64_t)s, law_prompt, TRAM_ARRAY_LEN(law_prompt), &p);
     }
     float target[V] = {0};
-    run_law(e, got, mode, target);
+    test_drain(e, record_law, &(law_run){.got = got, .after = mode, .target = target});
     tram_engine_stats st;
     tram_engine_stats_get(e, &st);
     tram_engine_destroy(e);

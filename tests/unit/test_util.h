@@ -51,6 +51,43 @@ static inline tram_sampling_params test_greedy_params(int max_tokens)
     return p;
 }
 
+/* An engine that must load. */
+static inline tram_engine *test_engine_create(const tram_engine_config *c, const char *model)
+{
+    tram_error err = {{0}};
+    tram_engine *e = NULL;
+    cr_assert_eq(tram_engine_create(&e, c, model, &err), 0, "%s", err.msg);
+    return e;
+}
+
+/* Queues a request that must be accepted (priority 0). */
+static inline void test_add_request(tram_engine *e, uint64_t id, tram_prompt prompt, const tram_sampling_params *p)
+{
+    tram_error err = {{0}};
+    cr_assert_eq(tram_engine_add_request(e, id, &prompt, p, 0, &err), 0, "%s", err.msg);
+}
+
+/* One engine step that must succeed; returns how many outputs it made. */
+static inline int test_step(tram_engine *e, const tram_output **outs)
+{
+    tram_error err = {{0}};
+    int n;
+    cr_assert_eq(tram_engine_step(e, outs, &n, &err), 0, "%s", err.msg);
+    return n;
+}
+
+/* Steps e until nothing is left, handing each output to visit with ctx. */
+typedef void test_output_visitor(const tram_output *o, void *ctx);
+static inline void test_drain(tram_engine *e, test_output_visitor *visit, void *ctx)
+{
+    while (tram_engine_has_unfinished(e)) {
+        const tram_output *outs;
+        int n = test_step(e, &outs);
+        for (int i = 0; i < n; i++)
+            visit(&outs[i], ctx);
+    }
+}
+
 /* A CPU backend on two threads, for the suites that test its ops. */
 static inline tram_backend *test_cpu_backend(void)
 {
