@@ -36,12 +36,18 @@ static void index_path(char *out, size_t cap, const char *path, size_t i)
         out[0] = 0;
 }
 
-/* o[key] when it is present and not null, else NULL; its path in param. */
+/* o[key] when it is present and not null, else NULL. */
+static const json_t *present(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+/* present(o, key), with its path in param. */
 static const json_t *member(const json_t *o, const char *path, const char *key, char *param, size_t cap)
 {
     join_path(param, cap, path, key);
-    const json_t *v = json_object_get(o, key);
-    return v && !json_is_null(v) ? v : NULL;
+    return present(o, key);
 }
 
 /* o[key] as a string: 1 read, 0 absent (an error when required), -1. */
@@ -64,6 +70,14 @@ static int check_object(translation *t, const json_t *o, tram_api_object_id id, 
     if (!json_is_object(o))
         return tram_api_wrong_type(t->e, path, "an object");
     return tram_api_check_object(o, id, path, t->ignored, sizeof(t->ignored), t->e);
+}
+
+/* check_object, then o's required string `key` read into out: how every
+ * block, message and tool begins. */
+static int check_object_with(translation *t, const json_t *o, tram_api_object_id id, const char *path,
+                             const char *key, const char **out)
+{
+    return check_object(t, o, id, path) || get_string(o, path, key, 1, out, t->e) < 0 ? -1 : 0;
 }
 
 static int add_message(translation *t, json_t *m, int from)
@@ -109,11 +123,25 @@ static int block_type(const json_t *b, const char *path, const char *const *allo
                          why);
 }
 
+/* Block i of a content array: its path (what errors name) and its type. */
+typedef struct {
+    char path[sizeof(((tram_api_error *)0)->param)];
+    const char *type;
+} block;
+
+/* Block i of the array at path read into out; its type one of allowed. */
+static int read_block(const json_t *b, const char *path, size_t i, const char *const *allowed, block *out,
+                      tram_api_error *e)
+{
+    index_path(out->path, sizeof(out->path), path, i);
+    return block_type(b, out->path, allowed, &out->type, e);
+}
+
 /* A text block as a chat text part, appended to parts. */
 static int text_part(translation *t, const json_t *b, const char *path, json_t *parts)
 {
     const char *text = NULL;
-    if (check_object(t, b, TRAM_OBJ_MSGS_TEXT, path) || get_string(b, path, "text", 1, &text, t->e) < 0)
+    if (check_object_with(t, b, TRAM_OBJ_MSGS_TEXT, path, "text", &text))
         return -1;
     if (json_array_append_new(parts, json_pack("{s:s, s:s}", "type", "text", "text", text)))
         return tram_api_out_of_memory(t->e);
@@ -142,10 +170,8 @@ static json_t *text_parts(translation *t, const json_t *content, const char *pat
     size_t i;
     const json_t *b;
     json_array_foreach(content, i, b) {
-        char at[sizeof(t->e->param)];
-        const char *type;
-        index_path(at, sizeof(at), path, i);
-        if (block_type(b, at, text_only, &type, t->e) || text_part(t, b, at, parts)) {
+        block at;
+        if (read_block(b, path, i, text_only, &at, t->e) || text_part(t, b, at.path, parts)) {
             json_decref(parts);
             return NULL;
         }
@@ -158,7 +184,7 @@ static json_t *text_parts(translation *t, const json_t *content, const char *pat
 static int tool_result(translation *t, const json_t *b, const char *path, int from)
 {
     const char *id = NULL;
-    if (check_object(t, b, TRAM_OBJ_MSGS_TOOL_RESULT, path) || get_string(b, path, "tool_use_id", 1, &id, t->e) < 0)
+    if (check_object_with(t, b, TRAM_OBJ_MSGS_TOOL_RESULT, path, "tool_use_id", &id))
         return -1;
     char param[sizeof(t->e->param)];
     const json_t *is_error = member(b, path, "is_error", param, sizeof(param));
@@ -181,7 +207,7 @@ static int tool_result(translation *t, const json_t *b, const char *path, int fr
 static int tool_use(translation *t, const json_t *b, const char *path, json_t *calls)
 {
     const char *id = NULL, *name = NULL;
-    if (check_object(t, b, TRAM_OBJ_MSGS_TOOL_USE, path) || get_string(b, path, "id", 1, &id, t->e) < 0 ||
+    if (check_object_with(t, b, TRAM_OBJ_MSGS_TOOL_USE, path, "id", &id) ||
         get_string(b, path, "name", 1, &name, t->e) < 0)
         return -1;
     char param[sizeof(t->e->param)];
@@ -209,13 +235,11 @@ static int user_turn(translation *t, const json_t *blocks, const char *path, int
     const json_t *b;
     int rc = parts ? 0 : tram_api_out_of_memory(t->e), results = 0;
     json_array_foreach(blocks, i, b) {
-        char at[sizeof(t->e->param)];
-        const char *type;
-        index_path(at, sizeof(at), path, i);
-        if (rc || (rc = block_type(b, at, allowed, &type, t->e)))
+        block at;
+        if (rc || (rc = read_block(b, path, i, allowed, &at, t->e)))
             break;
-        if (!strcmp(type, "text")) {
-            rc = text_part(t, b, at, parts);
+        if (!strcmp(at.type, "text")) {
+            rc = text_part(t, b, at.path, parts);
             continue;
         }
         results++;
@@ -224,7 +248,7 @@ static int user_turn(translation *t, const json_t *blocks, const char *path, int
             parts = json_array();
             rc = rc ? rc : parts ? 0 : tram_api_out_of_memory(t->e);
         }
-        rc = rc ? rc : tool_result(t, b, at, from);
+        rc = rc ? rc : tool_result(t, b, at.path, from);
     }
     if (!rc && (json_array_size(parts) || !results))
         rc = add_message(t, json_pack("{s:s, s:O}", "role", "user", "content", parts), from);
@@ -241,12 +265,10 @@ static int assistant_turn(translation *t, const json_t *blocks, const char *path
     const json_t *b;
     int rc = parts && calls ? 0 : tram_api_out_of_memory(t->e);
     json_array_foreach(blocks, i, b) {
-        char at[sizeof(t->e->param)];
-        const char *type;
-        index_path(at, sizeof(at), path, i);
-        if (rc || (rc = block_type(b, at, allowed, &type, t->e)))
+        block at;
+        if (rc || (rc = read_block(b, path, i, allowed, &at, t->e)))
             break;
-        rc = !strcmp(type, "text") ? text_part(t, b, at, parts) : tool_use(t, b, at, calls);
+        rc = !strcmp(at.type, "text") ? text_part(t, b, at.path, parts) : tool_use(t, b, at.path, calls);
     }
     json_t *m = rc ? NULL : json_pack("{s:s, s:O}", "role", "assistant", "content", parts);
     if (m && json_array_size(calls))
@@ -261,7 +283,7 @@ static int message(translation *t, const json_t *m, int i)
     char path[32], param[sizeof(t->e->param)];
     snprintf(path, sizeof(path), "messages[%d]", i);
     const char *role = NULL;
-    if (check_object(t, m, TRAM_OBJ_MSGS_MESSAGE, path) || get_string(m, path, "role", 1, &role, t->e) < 0)
+    if (check_object_with(t, m, TRAM_OBJ_MSGS_MESSAGE, path, "role", &role))
         return -1;
     const json_t *content = member(m, path, "content", param, sizeof(param));
     if (!content)
@@ -296,14 +318,13 @@ static int is_prefill(const json_t *chat_messages)
 
 static int translate_messages(translation *t, const json_t *body)
 {
-    char param[32];
-    const json_t *system = member(body, "", "system", param, sizeof(param));
+    const json_t *system = present(body, "system");
     if (system) {
         json_t *parts = text_parts(t, system, "system");
         if (!parts || add_message(t, json_pack("{s:s, s:o}", "role", "system", "content", parts), -1))
             return -1;
     }
-    const json_t *v = member(body, "", "messages", param, sizeof(param));
+    const json_t *v = present(body, "messages");
     if (!v)
         return tram_api_missing(t->e, "messages");
     if (!json_is_array(v))
@@ -340,7 +361,7 @@ static json_t *function_tool(translation *t, const json_t *tool, const char *pat
                       "(name, description, input_schema) are supported.", type, param);
         return NULL;
     }
-    if (check_object(t, tool, TRAM_OBJ_MSGS_TOOL, path) || get_string(tool, path, "name", 1, &name, t->e) < 0 ||
+    if (check_object_with(t, tool, TRAM_OBJ_MSGS_TOOL, path, "name", &name) ||
         get_string(tool, path, "description", 0, &description, t->e) < 0)
         return NULL;
     const json_t *schema = member(tool, path, "input_schema", param, sizeof(param));
@@ -362,8 +383,7 @@ static json_t *function_tool(translation *t, const json_t *tool, const char *pat
 
 static int translate_tools(translation *t, const json_t *body)
 {
-    char param[32];
-    const json_t *v = member(body, "", "tools", param, sizeof(param));
+    const json_t *v = present(body, "tools");
     if (!v)
         return 0;
     if (!json_is_array(v))
@@ -385,13 +405,11 @@ static int translate_tools(translation *t, const json_t *body)
  * none; disable_parallel_tool_use is parallel_tool_calls false. */
 static int translate_tool_choice(translation *t, const json_t *body)
 {
-    char param[64];
-    const json_t *v = member(body, "", "tool_choice", param, sizeof(param));
+    const json_t *v = present(body, "tool_choice");
     if (!v)
         return 0;
     const char *type = NULL, *name = NULL;
-    if (check_object(t, v, TRAM_OBJ_MSGS_TOOL_CHOICE, "tool_choice") ||
-        get_string(v, "tool_choice", "type", 1, &type, t->e) < 0)
+    if (check_object_with(t, v, TRAM_OBJ_MSGS_TOOL_CHOICE, "tool_choice", "type", &type))
         return -1;
     json_t *choice = !strcmp(type, "auto") ? json_string("auto")
                      : !strcmp(type, "any") ? json_string("required")
@@ -407,6 +425,7 @@ static int translate_tool_choice(translation *t, const json_t *body)
     }
     if (json_object_set_new(t->chat, "tool_choice", choice))
         return tram_api_out_of_memory(t->e);
+    char param[64];
     const json_t *serial = member(v, "tool_choice", "disable_parallel_tool_use", param, sizeof(param));
     if (serial && !json_is_boolean(serial))
         return tram_api_wrong_type(t->e, param, "a boolean");
@@ -421,23 +440,22 @@ static int translate_tool_choice(translation *t, const json_t *body)
  * response_format of that schema. */
 static int translate_output_config(translation *t, const json_t *body)
 {
-    char param[64];
-    const json_t *v = member(body, "", "output_config", param, sizeof(param));
+    const json_t *v = present(body, "output_config");
     if (!v)
         return 0;
     if (check_object(t, v, TRAM_OBJ_MSGS_OUTPUT_CONFIG, "output_config"))
         return -1;
+    char param[64];
     const json_t *format = member(v, "output_config", "format", param, sizeof(param));
     const char *type = NULL;
     if (!format)
         return 0;
-    if (check_object(t, format, TRAM_OBJ_MSGS_OUTPUT_FORMAT, param) ||
-        get_string(format, param, "type", 1, &type, t->e) < 0)
+    if (check_object_with(t, format, TRAM_OBJ_MSGS_OUTPUT_FORMAT, param, "type", &type))
         return -1;
     if (strcmp(type, "json_schema"))
         return tram_api_fail(t->e, 400, "output_config.format.type", "invalid_value",
                              "Invalid value for 'output_config.format.type': expected 'json_schema'.");
-    const json_t *schema = member(format, param, "schema", param, sizeof(param));
+    const json_t *schema = present(format, "schema");
     if (!json_is_object(schema))
         return tram_api_wrong_type(t->e, "output_config.format.schema", "a JSON Schema object");
     json_t *rf = json_pack("{s:s, s:{s:s, s:O}}", "type", "json_schema", "json_schema", "name", "output", "schema",
@@ -449,8 +467,7 @@ static int translate_output_config(translation *t, const json_t *body)
 static int copy_scalars(translation *t, const json_t *body, int count_only)
 {
     static const char *const same[] = {"model", "max_tokens", "temperature", "top_p", "top_k", "stream"};
-    const json_t *max_tokens = json_object_get(body, "max_tokens");
-    if (!count_only && (!max_tokens || json_is_null(max_tokens)))
+    if (!count_only && !present(body, "max_tokens"))
         return tram_api_missing(t->e, "max_tokens");
     const json_t *temperature = json_object_get(body, "temperature");
     if (json_is_number(temperature) && !(json_number_value(temperature) >= 0 && json_number_value(temperature) <= 1))
