@@ -30,6 +30,11 @@ int tram_api_missing(tram_api_error *e, const char *param);
 int tram_api_wrong_type(tram_api_error *e, const char *param, const char *expected);
 int tram_api_out_of_memory(tram_api_error *e);
 
+/* The 503s' messages, worded once for every place that turns work away. */
+#define TRAM_API_MSG_LOADING "The model is still loading."
+#define TRAM_API_MSG_SHUTTING_DOWN "The server is shutting down."
+#define TRAM_API_MSG_OVERLOADED "The server is overloaded: too many requests are waiting. Retry later."
+
 /* Whose API an endpoint speaks, and so how its errors are shaped. */
 typedef enum { TRAM_PROTOCOL_OPENAI, TRAM_PROTOCOL_ANTHROPIC } tram_api_protocol;
 

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <event2/http.h>
+
 #define MAX_KEY_BYTES 512
 
 typedef struct {
@@ -84,6 +86,14 @@ const char *tram_api_keys_tenant(const tram_api_keys *k, const char *authorizati
         found = same ? i : found;   /* keys are unique: at most one is the same */
     }
     return found < 0 ? NULL : k->keys[found].tenant;
+}
+
+const char *tram_api_keys_request_tenant(const tram_api_keys *k, struct evhttp_request *req)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *tenant = tram_api_keys_tenant(k, evhttp_find_header(in, "Authorization"),
+                                              evhttp_find_header(in, "X-Api-Key"));
+    return tenant ? tenant : "";
 }
 
 int tram_api_keys_count(const tram_api_keys *k)

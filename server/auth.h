@@ -6,6 +6,8 @@
 
 #include "kernels/base.h"
 
+struct evhttp_request;
+
 #define TRAM_TENANT_MAX 64   /* bytes of a tenant name: [A-Za-z0-9_.-] */
 
 /* Returns 1 when the request may pass: no key is configured (key NULL or
@@ -41,5 +43,8 @@ const char *tram_api_keys_sole_tenant(const tram_api_keys *k);
  * right. */
 const char *tram_api_keys_tenant(const tram_api_keys *k, const char *authorization_header,
                                  const char *x_api_key_header);
+/* The same read from a request's headers, for a request the router let in:
+ * never NULL ("" when it carries no key and none is needed). */
+const char *tram_api_keys_request_tenant(const tram_api_keys *k, struct evhttp_request *req);
 
 #endif

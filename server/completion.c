@@ -565,9 +565,9 @@ static void refuse_now(tram_server *s, struct evhttp_request *req, const tram_di
 static void handle_completion_request(tram_server *s, struct evhttp_request *req, tram_api_kind kind,
                                       const tram_dialect *dialect)
 {
-    if (!s->ready || s->draining) {
-        refuse_now(s, req, dialect, s->draining ? TRAM_REFUSED_DRAINING : TRAM_REFUSED_LOADING,
-                   s->draining ? "The server is shutting down." : "The model is still loading.");
+    const char *unready = tram_server_unready(s);
+    if (unready) {
+        refuse_now(s, req, dialect, s->draining ? TRAM_REFUSED_DRAINING : TRAM_REFUSED_LOADING, unready);
         return;
     }
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
@@ -582,17 +582,14 @@ static void handle_completion_request(tram_server *s, struct evhttp_request *req
         return;
     }
     /* on the loop: a SIGHUP may reload the keys */
-    const char *tenant = tram_api_keys_tenant(s->keys, evhttp_find_header(in, "Authorization"),
-                                              evhttp_find_header(in, "X-Api-Key"));
-    snprintf(c->tenant, sizeof(c->tenant), "%s", tenant ? tenant : "");   /* the router let it in */
+    snprintf(c->tenant, sizeof(c->tenant), "%s", tram_api_keys_request_tenant(s->keys, req));
     c->task = (tram_prep_task){.run = prepare_task, .done = prepared};
     c->preparing = 1;
     TRAM_LIST_PUSH_HEAD(&s->completions, c, prev, next);
     if (tram_prep_pool_submit(s->prep, &c->task)) {
         completion_unlink(c);
         completion_free(c);
-        refuse_now(s, req, dialect, TRAM_REFUSED_QUEUE_FULL,
-                   "The server is overloaded: too many requests are waiting. Retry later.");
+        refuse_now(s, req, dialect, TRAM_REFUSED_QUEUE_FULL, TRAM_API_MSG_OVERLOADED);
         return;
     }
     evhttp_connection_set_closecb(evhttp_request_get_connection(req), on_close, c);
@@ -775,7 +772,7 @@ static void fail_completion(tram_completion *c, const tram_api_error *error);
  * have been answered; a reply the drain cut short is no result. */
 static void tell_done(tram_completion *c, const tram_api_usage *u)
 {
-    static const tram_api_error cut = {.status = 503, .message = "The server is shutting down."};
+    static const tram_api_error cut = {.status = 503, .message = TRAM_API_MSG_SHUTTING_DOWN};
     if (!c->error.status && !cacheable(c))
         c->error = cut;
     json_t *body = c->error.status ? tram_api_error_json(&c->error)

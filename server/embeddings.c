@@ -240,8 +240,7 @@ static void settle(tram_embedding *m)
     m->preparing = 1;
     if (tram_prep_pool_submit(m->srv->prep, &m->task)) {
         m->preparing = 0;
-        tram_api_fail(&m->error, 503, NULL, NULL, "The server is overloaded: too many requests are waiting. "
-                                                  "Retry later.");
+        tram_api_fail(&m->error, 503, NULL, NULL, TRAM_API_MSG_OVERLOADED);
         answer(m);
     }
 }
@@ -274,7 +273,7 @@ static void on_output(tram_embedding *m, embed_input *in, const tram_output *o)
     } else if (o->embedding) {
         fail(m, &(tram_api_error){.status = 500, .message = "Out of memory."});
     } else if (!m->error.status) {
-        static const tram_api_error cut = {.status = 503, .message = "The server is shutting down."};
+        static const tram_api_error cut = {.status = 503, .message = TRAM_API_MSG_SHUTTING_DOWN};
         fail(m, &cut);
     }
 }
@@ -351,9 +350,9 @@ static void refuse_now(tram_server *s, struct evhttp_request *req, int reason, i
 
 void tram_handle_embeddings(tram_server *s, struct evhttp_request *req)
 {
-    if (!s->ready || s->draining) {
-        refuse_now(s, req, s->draining ? TRAM_REFUSED_DRAINING : TRAM_REFUSED_LOADING, 503,
-                   s->draining ? "The server is shutting down." : "The model is still loading.");
+    const char *unready = tram_server_unready(s);
+    if (unready) {
+        refuse_now(s, req, s->draining ? TRAM_REFUSED_DRAINING : TRAM_REFUSED_LOADING, 503, unready);
         return;
     }
     tram_embedding *m = calloc(1, sizeof(*m));
@@ -362,10 +361,7 @@ void tram_handle_embeddings(tram_server *s, struct evhttp_request *req)
         refuse_now(s, req, -1, 500, "Out of memory.");
         return;
     }
-    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
-    const char *tenant = tram_api_keys_tenant(s->keys, evhttp_find_header(in, "Authorization"),
-                                              evhttp_find_header(in, "X-Api-Key"));
-    snprintf(m->tenant, sizeof(m->tenant), "%s", tenant ? tenant : "");   /* the router let it in */
+    snprintf(m->tenant, sizeof(m->tenant), "%s", tram_api_keys_request_tenant(s->keys, req));
     m->srv = s;
     m->req = req;
     m->arrived = tram_now();
@@ -375,8 +371,7 @@ void tram_handle_embeddings(tram_server *s, struct evhttp_request *req)
     if (tram_prep_pool_submit(s->prep, &m->task)) {
         m->req = NULL;
         embedding_free(m);
-        refuse_now(s, req, TRAM_REFUSED_QUEUE_FULL, 503,
-                   "The server is overloaded: too many requests are waiting. Retry later.");
+        refuse_now(s, req, TRAM_REFUSED_QUEUE_FULL, 503, TRAM_API_MSG_OVERLOADED);
         return;
     }
     evhttp_connection_set_closecb(evhttp_request_get_connection(req), on_close, m);

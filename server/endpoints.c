@@ -52,7 +52,7 @@ static int need_engine(tram_server *s, struct evhttp_request *req)
     if (s->engine)
         return 0;
     tram_api_error e = {0};
-    tram_api_fail(&e, 503, NULL, NULL, "The model is still loading.");
+    tram_api_fail(&e, 503, NULL, NULL, TRAM_API_MSG_LOADING);
     tram_http_send_error(req, &e);
     return -1;
 }
@@ -89,10 +89,10 @@ void tram_handle_models(tram_server *s, struct evhttp_request *req)
  * balancer sends nothing new to a replica that is going away. */
 void tram_handle_health(tram_server *s, struct evhttp_request *req)
 {
-    if (s->draining || !s->ready) {
+    const char *unready = tram_server_unready(s);
+    if (unready) {
         tram_api_error e = {0};
-        tram_api_fail(&e, 503, NULL, NULL, s->draining ? "The server is shutting down."
-                                                       : "The model is still loading.");
+        tram_api_fail(&e, 503, NULL, NULL, "%s", unready);
         tram_http_send_error(req, &e);
         return;
     }
@@ -350,8 +350,7 @@ static void answer_model_request(tram_server *s, struct evhttp_request *req, job
         j->req = NULL;
         job_free(j);
         s->metrics.refused[TRAM_REFUSED_QUEUE_FULL]++;
-        tram_api_fail(&e, 503, NULL, NULL,
-                      "The server is overloaded: too many requests are waiting. Retry later.");
+        tram_api_fail(&e, 503, NULL, NULL, TRAM_API_MSG_OVERLOADED);
         tram_http_send_error(req, &e);
         return;
     }

@@ -32,11 +32,7 @@ const tram_dialect tram_responses_dialect = {
 static void target(tram_server *s, struct evhttp_request *req, const char **id, const char **tenant)
 {
     *id = tram_http_path(req) + strlen(RESPONSES_PATH);
-    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
-    *tenant = tram_api_keys_tenant(s->keys, evhttp_find_header(in, "Authorization"),
-                                   evhttp_find_header(in, "X-Api-Key"));
-    if (!*tenant)
-        *tenant = "";   /* the router let it in */
+    *tenant = tram_api_keys_request_tenant(s->keys, req);
 }
 
 static void not_found(struct evhttp_request *req, const char *id)

@@ -357,7 +357,7 @@ void tram_server_submit(tram_server *s, tram_api_kind kind, const char *body, si
 {
     tram_api_error e = {0};
     if (s->draining)
-        tram_api_fail(&e, 503, NULL, NULL, "The server is shutting down.");
+        tram_api_fail(&e, 503, NULL, NULL, TRAM_API_MSG_SHUTTING_DOWN);
     if (!e.status && !tram_completion_start_internal(s, kind, body, len, 0, done, arg, &e))
         return;
     json_t *error = tram_api_error_json(&e);

@@ -6,6 +6,7 @@
 
 #include "engine/tram.h"
 #include "kernels/list.h"
+#include "server/api_error.h"
 #include "server/cost.h"
 #include "server/metrics.h"
 #include "server/response_cache.h"
@@ -58,5 +59,12 @@ typedef struct tram_server {
     tram_cost cost;
     struct tram_preload *preload;    /* the start-up requests (preload.h) */
 } tram_server;
+
+/* The 503 message of a server that takes no new request now (still
+ * loading, or draining), NULL while it takes them. */
+static inline const char *tram_server_unready(const tram_server *s)
+{
+    return s->draining ? TRAM_API_MSG_SHUTTING_DOWN : !s->ready ? TRAM_API_MSG_LOADING : NULL;
+}
 
 #endif

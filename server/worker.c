@@ -149,8 +149,7 @@ static void admit(tram_worker *w, tram_submission *s, event_list *evs)
             tram_engine_abort(w->engine, s->request_id);
         } else if (waiting >= w->max_queue) {
             list_push(evs, error_event(w, TRAM_EV_REJECTED, s->request_id, 503,
-                                       "The server is overloaded: too many requests are waiting. "
-                                       "Retry later."));
+                                       TRAM_API_MSG_OVERLOADED));
         } else if (s->embed ? tram_engine_add_embedding(w->engine, s->request_id, &s->prompt, s->embed,
                                                         s->priority, &err)
                             : tram_engine_add_request(w->engine, s->request_id, &s->prompt, s->params,
