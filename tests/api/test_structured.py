@@ -86,6 +86,18 @@ def post(server, path, body):
     return server.post(path, body)
 
 
+def schema_reply(server, prompt, name, schema, max_tokens):
+    """The greedy chat reply under a json_schema response_format, which must
+    stop on its own: the JSON value it wrote."""
+    status, _, body = post(server, "/v1/chat/completions", {
+        "model": server.model, "messages": chat(prompt), "max_tokens": max_tokens, "temperature": 0,
+        "response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}})
+    assert status == 200, body
+    c = body["choices"][0]
+    assert c["finish_reason"] == "stop", c
+    return json.loads(c["message"]["content"])
+
+
 @pytest.mark.parametrize("pattern", [r"\d{3}-\d{4}", r"(cat|dog)s?", r"[A-Z][a-z]{2,6} [0-9]{1,4}", r"[a-f0-9]{8}",
                                      r"^(yes|no$|maybe( not)?$)"])
 def test_regex_fullmatches(server, pattern):
@@ -132,14 +144,7 @@ def test_long_bounded_string_is_honoured_exactly(server):
     API, checked by jsonschema."""
     schema = {"type": "object", "properties": {"summary": {"type": "string", "minLength": 150, "maxLength": 300}},
               "required": ["summary"], "additionalProperties": False}
-    status, _, body = post(server, "/v1/chat/completions", {
-        "model": server.model, "messages": chat("Write a long, detailed summary of the history of Rome."),
-        "max_tokens": 400, "temperature": 0,
-        "response_format": {"type": "json_schema", "json_schema": {"name": "summary", "schema": schema}}})
-    assert status == 200, body
-    c = body["choices"][0]
-    assert c["finish_reason"] == "stop", c
-    value = json.loads(c["message"]["content"])
+    value = schema_reply(server, "Write a long, detailed summary of the history of Rome.", "summary", schema, 400)
     jsonschema.validate(value, schema)
     assert 150 <= len(value["summary"]) <= 300, value
 
@@ -182,13 +187,7 @@ def test_integer_bounds_past_64_bits_are_honoured(server):
         "a": {"type": "integer", "minimum": 0, "maximum": 18446744073709551615},
         "b": {"type": "integer", "minimum": -9223372036854775809, "maximum": 9223372036854776000}},
         "required": ["a", "b"], "additionalProperties": False}
-    status, _, body = post(server, "/v1/chat/completions", {
-        "model": server.model, "messages": chat("Two numbers as JSON."), "max_tokens": 60, "temperature": 0,
-        "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": schema}}})
-    assert status == 200, body
-    c = body["choices"][0]
-    assert c["finish_reason"] == "stop", c
-    value = json.loads(c["message"]["content"])
+    value = schema_reply(server, "Two numbers as JSON.", "n", schema, 60)
     jsonschema.validate(value, schema)
     assert isinstance(value["a"], int) and isinstance(value["b"], int), value
 
@@ -272,13 +271,7 @@ ANNOTATED = {"type": "object", "self": {"vendor": "acme", "name": "pet"}, "id": 
 
 
 def test_annotations_and_unknown_keywords_are_ignored(server):
-    status, _, body = post(server, "/v1/chat/completions", {
-        "model": server.model, "messages": chat("Describe a pet as JSON."), "max_tokens": 60, "temperature": 0,
-        "response_format": {"type": "json_schema", "json_schema": {"name": "pet", "schema": ANNOTATED}}})
-    assert status == 200, body
-    c = body["choices"][0]
-    assert c["finish_reason"] == "stop", c
-    value = json.loads(c["message"]["content"])
+    value = schema_reply(server, "Describe a pet as JSON.", "pet", ANNOTATED, 60)
     jsonschema.Draft202012Validator(ANNOTATED).validate(value)
     assert value["name"] is not None, value  # nullable is no keyword of JSON Schema: null is not a string
 
