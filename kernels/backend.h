@@ -110,16 +110,32 @@ typedef struct {
  * use one adapter form a group, and each row of a group gets
  * y[row] += scale · (x[row] · Aᵀ) · Bᵀ, with A (rank, in) and B (out, rank)
  * that adapter's factors of the projection.  The scratch's order lists
- * every group's rows, group after group; a group is its run of order. */
+ * every group's rows, group after group; a group is its run of order.
+ *
+ * A site is the projections that read one input and write adjacent
+ * columns of one output: q|k|v, gate|up, or o and down alone.  One call
+ * serves a whole site (its parts), so that the parts of a row share one
+ * pass over the groups (on the CPU, one pool job instead of one a part). */
+#define TRAM_LORA_MAX_PARTS 3
+
 typedef struct {
-    const tram_weight *a, *b;  /* f32 on the CPU, the activation type on CUDA */
+    int n_parts;
+    int in;                          /* x's width, every part's */
+    int out[TRAM_LORA_MAX_PARTS];    /* each part's columns of y, part after part */
+} tram_lora_site;
+
+typedef struct {
+    /* each part's factors, f32 on the CPU, the activation type on CUDA;
+     * both NULL where the adapter leaves the part alone */
+    const tram_weight *a[TRAM_LORA_MAX_PARTS], *b[TRAM_LORA_MAX_PARTS];
     float scale;
     int first, count;          /* its rows: order[first, first + count) */
 } tram_lora_group;
 
 /* Backend memory the op works in, allocated once by the model for max_rows
  * rows of inputs up to max_in wide: order (uploaded each step), the shrunk
- * rows t [max_rows][max_rank], the expanded ys [max_rows][max_out]. */
+ * rows t [max_rows][TRAM_LORA_MAX_PARTS * max_rank], the expanded ys
+ * [max_rows][max_out], max_out the widest site's columns. */
 typedef struct {
     int max_rows, max_in, max_rank, max_out;
     int32_t *order;
@@ -228,11 +244,12 @@ struct tram_backend {
     /* y[i] += sigmoid(gate[i]) * x[i] for rows of dim values; gate is [n]
      * (activations, one logit per row): Qwen2-MoE's shared expert. */
     void (*add_gated)(tram_backend *be, void *y, const void *x, const void *gate, int n, int dim);
-    /* LoRA on a projection's output: x [n][in] contiguous, y's rows y_stride
-     * elements apart with y at the projection's first column (a part of a
-     * fused q/k/v or gate/up product); groups (host) as tram_lora_group. */
-    void (*lora)(tram_backend *be, void *y, int y_stride, const void *x, const tram_lora_group *groups,
-                 int n_groups, const tram_lora_scratch *s);
+    /* LoRA on a site's outputs: x [n][site->in] contiguous, y's rows y_stride
+     * elements apart with y at the site's first column (of a fused q/k/v or
+     * gate/up product); site and groups (host) as tram_lora_site and
+     * tram_lora_group. */
+    void (*lora)(tram_backend *be, void *y, int y_stride, const void *x, const tram_lora_site *site,
+                 const tram_lora_group *groups, int n_groups, const tram_lora_scratch *s);
     /* Sum of x across tensor-parallel ranks, in place. */
     void (*all_reduce)(tram_backend *be, void *x, size_t n);
 

@@ -592,13 +592,14 @@ static void matmul_in(tram_model *m, void *y, const void *x, const tram_qact *qa
         m->be->matmul(m->be, y, x, w, n);
 }
 
-/* The pass's adapters' updates of layer l's projection t, from its input x,
- * added to y's columns from col on (rows stride elements apart): LoRA sits
- * beside each base product, whatever format that product ran in. */
-static void add_lora(tram_model *m, int l, tram_lora_target t, void *y, int stride, int col, const void *x)
+/* The pass's adapters' updates of layer l's projections first .. first +
+ * n_parts - 1 (one input x, adjacent outputs: a site of lora_slots.h),
+ * added to y (rows stride elements apart): LoRA sits beside each base
+ * product, whatever format that product ran in. */
+static void add_lora(tram_model *m, int l, tram_lora_target first, int n_parts, void *y, int stride, const void *x)
 {
     if (m->lora.n_groups)
-        tram_lora_slots_apply(&m->lora, l, t, (char *)y + (size_t)col * m->be->act_bytes, stride, x);
+        tram_lora_slots_apply(&m->lora, l, first, n_parts, y, stride, x);
 }
 
 /* x += proj; xb = rmsnorm(x) * w, and its int8 copy for an int8 consumer. */
@@ -619,9 +620,7 @@ static void attention_block(tram_model *m, int l, const tram_batch *d)
     int n = d->num_tokens, qd = m->shard.n_heads * m->cfg.head_dim, kd = m->shard.n_kv_heads * m->cfg.head_dim;
     observe(m, l, TRAM_ACT_ATTN_IN, m->a.xb, n, m->cfg.dim);
     matmul_in(m, m->a.qkv, m->a.xb, &m->xq_dim, &L->wqkv, n);
-    add_lora(m, l, TRAM_LORA_Q, m->a.qkv, qd + 2 * kd, 0, m->a.xb);
-    add_lora(m, l, TRAM_LORA_K, m->a.qkv, qd + 2 * kd, qd, m->a.xb);
-    add_lora(m, l, TRAM_LORA_V, m->a.qkv, qd + 2 * kd, qd + kd, m->a.xb);
+    add_lora(m, l, TRAM_LORA_Q, 3, m->a.qkv, qd + 2 * kd, m->a.xb); /* q, k, v */
     if (m->cfg.qkv_bias)
         be->add_bias(be, m->a.qkv, &L->bqkv, n);
     if (m->arch->qk_norm)
@@ -631,7 +630,7 @@ static void attention_block(tram_model *m, int l, const tram_batch *d)
     be->attention(be, m->a.att, m->a.q, L->k_cache, L->v_cache, d, &m->shape);
     observe(m, l, TRAM_ACT_ATTN_OUT, m->a.att, n, qd);
     be->matmul(be, m->a.proj, m->a.att, &L->wo, n);
-    add_lora(m, l, TRAM_LORA_O, m->a.proj, m->cfg.dim, 0, m->a.att);
+    add_lora(m, l, TRAM_LORA_O, 1, m->a.proj, m->cfg.dim, m->a.att);
     be->all_reduce(be, m->a.proj, (size_t)n * m->cfg.dim);
 }
 
@@ -647,8 +646,7 @@ static void ffn_block(tram_model *m, int l, int n)
     }
     int fn = m->shard.ffn_dim;
     matmul_in(m, m->a.gate_up, m->a.xb, &m->xq_dim, &L->w_gate_up, n);
-    add_lora(m, l, TRAM_LORA_GATE, m->a.gate_up, 2 * fn, 0, m->a.xb);
-    add_lora(m, l, TRAM_LORA_UP, m->a.gate_up, 2 * fn, fn, m->a.xb);
+    add_lora(m, l, TRAM_LORA_GATE, 2, m->a.gate_up, 2 * fn, m->a.xb); /* gate, up */
     const tram_qact *qa = qact_for(&m->xq_ffn, &L->w_down);
     if (qa)
         be->silu_mul_q(be, m->a.hidden, qa, m->a.gate_up, n, fn);
@@ -656,7 +654,7 @@ static void ffn_block(tram_model *m, int l, int n)
         be->silu_mul(be, m->a.hidden, m->a.gate_up, n, fn);
     observe(m, l, TRAM_ACT_FFN_HIDDEN, m->a.hidden, n, fn);
     matmul_in(m, m->a.proj, m->a.hidden, &m->xq_ffn, &L->w_down, n);
-    add_lora(m, l, TRAM_LORA_DOWN, m->a.proj, m->cfg.dim, 0, m->a.hidden);
+    add_lora(m, l, TRAM_LORA_DOWN, 1, m->a.proj, m->cfg.dim, m->a.hidden);
     be->all_reduce(be, m->a.proj, (size_t)n * m->cfg.dim);
 }
 

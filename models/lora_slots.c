@@ -16,6 +16,13 @@ static tram_shard_part target_part(const tram_lora_slots *s, tram_lora_target t)
     return tram_shard_part_of(&s->shard, &s->cfg, name, out, in);
 }
 
+/* The sites of a layer, as models/llama.c applies them: the projections
+ * that read one input, their outputs adjacent. */
+static const struct {
+    tram_lora_target first;
+    int n_parts;
+} layer_sites[] = {{TRAM_LORA_Q, 3}, {TRAM_LORA_O, 1}, {TRAM_LORA_GATE, 2}, {TRAM_LORA_DOWN, 1}};
+
 static int alloc_scratch(tram_lora_slots *s, int max_rows, tram_error *err)
 {
     tram_backend *be = s->be;
@@ -23,11 +30,19 @@ static int alloc_scratch(tram_lora_slots *s, int max_rows, tram_error *err)
     *sc = (tram_lora_scratch){.max_rows = max_rows, .max_rank = s->max_rank};
     for (int t = 0; t < TRAM_LORA_N_TARGETS; t++) {
         tram_shard_part p = target_part(s, t);
+        s->in[t] = p.ncols;
+        s->out[t] = p.nrows;
         sc->max_in = TRAM_MAX(sc->max_in, p.ncols);
-        sc->max_out = TRAM_MAX(sc->max_out, p.nrows);
+    }
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(layer_sites); i++) {
+        int width = 0;
+        for (int p = 0; p < layer_sites[i].n_parts; p++)
+            width += s->out[layer_sites[i].first + p];
+        sc->max_out = TRAM_MAX(sc->max_out, width);
     }
     size_t rows = (size_t)max_rows, act = (size_t)be->act_bytes;
-    if (!(sc->order = be->alloc(be, rows * sizeof(int32_t))) || !(sc->t = be->alloc(be, rows * sc->max_rank * act)) ||
+    if (!(sc->order = be->alloc(be, rows * sizeof(int32_t))) ||
+        !(sc->t = be->alloc(be, rows * TRAM_LORA_MAX_PARTS * sc->max_rank * act)) ||
         !(sc->ys = be->alloc(be, rows * sc->max_out * act)) ||
         !(s->host_order = be->alloc_host(be, rows * sizeof(int32_t))))
         return be->sync(be, err) ? -1 : tram_fail(err, "out of memory for LoRA activations");
@@ -176,15 +191,26 @@ int tram_lora_slots_prepare(tram_lora_slots *s, const tram_batch *b, tram_error 
     return 0;
 }
 
-void tram_lora_slots_apply(tram_lora_slots *s, int layer, tram_lora_target t, void *y, int y_stride,
-                           const void *x)
+void tram_lora_slots_apply(tram_lora_slots *s, int layer, tram_lora_target first, int n_parts, void *y,
+                           int y_stride, const void *x)
 {
-    int n = 0, k = layer * TRAM_LORA_N_TARGETS + t;
+    tram_lora_site site = {.n_parts = n_parts, .in = s->in[first]};
+    int n = 0, k = layer * TRAM_LORA_N_TARGETS + first;
+    for (int p = 0; p < n_parts; p++)
+        site.out[p] = s->out[first + p];
     for (int g = 0; g < s->n_groups; g++) {
         const tram_lora_slot *S = &s->slots[s->group_slot[g]];
-        if (S->a[k].data)
-            s->groups[n++] = (tram_lora_group){&S->a[k], &S->b[k], S->scale, s->group_first[g], s->group_count[g]};
+        tram_lora_group G = {.scale = S->scale, .first = s->group_first[g], .count = s->group_count[g]};
+        int adapted = 0;
+        for (int p = 0; p < n_parts; p++)
+            if (S->a[k + p].data) {
+                G.a[p] = &S->a[k + p];
+                G.b[p] = &S->b[k + p];
+                adapted = 1;
+            }
+        if (adapted)
+            s->groups[n++] = G;
     }
     if (n)
-        s->be->lora(s->be, y, y_stride, x, s->groups, n, &s->scratch);
+        s->be->lora(s->be, y, y_stride, x, &site, s->groups, n, &s->scratch);
 }

@@ -7,8 +7,8 @@
  * under a row-parallel o or down (each rank adds its partial product, which
  * the all-reduce after the projection sums with the others').  A pass's
  * sequences name their slot in tram_batch.seq_lora; prepare groups their
- * rows by slot, and apply runs the backend's grouped LoRA op on one
- * projection. */
+ * rows by slot, and apply runs the backend's grouped LoRA op on one site
+ * (the projections that share an input). */
 #ifndef TRAM_LORA_SLOTS_H
 #define TRAM_LORA_SLOTS_H
 
@@ -29,12 +29,13 @@ typedef struct {
     tram_shard shard;
     int n_slots, max_rank;
     tram_lora_slot *slots;     /* [n_slots] */
+    int in[TRAM_LORA_N_TARGETS], out[TRAM_LORA_N_TARGETS];  /* this rank's widths of each projection */
     tram_lora_scratch scratch;
     int32_t *host_order;       /* [max_rows] staging of scratch.order (backend host memory) */
     /* the prepared pass: its groups' slots and runs of order */
     int n_groups;
     int *group_slot, *group_first, *group_count;  /* [n_slots] */
-    tram_lora_group *groups;   /* [n_slots], filled per projection */
+    tram_lora_group *groups;   /* [n_slots], filled per site */
 } tram_lora_slots;
 
 /* n_slots slots of at most max_rank, for passes of max_rows token rows.
@@ -50,9 +51,11 @@ void tram_lora_slots_unload(tram_lora_slots *s, int slot);
 /* Groups the rows of b by b->seq_lora (NULL: no row uses an adapter) and
  * uploads the order; a sequence naming a slot out of range or empty fails. */
 int tram_lora_slots_prepare(tram_lora_slots *s, const tram_batch *b, tram_error *err);
-/* y += each prepared row's adapter's update of layer l's projection t, from
- * its input x (see tram_backend.lora); nothing when no row has an adapter. */
-void tram_lora_slots_apply(tram_lora_slots *s, int layer, tram_lora_target t, void *y, int y_stride,
-                           const void *x);
+/* y += each prepared row's adapter's updates of layer l's projections
+ * first .. first + n_parts - 1, which read the one input x and write
+ * adjacent columns of y (q|k|v, gate|up: a site of tram_backend.lora);
+ * nothing when no row has an adapter. */
+void tram_lora_slots_apply(tram_lora_slots *s, int layer, tram_lora_target first, int n_parts, void *y,
+                           int y_stride, const void *x);
 
 #endif

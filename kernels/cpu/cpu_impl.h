@@ -155,8 +155,8 @@ void cpu_moe_ffn(tram_backend *be, void *out, const void *x, const void *logits,
 void cpu_add_gated(tram_backend *be, void *y, const void *x, const void *gate, int n, int dim);
 
 /* lora.c: LoRA's grouped shrink and expand */
-void cpu_lora(tram_backend *be, void *y, int y_stride, const void *x, const tram_lora_group *groups, int n_groups,
-              const tram_lora_scratch *s);
+void cpu_lora(tram_backend *be, void *y, int y_stride, const void *x, const tram_lora_site *site,
+              const tram_lora_group *groups, int n_groups, const tram_lora_scratch *s);
 
 /* allreduce.c: the sum across a group's ranks, in rank order; -1 when the
  * ranks disagree on n */

@@ -4,12 +4,16 @@
  * products over a group's rows, however many of the step's rows use its
  * adapter (Punica's SGMV).
  *
- * The whole site (every group of one projection of one layer) is one
- * stealable job on the backend's pool (pool.h): an item is a block of one
- * group's rows, shrunk and expanded into the computing thread's scratch,
+ * The whole site (every group of the projections of one layer that read one
+ * input: q|k|v, gate|up, o, down) is one stealable job on the backend's pool
+ * (pool.h): an item is a block of one group's rows, shrunk and expanded
+ * through each of the site's parts into the computing thread's scratch,
  * then added to y by the thread that commits it.  One job rather than a
- * shrink job and an expand job: a decode step runs seven sites a layer, and
- * each job's hand-off costs as much as a small group's arithmetic. */
+ * shrink job and an expand job, and one for q, k and v rather than three:
+ * a decode step at many adapters is mostly small products, and each job's
+ * hand-off costs as much as a small group's arithmetic.  Each part keeps
+ * its own products (the same shapes as a part alone), so a site's sums are
+ * those of its parts one by one. */
 #include <cblas.h>
 #include <string.h>
 
@@ -22,17 +26,36 @@ typedef struct {
     const float *x;
     const tram_lora_group *groups;
     const tram_lora_scratch *s;
+    tram_lora_site site;
     int n_groups, y_stride;
-    int in, out;          /* every group of a site has the projection's widths */
+    int width;            /* the site's columns, its parts' together */
+    int t_ld;             /* a row's shrunk values: max_rank for each part */
     int rows;             /* rows of a group per item */
 } lora_job;
+_Static_assert(sizeof(lora_job) <= TRAM_POOL_JOB_BYTES, "a stealable job's bytes are copied into the pool");
+
+/* One part's factors against its widths and the scratch: both present, or
+ * both absent (the adapter leaves the part alone). */
+static int part_fits(const tram_weight *a, const tram_weight *b, int in, int out, int max_rank)
+{
+    if (!a || !b)
+        return !a && !b;
+    return a->type == TRAM_W_F32 && b->type == TRAM_W_F32 && a->cols == in && b->rows == out && b->cols == a->rows &&
+           a->rows <= max_rank;
+}
 
 /* One group's factors and rows against the site's widths and the scratch. */
-static int group_fits(const tram_lora_group *G, int in, int out, const tram_lora_scratch *s)
+static int group_fits(const tram_lora_group *G, const lora_job *j)
 {
-    return G->a->type == TRAM_W_F32 && G->b->type == TRAM_W_F32 && G->a->cols == in && G->b->rows == out &&
-           G->b->cols == G->a->rows && G->a->rows <= s->max_rank && in <= s->max_in && out <= s->max_out &&
-           G->first >= 0 && G->count >= 1 && G->first + G->count <= s->max_rows;
+    const tram_lora_scratch *s = j->s;
+    int parts = 0;
+    for (int p = 0; p < j->site.n_parts; p++) {
+        if (!part_fits(G->a[p], G->b[p], j->site.in, j->site.out[p], s->max_rank))
+            return 0;
+        parts += G->a[p] != NULL;
+    }
+    return parts && j->site.in <= s->max_in && j->width <= s->max_out && G->first >= 0 && G->count >= 1 &&
+           G->first + G->count <= s->max_rows;
 }
 
 static int group_items(const lora_job *j, const tram_lora_group *G)
@@ -52,7 +75,7 @@ static int locate(const lora_job *j, int i, lora_item *it)
 {
     for (int g = 0; g < j->n_groups; g++) {
         const tram_lora_group *G = &j->groups[g];
-        if (!group_fits(G, j->in, j->out, j->s))
+        if (!group_fits(G, j))
             return 0;
         int n = group_items(j, G);
         if (i < n) {
@@ -66,32 +89,43 @@ static int locate(const lora_job *j, int i, lora_item *it)
     return 0;
 }
 
-/* ys [n][ys_ld] = scale · (x[rows] · Aᵀ) · Bᵀ, through t [n][max_rank]: the
- * shrink in one product per run of consecutive rows (a sequence's prefill
- * is one run), the expand in one product over the item. */
+/* ys [n][ys_ld] = scale · (x[rows] · Aᵀ) · Bᵀ for each part the group
+ * adapts (its columns of ys), through t [n][t_ld]: the shrink in one product
+ * per part and run of consecutive rows (a sequence's prefill is one run), the
+ * expand in one product per part over the item. */
 static void compute_item(const lora_job *j, const lora_item *it, float *t, float *ys, int ys_ld)
 {
     const tram_lora_group *G = it->g;
     const int32_t *rows = j->s->order + G->first + it->r0;
-    int rank = G->a->rows, ld = j->s->max_rank;
+    int in = j->site.in, rank_ld = j->s->max_rank;
     for (int i = 0, run; i < it->n; i += run) {
         for (run = 1; i + run < it->n && rows[i + run] == rows[i] + run; run++)
             ;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, run, rank, j->in, 1.0f,
-                    j->x + (size_t)rows[i] * j->in, j->in, G->a->data, j->in, 0.0f, t + (size_t)i * ld, ld);
+        for (int p = 0; p < j->site.n_parts; p++)
+            if (G->a[p])
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, run, G->a[p]->rows, in, 1.0f,
+                            j->x + (size_t)rows[i] * in, in, G->a[p]->data, in, 0.0f,
+                            t + (size_t)i * j->t_ld + p * rank_ld, j->t_ld);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, it->n, j->out, rank, G->scale, t, ld, G->b->data, rank,
-                0.0f, ys, ys_ld);
+    for (int p = 0, col = 0; p < j->site.n_parts; col += j->site.out[p++])
+        if (G->a[p])
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, it->n, j->site.out[p], G->a[p]->rows, G->scale,
+                        t + p * rank_ld, j->t_ld, G->b[p]->data, G->a[p]->rows, 0.0f, ys + col, ys_ld);
 }
 
 static void commit_item(const lora_job *j, const lora_item *it, const float *ys, int ys_ld)
 {
-    const int32_t *rows = j->s->order + it->g->first + it->r0;
+    const tram_lora_group *G = it->g;
+    const int32_t *rows = j->s->order + G->first + it->r0;
     for (int i = 0; i < it->n; i++) {
         float *row = j->y + (size_t)rows[i] * j->y_stride;
         const float *add = ys + (size_t)i * ys_ld;
-        for (int c = 0; c < j->out; c++)
-            row[c] += add[c];
+        for (int p = 0, col = 0; p < j->site.n_parts; col += j->site.out[p++]) {
+            if (!G->a[p])
+                continue; /* the adapter leaves this part's columns alone */
+            for (int c = col; c < col + j->site.out[p]; c++)
+                row[c] += add[c];
+        }
     }
 }
 
@@ -103,7 +137,7 @@ static void steal_compute(const void *job, int begin, int end, void *scratch)
     lora_item it;
     (void)end;
     if (locate(j, begin, &it))
-        compute_item(j, &it, scratch, (float *)scratch + (size_t)j->rows * j->s->max_rank, j->out);
+        compute_item(j, &it, scratch, (float *)scratch + (size_t)j->rows * j->t_ld, j->width);
 }
 
 static void steal_commit(const void *job, int begin, int end, const void *scratch)
@@ -112,7 +146,7 @@ static void steal_commit(const void *job, int begin, int end, const void *scratc
     lora_item it;
     (void)end;
     if (locate(j, begin, &it))
-        commit_item(j, &it, (const float *)scratch + (size_t)j->rows * j->s->max_rank, j->out);
+        commit_item(j, &it, (const float *)scratch + (size_t)j->rows * j->t_ld, j->width);
 }
 
 /* The ordinary form, for sites too large for the scratch: each item's t
@@ -125,22 +159,28 @@ static void run_items(void *job, int begin, int end)
         if (!locate(j, i, &it))
             continue;
         size_t row = (size_t)it.g->first + it.r0;
-        float *t = (float *)j->s->t + row * j->s->max_rank, *ys = (float *)j->s->ys + row * j->s->max_out;
+        float *t = (float *)j->s->t + row * j->t_ld, *ys = (float *)j->s->ys + row * j->s->max_out;
         compute_item(j, &it, t, ys, j->s->max_out);
         commit_item(j, &it, ys, j->s->max_out);
     }
 }
 
-void cpu_lora(tram_backend *be, void *y, int y_stride, const void *x, const tram_lora_group *groups, int n_groups,
-              const tram_lora_scratch *s)
+void cpu_lora(tram_backend *be, void *y, int y_stride, const void *x, const tram_lora_site *site,
+              const tram_lora_group *groups, int n_groups, const tram_lora_scratch *s)
 {
     if (n_groups < 1)
         return;
-    lora_job j = {y, x, groups, s, n_groups, y_stride, groups[0].a->cols, groups[0].b->rows, 1};
-    int per_row = s->max_rank + j.out, items = 0;
+    if (site->n_parts < 1 || site->n_parts > TRAM_LORA_MAX_PARTS) {
+        cpu_fail(be, "lora: a site has 1 to TRAM_LORA_MAX_PARTS parts");
+        return;
+    }
+    lora_job j = {y, x, groups, s, *site, n_groups, y_stride, 0, site->n_parts * s->max_rank, 1};
+    for (int p = 0; p < site->n_parts; p++)
+        j.width += site->out[p];
+    int per_row = j.t_ld + j.width, items = 0;
     j.rows = TRAM_MAX(1, SCRATCH_FLOATS / per_row);
     for (int g = 0; g < n_groups; g++) {
-        if (!group_fits(&groups[g], j.in, j.out, s)) {
+        if (!group_fits(&groups[g], &j)) {
             cpu_fail(be, "lora: a group's factors or rows do not fit the site or the scratch");
             return;
         }

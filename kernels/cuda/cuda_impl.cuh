@@ -171,8 +171,8 @@ void cuda_add_gated(tram_backend *be, void *y, const void *x, const void *gate, 
 void cuda_moe_free(cuda_state *c);
 
 /* lora.cu: LoRA's grouped shrink and expand (tram_backend.lora) */
-void cuda_lora(tram_backend *be, void *y, int y_stride, const void *x, const tram_lora_group *groups, int n_groups,
-               const tram_lora_scratch *s);
+void cuda_lora(tram_backend *be, void *y, int y_stride, const void *x, const tram_lora_site *site,
+               const tram_lora_group *groups, int n_groups, const tram_lora_scratch *s);
 
 /* Frees sampling.cu's buffers (tram_cuda_sampler_reserve). */
 void cuda_sampler_free(cuda_state *c);

@@ -5,7 +5,9 @@
  * rank row and a block per row of order, the expand adds
  * scale · t · Bᵀ to y's row order[pos], a thread per output column.  The
  * rows of a group are distinct rows of y, so no two threads write one
- * element.  Checked against the CPU op by tests/gpu/check_kernels. */
+ * element.  A site's parts (q|k|v, gate|up) run one after the other, each
+ * over the groups that adapt it.  Checked against the CPU op by
+ * tests/gpu/check_kernels. */
 #include "kernels/cuda/cuda_impl.cuh"
 #include "kernels/cuda/reduce.cuh"
 
@@ -22,7 +24,7 @@ struct lora_groups {
 };
 
 /* The group whose run of order holds pos; -1 for a row of a group that
- * does not adapt this site. */
+ * does not adapt this part. */
 static __device__ int group_of(const lora_groups &G, int pos)
 {
     for (int g = 0; g < G.n; g++)
@@ -74,47 +76,65 @@ static __global__ void kernel_lora_expand(lora_groups G, const bf16 *t, int ld, 
     *dst = __float2bfloat16(__bfloat162float(*dst) + G.scale[g] * sum);
 }
 
-/* The groups by value, each checked against the site's widths and the
- * scratch as the CPU op checks them; -1 (recorded) when one does not fit. */
-static int lora_pack(tram_backend *be, lora_groups *G, int *rows, const tram_lora_group *groups, int n_groups,
-                     const tram_lora_scratch *s)
+/* The groups that adapt part p of the site, by value, each checked against
+ * the part's widths and the scratch as the CPU op checks them; -1
+ * (recorded) when one does not fit. */
+static int lora_pack(tram_backend *be, lora_groups *G, int *rows, const tram_lora_site *site, int p,
+                     const tram_lora_group *groups, int n_groups, const tram_lora_scratch *s)
 {
     if (n_groups > LORA_MAX_GROUPS) {
         cuda_fail(be, "lora: %d groups, at most %d", n_groups, LORA_MAX_GROUPS);
         return -1;
     }
-    int in = groups[0].a->cols, out = groups[0].b->rows;
-    G->n = n_groups;
+    int in = site->in, out = site->out[p];
+    G->n = 0;
     *rows = 0;
     for (int g = 0; g < n_groups; g++) {
         const tram_lora_group *L = &groups[g];
-        if (L->a->type != TRAM_W_BF16 || L->b->type != TRAM_W_BF16 || L->a->cols != in || L->b->rows != out ||
-            L->b->cols != L->a->rows || L->a->rows > s->max_rank || in > s->max_in || out > s->max_out ||
-            L->first < 0 || L->count < 1 || L->first + L->count > s->max_rows) {
+        const tram_weight *a = L->a[p], *b = L->b[p];
+        if (!a && !b)
+            continue; /* the adapter leaves this part alone */
+        if (!a || !b || a->type != TRAM_W_BF16 || b->type != TRAM_W_BF16 || a->cols != in || b->rows != out ||
+            b->cols != a->rows || a->rows > s->max_rank || in > s->max_in || out > s->max_out || L->first < 0 ||
+            L->count < 1 || L->first + L->count > s->max_rows) {
             cuda_fail(be, "lora: group %d's factors or rows do not fit the site or the scratch", g);
             return -1;
         }
-        G->a[g] = (const bf16 *)L->a->data, G->b[g] = (const bf16 *)L->b->data;
-        G->scale[g] = L->scale, G->first[g] = L->first, G->count[g] = L->count, G->rank[g] = L->a->rows;
+        int n = G->n++;
+        G->a[n] = (const bf16 *)a->data, G->b[n] = (const bf16 *)b->data;
+        G->scale[n] = L->scale, G->first[n] = L->first, G->count[n] = L->count, G->rank[n] = a->rows;
         *rows = TRAM_MAX(*rows, L->first + L->count);
     }
     return 0;
 }
 
-void cuda_lora(tram_backend *be, void *y, int y_stride, const void *x, const tram_lora_group *groups, int n_groups,
-               const tram_lora_scratch *s)
+/* Part after part, each a shrink and an expand over the groups that adapt
+ * it, into its columns of y; t is reused (the launches are in order). */
+void cuda_lora(tram_backend *be, void *y, int y_stride, const void *x, const tram_lora_site *site,
+               const tram_lora_group *groups, int n_groups, const tram_lora_scratch *s)
 {
     cuda_state *c = cuda_of(be);
-    lora_groups G;
-    int rows;
-    if (n_groups < 1 || lora_pack(be, &G, &rows, groups, n_groups, s))
+    if (n_groups < 1)
         return;
-    int in = groups[0].a->cols, out = groups[0].b->rows;
-    kernel_lora_shrink<<<rows, LORA_THREADS, 0, c->stream>>>(G, (const bf16 *)x, in, s->order, (bf16 *)s->t,
-                                                             s->max_rank);
-    LAUNCH_CHECK(&c->st, "kernel_lora_shrink");
-    dim3 grid(rows, tram_cuda_grid_1d(out, LORA_THREADS));
-    kernel_lora_expand<<<grid, LORA_THREADS, (size_t)s->max_rank * sizeof(float), c->stream>>>(
-        G, (const bf16 *)s->t, s->max_rank, s->order, (bf16 *)y, y_stride, out);
-    LAUNCH_CHECK(&c->st, "kernel_lora_expand");
+    if (site->n_parts < 1 || site->n_parts > TRAM_LORA_MAX_PARTS) {
+        cuda_fail(be, "lora: a site of %d parts", site->n_parts);
+        return;
+    }
+    bf16 *col = (bf16 *)y;
+    for (int p = 0; p < site->n_parts; col += site->out[p++]) {
+        lora_groups G;
+        int rows;
+        if (lora_pack(be, &G, &rows, site, p, groups, n_groups, s))
+            return;
+        if (!G.n)
+            continue;
+        int out = site->out[p];
+        kernel_lora_shrink<<<rows, LORA_THREADS, 0, c->stream>>>(G, (const bf16 *)x, site->in, s->order,
+                                                                 (bf16 *)s->t, s->max_rank);
+        LAUNCH_CHECK(&c->st, "kernel_lora_shrink");
+        dim3 grid(rows, tram_cuda_grid_1d(out, LORA_THREADS));
+        kernel_lora_expand<<<grid, LORA_THREADS, (size_t)s->max_rank * sizeof(float), c->stream>>>(
+            G, (const bf16 *)s->t, s->max_rank, s->order, col, y_stride, out);
+        LAUNCH_CHECK(&c->st, "kernel_lora_expand");
+    }
 }

@@ -637,16 +637,19 @@ static void check_moe(int n, int dim, int ffn, int experts, int top_k)
         wpair_free(&gu[e]), wpair_free(&dn[e]);
 }
 
-/* LoRA's grouped shrink and expand of one site: three adapters of ranks 4,
- * 8 and 16 over n rows in a shuffled order, and a run of rows whose
- * adapter does not adapt the site (no group: those rows of y keep their
- * values), y's rows wider than the projection. */
+/* LoRA's grouped shrink and expand of one site of two parts (out and out / 3
+ * columns, as q beside k): three adapters of ranks 4, 8 and 16 over n rows
+ * in a shuffled order, the first adapting the first part alone, and a run
+ * of rows whose adapter does not adapt the site (no group: those rows of y
+ * keep their values), y's rows wider than the site. */
 static void check_lora(int n, int in, int out)
 {
     char shape[64];
     snprintf(shape, sizeof(shape), "n %d in %d out %d", n, in, out);
-    enum { GROUPS = 3, MAX_RANK = 16, PAD = 5 };
+    enum { GROUPS = 3, PARTS = 2, MAX_RANK = 16, PAD = 5 };
     static const int ranks[GROUPS] = {4, 8, 16};
+    tram_lora_site site = {.n_parts = PARTS, .in = in, .out = {out, out / 3}};
+    int width = site.out[0] + site.out[1];
     int32_t *order = malloc((size_t)n * 4);
     for (int i = 0; i < n; i++)
         order[i] = i;
@@ -654,32 +657,38 @@ static void check_lora(int n, int in, int out)
         int j = rand() % (i + 1), t = order[i];
         order[i] = order[j], order[j] = t;
     }
-    wpair a[GROUPS], b[GROUPS];
+    wpair a[GROUPS][PARTS], b[GROUPS][PARTS];
     tram_lora_group gc[GROUPS], gg[GROUPS];
     int quarter = n / 4, first = quarter;  /* order[0, quarter): rows of an adapter without this site */
     for (int g = 0; g < GROUPS; g++) {
         int count = g < GROUPS - 1 ? quarter : n - first;
-        a[g] = wpair_new(ranks[g], in, 1.0f / sqrtf((float)in));
-        b[g] = wpair_new(out, ranks[g], 1.0f / sqrtf((float)ranks[g]));
-        gc[g] = (tram_lora_group){&a[g].c, &b[g].c, 0.5f * (g + 1), first, count};
-        gg[g] = (tram_lora_group){&a[g].g, &b[g].g, 0.5f * (g + 1), first, count};
+        gc[g] = (tram_lora_group){.scale = 0.5f * (g + 1), .first = first, .count = count};
+        gg[g] = gc[g];
+        for (int p = 0; p < (g == 0 ? 1 : PARTS); p++) {
+            a[g][p] = wpair_new(ranks[g], in, 1.0f / sqrtf((float)in));
+            b[g][p] = wpair_new(site.out[p], ranks[g], 1.0f / sqrtf((float)ranks[g]));
+            gc[g].a[p] = &a[g][p].c, gc[g].b[p] = &b[g][p].c;
+            gg[g].a[p] = &a[g][p].g, gg[g].b[p] = &b[g][p].g;
+        }
         first += count;
     }
     ipair ord = ipair_new(order, (size_t)n);
-    pair x = pair_new((size_t)n * in), y = pair_new((size_t)n * (out + PAD));
+    pair x = pair_new((size_t)n * in), y = pair_new((size_t)n * (width + PAD));
     pair_random(x, 1.0f);
     pair_random(y, 1.0f);
-    tram_lora_scratch sc = {n, in, MAX_RANK, out, ord.c, cpu->alloc(cpu, (size_t)n * MAX_RANK * 4),
-                            cpu->alloc(cpu, (size_t)n * out * 4)};
-    tram_lora_scratch sg = {n, in, MAX_RANK, out, ord.g, gpu->alloc(gpu, (size_t)n * MAX_RANK * 2),
-                            gpu->alloc(gpu, (size_t)n * out * 2)};
+    size_t t_rows = (size_t)n * TRAM_LORA_MAX_PARTS * MAX_RANK;
+    tram_lora_scratch sc = {n, in, MAX_RANK, width, ord.c, cpu->alloc(cpu, t_rows * 4),
+                            cpu->alloc(cpu, (size_t)n * width * 4)};
+    tram_lora_scratch sg = {n, in, MAX_RANK, width, ord.g, gpu->alloc(gpu, t_rows * 2),
+                            gpu->alloc(gpu, (size_t)n * width * 2)};
     die_if(!sc.t || !sc.ys || !sg.t || !sg.ys, "out of memory");
-    cpu->lora(cpu, y.c, out + PAD, x.c, gc, GROUPS, &sc);
-    gpu->lora(gpu, y.g, out + PAD, x.g, gg, GROUPS, &sg);
+    cpu->lora(cpu, y.c, width + PAD, x.c, &site, gc, GROUPS, &sc);
+    gpu->lora(gpu, y.g, width + PAD, x.g, &site, gg, GROUPS, &sg);
     pair_check(y, y.n, "lora", shape);
     cpu->free(cpu, sc.t), cpu->free(cpu, sc.ys), gpu->free(gpu, sg.t), gpu->free(gpu, sg.ys);
     for (int g = 0; g < GROUPS; g++)
-        wpair_free(&a[g]), wpair_free(&b[g]);
+        for (int p = 0; p < (g == 0 ? 1 : PARTS); p++)
+            wpair_free(&a[g][p]), wpair_free(&b[g][p]);
     ipair_free(ord);
     pair_free(x), pair_free(y);
     free(order);

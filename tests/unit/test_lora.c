@@ -111,64 +111,84 @@ Test(lora, each_adapter_matches_peft)
     close_model(&m);
 }
 
-/* The op itself against the plain sum, on a narrow projection (one
- * stealable job, each item in a thread's scratch) and on one too wide for
- * that scratch (the ordinary job, in the model's); the groups' rows out of
- * order and in runs that break, and y's rows wider than the projection. */
-static void check_lora_op(int out)
+/* The op itself against the plain sum, on a site of n_parts parts (the
+ * first out columns wide, the others out / 4, as q beside k and v), the
+ * first adapter leaving the middle part alone (as one on q and v only): on
+ * a narrow site (one stealable job, each item in a thread's scratch) and on
+ * one too wide for that scratch (the ordinary job, in the model's); the
+ * groups' rows out of order and in runs that break, and y's rows wider than
+ * the site. */
+static void check_lora_op(int out, int n_parts)
 {
-    enum { IN = 40, ROWS = 6, STRIDE_PAD = 3 };
+    enum { IN = 40, ROWS = 6, STRIDE_PAD = 3, GROUPS = 2 };
     static const int32_t order[ROWS] = {4, 1, 2, 3, 0, 5};
-    const int rank[2] = {3, 5}, first[2] = {0, 4}, count[2] = {4, 2};
-    const float scale[2] = {0.5f, 2.0f};
+    const int rank[GROUPS] = {3, 5}, first[GROUPS] = {0, 4}, count[GROUPS] = {4, 2};
+    const float scale[GROUPS] = {0.5f, 2.0f};
     tram_backend *be;
     tram_error err;
     cr_assert(!tram_backend_cpu_create(&be, 2, &err), "%s", err.msg);
-    int stride = out + STRIDE_PAD;
+    tram_lora_site site = {.n_parts = n_parts, .in = IN};
+    int width = 0, col[TRAM_LORA_MAX_PARTS];
+    for (int p = 0; p < n_parts; p++) {
+        site.out[p] = p ? out / 4 : out;
+        col[p] = width;
+        width += site.out[p];
+    }
+    int stride = width + STRIDE_PAD;
     float *x = malloc(sizeof(float) * ROWS * IN), *y = malloc(sizeof(float) * ROWS * stride);
-    float *want = malloc(sizeof(float) * ROWS * stride), *f[2][2];
+    float *want = malloc(sizeof(float) * ROWS * stride), *f[GROUPS][TRAM_LORA_MAX_PARTS][2] = {{{0}}};
     for (int i = 0; i < ROWS * IN; i++)
         x[i] = (float)((i * 37 % 23) - 11) / 16;
     for (int i = 0; i < ROWS * stride; i++)
         y[i] = want[i] = (float)(i % 7) / 8;
-    tram_weight w[2][2];
-    tram_lora_group groups[2];
-    for (int g = 0; g < 2; g++) {
-        f[g][0] = malloc(sizeof(float) * rank[g] * IN);
-        f[g][1] = malloc(sizeof(float) * out * rank[g]);
-        for (int i = 0; i < rank[g] * IN; i++)
-            f[g][0][i] = (float)((i * 13 + g) % 17 - 8) / 32;
-        for (int i = 0; i < out * rank[g]; i++)
-            f[g][1][i] = (float)((i * 7 + 3 * g) % 19 - 9) / 32;
-        be->upload_weight(be, &w[g][0], f[g][0], rank[g], IN, TRAM_W_F32);
-        be->upload_weight(be, &w[g][1], f[g][1], out, rank[g], TRAM_W_F32);
-        groups[g] = (tram_lora_group){&w[g][0], &w[g][1], scale[g], first[g], count[g]};
-        for (int i = first[g]; i < first[g] + count[g]; i++)
-            for (int c = 0; c < out; c++) {
-                double sum = 0;
-                for (int r = 0; r < rank[g]; r++) {
-                    double t = 0;
-                    for (int k = 0; k < IN; k++)
-                        t += (double)x[order[i] * IN + k] * f[g][0][r * IN + k];
-                    sum += t * f[g][1][c * rank[g] + r];
+    tram_weight w[GROUPS][TRAM_LORA_MAX_PARTS][2];
+    tram_lora_group groups[GROUPS];
+    for (int g = 0; g < GROUPS; g++) {
+        groups[g] = (tram_lora_group){.scale = scale[g], .first = first[g], .count = count[g]};
+        for (int p = 0; p < n_parts; p++) {
+            if (g == 0 && p == 1)
+                continue;
+            int po = site.out[p];
+            f[g][p][0] = malloc(sizeof(float) * rank[g] * IN);
+            f[g][p][1] = malloc(sizeof(float) * po * rank[g]);
+            for (int i = 0; i < rank[g] * IN; i++)
+                f[g][p][0][i] = (float)((i * 13 + g + p) % 17 - 8) / 32;
+            for (int i = 0; i < po * rank[g]; i++)
+                f[g][p][1][i] = (float)((i * 7 + 3 * g + p) % 19 - 9) / 32;
+            be->upload_weight(be, &w[g][p][0], f[g][p][0], rank[g], IN, TRAM_W_F32);
+            be->upload_weight(be, &w[g][p][1], f[g][p][1], po, rank[g], TRAM_W_F32);
+            groups[g].a[p] = &w[g][p][0];
+            groups[g].b[p] = &w[g][p][1];
+            for (int i = first[g]; i < first[g] + count[g]; i++)
+                for (int c = 0; c < po; c++) {
+                    double sum = 0;
+                    for (int r = 0; r < rank[g]; r++) {
+                        double t = 0;
+                        for (int k = 0; k < IN; k++)
+                            t += (double)x[order[i] * IN + k] * f[g][p][0][r * IN + k];
+                        sum += t * f[g][p][1][c * rank[g] + r];
+                    }
+                    want[order[i] * stride + col[p] + c] += (float)(scale[g] * sum);
                 }
-                want[order[i] * stride + c] += (float)(scale[g] * sum);
-            }
+        }
     }
-    tram_lora_scratch sc = {.max_rows = ROWS, .max_in = IN, .max_rank = 5, .max_out = out};
+    tram_lora_scratch sc = {.max_rows = ROWS, .max_in = IN, .max_rank = 5, .max_out = width};
     sc.order = be->alloc(be, sizeof(order));
-    sc.t = be->alloc(be, sizeof(float) * ROWS * sc.max_rank);
-    sc.ys = be->alloc(be, sizeof(float) * ROWS * out);
+    sc.t = be->alloc(be, sizeof(float) * ROWS * TRAM_LORA_MAX_PARTS * sc.max_rank);
+    sc.ys = be->alloc(be, sizeof(float) * ROWS * width);
     memcpy(sc.order, order, sizeof(order));
-    be->lora(be, y, stride, x, groups, 2, &sc);
+    be->lora(be, y, stride, x, &site, groups, GROUPS, &sc);
     cr_assert(!be->sync(be, &err), "%s", err.msg);
     for (int i = 0; i < ROWS * stride; i++)
-        cr_assert_float_eq(y[i], want[i], 1e-4, "out %d: element %d is %g, want %g", out, i, y[i], want[i]);
-    for (int g = 0; g < 2; g++)
-        for (int k = 0; k < 2; k++) {
-            be->free_weight(be, &w[g][k]);
-            free(f[g][k]);
-        }
+        cr_assert_float_eq(y[i], want[i], 1e-4, "out %d, %d parts: element %d is %g, want %g", out, n_parts, i, y[i],
+                           want[i]);
+    for (int g = 0; g < GROUPS; g++)
+        for (int p = 0; p < n_parts; p++)
+            if (groups[g].a[p])
+                for (int k = 0; k < 2; k++) {
+                    be->free_weight(be, &w[g][p][k]);
+                    free(f[g][p][k]);
+                }
     be->free(be, sc.order);
     be->free(be, sc.t);
     be->free(be, sc.ys);
@@ -180,8 +200,10 @@ static void check_lora_op(int out)
 
 Test(lora, op_adds_the_plain_sum_on_both_of_its_paths)
 {
-    check_lora_op(48);
-    check_lora_op(20000);  /* a row's t and ys exceed a thread's 64 KiB scratch */
+    for (int parts = 1; parts <= TRAM_LORA_MAX_PARTS; parts++) {
+        check_lora_op(48, parts);
+        check_lora_op(20000, parts);  /* a row's t and ys exceed a thread's 64 KiB scratch */
+    }
 }
 
 /* Over a base in llama.cpp's interleaved Q/K order (a llama GGUF), the PEFT
