@@ -27,7 +27,7 @@ extern "C" {
 
 typedef enum {
     TRAM_W_F32 = 0,   /* CPU reference format */
-    TRAM_W_BF16 = 1,  /* CUDA */
+    TRAM_W_BF16 = 1,  /* CUDA; on the CPU, LoRA's factors that are bf16 exactly */
     TRAM_W_F16 = 2,
     TRAM_W_INT8 = 3,  /* symmetric, per output row: w = q * scales[row] */
     /* GGUF blocks of 32 weights along a row, as the file stores them (CPU):
@@ -109,7 +109,9 @@ typedef struct {
 /* LoRA's grouped shrink and expand (Punica's SGMV): the rows of a step that
  * use one adapter form a group, and each row of a group gets
  * y[row] += scale · (x[row] · Aᵀ) · Bᵀ, with A (rank, in) and B (out, rank)
- * that adapter's factors of the projection.  The scratch's order lists
+ * that adapter's factors of the projection, B held transposed: Bᵀ (rank,
+ * out), so that the expand reads a contiguous row of it per rank step.
+ * The scratch's order lists
  * every group's rows, group after group; a group is its run of order.
  *
  * A site is the projections that read one input and write adjacent
@@ -125,9 +127,9 @@ typedef struct {
 } tram_lora_site;
 
 typedef struct {
-    /* each part's factors, f32 on the CPU, the activation type on CUDA;
-     * both NULL where the adapter leaves the part alone */
-    const tram_weight *a[TRAM_LORA_MAX_PARTS], *b[TRAM_LORA_MAX_PARTS];
+    /* each part's A and Bᵀ, f32 or bf16 on the CPU, the activation type on
+     * CUDA; both NULL where the adapter leaves the part alone */
+    const tram_weight *a[TRAM_LORA_MAX_PARTS], *bt[TRAM_LORA_MAX_PARTS];
     float scale;
     int first, count;          /* its rows: order[first, first + count) */
 } tram_lora_group;

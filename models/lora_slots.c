@@ -67,8 +67,8 @@ int tram_lora_slots_init(tram_lora_slots *s, tram_backend *be, const tram_model_
     s->groups = s->group_count ? tram_calloc((size_t)n_slots, sizeof(*s->groups), err) : NULL;
     for (int i = 0; s->groups && i < n_slots; i++) {
         s->slots[i].a = tram_calloc(per_slot, sizeof(tram_weight), err);
-        s->slots[i].b = s->slots[i].a ? tram_calloc(per_slot, sizeof(tram_weight), err) : NULL;
-        if (!s->slots[i].b)
+        s->slots[i].bt = s->slots[i].a ? tram_calloc(per_slot, sizeof(tram_weight), err) : NULL;
+        if (!s->slots[i].bt)
             return -1;
     }
     return s->groups ? alloc_scratch(s, max_rows, err) : -1;
@@ -77,12 +77,12 @@ int tram_lora_slots_init(tram_lora_slots *s, tram_backend *be, const tram_model_
 void tram_lora_slots_unload(tram_lora_slots *s, int slot)
 {
     tram_lora_slot *S = &s->slots[slot];
-    for (int k = 0; S->a && S->b && k < s->cfg.n_layers * TRAM_LORA_N_TARGETS; k++) {
+    for (int k = 0; S->a && S->bt && k < s->cfg.n_layers * TRAM_LORA_N_TARGETS; k++) {
         if (S->a[k].data)
             s->be->free_weight(s->be, &S->a[k]);
-        if (S->b[k].data)
-            s->be->free_weight(s->be, &S->b[k]);
-        S->a[k] = S->b[k] = (tram_weight){0};
+        if (S->bt[k].data)
+            s->be->free_weight(s->be, &S->bt[k]);
+        S->a[k] = S->bt[k] = (tram_weight){0};
     }
     S->loaded = 0;
 }
@@ -93,7 +93,7 @@ void tram_lora_slots_free(tram_lora_slots *s)
     for (int i = 0; s->slots && i < s->n_slots; i++) {
         tram_lora_slots_unload(s, i);
         free(s->slots[i].a);
-        free(s->slots[i].b);
+        free(s->slots[i].bt);
     }
     if (be) {
         void *bufs[] = {s->scratch.order, s->scratch.t, s->scratch.ys};
@@ -112,19 +112,44 @@ static void cut(float *out, const float *m, int cols, int row0, int nrows, int c
         memcpy(out + (size_t)r * ncols, m + (size_t)(row0 + r) * cols + col0, (size_t)ncols * sizeof(float));
 }
 
-/* Layer l's factors of projection t: A (rank, in) by the base's columns, B
- * (out, rank) by the base's rows. */
+/* The type a factor is held in: the activations' on CUDA (bf16); on the
+ * CPU bf16 when every value is one exactly (PEFT's files are usually bf16),
+ * which halves the bytes a step streams at many adapters and changes no
+ * value, else f32. */
+static tram_wtype factor_type(const tram_backend *be, const float *v, size_t n)
+{
+    if (be->act_bytes != 4)
+        return TRAM_W_BF16;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i], sizeof(u));
+        if (u & 0xffffu)
+            return TRAM_W_F32;
+    }
+    return TRAM_W_BF16;
+}
+
+/* This rank's rows [row0, row0 + nrows) of the whole (rows, r) matrix m,
+ * transposed into out (r, nrows). */
+static void cut_transposed(float *out, const float *m, int r, int row0, int nrows)
+{
+    for (int j = 0; j < r; j++)
+        for (int i = 0; i < nrows; i++)
+            out[(size_t)j * nrows + i] = m[(size_t)(row0 + i) * r + j];
+}
+
+/* Layer l's factors of projection t: A (rank, in) by the base's columns, Bᵀ
+ * (rank, out) by the base's rows. */
 static int load_pair(tram_lora_slots *s, tram_lora_slot *S, const tram_lora_adapter *a, int l, tram_lora_target t,
                      float *buf, tram_error *err)
 {
     int k = l * TRAM_LORA_N_TARGETS + t, r = a->rank;
     tram_shard_part p = target_part(s, t);
     tram_backend *be = s->be;
-    tram_wtype type = be->act_bytes == 4 ? TRAM_W_F32 : TRAM_W_BF16;
     cut(buf, a->a[k], p.cols, 0, r, p.col0, p.ncols);
-    be->upload_weight(be, &S->a[k], buf, r, p.ncols, type);
-    cut(buf, a->b[k], r, p.row0, p.nrows, 0, r);
-    be->upload_weight(be, &S->b[k], buf, p.nrows, r, type);
+    be->upload_weight(be, &S->a[k], buf, r, p.ncols, factor_type(be, buf, (size_t)r * p.ncols));
+    cut_transposed(buf, a->b[k], r, p.row0, p.nrows);
+    be->upload_weight(be, &S->bt[k], buf, r, p.nrows, factor_type(be, buf, (size_t)r * p.nrows));
     return be->sync(be, err);
 }
 
@@ -150,7 +175,7 @@ int tram_lora_slots_load(tram_lora_slots *s, int slot, const tram_lora_adapter *
         tram_lora_slots_unload(s, slot);
         return -1;
     }
-    *S = (tram_lora_slot){.loaded = 1, .scale = a->scale, .rank = a->rank, .a = S->a, .b = S->b};
+    *S = (tram_lora_slot){.loaded = 1, .scale = a->scale, .rank = a->rank, .a = S->a, .bt = S->bt};
     return 0;
 }
 
@@ -205,7 +230,7 @@ void tram_lora_slots_apply(tram_lora_slots *s, int layer, tram_lora_target first
         for (int p = 0; p < n_parts; p++)
             if (S->a[k + p].data) {
                 G.a[p] = &S->a[k + p];
-                G.b[p] = &S->b[k + p];
+                G.bt[p] = &S->bt[k + p];
                 adapted = 1;
             }
         if (adapted)

@@ -5,7 +5,9 @@
  * base matrices are (models/shard.h): B by rows under a column-parallel q,
  * k, v, gate or up (each rank adds to its own output rows), A by columns
  * under a row-parallel o or down (each rank adds its partial product, which
- * the all-reduce after the projection sums with the others').  A pass's
+ * the all-reduce after the projection sums with the others'); B is held
+ * transposed (tram_lora_group), and on the CPU a factor whose values are
+ * all bf16 is held as bf16.  A pass's
  * sequences name their slot in tram_batch.seq_lora; prepare groups their
  * rows by slot, and apply runs the backend's grouped LoRA op on one site
  * (the projections that share an input). */
@@ -20,7 +22,7 @@ typedef struct {
     int loaded;
     float scale;
     int rank;
-    tram_weight *a, *b;        /* [n_layers * TRAM_LORA_N_TARGETS]; data NULL where not targeted */
+    tram_weight *a, *bt;       /* A, Bᵀ [n_layers * TRAM_LORA_N_TARGETS]; data NULL where not targeted */
 } tram_lora_slot;
 
 typedef struct {

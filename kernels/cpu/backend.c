@@ -40,10 +40,32 @@ static void cpu_copy_rows(tram_backend *be, void *dst, size_t dst_pitch, const v
 
 /* ---------------------------------------------------------------- weights */
 
+/* bf16 weights hold each value's nearest bf16 (ties to even); only LoRA's
+ * factors use them, and only where that is every value exactly
+ * (models/lora_slots.c), to stream half the bytes. */
+static void cpu_bf16_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols)
+{
+    size_t n = (size_t)rows * cols;
+    uint16_t *h = cpu_alloc(be, n * sizeof(uint16_t));
+    if (!h)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &host[i], sizeof(u));
+        h[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)(u >> 16 | 0x40) /* NaN stays NaN */
+                                                : (uint16_t)((u + 0x7fffu + (u >> 16 & 1)) >> 16);
+    }
+    *w = (tram_weight){.data = h, .type = TRAM_W_BF16, .rows = rows, .cols = cols};
+}
+
 static void cpu_upload_weight(tram_backend *be, tram_weight *w, const float *host, int rows, int cols,
                               tram_wtype type)
 {
     memset(w, 0, sizeof(*w));
+    if (type == TRAM_W_BF16) {
+        cpu_bf16_upload(be, w, host, rows, cols);
+        return;
+    }
     if (type == TRAM_W_INT8 && rows > 1) {
         cpu_int8_upload(be, w, host, rows, cols);
         return;
@@ -53,7 +75,7 @@ static void cpu_upload_weight(tram_backend *be, tram_weight *w, const float *hos
         return;
     }
     if (type != TRAM_W_F32 && type != TRAM_W_INT8 && type != TRAM_W_S24) {
-        cpu_fail(be, "only f32, int8 and 2:4 sparse weights are supported");
+        cpu_fail(be, "only f32, bf16, int8 and 2:4 sparse weights are supported");
         return;
     }
     size_t bytes = (size_t)rows * cols * sizeof(float);

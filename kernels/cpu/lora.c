@@ -15,9 +15,14 @@
  * its own products (the same shapes as a part alone), so a site's sums are
  * those of its parts one by one. */
 #include <cblas.h>
+#include <math.h>
 #include <string.h>
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/cpu/cpu_impl.h"
+#include "kernels/dequant.h"
 
 #define SCRATCH_FLOATS ((int)(TRAM_POOL_SCRATCH_BYTES / sizeof(float)))
 
@@ -34,13 +39,15 @@ typedef struct {
 } lora_job;
 _Static_assert(sizeof(lora_job) <= TRAM_POOL_JOB_BYTES, "a stealable job's bytes are copied into the pool");
 
-/* One part's factors against its widths and the scratch: both present, or
+static int f32_or_bf16(const tram_weight *w) { return w->type == TRAM_W_F32 || w->type == TRAM_W_BF16; }
+
+/* One part's A and Bᵀ against its widths and the scratch: both present, or
  * both absent (the adapter leaves the part alone). */
-static int part_fits(const tram_weight *a, const tram_weight *b, int in, int out, int max_rank)
+static int part_fits(const tram_weight *a, const tram_weight *bt, int in, int out, int max_rank)
 {
-    if (!a || !b)
-        return !a && !b;
-    return a->type == TRAM_W_F32 && b->type == TRAM_W_F32 && a->cols == in && b->rows == out && b->cols == a->rows &&
+    if (!a || !bt)
+        return !a && !bt;
+    return f32_or_bf16(a) && f32_or_bf16(bt) && a->cols == in && bt->cols == out && bt->rows == a->rows &&
            a->rows <= max_rank;
 }
 
@@ -50,7 +57,7 @@ static int group_fits(const tram_lora_group *G, const lora_job *j)
     const tram_lora_scratch *s = j->s;
     int parts = 0;
     for (int p = 0; p < j->site.n_parts; p++) {
-        if (!part_fits(G->a[p], G->b[p], j->site.in, j->site.out[p], s->max_rank))
+        if (!part_fits(G->a[p], G->bt[p], j->site.in, j->site.out[p], s->max_rank))
             return 0;
         parts += G->a[p] != NULL;
     }
@@ -64,24 +71,25 @@ static int group_items(const lora_job *j, const tram_lora_group *G)
 }
 
 typedef struct {
-    const tram_lora_group *g;
+    tram_lora_group g;    /* a copy, checked against the site */
     int r0, n;            /* rows [r0, r0 + n) of the group's run of order */
 } lora_item;
 
 /* Item i of the job; 0 when it names nothing that fits, which only a worker
  * late for a finished job can see (the groups and order are the next
- * site's by then): it computes nothing, and its result is never committed. */
+ * site's by then, rewritten as it reads them): it computes nothing, and its
+ * result is never committed.  The group is copied before it is checked, so
+ * that what the item computes from is what fits its site, even late. */
 static int locate(const lora_job *j, int i, lora_item *it)
 {
     for (int g = 0; g < j->n_groups; g++) {
-        const tram_lora_group *G = &j->groups[g];
-        if (!group_fits(G, j))
+        it->g = j->groups[g];
+        if (!group_fits(&it->g, j))
             return 0;
-        int n = group_items(j, G);
+        int n = group_items(j, &it->g);
         if (i < n) {
-            it->g = G;
             it->r0 = i * j->rows;
-            it->n = TRAM_MIN(j->rows, G->count - it->r0);
+            it->n = TRAM_MIN(j->rows, it->g.count - it->r0);
             return 1;
         }
         i -= n;
@@ -89,33 +97,145 @@ static int locate(const lora_job *j, int i, lora_item *it)
     return 0;
 }
 
+/* Floats of a bf16 A widened at a time: 128 KiB on the computing thread's
+ * stack, all of a rank-16 A up to 2048 wide (the default model's). */
+#define WIDE_FLOATS (32 * 1024)
+
+/* Rows [r0, r0 + n) of A as f32: A's own rows, or (bf16) those rows widened
+ * into wide, exactly. */
+static const float *a_rows(const tram_weight *A, int r0, int n, float *wide)
+{
+    size_t first = (size_t)r0 * A->cols, count = (size_t)n * A->cols;
+    if (A->type == TRAM_W_F32)
+        return (const float *)A->data + first;
+    tram_error err; /* bf16 has no blocks: it cannot fail */
+    tram_dequantize(TRAM_GGML_BF16, (const uint16_t *)A->data + first, wide, (int64_t)count, &err);
+    return wide;
+}
+
+/* t [n][t_ld] (part p's columns) = x[rows] · Aᵀ: a product per piece of A's
+ * rows (all of them when A is f32, read in place; as many as wide holds
+ * when it is bf16, the same values: a rank-16 A that fits is the product an
+ * f32 one gives) and per run of consecutive rows (a sequence's prefill is
+ * one run). */
+static void shrink_part(const lora_job *j, const tram_weight *A, const int32_t *rows, int n, float *t, float *wide)
+{
+    int in = j->site.in, piece = A->type == TRAM_W_F32 ? A->rows : TRAM_MAX(1, WIDE_FLOATS / in);
+    for (int r0 = 0; r0 < A->rows; r0 += piece) {
+        int nr = TRAM_MIN(piece, A->rows - r0);
+        const float *a = a_rows(A, r0, nr, wide);
+        for (int i = 0, run; i < n; i += run) {
+            for (run = 1; i + run < n && rows[i + run] == rows[i] + run; run++)
+                ;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, run, nr, in, 1.0f, j->x + (size_t)rows[i] * in, in,
+                        a, in, 0.0f, t + (size_t)i * j->t_ld + r0, j->t_ld);
+        }
+    }
+}
+
+/* The expand's vectors: VL output columns, loaded from f32 or bf16 (whose
+ * bits are an f32's high half), multiplied and added in one rounding. */
+#if defined(__AVX512F__)
+typedef __m512 vec;
+#define VL 16
+#define vec_zero() _mm512_setzero_ps()
+#define vec_set1(f) _mm512_set1_ps(f)
+#define vec_fma(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define vec_mul(a, b) _mm512_mul_ps(a, b)
+#define vec_store(p, v) _mm512_storeu_ps(p, v)
+#define vec_load_f32(p) _mm512_loadu_ps(p)
+#define vec_load_bf16(p) \
+    _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+#elif defined(__AVX2__) && defined(__FMA__)
+typedef __m256 vec;
+#define VL 8
+#define vec_zero() _mm256_setzero_ps()
+#define vec_set1(f) _mm256_set1_ps(f)
+#define vec_fma(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define vec_mul(a, b) _mm256_mul_ps(a, b)
+#define vec_store(p, v) _mm256_storeu_ps(p, v)
+#define vec_load_f32(p) _mm256_loadu_ps(p)
+#define vec_load_bf16(p) \
+    _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+#else
+typedef float vec;
+#define VL 1
+#define vec_zero() 0.0f
+#define vec_set1(f) (f)
+#define vec_fma(a, b, c) fmaf(a, b, c)
+#define vec_mul(a, b) ((a) * (b))
+#define vec_store(p, v) (*(p) = (v))
+#define vec_load_f32(p) (*(p))
+#define vec_load_bf16(p) tram_bf16_to_f32(*(p))
+#endif
+
+/* Columns [c, c + VL) of Bᵀ's row k. */
+static inline vec bt_load(const tram_weight *Bt, int k, int c)
+{
+    size_t at = (size_t)k * Bt->cols + c;
+    return Bt->type == TRAM_W_F32 ? vec_load_f32((const float *)Bt->data + at)
+                                  : vec_load_bf16((const uint16_t *)Bt->data + at);
+}
+
+static inline float bt_at(const tram_weight *Bt, int k, int c)
+{
+    size_t at = (size_t)k * Bt->cols + c;
+    return Bt->type == TRAM_W_F32 ? ((const float *)Bt->data)[at] : tram_bf16_to_f32(((const uint16_t *)Bt->data)[at]);
+}
+
+/* ys [n][ys_ld] (part p's columns) = scale · t · Bᵀ: each output summed over
+ * the rank in order, by fused multiply-adds from zero, then scaled.  That is
+ * what OpenBLAS's sgemm gives for a K this small (its microkernel's order,
+ * the scale applied once), as an earlier form of this op called it, so the
+ * sums are the same bits; here Bᵀ's rows are read in place, f32 or bf16,
+ * with nothing packed (at one row a group, packing B was most of the
+ * expand). */
+static void expand_part(const lora_job *j, const tram_weight *Bt, float scale, int n, const float *t, float *ys,
+                        int ys_ld)
+{
+    int rank = Bt->rows, out = Bt->cols;
+    for (int i = 0; i < n; i++) {
+        const float *ti = t + (size_t)i * j->t_ld;
+        float *yi = ys + (size_t)i * ys_ld;
+        int c = 0;
+        for (; c + 4 * VL <= out; c += 4 * VL) {
+            vec acc[4] = {vec_zero(), vec_zero(), vec_zero(), vec_zero()};
+            for (int k = 0; k < rank; k++) {
+                vec tk = vec_set1(ti[k]);
+                for (int u = 0; u < 4; u++)
+                    acc[u] = vec_fma(tk, bt_load(Bt, k, c + u * VL), acc[u]);
+            }
+            for (int u = 0; u < 4; u++)
+                vec_store(yi + c + u * VL, vec_mul(vec_set1(scale), acc[u]));
+        }
+        for (; c < out; c++) {
+            float acc = 0.0f;
+            for (int k = 0; k < rank; k++)
+                acc = fmaf(ti[k], bt_at(Bt, k, c), acc);
+            yi[c] = scale * acc;
+        }
+    }
+}
+
 /* ys [n][ys_ld] = scale · (x[rows] · Aᵀ) · Bᵀ for each part the group
- * adapts (its columns of ys), through t [n][t_ld]: the shrink in one product
- * per part and run of consecutive rows (a sequence's prefill is one run), the
- * expand in one product per part over the item. */
+ * adapts (its columns of ys), through t [n][t_ld]. */
 static void compute_item(const lora_job *j, const lora_item *it, float *t, float *ys, int ys_ld)
 {
-    const tram_lora_group *G = it->g;
+    const tram_lora_group *G = &it->g;
     const int32_t *rows = j->s->order + G->first + it->r0;
-    int in = j->site.in, rank_ld = j->s->max_rank;
-    for (int i = 0, run; i < it->n; i += run) {
-        for (run = 1; i + run < it->n && rows[i + run] == rows[i] + run; run++)
-            ;
-        for (int p = 0; p < j->site.n_parts; p++)
-            if (G->a[p])
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, run, G->a[p]->rows, in, 1.0f,
-                            j->x + (size_t)rows[i] * in, in, G->a[p]->data, in, 0.0f,
-                            t + (size_t)i * j->t_ld + p * rank_ld, j->t_ld);
+    float wide[WIDE_FLOATS];
+    for (int p = 0, col = 0; p < j->site.n_parts; col += j->site.out[p++]) {
+        if (!G->a[p])
+            continue;
+        float *tp = t + p * j->s->max_rank;
+        shrink_part(j, G->a[p], rows, it->n, tp, wide);
+        expand_part(j, G->bt[p], G->scale, it->n, tp, ys + col, ys_ld);
     }
-    for (int p = 0, col = 0; p < j->site.n_parts; col += j->site.out[p++])
-        if (G->a[p])
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, it->n, j->site.out[p], G->a[p]->rows, G->scale,
-                        t + p * rank_ld, j->t_ld, G->b[p]->data, G->a[p]->rows, 0.0f, ys + col, ys_ld);
 }
 
 static void commit_item(const lora_job *j, const lora_item *it, const float *ys, int ys_ld)
 {
-    const tram_lora_group *G = it->g;
+    const tram_lora_group *G = &it->g;
     const int32_t *rows = j->s->order + G->first + it->r0;
     for (int i = 0; i < it->n; i++) {
         float *row = j->y + (size_t)rows[i] * j->y_stride;
@@ -158,7 +278,7 @@ static void run_items(void *job, int begin, int end)
         lora_item it;
         if (!locate(j, i, &it))
             continue;
-        size_t row = (size_t)it.g->first + it.r0;
+        size_t row = (size_t)it.g.first + it.r0;
         float *t = (float *)j->s->t + row * j->t_ld, *ys = (float *)j->s->ys + row * j->s->max_out;
         compute_item(j, &it, t, ys, j->s->max_out);
         commit_item(j, &it, ys, j->s->max_out);

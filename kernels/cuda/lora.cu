@@ -18,7 +18,7 @@
 
 struct lora_groups {
     int n;
-    const bf16 *a[LORA_MAX_GROUPS], *b[LORA_MAX_GROUPS];
+    const bf16 *a[LORA_MAX_GROUPS], *bt[LORA_MAX_GROUPS];  /* A (rank, in), Bᵀ (rank, out) */
     float scale[LORA_MAX_GROUPS];
     int first[LORA_MAX_GROUPS], count[LORA_MAX_GROUPS], rank[LORA_MAX_GROUPS];
 };
@@ -68,10 +68,10 @@ static __global__ void kernel_lora_expand(lora_groups G, const bf16 *t, int ld, 
     int c = blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= out)
         return;
-    const bf16 *b = G.b[g] + (size_t)c * rank;
+    const bf16 *bt = G.bt[g] + c;
     float sum = 0.0f;
     for (int r = 0; r < rank; r++)
-        sum += ts[r] * __bfloat162float(b[r]);
+        sum += ts[r] * __bfloat162float(bt[(size_t)r * out]);
     bf16 *dst = y + (size_t)order[pos] * y_stride + c;
     *dst = __float2bfloat16(__bfloat162float(*dst) + G.scale[g] * sum);
 }
@@ -91,17 +91,17 @@ static int lora_pack(tram_backend *be, lora_groups *G, int *rows, const tram_lor
     *rows = 0;
     for (int g = 0; g < n_groups; g++) {
         const tram_lora_group *L = &groups[g];
-        const tram_weight *a = L->a[p], *b = L->b[p];
-        if (!a && !b)
+        const tram_weight *a = L->a[p], *bt = L->bt[p];
+        if (!a && !bt)
             continue; /* the adapter leaves this part alone */
-        if (!a || !b || a->type != TRAM_W_BF16 || b->type != TRAM_W_BF16 || a->cols != in || b->rows != out ||
-            b->cols != a->rows || a->rows > s->max_rank || in > s->max_in || out > s->max_out || L->first < 0 ||
+        if (!a || !bt || a->type != TRAM_W_BF16 || bt->type != TRAM_W_BF16 || a->cols != in || bt->cols != out ||
+            bt->rows != a->rows || a->rows > s->max_rank || in > s->max_in || out > s->max_out || L->first < 0 ||
             L->count < 1 || L->first + L->count > s->max_rows) {
             cuda_fail(be, "lora: group %d's factors or rows do not fit the site or the scratch", g);
             return -1;
         }
         int n = G->n++;
-        G->a[n] = (const bf16 *)a->data, G->b[n] = (const bf16 *)b->data;
+        G->a[n] = (const bf16 *)a->data, G->bt[n] = (const bf16 *)bt->data;
         G->scale[n] = L->scale, G->first[n] = L->first, G->count[n] = L->count, G->rank[n] = a->rows;
         *rows = TRAM_MAX(*rows, L->first + L->count);
     }

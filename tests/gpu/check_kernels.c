@@ -657,7 +657,7 @@ static void check_lora(int n, int in, int out)
         int j = rand() % (i + 1), t = order[i];
         order[i] = order[j], order[j] = t;
     }
-    wpair a[GROUPS][PARTS], b[GROUPS][PARTS];
+    wpair a[GROUPS][PARTS], bt[GROUPS][PARTS];
     tram_lora_group gc[GROUPS], gg[GROUPS];
     int quarter = n / 4, first = quarter;  /* order[0, quarter): rows of an adapter without this site */
     for (int g = 0; g < GROUPS; g++) {
@@ -666,9 +666,9 @@ static void check_lora(int n, int in, int out)
         gg[g] = gc[g];
         for (int p = 0; p < (g == 0 ? 1 : PARTS); p++) {
             a[g][p] = wpair_new(ranks[g], in, 1.0f / sqrtf((float)in));
-            b[g][p] = wpair_new(site.out[p], ranks[g], 1.0f / sqrtf((float)ranks[g]));
-            gc[g].a[p] = &a[g][p].c, gc[g].b[p] = &b[g][p].c;
-            gg[g].a[p] = &a[g][p].g, gg[g].b[p] = &b[g][p].g;
+            bt[g][p] = wpair_new(ranks[g], site.out[p], 1.0f / sqrtf((float)ranks[g]));
+            gc[g].a[p] = &a[g][p].c, gc[g].bt[p] = &bt[g][p].c;
+            gg[g].a[p] = &a[g][p].g, gg[g].bt[p] = &bt[g][p].g;
         }
         first += count;
     }
@@ -688,7 +688,7 @@ static void check_lora(int n, int in, int out)
     cpu->free(cpu, sc.t), cpu->free(cpu, sc.ys), gpu->free(gpu, sg.t), gpu->free(gpu, sg.ys);
     for (int g = 0; g < GROUPS; g++)
         for (int p = 0; p < (g == 0 ? 1 : PARTS); p++)
-            wpair_free(&a[g][p]), wpair_free(&b[g][p]);
+            wpair_free(&a[g][p]), wpair_free(&bt[g][p]);
     ipair_free(ord);
     pair_free(x), pair_free(y);
     free(order);

@@ -111,13 +111,43 @@ Test(lora, each_adapter_matches_peft)
     close_model(&m);
 }
 
+/* Runs the op on groups whose factors f (A, Bᵀ: host, NULL where a group
+ * leaves a part alone) are uploaded as type, on a copy of y0 into y. */
+static void run_lora_op(tram_backend *be, const tram_lora_site *site, tram_lora_group *groups, int n_groups,
+                        float *const (*f)[TRAM_LORA_MAX_PARTS][2], const int *rank, tram_wtype type,
+                        const tram_lora_scratch *sc, const float *x, const float *y0, float *y, int stride, int rows)
+{
+    tram_weight w[2][TRAM_LORA_MAX_PARTS][2];
+    tram_error err;
+    memcpy(y, y0, sizeof(float) * rows * stride);
+    for (int g = 0; g < n_groups; g++)
+        for (int p = 0; p < site->n_parts; p++) {
+            groups[g].a[p] = groups[g].bt[p] = NULL;
+            if (!f[g][p][0])
+                continue;
+            be->upload_weight(be, &w[g][p][0], f[g][p][0], rank[g], site->in, type);
+            be->upload_weight(be, &w[g][p][1], f[g][p][1], rank[g], site->out[p], type);
+            groups[g].a[p] = &w[g][p][0];
+            groups[g].bt[p] = &w[g][p][1];
+        }
+    be->lora(be, y, stride, x, site, groups, n_groups, sc);
+    cr_assert(!be->sync(be, &err), "%s", err.msg);
+    for (int g = 0; g < n_groups; g++)
+        for (int p = 0; p < site->n_parts; p++)
+            if (groups[g].a[p]) {
+                be->free_weight(be, &w[g][p][0]);
+                be->free_weight(be, &w[g][p][1]);
+            }
+}
+
 /* The op itself against the plain sum, on a site of n_parts parts (the
  * first out columns wide, the others out / 4, as q beside k and v), the
  * first adapter leaving the middle part alone (as one on q and v only): on
  * a narrow site (one stealable job, each item in a thread's scratch) and on
  * one too wide for that scratch (the ordinary job, in the model's); the
  * groups' rows out of order and in runs that break, and y's rows wider than
- * the site. */
+ * the site.  The factors are bf16 values, and held as bf16 they give the
+ * same bits as held as f32. */
 static void check_lora_op(int out, int n_parts)
 {
     enum { IN = 40, ROWS = 6, STRIDE_PAD = 3, GROUPS = 2 };
@@ -135,13 +165,13 @@ static void check_lora_op(int out, int n_parts)
         width += site.out[p];
     }
     int stride = width + STRIDE_PAD;
-    float *x = malloc(sizeof(float) * ROWS * IN), *y = malloc(sizeof(float) * ROWS * stride);
+    float *x = malloc(sizeof(float) * ROWS * IN), *y0 = malloc(sizeof(float) * ROWS * stride);
     float *want = malloc(sizeof(float) * ROWS * stride), *f[GROUPS][TRAM_LORA_MAX_PARTS][2] = {{{0}}};
+    float *y_f32 = malloc(sizeof(float) * ROWS * stride), *y_bf16 = malloc(sizeof(float) * ROWS * stride);
     for (int i = 0; i < ROWS * IN; i++)
         x[i] = (float)((i * 37 % 23) - 11) / 16;
     for (int i = 0; i < ROWS * stride; i++)
-        y[i] = want[i] = (float)(i % 7) / 8;
-    tram_weight w[GROUPS][TRAM_LORA_MAX_PARTS][2];
+        y0[i] = want[i] = (float)(i % 7) / 8;
     tram_lora_group groups[GROUPS];
     for (int g = 0; g < GROUPS; g++) {
         groups[g] = (tram_lora_group){.scale = scale[g], .first = first[g], .count = count[g]};
@@ -150,15 +180,11 @@ static void check_lora_op(int out, int n_parts)
                 continue;
             int po = site.out[p];
             f[g][p][0] = malloc(sizeof(float) * rank[g] * IN);
-            f[g][p][1] = malloc(sizeof(float) * po * rank[g]);
+            f[g][p][1] = malloc(sizeof(float) * rank[g] * po); /* Bᵀ */
             for (int i = 0; i < rank[g] * IN; i++)
                 f[g][p][0][i] = (float)((i * 13 + g + p) % 17 - 8) / 32;
-            for (int i = 0; i < po * rank[g]; i++)
+            for (int i = 0; i < rank[g] * po; i++)
                 f[g][p][1][i] = (float)((i * 7 + 3 * g + p) % 19 - 9) / 32;
-            be->upload_weight(be, &w[g][p][0], f[g][p][0], rank[g], IN, TRAM_W_F32);
-            be->upload_weight(be, &w[g][p][1], f[g][p][1], po, rank[g], TRAM_W_F32);
-            groups[g].a[p] = &w[g][p][0];
-            groups[g].b[p] = &w[g][p][1];
             for (int i = first[g]; i < first[g] + count[g]; i++)
                 for (int c = 0; c < po; c++) {
                     double sum = 0;
@@ -166,7 +192,7 @@ static void check_lora_op(int out, int n_parts)
                         double t = 0;
                         for (int k = 0; k < IN; k++)
                             t += (double)x[order[i] * IN + k] * f[g][p][0][r * IN + k];
-                        sum += t * f[g][p][1][c * rank[g] + r];
+                        sum += t * f[g][p][1][r * po + c];
                     }
                     want[order[i] * stride + col[p] + c] += (float)(scale[g] * sum);
                 }
@@ -177,31 +203,27 @@ static void check_lora_op(int out, int n_parts)
     sc.t = be->alloc(be, sizeof(float) * ROWS * TRAM_LORA_MAX_PARTS * sc.max_rank);
     sc.ys = be->alloc(be, sizeof(float) * ROWS * width);
     memcpy(sc.order, order, sizeof(order));
-    be->lora(be, y, stride, x, &site, groups, GROUPS, &sc);
-    cr_assert(!be->sync(be, &err), "%s", err.msg);
+    run_lora_op(be, &site, groups, GROUPS, f, rank, TRAM_W_F32, &sc, x, y0, y_f32, stride, ROWS);
+    run_lora_op(be, &site, groups, GROUPS, f, rank, TRAM_W_BF16, &sc, x, y0, y_bf16, stride, ROWS);
     for (int i = 0; i < ROWS * stride; i++)
-        cr_assert_float_eq(y[i], want[i], 1e-4, "out %d, %d parts: element %d is %g, want %g", out, n_parts, i, y[i],
-                           want[i]);
+        cr_assert_float_eq(y_f32[i], want[i], 1e-4, "out %d, %d parts: element %d is %g, want %g", out, n_parts, i,
+                           y_f32[i], want[i]);
+    cr_assert(!memcmp(y_f32, y_bf16, sizeof(float) * ROWS * stride), "out %d, %d parts: bf16 factors differ", out,
+              n_parts);
     for (int g = 0; g < GROUPS; g++)
         for (int p = 0; p < n_parts; p++)
-            if (groups[g].a[p])
-                for (int k = 0; k < 2; k++) {
-                    be->free_weight(be, &w[g][p][k]);
-                    free(f[g][p][k]);
-                }
+            TRAM_FREE_ALL(f[g][p][0], f[g][p][1]);
     be->free(be, sc.order);
     be->free(be, sc.t);
     be->free(be, sc.ys);
     be->destroy(be);
-    free(x);
-    free(y);
-    free(want);
+    TRAM_FREE_ALL(x, y0, want, y_f32, y_bf16);
 }
 
 Test(lora, op_adds_the_plain_sum_on_both_of_its_paths)
 {
     for (int parts = 1; parts <= TRAM_LORA_MAX_PARTS; parts++) {
-        check_lora_op(48, parts);
+        check_lora_op(80, parts);     /* vectors of the expand and a tail */
         check_lora_op(20000, parts);  /* a row's t and ys exceed a thread's 64 KiB scratch */
     }
 }
