@@ -1,7 +1,7 @@
 #include "kernels/cpu/cpu_sampling.h"
 
+#include <float.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -9,19 +9,36 @@ typedef struct {
     int32_t id;
 } cand;
 
+/* Truncation sorts its candidates by radix on the bits of their
+ * probabilities: a positive float's bits order as an unsigned integer.  A
+ * coarse pass over the top bits (the exponent and 3 mantissa bits, 1/8 of an
+ * octave a bucket) first finds which candidates can be kept; then three LSD
+ * passes of 11 bits sort those. */
+enum {
+    COARSE_SHIFT = 20,
+    COARSE_BUCKETS = 1 << (31 - COARSE_SHIFT), /* the sign bit is 0 */
+    DIGIT_BITS = 11,
+    DIGIT_BUCKETS = 1 << DIGIT_BITS,
+    DIGITS = 3, /* 3 x 11 bits cover the 32 */
+};
+
 struct tram_sampler {
     int vocab;
     float *work;   /* [vocab] processed logits, then unnormalized probabilities */
-    cand *cands;   /* [vocab] */
+    cand *cands;   /* [vocab] the kept candidates, best first */
+    cand *spare;   /* [vocab] the radix sort's other buffer */
     int32_t *counts; /* [vocab] occurrences in the output; all zero between calls */
     uint8_t *seen;   /* [vocab] in prompt or output; all zero between calls */
+    uint32_t coarse_count[COARSE_BUCKETS];
+    double coarse_mass[COARSE_BUCKETS];
+    uint32_t digit_count[DIGITS][DIGIT_BUCKETS];
 };
 
 void tram_sampler_destroy(tram_sampler *s)
 {
     if (!s)
         return;
-    TRAM_FREE_ALL(s->work, s->cands, s->counts, s->seen, s);
+    TRAM_FREE_ALL(s->work, s->cands, s->spare, s->counts, s->seen, s);
 }
 
 int tram_sampler_create(tram_sampler **out, int vocab, tram_error *err)
@@ -33,9 +50,10 @@ int tram_sampler_create(tram_sampler **out, int vocab, tram_error *err)
     s->vocab = vocab;
     s->work = tram_calloc((size_t)vocab, sizeof(float), err);
     s->cands = tram_calloc((size_t)vocab, sizeof(cand), err);
+    s->spare = tram_calloc((size_t)vocab, sizeof(cand), err);
     s->counts = tram_calloc((size_t)vocab, sizeof(int32_t), err);
     s->seen = tram_calloc((size_t)vocab, 1, err);
-    if (!s->work || !s->cands || !s->counts || !s->seen) {
+    if (!s->work || !s->cands || !s->spare || !s->counts || !s->seen) {
         tram_sampler_destroy(s);
         return -1;
     }
@@ -107,61 +125,127 @@ int32_t tram_argmax(const float *x, int n)
 
 /* ---------------------------------------------------------------- truncation */
 
-/* Total order: higher probability first, then lower token id. */
-static int cand_before(const cand *a, const cand *b)
+static uint32_t float_bits(float x)
 {
-    return a->p > b->p || (a->p == b->p && a->id < b->id);
+    uint32_t u;
+    memcpy(&u, &x, sizeof(u));
+    return u;
 }
 
-static int cand_cmp(const void *a, const void *b)
+/* Copies the candidates (probabilities >= thr > 0) to s->spare in id order;
+ * returns how many.  Every token is written and only a candidate advances
+ * the end: about half the tokens pass the nucleus bound, a branch on it
+ * would guess wrong every other time. */
+static int gather(tram_sampler *s, float thr)
 {
-    return cand_before(a, b) ? -1 : cand_before(b, a) ? 1 : 0;
+    const float *w = s->work;
+    cand *c = s->spare;
+    int n = 0;
+    for (int i = 0; i < s->vocab; i++) {
+        float p = w[i]; /* read once: the store below may alias it as far as the compiler knows */
+        c[n] = (cand){.p = p, .id = i};
+        n += p >= thr;
+    }
+    return n;
 }
 
-/* Reorders c so that its first k entries are the k best (in any order). */
-static void select_top(cand *c, int n, int k)
+/* Keeps those of s->spare[n] whose probability is >= least, in order;
+ * returns how many. */
+static int keep_above(tram_sampler *s, int n, float least)
 {
-    int lo = 0, hi = n - 1;
-    while (lo < hi) {
-        cand pivot = c[lo + (hi - lo) / 2];
-        int i = lo, j = hi;
-        while (i <= j) {
-            while (cand_before(&c[i], &pivot))
-                i++;
-            while (cand_before(&pivot, &c[j]))
-                j--;
-            if (i <= j) {
-                cand t = c[i];
-                c[i++] = c[j];
-                c[j--] = t;
-            }
+    cand *c = s->spare;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        cand x = c[i]; /* read before the store, which may land on it */
+        c[m] = x;
+        m += x.p >= least;
+    }
+    return m;
+}
+
+/* The count and mass of s->spare[n] per coarse bucket. */
+static void count_coarse(tram_sampler *s, int n)
+{
+    const cand *c = s->spare;
+    uint32_t *count = s->coarse_count;
+    double *mass = s->coarse_mass;
+    memset(count, 0, sizeof(s->coarse_count));
+    memset(mass, 0, sizeof(s->coarse_mass));
+    for (int i = 0; i < n; i++) {
+        uint32_t b = float_bits(c[i].p) >> COARSE_SHIFT;
+        count[b]++;
+        mass[b] += c[i].p;
+    }
+}
+
+/* The least probability of the best coarse buckets that hold at least k
+ * (>= 1) candidates and `mass` of the probability (0 when only all of them
+ * do).  The margin on the mass covers the rounding of its sums:
+ * summed in another order the same candidates differ by far less. */
+static float coarse_cutoff(const tram_sampler *s, int k, double mass)
+{
+    double want = mass * (1 + 1e-9), cum = 0;
+    uint32_t count = 0;
+    for (int b = COARSE_BUCKETS - 1; b > 0; b--) {
+        count += s->coarse_count[b];
+        cum += s->coarse_mass[b];
+        if (count >= (uint32_t)k && cum >= want) {
+            uint32_t u = (uint32_t)b << COARSE_SHIFT;
+            float lowest;
+            memcpy(&lowest, &u, sizeof(lowest));
+            return lowest;
         }
-        if (k - 1 <= j)
-            hi = j;
-        else if (k - 1 >= i)
-            lo = i;
-        else
-            return;
+    }
+    return 0;
+}
+
+/* The digit of the key that sorts higher probabilities first. */
+static uint32_t digit(float p, int d)
+{
+    return (~float_bits(p) >> (d * DIGIT_BITS)) & (DIGIT_BUCKETS - 1);
+}
+
+/* Sorts s->spare[n] best first into s->cands: LSD radix passes, each stable,
+ * so that equal probabilities keep the order they came in.  A digit all of
+ * them share (the exponent of a flat distribution's) needs no pass. */
+static void radix_sort(tram_sampler *s, int n)
+{
+    uint32_t(*count)[DIGIT_BUCKETS] = s->digit_count;
+    memset(count, 0, sizeof(s->digit_count));
+    cand *from = s->spare, *to = s->cands;
+    for (int i = 0; i < n; i++)
+        for (int d = 0; d < DIGITS; d++)
+            count[d][digit(from[i].p, d)]++;
+    for (int d = 0; d < DIGITS; d++) {
+        uint32_t *at = count[d], start = 0;
+        if (n == 0 || at[digit(from[0].p, d)] == (uint32_t)n)
+            continue;
+        for (int b = 0; b < DIGIT_BUCKETS; b++) {
+            uint32_t c = at[b];
+            at[b] = start;
+            start += c;
+        }
+        for (int i = 0; i < n; i++)
+            to[at[digit(from[i].p, d)]++] = from[i];
+        cand *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != s->cands) { /* the buffers are alike: trade them rather than copy */
+        s->spare = s->cands;
+        s->cands = from;
     }
 }
 
-/* The smallest best-first prefix of c[n] holding `target` of the mass (at
- * least one), sorted at the front; returns its length.  Only the best k are
- * sorted, k growing 4x until the prefix fits: a flat distribution can leave
- * thousands of candidates of which the nucleus is a few dozen.  The order
- * is total, so the prefix and its sums are those of a full sort. */
-static int nucleus(cand *c, int n, double target)
+/* The shortest prefix of c[n] (best first) holding `target` of the mass, at
+ * least one. */
+static int nucleus(const cand *c, int n, double target)
 {
-    for (int k = n < 64 ? n : 64;; k = n / 4 < k ? n : 4 * k) {
-        select_top(c, n, k);
-        qsort(c, (size_t)k, sizeof(cand), cand_cmp);
-        double cum = 0;
-        int keep = 0;
-        while (keep < k && cum < target)
-            cum += c[keep++].p;
-        if (cum >= target || k == n)
-            return keep > 0 ? keep : 1;
-    }
+    double cum = 0;
+    int keep = 0;
+    while (keep < n && cum < target)
+        cum += c[keep++].p;
+    return keep > 0 ? keep : 1;
 }
 
 /* Turns s->work into unnormalized probabilities exp(x/T - max); returns their
@@ -181,7 +265,9 @@ static double to_probs(tram_sampler *s, float temperature, float min_p)
     return sum;
 }
 
-/* Candidates after min_p, top_k and top_p, best first; returns how many. */
+/* Candidates after min_p, top_k and top_p, best first; returns how many.
+ * Only the best coarse buckets that can hold them are sorted: a flat
+ * distribution can leave thousands of candidates, its nucleus a few dozen. */
 static int truncate_dist(tram_sampler *s, const tram_sampler_row *p, double norm)
 {
     float thr = p->min_p;
@@ -189,21 +275,20 @@ static int truncate_dist(tram_sampler *s, const tram_sampler_row *p, double norm
      * mass together, so the nucleus lies among the others: skip sorting them. */
     if (p->top_k == 0 && p->top_p < 1.0f)
         thr = fmaxf(thr, (float)((1.0 - p->top_p) * norm / s->vocab));
-    int n = 0;
-    for (int i = 0; i < s->vocab; i++)
-        if (s->work[i] >= thr && s->work[i] > 0)
-            s->cands[n++] = (cand){.p = s->work[i], .id = i};
-    if (p->top_k > 0 && p->top_k < n) {
-        select_top(s->cands, n, p->top_k);
-        n = p->top_k;
+    int n = gather(s, fmaxf(thr, FLT_TRUE_MIN)); /* zero probabilities are never kept */
+    count_coarse(s, n);
+    int top_k = p->top_k > 0 && p->top_k < n ? p->top_k : 0;
+    int nucleus_only = !top_k && p->top_p < 1.0f;
+    float cutoff = coarse_cutoff(s, top_k ? top_k : nucleus_only ? 1 : n, nucleus_only ? p->top_p * norm : 0);
+    n = keep_above(s, n, cutoff);
+    radix_sort(s, n);
+    if (top_k) {
+        n = top_k;
         norm = 0;
         for (int i = 0; i < n; i++)
             norm += s->cands[i].p;
     }
-    if (p->top_p < 1.0f)
-        return nucleus(s->cands, n, p->top_p * norm);
-    qsort(s->cands, (size_t)n, sizeof(cand), cand_cmp);
-    return n;
+    return p->top_p < 1.0f ? nucleus(s->cands, n, p->top_p * norm) : n;
 }
 
 static int32_t draw(const cand *c, int n, double u)

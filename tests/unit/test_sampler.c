@@ -157,51 +157,133 @@ Test(sampler, logprobs_are_log_softmax)
     cr_assert_eq(top[1].token, 7);
 }
 
-static int cand_ref_cmp(const void *a, const void *b)
+/* ---------------------------------------------------------------- truncation against a full sort */
+
+typedef struct {
+    float p;
+    int32_t id;
+} ref_cand;
+
+/* cand_cmp's order: higher probability first, then the lower id. */
+static int ref_cmp(const void *a, const void *b)
 {
-    const double *x = a, *y = b; /* {p, id} */
-    return x[0] > y[0] ? -1 : x[0] < y[0] ? 1 : x[1] < y[1] ? -1 : x[1] > y[1];
+    const ref_cand *x = a, *y = b;
+    return x->p > y->p ? -1 : x->p < y->p ? 1 : (x->id > y->id) - (x->id < y->id);
 }
 
-/* The nucleus of a wide, flat distribution (thousands of candidates, the
- * nucleus far past the first sorted ones) is the prefix of a full sort, the
- * same ids in the same order, with ties broken by the lower id. */
-Test(sampler, nucleus_of_a_flat_distribution_is_the_full_sort_prefix)
+/* The kept ids of x[v] under p as sampling_params.h states them, every
+ * positive probability put in order by qsort: min_p, the top_k best (the new
+ * mass their sum, best first), then the shortest prefix holding top_p of the
+ * mass (at least one).  Probabilities with the sampler's float arithmetic,
+ * exp(x/T - max), so that the two see the same ties. */
+static int ref_kept(const float *x, int v, const tram_sampler_row *p, ref_cand *c, int32_t *ids)
 {
-    enum { W = 6000 };
-    static float flat[W], prob[W];
-    static double ref[W][2];
-    static int32_t kept[W];
-    tram_sampler *big;
-    tram_error err;
-    cr_assert_eq(tram_sampler_create(&big, W, &err), 0);
-    srand(5);
-    for (int i = 0; i < W; i++)
-        flat[i] = (float)(rand() % 400) * 0.001f; /* many exact ties */
-    for (float top_p = 0.05f; top_p < 1.0f; top_p += 0.3f) {
-        tram_sample_input in = {.p = params(0.7f)};
-        in.p.top_p = top_p;
-        int n = tram_sample_kept(big, flat, &in, kept);
-        /* the reference, with the sampler's own float arithmetic: exp(x/T - max) */
-        float mx = -INFINITY, inv_t = 1.0f / 0.7f;
-        for (int i = 0; i < W; i++)
-            mx = fmaxf(mx, flat[i] * inv_t);
-        double norm = 0;
-        for (int i = 0; i < W; i++) {
-            prob[i] = expf(flat[i] * inv_t - mx);
-            norm += prob[i];
-            ref[i][0] = prob[i];
-            ref[i][1] = i;
+    float mx = -INFINITY, inv_t = 1.0f / p->temperature;
+    for (int i = 0; i < v; i++)
+        mx = fmaxf(mx, x[i] * inv_t);
+    double norm = 0;
+    int n = 0;
+    for (int i = 0; i < v; i++) {
+        float q = expf(x[i] * inv_t - mx);
+        if (q >= p->min_p && q > 0) {
+            norm += q;
+            c[n++] = (ref_cand){q, i};
         }
-        qsort(ref, W, sizeof(ref[0]), cand_ref_cmp);
+    }
+    qsort(c, (size_t)n, sizeof(*c), ref_cmp);
+    if (p->top_k > 0 && p->top_k < n) {
+        n = p->top_k;
+        norm = 0;
+        for (int i = 0; i < n; i++)
+            norm += c[i].p;
+    }
+    if (p->top_p < 1.0f) {
         double cum = 0;
         int keep = 0;
-        while (keep < W && cum < top_p * norm)
-            cum += ref[keep++][0];
-        cr_expect_gt(keep, 64, "top_p %.2f: the nucleus should outgrow the first sort", top_p);
-        cr_assert_eq(n, keep, "top_p %.2f: %d kept, the full sort keeps %d", top_p, n, keep);
-        for (int i = 0; i < n; i++)
-            cr_assert_eq(kept[i], (int32_t)ref[i][1], "top_p %.2f: rank %d", top_p, i);
+        while (keep < n && cum < p->top_p * norm)
+            cum += c[keep++].p;
+        n = keep > 0 ? keep : 1;
     }
-    tram_sampler_destroy(big);
+    for (int i = 0; i < n; i++)
+        ids[i] = c[i].id;
+    return n;
+}
+
+/* The draw of tram_sample from the kept ids in their order, with the
+ * sampler's own uniform number. */
+static int32_t ref_draw(const float *x, int v, const tram_sample_input *in, const int32_t *ids, int n)
+{
+    float mx = -INFINITY, inv_t = 1.0f / in->p.temperature;
+    for (int i = 0; i < v; i++)
+        mx = fmaxf(mx, x[i] * inv_t);
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += expf(x[ids[i]] * inv_t - mx);
+    double target = tram_sample_uniform(in->p.seed, in->sample_index, in->output_len) * sum, cum = 0;
+    for (int i = 0; i < n; i++) {
+        cum += expf(x[ids[i]] * inv_t - mx);
+        if (target < cum)
+            return ids[i];
+    }
+    return ids[n - 1];
+}
+
+static uint32_t lcg(uint32_t *state)
+{
+    *state = *state * 1664525u + 1013904223u;
+    return *state >> 8;
+}
+
+/* Logits of three shapes: spread over many octaves of probability (every
+ * radix digit differs), a few values (ties everywhere), and all equal. */
+static void fill_logits(float *x, int v, int shape, uint32_t *state)
+{
+    for (int i = 0; i < v; i++) {
+        uint32_t r = lcg(state);
+        x[i] = shape == 0 ? (float)(r % 100000) * 2e-4f - 10.0f : shape == 1 ? (float)(r % 4) * 0.5f : 1.0f;
+    }
+}
+
+/* For every (temperature, top_k, top_p, min_p) of a grid, on tiny to large
+ * vocabularies, the kept ids are those of a full qsort, in the same order, and
+ * so is the seeded draw. */
+Test(sampler, truncation_equals_a_full_sort)
+{
+    enum { MAX_V = 6000 };
+    static const int vocabs[] = {1, 2, 3, 5, 17, 300, MAX_V};
+    static const float temps[] = {0.5f, 1.0f, 2.5f}, top_ps[] = {1.0f, 0.99f, 0.9f, 0.5f, 0.05f},
+                       min_ps[] = {0, 0.01f, 0.3f};
+    static const int top_ks[] = {0, 1, 3, 40, 100000};
+    static float x[MAX_V];
+    static ref_cand c[MAX_V];
+    static int32_t got[MAX_V], want[MAX_V];
+    uint32_t state = 12345;
+    tram_sampler *t;
+    tram_error err;
+    for (size_t vi = 0; vi < sizeof(vocabs) / sizeof(vocabs[0]); vi++) {
+        int v = vocabs[vi];
+        cr_assert_eq(tram_sampler_create(&t, v, &err), 0);
+        for (int shape = 0; shape < 3; shape++) {
+            fill_logits(x, v, shape, &state);
+            for (size_t a = 0; a < sizeof(temps) / sizeof(temps[0]); a++)
+                for (size_t b = 0; b < sizeof(top_ks) / sizeof(top_ks[0]); b++)
+                    for (size_t d = 0; d < sizeof(top_ps) / sizeof(top_ps[0]); d++)
+                        for (size_t e = 0; e < sizeof(min_ps) / sizeof(min_ps[0]); e++) {
+                            tram_sample_input in = {.p = params(temps[a]), .output_len = (int)(a + b + d + e)};
+                            in.p.top_k = top_ks[b];
+                            in.p.top_p = top_ps[d];
+                            in.p.min_p = min_ps[e];
+                            if (!in.p.top_k && in.p.top_p >= 1.0f && !in.p.min_p)
+                                continue; /* no truncation: kept in id order, drawn without sorting */
+                            int n = tram_sample_kept(t, x, &in, got), m = ref_kept(x, v, &in.p, c, want);
+                            cr_assert_eq(n, m, "vocab %d shape %d T %g k %d p %g min_p %g: %d kept, want %d",
+                                         v, shape, in.p.temperature, in.p.top_k, in.p.top_p, in.p.min_p, n, m);
+                            for (int i = 0; i < n; i++)
+                                cr_assert_eq(got[i], want[i], "vocab %d shape %d T %g k %d p %g min_p %g: rank %d",
+                                             v, shape, in.p.temperature, in.p.top_k, in.p.top_p, in.p.min_p, i);
+                            cr_assert_eq(tram_sample(t, x, &in), ref_draw(x, v, &in, want, m));
+                        }
+        }
+        tram_sampler_destroy(t);
+    }
 }
