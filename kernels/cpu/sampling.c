@@ -248,14 +248,35 @@ static int nucleus(const cand *c, int n, double target)
     return keep > 0 ? keep : 1;
 }
 
+/* The largest of x[n] * scale.  A comparison rather than fmaxf, which the
+ * compiler makes a call of (for its NaN rules; a comparison skips a NaN
+ * alike), and eight running maxima, so that the loop vectorizes: a maximum
+ * is the same in any order. */
+static float max_scaled(const float *x, int n, float scale)
+{
+    enum { LANES = 8 };
+    float lane[LANES], mx = -INFINITY;
+    for (int j = 0; j < LANES; j++)
+        lane[j] = -INFINITY;
+    int i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            float v = x[i + j] * scale;
+            lane[j] = v > lane[j] ? v : lane[j];
+        }
+    for (; i < n; i++)
+        mx = x[i] * scale > mx ? x[i] * scale : mx;
+    for (int j = 0; j < LANES; j++)
+        mx = lane[j] > mx ? lane[j] : mx;
+    return mx;
+}
+
 /* Turns s->work into unnormalized probabilities exp(x/T - max); returns their
  * sum over the tokens that pass min_p (relative to the best, whose value is 1). */
 static double to_probs(tram_sampler *s, float temperature, float min_p)
 {
     float *w = s->work, inv_t = 1.0f / temperature;
-    float mx = -INFINITY;
-    for (int i = 0; i < s->vocab; i++)
-        mx = fmaxf(mx, w[i] * inv_t);
+    float mx = max_scaled(w, s->vocab, inv_t);
     double sum = 0;
     for (int i = 0; i < s->vocab; i++) {
         w[i] = expf(w[i] * inv_t - mx);
