@@ -219,6 +219,9 @@ $(BUILD)/bench/kv_attention: $(BUILD)/bench/kv_attention.o $(BUILD)/libtram.a
 $(BUILD)/bench/lora_step: $(BUILD)/bench/lora_step.o $(BUILD)/libtram.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
+$(BUILD)/bench/sampling: $(BUILD)/bench/sampling.o $(BUILD)/libtram.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
 # ---------------------------------------------------------------- JSON Schema suite
 # The validator's pass rate on the official JSON-Schema-Test-Suite, read from
 # a checkout of it that is not part of the project: make json-schema-suite

@@ -2,7 +2,9 @@
 # ab.sh OLD_BIN NEW_BIN [ROUNDS] — two builds of bin/tram side by side, in one
 # run: single-stream decode (tram generate, 128 greedy tokens) and offline
 # throughput (tram bench throughput, 64 × 128/128), each with the exact f32
-# weights and with --weight-format native (FORMATS="native" for one).  Rounds
+# weights and with --weight-format native (FORMATS="native" for one).
+# SAMPLING replaces the decode's "--temperature 0" (e.g. SAMPLING="--temperature
+# 0.8 --top-p 0.95 --seed 1" for a change to the sampler's truncation).  Rounds
 # alternate old/new so that a machine's drift hits both; prints each
 # figure's median and new ÷ old.  For a refactor that must not change speed,
 # or to measure one that should.
@@ -12,11 +14,13 @@ new=$2
 rounds=${3:-3}
 formats=${FORMATS:-f32 native}
 model=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
+sampling=${SAMPLING:---temperature 0}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 decode() {  # decode BIN FORMAT: decode tokens/s
-    "$1" generate -m "$model" -p "The capital of France is" -n 128 --temperature 0 --ignore-eos \
+    # shellcheck disable=SC2086
+    "$1" generate -m "$model" -p "The capital of France is" -n 128 $sampling --ignore-eos \
         --weight-format "$2" 2>&1 >/dev/null | sed -n 's/.*decode: [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p'
 }
 
@@ -40,7 +44,7 @@ for r in $(seq "$rounds"); do
 done
 
 echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores; load average before the runs: $load"
-echo "old: $old   new: $new   rounds: $rounds (medians; every value in brackets)"
+echo "old: $old   new: $new   rounds: $rounds (medians; every value in brackets); decode: $sampling"
 echo
 echo "| figure | old | new | new ÷ old |"
 echo "|---|---:|---:|---:|"

@@ -5,11 +5,14 @@
 # commit it ran at.  Arguments go to `tram bench roofline` (e.g. -t 2,
 # --weight-format f32); ROOFLINE_NOTE adds a sentence (e.g. "measured under
 # load"); ROOFLINE_OUT changes the file.  About a minute on 2 quiet cores.
+# The file's "## Changes measured" section (before/after figures of single
+# changes, written by hand) is carried over to the new report.
 set -e
 cd "$(dirname "$0")/.."
 out=${ROOFLINE_OUT:-bench/results/roofline.md}
 tmp=$(mktemp)
-trap 'rm -f "$tmp"' EXIT
+trap 'rm -f "$tmp" "$tmp.changes"' EXIT
+sed -n '/^## Changes measured/,$p' "$out" 2>/dev/null > "$tmp.changes" || true
 bin/tram bench roofline "$@" > "$tmp"
 {
     echo "# CPU roofline"
@@ -23,5 +26,9 @@ bin/tram bench roofline "$@" > "$tmp"
     echo "GEMM peak: tram's block kernel on weights in cache for native weights, OpenBLAS sgemm for f32."
     echo "Scheduling is not in this loop (the model runs without the engine): \`tram bench throughput\`'s"
     echo "ms/step against the step time here is its cost."
+    if [ -s "$tmp.changes" ]; then
+        echo
+        cat "$tmp.changes"
+    fi
 } > "$out"
 cat "$out"
