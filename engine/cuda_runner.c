@@ -97,7 +97,8 @@ int tram_cuda_fit_pool(tram_ranks *ranks, const tram_cuda_pool_spec *s, int *num
     double block = (double)tram_model_kv_block_bytes(tram_model_config_of(m), s->block_size, be->act_bytes,
                                                      be->world_size, TRAM_KV_AUTO); /* CUDA: bf16 only */
     /* the profiling pool holds the profile's blocks and the reserved ones */
-    double in_use = (double)(total - free_bytes) - (tram_cuda_profile_blocks(s) + s->reserved_blocks) * block;
+    double in_use = (double)(total - free_bytes) + (double)s->reserved_bytes -
+                    (tram_cuda_profile_blocks(s) + s->reserved_blocks) * block;
     double budget = s->utilization * (double)total - in_use, blocks = budget / block - s->reserved_blocks;
     if (blocks < s->max_blocks_per_seq)
         return tram_fail(err, "the model does not fit: weights and activations take %.2f GiB of the "
@@ -112,9 +113,21 @@ int tram_cuda_fit_pool(tram_ranks *ranks, const tram_cuda_pool_spec *s, int *num
 
 /* ---------------------------------------------------------------- graphs: host logic */
 
+/* 1 when a sequence of b uses a LoRA adapter. */
+static int any_adapter(const tram_batch *b)
+{
+    for (int q = 0; b->seq_lora && q < b->num_seqs; q++)
+        if (b->seq_lora[q] >= 0)
+            return 1;
+    return 0;
+}
+
 int tram_cuda_step_bucket(const tram_batch *b, int max_seqs)
 {
-    if (b->num_tokens != b->num_seqs || b->num_logits != b->num_seqs)
+    /* A step with an adapter runs eagerly: the LoRA launches depend on the
+     * step's rows by slot (models/lora_slots.c groups them on the host), which
+     * a graph captured once would freeze.  So graphs hold base rows only. */
+    if (b->num_tokens != b->num_seqs || b->num_logits != b->num_seqs || any_adapter(b))
         return 0;
     for (int i = 0; i < b->num_logits; i++)
         if (b->logits_rows[i] != i)
@@ -139,7 +152,8 @@ tram_batch tram_cuda_pad_batch(const tram_batch *b, int bucket, int pad_block, i
         memcpy(p->block_tables + (size_t)i * mb, b->block_tables + (size_t)i * mb, (size_t)used * sizeof(int32_t));
     for (int i = 0; i < bucket; i++)
         p->logits_rows[i] = i;
-    /* Pad rows: token 0 at position 0 of the pad block, a context of itself. */
+    /* Pad rows: token 0 at position 0 of the pad block, a context of itself;
+     * no seq_lora, as no row of a padded (graph) step has an adapter. */
     for (int i = n; i < bucket; i++) {
         p->token_ids[i] = 0;
         p->positions[i] = 0;

@@ -21,6 +21,7 @@ typedef struct {
     int block_size, max_blocks_per_seq, max_model_len;
     double utilization;          /* --gpu-memory-utilization */
     int reserved_blocks;         /* blocks of the pool kept from the block manager */
+    size_t reserved_bytes;       /* device memory taken after the fit (LoRA slots' factors) */
 } tram_cuda_pool_spec;
 
 /* KV blocks the profiling pass needs: create the model with this pool first. */
@@ -28,7 +29,7 @@ int tram_cuda_profile_blocks(const tram_cuda_pool_spec *s);
 /* Runs a profiling forward pass of a full token budget (every buffer a step
  * grows is then allocated), then returns in *num_blocks how many KV blocks
  * for the block manager fit in utilization × device memory beside what is in
- * use, the profiling pool and the reserved blocks excepted.  Fails with the
+ * use (the profiling pool excepted), the reserved blocks and bytes.  Fails with the
  * numbers when not even one sequence of max_model_len fits. */
 int tram_cuda_fit_pool(tram_ranks *ranks, const tram_cuda_pool_spec *s, int *num_blocks, tram_error *err);
 
@@ -52,7 +53,8 @@ int tram_cuda_fit_pool(tram_ranks *ranks, const tram_cuda_pool_spec *s, int *num
 /* The pure host logic, compiled in every build and unit-tested on the CPU. */
 
 /* Graph bucket of a step: decode-only (every sequence one token and one
- * logits row) with a bucket no larger than max_seqs; else 0 (run eagerly). */
+ * logits row), no sequence with a LoRA adapter, with a bucket no larger than
+ * max_seqs; else 0 (run eagerly, unpadded). */
 int tram_cuda_step_bucket(const tram_batch *b, int max_seqs);
 
 /* Arrays of a padded batch, each for max_seqs rows (query_start one more). */
@@ -61,7 +63,7 @@ typedef struct {
 } tram_cuda_padded;
 
 /* The decode-only batch b padded to `bucket` sequences in p's arrays; pad
- * rows use block pad_block.  Of each row's block table only the columns the
+ * rows use block pad_block; no row carries an adapter (seq_lora NULL).  Of each row's block table only the columns the
  * step uses (tram_batch_used_blocks) are copied. */
 tram_batch tram_cuda_pad_batch(const tram_batch *b, int bucket, int pad_block, int block_size,
                                const tram_cuda_padded *p);

@@ -209,6 +209,21 @@ static int open_model_file(tram_engine *e, const char *path, tram_error *err)
     return 0;
 }
 
+/* Device bytes of the LoRA slots' factors at --max-lora-rank, which are
+ * uploaded when an adapter first runs, after the pool is fitted: whole
+ * factors, which over-counts a tensor-parallel rank's cut of them. */
+static size_t lora_slot_bytes(const tram_engine *e)
+{
+    const tram_model_config *c = tram_model_file_config(e->file);
+    size_t widths = 0;
+    for (int t = 0; t < TRAM_LORA_N_TARGETS; t++) {
+        int in, out;
+        tram_lora_target_dims(c, t, &in, &out);
+        widths += (size_t)in + (size_t)out;
+    }
+    return (size_t)e->cfg.max_loras * e->cfg.max_lora_rank * c->n_layers * widths * e->be->act_bytes;
+}
+
 static tram_cuda_pool_spec cuda_pool_spec(const tram_engine *e)
 {
     return (tram_cuda_pool_spec){
@@ -219,6 +234,7 @@ static tram_cuda_pool_spec cuda_pool_spec(const tram_engine *e)
         .max_model_len = e->max_model_len,
         .utilization = e->cfg.gpu_memory_utilization,
         .reserved_blocks = e->pad_blocks,
+        .reserved_bytes = lora_slot_bytes(e),
     };
 }
 
@@ -337,9 +353,6 @@ static int open_cuda_runner(tram_engine *e, tram_error *err)
 {
     if (strcmp(e->cfg.device, "cuda"))
         return 0;
-    if (e->cfg.max_loras)
-        return tram_fail(err, "LoRA adapters (--max-loras, --lora-modules) are not supported with --device cuda "
-                              "yet: the GPU step's graphs and padded batches do not carry the adapters' rows");
     tram_cuda_runner_spec spec = {
         .max_seqs = e->cfg.max_num_seqs,
         .max_rows = e->max_rows,

@@ -55,6 +55,19 @@ Test(cuda_runner, graph_bucket_only_for_decode_steps_that_fit)
     cr_assert_eq(tram_cuda_step_bucket(&b, CAP), 0);
 }
 
+/* A step with an adapter runs eagerly (its LoRA launches follow the step's
+ * rows by slot, which a graph would freeze); base rows named -1 do not. */
+Test(cuda_runner, a_step_with_an_adapter_gets_no_graph_bucket)
+{
+    arrays a;
+    int32_t slots[3] = {-1, -1, -1};
+    tram_batch b = decode_batch(&a, 3);
+    b.seq_lora = slots;
+    cr_assert_eq(tram_cuda_step_bucket(&b, CAP), 4);
+    slots[2] = 0;
+    cr_assert_eq(tram_cuda_step_bucket(&b, CAP), 0);
+}
+
 Test(cuda_runner, padding_keeps_real_rows_and_sends_pad_rows_to_the_pad_block)
 {
     arrays a, out;
@@ -69,6 +82,7 @@ Test(cuda_runner, padding_keeps_real_rows_and_sends_pad_rows_to_the_pad_block)
     cr_assert_eq(d.max_blocks_per_seq, MB);
     cr_assert_eq(d.token_ids, out.ids);
     cr_assert_eq(d.block_tables, out.tables);
+    cr_assert_null(d.seq_lora);
     cr_assert_eq(memcmp(out.ids, a.ids, 5 * 4), 0);
     cr_assert_eq(memcmp(out.slots, a.slots, 5 * 4), 0);
     int used = tram_batch_used_blocks(&b, BS);  /* the columns a step reads */
