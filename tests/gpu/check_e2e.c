@@ -13,6 +13,10 @@
  *   graph    a decode step of the same model captured as a CUDA graph and
  *            replayed on new token ids: its logits must equal, bit for bit,
  *            those of the eager pass on the same ids.
+ *   lora     greedy and logits again with a random rank-8 adapter on all seven
+ *            projections in slot 0 of both models, used by the even prompts
+ *            (the odd ones stay on the base, in the same batch); the adapter
+ *            must change some of the CPU's greedy tokens, or it proved nothing.
  *   llama    greedy, logits and graph again on a Llama shape: llama-3.1-8b cut
  *            to 2 layers (head dim 128, GQA group 4, vocabulary 128256).
  *   dummy    weights drawn on the device (upload_weight_dummy) equal, bit for
@@ -38,6 +42,7 @@
 
 #include "engine/tram.h"
 #include "kernels/cuda/cuda.h"
+#include "models/lora.h"
 #include "models/model.h"
 #include "models/presets.h"
 #include "tests/gpu/near_tie.h"
@@ -53,6 +58,7 @@
 #define BLOCK 16
 #define MAX_BLOCKS 8 /* 128 tokens per sequence */
 #define REQUESTS 64
+#define LORA_RANK 8
 
 static int failures, cases;
 static tram_kernel_variants kernels;  /* --cuda-kernels: the GPU side's variants */
@@ -78,6 +84,7 @@ typedef struct {
     int32_t tokens[PROMPTS][MAX_BLOCKS * BLOCK];
     int len[PROMPTS];
     float *logits;  /* [PROMPTS][vocab] of the last step */
+    const int32_t *seq_lora;  /* [PROMPTS] each prompt's LoRA slot (-1: the base); NULL: no adapter */
 } runner;
 
 /* Prompt p: 5 + 4p tokens from a fixed LCG, the same on every machine. */
@@ -114,7 +121,7 @@ static void step(runner *r, const int *from)
     }
     tram_batch b = {.num_tokens = n, .num_seqs = PROMPTS, .token_ids = ids, .positions = pos, .slot_mapping = slots,
                     .query_start = qs, .seq_lens = lens, .block_tables = tables, .max_blocks_per_seq = MAX_BLOCKS,
-                    .logits_rows = rows, .num_logits = PROMPTS};
+                    .logits_rows = rows, .num_logits = PROMPTS, .seq_lora = r->seq_lora};
     tram_error err = {{0}};
     if (tram_model_forward(r->m, &b, r->logits, &err))
         die(r->be->name, &err);
@@ -128,15 +135,22 @@ static int argmax(const float *x, int n)
     return best;
 }
 
-static void runner_init(runner *r, tram_backend *be, tram_model_file *f, tram_wtype type)
+/* The even prompts use slot 0, the odd ones the base. */
+static const int32_t even_prompts_on_slot_0[PROMPTS] = {0, -1, 0, -1, 0, -1, 0, -1};
+
+/* adapter: loaded into slot 0, which the even prompts use; NULL: none. */
+static void runner_init(runner *r, tram_backend *be, tram_model_file *f, tram_wtype type,
+                        const tram_lora_adapter *adapter)
 {
     tram_model_limits lim = {.max_tokens = PROMPTS * 64, .max_seqs = PROMPTS, .max_blocks_per_seq = MAX_BLOCKS,
-                             .num_blocks = PROMPTS * MAX_BLOCKS, .block_size = BLOCK, .weight_type = type};
+                             .num_blocks = PROMPTS * MAX_BLOCKS, .block_size = BLOCK, .weight_type = type,
+                             .max_loras = adapter != NULL, .max_lora_rank = LORA_RANK};
     tram_error err = {{0}};
     memset(r, 0, sizeof(*r));
     r->be = be;
-    if (tram_model_create(&r->m, f, be, &lim, &err))
+    if (tram_model_create(&r->m, f, be, &lim, &err) || (adapter && tram_model_lora_load(r->m, 0, adapter, &err)))
         die("model", &err);
+    r->seq_lora = adapter ? even_prompts_on_slot_0 : NULL;
     int vocab = tram_model_file_config(f)->vocab_size;
     r->logits = malloc((size_t)PROMPTS * vocab * sizeof(float));
     make_prompts(r, vocab);
@@ -231,13 +245,39 @@ static void check_graph_replay(runner *g, int vocab, const char *label)
     free(graph);
 }
 
-/* label: "" for the default model, "llama-" for the Llama shape (row names) */
-static void check_greedy(tram_backend *cpu, tram_backend *gpu, tram_model_file *f, const char *label)
+/* A rank-LORA_RANK adapter of every projection with bf16-exact values in
+ * ±1/16 from a fixed LCG: both backends hold the same factors. */
+static tram_lora_adapter *random_adapter(const tram_model_config *c)
+{
+    size_t n = (size_t)c->n_layers * TRAM_LORA_N_TARGETS;
+    tram_lora_adapter *a = calloc(1, sizeof(*a));
+    a->a = calloc(n, sizeof(float *));
+    a->b = calloc(n, sizeof(float *));
+    *a = (tram_lora_adapter){.path = "random", .rank = LORA_RANK, .alpha = 2 * LORA_RANK, .scale = 2,
+                             .targets = (1u << TRAM_LORA_N_TARGETS) - 1, .n_layers = c->n_layers, .a = a->a, .b = a->b};
+    uint32_t x = 4242;
+    for (size_t k = 0; k < n; k++) {
+        int in, out;
+        tram_lora_target_dims(c, (tram_lora_target)(k % TRAM_LORA_N_TARGETS), &in, &out);
+        a->a[k] = malloc((size_t)LORA_RANK * in * sizeof(float));
+        a->b[k] = malloc((size_t)out * LORA_RANK * sizeof(float));
+        for (size_t i = 0; i < (size_t)LORA_RANK * in; i++, x = x * 1664525u + 1013904223u)
+            a->a[k][i] = (float)((int)(x >> 24) - 128) / 2048.0f;
+        for (size_t i = 0; i < (size_t)out * LORA_RANK; i++, x = x * 1664525u + 1013904223u)
+            a->b[k][i] = (float)((int)(x >> 24) - 128) / 2048.0f;
+    }
+    return a;
+}
+
+/* label: "" for the default model, "llama-" for the Llama shape, "lora-" with
+ * adapter (row names); cpu_tokens: the CPU's tokens, kept for the caller. */
+static void check_greedy(tram_backend *cpu, tram_backend *gpu, tram_model_file *f, const char *label,
+                         const tram_lora_adapter *adapter, int32_t (*cpu_tokens)[MAX_BLOCKS * BLOCK])
 {
     int vocab = tram_model_file_config(f)->vocab_size;
     static runner c, g;
-    runner_init(&c, cpu, f, TRAM_W_F32);
-    runner_init(&g, gpu, f, TRAM_W_BF16);
+    runner_init(&c, cpu, f, TRAM_W_F32, adapter);
+    runner_init(&g, gpu, f, TRAM_W_BF16, adapter);
     int from[PROMPTS] = {0}, live[PROMPTS], nan = 0, ties = 0, splits = 0;
     double worst = 0;
     for (int p = 0; p < PROMPTS; p++)
@@ -260,8 +300,11 @@ static void check_greedy(tram_backend *cpu, tram_backend *gpu, tram_model_file *
              PROMPTS, GEN, ties, splits);
     snprintf(name, sizeof(name), "%sgreedy", label);
     report(splits == 0, name, line);
-    snprintf(name, sizeof(name), "%sgraph", label);
-    check_graph_replay(&g, vocab, name);
+    if (!adapter) {  /* the graph holds base rows only (engine/cuda_runner.c) */
+        snprintf(name, sizeof(name), "%sgraph", label);
+        check_graph_replay(&g, vocab, name);
+    }
+    memcpy(cpu_tokens, c.tokens, sizeof(c.tokens));
     tram_model_destroy(c.m);
     tram_model_destroy(g.m);
     free(c.logits);
@@ -279,8 +322,30 @@ static void check_llama_shape(tram_backend *cpu, tram_backend *gpu)
     c.n_layers = 2;
     if (tram_model_file_open_dummy_config(&f, &c, "llama-3.1-8b, 2 layers", &err))
         die("dummy weights", &err);
-    check_greedy(cpu, gpu, f, "llama-");
+    static int32_t tokens[PROMPTS][MAX_BLOCKS * BLOCK];
+    check_greedy(cpu, gpu, f, "llama-", NULL, tokens);
     tram_model_file_close(f);
+}
+
+/* The default model's greedy case without and with the adapter; the
+ * adapter's prompts must have changed on the CPU. */
+static void check_adapter_greedy(tram_backend *cpu, tram_backend *gpu, tram_model_file *f)
+{
+    static int32_t base[PROMPTS][MAX_BLOCKS * BLOCK], adapted[PROMPTS][MAX_BLOCKS * BLOCK];
+    tram_lora_adapter *a = random_adapter(tram_model_file_config(f));
+    check_greedy(cpu, gpu, f, "", NULL, base);
+    check_greedy(cpu, gpu, f, "lora-", a, adapted);
+    tram_lora_free(a);
+    int changed = 0, same_base = 1;
+    for (int p = 0; p < PROMPTS; p++) {
+        int differ = memcmp(base[p], adapted[p], sizeof(base[p])) != 0;
+        changed += p % 2 == 0 && differ;
+        same_base &= p % 2 == 1 ? !differ : 1;
+    }
+    char line[160];
+    snprintf(line, sizeof(line), "CPU: %d of %d adapter prompts changed by it, base prompts %s", changed,
+             PROMPTS / 2, same_base ? "unchanged" : "CHANGED");
+    report(changed > 0 && same_base, "lora-cpu", line);
 }
 
 /* q‖k‖v of layer 0 and a norm, drawn on the device, against the host's values. */
@@ -433,7 +498,7 @@ int main(int argc, char **argv)
         die("dummy weights", &err);
     printf("check_e2e: dummy %s, logits tolerance %.0e\n", preset, LOGITS_TOL);
     check_dummy_on_device(gpu, f);
-    check_greedy(cpu, gpu, f, "");
+    check_adapter_greedy(cpu, gpu, f);
     tram_model_file_close(f);
     check_llama_shape(cpu, gpu);
     cpu->destroy(cpu);
