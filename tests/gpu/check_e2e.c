@@ -31,17 +31,31 @@
  *            must have been drawn on the device.  How many greedy requests
  *            agree between graphs and eager is printed (INFO): padding
  *            changes GEMM shapes, so bf16 near-ties may flip.
+ *   lora-engine  the random adapter as a GGUF LoRA file, through tram_engine:
+ *            8 greedy requests, pairs of one prompt with and without the
+ *            adapter (the base ones 8 tokens longer), on CUDA with graphs and
+ *            with --enforce-eager.  Every request must finish; with graphs,
+ *            the base-only tail must replay graphs; a step with an adapter
+ *            runs eagerly and unpadded in both, so the adapter requests'
+ *            tokens must be equal bit for bit; the adapter must change some
+ *            pair's tokens.  Agreement with the CPU engine is printed (INFO:
+ *            bf16 near-ties may flip, the greedy and lora cases judge them).
+ *
+ * With --lora, only greedy (again, the base of lora), lora, lora-cpu and
+ * lora-engine run; without it, every case but those.
  *
  * One line per case (PASS/FAIL); exit 0 when all pass, 1 on a failure, 2 when
- * no GPU is usable.  Usage: check_e2e [--cuda-kernels SPEC] [preset] [tokenizer]
+ * no GPU is usable.  Usage: check_e2e [--cuda-kernels SPEC] [--lora] [preset] [tokenizer]
  * (SPEC: the GPU side's kernel variants, kernels/variants.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/tram.h"
 #include "kernels/cuda/cuda.h"
+#include "models/gguf_writer.h"
 #include "models/lora.h"
 #include "models/model.h"
 #include "models/presets.h"
@@ -480,9 +494,135 @@ static void check_engine(const char *preset, const char *tokenizer, int num_kv_b
     tram_engine_destroy(e);
 }
 
+/* The adapter as llama.cpp's converter writes a LoRA GGUF (models/lora_gguf.c):
+ * A (rank, in) as ne {in, rank}, B (out, rank) as ne {rank, out}, f32. */
+static void write_adapter(const char *path, const tram_lora_adapter *a, const tram_model_config *c)
+{
+    tram_gguf_writer *w;
+    tram_error err = {{0}};
+    int rc = tram_gguf_writer_create(&w, path, &err) ||
+             tram_gguf_writer_add_str(w, "general.architecture", "llama", &err) ||
+             tram_gguf_writer_add_str(w, "general.type", "adapter", &err) ||
+             tram_gguf_writer_add_str(w, "adapter.type", "lora", &err) ||
+             tram_gguf_writer_add_f32(w, "adapter.lora.alpha", (float)a->alpha, &err);
+    for (int pass = 0; !rc && pass < 2; pass++)  /* the tensors declared, then their data in that order */
+        for (int k = 0; !rc && k < c->n_layers * TRAM_LORA_N_TARGETS; k++) {
+            int in, out;
+            char name[80], base[64];
+            tram_lora_target_dims(c, (tram_lora_target)(k % TRAM_LORA_N_TARGETS), &in, &out);
+            tram_lora_base_name((tram_lora_target)(k % TRAM_LORA_N_TARGETS), k / TRAM_LORA_N_TARGETS, base,
+                                sizeof(base));
+            int64_t ne_a[2] = {in, a->rank}, ne_b[2] = {a->rank, out};
+            snprintf(name, sizeof(name), "%s.lora_a", base);
+            rc = pass ? tram_gguf_writer_write(w, a->a[k], sizeof(float) * in * a->rank, &err)
+                      : tram_gguf_writer_add_tensor(w, name, TRAM_GGML_F32, 2, ne_a, &err);
+            snprintf(name, sizeof(name), "%s.lora_b", base);
+            rc = rc ? rc : pass ? tram_gguf_writer_write(w, a->b[k], sizeof(float) * out * a->rank, &err)
+                                : tram_gguf_writer_add_tensor(w, name, TRAM_GGML_F32, 2, ne_b, &err);
+        }
+    if (rc) {
+        tram_gguf_writer_abort(w);
+        die("adapter file", &err);
+    }
+    if (tram_gguf_writer_finish(w, &err))
+        die("adapter file", &err);
+}
+
+#define LORA_REQUESTS 8
+
+/* The greedy tokens of each lora-engine request on device (eager: no graphs). */
+static void run_lora_engine(const char *device, int eager, const char *preset, const char *tokenizer,
+                            const char *adapter, engine_tokens *toks, tram_engine_stats *s)
+{
+    tram_engine_config ec;
+    tram_engine_config_init(&ec);
+    snprintf(ec.device, sizeof(ec.device), "%s", device);
+    snprintf(ec.load_format, sizeof(ec.load_format), "dummy");
+    snprintf(ec.preset, sizeof(ec.preset), "%s", preset);
+    snprintf(ec.tokenizer, sizeof(ec.tokenizer), "%s", tokenizer);
+    ec.max_model_len = 256;
+    ec.enforce_eager = eager;
+    ec.max_loras = 1;
+    ec.max_lora_rank = LORA_RANK;
+    ec.kernels = kernels;
+    memset(toks, 0, sizeof(*toks));
+    tram_engine *e;
+    tram_error err = {{0}};
+    if (tram_engine_create(&e, &ec, "", &err) || tram_engine_add_lora(e, "random", adapter, &err))
+        die(device, &err);
+    int vocab = tram_tokenizer_vocab_size(tram_engine_tokenizer(e));
+    for (int i = 0; i < LORA_REQUESTS; i++) {
+        int32_t ids[128];
+        int n;
+        tram_sampling_params p;
+        request_of(i & ~1, vocab, ids, &n, &p);  /* pairs of one prompt */
+        p.temperature = 0;
+        p.max_tokens = i % 2 ? 24 : 16;
+        tram_prompt pr = {.token_ids = ids, .num_tokens = n, .lora = i % 2 ? NULL : "random"};
+        if (tram_engine_add_request(e, (uint64_t)i, &pr, &p, 0, &err))
+            die("add_request", &err);
+    }
+    while (tram_engine_has_unfinished(e)) {
+        const tram_output *outs;
+        int n;
+        if (tram_engine_step(e, &outs, &n, &err))
+            die("step", &err);
+        for (int k = 0; k < n; k++)
+            for (int t = 0, i = (int)outs[k].request_id; t < outs[k].num_tokens && toks->n[i] < 80; t++)
+                toks->tok[i][toks->n[i]++] = outs[k].token_ids[t];
+    }
+    tram_engine_stats_get(e, s);
+    tram_engine_destroy(e);
+}
+
+static int same_tokens(const engine_tokens *a, const engine_tokens *b, int i)
+{
+    return a->n[i] == b->n[i] && !memcmp(a->tok[i], b->tok[i], (size_t)a->n[i] * sizeof(int32_t));
+}
+
+static void check_lora_engine(const char *preset, const char *tokenizer)
+{
+    static engine_tokens cpu, graphs, eager;
+    tram_engine_stats s_cpu, s_graphs, s_eager;
+    tram_model_config c;
+    tram_error err = {{0}};
+    if (tram_preset_load(preset, &c, &err))
+        die(preset, &err);
+    char path[] = "/tmp/tram-lora-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        die("mkstemp", &err);
+    close(fd);
+    tram_lora_adapter *a = random_adapter(&c);
+    write_adapter(path, a, &c);
+    tram_lora_free(a);
+    run_lora_engine("cuda", 0, preset, tokenizer, path, &graphs, &s_graphs);
+    run_lora_engine("cuda", 1, preset, tokenizer, path, &eager, &s_eager);
+    run_lora_engine("cpu", 0, preset, tokenizer, path, &cpu, &s_cpu);
+    unlink(path);
+    int lengths = 1, adapted_equal = 1, changed = 0, with_cpu = 0;
+    for (int i = 0; i < LORA_REQUESTS; i++) {
+        lengths &= graphs.n[i] == (i % 2 ? 24 : 16) && eager.n[i] == graphs.n[i];
+        adapted_equal &= i % 2 || same_tokens(&graphs, &eager, i);
+        changed += i % 2 == 0 && memcmp(graphs.tok[i], graphs.tok[i + 1], 16 * sizeof(int32_t)) != 0;
+        with_cpu += same_tokens(&graphs, &cpu, i);
+    }
+    char line[320];
+    snprintf(line, sizeof(line), "lengths %s, adapter requests graphs = eager %s, %d of %d pairs changed by the "
+             "adapter, %llu graph steps", lengths ? "right" : "WRONG", adapted_equal ? "yes" : "NO", changed,
+             LORA_REQUESTS / 2, (unsigned long long)s_graphs.graph_steps);
+    report(lengths && adapted_equal && changed > 0 && s_graphs.graph_steps > 0 && s_eager.graph_steps == 0,
+           "lora-engine", line);
+    printf("INFO   lora-cpu   %d of %d greedy requests identical on CUDA (graphs) and on the CPU\n", with_cpu,
+           LORA_REQUESTS);
+}
+
 int main(int argc, char **argv)
 {
     take_kernels_arg("check_e2e", &argc, argv, &kernels);
+    int lora = argc > 1 && !strcmp(argv[1], "--lora");
+    if (lora)
+        argv++, argc--;
     const char *preset = argc > 1 ? argv[1] : "smollm2-135m";
     const char *tokenizer = argc > 2 ? argv[2] : "tests/fixtures/tokenizer/spm/spm.gguf";
     tram_backend *cpu, *gpu;
@@ -497,8 +637,18 @@ int main(int argc, char **argv)
     if (tram_model_file_open_dummy(&f, preset, &err))
         die("dummy weights", &err);
     printf("check_e2e: dummy %s, logits tolerance %.0e\n", preset, LOGITS_TOL);
+    if (lora) {
+        check_adapter_greedy(cpu, gpu, f);
+        tram_model_file_close(f);
+        cpu->destroy(cpu);
+        gpu->destroy(gpu);
+        check_lora_engine(preset, tokenizer);
+        printf("check_e2e: %d of %d cases passed\n", cases - failures, cases);
+        return failures ? 1 : 0;
+    }
     check_dummy_on_device(gpu, f);
-    check_adapter_greedy(cpu, gpu, f);
+    static int32_t tokens[PROMPTS][MAX_BLOCKS * BLOCK];
+    check_greedy(cpu, gpu, f, "", NULL, tokens);
     tram_model_file_close(f);
     check_llama_shape(cpu, gpu);
     cpu->destroy(cpu);
