@@ -5,6 +5,7 @@
  * which then means "minLength or more". */
 #include "grammar/regex.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,27 +46,29 @@ typedef struct {
     int num_pairs;
     pair_edge *edges;
     int num_edges;
-    int too_large, oom;
+    int too_large;
 } product;
 
-static int group_edges(product *p)
+/* The key of item i: an int at key_offset in items of size bytes. */
+static int key_of(const void *items, size_t size, size_t key_offset, int i)
 {
-    const tram_regex_nfa *n = p->nfa;
-    p->first_from = calloc((size_t)n->num_states + 1, sizeof(int));
-    p->by_from = malloc(((size_t)n->num_edges + 1) * sizeof(int));
-    if (!p->first_from || !p->by_from)
+    return *(const int *)((const char *)items + (size_t)i * size + key_offset);
+}
+
+/* Items 0..n-1 grouped by their keys (0..num_keys-1), a counting sort:
+ * (*order)[(*first)[k] .. (*first)[k + 1]) are key k's items, in order. */
+static int group_by(const void *items, size_t size, size_t key_offset, int n, int num_keys, int **first, int **order)
+{
+    *first = calloc((size_t)num_keys + 1, sizeof(int));
+    *order = malloc(((size_t)n + 1) * sizeof(int));
+    if (!*first || !*order)
         return -1;
-    for (int i = 0; i < n->num_edges; i++)
-        p->first_from[n->edges[i].from + 1]++;
-    for (int s = 0; s < n->num_states; s++)
-        p->first_from[s + 1] += p->first_from[s];
-    int *fill = malloc(((size_t)n->num_states + 1) * sizeof(int));
-    if (!fill)
-        return -1;
-    memcpy(fill, p->first_from, (size_t)n->num_states * sizeof(int));
-    for (int i = 0; i < n->num_edges; i++)
-        p->by_from[fill[n->edges[i].from]++] = i;
-    free(fill);
+    for (int i = 0; i < n; i++)
+        (*first)[key_of(items, size, key_offset, i)]++;
+    for (int k = 0; k < num_keys; k++)
+        (*first)[k + 1] += (*first)[k]; /* (*first)[k] ends k's group, until the fill below */
+    for (int i = n - 1; i >= 0; i--)
+        (*order)[--(*first)[key_of(items, size, key_offset, i)]] = i;
     return 0;
 }
 
@@ -164,18 +167,12 @@ static void explore(product *p)
  * along the edges, grouped by their target. */
 static int mark_live(product *p)
 {
-    int *first = calloc((size_t)p->num_pairs + 1, sizeof(int)), *by_to = malloc(((size_t)p->num_edges + 1) * sizeof(int));
-    int *work = malloc((size_t)p->num_pairs * sizeof(int)), depth = 0;
-    if (!first || !by_to || !work) {
+    int *first = NULL, *by_to = NULL, *work = malloc((size_t)p->num_pairs * sizeof(int)), depth = 0;
+    if (!work || group_by(p->edges, sizeof(pair_edge), offsetof(pair_edge, to), p->num_edges, p->num_pairs, &first,
+                          &by_to)) {
         free(first), free(by_to), free(work);
         return -1;
     }
-    for (int i = 0; i < p->num_edges; i++)
-        first[p->edges[i].to]++;
-    for (int id = 0; id < p->num_pairs; id++)
-        first[id + 1] += first[id];  /* inclusive: first[to] ends to's group, until the fill below */
-    for (int i = p->num_edges - 1; i >= 0; i--)
-        by_to[--first[p->edges[i].to]] = i;
     for (int id = 0; id < p->num_pairs; id++)
         if ((p->live[id] = (uint8_t)accepting(p, id)))
             work[depth++] = id;
@@ -254,7 +251,8 @@ static int product_init(product *p, const tram_regex_nfa *nfa, long long min, lo
     if (!p->closure_first || !p->closure_end || !p->closure_accepts || !p->seen || !p->stack || !p->edges)
         return -1;
     memset(p->closure_first, 0xff, n * sizeof(int));
-    return group_edges(p);
+    return group_by(nfa->edges, sizeof(tram_nfa_edge), offsetof(tram_nfa_edge, from), nfa->num_edges,
+                    nfa->num_states, &p->first_from, &p->by_from);
 }
 
 static void product_free(product *p)
@@ -282,9 +280,8 @@ int tram_regex_nfa_rules(const tram_regex_nfa *nfa, const char *rule, long long 
     }
     explore(p);
     int rc = p->too_large || p->num_pairs > *pairs_left ? TRAM_REGEX_TOO_LARGE : 0;
-    if (!rc)
-        *pairs_left -= p->num_pairs;
     if (!rc) {
+        *pairs_left -= p->num_pairs;
         rc = mark_live(p) ? tram_fail(err, "regex: out of memory")
              : !p->live[0] ? TRAM_REGEX_NO_LENGTH
              : write_rules(p, rule, out) ? tram_fail(err, "regex: out of memory") : 0;
