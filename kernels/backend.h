@@ -40,7 +40,8 @@ typedef enum {
      * positions (kernels/cpu/sparse24.c); cols a multiple of 8. */
     TRAM_W_S24 = 7,
     /* OCP E4M3 codes, one f32 scale per output row: w = e4m3(q) * scales[row]
-     * (CUDA, through cuBLASLt's FP8 path; kernels/cuda/int8.cu). */
+     * (kernels/fp8_format.h; CUDA through cuBLASLt's FP8 path,
+     * kernels/cuda/int8.cu; the CPU emulates it, kernels/cpu/fp8.c). */
     TRAM_W_FP8 = 8,
 } tram_wtype;
 
@@ -174,6 +175,12 @@ struct tram_backend {
      * rows * cols/32 of them; NULL for backends that only take f32. */
     void (*upload_weight_blocks)(tram_backend *be, tram_weight *w, const void *blocks, int rows,
                                  int cols, tram_wtype type);
+    /* Creates a TRAM_W_FP8 w from host E4M3 codes [rows][cols] and row
+     * scales [rows] as a file stores them, kept as they are (upload_weight
+     * would quantize the dequantized values again, to each row's own
+     * maximum); a NaN code is refused. */
+    void (*upload_weight_fp8)(tram_backend *be, tram_weight *w, const uint8_t *codes, const float *scales, int rows,
+                              int cols);
     /* Creates w (bf16 or f32, as upload_weight) from --load-format dummy
      * generators drawn where the weight lives: parts[i] gives counts[i]
      * values, one part after the other (kernels/dummy_values.h, the values

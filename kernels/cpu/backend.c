@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_fp8.h"
 #include "kernels/cpu/cpu_impl.h"
 #include "kernels/cpu/cpu_int8.h"
 #include "kernels/cpu/kv_dequant.h"
@@ -74,8 +75,12 @@ static void cpu_upload_weight(tram_backend *be, tram_weight *w, const float *hos
         cpu_s24_upload(be, w, host, rows, cols);
         return;
     }
-    if (type != TRAM_W_F32 && type != TRAM_W_INT8 && type != TRAM_W_S24) {
-        cpu_fail(be, "only f32, bf16, int8 and 2:4 sparse weights are supported");
+    if (type == TRAM_W_FP8 && rows > 1) {
+        cpu_fp8_upload(be, w, host, rows, cols);
+        return;
+    }
+    if (type != TRAM_W_F32 && type != TRAM_W_INT8 && type != TRAM_W_S24 && type != TRAM_W_FP8) {
+        cpu_fail(be, "only f32, bf16, int8, FP8 and 2:4 sparse weights are supported");
         return;
     }
     size_t bytes = (size_t)rows * cols * sizeof(float);
@@ -122,7 +127,7 @@ static void cpu_destroy(tram_backend *be)
         return;
     cpu_state *s = cpu_of(be);
     tram_cpu_pool_destroy(s->pool); /* first: a late worker may still read the scratch */
-    TRAM_FREE_ALL(s->xq, s->xs, s->xb, s->s24_xt, s, be);
+    TRAM_FREE_ALL(s->xq, s->xs, s->xb, s->s24_xt, s->fp8_x, s->fp8_xs, s, be);
 }
 
 int tram_backend_cpu_create(tram_backend **out, int num_threads, tram_error *err)
@@ -152,6 +157,7 @@ int tram_backend_cpu_create_rank(tram_backend **out, int num_threads, tram_cpu_g
     s->q_kernel = tram_q_kernel_best();
     s->kv_kernel = tram_kv_kernel_best();
     s->s24_kernel = tram_s24_kernel_best();
+    s->fp8_kernel = tram_fp8_kernel_best();
     s->group = g;
     for (int c = 0; c < 256; c++)
         s->fp8_lut[c] = tram_fp8_e4m3_decode((uint8_t)c);
@@ -161,7 +167,7 @@ int tram_backend_cpu_create_rank(tram_backend **out, int num_threads, tram_cpu_g
         .alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,
         .upload_rows = cpu_copy_rows, .alloc_host = cpu_alloc, .free_host = cpu_free,
         .upload_weight = cpu_upload_weight, .free_weight = cpu_free_weight,
-        .upload_weight_blocks = cpu_upload_weight_blocks,
+        .upload_weight_blocks = cpu_upload_weight_blocks, .upload_weight_fp8 = cpu_fp8_upload_codes,
         .embed = cpu_embed, .rmsnorm = cpu_rmsnorm, .add_rmsnorm = cpu_add_rmsnorm,
         .matmul = cpu_matmul, .add_bias = cpu_add_bias, .rope = cpu_rope, .kv_store = cpu_kv_store,
         .attention = cpu_attention, .silu_mul = cpu_silu_mul, .rmsnorm_q = cpu_rmsnorm_q,

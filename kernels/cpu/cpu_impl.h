@@ -1,6 +1,6 @@
 /* cpu_impl.h — the CPU backend's private state, shared by its .c files
  * (backend.c: the op table, memory and life cycle; ops.c: element-wise ops;
- * attention.c; gemm.c: f32 matmul; int8.c; gemm_blocks.c; moe.c; lora.c), as
+ * attention.c; gemm.c: f32 matmul; int8.c; fp8.c; gemm_blocks.c; moe.c; lora.c), as
  * kernels/cuda/cuda_impl.cuh is CUDA's.  The helpers every file uses are
  * inline here, so that no file calls back into backend.c. */
 #ifndef TRAM_CPU_IMPL_H
@@ -31,6 +31,9 @@ typedef struct {
     tram_cpu_kernel s24_kernel; /* the best this CPU runs, for 2:4 sparse weights (sparse24.h) */
     float *s24_xt;             /* a 2:4 product's tokens transposed, grown to the largest */
     size_t s24_xt_cap;         /* bytes */
+    tram_cpu_kernel fp8_kernel; /* the best this CPU runs, for FP8 weights (cpu_fp8.h) */
+    float *fp8_x, *fp8_xs;     /* an FP8 product's activations as E4M3 values, and their scales */
+    size_t fp8_x_cap, fp8_xs_cap; /* bytes */
     tram_cpu_pool *pool;       /* `threads` threads, the caller among them (pool.h) */
 } cpu_state;
 
@@ -134,8 +137,8 @@ void cpu_rope_store(tram_backend *be, void *q, void *k, void *v, void *k_cache, 
 void cpu_attention(tram_backend *be, void *out, const void *q, const void *k_cache, const void *v_cache,
                    const tram_batch *b, const tram_attn_shape *s);
 
-/* gemm.c: every matmul, f32 weights itself, int8 and block weights by
- * cpu_int8_matmul and cpu_blocks_matmul */
+/* gemm.c: every matmul, f32 weights itself, int8, FP8 and block weights by
+ * cpu_int8_matmul, cpu_fp8_matmul and cpu_blocks_matmul */
 void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n);
 /* the experts' grouped products (moe.c): group e is rows [off[e], off[e+1]) of x and y */
 void cpu_matmul_grouped(tram_backend *be, float *y, const float *x, const tram_weight *w, const int32_t *off,
@@ -147,6 +150,12 @@ void cpu_int8_upload(tram_backend *be, tram_weight *w, const float *host, int ro
 void cpu_s24_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols);
 void cpu_s24_matmul(tram_backend *be, float *y, const float *x, const tram_weight *w, int n);
 void cpu_int8_matmul(tram_backend *be, float *y, const float *x, const tram_weight *w, int n);
+/* fp8.c: TRAM_W_FP8 from f32 rows (quantized per row) or from E4M3 codes and
+ * row scales as a file stores them, and its product */
+void cpu_fp8_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols);
+void cpu_fp8_upload_codes(tram_backend *be, tram_weight *w, const uint8_t *codes, const float *scales, int rows,
+                          int cols);
+void cpu_fp8_matmul(tram_backend *be, float *y, const float *x, const tram_weight *w, int n);
 void cpu_matmul_q(tram_backend *be, void *y, const tram_qact *qa, const tram_weight *w, int n);
 
 /* moe.c: the mixture-of-experts FFN and the shared expert's gated add */

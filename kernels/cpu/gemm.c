@@ -1,5 +1,5 @@
 /* gemm.c — y[n, rows] = x[n, cols] · Wᵀ on the CPU: f32 weights through
- * OpenBLAS here, int8 weights in int8.c, GGUF block weights in gemm_blocks.c
+ * OpenBLAS here, int8 weights in int8.c, FP8 in fp8.c, GGUF block weights in gemm_blocks.c
  * (kernels/cuda/gemm.cu is the CUDA counterpart). */
 #include <cblas.h>
 
@@ -95,6 +95,10 @@ void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, 
     }
     if (w->type == TRAM_W_S24) {
         cpu_s24_matmul(be, y, x, w, n);
+        return;
+    }
+    if (w->type == TRAM_W_FP8) {
+        cpu_fp8_matmul(be, y, x, w, n);
         return;
     }
     if (tram_q_block_bytes(w->type)) {

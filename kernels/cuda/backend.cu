@@ -310,6 +310,7 @@ extern "C" int tram_backend_cuda_create(tram_backend **out, int device_index, tr
         .upload_rows = cuda_upload_rows, .alloc_host = cuda_alloc_host, .free_host = cuda_free_host,
         .upload_weight = cuda_upload_weight, .free_weight = cuda_free_weight,
         .upload_weight_blocks = NULL, /* GGUF blocks are dequantized to bf16 at load */
+        .upload_weight_fp8 = tram_cuda_fp8_upload_codes,
         .upload_weight_dummy = cuda_upload_weight_dummy,
         .embed = cuda_embed, .rmsnorm = cuda_rmsnorm, .add_rmsnorm = cuda_add_rmsnorm,
         .matmul = cuda_matmul, .add_bias = cuda_add_bias, .rope = cuda_rope, .kv_store = cuda_kv_store,

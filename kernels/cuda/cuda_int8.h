@@ -26,6 +26,10 @@ void tram_cuda_int8_upload(tram_backend *be, tram_weight *w, const float *host, 
  * rounded as tram_fp8_e4m3_encode), stored [rows][cols] rounded up to 16,
  * zero-padded, and scales[rows] f32: a TRAM_W_FP8 weight. */
 void tram_cuda_fp8_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols);
+/* The same weight from a file's E4M3 codes [rows][cols] and row scales, kept
+ * as they are (backend.h's upload_weight_fp8). */
+void tram_cuda_fp8_upload_codes(tram_backend *be, tram_weight *w, const uint8_t *codes, const float *scales, int rows,
+                                int cols);
 /* y[n, rows] (bf16) = x[n, cols] (bf16) · Wᵀ for an int8 or FP8 w, the
  * activations quantized per token in w's format. */
 void tram_cuda_int8_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n);

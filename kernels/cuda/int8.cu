@@ -28,8 +28,8 @@
 #include "kernels/cuda/cuda_impl.cuh"
 #include "kernels/cuda/cuda_int8.h"
 #include "kernels/cuda/quant_row.cuh"
+#include "kernels/fp8_format.h"
 #include "kernels/int8_format.h"
-#include "kernels/kv_format.h"
 
 #define ROW_THREADS 256
 #define INT8_PLANS 64
@@ -199,55 +199,80 @@ static __global__ void kernel_embed_int8(bf16 *x, const int8_t *table, const flo
 
 /* ---------------------------------------------------------------- upload */
 
-/* Row x[cols] as E4M3 codes into q[kp] (zeros after cols); returns its scale. */
-static float fp8_quantize_row(const float *x, int cols, int kp, uint8_t *q)
+/* w from host codes q[mp][kp] (padded, zeros after each row) and scales[rows]. */
+static void upload_padded(tram_backend *be, tram_weight *w, const uint8_t *q, const float *scales, int rows,
+                          int cols, lowp_format f)
 {
-    float amax = 0.0f;
-    for (int j = 0; j < cols; j++)
-        amax = fmaxf(amax, fabsf(x[j]));
-    float inv = amax > 0.0f ? TRAM_FP8_MAX / amax : 0.0f;
-    for (int j = 0; j < kp; j++)
-        q[j] = j < cols ? tram_fp8_e4m3_encode(x[j] * inv) : 0;
-    return amax / TRAM_FP8_MAX;
+    cuda_state *c = cuda_of(be);
+    size_t bytes = (size_t)padded(f, rows) * padded(f, cols);
+    w->data = be->alloc(be, bytes);
+    w->scales = w->data ? (float *)be->alloc(be, (size_t)rows * sizeof(float)) : NULL;
+    if (!w->scales)
+        return;
+    w->type = f == FMT_INT8 ? TRAM_W_INT8 : TRAM_W_FP8, w->rows = rows, w->cols = cols;
+    be->upload(be, w->data, q, bytes);
+    be->upload(be, w->scales, scales, (size_t)rows * sizeof(float));
+    CUDA_CHECK(&c->st, cudaStreamSynchronize(c->stream));  /* before the host copies go */
+}
+
+/* Host buffers for a weight's padded codes and its scales; 0 when allocated. */
+static int host_buffers(tram_backend *be, int rows, int cols, lowp_format f, uint8_t **q, float **scales)
+{
+    *q = (uint8_t *)calloc((size_t)padded(f, rows) * padded(f, cols), 1);
+    *scales = (float *)malloc((size_t)rows * sizeof(float));
+    if (*q && *scales)
+        return 0;
+    cuda_fail(be, "%s weight %dx%d: out of host memory", f == FMT_INT8 ? "int8" : "FP8", rows, cols);
+    return -1;
 }
 
 /* w from host f32 rows, quantized per row on the host in format f. */
 static void upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols, lowp_format f)
 {
-    cuda_state *c = cuda_of(be);
     memset(w, 0, sizeof(*w));
     if (!int8_state(be))
         return;
-    const char *name = f == FMT_INT8 ? "int8" : "FP8";
     if (f == FMT_INT8 && cols > TRAM_I8_MAX_COLS) {
         cuda_fail(be, "int8 weight %dx%d: more than %d columns could overflow int32 sums", rows, cols,
                   TRAM_I8_MAX_COLS);
         return;
     }
-    int mp = padded(f, rows), kp = padded(f, cols);
-    size_t bytes = (size_t)mp * kp;
-    uint8_t *q = (uint8_t *)calloc(bytes, 1);
-    float *scales = (float *)malloc((size_t)rows * sizeof(float));
-    if (!q || !scales) {
-        cuda_fail(be, "%s weight %dx%d: out of host memory", name, rows, cols);
-    } else {
+    int kp = padded(f, cols);
+    uint8_t *q = NULL;
+    float *scales = NULL;
+    if (!host_buffers(be, rows, cols, f, &q, &scales)) {
         for (int r = 0; r < rows; r++) {
             const float *x = host + (size_t)r * cols;
             uint8_t *qr = q + (size_t)r * kp;
             scales[r] = f == FMT_INT8 ? tram_i8_quantize(x, cols, kp, (int8_t *)qr)
-                                      : fp8_quantize_row(x, cols, kp, qr);
+                                      : tram_fp8_quantize_row(x, cols, kp, qr);
         }
-        w->data = be->alloc(be, bytes);
-        w->scales = w->data ? (float *)be->alloc(be, (size_t)rows * sizeof(float)) : NULL;
-    }
-    if (w->scales) {
-        w->type = f == FMT_INT8 ? TRAM_W_INT8 : TRAM_W_FP8, w->rows = rows, w->cols = cols;
-        be->upload(be, w->data, q, bytes);
-        be->upload(be, w->scales, scales, (size_t)rows * sizeof(float));
-        CUDA_CHECK(&c->st, cudaStreamSynchronize(c->stream));  /* before the host copies go */
+        upload_padded(be, w, q, scales, rows, cols, f);
     }
     free(q);
     free(scales);
+}
+
+extern "C" void tram_cuda_fp8_upload_codes(tram_backend *be, tram_weight *w, const uint8_t *codes,
+                                           const float *scales, int rows, int cols)
+{
+    memset(w, 0, sizeof(*w));
+    for (size_t i = 0; i < (size_t)rows * cols; i++)
+        if (tram_fp8_is_nan(codes[i])) {
+            cuda_fail(be, "FP8 weight %dx%d holds a NaN code", rows, cols);
+            return;
+        }
+    int kp = padded(FMT_FP8, cols);
+    uint8_t *q = NULL;
+    float *s = NULL;
+    if (int8_state(be) && !host_buffers(be, rows, cols, FMT_FP8, &q, &s)) {
+        for (int r = 0; r < rows; r++)
+            memcpy(q + (size_t)r * kp, codes + (size_t)r * cols, cols);
+        memcpy(s, scales, (size_t)rows * sizeof(float));
+        upload_padded(be, w, q, s, rows, cols, FMT_FP8);
+    }
+    free(q);
+    free(s);
 }
 
 extern "C" void tram_cuda_int8_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols)
