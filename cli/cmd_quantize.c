@@ -1,5 +1,5 @@
-/* cmd_quantize.c — `tram quantize`: W8A8 GGUF from a model, with SmoothQuant
- * calibrated on a text (see models/quantize.h). */
+/* cmd_quantize.c — `tram quantize`: W8A8 GGUF (int8 or FP8) from a model,
+ * int8 with SmoothQuant calibrated on a text (see models/quantize.h). */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,15 +17,20 @@ typedef struct {
     const char *model, *out, *calib, *exclude;
     double alpha;  /* < 0: searched per layer input */
     int calib_tokens, ctx, threads, samples;
+    int fp8;       /* --format fp8 */
 } quant_args;
 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: tram quantize [-m MODEL] -o OUT.gguf [--calib TEXT] [--smoothquant-alpha A|auto]\n"
-            "       [--exclude LIST] [--calib-tokens N] [--calib-samples N] [--ctx N] [-t N]\n\n"
+            "usage: tram quantize [-m MODEL] -o OUT.gguf [--format int8|fp8] [--calib TEXT]\n"
+            "       [--smoothquant-alpha A|auto] [--exclude LIST] [--calib-tokens N] [--calib-samples N]\n"
+            "       [--ctx N] [-t N]\n\n"
             "Writes MODEL (a GGUF) with its matrices in int8, one scale per output row (W8A8: the\n"
             "activations are quantized per token when the model runs).\n"
+            "  --format F              int8 (the default) or fp8: E4M3 codes, one scale per output\n"
+            "                          row, activations quantized per token to E4M3 (no smoothing,\n"
+            "                          so no --calib; a tied embedding and head stay as they are)\n"
             "  --calib TEXT            run TEXT through the model to measure each input channel's\n"
             "                          range and apply SmoothQuant (without it: no smoothing)\n"
             "  --smoothquant-alpha A   migration strength in [0, 1], or auto (the default): for\n"
@@ -60,9 +65,12 @@ static int exclude_flag(const char *flag, const char *value, void *field)
 
 #define FIELD(name) offsetof(quant_args, name)
 
+static const char *const formats[] = {"int8", "fp8", NULL}; /* the index is quant_args.fp8 */
+
 static const tram_flag quantize_flags[] = {
     {.name = "--model", .alias = "-m", .kind = TRAM_FLAG_STRING, .field = FIELD(model)},
     {.name = "--output", .alias = "-o", .kind = TRAM_FLAG_STRING, .field = FIELD(out), .required = 1},
+    {.name = "--format", .kind = TRAM_FLAG_CHOICE, .field = FIELD(fp8), .choices = formats},
     {.name = "--calib", .kind = TRAM_FLAG_STRING, .field = FIELD(calib)},
     {.name = "--exclude", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(exclude), .parse = exclude_flag},
     {.name = "--smoothquant-alpha", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(alpha), .parse = alpha_flag},
@@ -82,16 +90,18 @@ static int run(const quant_args *a)
              (a->exclude && tram_quant_check_exclude(a->exclude, f, &err));
     if (!rc && !tram_model_file_gguf(f))
         rc = tram_fail(&err, "%s: quantize reads GGUF files only", a->model);
+    if (!rc && a->fp8 && a->calib)
+        rc = tram_fail(&err, "--calib smooths int8 files (SmoothQuant); --format fp8 takes none");
     if (!rc && a->calib)
         rc = tram_calibrate_file(f, a->calib, a->calib_tokens, a->ctx, a->threads, a->alpha < 0 ? a->samples : 0,
                                  "quantize", &st, &err);
     if (!rc) {
         tram_quant_opts o = {.out_path = a->out, .exclude = a->exclude, .stats = a->calib ? &st : NULL,
-                             .alpha = (float)a->alpha, .threads = a->threads, .verbose = 1};
+                             .alpha = (float)a->alpha, .threads = a->threads, .verbose = 1, .fp8 = a->fp8};
         rc = tram_quantize_model(f, &o, &err);
     }
     if (!rc)
-        fprintf(stderr, "quantize: wrote %s (W8A8, %s) in %.1f s\n", a->out,
+        fprintf(stderr, "quantize: wrote %s (%s, %s) in %.1f s\n", a->out, a->fp8 ? "FP8 W8A8" : "W8A8",
                 !a->calib ? "no smoothing" : a->alpha < 0 ? "SmoothQuant, α searched" : "SmoothQuant",
                 tram_now() - t0);
     tram_calib_stats_free(&st);
@@ -109,4 +119,4 @@ static int quantize(int argc, char **argv)
 
 const tram_command tram_cmd_quantize = {
     .name = "quantize", .run = quantize, .usage = usage,
-    .summary = "write a W8A8 (int8) GGUF, with SmoothQuant calibrated on a text"};
+    .summary = "write a W8A8 (int8 or FP8) GGUF, int8 with SmoothQuant calibrated on a text"};

@@ -52,6 +52,8 @@ typedef struct {
     int rows, cols;
     void *data;        /* backend memory, row-major [rows][cols]        */
     float *scales;     /* backend memory, [rows] for TRAM_W_INT8 and TRAM_W_FP8, else NULL */
+    float act_max;     /* TRAM_W_FP8: a token's max|x| is clamped to this before its scale is
+                          taken (FBGEMM's activation_scale_ub); 0: no clamp */
 } tram_weight;
 
 typedef enum {

@@ -6,6 +6,10 @@
  * saturating, which is what kernels/cuda/int8.cu's activation kernel does
  * on the device (__nv_cvt_float_to_fp8 with __NV_SATFINITE).
  *
+ * A weight may bound its activations' scales (act_max, FBGEMM's
+ * activation_scale_ub): a token's max|x| is then clamped to it first, and
+ * the values beyond it saturate at ±448.
+ *
  * A product sums e4m3(qx) * e4m3(qw) in f32 and scales the sum by
  * x_scale[token] * w_scale[row], in that order.  Each product of two E4M3
  * values is exact in f32 (4 significant bits times 4), so only the order of

@@ -95,11 +95,14 @@ static int load_one(tram_model *m, tram_model_file *f, tram_weight *w, const cha
     return tram_shard_load(m->be, f, w, &whole, 1, rows, cols, type, sc, err);
 }
 
-/* Int8 for a matrix the file stores as int8, or one the limits quantize at
- * load and do not exclude; else the file's block format when the limits keep
- * blocks and the backend runs them; else the backend's format. */
+/* FP8 for a matrix the file stores as FP8 (W8A8 on a backend that runs it);
+ * int8 for one it stores as int8, or one the limits quantize at load and do
+ * not exclude; else the file's block format when the limits keep blocks and
+ * the backend runs them; else the backend's format. */
 static tram_wtype matrix_type(const tram_model *m, tram_model_file *f, const char *name)
 {
+    if (m->be->upload_weight_fp8 && tram_model_file_is_fp8(f, name))
+        return TRAM_W_FP8;
     if (tram_model_file_is_int8(f, name) ||
         (m->lim.quantize_int8 && !tram_quant_excluded(m->lim.int8_exclude, name)))
         return TRAM_W_INT8;
@@ -255,6 +258,8 @@ static int load_weights(tram_model *m, tram_model_file *f, tram_error *err)
      * holds the table (a lookup needs no communication); only rank 0, which
      * samples, holds an untied lm_head and computes logits. */
     tram_wtype embd_type = c->tied_embeddings ? matrix_type(m, f, "token_embd.weight") : m->lim.weight_type;
+    if (embd_type == TRAM_W_FP8) /* no FP8 lookup: the table (and head) run dequantized */
+        embd_type = m->lim.weight_type;
     int rc = load_inv_freq(m, f, sc.packed, err) ||
              load_one(m, f, &m->tok_embd, "token_embd.weight", c->vocab_size, c->dim, embd_type, &sc, err) ||
              load_one(m, f, &m->output_norm, "output_norm.weight", 1, c->dim, TRAM_W_F32, &sc, err);

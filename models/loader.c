@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "kernels/kv_format.h"
 #include "models/arch.h"
 #include "models/dummy.h"
 #include "models/gguf.h"
@@ -211,14 +212,25 @@ int tram_model_file_has_tensor(const tram_model_file *f, const char *name)
     return f->gguf ? gguf_tensor(f, name, &slice) != NULL : tram_hf_has_tensor(f->hf, name);
 }
 
-/* The F32 "<name>.scale" tensor `tram quantize` writes beside an I8 tensor. */
-static const tram_gguf_tensor *int8_scales(const tram_model_file *f, const tram_gguf_tensor *t)
+/* The F32 "<name>.<suffix>" tensor `tram quantize` writes beside an I8
+ * tensor: "scale" for int8 values, "fp8_scale" for E4M3 codes. */
+static const tram_gguf_tensor *i8_scales(const tram_model_file *f, const tram_gguf_tensor *t, const char *suffix)
 {
-    char scale_name[sizeof(t->name) + 8];
+    char scale_name[sizeof(t->name) + 12];
     if (!f->gguf || t->type != TRAM_GGML_I8)
         return NULL;
-    snprintf(scale_name, sizeof(scale_name), "%s.scale", t->name);
+    snprintf(scale_name, sizeof(scale_name), "%s.%s", t->name, suffix);
     return tram_gguf_find_tensor(f->gguf, scale_name);
+}
+
+static const tram_gguf_tensor *int8_scales(const tram_model_file *f, const tram_gguf_tensor *t)
+{
+    return i8_scales(f, t, "scale");
+}
+
+static const tram_gguf_tensor *fp8_scales(const tram_model_file *f, const tram_gguf_tensor *t)
+{
+    return i8_scales(f, t, "fp8_scale");
 }
 
 int tram_model_file_is_int8(const tram_model_file *f, const char *name)
@@ -226,6 +238,58 @@ int tram_model_file_is_int8(const tram_model_file *f, const char *name)
     tram_gguf_tensor slice;
     const tram_gguf_tensor *t = gguf_tensor(f, name, &slice);
     return t && int8_scales(f, t);
+}
+
+int tram_model_file_is_fp8(const tram_model_file *f, const char *name)
+{
+    tram_gguf_tensor slice;
+    if (f->hf)
+        return tram_hf_is_fp8(f->hf, name);
+    const tram_gguf_tensor *t = gguf_tensor(f, name, &slice);
+    return t && fp8_scales(f, t);
+}
+
+/* A GGUF FP8 tensor's codes and row scales, checked against rows x cols. */
+static int gguf_read_fp8(const tram_model_file *f, const char *name, uint8_t *codes, float *scales, int64_t rows,
+                         int64_t cols, tram_error *err)
+{
+    tram_gguf_tensor slice;
+    const tram_gguf_tensor *t = gguf_tensor(f, name, &slice);
+    const tram_gguf_tensor *s = t ? fp8_scales(f, t) : NULL;
+    if (!s)
+        return tram_fail(err, "%s: tensor %s is missing or not FP8", f->path, name);
+    if (tram_gguf_tensor_numel(t) != rows * cols || t->ne[0] != cols)
+        return tram_fail(err, "%s: FP8 tensor %s is not %lld x %lld", f->path, name, (long long)rows,
+                         (long long)cols);
+    if (s->type != TRAM_GGML_F32 || tram_gguf_tensor_numel(s) != rows)
+        return tram_fail(err, "%s: %s is not an F32 tensor of %lld row scales", f->path, s->name, (long long)rows);
+    memcpy(codes, t->data, (size_t)(rows * cols));
+    memcpy(scales, s->data, (size_t)rows * sizeof(float));
+    return 0;
+}
+
+float tram_model_file_fp8_act_max(const tram_model_file *f) { return f->hf ? tram_hf_fp8_act_max(f->hf) : 0.0f; }
+
+int tram_model_file_read_fp8(tram_model_file *f, const char *name, uint8_t *codes, float *scales, int64_t rows,
+                             int64_t cols, tram_error *err)
+{
+    if (f->hf)
+        return tram_hf_read_fp8(f->hf, name, codes, scales, rows, cols, err);
+    return gguf_read_fp8(f, name, codes, scales, rows, cols, err);
+}
+
+/* An FP8 tensor's values, e4m3(code) * scale[row]. */
+static int gguf_dequantize_fp8(const tram_model_file *f, const tram_gguf_tensor *t, float *out, tram_error *err)
+{
+    int64_t cols = t->ne[0], rows = cols ? tram_gguf_tensor_numel(t) / cols : 0;
+    float *scales = tram_calloc(rows ? rows : 1, sizeof(float), err);
+    uint8_t *codes = scales ? tram_calloc((size_t)TRAM_MAX(rows * cols, 1), 1, err) : NULL;
+    int rc = codes ? gguf_read_fp8(f, t->name, codes, scales, rows, cols, err) : -1;
+    for (int64_t i = 0; !rc && i < rows * cols; i++)
+        out[i] = tram_fp8_e4m3_decode(codes[i]) * scales[i / cols];
+    free(scales);
+    free(codes);
+    return rc;
 }
 
 /* q * scale[row], rows of t->ne[0] values. */
@@ -268,6 +332,8 @@ int tram_model_file_read_f32(tram_model_file *f, const char *name, float *out, i
     if (tram_gguf_tensor_numel(t) != numel)
         return tram_fail(err, "%s: tensor %s has %lld elements, expected %lld", f->path, name,
                          (long long)tram_gguf_tensor_numel(t), (long long)numel);
+    if (fp8_scales(f, t))
+        return gguf_dequantize_fp8(f, t, out, err);
     const tram_gguf_tensor *scales = int8_scales(f, t);
     if (tram_gguf_dequantize(t, out, err))
         return -1;

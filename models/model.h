@@ -80,6 +80,18 @@ int tram_model_file_has_tensor(const tram_model_file *f, const char *name);
 /* 1 when the file stores `name` as int8 with per-row scales ("<name>.scale",
  * as `tram quantize` writes); read_f32 then returns q * scale. */
 int tram_model_file_is_int8(const tram_model_file *f, const char *name);
+/* 1 when the file stores `name` as FP8 (E4M3) codes with row or tensor
+ * scales: a GGUF I8 tensor with "<name>.fp8_scale" (tram quantize --format
+ * fp8), or an HF checkpoint's F8_E4M3 weight with its weight_scale
+ * (models/safetensors.h); read_f32 then returns the dequantized values. */
+int tram_model_file_is_fp8(const tram_model_file *f, const char *name);
+/* Such a tensor's codes [rows][cols] and one scale per row (a tensor's one
+ * scale repeated), as stored: for backend.h's upload_weight_fp8. */
+int tram_model_file_read_fp8(tram_model_file *f, const char *name, uint8_t *codes, float *scales, int64_t rows,
+                             int64_t cols, tram_error *err);
+/* The bound on activation scales FP8 weights carry (an FBGEMM checkpoint's
+ * activation_scale_ub, tram_weight's act_max); 0: none. */
+float tram_model_file_fp8_act_max(const tram_model_file *f);
 /* Dequantizes tensor `name` into out[numel]; fails if its size differs. */
 /* 1 when f is dummy weights (--load-format dummy), whose values a backend
  * may draw itself from *out (kernels/dummy_values.h); 0 when f holds values;

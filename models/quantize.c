@@ -1,6 +1,6 @@
 /* quantize.c — W8A8 models: calibration statistics, SmoothQuant's factors
  * folded into each layer (the factors themselves: models/smoothquant.c), and
- * the int8 GGUF (format in quantize.h).
+ * the int8 or FP8 GGUF (formats in quantize.h).
  *
  * SmoothQuant moves activation outliers into the weights through a factor s_j
  * per input channel of a linear layer, X·Wᵀ = (X / s)·(W * s)ᵀ, and X / s is
@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/fp8_format.h"
 #include "kernels/int8_format.h"
 #include "models/gguf.h"
 #include "models/gguf_writer.h"
@@ -286,13 +287,16 @@ static int load_layer(quant_job *j, int l, tram_error *err)
     return 0;
 }
 
-/* ---------------------------------------------------------------- the int8 GGUF */
+/* ---------------------------------------------------------------- the int8 and FP8 GGUFs */
 
 typedef enum { OUT_RAW, OUT_F32, OUT_I8 } out_kind;
 
+/* A tied table is also the lm_head, quantized as it; except in FP8, which
+ * has no lookup: the table stays, the head with it. */
 static int is_global_matrix(const quant_job *j, const char *name)
 {
-    return !strcmp(name, "output.weight") || (j->tied && !j->untie && !strcmp(name, "token_embd.weight"));
+    int tied_head = j->tied && !j->untie && !j->o->fp8;
+    return !strcmp(name, "output.weight") || (tied_head && !strcmp(name, "token_embd.weight"));
 }
 
 static out_kind tensor_kind(const quant_job *j, const char *name)
@@ -312,9 +316,9 @@ static int declare_tensor(quant_job *j, tram_gguf_writer *w, const char *name, t
 {
     out_kind k = tensor_kind(j, name);
     tram_ggml_type type = k == OUT_RAW ? raw_type : k == OUT_F32 ? TRAM_GGML_F32 : TRAM_GGML_I8;
-    char scale[sizeof(((tram_gguf_tensor *)0)->name) + 8];
+    char scale[sizeof(((tram_gguf_tensor *)0)->name) + 12];
     int64_t rows = ne[1];  /* an OUT_I8 tensor is a matrix (check_source) */
-    snprintf(scale, sizeof(scale), "%s.scale", name);
+    snprintf(scale, sizeof(scale), "%s.%s", name, j->o->fp8 ? "fp8_scale" : "scale");
     return tram_gguf_writer_add_tensor(w, name, type, n_dims, ne, err) ||
                    (k == OUT_I8 && tram_gguf_writer_add_tensor(w, scale, TRAM_GGML_F32, 1, &rows, err))
                ? -1 : 0;
@@ -324,7 +328,7 @@ static int declare(quant_job *j, tram_gguf_writer *w, const tram_gguf *g, tram_e
 {
     if (tram_gguf_writer_copy_kvs(w, g, err))
         return -1;
-    if (!j->o->keep_f32 && tram_gguf_writer_add_str(w, "tram.quantization", "w8a8", err))
+    if (!j->o->keep_f32 && tram_gguf_writer_add_str(w, "tram.quantization", j->o->fp8 ? "fp8" : "w8a8", err))
         return -1;
     float alpha = j->o->alpha < 0 ? -1.0f : j->o->alpha;  /* -1: searched per input */
     if (j->o->stats && tram_gguf_writer_add_f32(w, "tram.smoothquant_alpha", alpha, err))
@@ -368,7 +372,8 @@ static int write_tensor(quant_job *j, tram_gguf_writer *w, const char *name, int
     if (k == OUT_F32)
         return tram_gguf_writer_write(w, x, (size_t)numel * sizeof(float), err);
     for (int64_t r = 0; r < rows; r++)
-        j->scales[r] = tram_i8_quantize(x + r * cols, (int)cols, (int)cols, j->q + r * cols);
+        j->scales[r] = j->o->fp8 ? tram_fp8_quantize_row(x + r * cols, (int)cols, (int)cols, (uint8_t *)j->q + r * cols)
+                                 : tram_i8_quantize(x + r * cols, (int)cols, (int)cols, j->q + r * cols);
     return tram_gguf_writer_write(w, j->q, (size_t)numel, err) ||
            tram_gguf_writer_write(w, j->scales, (size_t)rows * sizeof(float), err);
 }
@@ -377,8 +382,9 @@ static int check_source(quant_job *j, const tram_gguf *g, tram_error *err)
 {
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const tram_gguf_tensor *t = &g->tensors[i];
-        if (tram_model_file_is_int8(j->f, t->name))
-            return tram_fail(err, "%s is already quantized to int8 (%s)", g->path, t->name);
+        if (tram_model_file_is_int8(j->f, t->name) || tram_model_file_is_fp8(j->f, t->name))
+            return tram_fail(err, "%s is already quantized to %s (%s)", g->path,
+                             tram_model_file_is_fp8(j->f, t->name) ? "FP8" : "int8", t->name);
         if (tensor_kind(j, t->name) == OUT_I8 && (t->n_dims != 2 || t->ne[0] < 1 || t->ne[0] > TRAM_I8_MAX_COLS))
             return tram_fail(err, "%s: %s is not a matrix of at most %d columns", g->path, t->name,
                              TRAM_I8_MAX_COLS);
@@ -425,6 +431,8 @@ int tram_quantize_model(tram_model_file *f, const tram_quant_opts *o, tram_error
     const tram_gguf *g = tram_model_file_gguf(f);
     if (!g)
         return tram_fail(err, "%s: quantize reads GGUF files only", tram_model_file_path(f));
+    if (o->fp8 && o->stats)
+        return tram_fail(err, "FP8 files are not smoothed: SmoothQuant (--calib) is for int8");
     if (tram_model_file_config(f)->n_experts)
         return tram_fail(err, "%s: quantize does not write mixture-of-experts models (--quantization int8 "
                          "quantizes their experts at load)", tram_model_file_path(f));

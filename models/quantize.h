@@ -10,7 +10,13 @@
  * to token_embd gets its own smoothed I8 output.weight (the lookup table
  * cannot take the head's factors) and output_norm turns F32; token_embd stays
  * as it was.  The metadata gains tram.quantization = "w8a8" and, with
- * smoothing, tram.smoothquant_alpha (f32; -1 when searched per layer). */
+ * smoothing, tram.smoothquant_alpha (f32; -1 when searched per layer).
+ *
+ * FP8 (fp8 set, never smoothed): the same matrices are I8 tensors holding
+ * OCP E4M3 codes (kernels/fp8_format.h) beside an F32 "<name>.fp8_scale" of
+ * one scale per output row, w = e4m3(q) * scale[row], and
+ * tram.quantization = "fp8".  A tied token_embd stays as it was (no FP8
+ * lookup), and with it the head it doubles as. */
 #ifndef TRAM_QUANTIZE_H
 #define TRAM_QUANTIZE_H
 
@@ -53,7 +59,7 @@ int tram_calibrate(tram_model_file *f, const int32_t *tokens, int n, int ctx, in
                    tram_calib_stats *st, tram_error *err);
 void tram_calib_stats_free(tram_calib_stats *st);
 
-/* ---- the int8 GGUF ---- */
+/* ---- the int8 and FP8 GGUFs ---- */
 
 typedef struct {
     const char *out_path;
@@ -64,9 +70,11 @@ typedef struct {
     int threads;                  /* for the search (0: OpenMP's default) */
     int verbose;                  /* the searched α of every input to stderr */
     int keep_f32;                 /* smooth but write F32 matrices (tests the identity) */
+    int fp8;                      /* E4M3 codes and row scales instead of int8 (no stats) */
 } tram_quant_opts;
 
-/* Reads f (a GGUF), smooths and quantizes its matrices, writes o->out_path. */
+/* Reads f (a GGUF), smooths and quantizes its matrices (or quantizes them to
+ * FP8), writes o->out_path. */
 int tram_quantize_model(tram_model_file *f, const tram_quant_opts *o, tram_error *err);
 
 #endif

@@ -18,13 +18,16 @@
 #include <unistd.h>
 
 #include "kernels/dequant.h"
+#include "kernels/kv_format.h"
 #include "models/arch.h"
+#include "models/hf_quant.h"
 #include "models/json_util.h"
 #include "models/moe_files.h"
 #include "models/st_modules.h"
 
-/* Every dtype of the safetensors format; only the float ones can be read. */
-enum { ST_F32, ST_F16, ST_BF16 };
+/* Every dtype of the safetensors format; the float ones can be read, and
+ * E4M3 with its scales (FP8 checkpoints, models/hf_quant.h). */
+enum { ST_F32, ST_F16, ST_BF16, ST_F8_E4M3 = 13 };
 static const struct {
     const char *name;
     int size;
@@ -57,6 +60,7 @@ struct tram_hf_model {
     int n_files;
     st_tensor *tensors;
     int n_tensors, cap_tensors;
+    tram_hf_quant quant;   /* config.json's quantization_config */
 };
 
 /* ---------------------------------------------------------------- files */
@@ -388,7 +392,7 @@ static int hf_sizes(const json_t *root, tram_model_config *c, const char *path, 
     return 0;
 }
 
-static int hf_read_config(const char *dir, tram_model_config *c, tram_error *err)
+static int hf_read_config(const char *dir, tram_model_config *c, tram_hf_quant *q, tram_error *err)
 {
     char path[1024];
     json_t *root;
@@ -399,7 +403,7 @@ static int hf_read_config(const char *dir, tram_model_config *c, tram_error *err
     c->rope_style = TRAM_ROPE_NEOX;
     int rc = hf_arch(root, c, path, err) || hf_unsupported(root, path, err) || hf_sizes(root, c, path, err) ||
              hf_rope(root, c, path, err) || hf_sliding_window(root, c, path, err) ||
-             tram_st_read_pooling(dir, root, c, err) ? -1 : 0;
+             tram_st_read_pooling(dir, root, c, err) || tram_hf_quant_config(root, q, path, err) ? -1 : 0;
     if (!rc && tram_arch_by_name(c->arch)->moe)
         rc = tram_moe_hf_config(root, tram_arch_by_name(c->arch), c, path, err);
     json_decref(root);
@@ -417,7 +421,7 @@ int tram_hf_open(tram_hf_model **out, const char *dir, tram_model_config *cfg, t
         free(m);
         return tram_fail(err, "%s: path too long", dir);
     }
-    if (hf_read_config(dir, cfg, err) || st_open_tensors(m, err)) {
+    if (hf_read_config(dir, cfg, &m->quant, err) || st_open_tensors(m, err)) {
         tram_hf_close(m);
         return -1;
     }
@@ -509,12 +513,86 @@ static int st_read(const tram_hf_model *m, const st_tensor *t, float *out, int64
     return 0;
 }
 
+/* ---------------------------------------------------------------- FP8 weights */
+
+/* An FP8 checkpoint's "<module>.weight_scale" beside t, "<module>.weight". */
+static const st_tensor *fp8_scale_of(const tram_hf_model *m, const st_tensor *t)
+{
+    char name[300];
+    if (!m->quant.fp8 || t->dtype != ST_F8_E4M3)
+        return NULL;
+    snprintf(name, sizeof(name), "%s_scale", t->name);
+    return st_find(m, name);
+}
+
+int tram_hf_is_fp8(const tram_hf_model *m, const char *gguf_name)
+{
+    st_tensor view;
+    const st_tensor *t = hf_lookup(m, gguf_name, &view);
+    return t && fp8_scale_of(m, t);
+}
+
+float tram_hf_fp8_act_max(const tram_hf_model *m) { return m->quant.act_max; }
+
+/* t's codes, and its scales: one per row ([rows] or [rows, 1]) or one for
+ * the tensor, repeated. */
+static int fp8_read(const tram_hf_model *m, const st_tensor *t, uint8_t *codes, float *scales, int64_t rows,
+                    int64_t cols, tram_error *err)
+{
+    const st_tensor *s = fp8_scale_of(m, t);
+    const char *path = m->files[t->file].path;
+    if (!s)
+        return tram_fail(err, "%s: tensor %s is F8_E4M3 without a weight_scale (or the config has no FP8 "
+                              "quantization_config)", path, t->name);
+    if (t->numel != rows * cols || (t->ndim == 2 && t->shape[1] != cols))
+        return tram_fail(err, "%s: FP8 tensor %s is not %lld x %lld", path, t->name, (long long)rows,
+                         (long long)cols);
+    if (s->numel != rows && s->numel != 1)
+        return tram_fail(err, "%s: %s holds %lld scales: neither one per output row (%lld) nor one for the tensor",
+                         path, s->name, (long long)s->numel, (long long)rows);
+    if (st_read(m, s, scales, s->numel, err))
+        return -1;
+    for (int64_t r = s->numel; r < rows; r++)
+        scales[r] = scales[0];
+    memcpy(codes, t->data, (size_t)(rows * cols));
+    return 0;
+}
+
+int tram_hf_read_fp8(tram_hf_model *m, const char *gguf_name, uint8_t *codes, float *scales, int64_t rows,
+                     int64_t cols, tram_error *err)
+{
+    st_tensor view;
+    const st_tensor *t = hf_lookup(m, gguf_name, &view);
+    if (!t)
+        return tram_fail(err, "%s: tensor %s is missing", m->dir, gguf_name);
+    return fp8_read(m, t, codes, scales, rows, cols, err);
+}
+
+/* An FP8 tensor as f32: e4m3(code) * scale[row]. */
+static int fp8_dequantize(const tram_hf_model *m, const st_tensor *t, float *out, int64_t numel, tram_error *err)
+{
+    int64_t rows = t->ndim >= 1 ? t->shape[0] : 1, cols = rows ? numel / rows : 0;
+    float *scales = tram_calloc(rows ? rows : 1, sizeof(float), err);
+    uint8_t *codes = scales ? tram_calloc((size_t)TRAM_MAX(numel, 1), 1, err) : NULL;
+    int rc = codes && t->numel == numel ? fp8_read(m, t, codes, scales, rows, cols, err)
+             : codes ? tram_fail(err, "%s: tensor %s has %lld elements, expected %lld", m->files[t->file].path,
+                                 t->name, (long long)t->numel, (long long)numel)
+                     : -1;
+    for (int64_t i = 0; !rc && i < numel; i++)
+        out[i] = tram_fp8_e4m3_decode(codes[i]) * scales[i / cols];
+    free(scales);
+    free(codes);
+    return rc;
+}
+
 int tram_hf_read_f32(tram_hf_model *m, const char *gguf_name, float *out, int64_t numel, tram_error *err)
 {
     st_tensor view;
     const st_tensor *t = hf_lookup(m, gguf_name, &view);
     if (!t)
         return tram_fail(err, "%s: tensor %s is missing", m->dir, gguf_name);
+    if (t->dtype == ST_F8_E4M3)
+        return fp8_dequantize(m, t, out, numel, err);
     return st_read(m, t, out, numel, err);
 }
 

@@ -148,6 +148,54 @@ static int64_t read_part_blocks(tram_model_file *f, const tram_shard_part *p, ch
                               (size_t)p->ncols / BLOCK_WEIGHTS * block);
 }
 
+/* Where a weight's row scales follow its rows x cols codes in a buffer of
+ * at least rows x cols floats (room for both from two columns on). */
+static float *scales_after(void *codes, int64_t rows, int64_t cols)
+{
+    return (float *)((uint8_t *)codes + (((size_t)rows * cols + 3) & ~(size_t)3));
+}
+
+/* The part's FP8 codes (its rows, its columns of each) and its rows' scales. */
+static int read_part_fp8(tram_model_file *f, const tram_shard_part *p, uint8_t *codes, float *scales,
+                         tram_shard_scratch *sc, tram_error *err)
+{
+    if (is_whole(p))
+        return tram_model_file_read_fp8(f, p->name, codes, scales, p->rows, p->cols, err);
+    float *whole_scales = scales_after(sc->whole, p->rows, p->cols);
+    if (whole_fits(p, sc, err) ||
+        tram_model_file_read_fp8(f, p->name, (uint8_t *)sc->whole, whole_scales, p->rows, p->cols, err))
+        return -1;
+    copy_part((char *)codes, (const char *)sc->whole, p, (size_t)p->cols, (size_t)p->col0, (size_t)p->ncols);
+    memcpy(scales, whole_scales + p->row0, (size_t)p->nrows * sizeof(float));
+    return 0;
+}
+
+/* FP8 parts stacked by rows, codes and scales as the file stores them. */
+static int load_fp8(tram_backend *be, tram_model_file *f, tram_weight *w, const tram_shard_part *parts, int n,
+                    int rows, int cols, tram_shard_scratch *sc, tram_error *err)
+{
+    uint8_t *codes = (uint8_t *)sc->packed;
+    float *scales = scales_after(codes, rows, cols);
+    int row = 0;
+    for (int i = 0; i < n; i++) {
+        if (read_part_fp8(f, &parts[i], codes + (size_t)row * cols, scales + row, sc, err))
+            return -1;
+        row += parts[i].nrows;
+    }
+    be->upload_weight_fp8(be, w, codes, scales, rows, cols);
+    w->act_max = tram_model_file_fp8_act_max(f);
+    return be->sync(be, err);
+}
+
+/* Whether every part is stored as FP8 codes (else FP8 is quantized from f32). */
+static int all_fp8(tram_model_file *f, const tram_shard_part *parts, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!tram_model_file_is_fp8(f, parts[i].name))
+            return 0;
+    return n > 0;
+}
+
 static int parts_check(const tram_shard_part *parts, int n, int rows, int cols, tram_error *err)
 {
     int64_t total = 0;
@@ -200,6 +248,8 @@ int tram_shard_load(tram_backend *be, tram_model_file *f, tram_weight *w, const 
     if (parts_check(parts, n, rows, cols, err))
         return -1;
     int rc;
+    if (type == TRAM_W_FP8 && be->upload_weight_fp8 && all_fp8(f, parts, n))
+        return load_fp8(be, f, w, parts, n, rows, cols, sc, err);
     if (type < TRAM_W_Q8_0 && load_dummy(be, f, w, parts, n, rows, cols, type, &rc, err))
         return rc;
     int blocks = type >= TRAM_W_Q8_0 && type <= TRAM_W_Q4_1; /* GGUF blocks, read as stored */

@@ -76,7 +76,8 @@ void tram_shard_scratch_free(tram_shard_scratch *sc);
  * (a vector: rows = 1, the parts end to end).  type is f32/bf16/int8 (the
  * file's values dequantized, then uploaded) or a GGUF block type (the file's
  * blocks copied as stored: a column slice must fall on block boundaries, or
- * the load fails naming the matrix). */
+ * the load fails naming the matrix); TRAM_W_FP8 takes the codes and row
+ * scales of parts the file stores as FP8 as they are (upload_weight_fp8). */
 int tram_shard_load(tram_backend *be, tram_model_file *f, tram_weight *w, const tram_shard_part *parts, int n,
                     int rows, int cols, tram_wtype type, tram_shard_scratch *sc, tram_error *err);
 

@@ -21,6 +21,14 @@ tram_cpu_features tram_cpu_features_detect(void)
 #endif
 }
 
+int tram_cpu_fma_kernel_available(tram_cpu_kernel k)
+{
+    tram_cpu_features f = tram_cpu_features_detect();
+    if (k == TRAM_CPU_AVX2)
+        return f.avx2 && f.fma;
+    return k == TRAM_CPU_GENERIC;
+}
+
 tram_cpu_kernel tram_cpu_kernel_best(int (*available)(tram_cpu_kernel k))
 {
     if (available(TRAM_CPU_VNNI))

@@ -22,6 +22,10 @@ typedef struct {
 /* What this CPU supports (all 0 off x86-64). */
 tram_cpu_features tram_cpu_features_detect(void);
 
+/* The levels of a family whose fast kernel is AVX2 with FMA (2:4 sparse,
+ * FP8): AVX2 where the CPU has both, GENERIC always. */
+int tram_cpu_fma_kernel_available(tram_cpu_kernel k);
+
 /* The fastest level for which available() holds; GENERIC always does. */
 tram_cpu_kernel tram_cpu_kernel_best(int (*available)(tram_cpu_kernel k));
 /* "generic", "avx2", "avx512-vnni". */

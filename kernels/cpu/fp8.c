@@ -31,7 +31,7 @@ static void lut_init(void)
         lut[c] = tram_fp8_e4m3_decode((uint8_t)c);
 }
 
-void tram_fp8_quantize_acts(float *xd, float *xs, const float *x, int n, int cols)
+void tram_fp8_quantize_acts(float *xd, float *xs, const float *x, int n, int cols, float act_max)
 {
     int kp = tram_fp8_stride(cols);
     pthread_once(&lut_once, lut_init);
@@ -40,6 +40,8 @@ void tram_fp8_quantize_acts(float *xd, float *xs, const float *x, int n, int col
         float amax = 0.0f;
         for (int j = 0; j < cols; j++)
             amax = fmaxf(amax, fabsf(xr[j]));
+        if (act_max > 0.0f)
+            amax = fminf(amax, act_max);
         float inv = amax > 0.0f ? TRAM_FP8_MAX / amax : 0.0f;
         float *out = xd + (size_t)i * kp;
         for (int j = 0; j < kp; j++)
@@ -151,15 +153,9 @@ static void fp8_rows(void *arg, int r0, int r1)
     generic_rows(j, r0, r1);
 }
 
-int tram_fp8_kernel_available(tram_cpu_kernel k)
-{
-    tram_cpu_features f = tram_cpu_features_detect();
-    if (k == TRAM_CPU_AVX2)
-        return f.avx2 && f.fma;
-    return k == TRAM_CPU_GENERIC;
-}
+int tram_fp8_kernel_available(tram_cpu_kernel k) { return tram_cpu_fma_kernel_available(k); }
 
-tram_cpu_kernel tram_fp8_kernel_best(void) { return tram_cpu_kernel_best(tram_fp8_kernel_available); }
+tram_cpu_kernel tram_fp8_kernel_best(void) { return tram_cpu_kernel_best(tram_cpu_fma_kernel_available); }
 
 void tram_fp8_gemm(tram_cpu_kernel k, tram_cpu_pool *pool, float *y, const float *xd, const float *xs,
                    const tram_weight *w, int n)
@@ -218,13 +214,14 @@ typedef struct {
     float *xd, *xs;
     const float *x;
     int cols;
+    float act_max;
 } acts_job;
 
 static void acts_rows(void *arg, int i0, int i1)
 {
     const acts_job *a = arg;
     size_t kp = tram_fp8_stride(a->cols);
-    tram_fp8_quantize_acts(a->xd + i0 * kp, a->xs + i0, a->x + (size_t)i0 * a->cols, i1 - i0, a->cols);
+    tram_fp8_quantize_acts(a->xd + i0 * kp, a->xs + i0, a->x + (size_t)i0 * a->cols, i1 - i0, a->cols, a->act_max);
 }
 
 /* The activations quantized per token into the backend's scratch, then the
@@ -236,7 +233,7 @@ void cpu_fp8_matmul(tram_backend *be, float *y, const float *x, const tram_weigh
     if (cpu_reserve(be, (void **)&s->fp8_x, &s->fp8_x_cap, (size_t)n * kp * sizeof(float)) ||
         cpu_reserve(be, (void **)&s->fp8_xs, &s->fp8_xs_cap, (size_t)n * sizeof(float)))
         return;
-    acts_job a = {.xd = s->fp8_x, .xs = s->fp8_xs, .x = x, .cols = w->cols};
+    acts_job a = {.xd = s->fp8_x, .xs = s->fp8_xs, .x = x, .cols = w->cols, .act_max = w->act_max};
     cpu_rows(be, n, acts_rows, &a);
     tram_fp8_gemm(s->fp8_kernel, s->pool, y, s->fp8_x, s->fp8_xs, w, n);
 }

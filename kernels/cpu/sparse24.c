@@ -250,15 +250,9 @@ static void s24_rows(void *arg, int r0, int r1)
     generic_rows(j, r0, r1);
 }
 
-int tram_s24_kernel_available(tram_cpu_kernel k)
-{
-    tram_cpu_features f = tram_cpu_features_detect();
-    if (k == TRAM_CPU_AVX2)
-        return f.avx2 && f.fma;
-    return k == TRAM_CPU_GENERIC;
-}
+int tram_s24_kernel_available(tram_cpu_kernel k) { return tram_cpu_fma_kernel_available(k); }
 
-tram_cpu_kernel tram_s24_kernel_best(void) { return tram_cpu_kernel_best(tram_s24_kernel_available); }
+tram_cpu_kernel tram_s24_kernel_best(void) { return tram_cpu_kernel_best(tram_cpu_fma_kernel_available); }
 
 size_t tram_s24_scratch_floats(tram_cpu_kernel k, int n, int cols)
 {

@@ -160,13 +160,16 @@ static __global__ void kernel_quantize_rows(int8_t *q, float *scales, const bf16
 
 /* One block per token row: E4M3 codes of x / (max|x| / 448), zeros after
  * cols, as tram_kv_quantize_slot rounds (CUDA's saturating conversion). */
-static __global__ void kernel_quantize_rows_fp8(uint8_t *q, float *scales, const bf16 *x, int cols, int kp)
+static __global__ void kernel_quantize_rows_fp8(uint8_t *q, float *scales, const bf16 *x, int cols, int kp,
+                                                float act_max)
 {
     const bf16 *xr = x + (size_t)blockIdx.x * cols;
     float amax = 0.0f;
     for (int j = threadIdx.x; j < cols; j += blockDim.x)
         amax = fmaxf(amax, fabsf(__bfloat162float(xr[j])));
     amax = block_max(amax);
+    if (act_max > 0.0f) /* fp8_format.h: FBGEMM's activation_scale_ub */
+        amax = fminf(amax, act_max);
     float inv = amax > 0.0f ? TRAM_FP8_MAX / amax : 0.0f;
     for (int j = threadIdx.x; j < kp; j += blockDim.x)
         q[(size_t)blockIdx.x * kp + j] =
@@ -308,8 +311,10 @@ static int gemm_acc(tram_backend *be, cuda_int8 *s, const void *xq, const tram_w
                                                c->stream));
 }
 
-/* Quantizes bf16 rows x[n][cols] into s->xq and s->x_scales, in format f. */
-static int quantize_rows(tram_backend *be, cuda_int8 *s, lowp_format f, const void *x, int n, int cols)
+/* Quantizes bf16 rows x[n][cols] into s->xq and s->x_scales, in format f
+ * (FP8: each row's max|x| clamped to act_max when positive). */
+static int quantize_rows(tram_backend *be, cuda_int8 *s, lowp_format f, const void *x, int n, int cols,
+                         float act_max)
 {
     cuda_state *c = cuda_of(be);
     int kp = padded(f, cols);
@@ -318,7 +323,7 @@ static int quantize_rows(tram_backend *be, cuda_int8 *s, lowp_format f, const vo
         return -1;
     if (f == FMT_FP8)
         kernel_quantize_rows_fp8<<<n, ROW_THREADS, 0, c->stream>>>((uint8_t *)s->xq, (float *)s->x_scales,
-                                                                    (const bf16 *)x, cols, kp);
+                                                                    (const bf16 *)x, cols, kp, act_max);
     else
         kernel_quantize_rows<<<n, ROW_THREADS, 0, c->stream>>>((int8_t *)s->xq, (float *)s->x_scales,
                                                                 (const bf16 *)x, cols, kp);
@@ -347,7 +352,7 @@ static void product(tram_backend *be, cuda_int8 *s, void *y, const void *xq, con
 extern "C" void tram_cuda_int8_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n)
 {
     cuda_int8 *s = int8_state(be);
-    if (n <= 0 || !s || quantize_rows(be, s, format_of(w), x, n, w->cols))
+    if (n <= 0 || !s || quantize_rows(be, s, format_of(w), x, n, w->cols, w->act_max))
         return;
     product(be, s, y, s->xq, (const float *)s->x_scales, w, n);
 }
@@ -409,7 +414,7 @@ extern "C" int tram_cuda_int8_quantize(tram_backend *be, int8_t *q, float *scale
     int8_t *all = (int8_t *)malloc((size_t)n * kp);
     if (!all)
         cuda_fail(be, "int8 quantize: out of host memory");
-    else if (s && !quantize_rows(be, s, FMT_INT8, x, n, cols)) {
+    else if (s && !quantize_rows(be, s, FMT_INT8, x, n, cols, 0.0f)) {
         be->download(be, all, s->xq, (size_t)n * kp);
         be->download(be, scales, s->x_scales, (size_t)n * sizeof(float));
     }

@@ -98,7 +98,7 @@ Test(fp8_gemm, avx2_equals_the_reference_bit_for_bit)
             float *fast = malloc((size_t)n * rows * sizeof(float));
             for (size_t i = 0; i < (size_t)n * cols; i++)
                 x[i] = rand_f(&seed);
-            tram_fp8_quantize_acts(xd, xs, x, n, cols);
+            tram_fp8_quantize_acts(xd, xs, x, n, cols, 0);
             tram_fp8_gemm(TRAM_CPU_GENERIC, NULL, ref, xd, xs, &w, n);
             tram_fp8_gemm(TRAM_CPU_AVX2, NULL, fast, xd, xs, &w, n);
             cr_assert_eq(memcmp(ref, fast, (size_t)n * rows * sizeof(float)), 0, "n %d, %dx%d", n, rows, cols);
@@ -122,7 +122,7 @@ Test(fp8_gemm, product_matches_the_dequantized_gemm)
     float *xs = malloc(n * sizeof(float)), *y = malloc((size_t)n * rows * sizeof(float));
     for (size_t i = 0; i < (size_t)n * cols; i++)
         x[i] = rand_f(&seed);
-    tram_fp8_quantize_acts(xd, xs, x, n, cols);
+    tram_fp8_quantize_acts(xd, xs, x, n, cols, 0);
     tram_fp8_gemm(tram_fp8_kernel_best(), NULL, y, xd, xs, &w, n);
     const uint8_t *codes = w.data;
     for (int t = 0; t < n; t++)
