@@ -1,7 +1,8 @@
 #!/bin/sh
 # compress.sh — the compression tables of bench/results/compress.md: quality
 # of each format against the f32 model (tram perplexity's PPL, KL and top-1
-# agreement, on a text of another source than the calibration text), what an
+# agreement, on a text of another source than the calibration text: the KV
+# formats, 2:4 and FP8 weights, tram quantize --format fp8), what an
 # int8 KV cache holds in 1 GiB and its decode speed at 4k context, decode
 # attention alone over a 4k KV per dtype, and the 2:4 sparse product against
 # the dense one.
@@ -17,6 +18,7 @@ calib=${CALIB:-tests/fixtures/int8/calib.txt}
 make --no-print-directory bin/tram build/bench/kv_cache build/bench/kv_attention build/bench/sparse_gemm >/dev/null
 mkdir -p build/compress
 bin/tram prune -m "$model" -o build/compress/s24.gguf --sparsity 2:4 --calib "$calib" $threads 2>/dev/null
+bin/tram quantize -m "$model" -o build/compress/fp8.gguf --format fp8 2>/dev/null
 
 # one table row: NAME, the model under test, then its flags for `tram perplexity`
 row() {
@@ -41,6 +43,7 @@ echo "|--------------------------|--------:|--------:|---------:|---------------
 row "int8 KV cache" "$model" --kv-cache-dtype int8
 row "fp8 (E4M3) KV cache" "$model" --kv-cache-dtype fp8
 row "2:4 sparse (Wanda)" build/compress/s24.gguf
+row "FP8 weights (W8A8)" build/compress/fp8.gguf
 echo
 build/bench/kv_cache -m "$model" --ctx "${KV_CTX:-4096}" --seqs "${KV_SEQS:-4}" $threads auto int8 fp8
 echo
