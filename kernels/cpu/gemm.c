@@ -6,37 +6,56 @@
 #include "kernels/cpu/cpu_impl.h"
 
 /* Token rows up to which matmul streams W once through gemv_rows instead of
- * handing it to sgemm (see sgemm_rows). */
-#define GEMV_MAX_ROWS 8
+ * handing it to sgemm (see sgemm_rows): one thread, 8192 x 1152 weights,
+ * gemv_rows stays ahead of single-threaded sgemm up to 11-12 rows (a
+ * verification of k = 8 drafts is 9). */
+#define GEMV_MAX_ROWS 12
 
 /* Eight floats, loaded from any float address (GCC's generic vectors: SIMD
  * where the target has it, plain code elsewhere). */
 typedef float v8f __attribute__((vector_size(32), aligned(4)));
 
-/* y[:, r0:r1] = x · W[r0:r1]ᵀ for n <= GEMV_MAX_ROWS token rows, reading each
- * row of W once for all n: a verification of speculative drafts (a few rows)
- * then costs about what one row does, where n sgemv calls would read W n
- * times and sgemm would pack it first.  Each output is summed in the same
- * order whatever n is, so a row's result does not depend on its batch. */
-static void gemv_rows(float *y, const float *x, const float *w, int n, int rows, int cols, int r0, int r1)
+/* y[:, r] = x · W[r]ᵀ for n <= GEMV_MAX_ROWS token rows, reading the row of
+ * W once for all n: a verification of speculative drafts (a few rows) then
+ * costs about what one row does, where n sgemv calls would read W n times
+ * and sgemm would pack it first.  Each output is summed in the same order
+ * whatever n is, so a row's result does not depend on its batch.  Inlined
+ * with a constant n (gemv_rows), so that the accumulators stay in
+ * registers: with n known only at run time they live on the stack, and
+ * every step of the sum waits for a store. */
+static inline __attribute__((always_inline)) void gemv_row(float *y, const float *x, const float *wr, int n,
+                                                           int rows, int cols, int r)
 {
     int vec = cols / 8 * 8;
-    for (int r = r0; r < r1; r++) {
-        const float *wr = w + (size_t)r * cols;
-        v8f acc[GEMV_MAX_ROWS] = {{0}};
-        for (int c = 0; c < vec; c += 8) {
-            v8f wv = *(const v8f *)(wr + c);
-            for (int i = 0; i < n; i++)
-                acc[i] += wv * *(const v8f *)(x + (size_t)i * cols + c);
-        }
-        for (int i = 0; i < n; i++) {
-            float sum = 0;
-            for (int l = 0; l < 8; l++)
-                sum += acc[i][l];
-            for (int c = vec; c < cols; c++)
-                sum += wr[c] * x[(size_t)i * cols + c];
-            y[(size_t)i * rows + r] = sum;
-        }
+    v8f acc[GEMV_MAX_ROWS] = {{0}};
+    for (int c = 0; c < vec; c += 8) {
+        v8f wv = *(const v8f *)(wr + c);
+#pragma GCC unroll 12
+        for (int i = 0; i < n; i++)
+            acc[i] += wv * *(const v8f *)(x + (size_t)i * cols + c);
+    }
+    for (int i = 0; i < n; i++) {
+        float sum = 0;
+        for (int l = 0; l < 8; l++)
+            sum += acc[i][l];
+        for (int c = vec; c < cols; c++)
+            sum += wr[c] * x[(size_t)i * cols + c];
+        y[(size_t)i * rows + r] = sum;
+    }
+}
+
+/* One loop over W's rows r0..r1 for each n in 2..GEMV_MAX_ROWS. */
+#define GEMV_CASE(N)                                                                                   \
+    case N:                                                                                            \
+        for (int r = r0; r < r1; r++)                                                                  \
+            gemv_row(y, x, w + (size_t)r * cols, N, rows, cols, r);                                   \
+        return;
+
+static void gemv_rows(float *y, const float *x, const float *w, int n, int rows, int cols, int r0, int r1)
+{
+    switch (n) {
+        GEMV_CASE(2) GEMV_CASE(3) GEMV_CASE(4) GEMV_CASE(5) GEMV_CASE(6) GEMV_CASE(7) GEMV_CASE(8)
+        GEMV_CASE(9) GEMV_CASE(10) GEMV_CASE(11) GEMV_CASE(12)
     }
 }
 
