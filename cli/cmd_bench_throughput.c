@@ -38,6 +38,10 @@ typedef struct {
 
 typedef struct {
     double seconds;
+    /* the steps that began with every request added so far past its first
+     * token (no prefill in them): their time and the tokens they made */
+    double decode_seconds;
+    uint64_t decode_tokens;
     tram_engine_stats s;       /* the engine's counters at the end of the run */
 } bench_run;
 
@@ -171,24 +175,39 @@ static void progress(const char *mode, int done, int total, double t0)
     fprintf(stderr, "\r%s: %d/%d requests, %.0fs ", mode, done, total, tram_now() - t0);
 }
 
+/* One engine step, timed into r's decode figures when no request added so
+ * far still waits for its first token (*unstarted counts those). */
+static int timed_step(tram_engine *e, int *unstarted, int *done, bench_run *r, tram_error *err)
+{
+    const tram_output *outs;
+    int num, decode = *unstarted == 0;
+    double t0 = tram_now();
+    if (tram_engine_step(e, &outs, &num, err))
+        return -1;
+    for (int i = 0; i < num; i++) {
+        *done += outs[i].finish_reason != TRAM_FINISH_NONE;
+        *unstarted -= outs[i].num_tokens > 0 && outs[i].completion_tokens == outs[i].num_tokens;
+        r->decode_tokens += decode ? (uint64_t)outs[i].num_tokens : 0;
+    }
+    r->decode_seconds += decode ? tram_now() - t0 : 0;
+    return 0;
+}
+
 /* All requests at once, or (sequential) each alone after the previous one
  * finished. */
 static int run(tram_engine *e, const bench_req *reqs, int n, int sequential, uint64_t seed,
                bench_run *out, tram_error *err)
 {
     const char *mode = sequential ? "sequential" : "batched";
-    int tty = isatty(2), next = 0, done = 0;
+    int tty = isatty(2), next = 0, done = 0, unstarted = 0;
+    *out = (bench_run){0};
     double t0 = tram_now();
     while (next < n || tram_engine_has_unfinished(e)) {
-        for (; next < n && (!sequential || !tram_engine_has_unfinished(e)); next++)
+        for (; next < n && (!sequential || !tram_engine_has_unfinished(e)); next++, unstarted++)
             if (add_request(e, &reqs[next], next, seed, err))
                 return -1;
-        const tram_output *outs;
-        int num;
-        if (tram_engine_step(e, &outs, &num, err))
+        if (timed_step(e, &unstarted, &done, out, err))
             return -1;
-        for (int i = 0; i < num; i++)
-            done += outs[i].finish_reason != TRAM_FINISH_NONE;
         if (tty)
             progress(mode, done, n, t0);
     }
@@ -241,12 +260,14 @@ static void print_header(const tram_engine *e, const bench_opts *o, const bench_
     else
         printf("sgemm peak and memcpy bandwidth not measured (--no-peak): \"of peak\" reads 0.\n");
     printf("FLOPs counted: 2 x %.1fM weight params per token run through the model + 2 x %.1fM "
-           "(LM head) per sampled token; attention scores not counted.\n\n",
+           "(LM head) per sampled token; attention scores not counted.\n",
            f->per_token / 2e6, f->per_row / 2e6);
+    printf("decode tok/s: the tokens of the steps that ran no prefill (each request past its "
+           "first token) over their time.\n\n");
     printf("| mode       | req/s | total tok/s | output tok/s | time (s) | steps | ms/step | "
-           "preempt | GFLOP/s | of peak |\n"
+           "preempt | GFLOP/s | of peak | decode tok/s |\n"
            "|------------|------:|------------:|-------------:|---------:|------:|--------:|"
-           "--------:|--------:|--------:|\n");
+           "--------:|--------:|--------:|-------------:|\n");
     fflush(stdout);
 }
 
@@ -256,11 +277,12 @@ static void print_row(const char *mode, const bench_run *r, const bench_frame *f
     double flops = f->per_token * (double)s->forward_tokens_total +
                    f->per_row * (double)s->generation_tokens_total;
     double tokens = (double)(s->prompt_tokens_total + s->generation_tokens_total);
-    printf("| %-10s | %5.2f | %11.1f | %12.1f | %8.1f | %5llu | %7.1f | %7llu | %7.2f | %6.1f%% |\n",
+    double decode = r->decode_seconds > 0 ? (double)r->decode_tokens / r->decode_seconds : 0;
+    printf("| %-10s | %5.2f | %11.1f | %12.1f | %8.1f | %5llu | %7.1f | %7llu | %7.2f | %6.1f%% | %12.1f |\n",
            mode, f->n / r->seconds, tokens / r->seconds, s->generation_tokens_total / r->seconds,
            r->seconds, (unsigned long long)s->num_steps, 1e3 * r->seconds / (double)s->num_steps,
            (unsigned long long)s->num_preemptions, flops / r->seconds * 1e-9,
-           f->peak > 0 ? 100 * flops / r->seconds / f->peak : 0.0);
+           f->peak > 0 ? 100 * flops / r->seconds / f->peak : 0.0, decode);
     fflush(stdout);
 }
 
