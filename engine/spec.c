@@ -92,42 +92,64 @@ static int ngram_create(tram_proposer **out, const tram_spec_config *c, tram_err
 
 /* ---------------------------------------------------------------- the automatic rule */
 
-/* Each new verification counts for a tenth of the record. */
+/* Each new verification of a draft position counts for a tenth of its record. */
 #define RECORD_DECAY 0.9f
+/* The weight, in verifications, of a position's prior (its predecessor's rate). */
+#define ACCEPT_PRIOR 2.0
 /* A step's time counts for a twentieth of the line. */
 #define COST_DECAY 0.95
-/* Below this variance of the recent token counts the line is not fitted. */
+/* Below this variance of the recent token counts the line is not refitted. */
 #define COST_MIN_VARIANCE 0.25
+/* Nor from fewer steps than this (by decayed weight): two would fit any noise. */
+#define COST_MIN_WEIGHT 3.5
+/* A declined sequence's first probe comes after this many declined steps;
+ * each probe that does not bring drafts back doubles the wait, up to
+ * PROBE_MAX_WAIT. */
+#define PROBE_FIRST_WAIT 4
+#define PROBE_MAX_WAIT 256
 
-void tram_spec_record_init(tram_spec_record *r) { *r = (tram_spec_record){.shadow = -1}; }
+void tram_spec_record_init(tram_spec_record *r)
+{
+    *r = (tram_spec_record){.shadow = -1, .wait = PROBE_FIRST_WAIT, .backoff = PROBE_FIRST_WAIT};
+}
 
 void tram_spec_record_add(tram_spec_record *r, int accepted, int proposed)
 {
-    r->hits = r->hits * RECORD_DECAY + (float)accepted;
-    r->misses = r->misses * RECORD_DECAY + (float)(accepted < proposed);
+    int tried = TRAM_MIN(accepted + 1, proposed);
+    for (int i = 0; i < tried; i++) {
+        r->tries[i] = r->tries[i] * RECORD_DECAY + 1;
+        r->hits[i] = r->hits[i] * RECORD_DECAY + (float)(i < accepted);
+    }
 }
 
-double tram_spec_acceptance(const tram_spec_record *r)
+/* r_i from r_{i-1} (prev). */
+static double next_rate(const tram_spec_record *r, int i, double prev)
 {
-    return (r->hits + 1.0) / (r->hits + r->misses + 2.0);
+    return (r->hits[i] + ACCEPT_PRIOR * prev) / (r->tries[i] + ACCEPT_PRIOR);
 }
 
-void tram_step_cost_add(tram_step_cost *c, int tokens, double seconds)
+double tram_spec_acceptance(const tram_spec_record *r, int i)
 {
-    double n = tokens;
-    *c = (tram_step_cost){
-        .w = c->w * COST_DECAY + 1,
-        .n = c->n * COST_DECAY + n,
-        .t = c->t * COST_DECAY + seconds,
-        .nn = c->nn * COST_DECAY + n * n,
-        .nt = c->nt * COST_DECAY + n * seconds,
-        .bare = c->bare,
-    };
+    double rate = 0.5;
+    for (int p = 0; p <= i; p++)
+        rate = next_rate(r, p, rate);
+    return rate;
 }
 
-int tram_step_cost_line(const tram_step_cost *c, double *a, double *b)
+double tram_spec_gain(const tram_spec_record *r, int j)
 {
-    if (c->w <= 0)
+    double rate = 0.5, reach = 1, g = 0;
+    for (int i = 0; i < j; i++) {
+        rate = next_rate(r, i, rate);
+        g += reach *= rate;
+    }
+    return g;
+}
+
+/* The least-squares line of the decayed sums, or 0 when they do not fit one. */
+static int fit_line(const tram_step_cost *c, double *a, double *b)
+{
+    if (c->w < COST_MIN_WEIGHT)
         return 0;
     double mn = c->n / c->w, mt = c->t / c->w, var = c->nn / c->w - mn * mn;
     if (var < COST_MIN_VARIANCE)
@@ -137,47 +159,70 @@ int tram_step_cost_line(const tram_step_cost *c, double *a, double *b)
     return 1;
 }
 
+void tram_step_cost_add(tram_step_cost *c, int tokens, double seconds)
+{
+    double n = tokens;
+    c->w = c->w * COST_DECAY + 1;
+    c->n = c->n * COST_DECAY + n;
+    c->t = c->t * COST_DECAY + seconds;
+    c->nn = c->nn * COST_DECAY + n * n;
+    c->nt = c->nt * COST_DECAY + n * seconds;
+    c->fitted |= fit_line(c, &c->a, &c->b);
+}
+
+int tram_step_cost_line(const tram_step_cost *c, double *a, double *b)
+{
+    *a = c->a;
+    *b = c->b;
+    return c->fitted;
+}
+
 int tram_step_cost_probe(tram_step_cost *c)
 {
-    double a, b;
-    c->bare = !tram_step_cost_line(c, &a, &b) && !c->bare;
+    c->bare = !c->fitted && !c->bare;
     return c->bare;
 }
 
-/* The extra time of j more tokens, as a share of the step's, from the line
- * (a noisy fit that slopes down counts as free drafts; one that gives a step
- * no time counts as nothing but drafts). */
-static double extra_share(double a, double b, double tokens, int j)
+/* The most output per second: j maximising (yield + g(j)) / T(tokens + j),
+ * T's slope taken as at least 0 (a noisy fit that slopes down makes drafts
+ * free, not profitable in themselves); with no line, every draft. */
+static int best_drafts(const tram_spec_record *r, int proposed, const tram_step_cost *c, double tokens,
+                       double yield, double *gain)
 {
-    double slope = fmax(b, 0), base = a + slope * tokens;
-    return base > 0 ? slope * j / base : INFINITY;
-}
-
-double tram_spec_gain(const tram_spec_record *r, int j)
-{
-    double alpha = tram_spec_acceptance(r), g = 0, power = 1;
-    for (int i = 0; i < j; i++)
-        g += power *= alpha;
-    return g;
-}
-
-int tram_spec_choose(const tram_spec_record *r, int proposed, const tram_step_cost *c, double tokens,
-                     double yield, double *gain)
-{
-    double alpha = tram_spec_acceptance(r), a, b, g = 0, power = 1, best_net = 0;
+    double a, b;
     int fitted = tram_step_cost_line(c, &a, &b), best = 0;
-    *gain = 0;
+    b = fmax(b, 0);
+    if (fitted && a + b * tokens <= 0)
+        return 0; /* a line that gives a step no time cannot price its drafts */
+    double rate = 0.5, reach = 1, g = 0, best_speed = fitted ? yield / (a + b * tokens) : 0;
     for (int j = 1; j <= proposed; j++) {
-        power *= alpha;
-        g += power;
-        double net = fitted ? g - yield * extra_share(a, b, tokens, j) : g;
-        if (net > best_net) {
-            best_net = net;
+        rate = next_rate(r, j - 1, rate);
+        g += reach *= rate;
+        double speed = fitted ? (yield + g) / (a + b * (tokens + j)) : g;
+        if (speed > best_speed) {
+            best_speed = speed;
             best = j;
             *gain = g;
         }
     }
     return best;
+}
+
+int tram_spec_choose(tram_spec_record *r, int proposed, const tram_step_cost *c, double tokens, double yield,
+                     double *gain)
+{
+    *gain = 0;
+    int best = best_drafts(r, proposed, c, tokens, yield, gain);
+    if (best > 0) {
+        r->wait = r->backoff = PROBE_FIRST_WAIT;
+        return best;
+    }
+    if (proposed < 1 || --r->wait > 0)
+        return 0;
+    r->backoff = TRAM_MIN(2 * r->backoff, PROBE_MAX_WAIT);
+    r->wait = r->backoff;
+    *gain = tram_spec_gain(r, 1);
+    return 1;
 }
 
 /* ---------------------------------------------------------------- the interface */

@@ -89,45 +89,59 @@ int tram_spec_open_draft(tram_model_file **out, const tram_spec_config *c, int d
 
 /* ---------------------------------------------------------------- the automatic rule
  *
- * A step verifies a sequence's drafts only when they are expected to pay:
- * with P tokens expected from a step of N tokens so far, j more drafts that
- * yield g(j) accepted tokens on average are worth it when
- *     (P + g(j)) / T(N + j) > P / T(N),
- * T being the measured time of a decode step by its token count.  g comes
- * from the sequence's own record: with acceptance a per draft position,
- * g(j) = a + a^2 + ... + a^j.  So drafts go where they are accepted, and only
- * while verifying is nearly free; a large batch (T grows with N) or text
- * with nothing to copy turns them off by itself. */
+ * Each step, each decoding sequence verifies the j of its k drafts (j in
+ * 0..k) that make the step's output the fastest:
+ *     j = argmax (P + g(j)) / T(N + j),
+ * with P the tokens the step is expected to yield and N the tokens it runs
+ * so far (every decoding sequence's one, and the drafts chosen before this
+ * sequence's), T the measured time of a decode step by its token count (a
+ * line, t = a + b n, fitted to recent steps: b is what a step's extra token
+ * costs), and g(j) the accepted tokens j drafts are expected to yield from
+ * the sequence's own record: with r_i the chance that draft i is accepted
+ * when the drafts before it were,
+ *     g(j) = r_0 + r_0 r_1 + ... + r_0 r_1 ... r_{j-1}.
+ * So drafts go where they are accepted, as deep as their acceptance holds,
+ * and only while verifying is cheap: a large batch (T steep in N) or text
+ * with nothing to copy turns them down by itself.  A sequence whose drafts
+ * are declined verifies one draft now and then (a probe, after 4 declined
+ * steps, then 8, 16, ... up to 256), so that a proposer that starts to pay
+ * is noticed; one whose guesses cost no model pass is also checked every
+ * step against the token drawn (its shadow). */
 
 /* A sequence's drafts so far, decayed so that the record follows its text:
- * each draft position accepted is a hit, the first rejected a miss.  While
- * the rule declines its drafts, the first one is still checked against the
- * token drawn (shadow), so a sequence that starts to copy is noticed. */
+ * per draft position, the times it was verified (the drafts before it
+ * accepted) and accepted. */
 typedef struct {
-    float hits, misses;
+    float tries[TRAM_SPEC_MAX_TOKENS], hits[TRAM_SPEC_MAX_TOKENS];
     int32_t shadow;            /* a declined first draft, or -1 */
+    int wait, backoff;         /* declined steps until the next probe; the wait after it */
 } tram_spec_record;
 
 void tram_spec_record_init(tram_spec_record *r);
 /* accepted of proposed drafts (1 of 1 or 0 of 1 for a shadow check). */
 void tram_spec_record_add(tram_spec_record *r, int accepted, int proposed);
-/* The chance a draft position is accepted: (hits + 1) / (hits + misses + 2). */
-double tram_spec_acceptance(const tram_spec_record *r);
+/* r_i: the chance draft i is accepted when the drafts before it were, its
+ * record smoothed towards r_{i-1}'s (r_0's towards 1/2), so that a position
+ * never verified counts as its predecessor. */
+double tram_spec_acceptance(const tram_spec_record *r, int i);
 
 /* Recent decode steps' seconds as a line in their token count, t = a + b n,
- * least squares with older steps forgotten (engine.c measures). */
+ * least squares with older steps forgotten (engine.c measures).  The last
+ * line fitted stays in force while recent steps are too alike to fit one
+ * (when the rule declines every draft, the steps are all one size). */
 typedef struct {
     double w, n, t, nn, nt;    /* decayed sums of 1, n, t, n^2, n t */
+    double a, b;               /* the last line fitted */
+    int fitted;                /* a line has been fitted */
     int bare;                  /* the last step asked about ran without drafts (tram_step_cost_probe) */
 } tram_step_cost;
 
 void tram_step_cost_add(tram_step_cost *c, int tokens, double seconds);
-/* 1 with a and b set when the recent steps' token counts vary enough to fit
- * the line; 0 before (the rule then lets every draft through, which is what
- * makes them vary). */
+/* 1 with a and b set once a line has been fitted; 0 before (the rule then
+ * lets every draft through, which is what makes the steps vary). */
 int tram_step_cost_line(const tram_step_cost *c, double *a, double *b);
 /* 1 when the step about to be scheduled should run without drafts, so that
- * the line sees steps of two sizes: while it cannot be fitted, every other
+ * the line sees steps of two sizes: until a line is fitted, every other
  * step is bare.  Without it a batch whose every step drafts alike would
  * never learn what its drafts cost, and would keep them however slow. */
 int tram_step_cost_probe(tram_step_cost *c);
@@ -136,9 +150,10 @@ int tram_step_cost_probe(tram_step_cost *c);
 double tram_spec_gain(const tram_spec_record *r, int j);
 
 /* How many of `proposed` drafts to verify in a step of `tokens` tokens so
- * far that expects `yield` tokens (0: none); *gain is their expected accepted
+ * far that expects `yield` tokens (0: none), probes included (a declined
+ * sequence's wait counts down here); *gain is their expected accepted
  * tokens. */
-int tram_spec_choose(const tram_spec_record *r, int proposed, const tram_step_cost *c, double tokens,
-                     double yield, double *gain);
+int tram_spec_choose(tram_spec_record *r, int proposed, const tram_step_cost *c, double tokens, double yield,
+                     double *gain);
 
 #endif

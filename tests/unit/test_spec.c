@@ -78,20 +78,39 @@ Test(spec_rule, acceptance_follows_the_recent_record)
     tram_spec_record r;
     tram_spec_record_init(&r);
     cr_assert_eq(r.shadow, -1);
-    cr_assert_float_eq(tram_spec_acceptance(&r), 0.5, 1e-9, "no record: even odds");
+    cr_assert_float_eq(tram_spec_acceptance(&r, 0), 0.5, 1e-9, "no record: even odds");
     for (int i = 0; i < 20; i++)
         tram_spec_record_add(&r, 4, 4);
-    cr_assert_gt(tram_spec_acceptance(&r), 0.95, "every draft accepted");
+    cr_assert_gt(tram_spec_acceptance(&r, 0), 0.9, "every draft accepted");
+    cr_assert_gt(tram_spec_acceptance(&r, 3), 0.95);
     for (int i = 0; i < 20; i++)
         tram_spec_record_add(&r, 0, 4);
-    cr_assert_lt(tram_spec_acceptance(&r), 0.4, "the recent rejections outweigh the old hits");
+    cr_assert_lt(tram_spec_acceptance(&r, 0), 0.4, "the recent rejections outweigh the old hits");
     for (int i = 0; i < 40; i++)
         tram_spec_record_add(&r, 0, 1);
-    cr_assert_lt(tram_spec_acceptance(&r), 0.15, "shadow misses count as rejections too");
+    cr_assert_lt(tram_spec_acceptance(&r, 0), 0.15, "shadow misses count as rejections too");
+}
+
+/* Each position's rate is conditional on the drafts before it being
+ * accepted: a sequence whose first draft always holds and whose second never
+ * does has r_0 high and r_1 low, and positions never verified take their
+ * predecessor's rate. */
+Test(spec_rule, acceptance_is_kept_per_draft_position)
+{
+    tram_spec_record r;
+    tram_spec_record_init(&r);
+    for (int i = 0; i < 30; i++)
+        tram_spec_record_add(&r, 1, 4);
+    double r0 = tram_spec_acceptance(&r, 0), r1 = tram_spec_acceptance(&r, 1);
+    cr_assert_gt(r0, 0.9);
+    cr_assert_lt(r1, 0.2);
+    cr_assert_float_eq(tram_spec_acceptance(&r, 2), r1, 1e-9, "position 2 was never verified");
+    cr_assert_float_eq(tram_spec_gain(&r, 2), r0 + r0 * r1, 1e-9);
 }
 
 /* t = 0.03 + 0.002 n: steps of 1 and 5 tokens give the line back; steps of
- * one size only cannot. */
+ * one size only cannot, and once fitted the line stays while they are all
+ * alike. */
 Test(spec_rule, step_cost_fits_the_measured_line)
 {
     tram_step_cost c = {0};
@@ -105,6 +124,19 @@ Test(spec_rule, step_cost_fits_the_measured_line)
     cr_assert_eq(tram_step_cost_line(&c, &a, &b), 1);
     cr_assert_float_eq(a, 0.03, 1e-6);
     cr_assert_float_eq(b, 0.002, 1e-6);
+    for (int i = 0; i < 200; i++)
+        tram_step_cost_add(&c, 1, 0.032);
+    cr_assert_eq(tram_step_cost_line(&c, &a, &b), 1, "steps of one size keep the last line");
+    cr_assert_float_eq(b, 0.002, 1e-4);
+}
+
+Test(spec_rule, two_steps_do_not_fit_a_line)
+{
+    tram_step_cost c = {0};
+    double a, b;
+    tram_step_cost_add(&c, 1, 0.03);
+    tram_step_cost_add(&c, 5, 0.09);
+    cr_assert_eq(tram_step_cost_line(&c, &a, &b), 0);
 }
 
 /* Steps that all draft alike never fit the line, so every other one runs
@@ -145,27 +177,75 @@ static tram_spec_record record_of(int accepted, int proposed)
     return r;
 }
 
-/* (P + g(j)) / T(N + j) > P / T(N): drafts where they are accepted and the
- * step's extra tokens cost little, none where either fails. */
+/* j = argmax (P + g(j)) / T(N + j): drafts where they are accepted and the
+ * step's extra tokens cost little, as deep as the acceptance holds, none
+ * where either fails. */
 Test(spec_rule, drafts_only_where_they_pay)
 {
     /* a token costs a sixth of a one-token step: the weights' read dominates */
     tram_step_cost some = cost_line(0.03, 0.006);
-    tram_spec_record copying = record_of(4, 4), inventing = record_of(0, 4), half = record_of(1, 2);
+    tram_spec_record copying = record_of(4, 4), inventing = record_of(0, 4), first = record_of(1, 4);
     double gain;
     cr_assert_eq(tram_spec_choose(&copying, 4, &some, 1, 1, &gain), 4);
     cr_assert_gt(gain, 3.5);
+    cr_assert_eq(tram_spec_choose(&copying, 8, &some, 1, 1, &gain), 8, "a larger k where they all hold");
     cr_assert_eq(tram_spec_choose(&inventing, 4, &some, 1, 1, &gain), 0,
                  "a sequence whose drafts are rejected stops drafting");
     cr_assert_eq(gain, 0);
-    cr_assert_eq(tram_spec_choose(&half, 4, &some, 1, 1, &gain), 2,
-                 "at acceptance 1/2 the third draft costs more than it brings");
-    cr_assert_float_eq(gain, 0.75, 0.01);
-    cr_assert_eq(tram_spec_choose(&half, 4, &some, 32, 32, &gain), 0,
-                 "in a step of 32 a token costs most of one more token's share");
+    cr_assert_eq(tram_spec_choose(&first, 4, &some, 1, 1, &gain), 1,
+                 "only the first draft is accepted: the second costs more than it brings");
+    cr_assert_float_eq(gain, tram_spec_acceptance(&first, 0), 1e-9);
     tram_step_cost unmeasured = {0};
     cr_assert_eq(tram_spec_choose(&inventing, 3, &unmeasured, 1, 1, &gain), 3,
                  "with no measured cost every proposal is verified, so the cost gets measured");
+}
+
+/* The two ends of the cost line: drafts that cost nothing are all verified
+ * whatever their acceptance; drafts that cost a whole token each (a step's
+ * time proportional to its tokens, as in a large batch) never pay, since a
+ * draft yields at most the token it costs. */
+Test(spec_rule, free_drafts_all_verified_costly_ones_none)
+{
+    tram_step_cost free = cost_line(0.03, 0), costly = cost_line(0, 0.005);
+    tram_spec_record copying = record_of(4, 4), inventing = record_of(0, 4);
+    double gain;
+    cr_assert_eq(tram_spec_choose(&inventing, 6, &free, 1, 1, &gain), 6);
+    cr_assert_eq(tram_spec_choose(&copying, 6, &free, 32, 32, &gain), 6);
+    cr_assert_eq(tram_spec_choose(&copying, 6, &costly, 1, 1, &gain), 0);
+    cr_assert_eq(tram_spec_choose(&copying, 6, &costly, 32, 32, &gain), 0);
+    /* a batch of 32 on a line with a fixed part: the same draft pays at batch
+     * 1 and not at 32, where the fixed part is spread over 32 tokens */
+    tram_step_cost line = cost_line(0.03, 0.006);
+    tram_spec_record r = record_of(1, 2);
+    cr_assert_gt(tram_spec_choose(&r, 4, &line, 1, 1, &gain), 0);
+    tram_spec_record half = record_of(0, 1);
+    for (int i = 0; i < 30; i++)
+        tram_spec_record_add(&half, i % 2, 1);
+    cr_assert_gt(tram_spec_choose(&half, 4, &line, 1, 1, &gain), 0);
+    cr_assert_eq(tram_spec_choose(&half, 4, &line, 32, 32, &gain), 0);
+}
+
+/* A declined sequence verifies one draft after 4 declined steps, then after
+ * 8, 16, ... 256; drafts chosen again reset the wait. */
+Test(spec_rule, declined_drafts_are_probed_with_back_off)
+{
+    tram_step_cost some = cost_line(0.03, 0.006);
+    tram_spec_record r = record_of(0, 4);
+    double gain;
+    int wait = 4, step = 0;
+    for (int probe = 0; probe < 8; probe++, wait = TRAM_MIN(2 * wait, 256)) {
+        for (int i = 1; i < wait; i++, step++)
+            cr_assert_eq(tram_spec_choose(&r, 4, &some, 1, 1, &gain), 0, "step %d", step);
+        cr_assert_eq(tram_spec_choose(&r, 4, &some, 1, 1, &gain), 1, "probe %d at step %d", probe, step++);
+        cr_assert_gt(gain, 0);
+    }
+    for (int i = 0; i < 30; i++)
+        tram_spec_record_add(&r, 4, 4);
+    cr_assert_eq(tram_spec_choose(&r, 4, &some, 1, 1, &gain), 4, "the proposer pays again");
+    r.hits[0] = r.hits[1] = r.hits[2] = r.hits[3] = 0;
+    for (int i = 1; i < 4; i++)
+        cr_assert_eq(tram_spec_choose(&r, 4, &some, 1, 1, &gain), 0);
+    cr_assert_eq(tram_spec_choose(&r, 4, &some, 1, 1, &gain), 1, "the wait starts again at 4");
 }
 
 /* --speculative-config reads vLLM's JSON; what it cannot honour is refused. */
