@@ -46,7 +46,7 @@ void tram_engine_print_flags(FILE *out)
             "                                 the last token's (model)\n"
             "  --speculative-config JSON      speculative decoding, as vLLM spells it:\n"
             "                                 {\"method\": \"ngram\"|\"self\"|\"draft_model\", \"model\": PATH,\n"
-            "                                 \"num_speculative_tokens\": 3,\n"
+            "                                 \"num_speculative_tokens\": 8,\n"
             "                                 \"prompt_lookup_min\": 1, \"prompt_lookup_max\": 4,\n"
             "                                 \"disable_by_batch_size\": 32} (off)\n"
             "  --max-loras N                  LoRA slots: distinct adapters in one step (0; 1 with\n"

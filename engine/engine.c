@@ -101,7 +101,7 @@ void tram_engine_config_init(tram_engine_config *c)
         .load_format = "auto",
         .weight_format = "f32",
         .tensor_parallel_size = 1,
-        .spec = {.num_speculative_tokens = 3, .prompt_lookup_min = 1, .prompt_lookup_max = 4},
+        .spec = {.num_speculative_tokens = 8, .prompt_lookup_min = 1, .prompt_lookup_max = 4},
         .max_lora_rank = 16,
     };
 }

@@ -77,7 +77,7 @@ typedef struct {
                                      self-draft; "draft_model": a separate draft model */
     char model[256];              /* draft_model's file or directory (with --load-format dummy:
                                      the preset whose shape it has) */
-    int num_speculative_tokens;   /* k proposed per step, <= TRAM_SPEC_MAX_TOKENS (3) */
+    int num_speculative_tokens;   /* the most drafts a sequence verifies a step, <= TRAM_SPEC_MAX_TOKENS (8) */
     int prompt_lookup_min;        /* shortest n-gram matched (1) */
     int prompt_lookup_max;        /* longest, tried first (4) */
     int disable_by_batch_size;    /* no speculation in a step with more decoding sequences than
