@@ -4,12 +4,15 @@ own Q4_1 blocks drafting for its f32 copy), through `tram bench throughput`.
 
 - batch 1 on a grounded task (edit a given text: the output copies the input,
   where prompt lookup shines) and on free text (a story: little to copy);
-- batches 1, 4, 16 and 32 of each task: output tok/s without speculation,
-  with it under the automatic rule (engine/spec.h: a sequence's drafts are
-  verified only when its acceptance outweighs the measured cost of the
-  step's extra tokens), and with every proposal verified (always_verify:
-  what the rule protects against), for each proposer, with the acceptance
-  rate and the mean accepted length;
+- batches 1, 4, 16 and 32 of each task: decode tok/s (the steps after every
+  request's first token: the prefill left out, as llama.cpp's tools count)
+  and output tok/s (the whole run, prefill included) without speculation,
+  with it under the automatic rule (engine/spec.h: each sequence verifies
+  the number of drafts that makes the step's output fastest, from its
+  acceptance per draft position and the measured cost of the step's extra
+  tokens), and with every proposal verified (always_verify: what the rule
+  protects against), for each proposer, with the acceptance rate and the
+  mean accepted length;
 - llama.cpp on the same GGUF at batch 1 (its examples decode one sequence),
   where PEERS holds a build (bench/compare_peers.sh): prompt lookup
   (llama-lookup) and draft-model speculation (llama-speculative), the draft
@@ -20,10 +23,11 @@ own Q4_1 blocks drafting for its f32 copy), through `tram bench throughput`.
 
 Each figure is the median of REPEATS runs (3).  Environment: TRAM_BIN,
 MODEL, THREADS (2), REPEATS, BATCHES ("1,4,16,32"), TASKS ("grounded,free
-text"), OUTPUT (128 tokens), K (num_speculative_tokens, 4), TRAM_FLAGS (more
+text"), OUTPUT (128 tokens), K (num_speculative_tokens, 8), TRAM_FLAGS (more
 engine flags for every tram run), PEERS
-(bench/peers).  Prints the table in its final markdown form and writes it
-to bench/results/spec.md (OUT=path to write elsewhere)."""
+(bench/peers).  Prints the section in its final markdown form and puts it
+at the top of bench/results/spec.md, above the earlier ones (OUT=path to
+write elsewhere)."""
 import datetime
 import json
 import os
@@ -40,7 +44,7 @@ REPEATS = int(os.environ.get("REPEATS", "3"))
 BATCHES = [int(b) for b in os.environ.get("BATCHES", "1,4,16,32").split(",") if b]
 OUTPUT = int(os.environ.get("OUTPUT", "128"))
 TRAM_FLAGS = os.environ.get("TRAM_FLAGS", "").split()  # e.g. --weight-format native (n-gram only)
-K = int(os.environ.get("K", "4"))
+K = int(os.environ.get("K", "8"))
 OUT = os.environ.get("OUT", "bench/results/spec.md")
 TASKS = os.environ.get("TASKS", "grounded,free text").split(",")
 PEER_BIN = os.path.join(os.environ.get("PEERS", "bench/peers"), "llama-build-0.3.36/bin")
@@ -85,17 +89,18 @@ def tram_run(path, n, spec):
         cmd += ["--speculative-config", json.dumps(spec)]
     cmd += TRAM_FLAGS
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    row = [l for l in out.splitlines() if l.startswith("| batched")][0]
-    tok_s = float(row.split("|")[4])
+    cells = [l for l in out.splitlines() if l.startswith("| batched")][0].split("|")
+    speeds = float(cells[11]), float(cells[4])  # decode tok/s, output tok/s
     m = re.search(r"acceptance rate ([\d.]+)%.*mean accepted length ([\d.]+)", out)
-    return tok_s, (float(m.group(1)), float(m.group(2))) if m else None
+    return speeds, (float(m.group(1)), float(m.group(2))) if m else None
 
 
 def median_run(path, n, spec):
+    """(decode tok/s, output tok/s), medians, and the acceptance."""
     runs = [tram_run(path, n, spec) for _ in range(REPEATS)]
-    tok_s = statistics.median(r[0] for r in runs)
+    speeds = tuple(statistics.median(r[0][i] for r in runs) for i in range(2))
     acc = runs[0][1]  # greedy: every run accepts the same drafts
-    return tok_s, acc
+    return speeds, acc
 
 
 def peer(name):
@@ -168,11 +173,25 @@ def fmt_acc(acc):
     return f"{acc[0]:.0f}% | {acc[1]:.2f}" if acc else "— | —"
 
 
+def fmt_vs(speed, base):
+    return f"{speed:.1f} ({speed / base:.2f}x)"
+
+
+def older_sections(path):
+    """What path holds below its title: the earlier runs, kept under the new one."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return []
+    return lines[1:] if lines and lines[0].startswith("# ") else lines
+
+
 def main():
     ngram = {"method": "ngram", "num_speculative_tokens": K, "prompt_lookup_min": 1,
              "prompt_lookup_max": 4}
     own = {"method": "self", "num_speculative_tokens": K}
-    rows = []
+    rows, load0 = [], os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         for name, task in (("grounded", grounded), ("free text", free)):
             if name not in TASKS:
@@ -185,9 +204,9 @@ def main():
                 for spec in (ngram, own):
                     auto, acc = median_run(path, b, spec)
                     forced, facc = median_run(path, b, dict(spec, always_verify=1))
-                    cells.append(f"{auto:.1f} ({auto / base:.2f}x) | {forced:.1f} ({forced / base:.2f}x) | "
-                                 f"{fmt_acc(facc)}")
-                rows.append(f"| {name} | {b} | {base:.1f} | " + " | ".join(cells) + " |")
+                    cells.append(f"{fmt_vs(auto[0], base[0])} | {fmt_vs(auto[1], base[1])} | "
+                                 f"{fmt_vs(forced[0], base[0])} | {fmt_acc(facc)}")
+                rows.append(f"| {name} | {b} | {base[0]:.1f} | {base[1]:.1f} | " + " | ".join(cells) + " |")
                 print(rows[-1], file=sys.stderr)
         peers, target_fmt = peer_rows(tmp)
         plain = peer_plain()
@@ -202,42 +221,44 @@ def main():
     lines = [
         "# Speculative decoding: n-gram prompt lookup and the quantized self-draft",
         "",
-        f"`python3 bench/spec.py` on {cpu}, {THREADS} threads, {datetime.date.today()}, commit "
-        f"{commit}; the default model, greedy, {OUTPUT} output tokens per request, k = {K}, "
-        f"median of {REPEATS} runs.  Output tok/s is `tram bench throughput`'s (prefill "
-        "included).  \"auto\" is speculation under the automatic rule (engine/spec.h: a "
-        "sequence's drafts are verified only when its recent acceptance outweighs the measured "
-        "cost of the step's extra tokens); \"every\" verifies every proposal (always_verify), "
-        "which is what the rule protects against.  Acceptance and mean accepted length (1 + "
-        "accepted / drafts) are the every-proposal run's.  \"self\" is the model's own Q4_1 "
-        "blocks drafting for its f32 copy (the target of every column), all of a step's "
-        "sequences in one draft pass per guess position, in the target's KV pool." + busy,
+        f"## {datetime.date.today()}, commit {commit}",
         "",
-        "The automatic rule (engine/spec.h, docs/performance.md), which is what keeps \"auto\" "
-        "from being slower than no speculation: a sequence's j drafts are verified in a step "
-        "only when (P + g(j)) / T(N + j) > P / T(N), P being the tokens the step is expected to "
-        "yield and N the tokens it runs so far, g(j) = a + a^2 + ... + a^j with a the "
-        "sequence's recent acceptance per draft position, and T the step time the engine "
-        "measures (a least-squares line over its recent decode steps, draft passes included); "
-        "while the line cannot be fitted because the recent steps are all alike, every other "
-        "step runs without drafts so that it sees both sizes; no step with more than "
-        "disable_by_batch_size (32) decoding sequences drafts.",
+        f"`python3 bench/spec.py` on {cpu}, {THREADS} threads, load average {load0:.1f} at the start "
+        f"and {load:.1f} at the end; "
+        f"the default model, greedy, {OUTPUT} output tokens per request, k = {K} "
+        f"(num_speculative_tokens, the cap), median of {REPEATS} runs.  Decode tok/s counts the "
+        "steps after every request's first token (the prefill left out); output tok/s is the "
+        "whole run's (prefill included).  \"auto\" is speculation under the automatic rule "
+        "(engine/spec.h: each sequence verifies the j of its k drafts that makes the step's "
+        "output fastest, j = argmax (P + g(j)) / T(N + j), g from its acceptance per draft "
+        "position, T the measured step time by token count); \"every\" verifies every proposal "
+        "(always_verify), which is what the rule protects against.  Acceptance and mean "
+        "accepted length (1 + accepted / drafts) are the every-proposal run's.  \"self\" is the "
+        "model's own Q4_1 blocks drafting for its f32 copy (the target of every column)." + busy,
         "",
-        "| task | batch | no speculation tok/s | n-gram, auto | n-gram, every | acceptance | "
-        "mean accepted length | self, auto | self, every | acceptance | mean accepted length |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| task | batch | no spec: decode tok/s | output tok/s | n-gram auto: decode | output | "
+        "n-gram every: decode | acceptance | mean accepted length | self auto: decode | output | "
+        "self every: decode | acceptance | mean accepted length |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         *rows,
         "",
-        f"llama.cpp at batch 1, decode tok/s (prompt excluded) and acceptance: `llama-lookup "
-        f"--spec-draft-n-max {K}` on the Q4_1 file, `llama-speculative --spec-draft-n-max {K}` with the Q4_1 file "
-        f"drafting for its {target_fmt} copy; without drafts, `llama-bench -p 0 -n {OUTPUT}` on "
-        "the Q4_1 file: " + (f"{plain:.1f} tok/s." if plain else "— (no llama-bench in bench/peers)."),
-        "",
-        "| task | llama-lookup tok/s | acceptance | llama-speculative tok/s | acceptance |",
-        "|---|---:|---:|---:|---:|",
-        *[f"| {n} | {fmt_peer(lk, 'no llama-lookup in bench/peers')} | "
-          f"{fmt_peer(sp, 'no llama-speculative in bench/peers')} |" for n, lk, sp in peers],
     ]
+    if any(lk or sp for _, lk, sp in peers) or plain:
+        lines += [
+            f"llama.cpp at batch 1, decode tok/s (prompt excluded) and acceptance: `llama-lookup "
+            f"--spec-draft-n-max {K}` on the Q4_1 file, `llama-speculative --spec-draft-n-max {K}` with "
+            f"the Q4_1 file drafting for its {target_fmt} copy; without drafts, `llama-bench -p 0 -n "
+            f"{OUTPUT}` on the Q4_1 file: " + (f"{plain:.1f} tok/s." if plain else "—."),
+            "",
+            "| task | llama-lookup tok/s | acceptance | llama-speculative tok/s | acceptance |",
+            "|---|---:|---:|---:|---:|",
+            *[f"| {n} | {fmt_peer(lk, 'no llama-lookup in bench/peers')} | "
+              f"{fmt_peer(sp, 'no llama-speculative in bench/peers')} |" for n, lk, sp in peers],
+            "",
+        ]
+    else:
+        lines += ["llama.cpp: no build in bench/peers for this run.", ""]
+    lines += older_sections(OUT)
     text = "\n".join(lines) + "\n"
     print(text)
     with open(OUT, "w") as f:
