@@ -169,11 +169,13 @@ static int is_decoding(const tram_seq *seq) { return seq->num_tokens - seq->num_
 /* What the step being scheduled holds so far, for the automatic rule. */
 typedef struct {
     double tokens, yield;      /* tokens to run; tokens expected out */
+    int cap;                   /* the most drafts of a sequence (1 in a step the rule measures) */
 } spec_plan;
 
-/* 1 when this step speculates: a proposer, few enough decoding sequences,
- * and not a bare step the automatic rule measures; the plan starts from one
- * token in and out per sequence. */
+/* 1 when this step speculates: a proposer and few enough decoding
+ * sequences; the plan starts from one token in and out per sequence, with
+ * one draft a sequence at most in a small step the automatic rule
+ * measures. */
 static int speculating(tram_scheduler *s, spec_plan *plan)
 {
     if (!s->proposer)
@@ -181,12 +183,14 @@ static int speculating(tram_scheduler *s, spec_plan *plan)
     int decoding = 0;
     for (int i = 0; i < s->num_running; i++)
         decoding += is_decoding(s->running[i]);
-    *plan = (spec_plan){.tokens = decoding, .yield = decoding};
+    *plan = (spec_plan){.tokens = decoding, .yield = decoding, .cap = s->spec_k};
     if (decoding > s->spec_max_batch) {
         s->spec_off_steps++;
         return 0;
     }
-    return s->spec_always || !tram_step_cost_probe(&s->cost);
+    if (!s->spec_always && tram_step_cost_probe(&s->cost))
+        plan->cap = 1;
+    return 1;
 }
 
 /* What the proposer sees of seq, and where its guesses go. */
@@ -215,7 +219,7 @@ static void shadow_guess(tram_scheduler *s, tram_seq *seq)
 static int want_drafts(tram_scheduler *s, tram_seq *seq, int budget, spec_plan *plan)
 {
     int room = seq->prompt_len + seq->req->max_tokens - seq->num_tokens - 1;
-    int k = TRAM_MIN(TRAM_MIN(s->spec_k, room), budget - 1);
+    int k = TRAM_MIN(TRAM_MIN(plan->cap, room), budget - 1);
     seq->spec.shadow = -1;
     if (!is_decoding(seq) || k <= 0)
         return 0;

@@ -179,8 +179,8 @@ int tram_step_cost_line(const tram_step_cost *c, double *a, double *b)
 
 int tram_step_cost_probe(tram_step_cost *c)
 {
-    c->bare = !c->fitted && !c->bare;
-    return c->bare;
+    c->small = !c->fitted && !c->small;
+    return c->small;
 }
 
 /* The most output per second: j maximising (yield + g(j)) / T(tokens + j),

@@ -133,17 +133,20 @@ typedef struct {
     double w, n, t, nn, nt;    /* decayed sums of 1, n, t, n^2, n t */
     double a, b;               /* the last line fitted */
     int fitted;                /* a line has been fitted */
-    int bare;                  /* the last step asked about ran without drafts (tram_step_cost_probe) */
+    int small;                 /* the last step asked about verified one draft a sequence at most
+                                  (tram_step_cost_probe) */
 } tram_step_cost;
 
 void tram_step_cost_add(tram_step_cost *c, int tokens, double seconds);
 /* 1 with a and b set once a line has been fitted; 0 before (the rule then
  * lets every draft through, which is what makes the steps vary). */
 int tram_step_cost_line(const tram_step_cost *c, double *a, double *b);
-/* 1 when the step about to be scheduled should run without drafts, so that
- * the line sees steps of two sizes: until a line is fitted, every other
- * step is bare.  Without it a batch whose every step drafts alike would
- * never learn what its drafts cost, and would keep them however slow. */
+/* 1 when the step about to be scheduled should verify at most one draft
+ * per sequence, so that the line sees steps of two sizes: until a line is
+ * fitted, every other step is small.  Without it a batch whose every step
+ * drafts alike would never learn what its drafts cost, and would keep them
+ * however slow.  (One draft, not none: at batch 1 a step without drafts
+ * costs nearly what one with a draft does, and yields less.) */
 int tram_step_cost_probe(tram_step_cost *c);
 
 /* g(j): the accepted tokens j drafts are expected to yield. */

@@ -139,25 +139,25 @@ Test(spec_rule, two_steps_do_not_fit_a_line)
     cr_assert_eq(tram_step_cost_line(&c, &a, &b), 0);
 }
 
-/* Steps that all draft alike never fit the line, so every other one runs
- * bare (no drafts) until they do; then none is. */
+/* Steps that all draft alike never fit the line, so every other one is
+ * small (one draft a sequence) until they do; then none is. */
 Test(spec_rule, unfitted_line_probes_every_other_step)
 {
     tram_step_cost c = {0};
-    int bare = 0;
+    int small = 0;
     for (int i = 0; i < 10; i++) {
         int probe = tram_step_cost_probe(&c);
         cr_assert_eq(probe, i % 2 == 0, "step %d", i);
-        bare += probe;
+        small += probe;
         tram_step_cost_add(&c, 80, 0.2);
     }
-    cr_assert_eq(bare, 5);
+    cr_assert_eq(small, 5);
     for (int i = 0; i < 30; i++)
         tram_step_cost_add(&c, tram_step_cost_probe(&c) ? 16 : 80, 0.2);
     double a, b;
-    cr_assert_eq(tram_step_cost_line(&c, &a, &b), 1, "bare steps and drafting steps fit a line");
+    cr_assert_eq(tram_step_cost_line(&c, &a, &b), 1, "small steps and drafting steps fit a line");
     for (int i = 0; i < 5; i++)
-        cr_assert_eq(tram_step_cost_probe(&c), 0, "a fitted line needs no bare steps");
+        cr_assert_eq(tram_step_cost_probe(&c), 0, "a fitted line needs no small steps");
 }
 
 static tram_step_cost cost_line(double a, double b)
