@@ -95,12 +95,17 @@ def tram_run(path, n, spec):
     return speeds, (float(m.group(1)), float(m.group(2))) if m else None
 
 
-def median_run(path, n, spec):
-    """(decode tok/s, output tok/s), medians, and the acceptance."""
-    runs = [tram_run(path, n, spec) for _ in range(REPEATS)]
-    speeds = tuple(statistics.median(r[0][i] for r in runs) for i in range(2))
-    acc = runs[0][1]  # greedy: every run accepts the same drafts
-    return speeds, acc
+def median_runs(path, n, specs):
+    """For each spec: (decode tok/s, output tok/s), medians, and the
+    acceptance.  The repeats are interleaved (each round runs every spec
+    once), so that a change in the machine's load falls on all of them."""
+    rounds = [[tram_run(path, n, spec) for spec in specs] for _ in range(REPEATS)]
+    out = []
+    for i in range(len(specs)):
+        runs = [r[i] for r in rounds]
+        speeds = tuple(statistics.median(r[0][c] for r in runs) for c in range(2))
+        out.append((speeds, runs[0][1]))  # greedy: every run accepts the same drafts
+    return out
 
 
 def peer(name):
@@ -199,11 +204,10 @@ def main():
             for b in BATCHES:
                 path = os.path.join(tmp, f"{name[0]}{b}.jsonl")
                 dataset(task, b, path)
-                base, _ = median_run(path, b, None)
+                specs = [None] + [c for spec in (ngram, own) for c in (spec, dict(spec, always_verify=1))]
+                (base, _), *runs = median_runs(path, b, specs)
                 cells = []
-                for spec in (ngram, own):
-                    auto, acc = median_run(path, b, spec)
-                    forced, facc = median_run(path, b, dict(spec, always_verify=1))
+                for (auto, _), (forced, facc) in (runs[0:2], runs[2:4]):
                     cells.append(f"{fmt_vs(auto[0], base[0])} | {fmt_vs(auto[1], base[1])} | "
                                  f"{fmt_vs(forced[0], base[0])} | {fmt_acc(facc)}")
                 rows.append(f"| {name} | {b} | {base[0]:.1f} | {base[1]:.1f} | " + " | ".join(cells) + " |")
@@ -226,7 +230,7 @@ def main():
         f"`python3 bench/spec.py` on {cpu}, {THREADS} threads, load average {load0:.1f} at the start "
         f"and {load:.1f} at the end; "
         f"the default model, greedy, {OUTPUT} output tokens per request, k = {K} "
-        f"(num_speculative_tokens, the cap), median of {REPEATS} runs.  Decode tok/s counts the "
+        f"(num_speculative_tokens, the cap), median of {REPEATS} interleaved runs.  Decode tok/s counts the "
         "steps after every request's first token (the prefill left out); output tok/s is the "
         "whole run's (prefill included).  \"auto\" is speculation under the automatic rule "
         "(engine/spec.h: each sequence verifies the j of its k drafts that makes the step's "
