@@ -25,6 +25,9 @@ static double weight_bytes(const tram_weight *w)
         return (double)tram_q_packed_bytes(w->type, w->rows, w->cols);
     if (w->type == TRAM_W_INT8)
         return (double)w->rows * w->cols + 4.0 * w->rows;
+    if (w->type == TRAM_W_S24 || w->type == TRAM_W_S24_INT8) /* half the values, 2 bits of position each */
+        return (double)w->rows * w->cols / 2 * (w->type == TRAM_W_S24 ? F4 : 1) + w->rows * w->cols / 8.0 +
+               (w->type == TRAM_W_S24 ? 0 : 4.0 * w->rows);
     return F4 * w->rows * w->cols;
 }
 

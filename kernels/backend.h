@@ -43,7 +43,14 @@ typedef enum {
      * (kernels/fp8_format.h; CUDA through cuBLASLt's FP8 path,
      * kernels/cuda/int8.cu; the CPU emulates it, kernels/cpu/fp8.c). */
     TRAM_W_FP8 = 8,
+    /* 2:4 sparse int8 (CPU; `tram quantize` over a pruned file): TRAM_W_S24's
+     * layout with int8 values, one scale per output row as TRAM_W_INT8, fed
+     * the same per-token int8 activations (kernels/cpu/sparse24_int8.c). */
+    TRAM_W_S24_INT8 = 9,
 } tram_wtype;
+
+/* Whether a weight of type t multiplies int8 activations (a tram_qact). */
+static inline int tram_wtype_takes_qact(tram_wtype t) { return t == TRAM_W_INT8 || t == TRAM_W_S24_INT8; }
 
 /* A weight matrix: y[n, rows] = x[n, cols] · Wᵀ.  Vectors (norm weights,
  * biases) are weights with rows = 1 and are always stored as f32. */
@@ -51,7 +58,7 @@ typedef struct {
     tram_wtype type;
     int rows, cols;
     void *data;        /* backend memory, row-major [rows][cols]        */
-    float *scales;     /* backend memory, [rows] for TRAM_W_INT8 and TRAM_W_FP8, else NULL */
+    float *scales;     /* backend memory, [rows] for TRAM_W_INT8, TRAM_W_S24_INT8 and TRAM_W_FP8, else NULL */
     float act_max;     /* TRAM_W_FP8: a token's max|x| is clamped to this before its scale is
                           taken (FBGEMM's activation_scale_ub); 0: no clamp */
 } tram_weight;

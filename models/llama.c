@@ -98,21 +98,35 @@ static int load_one(tram_model *m, tram_model_file *f, tram_weight *w, const cha
 /* FP8 for a matrix the file stores as FP8 (W8A8 on a backend that runs it);
  * int8 for one it stores as int8, or one the limits quantize at load and do
  * not exclude; else the file's block format when the limits keep blocks and
- * the backend runs them; else the backend's format. */
+ * the backend runs them; else the backend's format.  2:4 matrices run sparse
+ * where the weights are f32 (the CPU), dense elsewhere (on CUDA: cuSPARSELt
+ * is not a dependency here, so the dense int8 or bf16 path). */
 static tram_wtype matrix_type(const tram_model *m, tram_model_file *f, const char *name)
 {
     if (m->be->upload_weight_fp8 && tram_model_file_is_fp8(f, name))
         return TRAM_W_FP8;
+    int sparse = m->lim.weight_type == TRAM_W_F32 && tram_sparsity_is_24(tram_model_file_gguf(f), name);
     if (tram_model_file_is_int8(f, name) ||
         (m->lim.quantize_int8 && !tram_quant_excluded(m->lim.int8_exclude, name)))
-        return TRAM_W_INT8;
+        return sparse ? TRAM_W_S24_INT8 : TRAM_W_INT8;
     tram_wtype blocks = tram_model_file_block_type(f, name);
     if (m->lim.keep_blocks && m->be->upload_weight_blocks && blocks != TRAM_W_F32)
         return blocks;
-    /* 2:4 matrices run sparse where the weights are f32 (the CPU), dense elsewhere */
-    if (m->lim.weight_type == TRAM_W_F32 && tram_sparsity_is_24(tram_model_file_gguf(f), name))
-        return TRAM_W_S24;
-    return m->lim.weight_type;
+    return sparse ? TRAM_W_S24 : m->lim.weight_type;
+}
+
+/* The one line that says a 2:4 file runs dense on this backend. */
+static void say_sparse_runs_dense(const tram_model *m, tram_model_file *f)
+{
+    const tram_gguf *g = tram_model_file_gguf(f);
+    if (m->lim.weight_type == TRAM_W_F32 || m->shard.rank || !g)
+        return;
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        if (tram_sparsity_is_24(g, g->tensors[i].name)) {
+            fprintf(stderr, "tram: %s is 2:4 sparse; the %s backend runs its matrices dense (no cuSPARSELt "
+                    "here)\n", tram_model_file_path(f), m->be->name);
+            return;
+        }
 }
 
 /* Matrices fused into one (q/k/v, gate/up) keep a shared format only when
@@ -253,6 +267,7 @@ static int load_weights(tram_model *m, tram_model_file *f, tram_error *err)
     tram_shard_scratch sc;
     if (tram_shard_scratch_init(&sc, biggest, cut, err))
         return -1;
+    say_sparse_runs_dense(m, f);
     /* A tied table is also the lm_head, and takes its format; an untied one is
      * only looked up a row at a time and stays at full precision.  Every rank
      * holds the table (a lookup needs no communication); only rank 0, which
@@ -305,7 +320,8 @@ static int alloc_qacts(tram_model *m, tram_error *err)
     int any = 0;
     for (int l = 0; l < m->cfg.n_layers; l++) {
         const llama_layer *L = &m->layers[l];
-        any |= L->wqkv.type == TRAM_W_INT8 || L->w_gate_up.type == TRAM_W_INT8 || L->w_down.type == TRAM_W_INT8;
+        any |= tram_wtype_takes_qact(L->wqkv.type) || tram_wtype_takes_qact(L->w_gate_up.type) ||
+               tram_wtype_takes_qact(L->w_down.type);
     }
     if (!any)
         return 0;
@@ -585,13 +601,13 @@ static tram_batch upload_batch(tram_model *m, const tram_batch *b)
  * matrix is int8 (NULL: no copy wanted, or no consumer matrix). */
 static const tram_qact *qact_for(const tram_qact *qa, const tram_weight *consumer)
 {
-    return consumer && consumer->type == TRAM_W_INT8 ? qa : NULL;
+    return consumer && tram_wtype_takes_qact(consumer->type) ? qa : NULL;
 }
 
 /* y = x · Wᵀ, from the int8 copy of x that its producer wrote when w is int8. */
 static void matmul_in(tram_model *m, void *y, const void *x, const tram_qact *qa, const tram_weight *w, int n)
 {
-    if (w->type == TRAM_W_INT8)
+    if (tram_wtype_takes_qact(w->type))
         m->be->matmul_q(m->be, y, qa, w, n);
     else
         m->be->matmul(m->be, y, x, w, n);

@@ -68,8 +68,7 @@ static int check_source(tram_model_file *f, const tram_gguf *g, const tram_prune
 static int declare(tram_gguf_writer *w, const tram_gguf *g, const tram_prune_opts *o, tram_error *err)
 {
     if (tram_gguf_writer_copy_kvs(w, g, err) ||
-        tram_gguf_writer_add_str(w, "tram.sparsity", "2:4", err) ||
-        tram_gguf_writer_add_str(w, "tram.sparsity_exclude", o->exclude ? o->exclude : "", err))
+        tram_sparsity_declare(w, o->exclude, err))
         return -1;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const tram_gguf_tensor *t = &g->tensors[i];

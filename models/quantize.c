@@ -23,6 +23,7 @@
 #include "models/gguf.h"
 #include "models/gguf_writer.h"
 #include "models/smoothquant.h"
+#include "models/sparsity.h"
 #include "models/window.h"
 
 /* ---------------------------------------------------------------- calibration */
@@ -326,7 +327,7 @@ static int declare_tensor(quant_job *j, tram_gguf_writer *w, const char *name, t
 
 static int declare(quant_job *j, tram_gguf_writer *w, const tram_gguf *g, tram_error *err)
 {
-    if (tram_gguf_writer_copy_kvs(w, g, err))
+    if (tram_gguf_writer_copy_kvs(w, g, err) || tram_sparsity_copy(w, g, err))
         return -1;
     if (!j->o->keep_f32 && tram_gguf_writer_add_str(w, "tram.quantization", j->o->fp8 ? "fp8" : "w8a8", err))
         return -1;

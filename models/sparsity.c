@@ -20,18 +20,48 @@ int tram_sparsity_prunable(const char *name)
     return 0;
 }
 
+/* 1 when g's tram.sparsity is "2:4". */
+static int pattern_is_24(const tram_gguf *g)
+{
+    char *pattern = NULL;
+    tram_error err;
+    if (!tram_gguf_find_kv(g, "tram.sparsity") || tram_gguf_get_str(g, "tram.sparsity", &pattern, &err))
+        return 0;
+    int is24 = !strcmp(pattern, "2:4");
+    free(pattern);
+    return is24;
+}
+
+int tram_sparsity_declare(tram_gguf_writer *w, const char *exclude, tram_error *err)
+{
+    return tram_gguf_writer_add_str(w, "tram.sparsity", "2:4", err) ||
+                   tram_gguf_writer_add_str(w, "tram.sparsity_exclude", exclude ? exclude : "", err)
+               ? -1 : 0;
+}
+
+int tram_sparsity_copy(tram_gguf_writer *w, const tram_gguf *g, tram_error *err)
+{
+    char *exclude = NULL;
+    if (!tram_gguf_find_kv(g, "tram.sparsity"))
+        return 0;
+    if (!pattern_is_24(g))
+        return tram_fail(err, "%s: unknown tram.sparsity pattern (2:4 is the only one)", g->path);
+    if (tram_gguf_find_kv(g, "tram.sparsity_exclude") && tram_gguf_get_str(g, "tram.sparsity_exclude", &exclude, err))
+        return -1;
+    int rc = tram_sparsity_declare(w, exclude, err);
+    free(exclude);
+    return rc;
+}
+
 int tram_sparsity_is_24(const tram_gguf *g, const char *name)
 {
-    char *pattern = NULL, *exclude = NULL;
+    char *exclude = NULL;
     tram_error err;
-    if (!g || !tram_sparsity_prunable(name) || !tram_gguf_find_kv(g, "tram.sparsity") ||
-        tram_gguf_get_str(g, "tram.sparsity", &pattern, &err))
+    if (!g || !tram_sparsity_prunable(name) || !pattern_is_24(g))
         return 0;
-    int sparse = !strcmp(pattern, "2:4");
-    if (sparse && tram_gguf_find_kv(g, "tram.sparsity_exclude") &&
-        !tram_gguf_get_str(g, "tram.sparsity_exclude", &exclude, &err))
+    int sparse = 1;
+    if (tram_gguf_find_kv(g, "tram.sparsity_exclude") && !tram_gguf_get_str(g, "tram.sparsity_exclude", &exclude, &err))
         sparse = !exclude[0] || !tram_quant_excluded(exclude, name);
-    free(pattern);
     free(exclude);
     return sparse;
 }

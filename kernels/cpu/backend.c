@@ -14,6 +14,7 @@
 #include "kernels/cpu/kv_dequant.h"
 #include "kernels/cpu/quota.h"
 #include "kernels/cpu/sparse24.h"
+#include "kernels/cpu/sparse24_int8.h"
 
 /* ---------------------------------------------------------------- memory */
 
@@ -79,8 +80,13 @@ static void cpu_upload_weight(tram_backend *be, tram_weight *w, const float *hos
         cpu_fp8_upload(be, w, host, rows, cols);
         return;
     }
-    if (type != TRAM_W_F32 && type != TRAM_W_INT8 && type != TRAM_W_S24 && type != TRAM_W_FP8) {
-        cpu_fail(be, "only f32, bf16, int8, FP8 and 2:4 sparse weights are supported");
+    if (type == TRAM_W_S24_INT8 && rows > 1) {
+        cpu_s24i8_upload(be, w, host, rows, cols);
+        return;
+    }
+    if (type != TRAM_W_F32 && type != TRAM_W_INT8 && type != TRAM_W_S24 && type != TRAM_W_FP8 &&
+        type != TRAM_W_S24_INT8) {
+        cpu_fail(be, "only f32, bf16, int8, FP8 and 2:4 sparse (f32 or int8) weights are supported");
         return;
     }
     size_t bytes = (size_t)rows * cols * sizeof(float);
@@ -158,6 +164,7 @@ int tram_backend_cpu_create_rank(tram_backend **out, int num_threads, tram_cpu_g
     s->kv_kernel = tram_kv_kernel_best();
     s->s24_kernel = tram_s24_kernel_best();
     s->fp8_kernel = tram_fp8_kernel_best();
+    s->s24i8_kernel = tram_s24i8_kernel_best();
     s->group = g;
     for (int c = 0; c < 256; c++)
         s->fp8_lut[c] = tram_fp8_e4m3_decode((uint8_t)c);

@@ -34,6 +34,7 @@ typedef struct {
     tram_cpu_kernel fp8_kernel; /* the best this CPU runs, for FP8 weights (cpu_fp8.h) */
     float *fp8_x, *fp8_xs;     /* an FP8 product's activations as E4M3 values, and their scales */
     size_t fp8_x_cap, fp8_xs_cap; /* bytes */
+    tram_cpu_kernel s24i8_kernel; /* the best this CPU runs, for 2:4 sparse int8 weights (sparse24_int8.h) */
     tram_cpu_pool *pool;       /* `threads` threads, the caller among them (pool.h) */
 } cpu_state;
 
@@ -149,6 +150,10 @@ void cpu_int8_upload(tram_backend *be, tram_weight *w, const float *host, int ro
 /* sparse24.c: TRAM_W_S24 from f32 rows (fails on a group of 4 with more than 2 nonzeros), and its product */
 void cpu_s24_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols);
 void cpu_s24_matmul(tram_backend *be, float *y, const float *x, const tram_weight *w, int n);
+/* one group of 4's kept positions as sparse24.c packs them, i0 | i1 << 2; -1 past 2 nonzeros */
+int cpu_s24_group_nibble(const float *g);
+/* sparse24_int8.c: TRAM_W_S24_INT8 from f32 rows (the product: int8.c's W8A8 path hands it on) */
+void cpu_s24i8_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols);
 void cpu_int8_matmul(tram_backend *be, float *y, const float *x, const tram_weight *w, int n);
 /* fp8.c: TRAM_W_FP8 from f32 rows (quantized per row) or from E4M3 codes and
  * row scales as a file stores them, and its product */

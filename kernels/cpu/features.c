@@ -11,6 +11,7 @@ tram_cpu_features tram_cpu_features_detect(void)
         .avx2 = __builtin_cpu_supports("avx2"),
         .fma = __builtin_cpu_supports("fma"),
         .f16c = __builtin_cpu_supports("f16c"),
+        .bmi2 = __builtin_cpu_supports("bmi2"),
         .avx512f = __builtin_cpu_supports("avx512f"),
         .avx512bw = __builtin_cpu_supports("avx512bw"),
         .avx512vl = __builtin_cpu_supports("avx512vl"),

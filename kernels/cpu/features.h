@@ -15,7 +15,7 @@ typedef enum {
 } tram_cpu_kernel;
 
 typedef struct {
-    int avx2, fma, f16c;
+    int avx2, fma, f16c, bmi2;
     int avx512f, avx512bw, avx512vl, avx512vnni;
 } tram_cpu_features;
 

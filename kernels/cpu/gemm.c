@@ -108,7 +108,7 @@ static int sgemm_chunk_rows(tram_backend *be, const tram_weight *w, int n)
  * call over its whole K, so the chunking does not change its bits. */
 void cpu_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n)
 {
-    if (w->type == TRAM_W_INT8) {
+    if (tram_wtype_takes_qact(w->type)) {
         cpu_int8_matmul(be, y, x, w, n);
         return;
     }

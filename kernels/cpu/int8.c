@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_impl.h"
+#include "kernels/cpu/sparse24_int8.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -386,9 +387,14 @@ void cpu_int8_upload(tram_backend *be, tram_weight *w, const float *host, int ro
     w->cols = cols;
 }
 
+/* The W8A8 product of a dense or a 2:4 sparse int8 weight (sparse24_int8.h). */
 static void matmul_qact(tram_backend *be, float *y, const tram_qact *qa, const tram_weight *w, int n)
 {
     cpu_state *s = cpu_of(be);
+    if (w->type == TRAM_W_S24_INT8) {
+        tram_s24i8_gemm(s->s24i8_kernel, s->pool, y, qa->q, qa->scales, w, n);
+        return;
+    }
     tram_i8_gemm_f32(s->i8_kernel, y, qa->q, qa->scales, n, w->data, w->scales, s->pool);
 }
 
@@ -411,11 +417,11 @@ static void qact_rows(void *arg, int begin, int end)
 void cpu_int8_matmul(tram_backend *be, float *y, const float *x, const tram_weight *w, int n)
 {
     cpu_state *s = cpu_of(be);
-    const tram_i8_matrix *m = w->data;
-    if (cpu_reserve(be, (void **)&s->xq, &s->xq_cap, (size_t)n * m->kp) ||
+    int kp = tram_qact_stride(w->cols);
+    if (cpu_reserve(be, (void **)&s->xq, &s->xq_cap, (size_t)n * kp) ||
         cpu_reserve(be, (void **)&s->xs, &s->xs_cap, (size_t)n * sizeof(float)))
         return;
-    tram_qact qa = {.q = s->xq, .scales = s->xs, .cols = w->cols, .kp = m->kp};
+    tram_qact qa = {.q = s->xq, .scales = s->xs, .cols = w->cols, .kp = kp};
     qact_job q = {.qa = &qa, .x = x};
     cpu_rows(be, n, qact_rows, &q);
     matmul_qact(be, y, &qa, w, n);
@@ -423,8 +429,8 @@ void cpu_int8_matmul(tram_backend *be, float *y, const float *x, const tram_weig
 
 void cpu_matmul_q(tram_backend *be, void *y, const tram_qact *qa, const tram_weight *w, int n)
 {
-    if (w->type != TRAM_W_INT8) {
-        cpu_fail(be, "matmul_q: the weight must be int8");
+    if (!tram_wtype_takes_qact(w->type)) {
+        cpu_fail(be, "matmul_q: the weight must be int8 (dense or 2:4 sparse)");
         return;
     }
     if (!qact_check(be, qa, w->cols))

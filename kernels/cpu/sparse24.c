@@ -27,7 +27,7 @@ static const uint8_t *s24_positions(const tram_weight *w)
 }
 
 /* One group's two kept positions, or -1 when more than two are nonzero. */
-static int group_nibble(const float *g)
+int cpu_s24_group_nibble(const float *g)
 {
     int pos[4], n = 0;
     for (int i = 0; i < 4; i++)
@@ -58,7 +58,7 @@ void cpu_s24_upload(tram_backend *be, tram_weight *w, const float *host, int row
     uint8_t *positions = data + nv * sizeof(float);
     for (size_t g = 0; g < (size_t)rows * cols / 4; g++) {
         const float *x = host + g * 4;
-        int nib = group_nibble(x);
+        int nib = cpu_s24_group_nibble(x);
         if (nib < 0) {
             free(data);
             cpu_fail(be, "a matrix loaded as 2:4 sparse has a group of 4 with more than 2 nonzeros");

@@ -1,7 +1,9 @@
 /* 2:4 sparsity: Wanda's choice in each group, the sparse GEMM against the
  * dense one on the same pruned matrix, and `tram prune`'s file read back
  * (every group of every pruned matrix exactly 2:4, the rest untouched) and
- * run sparse to the logits of the same values run dense. */
+ * run sparse to the logits of the same values run dense; and 2:4 + int8:
+ * the sparse W8A8 kernels and files against the dense int8 ones, bit for
+ * bit. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +13,8 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/sparse24.h"
+#include "kernels/cpu/sparse24_int8.h"
+#include "kernels/int8_format.h"
 #include "models/gguf.h"
 #include "models/prune.h"
 #include "models/sparsity.h"
@@ -196,13 +200,14 @@ static void check_round_trip(const char *src, const char *dst, const tram_calib_
     tram_model_file_close(b);
 }
 
-static void logits_of(const char *path, float *logits, int n, const int32_t *ids)
+/* int8: the matrices quantized at load */
+static void logits_of(const char *path, float *logits, int n, const int32_t *ids, int int8)
 {
     tram_model_file *f;
     tram_error err;
     cr_assert(!tram_model_file_open(&f, path, &err), "%s", err.msg);
     tram_backend *be = test_cpu_backend();
-    tram_model *m = test_model_load(f, be, 0);
+    tram_model *m = test_model_load(f, be, int8);
     test_forward_all(m, ids, n, logits);
     tram_model_destroy(m);
     be->destroy(be);
@@ -226,10 +231,165 @@ Test(prune, file_is_2_4_round_trips_and_runs_sparse_as_dense)
     for (int i = 0; i < N; i++)
         ids[i] = (i * 37 + 11) % TINY_VOCAB;
     static float a[N * TINY_VOCAB], b[N * TINY_VOCAB];
-    logits_of(dst, a, N, ids);
-    logits_of(dense, b, N, ids);
+    logits_of(dst, a, N, ids, 0);
+    logits_of(dense, b, N, ids, 0);
     for (int i = 0; i < N * TINY_VOCAB; i++)
         cr_assert(fabsf(a[i] - b[i]) <= 1e-4f * (1 + fabsf(b[i])), "logit %d: %g vs %g", i, a[i], b[i]);
     tram_calib_stats_free(&st);
     unlink(src), unlink(dst), unlink(dense);
+}
+
+/* ---------------------------------------------------------------- 2:4 + int8 (sparse W8A8) */
+
+/* Each sparse int8 kernel and the backend's matmul_q against the dense int8
+ * product of the same pruned matrix, bit for bit (both sum exactly in
+ * int32 and scale alike): widths under, at and past the AVX2 kernel's
+ * 64-column step, token counts on and off its tiles of 4, rows past the
+ * dense kernel's groups of 64, and groups with fewer than 2 nonzeros. */
+static void check_s24i8_kernels(tram_backend *be, int rows, int cols)
+{
+    enum { MAXN = 17 };
+    unsigned s = (unsigned)(rows * 131 + cols);
+    float *w = malloc((size_t)rows * cols * sizeof(float)), *x = malloc((size_t)MAXN * cols * sizeof(float));
+    float *dense = malloc((size_t)MAXN * rows * sizeof(float)), *sparse = malloc((size_t)MAXN * rows * sizeof(float));
+    double *ones = malloc((size_t)cols * sizeof(double));
+    for (int i = 0; i < rows * cols; i++)
+        w[i] = urand(&s) * (i % 7 == 0 ? 8.0f : 1.0f);
+    for (int c = 0; c < cols; c++)
+        ones[c] = 1.0;
+    tram_prune_24(w, rows, cols, ones);
+    for (int c = 0; c < cols; c++)
+        w[c] = 0.0f; /* an empty first row, and groups of one nonzero */
+    w[cols + 1] = w[2 * cols + 2] = 0.0f;
+    for (int c = 0; c < cols; c++) /* a kept value that rounds to zero */
+        if (w[3 * cols + c] != 0.0f) {
+            w[3 * cols + c] = 1e-6f;
+            break;
+        }
+    tram_qact qa = {.cols = cols, .kp = tram_qact_stride(cols)};
+    qa.q = be->alloc(be, (size_t)MAXN * qa.kp), qa.scales = be->alloc(be, MAXN * sizeof(float));
+    for (int t = 0; t < MAXN; t++) {
+        for (int c = 0; c < cols; c++)
+            x[(size_t)t * cols + c] = urand(&s) * (c == t ? 30.0f : 1.0f);
+        qa.scales[t] = tram_i8_quantize(x + (size_t)t * cols, cols, qa.kp, qa.q + (size_t)t * qa.kp);
+    }
+    tram_weight wd, ws;
+    tram_error err;
+    be->upload_weight(be, &wd, w, rows, cols, TRAM_W_INT8);
+    be->upload_weight(be, &ws, w, rows, cols, TRAM_W_S24_INT8);
+    cr_assert_eq(be->sync(be, &err), 0, "%s", err.msg);
+    cr_assert_eq(ws.type, TRAM_W_S24_INT8);
+    static const int ns[] = {1, 2, 3, 4, 5, 7, 9, 17};
+    for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+        int n = ns[i];
+        be->matmul_q(be, dense, &qa, &wd, n);
+        be->matmul_q(be, sparse, &qa, &ws, n);
+        cr_assert_eq(be->sync(be, &err), 0, "%s", err.msg);
+        cr_assert_arr_eq(sparse, dense, (size_t)n * rows * sizeof(float), "backend, %d x %d, n %d", rows, cols, n);
+        for (tram_cpu_kernel k = TRAM_CPU_GENERIC; k <= TRAM_CPU_VNNI; k++) {
+            if (!tram_s24i8_kernel_available(k))
+                continue;
+            memset(sparse, 0xff, (size_t)n * rows * sizeof(float));
+            tram_s24i8_gemm(k, NULL, sparse, qa.q, qa.scales, &ws, n);
+            cr_assert_arr_eq(sparse, dense, (size_t)n * rows * sizeof(float), "%s, %d x %d, n %d",
+                             tram_cpu_kernel_name(k), rows, cols, n);
+        }
+    }
+    /* from f32 inputs (quantized per token inside the op), as o_proj runs */
+    be->matmul(be, dense, x, &wd, MAXN);
+    be->matmul(be, sparse, x, &ws, MAXN);
+    cr_assert_eq(be->sync(be, &err), 0, "%s", err.msg);
+    cr_assert_arr_eq(sparse, dense, (size_t)MAXN * rows * sizeof(float), "matmul, %d x %d", rows, cols);
+    be->free_weight(be, &wd);
+    be->free_weight(be, &ws);
+    be->free(be, qa.q), be->free(be, qa.scales);
+    free(w), free(x), free(dense), free(sparse), free(ones);
+}
+
+Test(prune, sparse_int8_gemm_equals_dense_int8_gemm_bit_for_bit)
+{
+    tram_backend *be = test_cpu_backend();
+    check_s24i8_kernels(be, 40, 8);
+    check_s24i8_kernels(be, 33, 72);
+    check_s24i8_kernels(be, 70, 136);
+    check_s24i8_kernels(be, 65, 576);
+    cr_assert_eq(tram_s24i8_kernel_best() == TRAM_CPU_AVX2, tram_s24i8_kernel_available(TRAM_CPU_AVX2),
+                 "the backend's kernel is the AVX2 one wherever it runs");
+    /* a group of 3 nonzeros is refused, not silently dropped */
+    float w[2 * 8] = {1, 2, 3, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+    tram_weight bad;
+    tram_error err;
+    be->upload_weight(be, &bad, w, 2, 8, TRAM_W_S24_INT8);
+    cr_assert_neq(be->sync(be, &err), 0);
+    cr_assert(strstr(err.msg, "more than 2 nonzeros"), "%s", err.msg);
+    be->destroy(be);
+}
+
+static void quantize_file(const char *in, const char *out, const tram_calib_stats *st)
+{
+    tram_model_file *f;
+    tram_error err;
+    cr_assert(!tram_model_file_open(&f, in, &err), "%s", err.msg);
+    tram_quant_opts o = {.out_path = out, .exclude = "lm_head", .stats = st, .alpha = 0.5f, .threads = 1};
+    cr_assert(!tram_quantize_model(f, &o, &err), "%s", err.msg);
+    tram_model_file_close(f);
+}
+
+/* Every matrix of an int8 file that the file says is 2:4: int8, and at most
+ * 2 nonzero codes in every group of 4. */
+static int int8_matrices_keep_2_4(const char *path)
+{
+    tram_model_file *f;
+    tram_error err;
+    cr_assert(!tram_model_file_open(&f, path, &err), "%s", err.msg);
+    const tram_gguf *g = tram_model_file_gguf(f);
+    int sparse = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const tram_gguf_tensor *t = &g->tensors[i];
+        if (!tram_sparsity_is_24(g, t->name))
+            continue;
+        cr_assert(tram_model_file_is_int8(f, t->name), "%s", t->name);
+        const int8_t *q = (const int8_t *)t->data;
+        for (int64_t k = 0; k < tram_gguf_tensor_numel(t); k += 4)
+            cr_assert((q[k] != 0) + (q[k + 1] != 0) + (q[k + 2] != 0) + (q[k + 3] != 0) <= 2, "%s", t->name);
+        sparse++;
+    }
+    tram_model_file_close(f);
+    return sparse;
+}
+
+/* A pruned model quantized by `tram quantize` (SmoothQuant's folds keep
+ * zeros zero) stays 2:4, runs sparse W8A8, and gives the logits of the same
+ * int8 values run dense, bit for bit; so does a pruned f32 file quantized at
+ * load (--quantization int8). */
+Test(prune, quantized_2_4_file_runs_sparse_int8_as_dense_int8)
+{
+    char src[128], s24[128], dense[128], q24[128], qdense[128];
+    int pid = (int)getpid();
+    snprintf(src, sizeof(src), "/tmp/tram-test-pq-src-%d.gguf", pid);
+    snprintf(s24, sizeof(s24), "/tmp/tram-test-pq-24-%d.gguf", pid);
+    snprintf(dense, sizeof(dense), "/tmp/tram-test-pq-dense-%d.gguf", pid);
+    snprintf(q24, sizeof(q24), "/tmp/tram-test-pq-q24-%d.gguf", pid);
+    snprintf(qdense, sizeof(qdense), "/tmp/tram-test-pq-qdense-%d.gguf", pid);
+    tiny_model_write(src, 7);
+    tram_calib_stats st = {0};
+    prune_file(src, s24, NULL, &st);
+    prune_file(s24, dense, "blk.0,blk.1", &st); /* the same values, declared dense */
+    quantize_file(s24, q24, &st);
+    quantize_file(dense, qdense, &st);
+    cr_assert_eq(int8_matrices_keep_2_4(q24), 7 * TINY_LAYERS);
+    cr_assert_eq(int8_matrices_keep_2_4(qdense), 0);
+    enum { N = 24 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = (i * 29 + 5) % TINY_VOCAB;
+    static float a[N * TINY_VOCAB], b[N * TINY_VOCAB];
+    logits_of(q24, a, N, ids, 0);
+    logits_of(qdense, b, N, ids, 0);
+    cr_assert_arr_eq(a, b, sizeof(a), "the quantized files' logits differ");
+    logits_of(s24, a, N, ids, 1);
+    logits_of(dense, b, N, ids, 1);
+    cr_assert_arr_eq(a, b, sizeof(a), "the files quantized at load differ");
+    tram_calib_stats_free(&st);
+    unlink(src), unlink(s24), unlink(dense), unlink(q24), unlink(qdense);
 }
