@@ -93,7 +93,7 @@ static int run(const quant_args *a)
     if (!rc && a->fp8 && a->calib)
         rc = tram_fail(&err, "--calib smooths int8 files (SmoothQuant); --format fp8 takes none");
     if (!rc && a->calib)
-        rc = tram_calibrate_file(f, a->calib, a->calib_tokens, a->ctx, a->threads, a->alpha < 0 ? a->samples : 0,
+        rc = tram_calibrate_file(f, a->calib, a->calib_tokens, a->ctx, a->threads, a->alpha < 0 ? a->samples : 0, 0,
                                  "quantize", &st, &err);
     if (!rc) {
         tram_quant_opts o = {.out_path = a->out, .exclude = a->exclude, .stats = a->calib ? &st : NULL,

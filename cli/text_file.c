@@ -66,7 +66,7 @@ int tram_chat_template_flag(const char *flag, const char *value, void *field)
 }
 
 int tram_calibrate_file(tram_model_file *f, const char *path, int max_tokens, int ctx, int threads, int samples,
-                        const char *who, tram_calib_stats *st, tram_error *err)
+                        int hessians, const char *who, tram_calib_stats *st, tram_error *err)
 {
     tram_tokenizer *tok = NULL;
     int32_t *ids = NULL;
@@ -75,7 +75,7 @@ int tram_calibrate_file(tram_model_file *f, const char *path, int max_tokens, in
     if (!rc) {
         n = TRAM_MIN(n, max_tokens);
         fprintf(stderr, "%s: calibrating on %d tokens of %s\n", who, n, path);
-        rc = tram_calibrate(f, ids, n, ctx, threads, samples, st, err);
+        rc = tram_calibrate(f, ids, n, ctx, threads, samples, hessians, st, err);
     }
     free(ids);
     tram_tokenizer_free(tok);

@@ -20,9 +20,10 @@ int tram_tokenize_file(const tram_tokenizer *t, const char *path, int32_t **ids,
 
 /* Calibration statistics (models/quantize.h) of f's model over the first
  * max_tokens tokens of the text file at path, tokenized by f's own
- * tokenizer, in windows of ctx; `who` names the command in the progress line. */
+ * tokenizer, in windows of ctx (samples and hessians: tram_calibrate's); `who`
+ * names the command in the progress line. */
 int tram_calibrate_file(tram_model_file *f, const char *path, int max_tokens, int ctx, int threads, int samples,
-                        const char *who, tram_calib_stats *st, tram_error *err);
+                        int hessians, const char *who, tram_calib_stats *st, tram_error *err);
 
 /* A flag's parse function (flags.h) for --chat-template FILE: the field, a
  * const char *, gets the file's Jinja source once it parses (kept for the

@@ -13,6 +13,7 @@
  * function before quantization (tested). */
 #include "models/quantize.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,11 +68,15 @@ static void calib_observe(void *ctx, int layer, tram_act_site site, const void *
             ss[j] += (double)x[(size_t)i * dim + j] * x[(size_t)i * dim + j];
     if (st->samples)
         keep_rows(st, layer, site, x, n, dim);
+    if (site != TRAM_ACT_HEAD_IN && st->xtx[site])
+        cblas_ssyrk(CblasRowMajor, CblasLower, CblasTrans, dim, n, 1.0f, x, dim, 1.0f,
+                    st->xtx[site] + (size_t)layer * dim * dim, dim);
     if (site == TRAM_ACT_HEAD_IN)
         st->tokens += n;  /* the last site of a pass */
 }
 
-static int stats_alloc(tram_calib_stats *st, const tram_model_config *c, int n, int samples, tram_error *err)
+static int stats_alloc(tram_calib_stats *st, const tram_model_config *c, int n, int samples, int hessians,
+                       tram_error *err)
 {
     memset(st, 0, sizeof(*st));
     st->n_layers = c->n_layers, st->dim = c->dim, st->qd = c->n_heads * c->head_dim, st->ffn = c->ffn_dim;
@@ -85,6 +90,11 @@ static int stats_alloc(tram_calib_stats *st, const tram_model_config *c, int n, 
     for (int site = 0; site <= TRAM_ACT_HEAD_IN; site++) {
         size_t layers = site == TRAM_ACT_HEAD_IN ? 1 : (size_t)c->n_layers;
         if (!(st->sumsq[site] = tram_calloc(layers * site_width(st, site), sizeof(double), err)))
+            return -1;
+    }
+    for (int site = 0; hessians && site < TRAM_ACT_HEAD_IN; site++) {
+        size_t width = (size_t)site_width(st, site);
+        if (!(st->xtx[site] = tram_calloc((size_t)c->n_layers * width * width, sizeof(float), err)))
             return -1;
     }
     if (samples < 1)
@@ -105,15 +115,17 @@ void tram_calib_stats_free(tram_calib_stats *st)
     TRAM_FREE_ALL(st->attn_in, st->attn_out, st->ffn_in, st->ffn_hidden, st->head_in);
     for (int site = 0; site <= TRAM_ACT_HEAD_IN; site++)
         free(st->rows[site]), free(st->sumsq[site]);
+    for (int site = 0; site < TRAM_ACT_HEAD_IN; site++)
+        free(st->xtx[site]);
     memset(st, 0, sizeof(*st));
 }
 
 int tram_calibrate(tram_model_file *f, const int32_t *tokens, int n, int ctx, int threads, int samples,
-                   tram_calib_stats *st, tram_error *err)
+                   int hessians, tram_calib_stats *st, tram_error *err)
 {
     if (n < 1 || ctx < 1)
         return tram_fail(err, "calibration needs at least one token and a window of one");
-    if (stats_alloc(st, tram_model_file_config(f), n, samples, err)) {
+    if (stats_alloc(st, tram_model_file_config(f), n, samples, hessians, err)) {
         tram_calib_stats_free(st);
         return -1;
     }

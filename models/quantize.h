@@ -51,12 +51,16 @@ typedef struct {
     float *rows[TRAM_ACT_HEAD_IN + 1];  /* by tram_act_site: [layers][samples][width], head: [samples][dim] */
     double *sumsq[TRAM_ACT_HEAD_IN + 1];/* by tram_act_site: Σ x² per input channel over every calibration
                                            token, [layers][width], head: [dim] (Wanda's ‖x‖², prune.h) */
+    float *xtx[TRAM_ACT_HEAD_IN];       /* when asked, by layer input site: XᵀX over every calibration
+                                           token, [layers][width][width], lower triangle (SparseGPT's
+                                           Hessian, models/sparsegpt.h); else NULL */
 } tram_calib_stats;
 
 /* Runs tokens[n] through the f32 model on the CPU in windows of ctx tokens,
- * keeping up to `samples` input rows of every linear layer (0: none). */
+ * keeping up to `samples` input rows of every linear layer (0: none), and
+ * with `hessians` every layer input's XᵀX. */
 int tram_calibrate(tram_model_file *f, const int32_t *tokens, int n, int ctx, int threads, int samples,
-                   tram_calib_stats *st, tram_error *err);
+                   int hessians, tram_calib_stats *st, tram_error *err);
 void tram_calib_stats_free(tram_calib_stats *st);
 
 /* ---- the int8 and FP8 GGUFs ---- */

@@ -7,6 +7,19 @@
 
 #include "models/quantize.h"
 
+int tram_sparsity_drop_two(const float score[4])
+{
+    int dropped = 0;
+    for (int drop = 0; drop < 2; drop++) {
+        int lo = -1;
+        for (int i = 0; i < 4; i++)
+            if (!(dropped >> i & 1) && (lo < 0 || score[i] <= score[lo]))
+                lo = i;
+        dropped |= 1 << lo;
+    }
+    return dropped;
+}
+
 int tram_sparsity_prunable(const char *name)
 {
     static const char *const suffix[] = {"attn_q.weight",  "attn_k.weight", "attn_v.weight", "attn_output.weight",

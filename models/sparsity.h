@@ -18,6 +18,10 @@
 #include "models/gguf.h"
 #include "models/gguf_writer.h"
 
+/* Which 2 of a group of 4 weights 2:4 pruning drops: a mask (bit i for
+ * weight i) of the 2 smallest scores, the later of equals. */
+int tram_sparsity_drop_two(const float score[4]);
+
 /* 1 for a layer matrix prune acts on (blk.N.attn_q.weight, ... ffn_down.weight). */
 int tram_sparsity_prunable(const char *name);
 

@@ -17,6 +17,7 @@
 #include "kernels/int8_format.h"
 #include "models/gguf.h"
 #include "models/prune.h"
+#include "models/sparsegpt.h"
 #include "models/sparsity.h"
 #include "tests/unit/test_quantize_util.h"
 #include "tests/unit/test_util.h"
@@ -143,7 +144,7 @@ static void prune_file(const char *in, const char *out, const char *exclude, tra
         unsigned s = 9;
         for (int i = 0; i < 96; i++)
             ids[i] = (int32_t)((urand(&s) + 1) * 0.5f * (TINY_VOCAB - 1));
-        cr_assert(!tram_calibrate(f, ids, 96, 32, 1, 0, st, &err), "%s", err.msg);
+        cr_assert(!tram_calibrate(f, ids, 96, 32, 1, 0, 0, st, &err), "%s", err.msg);
     }
     tram_prune_opts o = {.out_path = out, .exclude = exclude, .stats = st};
     cr_assert(!tram_prune_model(f, &o, &err), "%s", err.msg);
@@ -358,6 +359,19 @@ static int int8_matrices_keep_2_4(const char *path)
     return sparse;
 }
 
+/* The two files' logits over one sequence, bit for bit (int8: quantized at load). */
+static void assert_same_logits(const char *a_path, const char *b_path, int int8)
+{
+    static int32_t ids[TEST_MAX_TOKENS / 16];
+    static float a[TEST_MAX_TOKENS / 16 * TINY_VOCAB], b[TEST_MAX_TOKENS / 16 * TINY_VOCAB];
+    int n = TEST_MAX_TOKENS / 16;
+    for (int i = 0; i < n; i++)
+        ids[i] = (i * 29 + 5) % TINY_VOCAB;
+    logits_of(a_path, a, n, ids, int8);
+    logits_of(b_path, b, n, ids, int8);
+    cr_assert_arr_eq(a, b, sizeof(a), "%s and %s differ", a_path, b_path);
+}
+
 /* A pruned model quantized by `tram quantize` (SmoothQuant's folds keep
  * zeros zero) stays 2:4, runs sparse W8A8, and gives the logits of the same
  * int8 values run dense, bit for bit; so does a pruned f32 file quantized at
@@ -379,17 +393,58 @@ Test(prune, quantized_2_4_file_runs_sparse_int8_as_dense_int8)
     quantize_file(dense, qdense, &st);
     cr_assert_eq(int8_matrices_keep_2_4(q24), 7 * TINY_LAYERS);
     cr_assert_eq(int8_matrices_keep_2_4(qdense), 0);
-    enum { N = 24 };
-    int32_t ids[N];
-    for (int i = 0; i < N; i++)
-        ids[i] = (i * 29 + 5) % TINY_VOCAB;
-    static float a[N * TINY_VOCAB], b[N * TINY_VOCAB];
-    logits_of(q24, a, N, ids, 0);
-    logits_of(qdense, b, N, ids, 0);
-    cr_assert_arr_eq(a, b, sizeof(a), "the quantized files' logits differ");
-    logits_of(s24, a, N, ids, 1);
-    logits_of(dense, b, N, ids, 1);
-    cr_assert_arr_eq(a, b, sizeof(a), "the files quantized at load differ");
+    assert_same_logits(q24, qdense, 0);
+    assert_same_logits(s24, dense, 1);
     tram_calib_stats_free(&st);
     unlink(src), unlink(s24), unlink(dense), unlink(q24), unlink(qdense);
+}
+
+/* ---------------------------------------------------------------- SparseGPT */
+
+/* ‖X·(W − P)ᵀ‖², the output error of pruned weights p on inputs x. */
+static double output_error(const float *x, int n, const float *w, const float *p, int rows, int cols)
+{
+    double e = 0;
+    for (int t = 0; t < n; t++)
+        for (int r = 0; r < rows; r++) {
+            double d = 0;
+            for (int c = 0; c < cols; c++)
+                d += (double)x[(size_t)t * cols + c] * (w[(size_t)r * cols + c] - p[(size_t)r * cols + c]);
+            e += d * d;
+        }
+    return e;
+}
+
+/* On correlated inputs (what SparseGPT's update exploits) its pruned layer
+ * is exactly 2:4 and reproduces the layer's outputs better than Wanda's
+ * mask of the same inputs: the kept weights absorb the pruned ones. */
+Test(prune, sparsegpt_is_2_4_and_closer_to_the_layer_than_wanda)
+{
+    enum { N = 256, ROWS = 12, COLS = 32 };
+    static float x[N * COLS], w[ROWS * COLS], wanda[ROWS * COLS], sgpt[ROWS * COLS], xtx[COLS * COLS], u[COLS * COLS];
+    double sumsq[COLS] = {0};
+    unsigned s = 11;
+    for (int t = 0; t < N; t++) {
+        float common = urand(&s);
+        for (int c = 0; c < COLS; c++)
+            x[t * COLS + c] = common * (1 + c % 3) + 0.3f * urand(&s);
+    }
+    for (int i = 0; i < ROWS * COLS; i++)
+        w[i] = urand(&s);
+    for (int i = 0; i < N * COLS; i++)
+        sumsq[i % COLS] += (double)x[i] * x[i];
+    memcpy(wanda, w, sizeof(w));
+    memcpy(sgpt, w, sizeof(w));
+    tram_prune_24(wanda, ROWS, COLS, sumsq);
+    tram_error err;
+    for (int i = 0; i < COLS; i++)
+        for (int j = 0; j <= i; j++)
+            for (int t = 0; t < N; t++)
+                xtx[i * COLS + j] += x[t * COLS + i] * x[t * COLS + j];
+    cr_assert(!tram_sparsegpt_factor(xtx, COLS, u, &err), "%s", err.msg);
+    tram_sparsegpt_prune(sgpt, ROWS, COLS, u, 1);
+    for (int g = 0; g < ROWS * COLS; g += 4)
+        cr_assert_eq((sgpt[g] == 0) + (sgpt[g + 1] == 0) + (sgpt[g + 2] == 0) + (sgpt[g + 3] == 0), 2, "group %d", g / 4);
+    double e_wanda = output_error(x, N, w, wanda, ROWS, COLS), e_sgpt = output_error(x, N, w, sgpt, ROWS, COLS);
+    cr_assert(e_sgpt < 0.5 * e_wanda, "SparseGPT's error %g, Wanda's %g", e_sgpt, e_wanda);
 }

@@ -188,7 +188,7 @@ static void check_smoothed_identity(float alpha, int samples, const char *tag)
     for (int i = 0; i < 200; i++)
         ids[i] = (int32_t)((urand(&seed) + 1.0f) * 0.5f * (TINY_VOCAB - 1));
     tram_calib_stats st;
-    cr_assert(!tram_calibrate(f, ids, 200, 64, 2, samples, &st, &err), "%s", err.msg);
+    cr_assert(!tram_calibrate(f, ids, 200, 64, 2, samples, 0, &st, &err), "%s", err.msg);
     cr_assert_eq(st.tokens, 200);
     cr_assert_eq(st.n_samples, samples ? 200 / ((200 + samples - 1) / samples) : 0);
     tram_quant_opts o = {.out_path = smooth, .stats = &st, .alpha = alpha, .keep_f32 = 1, .threads = 2};

@@ -68,7 +68,7 @@ static void quantize_default_model(const char *out)
     cr_assert(!tram_tokenizer_from_gguf(&tok, tram_model_file_gguf(f), &err), "%s", err.msg);
     cr_assert(!tram_tokenize_file(tok, CALIB, &ids, &n, &err), "%s", err.msg);
     cr_assert(n >= CALIB_TOKENS);
-    cr_assert(!tram_calibrate(f, ids, CALIB_TOKENS, CALIB_TOKENS, 2, 0, &st, &err), "%s", err.msg);
+    cr_assert(!tram_calibrate(f, ids, CALIB_TOKENS, CALIB_TOKENS, 2, 0, 0, &st, &err), "%s", err.msg);
     tram_quant_opts o = {.out_path = out, .stats = &st, .alpha = 0.5f};
     cr_assert(!tram_quantize_model(f, &o, &err), "%s", err.msg);
     tram_calib_stats_free(&st);
