@@ -3,10 +3,11 @@
  * --kv-cache-dtype int8|fp8, one-byte codes and a scale per KV head
  * (kernels/kv_format.h): each chunk of keys is then dequantized into a small
  * tile as it is read (kv_dequant.h: AVX2 where the CPU has it), never as a
- * copy of the cache. */
+ * copy of the cache.  The arithmetic on a chunk is attn_chunk.h's. */
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cpu/attn_chunk.h"
 #include "kernels/cpu/cpu_impl.h"
 #include "kernels/cpu/kv_dequant.h"
 
@@ -26,10 +27,9 @@ static int seq_of_token(const tram_batch *b, int token)
 /* Attention works on a tile of query rows (token x head) that share one KV
  * head and one sequence: the query heads of a GQA group and up to a few
  * consecutive prefill tokens.  Each chunk of keys is read from memory once for
- * the whole tile, scored for all its rows, and folded into each row's softmax
- * with one max and one exp per score (the online softmax, by chunk). */
+ * the whole tile and folded into each row's softmax (the online softmax, by
+ * chunk: attn_chunk.h). */
 #define ATT_ROWS 48   /* query rows of one tile */
-#define ATT_KEYS 32   /* keys scored at once (within one KV block) */
 /* Multiply-adds below which attention runs on one thread: waking a sleeping
  * worker costs tens of microseconds, what one core needs for about this much
  * work (a decode token over a few hundred positions). */
@@ -40,57 +40,15 @@ static int seq_of_token(const tram_batch *b, int token)
 typedef struct {
     const float *k, *v;
     size_t stride;
-    float k_tile[ATT_KEYS * TRAM_KV_MAX_HEAD_DIM], v_tile[ATT_KEYS * TRAM_KV_MAX_HEAD_DIM];
+    float k_tile[TRAM_ATTN_CHUNK_KEYS * TRAM_KV_MAX_HEAD_DIM], v_tile[TRAM_ATTN_CHUNK_KEYS * TRAM_KV_MAX_HEAD_DIM];
 } att_chunk;
 
 typedef struct {
     const float *q[ATT_ROWS];
     float *out[ATT_ROWS];    /* accumulates Σ p·v, then divided by Σ p */
     int ctx[ATT_ROWS];       /* keys this row sees (causal) */
-    float max[ATT_ROWS], sum[ATT_ROWS];
     int n, max_ctx;
 } att_tile;
-
-/* The reduction lets the compiler split the sum over SIMD lanes. */
-static float dot(const float *restrict a, const float *restrict b, int n)
-{
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int d = 0; d < n; d++)
-        s += a[d] * b[d];
-    return s;
-}
-
-static void axpy(float *restrict y, float a, const float *restrict x, int n)
-{
-#pragma omp simd
-    for (int d = 0; d < n; d++)
-        y[d] += a * x[d];
-}
-
-/* Row r's scores of keys [j0, j0+nk) become softmax weights under the row's
- * running max (rescaling what it accumulated when the max grows). */
-static void score_chunk(att_tile *t, int r, float *p, const att_chunk *c, int nk, const tram_attn_shape *s)
-{
-    float m = t->max[r];
-    for (int j = 0; j < nk; j++) {
-        p[j] = dot(t->q[r], c->k + j * c->stride, s->head_dim) * s->scale;
-        m = fmaxf(m, p[j]);
-    }
-    if (m > t->max[r]) {
-        float c = expf(t->max[r] - m); /* 0 on the first chunk: out and sum are 0 */
-        t->sum[r] *= c;
-        for (int d = 0; d < s->head_dim; d++)
-            t->out[r][d] *= c;
-        t->max[r] = m;
-    }
-    float sum = 0.0f;
-    for (int j = 0; j < nk; j++) {
-        p[j] = expf(p[j] - m);
-        sum += p[j];
-    }
-    t->sum[r] += sum;
-}
 
 /* Points c at keys [slot, slot + nk) of kv_head, dequantizing them with the
  * backend's kernel (kv_dequant.h) if the cache is quantized. */
@@ -119,27 +77,23 @@ static void attend_tile(att_tile *t, const void *k_cache, const void *v_cache, c
                         int kv_head, const tram_attn_shape *s, const cpu_state *cs)
 {
     int hd = s->head_dim, bs = s->block_size;
-    float p[ATT_ROWS][ATT_KEYS];
+    tram_attn_row rows[ATT_ROWS];
     att_chunk c;
     for (int r = 0; r < t->n; r++) {
-        t->max[r] = -INFINITY;
-        t->sum[r] = 0.0f;
+        rows[r] = (tram_attn_row){.q = t->q[r], .out = t->out[r], .max = -INFINITY, .sum = 0.0f};
         memset(t->out[r], 0, hd * sizeof(float));
     }
     for (int j0 = 0; j0 < t->max_ctx;) {
-        int off = j0 % bs, nk = TRAM_MIN(TRAM_MIN(ATT_KEYS, bs - off), t->max_ctx - j0);
+        int off = j0 % bs, nk = TRAM_MIN(TRAM_MIN(TRAM_ATTN_CHUNK_KEYS, bs - off), t->max_ctx - j0);
         load_chunk(&c, k_cache, v_cache, (size_t)block_table[j0 / bs] * bs + off, nk, kv_head, s, cs);
         for (int r = 0; r < t->n; r++)
-            if (t->ctx[r] > j0)
-                score_chunk(t, r, p[r], &c, TRAM_MIN(nk, t->ctx[r] - j0), s);
-        for (int j = 0; j < nk; j++)
-            for (int r = 0; r < t->n; r++)
-                if (t->ctx[r] > j0 + j)
-                    axpy(t->out[r], p[r][j], c.v + j * c.stride, hd);
+            rows[r].nk = TRAM_MAX(0, TRAM_MIN(nk, t->ctx[r] - j0));
+        tram_attn_keys keys = {.k = c.k, .v = c.v, .stride = c.stride, .nk = nk, .head_dim = hd, .scale = s->scale};
+        tram_attn_chunk(cs->attn_kernel, rows, t->n, &keys);
         j0 += nk;
     }
     for (int r = 0; r < t->n; r++) {
-        float inv = 1.0f / t->sum[r];
+        float inv = 1.0f / rows[r].sum;
         for (int d = 0; d < hd; d++)
             t->out[r][d] *= inv;
     }

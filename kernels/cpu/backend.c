@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/attn_chunk.h"
 #include "kernels/cpu/cpu_fp8.h"
 #include "kernels/cpu/cpu_impl.h"
 #include "kernels/cpu/cpu_int8.h"
@@ -162,6 +163,7 @@ int tram_backend_cpu_create_rank(tram_backend **out, int num_threads, tram_cpu_g
     s->i8_kernel = tram_i8_kernel_best();
     s->q_kernel = tram_q_kernel_best();
     s->kv_kernel = tram_kv_kernel_best();
+    s->attn_kernel = tram_attn_kernel_best();
     s->s24_kernel = tram_s24_kernel_best();
     s->fp8_kernel = tram_fp8_kernel_best();
     s->s24i8_kernel = tram_s24i8_kernel_best();
