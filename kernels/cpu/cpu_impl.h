@@ -29,6 +29,8 @@ typedef struct {
     float fp8_lut[256];        /* E4M3 code -> value, for an fp8 KV cache */
     tram_cpu_kernel kv_kernel; /* the best this CPU runs, for a quantized KV cache (kv_dequant.h) */
     tram_cpu_kernel attn_kernel; /* the best this CPU runs, for attention's arithmetic (attn_chunk.h) */
+    float *att_parts;          /* a decode step's partial attention results (attention.c), grown to the largest */
+    size_t att_parts_cap;      /* bytes */
     tram_cpu_kernel s24_kernel; /* the best this CPU runs, for 2:4 sparse weights (sparse24.h) */
     float *s24_xt;             /* a 2:4 product's tokens transposed, grown to the largest */
     size_t s24_xt_cap;         /* bytes */

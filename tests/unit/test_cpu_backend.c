@@ -200,64 +200,100 @@ static float *dequantized_rows(const uint8_t *cache, const int32_t *slots, int n
     return out;
 }
 
-/* Three sequences of the given lengths, each with its last n_new tokens in
- * the batch, their K/V written by kv_store over scattered blocks, against
- * naive attention on contiguous K/V: on what the cache holds within 1e-5, and
- * on the K/V before quantization within quant_tol (0 for an f32 cache). */
-static void check_paged_attention_kv(const tram_attn_shape *sh, const int seq_len[3], const int n_new[3],
-                                     float quant_tol)
+enum { SEQS = 3, MAXB = 64, NBLOCKS = SEQS * MAXB, MAXT = 512 };
+
+/* Three sequences' K/V written by kv_store over scattered blocks. */
+typedef struct {
+    tram_attn_shape s;
+    int seq_len[SEQS];
+    int32_t tables[SEQS * MAXB];
+    uint8_t *kc, *vc;
+    float *K[SEQS], *V[SEQS];   /* what was stored, contiguous */
+    float *Kq[SEQS], *Vq[SEQS]; /* what the cache holds (K and V themselves for f32) */
+} paged_cache;
+
+static void paged_cache_fill(paged_cache *c, const tram_attn_shape *sh, const int seq_len[SEQS])
 {
-    tram_attn_shape s = *sh;
-    s.scale = 1.0f / sqrtf((float)s.head_dim);
-    enum { SEQS = 3, MAXB = 64, NBLOCKS = SEQS * MAXB, MAXT = 512 };
-    int kd = s.n_kv_heads * s.head_dim, qd = s.n_heads * s.head_dim;
-    int32_t tables[SEQS * MAXB], qstart[SEQS + 1] = {0}, positions[MAXT];
+    c->s = *sh;
+    c->s.scale = 1.0f / sqrtf((float)c->s.head_dim);
+    int kd = c->s.n_kv_heads * c->s.head_dim, bs = c->s.block_size;
     for (int i = 0; i < SEQS * MAXB; i++)
-        tables[i] = (i * 17 + 5) % NBLOCKS; /* a permutation of the blocks */
-    size_t sb = tram_kv_slot_bytes(s.kv_dtype, s.n_kv_heads, s.head_dim, sizeof(float));
-    uint8_t *kc = calloc((size_t)NBLOCKS * s.block_size, sb), *vc = calloc((size_t)NBLOCKS * s.block_size, sb);
-    int32_t *slots = malloc(MAXB * s.block_size * sizeof(int32_t));
-    float *K[SEQS], *V[SEQS], *Kq[SEQS], *Vq[SEQS];
-    int t = 0;
+        c->tables[i] = (i * 17 + 5) % NBLOCKS; /* a permutation of the blocks */
+    size_t sb = tram_kv_slot_bytes(c->s.kv_dtype, c->s.n_kv_heads, c->s.head_dim, sizeof(float));
+    c->kc = calloc((size_t)NBLOCKS * bs, sb), c->vc = calloc((size_t)NBLOCKS * bs, sb);
+    int32_t *slots = malloc(MAXB * bs * sizeof(int32_t));
     for (int q = 0; q < SEQS; q++) {
-        cr_assert(seq_len[q] <= MAXB * s.block_size && t + n_new[q] <= MAXT);
-        K[q] = random_vec((size_t)seq_len[q] * kd, 10 + q);
-        V[q] = random_vec((size_t)seq_len[q] * kd, 20 + q);
+        cr_assert(seq_len[q] <= MAXB * bs);
+        c->seq_len[q] = seq_len[q];
+        c->K[q] = random_vec((size_t)seq_len[q] * kd, 10 + q);
+        c->V[q] = random_vec((size_t)seq_len[q] * kd, 20 + q);
         for (int j = 0; j < seq_len[q]; j++)
-            slots[j] = tables[q * MAXB + j / s.block_size] * s.block_size + j % s.block_size;
-        be->kv_store(be, kc, vc, K[q], V[q], slots, seq_len[q], &s);
-        int quantized = s.kv_dtype != TRAM_KV_AUTO;
-        Kq[q] = quantized ? dequantized_rows(kc, slots, seq_len[q], &s) : K[q];
-        Vq[q] = quantized ? dequantized_rows(vc, slots, seq_len[q], &s) : V[q];
+            slots[j] = c->tables[q * MAXB + j / bs] * bs + j % bs;
+        be->kv_store(be, c->kc, c->vc, c->K[q], c->V[q], slots, seq_len[q], &c->s);
+        int quantized = c->s.kv_dtype != TRAM_KV_AUTO;
+        c->Kq[q] = quantized ? dequantized_rows(c->kc, slots, seq_len[q], &c->s) : c->K[q];
+        c->Vq[q] = quantized ? dequantized_rows(c->vc, slots, seq_len[q], &c->s) : c->V[q];
+    }
+    free(slots);
+}
+
+static void paged_cache_free(paged_cache *c)
+{
+    for (int q = 0; q < SEQS; q++) {
+        if (c->Kq[q] != c->K[q])
+            free(c->Kq[q]), free(c->Vq[q]);
+        free(c->K[q]), free(c->V[q]);
+    }
+    free(c->kc), free(c->vc);
+}
+
+/* The batch of each sequence's last n_new tokens (positions and qstart are
+ * its arrays, MAXT and SEQS + 1 long). */
+static tram_batch paged_batch(const paged_cache *c, const int n_new[SEQS], int32_t *positions, int32_t *qstart)
+{
+    int t = 0;
+    qstart[0] = 0;
+    for (int q = 0; q < SEQS; q++) {
+        cr_assert(t + n_new[q] <= MAXT);
         for (int i = 0; i < n_new[q]; i++)
-            positions[t++] = seq_len[q] - n_new[q] + i;
+            positions[t++] = c->seq_len[q] - n_new[q] + i;
         qstart[q + 1] = t;
     }
-    tram_batch b = {.num_tokens = t, .num_seqs = SEQS, .positions = positions, .query_start = qstart,
-                    .seq_lens = seq_len, .block_tables = tables, .max_blocks_per_seq = MAXB};
+    return (tram_batch){.num_tokens = t, .num_seqs = SEQS, .positions = positions, .query_start = qstart,
+                        .seq_lens = c->seq_len, .block_tables = c->tables, .max_blocks_per_seq = MAXB};
+}
+
+/* Three sequences of the given lengths, each with its last n_new tokens in
+ * the batch, against naive attention on contiguous K/V: on what the cache
+ * holds within 1e-6, and on the K/V before quantization within quant_tol (0
+ * for an f32 cache). */
+static void check_paged_attention_kv(const tram_attn_shape *sh, const int seq_len[SEQS], const int n_new[SEQS],
+                                     float quant_tol)
+{
+    paged_cache c;
+    paged_cache_fill(&c, sh, seq_len);
+    int32_t positions[MAXT], qstart[SEQS + 1];
+    tram_batch b = paged_batch(&c, n_new, positions, qstart);
+    int t = b.num_tokens, qd = c.s.n_heads * c.s.head_dim;
     float *qv = random_vec((size_t)t * qd, 30), *out = malloc((size_t)t * qd * sizeof(float));
     float *ref = malloc((size_t)t * qd * sizeof(float)), *exact = malloc((size_t)t * qd * sizeof(float));
-    be->attention(be, out, qv, kc, vc, &b, &s);
+    be->attention(be, out, qv, c.kc, c.vc, &b, &c.s);
     cr_assert_eq(be->sync(be, &(tram_error){{0}}), 0);
     for (int q = 0, i = 0; q < SEQS; q++)
         for (; i < qstart[q + 1]; i++)
-            for (int h = 0; h < s.n_heads; h++) {
-                size_t at = (size_t)i * qd + h * s.head_dim;
-                naive_attention(ref + at, qv + at, Kq[q], Vq[q], positions[i] + 1, &s, h);
-                naive_attention(exact + at, qv + at, K[q], V[q], positions[i] + 1, &s, h);
+            for (int h = 0; h < c.s.n_heads; h++) {
+                size_t at = (size_t)i * qd + h * c.s.head_dim;
+                naive_attention(ref + at, qv + at, c.Kq[q], c.Vq[q], positions[i] + 1, &c.s, h);
+                naive_attention(exact + at, qv + at, c.K[q], c.V[q], positions[i] + 1, &c.s, h);
             }
-    expect_close(out, ref, (size_t)t * qd, 1e-5f, "attention on the cache's values");
+    expect_close(out, ref, (size_t)t * qd, 1e-6f, "attention on the cache's values");
     if (quant_tol > 0)
         expect_close(out, exact, (size_t)t * qd, quant_tol, "attention against f32 K/V");
-    for (int q = 0; q < SEQS; q++) {
-        if (Kq[q] != K[q])
-            free(Kq[q]), free(Vq[q]);
-        free(K[q]), free(V[q]);
-    }
-    free(kc), free(vc), free(slots), free(qv), free(out), free(ref), free(exact);
+    paged_cache_free(&c);
+    free(qv), free(out), free(ref), free(exact);
 }
 
-static void check_paged_attention(const tram_attn_shape *sh, const int seq_len[3], const int n_new[3])
+static void check_paged_attention(const tram_attn_shape *sh, const int seq_len[SEQS], const int n_new[SEQS])
 {
     check_paged_attention_kv(sh, seq_len, n_new, 0);
 }
@@ -296,4 +332,66 @@ Test(cpu_backend, paged_attention_over_an_fp8_cache)
     check_paged_attention_kv(&s, (int[]){45, 30, 9}, (int[]){1, 11, 9}, 5e-2f);
     tram_attn_shape big = {.n_heads = 7, .n_kv_heads = 1, .head_dim = 64, .block_size = 80, .kv_dtype = TRAM_KV_FP8};
     check_paged_attention_kv(&big, (int[]){300, 170, 61}, (int[]){2, 150, 61}, 5e-2f);
+}
+
+/* One token per sequence (a decode step): its keys' splits spread over the
+ * pool and folded in order (kernels/cpu/attention.c), at contexts of one
+ * split, of several and of a part of one; a head width the vector kernel
+ * leaves to the reference; the quantized caches. */
+Test(cpu_backend, paged_attention_of_a_decode_step)
+{
+    int lens[SEQS] = {300, 45, 129}, ones[SEQS] = {1, 1, 1};
+    tram_attn_shape s = {.n_heads = 6, .n_kv_heads = 2, .head_dim = 8, .block_size = 8};
+    check_paged_attention(&s, lens, ones);
+    tram_attn_shape big = {.n_heads = 7, .n_kv_heads = 1, .head_dim = 64, .block_size = 80};
+    check_paged_attention(&big, (int[]){1000, 170, 61}, ones);
+    tram_attn_shape odd = {.n_heads = 4, .n_kv_heads = 2, .head_dim = 12, .block_size = 16};
+    check_paged_attention(&odd, (int[]){257, 3, 128}, ones);
+    s.kv_dtype = TRAM_KV_INT8;
+    check_paged_attention_kv(&s, lens, ones, 1e-2f);
+    s.kv_dtype = TRAM_KV_FP8;
+    check_paged_attention_kv(&s, lens, ones, 5e-2f);
+}
+
+/* Each sequence's last row of out (batch b) against its last row of want
+ * (batch w), bit for bit. */
+static void expect_same_rows(const float *out, const tram_batch *b, const float *want, const tram_batch *w,
+                             int qd, const char *what)
+{
+    for (int q = 0; q < SEQS; q++) {
+        int i = b->query_start[q + 1] - 1, k = w->query_start[q + 1] - 1;
+        cr_assert(!memcmp(out + (size_t)i * qd, want + (size_t)k * qd, qd * sizeof(float)),
+                  "%s: sequence %d's last token differs", what, q);
+    }
+}
+
+/* A row's bits depend on its query, its keys and its context alone: each
+ * sequence's last token in a decode step (its splits spread over the pool)
+ * equals the same token in a batch where the sequences prefill (each tile
+ * folding its own splits), and on a one-thread backend. */
+Test(cpu_backend, attention_rows_do_not_depend_on_the_batch_or_the_threads)
+{
+    paged_cache c;
+    tram_attn_shape sh = {.n_heads = 6, .n_kv_heads = 2, .head_dim = 64, .block_size = 16};
+    paged_cache_fill(&c, &sh, (int[]){700, 130, 129});
+    int32_t pos_d[MAXT], qs_d[SEQS + 1], pos_p[MAXT], qs_p[SEQS + 1];
+    tram_batch dec = paged_batch(&c, (int[]){1, 1, 1}, pos_d, qs_d);
+    tram_batch pre = paged_batch(&c, (int[]){40, 1, 129}, pos_p, qs_p);
+    int qd = sh.n_heads * sh.head_dim;
+    float *q_pre = random_vec((size_t)pre.num_tokens * qd, 31), *q_dec = malloc((size_t)SEQS * qd * sizeof(float));
+    for (int q = 0; q < SEQS; q++)
+        memcpy(q_dec + (size_t)q * qd, q_pre + (size_t)(qs_p[q + 1] - 1) * qd, qd * sizeof(float));
+    float *out_dec = malloc((size_t)SEQS * qd * sizeof(float)), *out_one = malloc((size_t)SEQS * qd * sizeof(float));
+    float *out_pre = malloc((size_t)pre.num_tokens * qd * sizeof(float));
+    be->attention(be, out_dec, q_dec, c.kc, c.vc, &dec, &c.s);
+    be->attention(be, out_pre, q_pre, c.kc, c.vc, &pre, &c.s);
+    tram_backend *one;
+    cr_assert(!tram_backend_cpu_create(&one, 1, &(tram_error){{0}}));
+    one->attention(one, out_one, q_dec, c.kc, c.vc, &dec, &c.s);
+    cr_assert_eq(be->sync(be, &(tram_error){{0}}) | one->sync(one, &(tram_error){{0}}), 0);
+    expect_same_rows(out_pre, &pre, out_dec, &dec, qd, "a prefill batch against a decode step");
+    expect_same_rows(out_one, &dec, out_dec, &dec, qd, "one thread against two");
+    one->destroy(one);
+    paged_cache_free(&c);
+    free(q_pre), free(q_dec), free(out_dec), free(out_one), free(out_pre);
 }
