@@ -2,8 +2,8 @@
  * scales exactly the row quantizer's, loaded back), the Hugging Face layouts
  * of tests/fixtures/make_fp8_checkpoints.py (compressed-tensors per channel
  * and per tensor, FBGEMM), each run on the CPU's FP8 product against the
- * same weights dequantized to f32, and every configuration tram refuses,
- * named in its error. */
+ * same weights dequantized to f32, a tensor-parallel rank's cut of the codes
+ * and scales, and every configuration tram refuses, named in its error. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,8 +12,10 @@
 #include <unistd.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_fp8.h"
 #include "kernels/fp8_format.h"
 #include "models/quantize.h"
+#include "models/shard.h"
 #include "tests/unit/test_quantize_util.h"
 #include "tests/unit/test_util.h"
 
@@ -142,12 +144,52 @@ Test(fp8_loader, compressed_tensors_per_tensor_scale_repeats)
     tram_model_file_close(f);
 }
 
+/* A part of an FP8 tensor loaded as a rank would (models/shard.h): the
+ * backend's codes are the file's in the part's rows and columns, its scales
+ * those rows' scales, and the weight carries the file's activation bound. */
+static void check_part(tram_model_file *f, tram_shard_part p)
+{
+    tram_error err;
+    tram_backend *be = test_cpu_backend();
+    tram_shard_scratch sc;
+    cr_assert(!tram_shard_scratch_init(&sc, (size_t)p.rows * p.cols, (size_t)p.rows * p.cols, &err), "%s", err.msg);
+    uint8_t *codes = malloc((size_t)p.rows * p.cols);
+    float *scales = malloc(p.rows * sizeof(float));
+    cr_assert(!tram_model_file_read_fp8(f, p.name, codes, scales, p.rows, p.cols, &err), "%s", err.msg);
+    tram_weight w;
+    cr_assert(!tram_shard_load(be, f, &w, &p, 1, p.nrows, p.ncols, TRAM_W_FP8, &sc, &err), "%s", err.msg);
+    cr_assert_eq(w.type, TRAM_W_FP8);
+    cr_assert_eq(w.act_max, tram_model_file_fp8_act_max(f));
+    const uint8_t *got = w.data;
+    int kp = tram_fp8_stride(p.ncols);
+    for (int r = 0; r < p.nrows; r++) {
+        cr_assert_eq(w.scales[r], scales[p.row0 + r], "%s row %d", p.name, r);
+        for (int c = 0; c < p.ncols; c++)
+            cr_assert_eq(got[(size_t)r * kp + c], codes[(size_t)(p.row0 + r) * p.cols + p.col0 + c], "%s (%d, %d)",
+                         p.name, r, c);
+    }
+    be->free_weight(be, &w);
+    be->destroy(be);
+    tram_shard_scratch_free(&sc);
+    free(codes);
+    free(scales);
+}
+
+Test(fp8_loader, a_rank_holds_the_files_codes_of_its_rows_and_columns)
+{
+    tram_model_file *f = open_file(FIX "/ct_channel");
+    check_part(f, tram_shard_cols("blk.0.ffn_down.weight", FIX_DIM, 64, 32, 32));
+    check_part(f, tram_shard_rows("blk.0.ffn_gate.weight", 64, FIX_DIM, 16, 32));
+    tram_model_file_close(f);
+}
+
 Test(fp8_loader, fbgemm_per_row_with_its_activation_bound)
 {
     tram_model_file *f = open_file(FIX "/fbgemm");
     float scales[64];
     check_codes_match_f32(f, "blk.0.ffn_gate.weight", 64, FIX_DIM, scales);
     cr_assert_eq(tram_model_file_fp8_act_max(f), 1200.0f);
+    check_part(f, tram_shard_whole("blk.0.ffn_gate.weight", 64, FIX_DIM));
     check_fp8_forward_near_f32(f, FIX_VOCAB, 0.05);
     tram_model_file_close(f);
 }
