@@ -30,8 +30,11 @@ tram_cpu_kernel tram_fp8_kernel_best(void);
 
 /* Token rows x[n][cols] quantized: xd[n][kp] the E4M3 values of their codes
  * (zeros after cols; kp = tram_fp8_stride(cols)), xs[n] their scales; each
- * row's max|x| clamped to act_max when that is positive (fp8_format.h). */
-void tram_fp8_quantize_acts(float *xd, float *xs, const float *x, int n, int cols, float act_max);
+ * row's max|x| clamped to act_max when that is positive (fp8_format.h).
+ * Kernel k rounds (the generic one through the encoder, AVX2 on the bits:
+ * the same values). */
+void tram_fp8_quantize_acts(tram_cpu_kernel k, float *xd, float *xs, const float *x, int n, int cols,
+                            float act_max);
 
 /* y[n][w->rows] = (xd · e4m3(W)ᵀ) * xs[token] * w->scales[row] for a
  * TRAM_W_FP8 w, on pool (NULL: the caller alone). */

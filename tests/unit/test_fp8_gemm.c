@@ -61,6 +61,39 @@ Test(fp8_format, row_quantization_maps_the_maximum_to_448)
                   "x[%d] = %g", j, x[j]);
 }
 
+/* The AVX2 activation rounding against the encoder's: rows whose largest
+ * value is 448 (scale 1, so each value is rounded as it is), sweeping every
+ * 97th f32 bit pattern of both signs (every binade, midpoints among them)
+ * and the exact midpoints between neighbouring E4M3 values. */
+Test(fp8_gemm, avx2_activation_rounding_equals_the_encoder)
+{
+    if (!tram_fp8_kernel_available(TRAM_CPU_AVX2))
+        cr_skip_test("avx2 is not available on this CPU");
+    enum { COLS = 4099 };
+    float *x = malloc(COLS * sizeof(float)), *ref = malloc((COLS + 8) * sizeof(float));
+    float *got = malloc((COLS + 8) * sizeof(float)), s1, s2;
+    uint32_t bits = 0;
+    size_t checked = 0;
+    for (int row = 0; bits < 0x7f800000u; row++) {
+        x[0] = TRAM_FP8_MAX;
+        for (int j = 1; j < COLS; j++, bits += 97) {
+            uint32_t b = bits | (j & 1u) << 31;
+            memcpy(&x[j], &b, 4);
+            if (!(fabsf(x[j]) <= TRAM_FP8_MAX) || row == 0) /* 448 the row's maximum, no NaN; row 0: midpoints */
+                x[j] = (tram_fp8_e4m3_decode((uint8_t)(j % 126)) + tram_fp8_e4m3_decode((uint8_t)(j % 126 + 1))) / 2;
+        }
+        tram_fp8_quantize_acts(TRAM_CPU_GENERIC, ref, &s1, x, 1, COLS, 0);
+        tram_fp8_quantize_acts(TRAM_CPU_AVX2, got, &s2, x, 1, COLS, 0);
+        cr_assert_eq(s1, 1.0f, "row %d: scale %a", row, s1);
+        for (int j = 0; j < COLS + 5; j++)
+            cr_assert_eq(memcmp(&ref[j], &got[j], 4), 0, "x = %a: encoder %a, avx2 %a", j < COLS ? x[j] : 0.0f,
+                         ref[j], got[j]);
+        checked += COLS;
+    }
+    cr_assert_gt(checked, 20000000);
+    TRAM_FREE_ALL(x, ref, got);
+}
+
 /* A TRAM_W_FP8 weight of random codes (no NaN) and scales, made by the CPU backend. */
 static void make_weight(tram_backend *be, tram_weight *w, int rows, int cols, unsigned *seed)
 {
@@ -98,7 +131,7 @@ Test(fp8_gemm, avx2_equals_the_reference_bit_for_bit)
             float *fast = malloc((size_t)n * rows * sizeof(float));
             for (size_t i = 0; i < (size_t)n * cols; i++)
                 x[i] = rand_f(&seed);
-            tram_fp8_quantize_acts(xd, xs, x, n, cols, 0);
+            tram_fp8_quantize_acts(TRAM_CPU_GENERIC, xd, xs, x, n, cols, 0);
             tram_fp8_gemm(TRAM_CPU_GENERIC, NULL, ref, xd, xs, &w, n);
             tram_fp8_gemm(TRAM_CPU_AVX2, NULL, fast, xd, xs, &w, n);
             cr_assert_eq(memcmp(ref, fast, (size_t)n * rows * sizeof(float)), 0, "n %d, %dx%d", n, rows, cols);
@@ -122,7 +155,7 @@ Test(fp8_gemm, product_matches_the_dequantized_gemm)
     float *xs = malloc(n * sizeof(float)), *y = malloc((size_t)n * rows * sizeof(float));
     for (size_t i = 0; i < (size_t)n * cols; i++)
         x[i] = rand_f(&seed);
-    tram_fp8_quantize_acts(xd, xs, x, n, cols, 0);
+    tram_fp8_quantize_acts(TRAM_CPU_GENERIC, xd, xs, x, n, cols, 0);
     tram_fp8_gemm(tram_fp8_kernel_best(), NULL, y, xd, xs, &w, n);
     const uint8_t *codes = w.data;
     for (int t = 0; t < n; t++)
