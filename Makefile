@@ -213,6 +213,9 @@ $(BUILD)/bench/kv_cache: $(BUILD)/bench/kv_cache.o $(BUILD)/libtram.a
 $(BUILD)/bench/sparse_gemm: $(BUILD)/bench/sparse_gemm.o $(BUILD)/libtram.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
+$(BUILD)/bench/fp8_gemm: $(BUILD)/bench/fp8_gemm.o $(BUILD)/libtram.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
 $(BUILD)/bench/kv_attention: $(BUILD)/bench/kv_attention.o $(BUILD)/libtram.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 

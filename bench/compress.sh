@@ -4,8 +4,8 @@
 # agreement, on a text of another source than the calibration text: the KV
 # formats, 2:4 and FP8 weights, tram quantize --format fp8), what an
 # int8 KV cache holds in 1 GiB and its decode speed at 4k context, decode
-# attention alone over a 4k KV per dtype, and the 2:4 sparse product against
-# the dense one.
+# attention alone over a 4k KV per dtype, the 2:4 sparse product against
+# the dense one, and the CPU's FP8 product against the f32 and int8 ones.
 #   sh bench/compress.sh            (about 10 minutes of CPU on a quiet 2-core machine)
 # Environment: MODEL (the default model), TEXT (/usr/share/common-licenses/GPL-3),
 # CHUNKS (6 windows of 512), THREADS (all cores), KV_SEQS (4), KV_CTX (4096).
@@ -15,7 +15,8 @@ text=${TEXT:-/usr/share/common-licenses/GPL-3}
 chunks=${CHUNKS:-6}
 threads=${THREADS:+-t $THREADS}
 calib=${CALIB:-tests/fixtures/int8/calib.txt}
-make --no-print-directory bin/tram build/bench/kv_cache build/bench/kv_attention build/bench/sparse_gemm >/dev/null
+make --no-print-directory bin/tram build/bench/kv_cache build/bench/kv_attention build/bench/sparse_gemm \
+    build/bench/fp8_gemm >/dev/null
 mkdir -p build/compress
 bin/tram prune -m "$model" -o build/compress/s24.gguf --sparsity 2:4 --calib "$calib" $threads 2>/dev/null
 bin/tram quantize -m "$model" -o build/compress/fp8.gguf --format fp8 2>/dev/null
@@ -50,3 +51,5 @@ echo
 build/bench/kv_attention --ctx "${KV_CTX:-4096}" $threads
 echo
 build/bench/sparse_gemm $threads
+echo
+build/bench/fp8_gemm $threads

@@ -7,27 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/matmul_time.h"
 #include "kernels/backend.h"
 #include "models/prune.h"
 
 enum { REPS = 5, MAX_N = 16 };
-
-static double best_ms(tram_backend *be, float *y, const float *x, const tram_weight *w, int n)
-{
-    double best = 1e30;
-    tram_error err;
-    for (int r = 0; r < REPS; r++) {
-        double t0 = tram_now();
-        be->matmul(be, y, x, w, n);
-        if (be->sync(be, &err)) {
-            fprintf(stderr, "sparse_gemm: %s\n", err.msg);
-            exit(1);
-        }
-        double ms = (tram_now() - t0) * 1e3;
-        best = ms < best ? ms : best;
-    }
-    return best;
-}
 
 static void shape(tram_backend *be, const char *what, int rows, int cols)
 {
@@ -46,7 +30,8 @@ static void shape(tram_backend *be, const char *what, int rows, int cols)
     be->upload_weight(be, &dense, w, rows, cols, TRAM_W_F32);
     be->upload_weight(be, &sparse, w, rows, cols, TRAM_W_S24);
     for (int n = 1; n <= MAX_N; n *= 16) {
-        double d = best_ms(be, y, x, &dense, n), sp = best_ms(be, y, x, &sparse, n);
+        double d = bench_matmul_ms("sparse_gemm", be, y, x, &dense, n, REPS);
+        double sp = bench_matmul_ms("sparse_gemm", be, y, x, &sparse, n, REPS);
         printf("| %-22s | %5d x %-5d | %2d | %9.3f | %9.3f | %5.2fx |\n", what, rows, cols, n, d, sp, d / sp);
         fflush(stdout);
     }

@@ -1,0 +1,62 @@
+/* fp8_gemm.c — the CPU's FP8 W8A8 product (kernels/cpu/fp8.c, the emulation
+ * of cuBLASLt's) against the f32 and int8 W8A8 products of the same matrix,
+ * at the default model's layer shapes and Llama-3.1-8B's, for a decode step
+ * (1 token) and a small batch (16).  Best of REPS runs each, the
+ * activations' quantization included; prints markdown table rows.
+ *   build/bench/fp8_gemm [-t THREADS]     (run by bench/compress.sh) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/matmul_time.h"
+#include "kernels/backend.h"
+
+enum { REPS = 5, MAX_N = 16 };
+
+static void shape(tram_backend *be, const char *what, int rows, int cols)
+{
+    float *w = malloc((size_t)rows * cols * sizeof(float)), *x = malloc((size_t)MAX_N * cols * sizeof(float));
+    float *y = malloc((size_t)MAX_N * rows * sizeof(float));
+    unsigned s = 1;
+    for (size_t i = 0; i < (size_t)rows * cols; i++)
+        w[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (int i = 0; i < MAX_N * cols; i++)
+        x[i] = (float)i / (MAX_N * cols) - 0.5f;
+    tram_weight f32, i8, f8;
+    be->upload_weight(be, &f32, w, rows, cols, TRAM_W_F32);
+    be->upload_weight(be, &i8, w, rows, cols, TRAM_W_INT8);
+    be->upload_weight(be, &f8, w, rows, cols, TRAM_W_FP8);
+    for (int n = 1; n <= MAX_N; n *= 16) {
+        double a = bench_matmul_ms("fp8_gemm", be, y, x, &f32, n, REPS);
+        double b = bench_matmul_ms("fp8_gemm", be, y, x, &i8, n, REPS);
+        double c = bench_matmul_ms("fp8_gemm", be, y, x, &f8, n, REPS);
+        printf("| %-22s | %5d x %-5d | %2d | %9.3f | %9.3f | %9.3f | %5.2fx |\n", what, rows, cols, n, a, b, c, a / c);
+        fflush(stdout);
+    }
+    be->free_weight(be, &f32);
+    be->free_weight(be, &i8);
+    be->free_weight(be, &f8);
+    free(w), free(x), free(y);
+}
+
+int main(int argc, char **argv)
+{
+    int threads = argc == 3 && !strcmp(argv[1], "-t") ? atoi(argv[2]) : 0;
+    tram_backend *be;
+    tram_error err;
+    if (tram_backend_cpu_create(&be, threads, &err)) {
+        fprintf(stderr, "fp8_gemm: %s\n", err.msg);
+        return 1;
+    }
+    printf("| matrix                 | rows x cols   |  n | f32 ms    | int8 ms   | FP8 ms    | FP8 vs f32 |\n");
+    printf("|------------------------|---------------|---:|----------:|----------:|----------:|--------:|\n");
+    static const struct { const char *what; int rows, cols; } shapes[] = {
+        {"SmolLM2-135M q/k/v", 960, 576},   {"SmolLM2-135M o_proj", 576, 576},
+        {"SmolLM2-135M gate/up", 3072, 576}, {"SmolLM2-135M down", 576, 1536},
+        {"Llama-3.1-8B o_proj", 4096, 4096}, {"Llama-3.1-8B gate", 14336, 4096},
+    };
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+        shape(be, shapes[i].what, shapes[i].rows, shapes[i].cols);
+    be->destroy(be);
+    return 0;
+}

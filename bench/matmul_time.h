@@ -1,0 +1,30 @@
+/* matmul_time.h — the best of `reps` timed be->matmul calls, in ms, for the
+ * GEMM benches (sparse_gemm.c, fp8_gemm.c); a backend error exits 1 naming
+ * the bench. */
+#ifndef TRAM_BENCH_MATMUL_TIME_H
+#define TRAM_BENCH_MATMUL_TIME_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/backend.h"
+
+static inline double bench_matmul_ms(const char *bench, tram_backend *be, float *y, const float *x,
+                                     const tram_weight *w, int n, int reps)
+{
+    double best = 1e30;
+    tram_error err;
+    for (int r = 0; r < reps; r++) {
+        double t0 = tram_now();
+        be->matmul(be, y, x, w, n);
+        if (be->sync(be, &err)) {
+            fprintf(stderr, "%s: %s\n", bench, err.msg);
+            exit(1);
+        }
+        double ms = (tram_now() - t0) * 1e3;
+        best = ms < best ? ms : best;
+    }
+    return best;
+}
+
+#endif
