@@ -14,7 +14,6 @@
  * hand-off costs as much as a small group's arithmetic.  Each part keeps
  * its own products (the same shapes as a part alone), so a site's sums are
  * those of its parts one by one. */
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 #if defined(__AVX2__) || defined(__AVX512F__)
@@ -97,44 +96,9 @@ static int locate(const lora_job *j, int i, lora_item *it)
     return 0;
 }
 
-/* Floats of a bf16 A widened at a time: 128 KiB on the computing thread's
- * stack, all of a rank-16 A up to 2048 wide (the default model's). */
-#define WIDE_FLOATS (32 * 1024)
-
-/* Rows [r0, r0 + n) of A as f32: A's own rows, or (bf16) those rows widened
- * into wide, exactly. */
-static const float *a_rows(const tram_weight *A, int r0, int n, float *wide)
-{
-    size_t first = (size_t)r0 * A->cols, count = (size_t)n * A->cols;
-    if (A->type == TRAM_W_F32)
-        return (const float *)A->data + first;
-    tram_error err; /* bf16 has no blocks: it cannot fail */
-    tram_dequantize(TRAM_GGML_BF16, (const uint16_t *)A->data + first, wide, (int64_t)count, &err);
-    return wide;
-}
-
-/* t [n][t_ld] (part p's columns) = x[rows] · Aᵀ: a product per piece of A's
- * rows (all of them when A is f32, read in place; as many as wide holds
- * when it is bf16, the same values: a rank-16 A that fits is the product an
- * f32 one gives) and per run of consecutive rows (a sequence's prefill is
- * one run). */
-static void shrink_part(const lora_job *j, const tram_weight *A, const int32_t *rows, int n, float *t, float *wide)
-{
-    int in = j->site.in, piece = A->type == TRAM_W_F32 ? A->rows : TRAM_MAX(1, WIDE_FLOATS / in);
-    for (int r0 = 0; r0 < A->rows; r0 += piece) {
-        int nr = TRAM_MIN(piece, A->rows - r0);
-        const float *a = a_rows(A, r0, nr, wide);
-        for (int i = 0, run; i < n; i += run) {
-            for (run = 1; i + run < n && rows[i + run] == rows[i] + run; run++)
-                ;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, run, nr, in, 1.0f, j->x + (size_t)rows[i] * in, in,
-                        a, in, 0.0f, t + (size_t)i * j->t_ld + r0, j->t_ld);
-        }
-    }
-}
-
-/* The expand's vectors: VL output columns, loaded from f32 or bf16 (whose
- * bits are an f32's high half), multiplied and added in one rounding. */
+/* The shrink's and the expand's vectors: VL columns, loaded from f32 or
+ * bf16 (whose bits are an f32's high half), multiplied and added in one
+ * rounding, and (the shrink's) summed across. */
 #if defined(__AVX512F__)
 typedef __m512 vec;
 #define VL 16
@@ -144,17 +108,25 @@ typedef __m512 vec;
 #define vec_mul(a, b) _mm512_mul_ps(a, b)
 #define vec_store(p, v) _mm512_storeu_ps(p, v)
 #define vec_load_f32(p) _mm512_loadu_ps(p)
+#define vec_hsum(v) _mm512_reduce_add_ps(v)
 #define vec_load_bf16(p) \
     _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
 #elif defined(__AVX2__) && defined(__FMA__)
 typedef __m256 vec;
 #define VL 8
+static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
 #define vec_zero() _mm256_setzero_ps()
 #define vec_set1(f) _mm256_set1_ps(f)
 #define vec_fma(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define vec_mul(a, b) _mm256_mul_ps(a, b)
 #define vec_store(p, v) _mm256_storeu_ps(p, v)
 #define vec_load_f32(p) _mm256_loadu_ps(p)
+#define vec_hsum(v) hsum8(v)
 #define vec_load_bf16(p) \
     _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
 #else
@@ -167,20 +139,87 @@ typedef float vec;
 #define vec_store(p, v) (*(p) = (v))
 #define vec_load_f32(p) (*(p))
 #define vec_load_bf16(p) tram_bf16_to_f32(*(p))
+#define vec_hsum(v) (v)
 #endif
 
-/* Columns [c, c + VL) of Bᵀ's row k. */
-static inline vec bt_load(const tram_weight *Bt, int k, int c)
+/* Columns [c, c + VL) of row k of a factor (A or Bᵀ), and column c alone;
+ * bf16 is a constant where these are inlined, so the type is tested once a
+ * part, not once a load. */
+static inline vec row_load(const tram_weight *w, int bf16, int k, int c)
 {
-    size_t at = (size_t)k * Bt->cols + c;
-    return Bt->type == TRAM_W_F32 ? vec_load_f32((const float *)Bt->data + at)
-                                  : vec_load_bf16((const uint16_t *)Bt->data + at);
+    size_t at = (size_t)k * w->cols + c;
+    return bf16 ? vec_load_bf16((const uint16_t *)w->data + at) : vec_load_f32((const float *)w->data + at);
 }
 
-static inline float bt_at(const tram_weight *Bt, int k, int c)
+static inline float row_at(const tram_weight *w, int bf16, int k, int c)
 {
-    size_t at = (size_t)k * Bt->cols + c;
-    return Bt->type == TRAM_W_F32 ? ((const float *)Bt->data)[at] : tram_bf16_to_f32(((const uint16_t *)Bt->data)[at]);
+    size_t at = (size_t)k * w->cols + c;
+    return bf16 ? tram_bf16_to_f32(((const uint16_t *)w->data)[at]) : ((const float *)w->data)[at];
+}
+
+/* At many adapters a decode step waits on memory for the factors (each
+ * read once a step, 156 MB of them at 16 rank-16 adapters of the default
+ * model), and the hardware prefetcher, which follows a few sequential
+ * streams, lags behind the four or sixteen rows a loop here reads side by
+ * side: each row is fetched ahead of its loads, this many columns (the
+ * best of 64 to 1024 on a Xeon, bench/results/lora.md; much further and the
+ * fetches pass a row's end into rows that are being read already). */
+#define PREFETCH_COLS 128
+
+static inline void row_prefetch(const tram_weight *w, int bf16, int k, int c)
+{
+    __builtin_prefetch((const char *)w->data + ((size_t)k * w->cols + c) * (bf16 ? 2 : 4));
+}
+
+/* t[u] = x · A's row k + u for u < nk: VL lanes of products summed along
+ * the row, the lanes then summed, the last columns (in not a multiple of
+ * VL) added one by one.  The order is this file's own, not OpenBLAS's (an
+ * sgemm over A widened to f32 was the shrink before: the widening pass was
+ * a second read of every A, and its sums depended on which of OpenBLAS's
+ * kernels the CPU got). */
+static inline __attribute__((always_inline)) void dots(const float *x, const tram_weight *A, int bf16, int k,
+                                                       int nk, float *t)
+{
+    int in = A->cols, c = 0;
+    vec acc[4] = {vec_zero(), vec_zero(), vec_zero(), vec_zero()};
+    for (; c + VL <= in; c += VL) {
+        vec xv = vec_load_f32(x + c);
+#pragma GCC unroll 4
+        for (int u = 0; u < nk; u++)
+            row_prefetch(A, bf16, k + u, c + PREFETCH_COLS);
+#pragma GCC unroll 4
+        for (int u = 0; u < nk; u++)
+            acc[u] = vec_fma(xv, row_load(A, bf16, k + u, c), acc[u]);
+    }
+    for (int u = 0; u < nk; u++) {
+        float sum = vec_hsum(acc[u]);
+        for (int cc = c; cc < in; cc++)
+            sum = fmaf(x[cc], row_at(A, bf16, k + u, cc), sum);
+        t[u] = sum;
+    }
+}
+
+static inline __attribute__((always_inline)) void shrink_typed(const lora_job *j, const tram_weight *A, int bf16,
+                                                               const int32_t *rows, int n, float *t)
+{
+    int k = 0;
+    for (; k + 4 <= A->rows; k += 4)
+        for (int i = 0; i < n; i++)
+            dots(j->x + (size_t)rows[i] * j->site.in, A, bf16, k, 4, t + (size_t)i * j->t_ld + k);
+    for (; k < A->rows; k++)
+        for (int i = 0; i < n; i++)
+            dots(j->x + (size_t)rows[i] * j->site.in, A, bf16, k, 1, t + (size_t)i * j->t_ld + k);
+}
+
+/* t [n][t_ld] (part p's columns) = x[rows] · Aᵀ, A (f32 or bf16) read in
+ * place, four of its rows at a time against each row of x (those rows stay
+ * in L1 over a group's rows: a prefill's). */
+static void shrink_part(const lora_job *j, const tram_weight *A, const int32_t *rows, int n, float *t)
+{
+    if (A->type == TRAM_W_BF16)
+        shrink_typed(j, A, 1, rows, n, t);
+    else
+        shrink_typed(j, A, 0, rows, n, t);
 }
 
 /* ys [n][ys_ld] (part p's columns) = scale · t · Bᵀ: each output summed over
@@ -189,9 +228,10 @@ static inline float bt_at(const tram_weight *Bt, int k, int c)
  * the scale applied once), as an earlier form of this op called it, so the
  * sums are the same bits; here Bᵀ's rows are read in place, f32 or bf16,
  * with nothing packed (at one row a group, packing B was most of the
- * expand). */
-static void expand_part(const lora_job *j, const tram_weight *Bt, float scale, int n, const float *t, float *ys,
-                        int ys_ld)
+ * expand), each rank row fetched ahead. */
+static inline __attribute__((always_inline)) void expand_typed(const lora_job *j, const tram_weight *Bt, int bf16,
+                                                               float scale, int n, const float *t, float *ys,
+                                                               int ys_ld)
 {
     int rank = Bt->rows, out = Bt->cols;
     for (int i = 0; i < n; i++) {
@@ -202,8 +242,12 @@ static void expand_part(const lora_job *j, const tram_weight *Bt, float scale, i
             vec acc[4] = {vec_zero(), vec_zero(), vec_zero(), vec_zero()};
             for (int k = 0; k < rank; k++) {
                 vec tk = vec_set1(ti[k]);
+#pragma GCC unroll 4
                 for (int u = 0; u < 4; u++)
-                    acc[u] = vec_fma(tk, bt_load(Bt, k, c + u * VL), acc[u]);
+                    row_prefetch(Bt, bf16, k, c + u * VL + PREFETCH_COLS);
+#pragma GCC unroll 4
+                for (int u = 0; u < 4; u++)
+                    acc[u] = vec_fma(tk, row_load(Bt, bf16, k, c + u * VL), acc[u]);
             }
             for (int u = 0; u < 4; u++)
                 vec_store(yi + c + u * VL, vec_mul(vec_set1(scale), acc[u]));
@@ -211,10 +255,19 @@ static void expand_part(const lora_job *j, const tram_weight *Bt, float scale, i
         for (; c < out; c++) {
             float acc = 0.0f;
             for (int k = 0; k < rank; k++)
-                acc = fmaf(ti[k], bt_at(Bt, k, c), acc);
+                acc = fmaf(ti[k], row_at(Bt, bf16, k, c), acc);
             yi[c] = scale * acc;
         }
     }
+}
+
+static void expand_part(const lora_job *j, const tram_weight *Bt, float scale, int n, const float *t, float *ys,
+                        int ys_ld)
+{
+    if (Bt->type == TRAM_W_BF16)
+        expand_typed(j, Bt, 1, scale, n, t, ys, ys_ld);
+    else
+        expand_typed(j, Bt, 0, scale, n, t, ys, ys_ld);
 }
 
 /* ys [n][ys_ld] = scale · (x[rows] · Aᵀ) · Bᵀ for each part the group
@@ -223,12 +276,11 @@ static void compute_item(const lora_job *j, const lora_item *it, float *t, float
 {
     const tram_lora_group *G = &it->g;
     const int32_t *rows = j->s->order + G->first + it->r0;
-    float wide[WIDE_FLOATS];
     for (int p = 0, col = 0; p < j->site.n_parts; col += j->site.out[p++]) {
         if (!G->a[p])
             continue;
         float *tp = t + p * j->s->max_rank;
-        shrink_part(j, G->a[p], rows, it->n, tp, wide);
+        shrink_part(j, G->a[p], rows, it->n, tp);
         expand_part(j, G->bt[p], G->scale, it->n, tp, ys + col, ys_ld);
     }
 }
