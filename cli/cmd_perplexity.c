@@ -18,7 +18,7 @@
 
 typedef struct {
     const char *model, *text, *compare, *exclude;
-    int ctx, chunks, threads, int8;
+    int ctx, chunks, threads, quant; /* --quantization: 0 none, 1 int8, 2 fp8 */
     int kv_dtype; /* tram_kv_dtype: the choices below are in its order */
 } ppl_args;
 
@@ -29,8 +29,8 @@ static const tram_flag perplexity_flags[] = {
     {.name = "--file", .alias = "-f", .kind = TRAM_FLAG_STRING, .field = FIELD(text), .required = 1},
     {.name = "--compare", .kind = TRAM_FLAG_STRING, .field = FIELD(compare)},
     {.name = "--exclude", .kind = TRAM_FLAG_STRING, .field = FIELD(exclude)},
-    {.name = "--quantization", .kind = TRAM_FLAG_CHOICE, .field = FIELD(int8),
-     .choices = (const char *const[]){"none", "int8", NULL}},
+    {.name = "--quantization", .kind = TRAM_FLAG_CHOICE, .field = FIELD(quant),
+     .choices = (const char *const[]){"none", "int8", "fp8", NULL}},
     {.name = "--kv-cache-dtype", .kind = TRAM_FLAG_CHOICE, .field = FIELD(kv_dtype),
      .choices = (const char *const[]){"auto", "int8", "fp8", NULL}},
     {.name = "--ctx", .kind = TRAM_FLAG_INT, .field = FIELD(ctx), .lo = 4, .hi = 1 << 20},
@@ -42,11 +42,11 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: tram perplexity [-m MODEL] -f TEXT [--ctx N] [--chunks N] [--compare OTHER_MODEL]\n"
-            "       [--quantization none|int8] [--exclude LIST] [--kv-cache-dtype auto|int8|fp8] [-t N]\n\n"
+            "       [--quantization none|int8|fp8] [--exclude LIST] [--kv-cache-dtype auto|int8|fp8] [-t N]\n\n"
             "Perplexity over non-overlapping windows of N tokens (512), each scored on its second\n"
             "half as llama.cpp's llama-perplexity does.  --compare also runs OTHER_MODEL (as stored,\n"
             "the reference) and reports the KL divergence and top-1 agreement of the two models'\n"
-            "next-token distributions.  --quantization int8 quantizes MODEL's matrices at load,\n"
+            "next-token distributions.  --quantization int8|fp8 quantizes MODEL's matrices at load,\n"
             "except those --exclude names (lm_head, layers.0.mlp, ...; see tram quantize).\n"
             "--kv-cache-dtype int8|fp8 stores MODEL's KV cache in one byte a value (the reference's\n"
             "stays f32): --compare MODEL itself measures what the cache's format costs.\n");
@@ -92,8 +92,9 @@ static int open_model(tram_model_file **f, tram_model **m, tram_backend *be, con
                       int reference, tram_error *err)
 {
     tram_model_limits lim = tram_window_limits(a->ctx, TRAM_MIN(a->ctx, 64));
-    lim.quantize_int8 = !reference && a->int8;
-    lim.int8_exclude = lim.quantize_int8 ? a->exclude : NULL;
+    lim.quantize_int8 = !reference && a->quant == 1;
+    lim.quantize_fp8 = !reference && a->quant == 2;
+    lim.int8_exclude = lim.quantize_int8 || lim.quantize_fp8 ? a->exclude : NULL;
     lim.kv_dtype = reference ? TRAM_KV_AUTO : (tram_kv_dtype)a->kv_dtype;
     return tram_model_file_open(f, path, err) || tram_model_create(m, *f, be, &lim, err);
 }

@@ -33,7 +33,8 @@ void tram_engine_print_flags(FILE *out)
             "  --enable-prefix-caching / --no-enable-prefix-caching   (on)\n"
             "  --scheduling-policy fcfs|priority                      (fcfs)\n"
             "  --seed N                       seed of requests without one (0)\n"
-            "  --quantization none|int8       int8: W8A8 weights quantized at load (none)\n"
+            "  --quantization none|int8|fp8   W8A8 weights quantized at load: int8, or FP8 (E4M3,\n"
+            "                                 per row, as tram quantize --format fp8) (none)\n"
             "  --weight-format f32|native     native: Q8_0/Q4_0/Q4_1 matrices of a GGUF run as\n"
             "                                 stored on the CPU, activations rounded to int8 as\n"
             "                                 llama.cpp does (4x less memory, faster, not exact);\n"
@@ -196,7 +197,7 @@ static const tram_flag engine_flags[] = {
      .expected = "a size like 2GiB"},
     {.name = "--scheduling-policy", .kind = TRAM_FLAG_CUSTOM, .field = FIELD(policy), .parse = policy_flag},
     {.name = "--device", BUFFER(device), .choices = (const char *const[]){"cpu", "cuda", NULL}},
-    {.name = "--quantization", BUFFER(quantization), .choices = (const char *const[]){"none", "int8", NULL}},
+    {.name = "--quantization", BUFFER(quantization), .choices = (const char *const[]){"none", "int8", "fp8", NULL}},
     {.name = "--kv-cache-dtype", BUFFER(kv_cache_dtype), .choices = (const char *const[]){"auto", "int8", "fp8", NULL}},
     {.name = "--weight-format", BUFFER(weight_format), .choices = (const char *const[]){"f32", "native", NULL}},
     {.name = "--load-format", BUFFER(load_format), .choices = (const char *const[]){"auto", "dummy", NULL}},

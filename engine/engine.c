@@ -267,7 +267,7 @@ static tram_draft_env draft_env(const tram_engine *e, const tram_model_limits *l
                         .max_batch = e->spec_max_batch, .kv_from = self ? e->model : NULL};
     if (self) {
         d.lim.keep_blocks = 1;
-        d.lim.quantize_int8 = 0;
+        d.lim.quantize_int8 = d.lim.quantize_fp8 = 0;
     }
     return d;
 }
@@ -398,6 +398,7 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
         .block_size = bs,
         .weight_type = strcmp(e->cfg.device, "cpu") ? TRAM_W_BF16 : TRAM_W_F32,
         .quantize_int8 = !strcmp(e->cfg.quantization, "int8"),
+        .quantize_fp8 = !strcmp(e->cfg.quantization, "fp8"),
         .keep_blocks = !strcmp(e->cfg.weight_format, "native"),
         .kv_dtype = tram_kv_dtype_parse(e->cfg.kv_cache_dtype),
         .max_loras = e->cfg.max_loras,

@@ -99,7 +99,7 @@ typedef struct {
     char device[16];              /* "cpu" or "cuda" ("cpu") */
     int num_threads;              /* CPU backend threads; 0 = all cores */
     uint64_t seed;                /* seeds requests that bring no seed of their own (0) */
-    char quantization[8];         /* "none", or "int8": W8A8 weights quantized at load ("none") */
+    char quantization[8];         /* "none", "int8" or "fp8": W8A8 weights quantized at load ("none") */
     char kv_cache_dtype[8];       /* "auto": K/V as activations; "int8" or "fp8" (E4M3): one byte a
                                      value and a scale per token and KV head, CPU only
                                      (kernels/kv_format.h) ("auto") */

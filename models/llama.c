@@ -97,7 +97,7 @@ static int load_one(tram_model *m, tram_model_file *f, tram_weight *w, const cha
 
 /* FP8 for a matrix the file stores as FP8 (W8A8 on a backend that runs it);
  * int8 for one it stores as int8, or one the limits quantize at load and do
- * not exclude; else the file's block format when the limits keep blocks and
+ * not exclude; FP8 again for one the limits quantize to FP8; else the file's block format when the limits keep blocks and
  * the backend runs them; else the backend's format.  2:4 matrices run sparse
  * where the weights are f32 (the CPU), dense elsewhere (on CUDA: cuSPARSELt
  * is not a dependency here, so the dense int8 or bf16 path). */
@@ -109,6 +109,8 @@ static tram_wtype matrix_type(const tram_model *m, tram_model_file *f, const cha
     if (tram_model_file_is_int8(f, name) ||
         (m->lim.quantize_int8 && !tram_quant_excluded(m->lim.int8_exclude, name)))
         return sparse ? TRAM_W_S24_INT8 : TRAM_W_INT8;
+    if (m->lim.quantize_fp8 && !tram_quant_excluded(m->lim.int8_exclude, name))
+        return TRAM_W_FP8;
     tram_wtype blocks = tram_model_file_block_type(f, name);
     if (m->lim.keep_blocks && m->be->upload_weight_blocks && blocks != TRAM_W_F32)
         return blocks;

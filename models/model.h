@@ -123,7 +123,10 @@ typedef struct {
     tram_wtype weight_type;  /* TRAM_W_F32 on the CPU, TRAM_W_BF16 on CUDA */
     int quantize_int8;       /* matrices to TRAM_W_INT8 at load (W8A8, no smoothing); matrices
                                 the file stores as int8 load as int8 regardless */
-    const char *int8_exclude;/* comma-separated names kept at weight_type (models/quantize.h) */
+    int quantize_fp8;        /* matrices to TRAM_W_FP8 at load (per row, as tram quantize --format
+                                fp8 writes them); a tied embedding stays at weight_type */
+    const char *int8_exclude;/* comma-separated names kept at weight_type (models/quantize.h), for
+                                either quantization at load */
     int keep_blocks;         /* matrices the file stores in GGUF block formats stay in them on a
                                 backend with upload_weight_blocks (--weight-format native) */
     tram_kv_dtype kv_dtype;  /* the KV cache's format (--kv-cache-dtype; int8 and fp8: CPU) */

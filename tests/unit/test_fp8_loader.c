@@ -75,6 +75,33 @@ static void check_fp8_forward_near_f32(tram_model_file *f, int vocab, double tol
     free(b);
 }
 
+/* The source model quantized to FP8 at load (--quantization fp8) against
+ * the file tram quantize --format fp8 wrote from it: the same row quantizer
+ * makes the same codes and scales, so the logits are the same bits. */
+static void check_load_time_fp8_equals_the_file(tram_model_file *src, tram_model_file *file)
+{
+    tram_error err;
+    tram_backend *be = test_cpu_backend();
+    int blocks = TEST_MAX_TOKENS / 16;
+    tram_model_limits lim = {.max_tokens = TEST_MAX_TOKENS, .max_seqs = 64, .max_blocks_per_seq = blocks,
+                             .num_blocks = blocks, .block_size = 16, .weight_type = TRAM_W_F32,
+                             .quantize_fp8 = 1, .int8_exclude = "lm_head"};
+    tram_model *at_load, *stored = test_model_load(file, be, 0);
+    cr_assert(!tram_model_create(&at_load, src, be, &lim, &err), "%s", err.msg);
+    int32_t ids[N_IDS];
+    for (int i = 0; i < N_IDS; i++)
+        ids[i] = (i * 5 + 1) % TINY_VOCAB;
+    float *a = malloc((size_t)N_IDS * TINY_VOCAB * sizeof(float)), *b = malloc((size_t)N_IDS * TINY_VOCAB * 4);
+    test_forward_all(at_load, ids, N_IDS, a);
+    test_forward_all(stored, ids, N_IDS, b);
+    cr_assert_eq(memcmp(a, b, (size_t)N_IDS * TINY_VOCAB * sizeof(float)), 0);
+    tram_model_destroy(at_load);
+    tram_model_destroy(stored);
+    be->destroy(be);
+    free(a);
+    free(b);
+}
+
 Test(fp8_loader, quantize_writes_the_row_quantizers_codes, .timeout = 60)
 {
     char src[] = "/tmp/tram-fp8-src-XXXXXX", out[] = "/tmp/tram-fp8-out-XXXXXX";
@@ -106,6 +133,7 @@ Test(fp8_loader, quantize_writes_the_row_quantizers_codes, .timeout = 60)
      * outlier norm channels) amplifies any perturbation through its layers;
      * int8 at load moves its logits by 0.14 of the range */
     check_fp8_forward_near_f32(q, TINY_VOCAB, 0.5);
+    check_load_time_fp8_equals_the_file(f, q);
     tram_model_file_close(f);
     tram_model_file_close(q);
     free(w);
