@@ -135,14 +135,15 @@ __attribute__((target(AVX2_TARGET), always_inline)) static inline __m256i step_v
 }
 
 /* acc += the step's products with one token's inputs x[0..63], in int32:
- * |x| (u8) times sign(w, x) (s8) is x*w, and vpmaddubsw's pairs stay within
- * int16 (2 * 127 * 127 < 32768), as in int8.c's AVX2 kernel. */
+ * |w| (u8, the same for every token) times sign(x, w) (s8) is x*w, and
+ * vpmaddubsw's pairs stay within int16 (2 * 127 * 127 < 32768), the sign
+ * trick of int8.c's AVX2 kernel with the operands' roles swapped. */
 __attribute__((target(AVX2_TARGET), always_inline)) static inline __m256i
-step_dot(__m256i acc, const int8_t *x, __m256i lo, __m256i hi, __m256i vals)
+step_dot(__m256i acc, const int8_t *x, __m256i lo, __m256i hi, __m256i vals, __m256i abs_vals)
 {
     __m256i g = _mm256_or_si256(_mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)x), lo),
                                 _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(x + 32)), hi));
-    __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(g), _mm256_sign_epi8(vals, g));
+    __m256i prod = _mm256_maddubs_epi16(abs_vals, _mm256_sign_epi8(g, vals));
     return _mm256_add_epi32(acc, _mm256_madd_epi16(prod, _mm256_set1_epi16(1)));
 }
 
@@ -167,10 +168,10 @@ __attribute__((target(AVX2_TARGET), always_inline)) static inline void avx2_tile
     for (int t = 0; t < mt; t++)
         acc[t] = _mm256_setzero_si256();
     for (int s = 0; s < steps; s++) {
-        __m256i lo, hi, vals = step_values(v + 32 * s);
+        __m256i lo, hi, vals = step_values(v + 32 * s), abs_vals = _mm256_abs_epi8(vals);
         step_masks(p + 8 * s, &lo, &hi);
         for (int t = 0; t < mt; t++)
-            acc[t] = step_dot(acc[t], x + (size_t)t * j->kp + STEP * s, lo, hi, vals);
+            acc[t] = step_dot(acc[t], x + (size_t)t * j->kp + STEP * s, lo, hi, vals, abs_vals);
     }
     for (int t = 0; t < mt; t++) {
         int32_t tail = s24i8_dot(v + 32 * steps, p + 8 * steps, x + (size_t)t * j->kp + STEP * steps,
