@@ -1,6 +1,7 @@
 /* matmul_time.h — the best of `reps` timed be->matmul calls, in ms, for the
- * GEMM benches (sparse_gemm.c, fp8_gemm.c); a backend error exits 1 naming
- * the bench. */
+ * GEMM benches (sparse_gemm.c, fp8_gemm.c): x is f32 rows, or a tram_qact
+ * for a weight that takes int8 activations (timed through matmul_q, as the
+ * model's norms hand them over); a backend error exits 1 naming the bench. */
 #ifndef TRAM_BENCH_MATMUL_TIME_H
 #define TRAM_BENCH_MATMUL_TIME_H
 
@@ -9,14 +10,17 @@
 
 #include "kernels/backend.h"
 
-static inline double bench_matmul_ms(const char *bench, tram_backend *be, float *y, const float *x,
+static inline double bench_matmul_ms(const char *bench, tram_backend *be, float *y, const void *x,
                                      const tram_weight *w, int n, int reps)
 {
     double best = 1e30;
     tram_error err;
     for (int r = 0; r < reps; r++) {
         double t0 = tram_now();
-        be->matmul(be, y, x, w, n);
+        if (tram_wtype_takes_qact(w->type))
+            be->matmul_q(be, y, x, w, n);
+        else
+            be->matmul(be, y, x, w, n);
         if (be->sync(be, &err)) {
             fprintf(stderr, "%s: %s\n", bench, err.msg);
             exit(1);
