@@ -8,7 +8,10 @@
 # the dense one, and the CPU's FP8 product against the f32 and int8 ones.
 #   sh bench/compress.sh            (about 10 minutes of CPU on a quiet 2-core machine)
 # Environment: MODEL (the default model), TEXT (/usr/share/common-licenses/GPL-3),
-# CHUNKS (6 windows of 512), THREADS (all cores), KV_SEQS (4), KV_CTX (4096).
+# CHUNKS (6 windows of 512), THREADS (all cores), KV_SEQS (4), KV_CTX (4096),
+# SGPT_CALIB (SparseGPT's calibration text: CALIB; it needs more tokens than
+# CALIB's 1,400, see bench/results/compress.md), DENSE (the layers the "best
+# exclusions" rows leave dense: the first and last 4 of 30).
 set -e
 model=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 text=${TEXT:-/usr/share/common-licenses/GPL-3}
@@ -18,7 +21,15 @@ calib=${CALIB:-tests/fixtures/int8/calib.txt}
 make --no-print-directory bin/tram build/bench/kv_cache build/bench/kv_attention build/bench/sparse_gemm \
     build/bench/fp8_gemm >/dev/null
 mkdir -p build/compress
+sgpt_calib=${SGPT_CALIB:-$calib}
+dense=${DENSE:-blk.0,blk.1,blk.2,blk.3,blk.26,blk.27,blk.28,blk.29}
 bin/tram prune -m "$model" -o build/compress/s24.gguf --sparsity 2:4 --calib "$calib" $threads 2>/dev/null
+bin/tram prune -m "$model" -o build/compress/s24_sgpt.gguf --sparsity 2:4 --method sparsegpt --calib "$sgpt_calib" \
+    $threads 2>/dev/null
+bin/tram prune -m "$model" -o build/compress/s24_best.gguf --sparsity 2:4 --method sparsegpt --calib "$sgpt_calib" \
+    --exclude "$dense" $threads 2>/dev/null
+bin/tram quantize -m build/compress/s24_best.gguf -o build/compress/s24_best_int8.gguf --calib "$sgpt_calib" \
+    $threads 2>/dev/null
 bin/tram quantize -m "$model" -o build/compress/fp8.gguf --format fp8 2>/dev/null
 
 # one table row: NAME, the model under test, then its flags for `tram perplexity`
@@ -31,7 +42,7 @@ row() {
             /^PPL \(this model\)/ { ppl = $5 }
             /^PPL \(reference\)/  { ref = $4 }
             /^PPL ratio/          { pct = $5; gsub(/[()]/, "", pct) }
-            /^Mean KLD/           { kl = $5 " ± " $7 }
+            /^Mean KLD/           { kl = $6 " ± " $8 }
             /^Same top-1/         { top = $5 " ± " $7 " %" }
             END { printf "| %-24s | %7.3f | %7.3f | %8s | %17s | %15s |\n", name, ppl, ref, pct, kl, top }'
 }
@@ -44,6 +55,9 @@ echo "|--------------------------|--------:|--------:|---------:|---------------
 row "int8 KV cache" "$model" --kv-cache-dtype int8
 row "fp8 (E4M3) KV cache" "$model" --kv-cache-dtype fp8
 row "2:4 sparse (Wanda)" build/compress/s24.gguf
+row "2:4 sparse (SparseGPT)" build/compress/s24_sgpt.gguf
+row "2:4 SparseGPT, 8 dense" build/compress/s24_best.gguf
+row "2:4 + INT8, 8 dense" build/compress/s24_best_int8.gguf
 row "FP8 weights (W8A8)" build/compress/fp8.gguf
 echo
 build/bench/kv_cache -m "$model" --ctx "${KV_CTX:-4096}" --seqs "${KV_SEQS:-4}" $threads auto int8 fp8
