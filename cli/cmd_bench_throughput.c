@@ -301,6 +301,13 @@ static void print_spec(const char *mode, const bench_run *r)
            1.0 + (double)s->spec_decode_num_accepted_tokens / (double)s->spec_decode_num_drafts,
            (unsigned long long)s->spec_decode_off_steps,
            (unsigned long long)s->spec_decode_num_declined_tokens);
+    /* the share of verifications that reached each position and kept it:
+     * where a proposer's guesses stop holding */
+    printf("%s speculation: accepted per draft position, of the verifications:", mode);
+    for (int i = 0; i < TRAM_SPEC_MAX_TOKENS && s->spec_decode_num_accepted_tokens_per_pos[i]; i++)
+        printf(" %.0f%%", 100.0 * (double)s->spec_decode_num_accepted_tokens_per_pos[i] /
+                              (double)s->spec_decode_num_drafts);
+    printf("\n");
 }
 
 /* ---------------------------------------------------------------- command */
