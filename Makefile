@@ -225,6 +225,9 @@ $(BUILD)/bench/lora_step: $(BUILD)/bench/lora_step.o $(BUILD)/libtram.a
 $(BUILD)/bench/sampling: $(BUILD)/bench/sampling.o $(BUILD)/libtram.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
+$(BUILD)/bench/verify_gemm: $(BUILD)/bench/verify_gemm.o $(BUILD)/libtram.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
 # ---------------------------------------------------------------- JSON Schema suite
 # The validator's pass rate on the official JSON-Schema-Test-Suite, read from
 # a checkout of it that is not part of the project: make json-schema-suite
