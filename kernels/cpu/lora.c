@@ -171,6 +171,17 @@ static inline void row_prefetch(const tram_weight *w, int bf16, int k, int c)
     __builtin_prefetch((const char *)w->data + ((size_t)k * w->cols + c) * (bf16 ? 2 : 4));
 }
 
+/* The first PREFETCH_COLS columns of rows [r0, r1), which the fetches
+ * ahead of the loads miss: all requested before the loads reach them
+ * (the next block of A's rows while one is read, all of Bᵀ's as the expand
+ * starts), so that they arrive together rather than one miss after another. */
+static void heads_prefetch(const tram_weight *w, int bf16, int r0, int r1)
+{
+    for (int r = r0; r < TRAM_MIN(r1, w->rows); r++)
+        for (int c = 0; c < TRAM_MIN(PREFETCH_COLS, w->cols); c += 64 / (bf16 ? 2 : 4))
+            row_prefetch(w, bf16, r, c);
+}
+
 /* t[u] = x · A's row k + u for u < nk: VL lanes of products summed along
  * the row, the lanes then summed, the last columns (in not a multiple of
  * VL) added one by one.  The order is this file's own, not OpenBLAS's (an
@@ -203,9 +214,12 @@ static inline __attribute__((always_inline)) void shrink_typed(const lora_job *j
                                                                const int32_t *rows, int n, float *t)
 {
     int k = 0;
-    for (; k + 4 <= A->rows; k += 4)
+    heads_prefetch(A, bf16, 0, 4);
+    for (; k + 4 <= A->rows; k += 4) {
+        heads_prefetch(A, bf16, k + 4, k + 8);
         for (int i = 0; i < n; i++)
             dots(j->x + (size_t)rows[i] * j->site.in, A, bf16, k, 4, t + (size_t)i * j->t_ld + k);
+    }
     for (; k < A->rows; k++)
         for (int i = 0; i < n; i++)
             dots(j->x + (size_t)rows[i] * j->site.in, A, bf16, k, 1, t + (size_t)i * j->t_ld + k);
@@ -234,6 +248,7 @@ static inline __attribute__((always_inline)) void expand_typed(const lora_job *j
                                                                int ys_ld)
 {
     int rank = Bt->rows, out = Bt->cols;
+    heads_prefetch(Bt, bf16, 0, rank);
     for (int i = 0; i < n; i++) {
         const float *ti = t + (size_t)i * j->t_ld;
         float *yi = ys + (size_t)i * ys_ld;
