@@ -232,7 +232,7 @@ static tram_model *make_model(tram_model_file *f, const std::vector<sweep_case> 
     *max_blocks = (max_ctx + BLOCK - 1) / BLOCK;
     tram_model_limits lim = {.max_tokens = max_batch, .max_seqs = max_batch, .max_blocks_per_seq = *max_blocks,
                              .num_blocks = blocks, .block_size = BLOCK, .weight_type = TRAM_W_BF16,
-                             .quantize_int8 = int8, .int8_exclude = NULL, .keep_blocks = 0,
+                             .quantize_int8 = int8, .quantize_fp8 = 0, .int8_exclude = NULL, .keep_blocks = 0,
                              .kv_dtype = TRAM_KV_AUTO, .max_loras = 0, .max_lora_rank = 0};
     tram_model *m;
     tram_error err = {{0}};
