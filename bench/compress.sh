@@ -6,7 +6,7 @@
 # int8 KV cache holds in 1 GiB and its decode speed at 4k context, decode
 # attention alone over a 4k KV per dtype, the 2:4 sparse product against
 # the dense one, and the CPU's FP8 product against the f32 and int8 ones.
-#   sh bench/compress.sh            (about 10 minutes of CPU on a quiet 2-core machine)
+#   sh bench/compress.sh            (about 25 minutes of CPU on a quiet 2-core machine)
 # Environment: MODEL (the default model), TEXT (/usr/share/common-licenses/GPL-3),
 # CHUNKS (6 windows of 512), THREADS (all cores), KV_SEQS (4), KV_CTX (4096),
 # SGPT_CALIB (SparseGPT's calibration text: CALIB; it needs more tokens than
