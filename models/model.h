@@ -129,7 +129,7 @@ typedef struct {
                                 either quantization at load */
     int keep_blocks;         /* matrices the file stores in GGUF block formats stay in them on a
                                 backend with upload_weight_blocks (--weight-format native) */
-    tram_kv_dtype kv_dtype;  /* the KV cache's format (--kv-cache-dtype; int8 and fp8: CPU) */
+    tram_kv_dtype kv_dtype;  /* the KV cache's format (--kv-cache-dtype; either backend) */
     int max_loras;           /* LoRA adapter slots (--max-loras); 0: none */
     int max_lora_rank;       /* the largest rank a slot takes (--max-lora-rank) */
 } tram_model_limits;

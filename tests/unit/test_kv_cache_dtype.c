@@ -130,3 +130,19 @@ Test(kv_capacity, an_unknown_dtype_is_refused)
     cr_assert_neq(tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, &err), 0);
     cr_assert(strstr(err.msg, "kv_cache_dtype"), "%s", err.msg);
 }
+
+/* The CUDA kernels run these caches (the model loads them on either
+ * backend), but the engine keeps them off --device cuda until the GPU
+ * check's formats step has passed: refused by name before any device is
+ * looked for, so the sentence is the same with or without a GPU. */
+Test(kv_capacity, a_quantized_cache_on_cuda_is_refused)
+{
+    tram_engine_config c;
+    tram_engine_config_init(&c);
+    snprintf(c.device, sizeof(c.device), "cuda");
+    snprintf(c.kv_cache_dtype, sizeof(c.kv_cache_dtype), "fp8");
+    tram_engine *e = NULL;
+    tram_error err = {{0}};
+    cr_assert_neq(tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, &err), 0);
+    cr_assert(strstr(err.msg, "--kv-cache-dtype fp8 runs on --device cpu only"), "%s", err.msg);
+}
