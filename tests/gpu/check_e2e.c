@@ -41,11 +41,25 @@
  *            pair's tokens.  Agreement with the CPU engine is printed (INFO:
  *            bf16 near-ties may flip, the greedy and lora cases judge them).
  *
+ *   formats  greedy, logits and graph again with each compressed format on
+ *            both backends: an int8 KV cache (kv-int8), an fp8 (E4M3) one
+ *            (kv-fp8), and FP8 W8A8 weights quantized at load (fp8w,
+ *            --quantization fp8), the CPU emulating the CUDA rounding
+ *            (kernels/kv_format.h, kernels/cpu/fp8.c).  CUDA rounds its bf16
+ *            activations, the CPU its f32 ones, so a value near a code
+ *            boundary may land on the next code: each format has its own
+ *            tolerance (formats[] below).  The logits row also prints the
+ *            first step's error (relative and largest absolute), the greedy
+ *            row the first token at which a prompt diverged; divergences are
+ *            judged by the near-tie rule as in greedy, and graph replay runs
+ *            over each format's cache.
+ *
  * With --lora, only greedy (again, the base of lora), lora, lora-cpu and
- * lora-engine run; without it, every case but those.
+ * lora-engine run; with --formats, only the formats cases; with neither,
+ * every case but those.
  *
  * One line per case (PASS/FAIL); exit 0 when all pass, 1 on a failure, 2 when
- * no GPU is usable.  Usage: check_e2e [--cuda-kernels SPEC] [--lora] [preset] [tokenizer]
+ * no GPU is usable.  Usage: check_e2e [--cuda-kernels SPEC] [--lora | --formats] [preset] [tokenizer]
  * (SPEC: the GPU side's kernel variants, kernels/variants.h). */
 #include <math.h>
 #include <stdio.h>
@@ -73,6 +87,34 @@
 #define MAX_BLOCKS 8 /* 128 tokens per sequence */
 #define REQUESTS 64
 #define LORA_RANK 8
+
+/* One greedy comparison: what both models load with. */
+typedef struct {
+    const char *label;                 /* the rows' prefix: "", "llama-", "lora-", "kv-fp8-"... */
+    const tram_lora_adapter *adapter;  /* in slot 0, used by the even prompts; NULL: none */
+    tram_kv_dtype kv;                  /* the KV cache's format on both backends */
+    int fp8_weights;                   /* matrices to FP8 at load on both (--quantization fp8) */
+    double tol;                        /* logits tolerance, ‖cuda − cpu‖ / ‖cpu‖ */
+} greedy_case;
+
+static const greedy_case plain = {.label = "", .tol = LOGITS_TOL};
+
+/* The compressed formats, each on both backends.  Both round the same way,
+ * but CUDA rounds bf16 values and the CPU f32 ones, which differ by up to
+ * 2^-9 of the value: one that this moves across a code boundary lands one
+ * code away.  For int8 a code is 1/127 of the head's largest value, four
+ * times bf16's error at most and for few values: about the plain error.
+ * For E4M3 a code is 1/16 to 1/8 of the value itself: some 3 % of values
+ * move, each by ~6 %, about 1 % RMS against bf16's 0.2 %, so a few times
+ * the plain error, in the KV cache only (kv-fp8) or at every matmul's input
+ * (fp8w).  These tolerances are that arithmetic over LOGITS_TOL, not yet
+ * measured: the first GPU run's rows say how far inside them the errors
+ * are, and they tighten then. */
+static const greedy_case formats[] = {
+    {.label = "kv-int8-", .kv = TRAM_KV_INT8, .tol = 4e-2},
+    {.label = "kv-fp8-", .kv = TRAM_KV_FP8, .tol = 8e-2},
+    {.label = "fp8w-", .fp8_weights = 1, .tol = 1.5e-1},
+};
 
 static int failures, cases;
 static tram_kernel_variants kernels;  /* --cuda-kernels: the GPU side's variants */
@@ -152,12 +194,12 @@ static int argmax(const float *x, int n)
 /* The even prompts use slot 0, the odd ones the base. */
 static const int32_t even_prompts_on_slot_0[PROMPTS] = {0, -1, 0, -1, 0, -1, 0, -1};
 
-/* adapter: loaded into slot 0, which the even prompts use; NULL: none. */
-static void runner_init(runner *r, tram_backend *be, tram_model_file *f, tram_wtype type,
-                        const tram_lora_adapter *adapter)
+static void runner_init(runner *r, tram_backend *be, tram_model_file *f, tram_wtype type, const greedy_case *gc)
 {
+    const tram_lora_adapter *adapter = gc->adapter;
     tram_model_limits lim = {.max_tokens = PROMPTS * 64, .max_seqs = PROMPTS, .max_blocks_per_seq = MAX_BLOCKS,
                              .num_blocks = PROMPTS * MAX_BLOCKS, .block_size = BLOCK, .weight_type = type,
+                             .quantize_fp8 = gc->fp8_weights, .kv_dtype = gc->kv,
                              .max_loras = adapter != NULL, .max_lora_rank = LORA_RANK};
     tram_error err = {{0}};
     memset(r, 0, sizeof(*r));
@@ -170,32 +212,46 @@ static void runner_init(runner *r, tram_backend *be, tram_model_file *f, tram_wt
     make_prompts(r, vocab);
 }
 
-/* Compares one step's rows of the sequences still in agreement; appends each
+/* What a greedy comparison found. */
+typedef struct {
+    int live[PROMPTS];     /* the prompts whose tokens still agree */
+    double worst_rel;      /* the worst row's ‖cuda − cpu‖ / ‖cpu‖ while tokens agree */
+    double first_rel, first_max;  /* the first step's worst relative error and largest |cuda − cpu| */
+    int nan, ties, splits; /* NaN logits; near-tie flips; real divergences */
+    int first_flip;        /* the earliest step (from 0) at which a prompt diverged (GEN: none) */
+} greedy_stats;
+
+/* Compares step t's rows of the sequences still in agreement; appends each
  * backend's greedy token; a divergence ends that sequence's comparison. */
-static void compare_step(runner *c, runner *g, int vocab, int *live, double *worst_rel, int *nan,
-                         int *ties, int *splits)
+static void compare_step(runner *c, runner *g, int vocab, int t, greedy_stats *st)
 {
     for (int p = 0; p < PROMPTS; p++) {
-        if (!live[p])
+        if (!st->live[p])
             continue;
         const float *a = c->logits + (size_t)p * vocab, *b = g->logits + (size_t)p * vocab;
-        double diff = 0, ref = 0;
+        double diff = 0, ref = 0, largest = 0;
         for (int i = 0; i < vocab; i++) {
             double d = (double)b[i] - a[i];
-            *nan += isnan(b[i]);
+            st->nan += isnan(b[i]);
             diff += d * d;
             ref += (double)a[i] * a[i];
+            largest = fmax(largest, fabs(d));
         }
-        *worst_rel = fmax(*worst_rel, sqrt(diff / ref));
+        st->worst_rel = fmax(st->worst_rel, sqrt(diff / ref));
+        if (t == 0) {
+            st->first_rel = fmax(st->first_rel, sqrt(diff / ref));
+            st->first_max = fmax(st->first_max, largest);
+        }
         int tc = argmax(a, vocab), tg = argmax(b, vocab);
         c->tokens[p][c->len[p]++] = tc;
         g->tokens[p][g->len[p]++] = tg;
         if (tc != tg) {
-            live[p] = 0;
+            st->live[p] = 0;
+            st->first_flip = t < st->first_flip ? t : st->first_flip;
             if (tram_near_tie(a, b, tc, tg, sqrt(diff / vocab)))
-                (*ties)++;
+                st->ties++;
             else
-                (*splits)++;
+                st->splits++;
         }
     }
 }
@@ -283,39 +339,41 @@ static tram_lora_adapter *random_adapter(const tram_model_config *c)
     return a;
 }
 
-/* label: "" for the default model, "llama-" for the Llama shape, "lora-" with
- * adapter (row names); cpu_tokens: the CPU's tokens, kept for the caller. */
-static void check_greedy(tram_backend *cpu, tram_backend *gpu, tram_model_file *f, const char *label,
-                         const tram_lora_adapter *adapter, int32_t (*cpu_tokens)[MAX_BLOCKS * BLOCK])
+/* cpu_tokens: the CPU's tokens, kept for the caller. */
+static void check_greedy(tram_backend *cpu, tram_backend *gpu, tram_model_file *f, const greedy_case *gc,
+                         int32_t (*cpu_tokens)[MAX_BLOCKS * BLOCK])
 {
     int vocab = tram_model_file_config(f)->vocab_size;
     static runner c, g;
-    runner_init(&c, cpu, f, TRAM_W_F32, adapter);
-    runner_init(&g, gpu, f, TRAM_W_BF16, adapter);
-    int from[PROMPTS] = {0}, live[PROMPTS], nan = 0, ties = 0, splits = 0;
-    double worst = 0;
+    runner_init(&c, cpu, f, TRAM_W_F32, gc);
+    runner_init(&g, gpu, f, TRAM_W_BF16, gc);
+    int from[PROMPTS] = {0};
+    greedy_stats st = {.first_flip = GEN};
     for (int p = 0; p < PROMPTS; p++)
-        live[p] = 1;
+        st.live[p] = 1;
     for (int t = 0; t < GEN; t++) {
         step(&c, from);
         step(&g, from);
-        compare_step(&c, &g, vocab, live, &worst, &nan, &ties, &splits);
+        compare_step(&c, &g, vocab, t, &st);
         for (int p = 0; p < PROMPTS; p++)
             from[p] = c.len[p] - 1;
     }
     int equal = 0;
     for (int p = 0; p < PROMPTS; p++)
-        equal += live[p];
-    char line[256], name[32];
-    snprintf(line, sizeof(line), "worst logits rel %.2e (tol %.0e), nan %d", worst, LOGITS_TOL, nan);
-    snprintf(name, sizeof(name), "%slogits", label);
-    report(worst < LOGITS_TOL && !nan, name, line);
-    snprintf(line, sizeof(line), "%d of %d prompts: %d greedy tokens equal; %d near-tie flips, %d real", equal,
-             PROMPTS, GEN, ties, splits);
-    snprintf(name, sizeof(name), "%sgreedy", label);
-    report(splits == 0, name, line);
-    if (!adapter) {  /* the graph holds base rows only (engine/cuda_runner.c) */
-        snprintf(name, sizeof(name), "%sgraph", label);
+        equal += st.live[p];
+    char line[256], name[32], flip[32] = "none";
+    snprintf(line, sizeof(line), "worst logits rel %.2e (tol %.0e), first step rel %.2e, max |diff| %.3f, nan %d",
+             st.worst_rel, gc->tol, st.first_rel, st.first_max, st.nan);
+    snprintf(name, sizeof(name), "%slogits", gc->label);
+    report(st.worst_rel < gc->tol && !st.nan, name, line);
+    if (st.first_flip < GEN)
+        snprintf(flip, sizeof(flip), "token %d", st.first_flip + 1);
+    snprintf(line, sizeof(line), "%d of %d prompts: %d greedy tokens equal; %d near-tie flips, %d real; first at %s",
+             equal, PROMPTS, GEN, st.ties, st.splits, flip);
+    snprintf(name, sizeof(name), "%sgreedy", gc->label);
+    report(st.splits == 0, name, line);
+    if (!gc->adapter) {  /* the graph holds base rows only (engine/cuda_runner.c) */
+        snprintf(name, sizeof(name), "%sgraph", gc->label);
         check_graph_replay(&g, vocab, name);
     }
     memcpy(cpu_tokens, c.tokens, sizeof(c.tokens));
@@ -337,7 +395,7 @@ static void check_llama_shape(tram_backend *cpu, tram_backend *gpu)
     if (tram_model_file_open_dummy_config(&f, &c, "llama-3.1-8b, 2 layers", &err))
         die("dummy weights", &err);
     static int32_t tokens[PROMPTS][MAX_BLOCKS * BLOCK];
-    check_greedy(cpu, gpu, f, "llama-", NULL, tokens);
+    check_greedy(cpu, gpu, f, &(greedy_case){.label = "llama-", .tol = LOGITS_TOL}, tokens);
     tram_model_file_close(f);
 }
 
@@ -347,8 +405,8 @@ static void check_adapter_greedy(tram_backend *cpu, tram_backend *gpu, tram_mode
 {
     static int32_t base[PROMPTS][MAX_BLOCKS * BLOCK], adapted[PROMPTS][MAX_BLOCKS * BLOCK];
     tram_lora_adapter *a = random_adapter(tram_model_file_config(f));
-    check_greedy(cpu, gpu, f, "", NULL, base);
-    check_greedy(cpu, gpu, f, "lora-", a, adapted);
+    check_greedy(cpu, gpu, f, &plain, base);
+    check_greedy(cpu, gpu, f, &(greedy_case){.label = "lora-", .adapter = a, .tol = LOGITS_TOL}, adapted);
     tram_lora_free(a);
     int changed = 0, same_base = 1;
     for (int p = 0; p < PROMPTS; p++) {
@@ -620,8 +678,8 @@ static void check_lora_engine(const char *preset, const char *tokenizer)
 int main(int argc, char **argv)
 {
     take_kernels_arg("check_e2e", &argc, argv, &kernels);
-    int lora = argc > 1 && !strcmp(argv[1], "--lora");
-    if (lora)
+    int lora = argc > 1 && !strcmp(argv[1], "--lora"), compressed = argc > 1 && !strcmp(argv[1], "--formats");
+    if (lora || compressed)
         argv++, argc--;
     const char *preset = argc > 1 ? argv[1] : "smollm2-135m";
     const char *tokenizer = argc > 2 ? argv[2] : "tests/fixtures/tokenizer/spm/spm.gguf";
@@ -646,9 +704,19 @@ int main(int argc, char **argv)
         printf("check_e2e: %d of %d cases passed\n", cases - failures, cases);
         return failures ? 1 : 0;
     }
+    if (compressed) {  /* the plain case is e2e's, in the row above this one */
+        static int32_t tokens[PROMPTS][MAX_BLOCKS * BLOCK];
+        for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
+            check_greedy(cpu, gpu, f, &formats[i], tokens);
+        tram_model_file_close(f);
+        cpu->destroy(cpu);
+        gpu->destroy(gpu);
+        printf("check_e2e: %d of %d cases passed\n", cases - failures, cases);
+        return failures ? 1 : 0;
+    }
     check_dummy_on_device(gpu, f);
     static int32_t tokens[PROMPTS][MAX_BLOCKS * BLOCK];
-    check_greedy(cpu, gpu, f, "", NULL, tokens);
+    check_greedy(cpu, gpu, f, &plain, tokens);
     tram_model_file_close(f);
     check_llama_shape(cpu, gpu);
     cpu->destroy(cpu);
