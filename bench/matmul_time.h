@@ -9,6 +9,20 @@
 #include <stdlib.h>
 
 #include "kernels/backend.h"
+#include "kernels/int8_format.h"
+
+/* n rows of x (cols wide) as int8 activations, for a weight that takes
+ * them (tram_wtype_takes_qact); free with bench_qact_free. */
+static inline tram_qact bench_qact_make(const float *x, int n, int cols)
+{
+    tram_qact qa = {.cols = cols, .kp = tram_qact_stride(cols)};
+    qa.q = malloc((size_t)n * qa.kp), qa.scales = malloc((size_t)n * sizeof(float));
+    for (int t = 0; t < n; t++)
+        qa.scales[t] = tram_i8_quantize(x + (size_t)t * cols, cols, qa.kp, qa.q + (size_t)t * qa.kp);
+    return qa;
+}
+
+static inline void bench_qact_free(tram_qact *qa) { free(qa->q), free(qa->scales); }
 
 static inline double bench_matmul_ms(const char *bench, tram_backend *be, float *y, const void *x,
                                      const tram_weight *w, int n, int reps)

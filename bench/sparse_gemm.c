@@ -12,7 +12,6 @@
 
 #include "bench/matmul_time.h"
 #include "kernels/backend.h"
-#include "kernels/int8_format.h"
 #include "models/prune.h"
 
 enum { REPS = 5, MAX_N = 16 };
@@ -32,10 +31,7 @@ static void shape(tram_backend *be, const char *what, int rows, int cols, tram_w
     for (int c = 0; c < cols; c++)
         ones[c] = 1.0;
     tram_prune_24(w, rows, cols, ones); /* by magnitude: the speed does not depend on which */
-    tram_qact qa = {.cols = cols, .kp = tram_qact_stride(cols)};
-    qa.q = malloc((size_t)MAX_N * qa.kp), qa.scales = malloc(MAX_N * sizeof(float));
-    for (int t = 0; t < MAX_N; t++)
-        qa.scales[t] = tram_i8_quantize(x + (size_t)t * cols, cols, qa.kp, qa.q + (size_t)t * qa.kp);
+    tram_qact qa = bench_qact_make(x, MAX_N, cols);
     const void *in = tram_wtype_takes_qact(dense_type) ? (const void *)&qa : x;
     tram_weight dense, sparse;
     be->upload_weight(be, &dense, w, rows, cols, dense_type);
@@ -48,7 +44,8 @@ static void shape(tram_backend *be, const char *what, int rows, int cols, tram_w
     }
     be->free_weight(be, &dense);
     be->free_weight(be, &sparse);
-    free(w), free(x), free(y), free(ones), free(qa.q), free(qa.scales);
+    free(w), free(x), free(y), free(ones);
+    bench_qact_free(&qa);
 }
 
 int main(int argc, char **argv)
