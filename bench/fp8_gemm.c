@@ -16,13 +16,8 @@ enum { REPS = 5, MAX_N = 16 };
 
 static void shape(tram_backend *be, const char *what, int rows, int cols)
 {
-    float *w = malloc((size_t)rows * cols * sizeof(float)), *x = malloc((size_t)MAX_N * cols * sizeof(float));
-    float *y = malloc((size_t)MAX_N * rows * sizeof(float));
-    unsigned s = 1;
-    for (size_t i = 0; i < (size_t)rows * cols; i++)
-        w[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
-    for (int i = 0; i < MAX_N * cols; i++)
-        x[i] = (float)i / (MAX_N * cols) - 0.5f;
+    bench_operands o = bench_operands_make(rows, cols, MAX_N);
+    float *w = o.w, *x = o.x, *y = o.y;
     tram_qact qa = bench_qact_make(x, MAX_N, cols);
     tram_weight f32, i8, f8;
     be->upload_weight(be, &f32, w, rows, cols, TRAM_W_F32);
@@ -38,19 +33,13 @@ static void shape(tram_backend *be, const char *what, int rows, int cols)
     be->free_weight(be, &f32);
     be->free_weight(be, &i8);
     be->free_weight(be, &f8);
-    free(w), free(x), free(y);
+    bench_operands_free(&o);
     bench_qact_free(&qa);
 }
 
 int main(int argc, char **argv)
 {
-    int threads = argc == 3 && !strcmp(argv[1], "-t") ? atoi(argv[2]) : 0;
-    tram_backend *be;
-    tram_error err;
-    if (tram_backend_cpu_create(&be, threads, &err)) {
-        fprintf(stderr, "fp8_gemm: %s\n", err.msg);
-        return 1;
-    }
+    tram_backend *be = bench_cpu_backend("fp8_gemm", argc, argv);
     printf("| matrix                 | rows x cols   |  n | f32 ms    | int8 ms   | FP8 ms    | FP8 vs f32 |\n");
     printf("|------------------------|---------------|---:|----------:|----------:|----------:|--------:|\n");
     static const struct { const char *what; int rows, cols; } shapes[] = {

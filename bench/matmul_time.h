@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/backend.h"
 #include "kernels/int8_format.h"
@@ -23,6 +24,40 @@ static inline tram_qact bench_qact_make(const float *x, int n, int cols)
 }
 
 static inline void bench_qact_free(tram_qact *qa) { free(qa->q), free(qa->scales); }
+
+/* A shape's operands: W [rows][cols] from a fixed pseudo-random sequence
+ * (every bench times the same matrix), max_n rows of x, room for y. */
+typedef struct {
+    float *w, *x, *y;
+} bench_operands;
+
+static inline bench_operands bench_operands_make(int rows, int cols, int max_n)
+{
+    bench_operands o = {malloc((size_t)rows * cols * sizeof(float)), malloc((size_t)max_n * cols * sizeof(float)),
+                        malloc((size_t)max_n * rows * sizeof(float))};
+    unsigned s = 1;
+    for (size_t i = 0; i < (size_t)rows * cols; i++)
+        o.w[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (int i = 0; i < max_n * cols; i++)
+        o.x[i] = (float)i / (max_n * cols) - 0.5f;
+    return o;
+}
+
+static inline void bench_operands_free(bench_operands *o) { free(o->w), free(o->x), free(o->y); }
+
+/* The CPU backend, with the threads of a `-t THREADS` command line (else
+ * the backend's default); a failure exits 1 naming the bench. */
+static inline tram_backend *bench_cpu_backend(const char *bench, int argc, char **argv)
+{
+    int threads = argc == 3 && !strcmp(argv[1], "-t") ? atoi(argv[2]) : 0;
+    tram_backend *be;
+    tram_error err;
+    if (tram_backend_cpu_create(&be, threads, &err)) {
+        fprintf(stderr, "%s: %s\n", bench, err.msg);
+        exit(1);
+    }
+    return be;
+}
 
 static inline double bench_matmul_ms(const char *bench, tram_backend *be, float *y, const void *x,
                                      const tram_weight *w, int n, int reps)

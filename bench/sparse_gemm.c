@@ -20,14 +20,9 @@ enum { REPS = 5, MAX_N = 16 };
 static void shape(tram_backend *be, const char *what, int rows, int cols, tram_wtype dense_type,
                   tram_wtype sparse_type)
 {
-    float *w = malloc((size_t)rows * cols * sizeof(float)), *x = malloc((size_t)MAX_N * cols * sizeof(float));
-    float *y = malloc((size_t)MAX_N * rows * sizeof(float));
+    bench_operands o = bench_operands_make(rows, cols, MAX_N);
+    float *w = o.w, *x = o.x, *y = o.y;
     double *ones = malloc((size_t)cols * sizeof(double));
-    unsigned s = 1;
-    for (size_t i = 0; i < (size_t)rows * cols; i++)
-        w[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
-    for (int i = 0; i < MAX_N * cols; i++)
-        x[i] = (float)i / (MAX_N * cols) - 0.5f;
     for (int c = 0; c < cols; c++)
         ones[c] = 1.0;
     tram_prune_24(w, rows, cols, ones); /* by magnitude: the speed does not depend on which */
@@ -44,19 +39,14 @@ static void shape(tram_backend *be, const char *what, int rows, int cols, tram_w
     }
     be->free_weight(be, &dense);
     be->free_weight(be, &sparse);
-    free(w), free(x), free(y), free(ones);
+    bench_operands_free(&o);
+    free(ones);
     bench_qact_free(&qa);
 }
 
 int main(int argc, char **argv)
 {
-    int threads = argc == 3 && !strcmp(argv[1], "-t") ? atoi(argv[2]) : 0;
-    tram_backend *be;
-    tram_error err;
-    if (tram_backend_cpu_create(&be, threads, &err)) {
-        fprintf(stderr, "sparse_gemm: %s\n", err.msg);
-        return 1;
-    }
+    tram_backend *be = bench_cpu_backend("sparse_gemm", argc, argv);
     static const struct { const char *what; int rows, cols; } shapes[] = {
         {"SmolLM2-135M q/k/v", 960, 576},   {"SmolLM2-135M o_proj", 576, 576},
         {"SmolLM2-135M gate/up", 3072, 576}, {"SmolLM2-135M down", 576, 1536},
