@@ -168,8 +168,7 @@ int tram_backend_cpu_create_rank(tram_backend **out, int num_threads, tram_cpu_g
     s->fp8_kernel = tram_fp8_kernel_best();
     s->s24i8_kernel = tram_s24i8_kernel_best();
     s->group = g;
-    for (int c = 0; c < 256; c++)
-        s->fp8_lut[c] = tram_fp8_e4m3_decode((uint8_t)c);
+    s->fp8_lut = tram_fp8_decode_table();
     openblas_set_num_threads(1); /* we thread around it: see cpu_matmul */
     *be = (tram_backend){
         .name = "cpu", .act_bytes = sizeof(float), .rank = rank, .world_size = world, .impl = s,

@@ -27,6 +27,9 @@ static inline int tram_fp8_stride(int cols) { return (cols + 7) & ~7; }
 /* Whether kernel k runs here (AVX2: avx2 and fma), and the fastest that does. */
 int tram_fp8_kernel_available(tram_cpu_kernel k);
 tram_cpu_kernel tram_fp8_kernel_best(void);
+/* E4M3 code -> value, for every code: the one table of the FP8 products
+ * and the fp8 KV cache, built on first use. */
+const float *tram_fp8_decode_table(void);
 
 /* Token rows x[n][cols] quantized: xd[n][kp] the E4M3 values of their codes
  * (zeros after cols; kp = tram_fp8_stride(cols)), xs[n] their scales; each

@@ -26,7 +26,7 @@ typedef struct {
     tram_q8_block *xb;         /* activations quantized for block matmuls, grown to the largest */
     size_t xb_cap;             /* bytes */
     tram_cpu_group *group;     /* tensor-parallel ranks (allreduce.c); NULL alone */
-    float fp8_lut[256];        /* E4M3 code -> value, for an fp8 KV cache */
+    const float *fp8_lut;      /* E4M3 code -> value, for an fp8 KV cache (tram_fp8_decode_table) */
     tram_cpu_kernel kv_kernel; /* the best this CPU runs, for a quantized KV cache (kv_dequant.h) */
     tram_cpu_kernel attn_kernel; /* the best this CPU runs, for attention's arithmetic (attn_chunk.h) */
     float *att_parts;          /* a decode step's partial attention results (attention.c), grown to the largest */

@@ -32,6 +32,12 @@ static void lut_init(void)
         lut[c] = tram_fp8_e4m3_decode((uint8_t)c);
 }
 
+const float *tram_fp8_decode_table(void)
+{
+    pthread_once(&lut_once, lut_init);
+    return lut;
+}
+
 /* The reference: each value's code through the encoder, back through the table. */
 static void generic_round(float *out, const float *x, int cols, float inv)
 {
@@ -193,7 +199,7 @@ void tram_fp8_quantize_acts(tram_cpu_kernel k, float *xd, float *xs, const float
                             float act_max)
 {
     int kp = tram_fp8_stride(cols);
-    pthread_once(&lut_once, lut_init);
+    tram_fp8_decode_table();
     for (int i = 0; i < n; i++) {
         const float *xr = x + (size_t)i * cols;
         float amax = 0.0f;
@@ -232,7 +238,7 @@ tram_cpu_kernel tram_fp8_kernel_best(void) { return tram_cpu_kernel_best(tram_cp
 void tram_fp8_gemm(tram_cpu_kernel k, tram_cpu_pool *pool, float *y, const float *xd, const float *xs,
                    const tram_weight *w, int n)
 {
-    pthread_once(&lut_once, lut_init);
+    tram_fp8_decode_table();
     fp8_job j = {.y = y, .xd = xd, .xs = xs, .w = w, .n = n, .k = k};
     /* chunks of about 64 KiB of codes, in 16-row steps */
     int chunk = TRAM_MAX(16, (65536 / tram_fp8_stride(w->cols) + 15) / 16 * 16);
