@@ -22,6 +22,7 @@ typedef struct {
     double utilization;          /* --gpu-memory-utilization */
     int reserved_blocks;         /* blocks of the pool kept from the block manager */
     size_t reserved_bytes;       /* device memory taken after the fit (LoRA slots' factors) */
+    tram_kv_dtype kv;            /* --kv-cache-dtype: a block's bytes (kernels/kv_format.h) */
 } tram_cuda_pool_spec;
 
 /* KV blocks the profiling pass needs: create the model with this pool first. */

@@ -131,9 +131,6 @@ static int check_config(const tram_engine_config *c, tram_error *err)
                                            : "--load-format dummy needs --preset NAME");
     if (tram_kv_dtype_parse(c->kv_cache_dtype) < 0)
         return tram_fail(err, "kv_cache_dtype must be auto, int8 or fp8, got \"%s\"", c->kv_cache_dtype);
-    if (tram_kv_dtype_parse(c->kv_cache_dtype) != TRAM_KV_AUTO && strcmp(c->device, "cpu"))
-        return tram_fail(err, "--kv-cache-dtype %s runs on --device cpu only: the CUDA kernels have not "
-                         "passed the GPU check yet (docs/gpu.md)", c->kv_cache_dtype);
     if (tram_kernel_variants_any(&c->kernels) && strcmp(c->device, "cuda"))
         return tram_fail(err, "kernel variants (--cuda-kernels) need --device cuda");
     if (!(c->gpu_memory_utilization > 0 && c->gpu_memory_utilization <= 1))
@@ -238,6 +235,7 @@ static tram_cuda_pool_spec cuda_pool_spec(const tram_engine *e)
         .utilization = e->cfg.gpu_memory_utilization,
         .reserved_blocks = e->pad_blocks,
         .reserved_bytes = lora_slot_bytes(e),
+        .kv = tram_kv_dtype_parse(e->cfg.kv_cache_dtype),
     };
 }
 

@@ -101,8 +101,8 @@ typedef struct {
     uint64_t seed;                /* seeds requests that bring no seed of their own (0) */
     char quantization[8];         /* "none", "int8" or "fp8": W8A8 weights quantized at load ("none") */
     char kv_cache_dtype[8];       /* "auto": K/V as activations; "int8" or "fp8" (E4M3): one byte a
-                                     value and a scale per token and KV head, CPU only
-                                     (kernels/kv_format.h) ("auto") */
+                                     value and a scale per token and KV head, on either
+                                     backend (kernels/kv_format.h) ("auto") */
     char load_format[8];          /* "auto": weights from the model path; "dummy": random weights
                                      of `preset` (models/dummy.h), and the model path only gives
                                      the tokenizer ("auto") */
