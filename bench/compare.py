@@ -41,6 +41,11 @@ CONFIG = {
     "COMPARE_SERVE_INPUT_LEN": ("128", "32"),
     "COMPARE_SERVE_OUTPUT_LEN": ("64", "8"),
     "COMPARE_LLAMA_SLOTS": ("32", "4"),          # llama-server -np
+    # closed-loop serving: this many clients, each sending its next request when its last one ends
+    "COMPARE_CLOSED_CLIENTS": ("32", "4"),
+    "COMPARE_CLOSED_PROMPTS": ("64", "8"),       # requests per run (2 per client)
+    "COMPARE_CLOSED_INPUT_LEN": ("96", "32"),    # words
+    "COMPARE_CLOSED_OUTPUT_LEN": ("128", "8"),
     # tram runs the GGUF's blocks as stored, with int8 activations: the scheme llama.cpp runs.
     # Engine flags, given to `tram bench throughput` and `tram serve` alike.
     "COMPARE_TRAM_FLAGS": ("--weight-format native", None),
@@ -277,13 +282,14 @@ class Harness:
                 srv.wait()
             log.close()
 
-    def bench_serve(self, engine, port, rate, n, seed, out_len):
+    def bench_serve(self, engine, port, rate, n, seed, out_len, in_len=None, clients=None):
         path = os.path.join(ROOT, f"build/compare/{engine}-serve.json")
-        self.run(f"{engine} bench serve", ["bin/tram", "bench", "serve", "--base-url", f"http://127.0.0.1:{port}",
-                                           "--request-rate", rate, "--num-prompts", str(n),
-                                           "--random-input-len", conf("COMPARE_SERVE_INPUT_LEN"),
-                                           "--random-output-len", str(out_len), "--seed", str(seed),
-                                           "--result-json", path])
+        closed = ["--max-concurrency", str(clients)] if clients else []
+        self.run(f"{engine} bench serve" + (" closed loop" if clients else ""),
+                 ["bin/tram", "bench", "serve", "--base-url", f"http://127.0.0.1:{port}",
+                  "--request-rate", rate, "--num-prompts", str(n),
+                  "--random-input-len", in_len or conf("COMPARE_SERVE_INPUT_LEN"),
+                  "--random-output-len", str(out_len), "--seed", str(seed), "--result-json", path] + closed)
         with open(path) as f:
             s = json.load(f)
         if s["failed"]:
@@ -305,6 +311,18 @@ class Harness:
                     self.add(group, f"{name} {label} (ms)", True, engine,
                              statistics.median(r[key][stat] for r in runs))
             self.add(group, "output tok/s", False, engine, statistics.median(r["output_throughput"] for r in runs))
+        self.serve_closed_loop(engine, port, seed)
+
+    def serve_closed_loop(self, engine, port, seed):
+        """The closed loop: every client streams a completion and sends the next as soon as it ends, so the
+        figure is the server's sustained output rate with that many requests always in flight."""
+        clients, n = int(conf("COMPARE_CLOSED_CLIENTS")), int(conf("COMPARE_CLOSED_PROMPTS"))
+        in_len, out_len = conf("COMPARE_CLOSED_INPUT_LEN"), int(conf("COMPARE_CLOSED_OUTPUT_LEN"))
+        runs = [self.bench_serve(engine, port, "inf", n, seed + 1 + i, out_len, in_len, clients)
+                for i in range(self.runs)]
+        group = f"serving, closed loop of {clients} clients ({in_len} words in / {out_len} out)"
+        self.add(group, "output tok/s", False, engine, statistics.median(r["output_throughput"] for r in runs))
+        self.add(group, "TPOT p50 (ms)", True, engine, statistics.median(r["tpot_ms"]["median"] for r in runs))
 
     def tram_serve(self):
         port = free_port()
@@ -315,7 +333,9 @@ class Harness:
     def llama_serve(self):
         port = free_port()
         slots = int(conf("COMPARE_LLAMA_SLOTS"))
-        ctx = slots * (2 * int(conf("COMPARE_SERVE_INPUT_LEN")) + int(conf("COMPARE_SERVE_OUTPUT_LEN")))
+        per_slot = max(2 * int(conf(f"COMPARE_{w}_INPUT_LEN")) + int(conf(f"COMPARE_{w}_OUTPUT_LEN"))
+                       for w in ("SERVE", "CLOSED"))  # 2 tokens a word at most
+        ctx = slots * per_slot
         self.attempt("llama.cpp", "serving", lambda: self.serve("llama.cpp", [
             f"{self.llama_bin}/llama-server", "-m", self.model, "--host", "127.0.0.1", "--port", str(port),
             "-t", str(self.threads), "-np", str(slots), "-c", str(ctx), "--cont-batching"], port))
@@ -427,7 +447,10 @@ def report(h, m, load_before, load_after, started, seconds):
         "tram's figure is its output tok/s for a 1-token prompt. Serving: "
         "`tram bench serve` (Poisson arrivals, streaming /v1/completions, greedy, ignore_eos, "
         f"{conf('COMPARE_SERVE_PROMPTS')} prompts of {conf('COMPARE_SERVE_INPUT_LEN')} random words, "
-        f"{conf('COMPARE_SERVE_OUTPUT_LEN')} tokens out) against each server; llama-server with "
+        f"{conf('COMPARE_SERVE_OUTPUT_LEN')} tokens out) against each server; the closed loop: "
+        f"`--max-concurrency {conf('COMPARE_CLOSED_CLIENTS')}` clients sending "
+        f"{conf('COMPARE_CLOSED_PROMPTS')} requests of {conf('COMPARE_CLOSED_INPUT_LEN')} words, "
+        f"{conf('COMPARE_CLOSED_OUTPUT_LEN')} tokens out, each as soon as its last ended; llama-server with "
         f"`-np {conf('COMPARE_LLAMA_SLOTS')} --cont-batching`.",
         "",
         "## Commands",
