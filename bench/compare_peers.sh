@@ -2,8 +2,9 @@
 # Installs the peers that `make compare` measures tram against, under
 # bench/peers/ (git-ignored), skipping every step whose result is already there:
 #   - llama.cpp's own llama-server, llama-batched-bench and llama-bench, and
-#     the llama-lookup, llama-speculative and llama-embedding examples that
-#     bench/spec.py and bench/embed.py run (LLAMA_TARGETS), built with CMake
+#     the llama-lookup, llama-speculative, llama-quantize (the F32 target of
+#     llama-speculative) and llama-embedding tools that bench/spec.py and
+#     bench/embed.py run (LLAMA_TARGETS), built with CMake
 #     (CPU, Release, GGML_NATIVE) from the llama.cpp source that the
 #     llama-cpp-python sdist vendors;
 #   - a virtual environment with transformers + torch (+ accelerate, gguf).
@@ -23,7 +24,7 @@ JOBS="${JOBS:-2}"
 
 SRC="$PEERS/src/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION"
 BUILD="$PEERS/llama-build-$LLAMA_CPP_PYTHON_VERSION"
-LLAMA_TARGETS="${LLAMA_TARGETS:-llama-server llama-batched-bench llama-bench llama-lookup llama-speculative llama-embedding}"
+LLAMA_TARGETS="${LLAMA_TARGETS:-llama-server llama-batched-bench llama-bench llama-lookup llama-speculative llama-embedding llama-quantize}"
 mkdir -p "$PEERS/dl" "$PEERS/src"
 
 if [ ! -d "$SRC/vendor/llama.cpp" ]; then
