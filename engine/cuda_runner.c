@@ -192,6 +192,17 @@ int tram_cuda_sampling_of(const tram_seq *s, tram_cuda_sampling *sp, tram_logit_
     return 1;
 }
 
+tram_cuda_sampling tram_cuda_sampling_ahead(const tram_seq *s, const tram_cuda_sampling *first, int j)
+{
+    const tram_request *r = s->req;
+    tram_cuda_sampling sp = *first;
+    sp.row = first->row + j;
+    sp.step = first->step + (uint64_t)j;  /* the position is the low half, which a draft never carries over */
+    if (s->num_tokens + j - s->prompt_len >= r->p.min_tokens)
+        sp.num_bias = TRAM_MIN(first->num_bias, r->p.num_logit_bias);
+    return sp;
+}
+
 uint64_t tram_cuda_seq_key(const tram_seq *s)
 {
     return (s->arrival + 1) * (uint64_t)TRAM_MAX_N + (uint64_t)s->sample_index;
@@ -226,9 +237,12 @@ struct tram_cuda_runner {
     tram_cuda_runner_spec spec;
     tram_cuda_seat *seats;       /* [max_seqs] */
     uint64_t step;
-    tram_cuda_sampling *params;  /* [max_seqs] this step's device rows */
+    tram_cuda_sampling *params;  /* [max_rows] this step's device rows */
+    int32_t *drafts;             /* [max_rows] the draft each row is checked against; -1: none */
+    tram_cuda_verify_seq *vseqs; /* [max_seqs] the rows of each device sequence */
+    int *vitem;                  /* [max_seqs] its item in the step */
     tram_logit_bias *bias;       /* [max_seqs * TRAM_CUDA_MAX_BIAS] their entries */
-    int32_t *ids;                /* [max_seqs] */
+    int32_t *ids;                /* [max_rows] */
     int32_t *drawn;              /* [max_rows] token per logits row; -1: the host's */
     int32_t *pad_mem;
     tram_cuda_padded pad;
@@ -244,12 +258,17 @@ static int runner_alloc(tram_cuda_runner *g, tram_error *err)
     size_t s = (size_t)g->spec.max_seqs, mb = (size_t)(g->spec.max_model_len + g->spec.block_size - 1) /
                                                 g->spec.block_size;
     g->seats = tram_calloc(s, sizeof(*g->seats), err);
-    g->params = tram_calloc(s, sizeof(*g->params), err);
+    size_t rows = (size_t)g->spec.max_rows;
+    g->params = tram_calloc(rows, sizeof(*g->params), err);
+    g->drafts = tram_calloc(rows, sizeof(*g->drafts), err);
+    g->vseqs = tram_calloc(s, sizeof(*g->vseqs), err);
+    g->vitem = tram_calloc(s, sizeof(*g->vitem), err);
     g->bias = tram_calloc(s * TRAM_CUDA_MAX_BIAS, sizeof(*g->bias), err);
-    g->ids = tram_calloc(s, sizeof(*g->ids), err);
-    g->drawn = tram_calloc((size_t)g->spec.max_rows, sizeof(*g->drawn), err);
+    g->ids = tram_calloc(rows, sizeof(*g->ids), err);
+    g->drawn = tram_calloc(rows, sizeof(*g->drawn), err);
     g->pad_mem = tram_calloc(6 * s + 1 + s * mb, sizeof(int32_t), err);
-    if (!g->seats || !g->params || !g->bias || !g->ids || !g->drawn || !g->pad_mem)
+    if (!g->seats || !g->params || !g->drafts || !g->vseqs || !g->vitem || !g->bias || !g->ids || !g->drawn ||
+        !g->pad_mem)
         return -1;
     int32_t *a = g->pad_mem;  /* ids, positions, slots, query_start (s + 1), lens, rows, then tables */
     g->pad = (tram_cuda_padded){
@@ -268,8 +287,7 @@ void tram_cuda_runner_destroy(tram_cuda_runner *g)
 {
     if (!g)
         return;
-    free(g->seats), free(g->params), free(g->bias), free(g->ids), free(g->drawn), free(g->pad_mem);
-    free(g);
+    TRAM_FREE_ALL(g->seats, g->params, g->drafts, g->vseqs, g->vitem, g->bias, g->ids, g->drawn, g->pad_mem, g);
 }
 
 int tram_cuda_runner_create(tram_cuda_runner **out, tram_backend *be, const tram_cuda_runner_spec *spec,
@@ -281,9 +299,14 @@ int tram_cuda_runner_create(tram_cuda_runner **out, tram_backend *be, const tram
         return -1;
     g->be = be;
     g->spec = *spec;
+    if (spec->max_logits < spec->max_seqs || spec->max_logits > spec->max_rows) {
+        free(g);
+        return tram_fail(err, "CUDA runner: %d logits rows on the device, outside [%d sequences, %d rows]",
+                         spec->max_logits, spec->max_seqs, spec->max_rows);
+    }
     if (runner_alloc(g, err) ||
-        tram_cuda_sampler_reserve(be, spec->max_seqs, spec->max_seqs * TRAM_CUDA_MAX_BIAS, spec->max_seqs,
-                                  spec->vocab, spec->max_model_len, err) ||
+        tram_cuda_sampler_reserve(be, spec->max_seqs, spec->max_rows, spec->max_seqs * TRAM_CUDA_MAX_BIAS,
+                                  spec->max_seqs, spec->vocab, spec->max_model_len, err) ||
         (spec->mask_words > 0 && tram_cuda_mask_reserve(be, spec->max_seqs, spec->mask_words, err))) {
         tram_cuda_runner_destroy(g);
         return -1;
@@ -376,26 +399,68 @@ static int claim_seat(tram_cuda_runner *g, const tram_seq *s, tram_cuda_sampling
     return load ? tram_cuda_seat_load(g->be, sp->seat, s->tokens, s->prompt_len, s->num_tokens, err) : 0;
 }
 
-/* Draws, on the device, every row the device sampler can serve. */
+/* Item i's rows for the device, from params[n] on (one row, or 1 + k for k
+ * drafts, each checked against its draft), its bias entries from bias_start:
+ * returns how many rows, 0 when the host draws them, -1 on error. */
+static int device_rows(tram_cuda_runner *g, const tram_sched_item *it, int row0, int n, int bias_start,
+                       tram_error *err)
+{
+    const tram_seq *s = it->seq;
+    int k = it->num_draft, nb;
+    tram_cuda_sampling *sp = &g->params[n];
+    if ((k && s->matcher) || !tram_cuda_sampling_of(s, sp, g->bias + bias_start, &nb))
+        return 0;
+    int rc = claim_seat(g, s, sp, err);
+    if (rc)
+        return rc < 0 ? -1 : 0;
+    sp->row = row0;
+    sp->bias_start = bias_start;
+    for (int j = 1; j <= k; j++)
+        g->params[n + j] = tram_cuda_sampling_ahead(s, sp, j);
+    for (int j = 0; j <= k; j++)  /* a speculating sequence's drafts sit past its tokens */
+        g->drafts[n + j] = j < k ? s->tokens[s->num_tokens + j] : -1;
+    return k + 1;
+}
+
+/* The draws of a verification back in their rows; a seat ends holding the
+ * sequence's tokens with its draws (the accepted drafts and the one after). */
+static void take_draws(tram_cuda_runner *g, const tram_sched_item *items, int num_vseqs)
+{
+    for (int q = 0; q < num_vseqs; q++) {
+        const tram_cuda_verify_seq *v = &g->vseqs[q];
+        int got = 0;
+        for (int r = v->first; r < v->first + v->rows; r++) {
+            g->drawn[g->params[r].row] = g->ids[r] >= 0 ? g->ids[r] : TRAM_CUDA_NOT_DRAWN;
+            got += g->ids[r] >= 0;
+        }
+        if (g->params[v->first].seat >= 0)
+            g->seats[g->params[v->first].seat].len = items[g->vitem[q]].seq->num_tokens + got;
+        g->stats.device_rows += (uint64_t)got;
+        g->stats.verified_rows += v->rows > 1 ? (uint64_t)got : 0;
+    }
+}
+
+/* Draws, on the device, every row the device sampler can serve: a decoding
+ * or last-prefill item's one row, a speculating item's verification. */
 static int sample_rows(tram_cuda_runner *g, const tram_batch *b, const tram_sched_item *items, const int *row0,
                        const int *nrows, tram_error *err)
 {
-    int n = 0, nb = 0;
+    int n = 0, nb = 0, nq = 0;
     g->step++;
     for (int i = 0; i < b->num_seqs; i++) {
         const tram_seq *s = items[i].seq;
         if (nrows[i] == 0 || s->num_computed + items[i].num_new < s->num_tokens)
             continue;  /* a prompt chunk before the last: nothing to draw */
-        tram_cuda_sampling *sp = &g->params[n];
-        int k, rc = tram_cuda_sampling_of(s, sp, g->bias + nb, &k) ? claim_seat(g, s, sp, err) : 1;
-        if (rc < 0)
+        int first = row0[i] + nrows[i] - 1 - items[i].num_draft;
+        int got = device_rows(g, &items[i], first, n, nb, err);
+        if (got < 0)
             return -1;
-        if (rc)
+        if (got == 0)
             continue;
-        sp->row = row0[i] + nrows[i] - 1;
-        sp->bias_start = nb;
-        nb += k;
-        n++;
+        g->vseqs[nq] = (tram_cuda_verify_seq){.first = n, .rows = got};
+        g->vitem[nq++] = i;
+        nb += g->params[n].num_bias;
+        n += got;
     }
     if (n == 0)
         return 0;
@@ -405,11 +470,9 @@ static int sample_rows(tram_cuda_runner *g, const tram_batch *b, const tram_sche
         .stride = g->spec.logits_width,
         .vocab = g->spec.vocab,
     };
-    if (tram_cuda_sample(g->be, &l, g->params, n, g->bias, nb, g->ids, NULL, err))
+    if (tram_cuda_verify(g->be, &l, g->params, g->drafts, n, g->vseqs, nq, g->bias, nb, g->ids, err))
         return -1;
-    for (int k = 0; k < n; k++)
-        g->drawn[g->params[k].row] = g->ids[k];
-    g->stats.device_rows += (uint64_t)n;
+    take_draws(g, items, nq);
     return 0;
 }
 
@@ -419,7 +482,7 @@ static int download_rest(tram_cuda_runner *g, int num_logits, float *logits, tra
     tram_backend *be = g->be;
     size_t w = (size_t)g->spec.logits_width, row_bytes = w * (size_t)be->act_bytes;
     for (int r = 0, end; r < num_logits; r = end) {
-        for (end = r; end < num_logits && g->drawn[end] < 0; end++)
+        for (end = r; end < num_logits && g->drawn[end] == -1; end++)
             ;
         if (end > r) {
             be->to_host_f32(be, logits + r * w, (const char *)g->logits + r * row_bytes, (size_t)(end - r) * w);
@@ -436,7 +499,7 @@ int tram_cuda_runner_step(tram_cuda_runner *g, tram_ranks *ranks, const tram_bat
 {
     for (int r = 0; r < b->num_logits; r++)
         g->drawn[r] = -1;
-    if (b->num_logits > g->spec.max_seqs) {
+    if (b->num_logits > g->spec.max_logits) {
         /* more prompt-logprobs rows than stay on the device: all on the host */
         g->stats.eager_steps++;
         g->stats.host_rows += (uint64_t)b->num_logits;

@@ -46,7 +46,24 @@ int tram_cuda_fit_pool(tram_ranks *ranks, const tram_cuda_pool_spec *s, int *num
  * drawn there; only the other rows' logits are downloaded.  Whether a row
  * is drawn on the device depends on its own request alone (never on the
  * rest of the batch), so a seeded request reproduces whatever shares its
- * steps. */
+ * steps.
+ *
+ * A speculating sequence (k drafts: k + 1 logits rows, the verifier's
+ * batched forward) runs eagerly: a graph holds one token and one row per
+ * sequence.  When the device draws its requests' tokens and no grammar
+ * constrains it, its rows are drawn there in order until a draw differs
+ * from its draft (tram_cuda_verify), row j as decoding without drafts would
+ * draw the token j further on (tram_cuda_sampling_ahead), with the draws
+ * before it in its seat's counts; only the drawn ids come back, the rows
+ * past the first mismatch are neither drawn nor downloaded
+ * (TRAM_CUDA_NOT_DRAWN).  A grammar-constrained one is verified on the host
+ * (its masks past row 0 need the matcher moved through the drafts), as are
+ * the requests the host sampler serves anyway.  Rollback needs nothing
+ * here: the block manager truncates the table, the next step's batch
+ * carries the positions and tables, and a seat ends holding exactly the
+ * draws the engine keeps (the accepted drafts and the draw after them); a
+ * sequence the host verified leaves its seat a length that no longer
+ * matches, so the seat is loaded again. */
 
 /* Bias and ban entries one row may bring to the device sampler. */
 #define TRAM_CUDA_MAX_BIAS 512
@@ -76,6 +93,13 @@ tram_batch tram_cuda_pad_batch(const tram_batch *b, int bucket, int pad_block, i
  * the logit bias, then -INFINITY for each banned id while min_tokens holds. */
 int tram_cuda_sampling_of(const tram_seq *s, tram_cuda_sampling *sp, tram_logit_bias *bias, int *num_bias);
 
+/* Row j (>= 1) of a speculating sequence's verification, from its row 0's
+ * parameters `first` (tram_cuda_sampling_of, row set): the next row, the
+ * position j further on (the uniform decoding would use there), and the
+ * bans only while min_tokens still holds at that position (they follow the
+ * logit bias in first's entries, so a row's entries are a prefix of them). */
+tram_cuda_sampling tram_cuda_sampling_ahead(const tram_seq *s, const tram_cuda_sampling *first, int j);
+
 /* Which device token-count row ("seat") holds which sequence's history. */
 typedef struct {
     uint64_t key;      /* the sequence (tram_cuda_seq_key); 0: empty */
@@ -97,6 +121,7 @@ typedef struct tram_cuda_runner tram_cuda_runner;
 
 typedef struct {
     int max_seqs, max_rows;      /* the engine's step limits */
+    int max_logits;              /* logits rows the model keeps on the device (tram_model_limits) */
     int vocab, logits_width;     /* ids drawn, and the logits' row length */
     int max_model_len, block_size;
     int pad_block;               /* graphs' pad block; -1: no graphs (--enforce-eager) */
@@ -122,12 +147,16 @@ int tram_cuda_runner_step(tram_cuda_runner *g, tram_ranks *ranks, const tram_bat
  * drawn or downloaded (grammar-constrained sequences).  The arrays must
  * stay valid until that step returns. */
 void tram_cuda_runner_set_masks(tram_cuda_runner *g, const int32_t *rows, const uint32_t *masks, int n);
-/* The token drawn on the device for logits row `row` of the last step, or
- * -1 when that row is the host's. */
+/* A row of a verification on the device past its first mismatch. */
+#define TRAM_CUDA_NOT_DRAWN (-2)
+
+/* The token drawn on the device for logits row `row` of the last step, -1
+ * when that row is the host's, or TRAM_CUDA_NOT_DRAWN. */
 int32_t tram_cuda_runner_token(const tram_cuda_runner *g, int row);
 
 typedef struct {
     uint64_t eager_steps, graph_steps, captures, device_rows, host_rows;
+    uint64_t verified_rows;      /* device_rows that were rows of a verification */
 } tram_cuda_runner_stats;
 void tram_cuda_runner_stats_get(const tram_cuda_runner *g, tram_cuda_runner_stats *out);
 

@@ -136,9 +136,13 @@ static int check_config(const tram_engine_config *c, tram_error *err)
     if (!(c->gpu_memory_utilization > 0 && c->gpu_memory_utilization <= 1))
         return tram_fail(err, "gpu_memory_utilization must be in (0, 1], got %g",
                          c->gpu_memory_utilization);
-    if (c->spec.method[0] && strcmp(c->device, "cpu"))
-        return tram_fail(err, "speculative decoding (--speculative-config) runs on --device cpu only "
-                              "so far; the CUDA runner draws one token per sequence");
+    if (!strcmp(c->spec.method, "self") && !strcmp(c->device, "cuda"))
+        return tram_fail(err, "speculative_config.method \"self\" runs on --device cpu only: on CUDA it "
+                              "would be int8 drafting for bf16, which tram does not have yet (use \"ngram\" or "
+                              "\"draft_model\")");
+    if (!strcmp(c->spec.method, "draft_model") && !strcmp(c->device, "cuda") && !c->num_kv_blocks)
+        return tram_fail(err, "speculative_config.method \"draft_model\" on --device cuda needs --num-kv-blocks: "
+                              "the KV pool fitted to GPU memory does not count the draft model's blocks yet");
     if (!strcmp(c->spec.method, "self") && strcmp(c->weight_format, "f32"))
         return tram_fail(err, "speculative_config.method \"self\" drafts with the file's own blocks for "
                               "--weight-format f32; the target runs them already (--weight-format %s)",
@@ -348,6 +352,13 @@ static int alloc_step_arrays(tram_engine *e, tram_error *err)
                : -1;
 }
 
+/* Logits rows a CUDA pass keeps on the device: a speculating step's drafts
+ * add theirs, which the runner verifies there. */
+static int device_logits_rows(const tram_engine *e)
+{
+    return strcmp(e->cfg.device, "cuda") || !e->cfg.spec.method[0] ? e->cfg.max_num_seqs : e->max_rows;
+}
+
 /* --device cuda: created before the pool is fitted, so its device buffers
  * count; it learns the pad block once the pool is sized. */
 static int open_cuda_runner(tram_engine *e, tram_error *err)
@@ -357,6 +368,7 @@ static int open_cuda_runner(tram_engine *e, tram_error *err)
     tram_cuda_runner_spec spec = {
         .max_seqs = e->cfg.max_num_seqs,
         .max_rows = e->max_rows,
+        .max_logits = device_logits_rows(e),
         .vocab = e->vocab,
         .logits_width = e->logits_width,
         .max_model_len = e->max_model_len,
@@ -411,8 +423,10 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
     e->lora_pool_ready = 1;
     e->spec_max_batch = e->cfg.spec.disable_by_batch_size ? e->cfg.spec.disable_by_batch_size
                                                           : SPEC_DEFAULT_MAX_BATCH;
-    if (alloc_step_arrays(e, err) || tram_ranks_load(e->ranks, e->file, &lim, err) ||
-        !(e->model = tram_ranks_model(e->ranks, 0)))
+    if (alloc_step_arrays(e, err))
+        return -1;
+    lim.max_logits = device_logits_rows(e);
+    if (tram_ranks_load(e->ranks, e->file, &lim, err) || !(e->model = tram_ranks_model(e->ranks, 0)))
         return -1;
     tram_draft_env draft = draft_env(e, &lim);
     if (tram_proposer_create(&e->proposer, &e->cfg.spec, &draft, err) || open_cuda_runner(e, err) ||
@@ -621,6 +635,7 @@ static void publish_stats(tram_engine *e)
         tram_cuda_runner_stats_get(e->cuda, &c);
         s->graph_steps = c.graph_steps;
         s->device_samples = c.device_rows;
+        s->device_verified_tokens = c.verified_rows;
     }
     pthread_mutex_lock(&e->lock);
     e->published = *s;
@@ -1100,7 +1115,12 @@ static int verify_drafts(tram_engine *e, tram_seq *s, int row0, int k, tram_erro
     int rc = 0;
     emit(e, s);
     for (int j = 0; j <= k && rc == 0; j++) {
-        rc = draw_token(e, s, logits_row(e, row0 + j), -1, err);
+        /* on CUDA the device may have verified the run (cuda_runner.h): its
+         * draws stop where this loop does */
+        int32_t drawn = e->cuda ? tram_cuda_runner_token(e->cuda, row0 + j) : -1;
+        if (drawn == TRAM_CUDA_NOT_DRAWN)
+            return tram_fail(err, "CUDA verification stopped before draft %d of %d that the engine accepts", j, k);
+        rc = draw_token(e, s, logits_row(e, row0 + j), drawn, err);
         if (j == k || s->tokens[s->num_tokens - 1] != draft[j])
             break;
     }
@@ -1336,7 +1356,9 @@ static void cuda_step_masks(tram_engine *e)
     int n = 0;
     for (int i = 0; i < e->sched.num_items; i++) {
         tram_seq *s = e->sched.items[i].seq;
-        if (!s->matcher || e->item_nrows[i] == 0 ||
+        /* a speculating sequence's rows past the first need the matcher moved
+         * through its drafts: the host masks and verifies them */
+        if (!s->matcher || e->item_nrows[i] == 0 || e->sched.items[i].num_draft ||
             s->num_computed + e->sched.items[i].num_new < s->num_tokens)
             continue;
         tram_matcher_fill_mask(s->matcher, e->step_masks + (size_t)n * e->mask_words);

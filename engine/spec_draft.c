@@ -182,6 +182,7 @@ int tram_draft_proposer_create(tram_proposer **out, const char *method, const tr
     tram_model_limits lim = env->lim;
     lim.max_loras = 0;
     lim.max_lora_rank = 0;
+    lim.max_logits = 0;  /* its passes download their rows (tram_model_forward) */
     if (env->kv_from)
         lim.num_blocks = 1; /* freed for the target's */
     size_t t = (size_t)d->max_tokens, n = (size_t)d->max_seqs;

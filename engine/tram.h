@@ -326,6 +326,7 @@ typedef struct {
     uint64_t forward_tokens_total;    /* tokens run through the model: prefill, recompute, decode */
     uint64_t graph_steps;             /* CUDA: steps replayed from a CUDA graph */
     uint64_t device_samples;          /* CUDA: tokens drawn on the device (the rest on the host) */
+    uint64_t device_verified_tokens;  /* CUDA: device_samples drawn verifying drafts (tram_cuda_verify) */
     /* speculative decoding, in vLLM's names */
     uint64_t spec_decode_num_drafts;          /* verifications: sequence-steps with drafts */
     uint64_t spec_decode_num_draft_tokens;    /* tokens proposed */

@@ -41,8 +41,8 @@ typedef struct {
     void *proj;     /* (tokens, dim) output of o_proj / down_proj */
     void *gate_up;  /* (tokens, 2*ffn) */
     void *hidden;   /* (tokens, ffn) */
-    void *last;     /* (max_seqs, dim) rows whose logits are wanted */
-    void *logits;   /* (max_seqs, vocab) */
+    void *last;     /* (logits_rows_max, dim) rows whose logits are wanted */
+    void *logits;   /* (logits_rows_max, vocab) */
 } llama_acts;
 
 /* Backend copies of the batch's int32 arrays (at fixed addresses, which CUDA
@@ -330,11 +330,17 @@ static int alloc_qacts(tram_model *m, tram_error *err)
     return alloc_qact(m, &m->xq_dim, m->cfg.dim, err) || alloc_qact(m, &m->xq_ffn, m->shard.ffn_dim, err) ? -1 : 0;
 }
 
+/* Rows of logits (and of their hidden states) the device buffers hold. */
+static int logits_rows_max(const tram_model_limits *lim)
+{
+    return TRAM_MAX(lim->max_seqs, lim->max_logits);
+}
+
 static int alloc_buffers(tram_model *m, tram_error *err)
 {
     const tram_model_config *c = &m->cfg;
     tram_backend *be = m->be;
-    size_t t = m->lim.max_tokens, s = m->lim.max_seqs, ab = be->act_bytes;
+    size_t t = m->lim.max_tokens, s = m->lim.max_seqs, ab = be->act_bytes, rows = logits_rows_max(&m->lim);
     size_t qd = (size_t)m->shard.n_heads * c->head_dim, kd = (size_t)m->shard.n_kv_heads * c->head_dim;
     size_t ffn = m->shard.ffn_dim;
     struct { void **p; size_t bytes; } bufs[] = {
@@ -342,8 +348,8 @@ static int alloc_buffers(tram_model *m, tram_error *err)
         {&m->a.q, t * qd * ab},
         {&m->a.k, t * kd * ab}, {&m->a.v, t * kd * ab}, {&m->a.att, t * qd * ab},
         {&m->a.proj, t * c->dim * ab}, {&m->a.gate_up, t * 2 * ffn * ab},
-        {&m->a.hidden, t * ffn * ab}, {&m->a.last, s * c->dim * ab},
-        {&m->a.logits, s * c->vocab_size * sizeof(float)},  /* act_bytes <= 4 */
+        {&m->a.hidden, t * ffn * ab}, {&m->a.last, rows * c->dim * ab},
+        {&m->a.logits, rows * c->vocab_size * sizeof(float)},  /* act_bytes <= 4 */
         {(void **)&m->bb.token_ids, t * 4}, {(void **)&m->bb.positions, t * 4},
         {(void **)&m->bb.slot_mapping, t * 4}, {(void **)&m->bb.query_start, (s + 1) * 4},
         {(void **)&m->bb.seq_lens, s * 4}, {(void **)&m->bb.block_tables, s * m->lim.max_blocks_per_seq * 4},
@@ -406,9 +412,10 @@ size_t tram_model_kv_block_bytes(const tram_model_config *c, int block_size, int
 static int limits_check(const tram_model_limits *lim, tram_error *err)
 {
     if (lim->max_tokens < 1 || lim->max_seqs < 1 || lim->max_seqs > lim->max_tokens ||
-        lim->max_blocks_per_seq < 1 || lim->num_blocks < 1 || lim->block_size < 1)
-        return tram_fail(err, "invalid model limits (tokens %d, seqs %d, blocks %d x %d, %d per seq)",
-                         lim->max_tokens, lim->max_seqs, lim->num_blocks, lim->block_size,
+        lim->max_blocks_per_seq < 1 || lim->num_blocks < 1 || lim->block_size < 1 || lim->max_logits < 0 ||
+        lim->max_logits > lim->max_tokens)
+        return tram_fail(err, "invalid model limits (tokens %d, seqs %d, logits rows %d, blocks %d x %d, %d per "
+                              "seq)", lim->max_tokens, lim->max_seqs, lim->max_logits, lim->num_blocks, lim->block_size,
                          lim->max_blocks_per_seq);
     return 0;
 }
@@ -754,9 +761,9 @@ int tram_model_prepare(tram_model *m, const tram_batch *b, tram_error *err)
 {
     if (batch_check(m, b, err) || tram_lora_slots_prepare(&m->lora, b, err))
         return -1;
-    if (b->num_logits > m->lim.max_seqs)
+    if (b->num_logits > logits_rows_max(&m->lim))
         return tram_fail(err, "batch of %d logits rows: at most %d stay on the device", b->num_logits,
-                         m->lim.max_seqs);
+                         logits_rows_max(&m->lim));
     m->prepared = upload_batch(m, b);
     return 0;
 }

@@ -118,6 +118,8 @@ void tram_rope_inv_freq(const tram_model_config *c, float *inv_freq);
 typedef struct {
     int max_tokens;          /* most tokens in one forward pass */
     int max_seqs;            /* most sequences in one forward pass */
+    int max_logits;          /* most logits rows tram_model_prepare's pass keeps on the device
+                                (speculation's drafts add rows); 0: max_seqs */
     int max_blocks_per_seq;
     int num_blocks, block_size;  /* KV pool */
     tram_wtype weight_type;  /* TRAM_W_F32 on the CPU, TRAM_W_BF16 on CUDA */
@@ -169,8 +171,8 @@ int tram_model_forward(tram_model *m, const tram_batch *b, float *logits, tram_e
 int tram_model_hidden_rows(tram_model *m, const int32_t *rows, int n, float *out, tram_error *err);
 
 /* The same pass in two halves, for a GPU engine that samples on the device
- * and replays CUDA graphs: prepare checks the batch (at most max_seqs logits
- * rows) and uploads its arrays into buffers whose addresses never change;
+ * and replays CUDA graphs: prepare checks the batch (at most max_logits
+ * logits rows) and uploads its arrays into buffers whose addresses never change;
  * run queues the whole forward pass on those buffers (device work only, so a
  * graph can capture it, all-reduces included) and returns the logits, backend
  * memory [num_logits][vocab] in the backend's activation type, valid until

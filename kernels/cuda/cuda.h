@@ -50,9 +50,11 @@ typedef struct {
 } tram_cuda_sampling;
 
 /* Sizes the sampler once, so that no later call allocates: at most `rows`
- * rows and `max_bias` bias entries per call, `seats` sequences of token
- * counts over `vocab` ids, histories of at most `max_history` tokens. */
-int tram_cuda_sampler_reserve(tram_backend *be, int rows, int max_bias, int seats, int vocab,
+ * rows of tram_cuda_sample and sequences of tram_cuda_verify per call,
+ * `draws` rows of tram_cuda_verify (at least rows), `max_bias` bias entries
+ * per call, `seats` sequences of token counts over `vocab` ids, histories of
+ * at most `max_history` tokens. */
+int tram_cuda_sampler_reserve(tram_backend *be, int rows, int draws, int max_bias, int seats, int vocab,
                               int max_history, tram_error *err);
 
 /* Sets seat's counts from a sequence's tokens: prompt [0, prompt_len) marks
@@ -74,6 +76,28 @@ typedef struct {
 int tram_cuda_sample(tram_backend *be, const tram_cuda_logits *logits, const tram_cuda_sampling *params,
                      int n, const tram_logit_bias *bias, int num_bias, int32_t *ids, float *logprobs,
                      tram_error *err);
+
+/* One sequence's rows for tram_cuda_verify: params[first, first + rows). */
+typedef struct {
+    int first, rows;
+} tram_cuda_verify_seq;
+
+/* Speculative decoding's verification on the device: for each sequence (one
+ * block each), its rows drawn in order as tram_cuda_sample draws them, until
+ * a draw differs from the row's draft (drafts[i]; -1 for a sequence's last
+ * row, the bonus draw, which no draw equals).  Row j's draw sees the draws
+ * before it in the seat's counts, so when they were its drafts it sees what
+ * decoding without drafts would have; each row's own params carry its
+ * position (step) and bias list.  For a proposer whose q is a point mass on
+ * its draft this is the rejection sampler exactly (kernels/cpu/cpu_sampling.h,
+ * tram_rejection_sample): the draft is kept with probability p(draft), and
+ * the draw that differs comes from p without it.  ids[i] gets row i's draw,
+ * or -1 past the sequence's first mismatch (never drawn); only ids cross to
+ * the host.  A sequence's seat, if any, ends holding its drawn tokens, so it
+ * stays right whatever was accepted.  No two sequences may share a seat. */
+int tram_cuda_verify(tram_backend *be, const tram_cuda_logits *logits, const tram_cuda_sampling *params,
+                     const int32_t *drafts, int n, const tram_cuda_verify_seq *seqs, int num_seqs,
+                     const tram_logit_bias *bias, int num_bias, int32_t *ids, tram_error *err);
 
 /* ---- token masks (structured outputs) ---- */
 

@@ -36,12 +36,14 @@ typedef struct {
 } sample_result;
 
 struct cuda_sampler {
-    int rows, max_bias, seats, vocab, max_history;
-    tram_cuda_sampling *params;  /* [rows] */
+    int rows, draws, max_bias, seats, vocab, max_history;
+    tram_cuda_sampling *params;  /* [draws] */
+    int32_t *drafts;             /* [draws] tram_cuda_verify's */
+    tram_cuda_verify_seq *seqs;  /* [rows] tram_cuda_verify's */
     tram_logit_bias *bias;       /* [max_bias] */
-    sample_result *out;          /* [rows] */
-    sample_result *host;         /* [rows], pinned */
-    float *scratch;              /* [rows][vocab] processed logits */
+    sample_result *out;          /* [draws] */
+    sample_result *host;         /* [draws], pinned */
+    float *scratch;              /* [rows][vocab] processed logits: a row's, or a verified sequence's */
     uint32_t *counts;            /* [seats][vocab]: PROMPT_BIT | output count */
     int32_t *history;            /* [max_history] tokens of a seat being loaded */
 };
@@ -378,26 +380,61 @@ typedef struct {
     sample_result *out;
 } sample_args;
 
+/* One row drawn (its scratch f: [vocab], for a row with bias or
+ * penalties), the seat's count of the drawn id grown by one; the same id in
+ * every thread.  The syncs keep the counts still while any thread reads them,
+ * and the grown count visible to the block's next row. */
 template <int VARIANT>
-static __global__ void __launch_bounds__(SAMPLE_THREADS) kernel_sample(sample_args a)
+static __device__ int draw_row(const sample_args &a, const tram_cuda_sampling &sp, float *f)
 {
-    const tram_cuda_sampling sp = a.params[blockIdx.x];
     const bf16 *raw = a.logits + (size_t)sp.row * a.stride;
     int id;
     if (sp.num_bias > 0 || sp.seat >= 0) {
-        float *f = a.scratch + (size_t)blockIdx.x * a.vocab;
         process_row(raw, f, a.vocab, sp, a.bias, a.counts, a.seat_stride);
         id = sample_row<VARIANT>(f, a.vocab, sp.p, sp.step);
     } else {
         id = sample_row<VARIANT>(raw, a.vocab, sp.p, sp.step);
     }
-    float lp = a.want_logprobs ? raw_logprob(raw, a.vocab, id) : 0.0f;
+    __syncthreads();
+    if (threadIdx.x == 0 && sp.seat >= 0)
+        a.counts[(size_t)sp.seat * a.seat_stride + id]++;
+    __syncthreads();
+    return id;
+}
+
+template <int VARIANT>
+static __global__ void __launch_bounds__(SAMPLE_THREADS) kernel_sample(sample_args a)
+{
+    const tram_cuda_sampling sp = a.params[blockIdx.x];
+    int id = draw_row<VARIANT>(a, sp, a.scratch + (size_t)blockIdx.x * a.vocab);
+    float lp = a.want_logprobs ? raw_logprob(a.logits + (size_t)sp.row * a.stride, a.vocab, id) : 0.0f;
     if (threadIdx.x == 0) {
         a.out[blockIdx.x].id = id;
         a.out[blockIdx.x].logprob = lp;
-        if (sp.seat >= 0)
-            a.counts[(size_t)sp.seat * a.seat_stride + id]++;
     }
+}
+
+/* One sequence's verification (tram_cuda_verify): its rows in order, each
+ * in the block's scratch row, until a draw differs from its draft.  The draw
+ * is the same in every thread, so the loop leaves at once in all. */
+template <int VARIANT>
+static __global__ void __launch_bounds__(SAMPLE_THREADS) kernel_verify(sample_args a, const tram_cuda_verify_seq *seqs,
+                                                                       const int32_t *drafts)
+{
+    const tram_cuda_verify_seq q = seqs[blockIdx.x];
+    float *f = a.scratch + (size_t)blockIdx.x * a.vocab;
+    int j = 0;
+    while (j < q.rows) {
+        int i = q.first + j++;
+        int id = draw_row<VARIANT>(a, a.params[i], f);
+        if (threadIdx.x == 0)
+            a.out[i] = sample_result{id, 0.0f};
+        if (id != drafts[i])
+            break;
+    }
+    for (; j < q.rows; j++)
+        if (threadIdx.x == 0)
+            a.out[q.first + j] = sample_result{-1, 0.0f};
 }
 
 /* Marks prompt ids, counts output ids. */
@@ -422,6 +459,8 @@ void cuda_sampler_free(cuda_state *c)
     if (!s)
         return;
     cudaFree(s->params);
+    cudaFree(s->drafts);
+    cudaFree(s->seqs);
     cudaFree(s->bias);
     cudaFree(s->out);
     cudaFreeHost(s->host);
@@ -437,24 +476,27 @@ static int sampler_error(tram_backend *be, tram_error *err)
     return be->sync(be, err) ? -1 : tram_fail(err, "cuda backend: sampler failed");
 }
 
-extern "C" int tram_cuda_sampler_reserve(tram_backend *be, int rows, int max_bias, int seats, int vocab,
+extern "C" int tram_cuda_sampler_reserve(tram_backend *be, int rows, int draws, int max_bias, int seats, int vocab,
                                          int max_history, tram_error *err)
 {
     cuda_state *c = cuda_of(be);
-    if (rows < 1 || max_bias < 0 || seats < 0 || vocab < 1 || max_history < 0)
-        return tram_fail(err, "cuda backend: sampler sizes %d rows, %d bias, %d seats, vocab %d, history %d",
-                         rows, max_bias, seats, vocab, max_history);
+    if (rows < 1 || draws < rows || max_bias < 0 || seats < 0 || vocab < 1 || max_history < 0)
+        return tram_fail(err, "cuda backend: sampler sizes %d rows, %d draws, %d bias, %d seats, vocab %d, "
+                              "history %d", rows, draws, max_bias, seats, vocab, max_history);
     cuda_sampler_free(c);
     cuda_sampler *s = (cuda_sampler *)tram_calloc(1, sizeof(*s), err);
     if (!s)
         return -1;
     c->sampler = s;
-    s->rows = rows, s->max_bias = max_bias, s->seats = seats, s->vocab = vocab, s->max_history = max_history;
+    s->rows = rows, s->draws = draws, s->max_bias = max_bias, s->seats = seats, s->vocab = vocab;
+    s->max_history = max_history;
     size_t counts = (size_t)seats * vocab * sizeof(uint32_t);
-    if (CUDA_CHECK(&c->st, cudaMalloc((void **)&s->params, rows * sizeof(tram_cuda_sampling))) ||
+    if (CUDA_CHECK(&c->st, cudaMalloc((void **)&s->params, draws * sizeof(tram_cuda_sampling))) ||
+        CUDA_CHECK(&c->st, cudaMalloc((void **)&s->drafts, draws * sizeof(int32_t))) ||
+        CUDA_CHECK(&c->st, cudaMalloc((void **)&s->seqs, rows * sizeof(tram_cuda_verify_seq))) ||
         CUDA_CHECK(&c->st, cudaMalloc((void **)&s->bias, (max_bias + 1) * sizeof(tram_logit_bias))) ||
-        CUDA_CHECK(&c->st, cudaMalloc((void **)&s->out, rows * sizeof(sample_result))) ||
-        CUDA_CHECK(&c->st, cudaMallocHost((void **)&s->host, rows * sizeof(sample_result))) ||
+        CUDA_CHECK(&c->st, cudaMalloc((void **)&s->out, draws * sizeof(sample_result))) ||
+        CUDA_CHECK(&c->st, cudaMallocHost((void **)&s->host, draws * sizeof(sample_result))) ||
         CUDA_CHECK(&c->st, cudaMalloc((void **)&s->scratch, (size_t)rows * vocab * sizeof(float))) ||
         CUDA_CHECK(&c->st, cudaMalloc((void **)&s->counts, counts + sizeof(uint32_t))) ||
         CUDA_CHECK(&c->st, cudaMalloc((void **)&s->history, (max_history + 1) * sizeof(int32_t))) ||
@@ -487,11 +529,12 @@ extern "C" int tram_cuda_seat_load(tram_backend *be, int seat, const int32_t *to
     return c->st.failed ? sampler_error(be, err) : 0;
 }
 
-/* Every index the kernel follows, checked on the host. */
+/* Every index the kernels follow, checked on the host: n rows of params
+ * (at most cap). */
 static int check_call(const cuda_sampler *s, const tram_cuda_logits *l, const tram_cuda_sampling *params, int n,
-                      int num_bias, tram_error *err)
+                      int cap, int num_bias, tram_error *err)
 {
-    if (!s || n > s->rows || num_bias < 0 || num_bias > s->max_bias || l->vocab < 1 || l->vocab > s->vocab ||
+    if (!s || n > cap || num_bias < 0 || num_bias > s->max_bias || l->vocab < 1 || l->vocab > s->vocab ||
         l->vocab > l->stride)
         return tram_fail(err, "cuda backend: sample: %d rows, %d bias entries, vocab %d (stride %d) exceed the "
                               "sampler's reserve (tram_cuda_sampler_reserve)", n, num_bias, l->vocab, l->stride);
@@ -507,6 +550,63 @@ static int check_call(const cuda_sampler *s, const tram_cuda_logits *l, const tr
     return 0;
 }
 
+/* The sequences of a verification: each a run of rows inside the n
+ * params, one after another, the rows of one on one seat (or none), no seat
+ * on two sequences. */
+static int check_seqs(const cuda_sampler *s, const tram_cuda_sampling *params, int n,
+                      const tram_cuda_verify_seq *seqs, int num_seqs, tram_error *err)
+{
+    if (num_seqs < 0 || num_seqs > s->rows)
+        return tram_fail(err, "cuda backend: verify: %d sequences, the reserve holds %d", num_seqs, s->rows);
+    for (int q = 0, next = 0; q < num_seqs; q++) {
+        const tram_cuda_verify_seq *v = &seqs[q];
+        int seat = v->rows > 0 && v->first >= 0 && v->first < n ? params[v->first].seat : -1, ok = 1;
+        for (int j = 0; j < v->rows && v->first == next && v->first + v->rows <= n; j++)
+            ok &= params[v->first + j].seat == seat;
+        for (int o = 0; o < q && seat >= 0; o++)
+            ok &= params[seqs[o].first].seat != seat;
+        if (!ok || v->rows < 1 || v->first != next || v->first + v->rows > n)
+            return tram_fail(err, "cuda backend: verify: sequence %d's rows [%d, +%d) are not the next of the "
+                                  "%d rows, or its seat %d is shared", q, v->first, v->rows, n, seat);
+        next = v->first + v->rows;
+    }
+    return 0;
+}
+
+static int upload_params(cuda_state *c, const tram_cuda_sampling *params, int n, const tram_logit_bias *bias,
+                         int num_bias)
+{
+    cuda_sampler *s = c->sampler;
+    CUDA_CHECK(&c->st, cudaMemcpyAsync(s->params, params, n * sizeof(*params), cudaMemcpyHostToDevice, c->stream));
+    if (num_bias > 0)
+        CUDA_CHECK(&c->st, cudaMemcpyAsync(s->bias, bias, num_bias * sizeof(*bias), cudaMemcpyHostToDevice, c->stream));
+    return c->st.failed;
+}
+
+static sample_args args_of(const cuda_sampler *s, const tram_cuda_logits *logits, int want_logprobs)
+{
+    return sample_args{.logits = (const bf16 *)logits->data,
+                       .stride = logits->stride,
+                       .vocab = logits->vocab,
+                       .want_logprobs = want_logprobs,
+                       .seat_stride = s->vocab,
+                       .params = s->params,
+                       .bias = s->bias,
+                       .counts = s->counts,
+                       .scratch = s->scratch,
+                       .out = s->out};
+}
+
+/* The n results copied back after the kernel (unless something failed on
+ * the way, which the sync reports). */
+static int fetch_results(tram_backend *be, cuda_state *c, int n, tram_error *err)
+{
+    cuda_sampler *s = c->sampler;
+    if (!c->st.failed)
+        CUDA_CHECK(&c->st, cudaMemcpyAsync(s->host, s->out, n * sizeof(sample_result), cudaMemcpyDeviceToHost, c->stream));
+    return be->sync(be, err);
+}
+
 extern "C" int tram_cuda_sample(tram_backend *be, const tram_cuda_logits *logits, const tram_cuda_sampling *params,
                                 int n, const tram_logit_bias *bias, int num_bias, int32_t *ids, float *logprobs,
                                 tram_error *err)
@@ -515,33 +615,52 @@ extern "C" int tram_cuda_sample(tram_backend *be, const tram_cuda_logits *logits
     cuda_sampler *s = c->sampler;
     if (n <= 0)
         return 0;
-    if (check_call(s, logits, params, n, num_bias, err))
+    if (check_call(s, logits, params, n, s ? s->rows : 0, num_bias, err))
         return -1;
-    CUDA_CHECK(&c->st, cudaMemcpyAsync(s->params, params, n * sizeof(*params), cudaMemcpyHostToDevice, c->stream));
-    if (num_bias > 0)
-        CUDA_CHECK(&c->st, cudaMemcpyAsync(s->bias, bias, num_bias * sizeof(*bias), cudaMemcpyHostToDevice, c->stream));
-    sample_args a = {.logits = (const bf16 *)logits->data,
-                     .stride = logits->stride,
-                     .vocab = logits->vocab,
-                     .want_logprobs = logprobs != NULL,
-                     .seat_stride = s->vocab,
-                     .params = s->params,
-                     .bias = s->bias,
-                     .counts = s->counts,
-                     .scratch = s->scratch,
-                     .out = s->out};
-    if (cuda_variant(c, TRAM_KERNEL_SAMPLER) == 2)
-        kernel_sample<2><<<n, SAMPLE_THREADS, 0, c->stream>>>(a);
-    else
-        kernel_sample<1><<<n, SAMPLE_THREADS, 0, c->stream>>>(a);
-    if (!LAUNCH_CHECK(&c->st, "kernel_sample"))
-        CUDA_CHECK(&c->st, cudaMemcpyAsync(s->host, s->out, n * sizeof(sample_result), cudaMemcpyDeviceToHost, c->stream));
-    if (be->sync(be, err))
+    sample_args a = args_of(s, logits, logprobs != NULL);
+    if (!upload_params(c, params, n, bias, num_bias)) {
+        if (cuda_variant(c, TRAM_KERNEL_SAMPLER) == 2)
+            kernel_sample<2><<<n, SAMPLE_THREADS, 0, c->stream>>>(a);
+        else
+            kernel_sample<1><<<n, SAMPLE_THREADS, 0, c->stream>>>(a);
+        LAUNCH_CHECK(&c->st, "kernel_sample");
+    }
+    if (fetch_results(be, c, n, err))
         return -1;
     for (int i = 0; i < n; i++) {
         ids[i] = s->host[i].id;
         if (logprobs)
             logprobs[i] = s->host[i].logprob;
     }
+    return 0;
+}
+
+extern "C" int tram_cuda_verify(tram_backend *be, const tram_cuda_logits *logits, const tram_cuda_sampling *params,
+                                const int32_t *drafts, int n, const tram_cuda_verify_seq *seqs, int num_seqs,
+                                const tram_logit_bias *bias, int num_bias, int32_t *ids, tram_error *err)
+{
+    cuda_state *c = cuda_of(be);
+    cuda_sampler *s = c->sampler;
+    if (n <= 0 && num_seqs == 0)
+        return 0;
+    if (check_call(s, logits, params, n, s ? s->draws : 0, num_bias, err) ||
+        check_seqs(s, params, n, seqs, num_seqs, err))
+        return -1;
+    sample_args a = args_of(s, logits, 0);
+    if (!upload_params(c, params, n, bias, num_bias) &&
+        !CUDA_CHECK(&c->st, cudaMemcpyAsync(s->drafts, drafts, n * sizeof(*drafts), cudaMemcpyHostToDevice,
+                                            c->stream)) &&
+        !CUDA_CHECK(&c->st, cudaMemcpyAsync(s->seqs, seqs, num_seqs * sizeof(*seqs), cudaMemcpyHostToDevice,
+                                            c->stream))) {
+        if (cuda_variant(c, TRAM_KERNEL_SAMPLER) == 2)
+            kernel_verify<2><<<num_seqs, SAMPLE_THREADS, 0, c->stream>>>(a, s->seqs, s->drafts);
+        else
+            kernel_verify<1><<<num_seqs, SAMPLE_THREADS, 0, c->stream>>>(a, s->seqs, s->drafts);
+        LAUNCH_CHECK(&c->st, "kernel_verify");
+    }
+    if (fetch_results(be, c, n, err))
+        return -1;
+    for (int i = 0; i < n; i++)
+        ids[i] = s->host[i].id;
     return 0;
 }

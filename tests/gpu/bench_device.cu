@@ -230,7 +230,8 @@ static tram_model *make_model(tram_model_file *f, const std::vector<sweep_case> 
         blocks = std::max(blocks, k.batch * ((k.ctx + BLOCK - 1) / BLOCK));
     }
     *max_blocks = (max_ctx + BLOCK - 1) / BLOCK;
-    tram_model_limits lim = {.max_tokens = max_batch, .max_seqs = max_batch, .max_blocks_per_seq = *max_blocks,
+    tram_model_limits lim = {.max_tokens = max_batch, .max_seqs = max_batch, .max_logits = 0,
+                             .max_blocks_per_seq = *max_blocks,
                              .num_blocks = blocks, .block_size = BLOCK, .weight_type = TRAM_W_BF16,
                              .quantize_int8 = int8, .quantize_fp8 = 0, .int8_exclude = NULL, .keep_blocks = 0,
                              .kv_dtype = TRAM_KV_AUTO, .max_loras = 0, .max_lora_rank = 0};

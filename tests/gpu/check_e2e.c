@@ -54,12 +54,28 @@
  *            judged by the near-tie rule as in greedy, and graph replay runs
  *            over each format's cache.
  *
+ *   spec     speculative decoding through tram_engine (--spec), for n-gram
+ *            lookup and a draft model (the preset's own dummy weights, so
+ *            its guesses are mostly right): 8 requests with repetitive
+ *            prompts, greedy and sampled (seeded, penalties, top-k), 4 drafts
+ *            verified every step (always_verify), on the CPU and on CUDA, and
+ *            on CUDA without speculation.  Every request must finish with its
+ *            length and every block be free; on CUDA, rows must have been
+ *            verified on the device (tram_cuda_verify) and, with the draft
+ *            model, drafts accepted; at least half the greedy requests must
+ *            give the CPU's tokens (bf16 near-ties may flip the others; a
+ *            verifier reading the wrong rows or keeping a wrong draft
+ *            changes nearly every one).  How many requests (greedy and
+ *            sampled) equal CUDA's without speculation is printed (INFO): a
+ *            verified row is drawn as that decode step would draw it, only
+ *            the GEMM shapes differ.
+ *
  * With --lora, only greedy (again, the base of lora), lora, lora-cpu and
- * lora-engine run; with --formats, only the formats cases; with neither,
- * every case but those.
+ * lora-engine run; with --formats, only the formats cases; with --spec, only
+ * spec; with none, every case but those.
  *
  * One line per case (PASS/FAIL); exit 0 when all pass, 1 on a failure, 2 when
- * no GPU is usable.  Usage: check_e2e [--cuda-kernels SPEC] [--lora | --formats] [preset] [tokenizer]
+ * no GPU is usable.  Usage: check_e2e [--cuda-kernels SPEC] [--lora | --formats | --spec] [preset] [tokenizer]
  * (SPEC: the GPU side's kernel variants, kernels/variants.h). */
 #include <math.h>
 #include <stdio.h>
@@ -491,36 +507,54 @@ typedef struct {
     int n[REQUESTS];
 } engine_tokens;
 
-static void check_engine(const char *preset, const char *tokenizer, int num_kv_blocks, int eager, const char *what,
-                         engine_tokens *toks)
+/* An engine on device over the preset's dummy weights, max_model_len 256. */
+static tram_engine_config dummy_config(const char *device, const char *preset, const char *tokenizer, int eager)
 {
     tram_engine_config ec;
     tram_engine_config_init(&ec);
-    snprintf(ec.device, sizeof(ec.device), "cuda");
+    snprintf(ec.device, sizeof(ec.device), "%s", device);
     snprintf(ec.load_format, sizeof(ec.load_format), "dummy");
     snprintf(ec.preset, sizeof(ec.preset), "%s", preset);
     snprintf(ec.tokenizer, sizeof(ec.tokenizer), "%s", tokenizer);
     ec.max_model_len = 256;
-    ec.num_kv_blocks = num_kv_blocks;
     ec.enforce_eager = eager;
     ec.kernels = kernels;
-    memset(toks, 0, sizeof(*toks));
-    tram_engine *e;
-    tram_error err = {{0}};
-    if (tram_engine_create(&e, &ec, "", &err))
-        die(what, &err);
+    return ec;
+}
+
+typedef void request_maker(int i, int vocab, int32_t *ids, int *n, tram_sampling_params *p);
+
+/* Requests 0..count-1 of `make` submitted to e; want[i]: each one's
+ * max_tokens. */
+static void add_requests(tram_engine *e, int count, request_maker *make, int *want)
+{
     /* the engine takes the ids its tokenizer decodes (the preset's vocabulary may be larger) */
-    int vocab = tram_tokenizer_vocab_size(tram_engine_tokenizer(e)), want[REQUESTS], got[REQUESTS] = {0}, done = 0, bad = 0;
-    for (int i = 0; i < REQUESTS; i++) {
+    int vocab = tram_tokenizer_vocab_size(tram_engine_tokenizer(e));
+    tram_error err = {{0}};
+    for (int i = 0; i < count; i++) {
         int32_t ids[128];
         int n;
         tram_sampling_params p;
-        request_of(i, vocab, ids, &n, &p);
+        make(i, vocab, ids, &n, &p);
         want[i] = p.max_tokens;
         tram_prompt pr = {.token_ids = ids, .num_tokens = n};
         if (tram_engine_add_request(e, (uint64_t)i, &pr, &p, 0, &err))
             die("add_request", &err);
     }
+}
+
+static void check_engine(const char *preset, const char *tokenizer, int num_kv_blocks, int eager, const char *what,
+                         engine_tokens *toks)
+{
+    tram_engine_config ec = dummy_config("cuda", preset, tokenizer, eager);
+    ec.num_kv_blocks = num_kv_blocks;
+    memset(toks, 0, sizeof(*toks));
+    tram_engine *e;
+    tram_error err = {{0}};
+    if (tram_engine_create(&e, &ec, "", &err))
+        die(what, &err);
+    int want[REQUESTS], got[REQUESTS] = {0}, done = 0, bad = 0;
+    add_requests(e, REQUESTS, request_of, want);
     for (int steps = 0; tram_engine_has_unfinished(e); steps++) {
         const tram_output *outs;
         int n;
@@ -588,21 +622,28 @@ static void write_adapter(const char *path, const tram_lora_adapter *a, const tr
 
 #define LORA_REQUESTS 8
 
+/* Steps e until every request has finished, each one's tokens into toks. */
+static void run_to_end(tram_engine *e, engine_tokens *toks)
+{
+    tram_error err = {{0}};
+    while (tram_engine_has_unfinished(e)) {
+        const tram_output *outs;
+        int n;
+        if (tram_engine_step(e, &outs, &n, &err))
+            die("step", &err);
+        for (int k = 0; k < n; k++)
+            for (int t = 0, i = (int)outs[k].request_id; t < outs[k].num_tokens && toks->n[i] < 80; t++)
+                toks->tok[i][toks->n[i]++] = outs[k].token_ids[t];
+    }
+}
+
 /* The greedy tokens of each lora-engine request on device (eager: no graphs). */
 static void run_lora_engine(const char *device, int eager, const char *preset, const char *tokenizer,
                             const char *adapter, engine_tokens *toks, tram_engine_stats *s)
 {
-    tram_engine_config ec;
-    tram_engine_config_init(&ec);
-    snprintf(ec.device, sizeof(ec.device), "%s", device);
-    snprintf(ec.load_format, sizeof(ec.load_format), "dummy");
-    snprintf(ec.preset, sizeof(ec.preset), "%s", preset);
-    snprintf(ec.tokenizer, sizeof(ec.tokenizer), "%s", tokenizer);
-    ec.max_model_len = 256;
-    ec.enforce_eager = eager;
+    tram_engine_config ec = dummy_config(device, preset, tokenizer, eager);
     ec.max_loras = 1;
     ec.max_lora_rank = LORA_RANK;
-    ec.kernels = kernels;
     memset(toks, 0, sizeof(*toks));
     tram_engine *e;
     tram_error err = {{0}};
@@ -620,15 +661,7 @@ static void run_lora_engine(const char *device, int eager, const char *preset, c
         if (tram_engine_add_request(e, (uint64_t)i, &pr, &p, 0, &err))
             die("add_request", &err);
     }
-    while (tram_engine_has_unfinished(e)) {
-        const tram_output *outs;
-        int n;
-        if (tram_engine_step(e, &outs, &n, &err))
-            die("step", &err);
-        for (int k = 0; k < n; k++)
-            for (int t = 0, i = (int)outs[k].request_id; t < outs[k].num_tokens && toks->n[i] < 80; t++)
-                toks->tok[i][toks->n[i]++] = outs[k].token_ids[t];
-    }
+    run_to_end(e, toks);
     tram_engine_stats_get(e, s);
     tram_engine_destroy(e);
 }
@@ -675,11 +708,116 @@ static void check_lora_engine(const char *preset, const char *tokenizer)
            LORA_REQUESTS);
 }
 
+#define SPEC_REQUESTS 8
+
+/* Request i of the spec case: a prompt of a 6-token phrase said five times
+ * (what prompt lookup finds), greedy when i is even, else sampled. */
+static void spec_request_of(int i, int vocab, int32_t *ids, int *n, tram_sampling_params *p)
+{
+    uint32_t x = 4242u + (uint32_t)i;
+    *n = 30;
+    for (int k = 0; k < 6; k++) {
+        x = x * 1664525u + 1013904223u;
+        ids[k] = (int32_t)((x >> 8) % (uint32_t)vocab);
+    }
+    for (int k = 6; k < *n; k++)
+        ids[k] = ids[k % 6];
+    tram_sampling_params_init(p);
+    p->max_tokens = 24 + i;
+    p->ignore_eos = 1;
+    p->has_seed = 1;
+    p->seed = (uint64_t)i;
+    if (i % 2) {
+        p->temperature = 0.8f;
+        p->top_k = 40;
+        p->presence_penalty = 0.3f;
+    } else {
+        p->temperature = 0.0f;
+    }
+}
+
+/* The spec case's requests on device with method ("": no speculation). */
+static void run_spec_engine(const char *device, const char *method, const char *preset, const char *tokenizer,
+                            engine_tokens *toks, tram_engine_stats *s, int *lengths_ok)
+{
+    /* eager: the reference without speculation runs as the speculating steps do */
+    tram_engine_config ec = dummy_config(device, preset, tokenizer, 1);
+    ec.num_kv_blocks = 128;  /* a draft model on CUDA needs an exact pool */
+    snprintf(ec.spec.method, sizeof(ec.spec.method), "%s", method);
+    if (!strcmp(method, "draft_model"))
+        snprintf(ec.spec.model, sizeof(ec.spec.model), "%s", preset);
+    ec.spec.num_speculative_tokens = 4;
+    ec.spec.always_verify = 1;
+    memset(toks, 0, sizeof(*toks));
+    tram_engine *e;
+    tram_error err = {{0}};
+    if (tram_engine_create(&e, &ec, "", &err))
+        die(method[0] ? method : device, &err);
+    int want[SPEC_REQUESTS];
+    add_requests(e, SPEC_REQUESTS, spec_request_of, want);
+    run_to_end(e, toks);
+    tram_engine_stats_get(e, s);
+    *lengths_ok = s->num_blocks_free == s->num_blocks_total;
+    for (int i = 0; i < SPEC_REQUESTS; i++)
+        *lengths_ok &= toks->n[i] == want[i];
+    tram_engine_destroy(e);
+}
+
+/* The first token at which request i differs between a and b, or -1. */
+static int first_difference(const engine_tokens *a, const engine_tokens *b, int i)
+{
+    for (int t = 0; t < a->n[i] && t < b->n[i]; t++)
+        if (a->tok[i][t] != b->tok[i][t])
+            return t;
+    return a->n[i] == b->n[i] ? -1 : TRAM_MIN(a->n[i], b->n[i]);
+}
+
+static void check_spec(const char *preset, const char *tokenizer)
+{
+    static engine_tokens cpu, gpu, plain;
+    tram_engine_stats s_cpu, s_gpu, s_plain;
+    int ok_cpu, ok_gpu, ok_plain;
+    run_spec_engine("cuda", "", preset, tokenizer, &plain, &s_plain, &ok_plain);
+    const char *methods[] = {"ngram", "draft_model"};
+    for (int m = 0; m < 2; m++) {
+        run_spec_engine("cpu", methods[m], preset, tokenizer, &cpu, &s_cpu, &ok_cpu);
+        run_spec_engine("cuda", methods[m], preset, tokenizer, &gpu, &s_gpu, &ok_gpu);
+        int greedy = 0, with_cpu = 0, with_plain = 0;
+        char where[96] = "";
+        for (int i = 0; i < SPEC_REQUESTS; i++) {
+            int d = first_difference(&gpu, &cpu, i);
+            if (i % 2 == 0) {
+                greedy++;
+                with_cpu += d < 0;
+                if (d >= 0 && !where[0])
+                    snprintf(where, sizeof(where), ", request %d first differs at token %d", i, d);
+            }
+            with_plain += first_difference(&gpu, &plain, i) < 0;
+        }
+        int accepted_ok = m == 0 || s_gpu.spec_decode_num_accepted_tokens > 0;
+        char line[400];
+        snprintf(line, sizeof(line), "%s: lengths and blocks %s (CPU %s), %d of %d greedy as the CPU%s; CUDA "
+                 "accepted %llu of %llu drafts (CPU %llu of %llu), %llu of %llu device draws verifying",
+                 methods[m], ok_gpu ? "right" : "WRONG", ok_cpu ? "right" : "WRONG", with_cpu, greedy, where,
+                 (unsigned long long)s_gpu.spec_decode_num_accepted_tokens,
+                 (unsigned long long)s_gpu.spec_decode_num_draft_tokens,
+                 (unsigned long long)s_cpu.spec_decode_num_accepted_tokens,
+                 (unsigned long long)s_cpu.spec_decode_num_draft_tokens,
+                 (unsigned long long)s_gpu.device_verified_tokens, (unsigned long long)s_gpu.device_samples);
+        report(ok_gpu && ok_cpu && ok_plain && accepted_ok && s_gpu.device_verified_tokens > 0 &&
+                   2 * with_cpu >= greedy,
+               "spec", line);
+        printf("INFO   spec       %s: %d of %d requests identical on CUDA with and without speculation\n",
+               methods[m], with_plain, SPEC_REQUESTS);
+    }
+}
+
 int main(int argc, char **argv)
 {
     take_kernels_arg("check_e2e", &argc, argv, &kernels);
     int lora = argc > 1 && !strcmp(argv[1], "--lora"), compressed = argc > 1 && !strcmp(argv[1], "--formats");
-    if (lora || compressed)
+    int spec = argc > 1 && !strcmp(argv[1], "--spec");
+    if (lora || compressed || spec)
         argv++, argc--;
     const char *preset = argc > 1 ? argv[1] : "smollm2-135m";
     const char *tokenizer = argc > 2 ? argv[2] : "tests/fixtures/tokenizer/spm/spm.gguf";
@@ -688,6 +826,13 @@ int main(int argc, char **argv)
     if (tram_backend_cuda_create(&gpu, 0, &err)) {
         fprintf(stderr, "check_e2e: %s\n", err.msg);
         return 2;
+    }
+    if (spec) {  /* through the engine only, which makes its own backends */
+        gpu->destroy(gpu);
+        printf("check_e2e: dummy %s, speculative decoding\n", preset);
+        check_spec(preset, tokenizer);
+        printf("check_e2e: %d of %d cases passed\n", cases - failures, cases);
+        return failures ? 1 : 0;
     }
     if (tram_backend_cpu_create(&cpu, 0, &err) || tram_cuda_set_kernel_variants(gpu, &kernels, &err))
         die("backends", &err);

@@ -918,7 +918,7 @@ typedef struct {
 static void sampler_reserve(int rows, int seats, int vocab)
 {
     tram_error err = {{0}};
-    die_if(tram_cuda_sampler_reserve(gpu, rows, rows * 4, seats, vocab, HIST, &err), err.msg);
+    die_if(tram_cuda_sampler_reserve(gpu, rows, rows, rows * 4, seats, vocab, HIST, &err), err.msg);
 }
 
 /* Device parameters of one row, as engine/cuda_runner.c derives them. */
@@ -1125,6 +1125,136 @@ static void check_sampling(void)
     tram_sampler_destroy(hs_small), tram_sampler_destroy(hs_big);
 }
 
+/* ---------------------------------------------------------------- speculative verification */
+
+/* tram_cuda_verify against the references on the same rows and uniforms, four
+ * sequences in one call: greedy with penalties, bias and a min_tokens ban that
+ * lifts at row 2 (kernels/cpu/sampling.c's draws, the drafts its chain with
+ * draft 2 wrong: rows 0..2 drawn, 3 and 4 not); greedy without a seat, draft 0
+ * wrong; sampled with penalties, every draft right (the bonus row drawn);
+ * one sampled row.  The sampled ones must equal tram_cuda_sample's draws of
+ * the same rows and steps one after another (the seat grown by each), itself
+ * checked against the CPU above.  Then the first sequence's seat must hold
+ * its three draws: a greedy draw of row 3 from it must be the CPU's. */
+enum { VV = 1000, VHIST = HIST, VMIN = VHIST / 2 + 2 };  /* min_tokens: the first two rows' bans hold */
+
+typedef struct {
+    tram_sampler_row p;
+    int rows, first_row, seat;
+    uint64_t step;
+} verify_case;
+
+/* The CPU's greedy draw of row r with the history hist[n] (its first half
+ * the prompt), the ban while the output is shorter than VMIN. */
+static int32_t verify_host_greedy(tram_sampler *hs, const float *v, int r, const tram_sampler_row *p,
+                                  const tram_logit_bias *bias, int32_t ban, const int32_t *hist, int n)
+{
+    tram_sample_input in = {.p = *p, .bias = bias, .num_bias = 2, .prompt = hist, .prompt_len = VHIST / 2,
+                            .output = hist + VHIST / 2, .output_len = n - VHIST / 2};
+    in.p.temperature = 0;
+    in.banned = in.output_len < VMIN ? &ban : NULL;
+    in.num_banned = in.banned != NULL;
+    return tram_sample(hs, v + (size_t)r * VV, &in);
+}
+
+/* Row j of case c: its position's step and the bans while min_tokens holds. */
+static tram_cuda_sampling verify_params(const verify_case *c, int j, int nbias)
+{
+    int held = VHIST - VHIST / 2 + j < VMIN;
+    return (tram_cuda_sampling){.p = c->p, .row = c->first_row + j, .seat = c->seat, .num_bias = nbias + held,
+                                .step = c->step + (uint64_t)j};
+}
+
+static void check_verify(void)
+{
+    static const tram_logit_bias bias_list[3] = {{3, 2.5f}, {17, -1.0f}, {0, -INFINITY}};
+    tram_logit_bias bias[3];
+    memcpy(bias, bias_list, sizeof(bias));
+    tram_sampler_row greedy = {.top_p = 1, .repetition_penalty = 1.3f, .presence_penalty = 0.5f,
+                               .frequency_penalty = 0.4f, .seed = 7};
+    tram_sampler_row plain = {.top_p = 1, .repetition_penalty = 1, .seed = 7};
+    tram_sampler_row sampled = greedy, one = plain;
+    sampled.temperature = 1.0f, sampled.top_k = 20;
+    one.temperature = 0.7f;
+    verify_case cs[4] = {
+        {greedy, 5, 0, 0, 10}, {plain, 4, 5, -1, 20}, {sampled, 4, 9, 1, 30}, {one, 1, 13, -1, 40}};
+    int total = 14;
+    float *v = random_vec((size_t)total * VV, 3.0f);
+    for (int i = 0; i < total * VV; i++)
+        v[i] = bf16_round(v[i]);
+    bias[2].token = tram_argmax(v, VV);  /* the ban matters at row 0 */
+    pair l = pair_new((size_t)total * VV);
+    pair_set(l, v);
+    tram_cuda_logits lg = {l.g, total, VV, VV};
+    tram_error err = {{0}};
+    tram_sampler *hs;
+    die_if(tram_sampler_create(&hs, VV, &err), err.msg);
+    sampler_reserve(total, 2, VV);
+    int32_t hist[VHIST], chain_a[5], chain_b[4], dev_c[4], dev_d;
+    for (int i = 0; i < VHIST; i++)
+        hist[i] = rand() % VV;
+    /* the references: the CPU's greedy chains, the device's one-row draws */
+    int32_t ext[VHIST + 8];
+    memcpy(ext, hist, sizeof(hist));
+    for (int j = 0; j < 5; j++)
+        ext[VHIST + j] = chain_a[j] = verify_host_greedy(hs, v, cs[0].first_row + j, &greedy, bias, bias[2].token,
+                                                         ext, VHIST + j);
+    for (int j = 0; j < 4; j++) {
+        tram_sample_input in = {.p = plain, .output_len = 0};
+        chain_b[j] = tram_sample(hs, v + (size_t)(cs[1].first_row + j) * VV, &in);
+    }
+    die_if(tram_cuda_seat_load(gpu, 1, hist, VHIST / 2, VHIST, &err), err.msg);
+    for (int j = 0; j < 4; j++) {
+        tram_cuda_sampling sp = verify_params(&cs[2], j, 2);
+        die_if(tram_cuda_sample(gpu, &lg, &sp, 1, bias, 3, &dev_c[j], NULL, &err), err.msg);
+    }
+    tram_cuda_sampling one_sp = verify_params(&cs[3], 0, 0);
+    one_sp.num_bias = 0;
+    die_if(tram_cuda_sample(gpu, &lg, &one_sp, 1, bias, 3, &dev_d, NULL, &err), err.msg);
+    /* the verification: drafts from the references, one wrong in A and B */
+    int32_t drafts[14], ids[14], want[14];
+    tram_cuda_sampling sp[14];
+    tram_cuda_verify_seq seqs[4];
+    const int32_t *expect[4] = {chain_a, chain_b, dev_c, &dev_d};
+    int wrong[4] = {2, 0, -1, -1};
+    for (int q = 0, n = 0; q < 4; q++) {
+        seqs[q] = (tram_cuda_verify_seq){.first = n, .rows = cs[q].rows};
+        int stop = wrong[q] >= 0 ? wrong[q] : cs[q].rows - 1;
+        for (int j = 0; j < cs[q].rows; j++, n++) {
+            sp[n] = verify_params(&cs[q], j, q == 3 ? 0 : 2);
+            if (q == 3 || q == 1)
+                sp[n].num_bias = 0;
+            drafts[n] = j == cs[q].rows - 1 ? -1 : j == wrong[q] ? (expect[q][j] + 1) % VV : expect[q][j];
+            want[n] = j <= stop ? expect[q][j] : -1;
+        }
+    }
+    die_if(tram_cuda_seat_load(gpu, 0, hist, VHIST / 2, VHIST, &err) ||
+               tram_cuda_seat_load(gpu, 1, hist, VHIST / 2, VHIST, &err),
+           err.msg);
+    die_if(tram_cuda_verify(gpu, &lg, sp, drafts, total, seqs, 4, bias, 3, ids, &err), err.msg);
+    int bad = -1, drawn = 0;
+    for (int i = 0; i < total; i++) {
+        bad = bad < 0 && ids[i] != want[i] ? i : bad;
+        drawn += want[i] >= 0;
+    }
+    char name[64];
+    if (bad < 0) {
+        snprintf(name, sizeof(name), "verify 4 seqs v %d", VV);
+        sample_result_line(1, name, "%.0f rows as the references, %.0f drawn", total, drawn);
+    } else {  /* the row, and what the references say */
+        snprintf(name, sizeof(name), "verify row %d want %d", bad, want[bad]);
+        sample_result_line(0, name, "got %.0f (drafts %.0f)", ids[bad], drafts[bad]);
+    }
+    /* seat 0 now holds hist and chain_a[0..2]: row 3's greedy draw is the CPU's */
+    tram_cuda_sampling after = verify_params(&cs[0], 3, 2);
+    int32_t next;
+    die_if(tram_cuda_sample(gpu, &lg, &after, 1, bias, 3, &next, NULL, &err), err.msg);
+    sample_result_line(next == chain_a[3], "verify seat after", "id %.0f, CPU %.0f", next, chain_a[3]);
+    pair_free(l);
+    free(v);
+    tram_sampler_destroy(hs);
+}
+
 /* A captured rmsnorm + matmul replays on new input like the direct ops,
  * after one eager pass as the engine runs it (the GEMM plan is then made
  * outside the capture); a grown scratch buffer then drops the graph, whose
@@ -1234,6 +1364,7 @@ int main(int argc, char **argv)
     }
     check_attention_shapes(large ? 4 : 2);
     check_sampling();
+    check_verify();
     check_graph();
     printf("check_kernels: %d of %d cases passed\n", cases - failures, cases);
     gpu->destroy(gpu);

@@ -58,6 +58,7 @@ run_steps() {
     step e2e 60 "$BIN/check_e2e" smollm2-135m "$TOKENIZER"
     step lora 60 "$BIN/check_e2e" --lora smollm2-135m "$TOKENIZER"
     step formats 45 "$BIN/check_e2e" --formats smollm2-135m "$TOKENIZER"
+    step spec 45 "$BIN/check_e2e" --spec smollm2-135m "$TOKENIZER"
     step nccl 60 "$BIN/check_nccl" smollm2-135m
     step variants 60 "$BIN/check_variants" ${TRAM_GPU_SEED:+"$TRAM_GPU_SEED"}
     step bench 90 "$BIN/bench_device" "$PRESET" --offline "$OFFLINE,$MAX_SEQS"

@@ -54,7 +54,7 @@ dry no_bundle 1 TRAM_GPU_STANDIN=bundle=missing
 dry budget 1 TRAM_GPU_STANDIN=check_kernels=hang TRAM_GPU_BUDGET=7
 done_runs
 
-for s in preflight kernels sampler-v2 memcheck racecheck e2e lora formats bench throughput; do
+for s in preflight kernels sampler-v2 memcheck racecheck e2e lora formats spec bench throughput; do
     expect "clean: $s row passes" has clean "^\| $s +\| PASS "
 done
 expect "clean: rows printed as they finish" grep -q '| kernels    | PASS' "$T/clean.out"

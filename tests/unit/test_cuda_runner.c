@@ -53,6 +53,10 @@ Test(cuda_runner, graph_bucket_only_for_decode_steps_that_fit)
     b = decode_batch(&a, 3);
     a.rows[1] = 2, a.rows[2] = 1;  /* rows out of order */
     cr_assert_eq(tram_cuda_step_bucket(&b, CAP), 0);
+    b = decode_batch(&a, 2);
+    b.num_tokens = b.num_logits = 3;  /* the second sequence verifies a draft: two tokens, two rows */
+    a.qs[2] = 3, a.rows[2] = 2;
+    cr_assert_eq(tram_cuda_step_bucket(&b, CAP), 0, "a speculating step runs eagerly");
 }
 
 /* A step with an adapter runs eagerly (its LoRA launches follow the step's
@@ -194,6 +198,44 @@ Test(cuda_runner, host_features_stay_on_the_host)
     cr_assert_eq(tram_cuda_sampling_of(&o.s, &sp, bias, &nb), 0);
     o.r.p.num_logit_bias = TRAM_CUDA_MAX_BIAS;
     cr_assert_eq(tram_cuda_sampling_of(&o.s, &sp, bias, &nb), 1);
+}
+
+/* Row j of a verification is drawn as decoding without drafts would draw
+ * the token j further on: its parameters equal those tram_cuda_sampling_of
+ * gives the sequence once j more tokens are in (position, bans, the rest),
+ * with the rows following one another from row 0's. */
+Test(cuda_runner, verification_rows_are_drawn_as_later_decode_steps)
+{
+    tram_logit_bias lb[2] = {{4, 1.5f}, {6, -3}}, bias[TRAM_CUDA_MAX_BIAS], later_bias[TRAM_CUDA_MAX_BIAS];
+    for (int min_tokens = 0; min_tokens <= 8; min_tokens++) {
+        one_seq o;
+        one_seq_init(&o, 3);
+        o.s.sample_index = 1;
+        o.r.p.temperature = 0.8f, o.r.p.top_k = 7, o.r.p.presence_penalty = 0.5f;
+        o.r.p.logit_bias = lb, o.r.p.num_logit_bias = 2;
+        o.r.p.min_tokens = min_tokens;
+        tram_cuda_sampling first, later;
+        int nb, later_nb;
+        cr_assert_eq(tram_cuda_sampling_of(&o.s, &first, bias, &nb), 1);
+        first.row = 7;
+        for (int j = 1; j <= 4; j++) {
+            tram_cuda_sampling ahead = tram_cuda_sampling_ahead(&o.s, &first, j);
+            one_seq moved = o;
+            moved.s.req = &moved.r;
+            moved.s.num_tokens += j;
+            cr_assert_eq(tram_cuda_sampling_of(&moved.s, &later, later_bias, &later_nb), 1);
+            cr_assert_eq(ahead.row, 7 + j);
+            cr_assert_eq(ahead.step, later.step, "min_tokens %d, row %d: the uniform of position %d",
+                         min_tokens, j, 3 + j);
+            cr_assert_eq(ahead.num_bias, later.num_bias, "min_tokens %d, row %d: bans", min_tokens, j);
+            cr_assert_eq(ahead.bias_start, first.bias_start);
+            cr_assert_eq(ahead.seat, first.seat);
+            cr_assert(ahead.p.temperature == later.p.temperature && ahead.p.top_k == later.p.top_k &&
+                      ahead.p.presence_penalty == later.p.presence_penalty && ahead.p.seed == later.p.seed);
+            cr_assert(!memcmp(bias, later_bias, (size_t)later_nb * sizeof(*bias)),
+                      "row %d's entries are a prefix of row 0's", j);
+        }
+    }
 }
 
 Test(cuda_runner, seats_reload_only_when_the_history_moved)

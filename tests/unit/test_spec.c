@@ -458,6 +458,37 @@ Test(spec_engine, self_draft_refuses_what_it_cannot_run)
     cr_assert(strstr(err.msg, "tensor_parallel_size"), "%s", err.msg);
 }
 
+/* On CUDA, n-gram lookup and (with an exact pool) a draft model run; the
+ * self-draft and a draft model in a pool fitted to GPU memory are refused by
+ * name.  (This build has no CUDA: what is not refused fails for that.) */
+Test(spec_engine, cuda_refuses_only_what_it_cannot_run)
+{
+    static const struct {
+        const char *method;
+        int num_kv_blocks;
+        const char *says;
+    } cases[] = {
+        {"self", 0, "int8 drafting for bf16"},
+        {"draft_model", 0, "--num-kv-blocks"},
+        {"draft_model", 64, "built without CUDA"},
+        {"ngram", 0, "built without CUDA"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        tram_engine_config c;
+        tram_engine_config_init(&c);
+        snprintf(c.device, sizeof(c.device), "cuda");
+        snprintf(c.spec.method, sizeof(c.spec.method), "%s", cases[i].method);
+        if (!strcmp(cases[i].method, "draft_model"))
+            snprintf(c.spec.model, sizeof(c.spec.model), "smollm2-135m");
+        c.num_kv_blocks = cases[i].num_kv_blocks;
+        tram_error err = {{0}};
+        tram_engine *e = NULL;
+        cr_assert_eq(tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, &err), -1);
+        cr_assert(strstr(err.msg, cases[i].says), "%s, %d blocks: %s", cases[i].method, cases[i].num_kv_blocks,
+                  err.msg);
+    }
+}
+
 /* Six grounded prompts in a pool of 48 blocks of 4 (preempted and
  * recomputed, a draft model's KV with them) against a roomy pool. */
 static void preemption_check(const char *method)
