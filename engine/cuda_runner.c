@@ -95,7 +95,7 @@ int tram_cuda_fit_pool(tram_ranks *ranks, const tram_cuda_pool_spec *s, int *num
     if (profile_forward(ranks, s, err) || device_memory(be, &free_bytes, &total, err))
         return -1;
     double block = (double)tram_model_kv_block_bytes(tram_model_config_of(m), s->block_size, be->act_bytes,
-                                                     be->world_size, s->kv);
+                                                     be->world_size, s->kv) + (double)s->draft_block_bytes;
     /* the profiling pool holds the profile's blocks and the reserved ones */
     double in_use = (double)(total - free_bytes) + (double)s->reserved_bytes -
                     (tram_cuda_profile_blocks(s) + s->reserved_blocks) * block;

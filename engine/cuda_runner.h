@@ -23,6 +23,7 @@ typedef struct {
     int reserved_blocks;         /* blocks of the pool kept from the block manager */
     size_t reserved_bytes;       /* device memory taken after the fit (LoRA slots' factors) */
     tram_kv_dtype kv;            /* --kv-cache-dtype: a block's bytes (kernels/kv_format.h) */
+    size_t draft_block_bytes;    /* a draft model's KV beside each block (its pool has as many, on rank 0) */
 } tram_cuda_pool_spec;
 
 /* KV blocks the profiling pass needs: create the model with this pool first. */

@@ -140,9 +140,6 @@ static int check_config(const tram_engine_config *c, tram_error *err)
         return tram_fail(err, "speculative_config.method \"self\" runs on --device cpu only: on CUDA it "
                               "would be int8 drafting for bf16, which tram does not have yet (use \"ngram\" or "
                               "\"draft_model\")");
-    if (!strcmp(c->spec.method, "draft_model") && !strcmp(c->device, "cuda") && !c->num_kv_blocks)
-        return tram_fail(err, "speculative_config.method \"draft_model\" on --device cuda needs --num-kv-blocks: "
-                              "the KV pool fitted to GPU memory does not count the draft model's blocks yet");
     if (!strcmp(c->spec.method, "self") && strcmp(c->weight_format, "f32"))
         return tram_fail(err, "speculative_config.method \"self\" drafts with the file's own blocks for "
                               "--weight-format f32; the target runs them already (--weight-format %s)",
@@ -228,6 +225,14 @@ static size_t lora_slot_bytes(const tram_engine *e)
     return (size_t)e->cfg.max_loras * e->cfg.max_lora_rank * c->n_layers * widths * e->be->act_bytes;
 }
 
+/* A draft model's KV shares the pool's budget: as many blocks again, of the
+ * draft's shape (the self-draft reads the target's pool: none). */
+static size_t draft_block_bytes(const tram_engine *e, tram_kv_dtype kv)
+{
+    const tram_model_file *f = e->draft_file;
+    return f ? tram_model_kv_block_bytes(tram_model_file_config(f), e->cfg.block_size, e->be->act_bytes, 1, kv) : 0;
+}
+
 static tram_cuda_pool_spec cuda_pool_spec(const tram_engine *e)
 {
     return (tram_cuda_pool_spec){
@@ -240,6 +245,7 @@ static tram_cuda_pool_spec cuda_pool_spec(const tram_engine *e)
         .reserved_blocks = e->pad_blocks,
         .reserved_bytes = lora_slot_bytes(e),
         .kv = tram_kv_dtype_parse(e->cfg.kv_cache_dtype),
+        .draft_block_bytes = draft_block_bytes(e, tram_kv_dtype_parse(e->cfg.kv_cache_dtype)),
     };
 }
 
@@ -249,19 +255,13 @@ static int fit_cuda_pool(tram_engine *e, tram_error *err)
 {
     tram_cuda_pool_spec spec = cuda_pool_spec(e);
     int blocks;
+    tram_proposer *p = e->proposer;
     if (tram_cuda_fit_pool(e->ranks, &spec, &blocks, err) ||
-        tram_ranks_resize_kv(e->ranks, blocks + e->pad_blocks, err))
+        tram_ranks_resize_kv(e->ranks, blocks + e->pad_blocks, err) ||
+        (p && p->resize_kv && p->resize_kv(p, blocks + e->pad_blocks, err)))
         return -1;
     e->cfg.num_kv_blocks = blocks;
     return 0;
-}
-
-/* A draft model's KV shares the pool's budget: as many blocks again, of the
- * draft's shape (the self-draft reads the target's pool: none). */
-static size_t draft_block_bytes(const tram_engine *e, tram_kv_dtype kv)
-{
-    const tram_model_file *f = e->draft_file;
-    return f ? tram_model_kv_block_bytes(tram_model_file_config(f), e->cfg.block_size, e->be->act_bytes, 1, kv) : 0;
 }
 
 /* What the proposer's draft model loads from, if it has one. */
@@ -288,15 +288,15 @@ static int size_pool(tram_engine *e, tram_error *err)
                          e->max_model_len, model_len);
     int bs = e->cfg.block_size;
     e->max_blocks_per_seq = (e->max_model_len + bs - 1) / bs;
+    if (tram_spec_open_draft(&e->draft_file, &e->cfg.spec, !strcmp(e->cfg.load_format, "dummy"), mc,
+                             e->max_model_len, err))
+        return -1;
     e->cuda_pool = !strcmp(e->cfg.device, "cuda") && !e->cfg.num_kv_blocks;
     if (e->cuda_pool) {
         tram_cuda_pool_spec spec = cuda_pool_spec(e);
         e->cfg.num_kv_blocks = tram_cuda_profile_blocks(&spec);
         return 0;
     }
-    if (tram_spec_open_draft(&e->draft_file, &e->cfg.spec, !strcmp(e->cfg.load_format, "dummy"), mc,
-                             e->max_model_len, err))
-        return -1;
     /* the budget holds every rank's part of a block */
     int world = e->cfg.tensor_parallel_size;
     tram_kv_dtype kv = tram_kv_dtype_parse(e->cfg.kv_cache_dtype);

@@ -39,6 +39,9 @@ struct tram_proposer {
      * is a batch of one): each seqs[i].got is set; -1 on error, when no
      * guess counts. */
     int (*propose)(tram_proposer *p, tram_propose_seq *seqs, int num_seqs, tram_error *err);
+    /* A KV pool of its own (a separate draft model's) resized to num_blocks
+     * when the target's is (the pool fitted to GPU memory); NULL: none. */
+    int (*resize_kv)(tram_proposer *p, int num_blocks, tram_error *err);
     void (*destroy)(tram_proposer *p);
 };
 

@@ -131,6 +131,11 @@ static int draft_propose(tram_proposer *p, tram_propose_seq *seqs, int num_seqs,
     return 0;
 }
 
+static int draft_resize_kv(tram_proposer *p, int num_blocks, tram_error *err)
+{
+    return tram_model_resize_kv(((draft_proposer *)p)->model, num_blocks, err);
+}
+
 static void draft_destroy(tram_proposer *p)
 {
     draft_proposer *d = (draft_proposer *)p;
@@ -170,7 +175,8 @@ int tram_draft_proposer_create(tram_proposer **out, const char *method, const tr
     if (!d)
         return -1;
     *d = (draft_proposer){
-        .base = {.name = method, .runs_model = 1, .propose = draft_propose, .destroy = draft_destroy},
+        .base = {.name = method, .runs_model = 1, .propose = draft_propose, .destroy = draft_destroy,
+                 .resize_kv = env->kv_from ? NULL : draft_resize_kv},
         .vocab = env->vocab,
         .model_vocab = tram_model_file_config(env->file)->vocab_size,
         .max_tokens = env->lim.max_tokens,

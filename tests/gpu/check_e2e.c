@@ -58,8 +58,9 @@
  *            lookup and a draft model (the preset's own dummy weights, so
  *            its guesses are mostly right): 8 requests with repetitive
  *            prompts, greedy and sampled (seeded, penalties, top-k), 4 drafts
- *            verified every step (always_verify), on the CPU and on CUDA, and
- *            on CUDA without speculation.  Every request must finish with its
+ *            verified every step (always_verify), on the CPU and on CUDA (the
+ *            pool fitted to GPU memory, the draft's blocks beside the
+ *            target's), and on CUDA without speculation.  Every request must finish with its
  *            length and every block be free; on CUDA, rows must have been
  *            verified on the device (tram_cuda_verify) and, with the draft
  *            model, drafts accepted; at least half the greedy requests must
@@ -742,7 +743,6 @@ static void run_spec_engine(const char *device, const char *method, const char *
 {
     /* eager: the reference without speculation runs as the speculating steps do */
     tram_engine_config ec = dummy_config(device, preset, tokenizer, 1);
-    ec.num_kv_blocks = 128;  /* a draft model on CUDA needs an exact pool */
     snprintf(ec.spec.method, sizeof(ec.spec.method), "%s", method);
     if (!strcmp(method, "draft_model"))
         snprintf(ec.spec.model, sizeof(ec.spec.model), "%s", preset);

@@ -458,9 +458,9 @@ Test(spec_engine, self_draft_refuses_what_it_cannot_run)
     cr_assert(strstr(err.msg, "tensor_parallel_size"), "%s", err.msg);
 }
 
-/* On CUDA, n-gram lookup and (with an exact pool) a draft model run; the
- * self-draft and a draft model in a pool fitted to GPU memory are refused by
- * name.  (This build has no CUDA: what is not refused fails for that.) */
+/* On CUDA, n-gram lookup and a draft model run (in a pool fitted to GPU
+ * memory or an exact one); the self-draft is refused by name.  (This build
+ * has no CUDA: what is not refused fails for that.) */
 Test(spec_engine, cuda_refuses_only_what_it_cannot_run)
 {
     static const struct {
@@ -469,7 +469,7 @@ Test(spec_engine, cuda_refuses_only_what_it_cannot_run)
         const char *says;
     } cases[] = {
         {"self", 0, "int8 drafting for bf16"},
-        {"draft_model", 0, "--num-kv-blocks"},
+        {"draft_model", 0, "built without CUDA"},
         {"draft_model", 64, "built without CUDA"},
         {"ngram", 0, "built without CUDA"},
     };
