@@ -37,18 +37,28 @@ if [ ! -d "$SRC/vendor/llama.cpp" ]; then
     tar -xzf "$SDIST" -C "$PEERS/src"
 fi
 
+# No AMX: on the Xeons here (AMX-INT8 in a VM) this llama.cpp's AMX mul_mat
+# segfaults in the first forward pass (llama-bench and llama-server alike), so
+# it runs its AVX-512 VNNI kernels, as on the AMD machines; tram uses no AMX
+# either.  The flags change nothing where the CPU has no AMX.  A build made
+# with other flags (its stamp says) is made again.
+NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 built=1
 for t in $LLAMA_TARGETS; do [ -x "$BUILD/bin/$t" ] || built=0; done
+[ "$(cat "$BUILD/.tram-flags" 2>/dev/null)" = "$NO_AMX" ] || built=0
 if [ $built = 0 ]; then
     echo "compare: building $LLAMA_TARGETS (CPU, Release, native) with -j$JOBS"
     # No curl (models are local files), no shared libraries (the binaries run
-    # from anywhere), no tests or examples beyond the three targets.
+    # from anywhere), no tests or examples beyond the targets.
+    rm -rf "$BUILD"
     cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+        -DCMAKE_C_FLAGS="$NO_AMX" -DCMAKE_CXX_FLAGS="$NO_AMX" \
         -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DGGML_CUDA=OFF \
         >"$PEERS/cmake-configure.log" 2>&1 || { cat "$PEERS/cmake-configure.log"; exit 1; }
     # shellcheck disable=SC2086
     cmake --build "$BUILD" -j "$JOBS" --target $LLAMA_TARGETS >"$PEERS/cmake-build.log" 2>&1 ||
         { tail -40 "$PEERS/cmake-build.log"; exit 1; }
+    echo "$NO_AMX" >"$BUILD/.tram-flags"
 fi
 
 # The stamp names the packages it was made for: changing a pin reinstalls.
