@@ -3,8 +3,10 @@
 # 8 and 32: bytes, FLOPs, GB/s and GFLOP/s per class of op against the floors
 # measured in the same run) written to bench/results/roofline.md with the
 # commit it ran at.  Arguments go to `tram bench roofline` (e.g. -t 2,
-# --weight-format f32); ROOFLINE_NOTE adds a sentence (e.g. "measured under
-# load"); ROOFLINE_OUT changes the file.  About a minute on 2 quiet cores.
+# --weight-format f32, or --preset llama-3.2-1b for weights larger than the
+# cache); ROOFLINE_NOTE adds a sentence (e.g. "measured under load");
+# ROOFLINE_OUT changes the file (bench/results/roofline-dram.md is the
+# --preset llama-3.2-1b report).  About a minute on 2 quiet cores.
 # The file's "## Changes measured" section (before/after figures of single
 # changes, written by hand) is carried over to the new report.
 set -e

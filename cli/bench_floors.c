@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Best of a few large sgemm products, in FLOP/s: one single-threaded sgemm
  * per thread on its slice of rows, the way the CPU backend threads its
@@ -60,13 +61,21 @@ double tram_bench_copy_bandwidth(tram_error *err)
     return ok ? 2.0 * bytes / best : 0;
 }
 
+size_t tram_bench_llc_bytes(void)
+{
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return (size_t)TRAM_MAX(TRAM_MAX(l3, l2), 0);
+}
+
 /* STREAM's triad a = b + 3c on every thread over arrays far larger than the
- * last-level cache: the bandwidth a decode step's weight stream can reach,
- * in bytes (two read, one written) per second, best of a few. */
+ * last-level cache: the bandwidth a decode step's weight stream can reach
+ * from memory, in bytes (two read, one written) per second, best of a few.
+ * Each array is at least twice the cache, so that none of them stays in it
+ * whatever its replacement policy. */
 double tram_bench_triad_bandwidth(int threads, tram_error *err)
 {
     enum { REPS = 4 };
-    size_t n = (size_t)32 << 20; /* 256 MiB per array of doubles */
+    size_t n = TRAM_MAX((size_t)256 << 20, 2 * tram_bench_llc_bytes()) / sizeof(double);
     double *a = tram_calloc(n, sizeof(double), err), *b = a ? tram_calloc(n, sizeof(double), err) : NULL;
     double *c = b ? tram_calloc(n, sizeof(double), err) : NULL, best = 1e30;
     if (!c) {

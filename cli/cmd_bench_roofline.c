@@ -26,8 +26,9 @@
 #define MAX_SEQS 32 /* the largest decode batch */
 
 typedef struct {
-    const char *model;
+    const char *model, *preset; /* a GGUF, or dummy weights of a preset's shape */
     int threads, context, steps, f32;
+    int blocks; /* the dummy weights' block format: an index in block_names */
 } roof_opts;
 
 typedef struct {
@@ -59,9 +60,14 @@ typedef struct {
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: tram bench roofline [-m MODEL] [-t N] [--context N] [--steps N]\n"
-                 "       [--weight-format native|f32]\n\n"
+    fprintf(out, "usage: tram bench roofline [-m MODEL | --preset NAME [--blocks B]] [-t N] [--context N]\n"
+                 "       [--steps N] [--weight-format native|f32]\n\n"
                  "  -m, --model MODEL       a GGUF file (the default model)\n"
+                 "  --preset NAME           random weights of a preset's shape instead (models/presets:\n"
+                 "                          llama-3.2-1b, ...): weights larger than the cache; no tokenizer,\n"
+                 "                          so detokenization is not timed\n"
+                 "  --blocks B              the preset's matrices in q4_1 (the default), q8_0 or q4_0\n"
+                 "                          blocks, as the GGUF of that format would hold them\n"
                  "  -t, --threads N         CPU threads (the usable CPUs)\n"
                  "  --context N             prefill tokens, and the context the decode steps see (256)\n"
                  "  --steps N               timed decode steps per batch size (16)\n"
@@ -69,10 +75,14 @@ static void usage(FILE *out)
 }
 
 static const char *const formats[] = {"native", "f32", NULL};
+static const char *const block_names[] = {"q4_1", "q8_0", "q4_0", NULL};
+static const tram_ggml_type block_types[] = {TRAM_GGML_Q4_1, TRAM_GGML_Q8_0, TRAM_GGML_Q4_0};
 
 #define FIELD(name) offsetof(roof_opts, name)
 static const tram_flag roof_flags[] = {
     {.name = "--model", .alias = "-m", .kind = TRAM_FLAG_STRING, .field = FIELD(model)},
+    {.name = "--preset", .kind = TRAM_FLAG_STRING, .field = FIELD(preset)},
+    {.name = "--blocks", .kind = TRAM_FLAG_CHOICE, .field = FIELD(blocks), .choices = block_names},
     {.name = "--threads", .alias = "-t", .kind = TRAM_FLAG_INT, .field = FIELD(threads), .lo = 1, .hi = 4096},
     {.name = "--context", .kind = TRAM_FLAG_INT, .field = FIELD(context), .lo = BLOCK, .hi = 2048},
     {.name = "--steps", .kind = TRAM_FLAG_INT, .field = FIELD(steps), .lo = 1, .hi = 10000},
@@ -126,15 +136,18 @@ static int open_run(roof_run *r, tram_error *err)
                              .max_blocks_per_seq = r->blocks_per_seq, .block_size = BLOCK,
                              .num_blocks = o->context / BLOCK + MAX_SEQS, .weight_type = TRAM_W_F32,
                              .keep_blocks = !o->f32};
-    if (tram_model_file_open(&r->file, o->model, err) || tram_backend_cpu_create(&r->be, o->threads, err))
+    tram_ggml_type blocks = o->f32 ? TRAM_GGML_F32 : block_types[o->blocks];
+    if ((o->preset ? tram_model_file_open_dummy_blocks(&r->file, o->preset, blocks, err)
+                   : tram_model_file_open(&r->file, o->model, err)) ||
+        tram_backend_cpu_create(&r->be, o->threads, err))
         return -1;
     const tram_model_config *c = tram_model_file_config(r->file);
     tram_op_profile_wrap(&r->prof, r->be, c);
     if (tram_model_create(&r->m, r->file, &r->prof.be, &lim, err) ||
-        tram_tokenizer_from_gguf(&r->tok, tram_model_file_gguf(r->file), err) ||
+        (!o->preset && tram_tokenizer_from_gguf(&r->tok, tram_model_file_gguf(r->file), err)) ||
         tram_sampler_create(&r->sampler, c->vocab_size, err))
         return -1;
-    for (int s = 0; s < MAX_SEQS; s++)
+    for (int s = 0; r->tok && s < MAX_SEQS; s++)
         if (tram_detok_create(&r->detok[s], r->tok, 1, NULL, 0, err))
             return -1;
     r->logits = tram_calloc((size_t)MAX_SEQS * c->vocab_size, sizeof(float), err);
@@ -217,7 +230,7 @@ static int step(roof_run *r, const tram_batch *b, tram_error *err)
         double t2 = tram_now();
         const char *text;
         size_t len;
-        if (tram_detok_push(r->detok[i], id, &text, &len, NULL, err) < 0)
+        if (r->tok && tram_detok_push(r->detok[i], id, &text, &len, NULL, err) < 0)
             return -1;
         r->sample_s += t2 - t1;
         r->detok_s += (t1 = tram_now()) - t2;
@@ -256,9 +269,16 @@ static void print_floors(const roof_run *r)
     char date[32];
     strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", gmtime(&now));
     printf("- CPU: %s, %d threads; %s\n", cpu, r->o->threads, date);
-    printf("- Model: `%s`, weights %s; context %d tokens, %d timed decode steps per batch size\n",
-           r->o->model, r->o->f32 ? "f32 (dequantized at load)" : "native (the GGUF's blocks)", r->o->context,
-           r->o->steps);
+    const roof_opts *o = r->o;
+    if (o->preset)
+        printf("- Model: `%s`, random weights (no tokenizer: detokenization not timed), %s; "
+               "context %d tokens, %d timed decode steps per batch size\n",
+               tram_model_file_path(r->file), o->f32 ? "f32" : block_names[o->blocks], o->context, o->steps);
+    else
+        printf("- Model: `%s`, weights %s; context %d tokens, %d timed decode steps per batch size\n", o->model,
+               o->f32 ? "f32 (dequantized at load)" : "native (the GGUF's blocks)", o->context, o->steps);
+    printf("- Last-level cache %.0f MB: weights that fit stay in it between steps (their MB/step at batch 1 "
+           "is the GEMM rows' sum)\n", (double)tram_bench_llc_bytes() * 1e-6);
     printf("- Floors measured in this run: STREAM triad %.1f GB/s; OpenBLAS sgemm peak %.1f GFLOP/s; "
            "tram's Q4_1 block GEMM in cache %.1f GFLOP/s\n\n",
            r->fl.bandwidth * 1e-9, r->fl.sgemm * 1e-9, r->fl.qgemm * 1e-9);
@@ -304,7 +324,8 @@ static void print_scenario(const roof_run *r, const char *title, int tokens, int
     print_row("forward, between ops (batch checks and upload)", (r->forward_s - ops) / steps, 0, 0, total, peak,
               r->fl.bandwidth);
     print_row("sampling (T 0.8, top-p 0.95)", r->sample_s / steps, 0, 0, total, peak, r->fl.bandwidth);
-    print_row("detokenization", r->detok_s / steps, 0, 0, total, peak, r->fl.bandwidth);
+    if (r->tok)
+        print_row("detokenization", r->detok_s / steps, 0, 0, total, peak, r->fl.bandwidth);
     printf("\n");
 }
 
@@ -337,10 +358,17 @@ static int roofline(roof_run *r, tram_error *err)
 
 static int bench_roofline(int argc, char **argv)
 {
-    roof_opts o = {.model = TRAM_DEFAULT_MODEL, .threads = tram_cpu_usable(), .context = 256, .steps = 16};
+    roof_opts o = {.threads = tram_cpu_usable(), .context = 256, .steps = 16, .blocks = -1};
     const tram_flag_table tables[] = {TRAM_FLAG_TABLE(roof_flags, &o)};
     if (tram_flags_parse(tables, 1, argc, argv, NULL, 0) < 0)
         return TRAM_EXIT_USAGE;
+    if ((o.model && o.preset) || (o.blocks >= 0 && !o.preset)) {
+        fprintf(stderr, "tram bench roofline: %s\n", o.preset ? "give -m MODEL or --preset NAME, not both"
+                                                              : "--blocks is the format of --preset's weights");
+        return TRAM_EXIT_USAGE;
+    }
+    o.model = o.model ? o.model : TRAM_DEFAULT_MODEL;
+    o.blocks = TRAM_MAX(o.blocks, 0);
     tram_error err = {{0}};
     roof_run r = {.o = &o};
     int rc = measure_floors(&r, &err) || open_run(&r, &err) || roofline(&r, &err);

@@ -1,4 +1,4 @@
-/* dequant.c — ggml block formats to f32.
+/* dequant.c — ggml block formats to f32, and f32 to the 32-element ones.
  *
  * Each format is a loop over whole blocks; the inner loops are plain
  * element-wise arithmetic so the compiler vectorizes them.  The operation
@@ -8,12 +8,14 @@
  * The host is assumed little-endian, as GGUF files are. */
 #include "kernels/dequant.h"
 
+#include <math.h>
 #include <string.h>
 
 #define QK 32    /* elements per block of the legacy formats */
 #define QK_K 256 /* elements per super-block of the k-quants */
 
 typedef void (*dequant_fn)(const uint8_t *restrict src, float *restrict dst, int64_t n_blocks);
+typedef void (*quant_fn)(const float *restrict src, uint8_t *restrict dst);
 
 static inline uint16_t load_u16(const uint8_t *p)
 {
@@ -128,6 +130,71 @@ static void dq_q4_1(const uint8_t *restrict src, float *restrict dst, int64_t n_
     }
 }
 
+/* Round to nearest even, as a float-to-half instruction does: below the
+ * half's normal range one float add does the rounding (0.5 + x puts x's
+ * bits at the half subnormal's ulp, 2^-24); above it the mantissa's cut
+ * bits round by an add with the kept bit's parity. */
+static inline uint16_t float_to_half(float f)
+{
+    uint32_t x = f32_to_bits(f), sign = x >> 16 & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) /* infinity, or a quiet NaN */
+        return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
+    if (ax >= 0x477ff000u) /* 65520 and above round to infinity */
+        return (uint16_t)(sign | 0x7c00u);
+    if (ax < 0x38800000u) /* below 2^-14 */
+        return (uint16_t)(sign | (f32_to_bits(bits_to_f32(ax) + 0.5f) - 0x3f000000u));
+    ax += 0xc8000fffu + (ax >> 13 & 1u); /* exponent rebiased 127 -> 15, rounding carried in */
+    return (uint16_t)(sign | ax >> 13);
+}
+
+static inline void store_u16(uint8_t *p, uint16_t v) { memcpy(p, &v, sizeof(v)); }
+
+/* ggml's reference quantizers, one block of 32 each: the inverses of the
+ * dequantizers above up to rounding. */
+static void q_q8_0(const float *restrict x, uint8_t *restrict dst)
+{
+    float amax = 0.0f;
+    for (int l = 0; l < QK; l++)
+        amax = fabsf(x[l]) > amax ? fabsf(x[l]) : amax;
+    float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+    store_u16(dst, float_to_half(d));
+    for (int l = 0; l < QK; l++)
+        dst[2 + l] = (uint8_t)(int8_t)roundf(x[l] * id);
+}
+
+/* d from the value of largest magnitude, which maps to -8 exactly. */
+static void q_q4_0(const float *restrict x, uint8_t *restrict dst)
+{
+    float amax = 0.0f, max = 0.0f;
+    for (int l = 0; l < QK; l++)
+        if (fabsf(x[l]) > amax) {
+            amax = fabsf(x[l]);
+            max = x[l];
+        }
+    float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    store_u16(dst, float_to_half(d));
+    for (int l = 0; l < QK / 2; l++) {
+        int lo = (int)(x[l] * id + 8.5f), hi = (int)(x[l + QK / 2] * id + 8.5f);
+        dst[2 + l] = (uint8_t)(TRAM_MIN(15, lo) | TRAM_MIN(15, hi) << 4);
+    }
+}
+
+static void q_q4_1(const float *restrict x, uint8_t *restrict dst)
+{
+    float min = x[0], max = x[0];
+    for (int l = 1; l < QK; l++) {
+        min = x[l] < min ? x[l] : min;
+        max = x[l] > max ? x[l] : max;
+    }
+    float d = (max - min) / 15.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+    store_u16(dst, float_to_half(d));
+    store_u16(dst + 2, float_to_half(min));
+    for (int l = 0; l < QK / 2; l++) {
+        int lo = (int)((x[l] - min) * id + 0.5f), hi = (int)((x[l + QK / 2] - min) * id + 0.5f);
+        dst[4 + l] = (uint8_t)(TRAM_MIN(15, lo) | TRAM_MIN(15, hi) << 4);
+    }
+}
+
 /* Q4_K's 12 scale bytes hold eight 6-bit scales and eight 6-bit mins: the
  * first four of each in the low 6 bits of bytes 0-3 / 4-7, the last four
  * split between bytes 8-11 (low 4 bits) and the top 2 bits of bytes 0-7. */
@@ -194,16 +261,17 @@ static const struct {
     const char *name;
     int64_t block_size, type_size;
     dequant_fn fn;  /* called with the number of blocks */
+    quant_fn quantize; /* one block; NULL where tram_quantize_blocks refuses the type */
 } traits[] = {
-    {TRAM_GGML_F32, "F32", 1, 4, dq_f32},
-    {TRAM_GGML_F16, "F16", 1, 2, dq_f16},
-    {TRAM_GGML_BF16, "BF16", 1, 2, dq_bf16},
-    {TRAM_GGML_I8, "I8", 1, 1, dq_i8},
-    {TRAM_GGML_Q8_0, "Q8_0", QK, 2 + QK, dq_q8_0},
-    {TRAM_GGML_Q4_0, "Q4_0", QK, 2 + QK / 2, dq_q4_0},
-    {TRAM_GGML_Q4_1, "Q4_1", QK, 4 + QK / 2, dq_q4_1},
-    {TRAM_GGML_Q4_K, "Q4_K", QK_K, 144, dq_q4_k},
-    {TRAM_GGML_Q6_K, "Q6_K", QK_K, 210, dq_q6_k},
+    {TRAM_GGML_F32, "F32", 1, 4, dq_f32, NULL},
+    {TRAM_GGML_F16, "F16", 1, 2, dq_f16, NULL},
+    {TRAM_GGML_BF16, "BF16", 1, 2, dq_bf16, NULL},
+    {TRAM_GGML_I8, "I8", 1, 1, dq_i8, NULL},
+    {TRAM_GGML_Q8_0, "Q8_0", QK, 2 + QK, dq_q8_0, q_q8_0},
+    {TRAM_GGML_Q4_0, "Q4_0", QK, 2 + QK / 2, dq_q4_0, q_q4_0},
+    {TRAM_GGML_Q4_1, "Q4_1", QK, 4 + QK / 2, dq_q4_1, q_q4_1},
+    {TRAM_GGML_Q4_K, "Q4_K", QK_K, 144, dq_q4_k, NULL},
+    {TRAM_GGML_Q6_K, "Q6_K", QK_K, 210, dq_q6_k, NULL},
 };
 
 static int trait_index(tram_ggml_type type)
@@ -246,5 +314,18 @@ int tram_dequantize(tram_ggml_type type, const void *src, float *dst, int64_t n,
         return tram_fail(err, "cannot dequantize %lld elements of %s: not a whole number of %lld-element blocks",
                          (long long)n, traits[i].name, (long long)traits[i].block_size);
     traits[i].fn(src, dst, n / traits[i].block_size);
+    return 0;
+}
+
+int tram_quantize_blocks(tram_ggml_type type, const float *src, void *dst, int64_t n, tram_error *err)
+{
+    int i = trait_index(type);
+    if (i < 0 || !traits[i].quantize)
+        return tram_fail(err, "cannot quantize to %s: only Q8_0, Q4_0 and Q4_1 are written", tram_ggml_type_name(type));
+    if (n < 0 || n % QK)
+        return tram_fail(err, "cannot quantize %lld elements to %s: not a whole number of 32-element blocks",
+                         (long long)n, traits[i].name);
+    for (int64_t b = 0; b < n / QK; b++)
+        traits[i].quantize(src + b * QK, (uint8_t *)dst + b * traits[i].type_size);
     return 0;
 }

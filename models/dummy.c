@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "models/arch.h"
+#include "models/gguf.h"
 
 typedef enum { DUMMY_MATRIX, DUMMY_NORM, DUMMY_BIAS } dummy_kind;
 
@@ -125,5 +126,34 @@ int tram_dummy_read_f32(const tram_model_config *c, const char *name, float *out
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < numel; i++)
         out[i] = tram_dummy_value(&st, (uint64_t)i);
+    return 0;
+}
+
+int tram_dummy_is_block_matrix(const tram_model_config *c, const char *name)
+{
+    dummy_shape s;
+    return !tensor_shape(c, name, &s) && s.kind == DUMMY_MATRIX && s.cols % 32 == 0;
+}
+
+int tram_dummy_read_blocks(const tram_model_config *c, const char *name, tram_ggml_type type, void *out,
+                           int64_t numel, tram_error *err)
+{
+    enum { QK = 32 };
+    tram_dummy_stream st;
+    int64_t block_bytes = tram_ggml_type_size(type, QK);
+    if (tram_dummy_stream_of(c, name, numel, &st, err))
+        return -1;
+    if (!tram_dummy_is_block_matrix(c, name) || block_bytes < 0)
+        return tram_fail(err, "dummy weights: tensor %s is no matrix of %s blocks", name, tram_ggml_type_name(type));
+    float probe[QK] = {0}; /* the type's check, once rather than per block */
+    if (tram_quantize_blocks(type, probe, out, QK, err))
+        return -1;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < numel / QK; b++) {
+        float v[QK];
+        for (int j = 0; j < QK; j++)
+            v[j] = tram_dummy_value(&st, (uint64_t)(b * QK + j));
+        tram_quantize_blocks(type, v, (char *)out + b * block_bytes, QK, NULL);
+    }
     return 0;
 }

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "kernels/base.h"
+#include "kernels/dequant.h"
 #include "kernels/dummy_values.h"
 #include "models/model.h"
 
@@ -30,5 +31,14 @@ int tram_dummy_stream_of(const tram_model_config *c, const char *name, int64_t n
 /* Fills out[numel] with the tensor's values, failing as tram_dummy_stream_of. */
 int tram_dummy_read_f32(const tram_model_config *c, const char *name, float *out, int64_t numel,
                         tram_error *err);
+
+/* 1 when the tensor is a matrix of whole 32-element blocks per row: one a
+ * dummy file may give in a GGUF block format. */
+int tram_dummy_is_block_matrix(const tram_model_config *c, const char *name);
+/* Fills out with the tensor's values quantized to `type` (Q8_0, Q4_0 or
+ * Q4_1: kernels/dequant.h), as a GGUF file would store them; fails as
+ * tram_dummy_stream_of, or on a tensor that is no such matrix. */
+int tram_dummy_read_blocks(const tram_model_config *c, const char *name, tram_ggml_type type, void *out,
+                           int64_t numel, tram_error *err);
 
 #endif

@@ -21,6 +21,7 @@ struct tram_model_file {
     tram_gguf *gguf;     /* at most one of gguf / hf is set; neither for dummy weights */
     tram_hf_model *hf;
     int dummy;           /* random weights of a preset's shape (models/dummy.h) */
+    tram_ggml_type dummy_blocks; /* their matrices' block format; F32: none */
 };
 
 /* Reads "<arch>.<suffix>" as an integer in [lo, hi]. */
@@ -179,6 +180,17 @@ int tram_model_file_open_dummy(tram_model_file **out, const char *preset, tram_e
     return tram_model_file_open_dummy_config(out, &c, preset, err);
 }
 
+int tram_model_file_open_dummy_blocks(tram_model_file **out, const char *preset, tram_ggml_type blocks,
+                                      tram_error *err)
+{
+    if (blocks != TRAM_GGML_F32 && blocks != TRAM_GGML_Q8_0 && blocks != TRAM_GGML_Q4_0 && blocks != TRAM_GGML_Q4_1)
+        return tram_fail(err, "dummy weights come in F32, Q8_0, Q4_0 or Q4_1, not %s", tram_ggml_type_name(blocks));
+    if (tram_model_file_open_dummy(out, preset, err))
+        return -1;
+    (*out)->dummy_blocks = blocks;
+    return 0;
+}
+
 void tram_model_file_close(tram_model_file *f)
 {
     if (!f)
@@ -313,16 +325,28 @@ static int apply_int8_scales(const tram_model_file *f, const tram_gguf_tensor *t
 int tram_model_file_dummy_stream(const tram_model_file *f, const char *name, int64_t numel,
                                  tram_dummy_stream *out, tram_error *err)
 {
-    if (!f->dummy)
+    if (!f->dummy || tram_model_file_block_type(f, name) != TRAM_W_F32) /* blocks: values as stored */
         return 0;
     return tram_dummy_stream_of(&f->cfg, name, numel, out, err) ? -1 : 1;
+}
+
+/* A dummy block matrix's values: its blocks dequantized, as a GGUF's read. */
+static int dummy_read_block_values(tram_model_file *f, const char *name, float *out, int64_t numel,
+                                   tram_error *err)
+{
+    void *blocks = tram_calloc((size_t)TRAM_MAX(tram_ggml_type_size(f->dummy_blocks, numel), 1), 1, err);
+    int rc = blocks ? tram_dummy_read_blocks(&f->cfg, name, f->dummy_blocks, blocks, numel, err) : -1;
+    rc = rc ? rc : tram_dequantize(f->dummy_blocks, blocks, out, numel, err);
+    free(blocks);
+    return rc;
 }
 
 int tram_model_file_read_f32(tram_model_file *f, const char *name, float *out, int64_t numel,
                              tram_error *err)
 {
     if (f->dummy)
-        return tram_dummy_read_f32(&f->cfg, name, out, numel, err);
+        return tram_model_file_block_type(f, name) != TRAM_W_F32 ? dummy_read_block_values(f, name, out, numel, err)
+                                                                 : tram_dummy_read_f32(&f->cfg, name, out, numel, err);
     if (f->hf)
         return tram_hf_read_f32(f->hf, name, out, numel, err);
     tram_gguf_tensor slice;
@@ -340,13 +364,9 @@ int tram_model_file_read_f32(tram_model_file *f, const char *name, float *out, i
     return scales ? apply_int8_scales(f, t, scales, out, err) : 0;
 }
 
-tram_wtype tram_model_file_block_type(const tram_model_file *f, const char *name)
+static tram_wtype block_wtype(tram_ggml_type type)
 {
-    tram_gguf_tensor slice;
-    const tram_gguf_tensor *t = gguf_tensor(f, name, &slice);
-    if (!t)
-        return TRAM_W_F32;
-    switch (t->type) {
+    switch (type) {
     case TRAM_GGML_Q8_0: return TRAM_W_Q8_0;
     case TRAM_GGML_Q4_0: return TRAM_W_Q4_0;
     case TRAM_GGML_Q4_1: return TRAM_W_Q4_1;
@@ -354,9 +374,22 @@ tram_wtype tram_model_file_block_type(const tram_model_file *f, const char *name
     }
 }
 
+tram_wtype tram_model_file_block_type(const tram_model_file *f, const char *name)
+{
+    if (f->dummy)
+        return tram_dummy_is_block_matrix(&f->cfg, name) ? block_wtype(f->dummy_blocks) : TRAM_W_F32;
+    tram_gguf_tensor slice;
+    const tram_gguf_tensor *t = gguf_tensor(f, name, &slice);
+    return t ? block_wtype(t->type) : TRAM_W_F32;
+}
+
 int tram_model_file_read_blocks(tram_model_file *f, const char *name, void *out, int64_t numel,
                                 size_t *bytes, tram_error *err)
 {
+    if (f->dummy && tram_model_file_block_type(f, name) != TRAM_W_F32) {
+        *bytes = (size_t)tram_ggml_type_size(f->dummy_blocks, numel);
+        return tram_dummy_read_blocks(&f->cfg, name, f->dummy_blocks, out, numel, err);
+    }
     tram_gguf_tensor slice;
     const tram_gguf_tensor *t = gguf_tensor(f, name, &slice);
     if (!t || tram_model_file_block_type(f, name) == TRAM_W_F32)

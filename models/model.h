@@ -12,6 +12,7 @@
 #include "kernels/batch.h"
 #include "kernels/base.h"
 #include "kernels/backend.h"
+#include "kernels/dequant.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -67,6 +68,12 @@ int tram_model_file_open(tram_model_file **out, const char *path, tram_error *er
  * preset: a name in models/presets or a .json path.  Its path reads
  * "dummy:<preset>"; it has no GGUF. */
 int tram_model_file_open_dummy(tram_model_file **out, const char *preset, tram_error *err);
+/* Dummy weights whose matrices come in `blocks` (Q8_0, Q4_0 or Q4_1; F32:
+ * as tram_model_file_open_dummy), quantized from the same values, as a GGUF
+ * of the preset's shape quantized so would hold them: what `tram bench
+ * roofline --preset` runs to measure the native format on any model size. */
+int tram_model_file_open_dummy_blocks(tram_model_file **out, const char *preset, tram_ggml_type blocks,
+                                      tram_error *err);
 /* Dummy weights of any configuration (a preset's, cut to fewer layers, say),
  * named `name` in messages. */
 int tram_model_file_open_dummy_config(tram_model_file **out, const tram_model_config *c, const char *name,

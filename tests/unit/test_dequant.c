@@ -156,3 +156,61 @@ Test(dequant, rejects_unknown_type_and_partial_blocks)
     cr_assert_eq(tram_dequantize(TRAM_GGML_Q4_0, src, dst, 48, &err), -1);
     cr_assert(strstr(err.msg, "48") && strstr(err.msg, "Q4_0"), "%s", err.msg);
 }
+
+/* Quantizing then dequantizing moves each value by at most half a step (the
+ * block's d; Q4_1 also its min rounded to f16), for values of every sign
+ * and spread, a constant block and a block of zeros among them.  Q4_0 by a
+ * whole step at most: its scale maps the largest magnitude to -8, so a
+ * value as large of the other sign is clipped to +7 (as ggml's is). */
+Test(dequant, quantized_blocks_come_back_within_half_a_step)
+{
+    enum { N = 32 * 6 };
+    static const tram_ggml_type types[] = {TRAM_GGML_Q8_0, TRAM_GGML_Q4_0, TRAM_GGML_Q4_1};
+    float x[N], back[N];
+    uint8_t blocks[N];
+    tram_error err;
+    for (int i = 0; i < N; i++) {
+        int b = i / 32;
+        x[i] = b == 4 ? 0.75f : b == 5 ? 0.0f : (float)((i * 37 % 61) - 30) * (b + 1) * 0.013f + (b == 3 ? 5.0f : 0);
+    }
+    for (size_t t = 0; t < TRAM_ARRAY_LEN(types); t++) {
+        cr_assert_eq(tram_quantize_blocks(types[t], x, blocks, N, &err), 0, "%s", err.msg);
+        cr_assert_eq(tram_dequantize(types[t], blocks, back, N, &err), 0, "%s", err.msg);
+        for (int b = 0; b < N / 32; b++) {
+            float lo = x[b * 32], hi = lo, amax = 0;
+            for (int j = 0; j < 32; j++) {
+                lo = fminf(lo, x[b * 32 + j]);
+                hi = fmaxf(hi, x[b * 32 + j]);
+                amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+            }
+            double step = types[t] == TRAM_GGML_Q8_0 ? amax / 127 : types[t] == TRAM_GGML_Q4_0 ? amax / 8 : (hi - lo) / 15;
+            double tol = (types[t] == TRAM_GGML_Q4_0 ? 1.0 : 0.5) * step * 1.01 + amax * 0x1p-10; /* f16 d, m */
+            for (int j = 0; j < 32; j++)
+                cr_assert(fabs(back[b * 32 + j] - x[b * 32 + j]) <= tol, "%s block %d [%d]: %g came back %g",
+                          tram_ggml_type_name(types[t]), b, j, x[b * 32 + j], back[b * 32 + j]);
+        }
+    }
+    cr_assert_eq(tram_quantize_blocks(TRAM_GGML_Q6_K, x, blocks, N, &err), -1);
+    cr_assert(strstr(err.msg, "Q6_K"), "%s", err.msg);
+    cr_assert_eq(tram_quantize_blocks(TRAM_GGML_Q8_0, x, blocks, 48, &err), -1, "a partial block");
+}
+
+/* The half rounding of the scales: every finite half's value comes back as
+ * that half (a Q8_0 block whose largest value is 127 d has scale d exactly). */
+Test(dequant, block_scales_round_to_the_nearest_half)
+{
+    float x[32] = {0}, back[32];
+    uint8_t block[34];
+    for (uint32_t h = 1; h < 0x7c00u; h++) {
+        float d = tram_f16_to_f32((uint16_t)h);
+        x[0] = 127.0f * d;
+        if (!isfinite(x[0]) || x[0] / 127.0f != d)
+            continue; /* 127 d must divide back exactly */
+        tram_quantize_blocks(TRAM_GGML_Q8_0, x, block, 32, NULL);
+        uint16_t got;
+        memcpy(&got, block, 2);
+        cr_assert_eq(got, h, "scale of half 0x%04x came back 0x%04x", h, got);
+        tram_dequantize(TRAM_GGML_Q8_0, block, back, 32, NULL);
+        cr_assert_eq(back[0], x[0]);
+    }
+}

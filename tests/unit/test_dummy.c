@@ -2,13 +2,16 @@
  * the loader's tensor names, values with the promised statistics, exactly bf16,
  * the same on every read; and the smollm2-135m preset runs a forward pass on
  * the CPU backend with finite, repeatable logits of unit spread; the engine
- * runs them with another model's tokenizer. */
+ * runs them with another model's tokenizer; in a block format (the native
+ * format's roofline on any model size) a matrix's blocks are its values
+ * quantized, and its f32 read is those blocks dequantized. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/tram.h"
+#include "models/gguf.h"
 #include "models/model.h"
 #include "models/presets.h"
 #include "tests/unit/test_util.h"
@@ -235,4 +238,38 @@ Test(dummy, the_device_formula_is_the_hosts)
     tram_dummy_stream s;
     cr_assert_eq(tram_model_file_dummy_stream(f, "blk.0.attn_k.weight", 5, &s, &err), -1, "a wrong size is refused");
     tram_model_file_close(f);
+}
+
+Test(dummy, block_matrices_are_the_values_quantized)
+{
+    tram_model_file *plain = open_dummy("smollm2-135m"), *f = NULL;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_model_file_open_dummy_blocks(&f, "smollm2-135m", TRAM_GGML_Q4_1, &err), 0, "%s", err.msg);
+    cr_assert_eq(tram_model_file_block_type(f, "blk.3.ffn_down.weight"), TRAM_W_Q4_1);
+    cr_assert_eq(tram_model_file_block_type(f, "token_embd.weight"), TRAM_W_Q4_1);
+    cr_assert_eq(tram_model_file_block_type(f, "blk.3.ffn_norm.weight"), TRAM_W_F32, "norms stay f32");
+    cr_assert_eq(tram_model_file_block_type(plain, "blk.3.ffn_down.weight"), TRAM_W_F32);
+    tram_dummy_stream st;
+    cr_assert_eq(tram_model_file_dummy_stream(f, "blk.0.attn_k.weight", 192 * 576, &st, &err), 0,
+                 "a block matrix's values are its blocks', not the stream's");
+    int64_t n = 192 * 576; /* blk.0.attn_k: 3 kv heads of 64 x dim 576 */
+    size_t bytes = 0;
+    uint8_t *blocks = malloc((size_t)tram_ggml_type_size(TRAM_GGML_Q4_1, n));
+    float *dq = malloc((size_t)n * sizeof(float));
+    cr_assert_eq(tram_model_file_read_blocks(f, "blk.0.attn_k.weight", blocks, n, &bytes, &err), 0, "%s", err.msg);
+    cr_assert_eq(bytes, (size_t)tram_ggml_type_size(TRAM_GGML_Q4_1, n));
+    cr_assert_eq(tram_dequantize(TRAM_GGML_Q4_1, blocks, dq, n, &err), 0, "%s", err.msg);
+    float *got = read_tensor(f, "blk.0.attn_k.weight", n), *raw = read_tensor(plain, "blk.0.attn_k.weight", n);
+    double a = sqrt(3.0 / 576), worst = 0; /* values uniform on [-a, a] */
+    for (int64_t i = 0; i < n; i++) {
+        cr_assert_eq(got[i], dq[i], "[%lld]: the f32 read is the blocks dequantized", (long long)i);
+        worst = fmax(worst, fabs(got[i] - raw[i]));
+    }
+    cr_assert(worst > 0 && worst <= 2 * a / 15 * 0.51 + 1e-4, "quantization moved a value by %g", worst);
+    cr_assert_eq(tram_model_file_read_blocks(f, "blk.0.attn_norm.weight", blocks, 576, &bytes, &err), -1);
+    tram_model_file_close(f);
+    cr_assert_eq(tram_model_file_open_dummy_blocks(&f, "smollm2-135m", TRAM_GGML_Q6_K, &err), -1);
+    cr_assert(strstr(err.msg, "Q6_K"), "%s", err.msg);
+    TRAM_FREE_ALL(blocks, dq, got, raw);
+    tram_model_file_close(plain);
 }
