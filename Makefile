@@ -181,7 +181,16 @@ CPPFLAGS += $(CPPFLAGS_EXTRA)
 
 $(BUILD)/%.o: %.cu | $(BUILD)/.deps-ok
 	@mkdir -p $(dir $@)
-	$(NVCC_BIN) $(NVCCFLAGS) -I. -DTRAM_CUDA -MMD -MP -c -o $@ $<
+	$(NVCC_BIN) $(NVCCFLAGS) -I. $(CUDA_INC) -DTRAM_CUDA -MMD -MP -c -o $@ $<
+
+# cuSPARSELt's header, for sparse24.cu's prototypes only: the library is
+# dlopened at run time, never linked (kernels/cuda/fetch_cusparselt.sh
+# fetches the pinned wheel once, into a cache outside the clone).
+CUSPARSELT_DIR := build/cusparselt
+$(CUSPARSELT_DIR)/include/cusparseLt.h: kernels/cuda/fetch_cusparselt.sh
+	sh kernels/cuda/fetch_cusparselt.sh $(CUSPARSELT_DIR)
+$(BUILD)/kernels/cuda/sparse24.o: CUDA_INC = -I$(CUSPARSELT_DIR)/include
+$(BUILD)/kernels/cuda/sparse24.o: $(CUSPARSELT_DIR)/include/cusparseLt.h
 
 gpu-check:
 	@sh tests/gpu/run.sh

@@ -35,9 +35,11 @@ typedef enum {
     TRAM_W_Q8_0 = 4,  /* f16 d, int8 q[32]:            w = q * d           */
     TRAM_W_Q4_0 = 5,  /* f16 d, 16 bytes of nibbles:   w = (q - 8) * d     */
     TRAM_W_Q4_1 = 6,  /* f16 d, f16 m, nibbles:        w = q * d + m       */
-    /* 2:4 sparse f32 (CPU; `tram prune`): at most 2 nonzeros in every 4
-     * consecutive weights of a row, stored as the 2 values and their 2-bit
-     * positions (kernels/cpu/sparse24.c); cols a multiple of 8. */
+    /* 2:4 sparse (`tram prune`): at most 2 nonzeros in every 4 consecutive
+     * weights of a row.  CPU: f32, stored as the 2 values and their 2-bit
+     * positions (kernels/cpu/sparse24.c); cols a multiple of 8.  CUDA: bf16
+     * compressed by cuSPARSELt (kernels/cuda/sparse24.cu); rows and cols
+     * multiples of 16.  Only after sparse24_prepare said yes. */
     TRAM_W_S24 = 7,
     /* OCP E4M3 codes, one f32 scale per output row: w = e4m3(q) * scales[row]
      * (kernels/fp8_format.h; CUDA through cuBLASLt's FP8 path,
@@ -196,6 +198,12 @@ struct tram_backend {
      * the host would read); NULL for backends that take the host's values. */
     void (*upload_weight_dummy)(tram_backend *be, tram_weight *w, const tram_dummy_stream *parts,
                                 const int64_t *counts, int n_parts, int rows, int cols, tram_wtype type);
+    /* 2:4 sparse matrices (models/sparsity.h), asked at load before any is
+     * uploaded: 1 when this backend runs weights of type t (TRAM_W_S24 or
+     * TRAM_W_S24_INT8) sparse, for products of at most max_rows rows (what
+     * it sizes its buffers for, then and there); 0 with one sentence in why
+     * when it runs them dense (the caller uploads the dense type instead). */
+    int (*sparse24_prepare)(tram_backend *be, tram_wtype t, int max_rows, tram_error *why);
 
     /* ops; n is the number of token rows */
     void (*embed)(tram_backend *be, void *x, const tram_weight *table, const int32_t *ids, int n);

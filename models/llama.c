@@ -76,6 +76,7 @@ struct tram_model {
     tram_act_observer observe;  /* calibration hook, usually NULL */
     void *observe_ctx;
     int kv_borrowed;           /* the KV pool is another model's (tram_model_share_kv) */
+    int sparse_runs[2];        /* the backend runs 2:4 TRAM_W_S24 / TRAM_W_S24_INT8 sparse (ask_sparse) */
 };
 
 /* ---------------------------------------------------------------- loading */
@@ -95,40 +96,54 @@ static int load_one(tram_model *m, tram_model_file *f, tram_weight *w, const cha
     return tram_shard_load(m->be, f, w, &whole, 1, rows, cols, type, sc, err);
 }
 
+/* Whether a matrix the file holds runs as W8A8 int8: stored int8, or
+ * quantized at load and not excluded. */
+static int takes_int8(const tram_model *m, tram_model_file *f, const char *name)
+{
+    return tram_model_file_is_int8(f, name) ||
+           (m->lim.quantize_int8 && !tram_quant_excluded(m->lim.int8_exclude, name));
+}
+
 /* FP8 for a matrix the file stores as FP8 (W8A8 on a backend that runs it);
- * int8 for one it stores as int8, or one the limits quantize at load and do
- * not exclude; FP8 again for one the limits quantize to FP8; else the file's block format when the limits keep blocks and
- * the backend runs them; else the backend's format.  2:4 matrices run sparse
- * where the weights are f32 (the CPU), dense elsewhere (on CUDA: cuSPARSELt
- * is not a dependency here, so the dense int8 or bf16 path). */
+ * int8 for one takes_int8; FP8 again for one the limits quantize to FP8;
+ * else the file's block format when the limits keep blocks and the backend
+ * runs them; else the backend's format.  2:4 matrices run sparse where the
+ * backend said it runs their kind (ask_sparse), dense elsewhere. */
 static tram_wtype matrix_type(const tram_model *m, tram_model_file *f, const char *name)
 {
     if (m->be->upload_weight_fp8 && tram_model_file_is_fp8(f, name))
         return TRAM_W_FP8;
-    int sparse = m->lim.weight_type == TRAM_W_F32 && tram_sparsity_is_24(tram_model_file_gguf(f), name);
-    if (tram_model_file_is_int8(f, name) ||
-        (m->lim.quantize_int8 && !tram_quant_excluded(m->lim.int8_exclude, name)))
-        return sparse ? TRAM_W_S24_INT8 : TRAM_W_INT8;
+    int sparse = tram_sparsity_is_24(tram_model_file_gguf(f), name);
+    if (takes_int8(m, f, name))
+        return sparse && m->sparse_runs[1] ? TRAM_W_S24_INT8 : TRAM_W_INT8;
     if (m->lim.quantize_fp8 && !tram_quant_excluded(m->lim.int8_exclude, name))
         return TRAM_W_FP8;
     tram_wtype blocks = tram_model_file_block_type(f, name);
     if (m->lim.keep_blocks && m->be->upload_weight_blocks && blocks != TRAM_W_F32)
         return blocks;
-    return sparse ? TRAM_W_S24 : m->lim.weight_type;
+    return sparse && m->sparse_runs[0] ? TRAM_W_S24 : m->lim.weight_type;
 }
 
-/* The one line that says a 2:4 file runs dense on this backend. */
-static void say_sparse_runs_dense(const tram_model *m, tram_model_file *f)
+/* Asks the backend, before any matrix is loaded, whether it runs the 2:4
+ * kinds this file's sparse matrices take ([0] TRAM_W_S24, [1] int8's
+ * TRAM_W_S24_INT8), each asked once and only when some matrix takes it (on
+ * CUDA the answer loads cuSPARSELt).  A kind it runs dense gets one line
+ * saying why (rank 0); its matrices load in the dense format. */
+static void ask_sparse(tram_model *m, tram_model_file *f)
 {
     const tram_gguf *g = tram_model_file_gguf(f);
-    if (m->lim.weight_type == TRAM_W_F32 || m->shard.rank || !g)
-        return;
-    for (uint64_t i = 0; i < g->n_tensors; i++)
-        if (tram_sparsity_is_24(g, g->tensors[i].name)) {
-            fprintf(stderr, "tram: %s is 2:4 sparse; the %s backend runs its matrices dense (no cuSPARSELt "
-                    "here)\n", tram_model_file_path(f), m->be->name);
-            return;
-        }
+    static const tram_wtype kinds[2] = {TRAM_W_S24, TRAM_W_S24_INT8};
+    int needed[2] = {0, 0};
+    for (uint64_t i = 0; g && i < g->n_tensors; i++)
+        if (tram_sparsity_is_24(g, g->tensors[i].name))
+            needed[takes_int8(m, f, g->tensors[i].name)] = 1;
+    for (int k = 0; k < 2; k++) {
+        tram_error why = {{0}};
+        m->sparse_runs[k] = needed[k] && m->be->sparse24_prepare(m->be, kinds[k], m->lim.max_tokens, &why);
+        if (needed[k] && !m->sparse_runs[k] && !m->shard.rank)
+            fprintf(stderr, "tram: %s is 2:4 sparse; the %s backend runs its %smatrices dense: %s\n",
+                    tram_model_file_path(f), m->be->name, k ? "int8 " : "", why.msg);
+    }
 }
 
 /* Matrices fused into one (q/k/v, gate/up) keep a shared format only when
@@ -269,7 +284,7 @@ static int load_weights(tram_model *m, tram_model_file *f, tram_error *err)
     tram_shard_scratch sc;
     if (tram_shard_scratch_init(&sc, biggest, cut, err))
         return -1;
-    say_sparse_runs_dense(m, f);
+    ask_sparse(m, f);
     /* A tied table is also the lm_head, and takes its format; an untied one is
      * only looked up a row at a time and stays at full precision.  Every rank
      * holds the table (a lookup needs no communication); only rank 0, which

@@ -108,6 +108,17 @@ static void cpu_free_weight(tram_backend *be, tram_weight *w)
     memset(w, 0, sizeof(*w));
 }
 
+/* Both 2:4 kinds run sparse here (sparse24.c, sparse24_int8.c), with
+ * scratch that grows with the product, so there is nothing to size. */
+static int cpu_sparse24_prepare(tram_backend *be, tram_wtype t, int max_rows, tram_error *why)
+{
+    (void)be, (void)max_rows;
+    if (t == TRAM_W_S24 || t == TRAM_W_S24_INT8)
+        return 1;
+    tram_fail(why, "type %d is not a 2:4 kind", t);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- tensor parallel */
 
 static void cpu_all_reduce(tram_backend *be, void *x, size_t n)
@@ -176,6 +187,7 @@ int tram_backend_cpu_create_rank(tram_backend **out, int num_threads, tram_cpu_g
         .upload_rows = cpu_copy_rows, .alloc_host = cpu_alloc, .free_host = cpu_free,
         .upload_weight = cpu_upload_weight, .free_weight = cpu_free_weight,
         .upload_weight_blocks = cpu_upload_weight_blocks, .upload_weight_fp8 = cpu_fp8_upload_codes,
+        .sparse24_prepare = cpu_sparse24_prepare,
         .embed = cpu_embed, .rmsnorm = cpu_rmsnorm, .add_rmsnorm = cpu_add_rmsnorm,
         .matmul = cpu_matmul, .add_bias = cpu_add_bias, .rope = cpu_rope, .kv_store = cpu_kv_store,
         .attention = cpu_attention, .silu_mul = cpu_silu_mul, .rmsnorm_q = cpu_rmsnorm_q,

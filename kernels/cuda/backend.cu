@@ -120,7 +120,9 @@ static void cuda_upload_weight(tram_backend *be, tram_weight *w, const float *ho
         tram_cuda_fp8_upload(be, w, host, rows, cols);
         return;
     }
-    if (weight_storage(be, w, rows, cols, type))
+    /* a 2:4 matrix is uploaded dense, then compressed by cuSPARSELt */
+    int sparse = type == TRAM_W_S24 && rows > 1;
+    if (weight_storage(be, w, rows, cols, sparse ? TRAM_W_BF16 : type))
         return;
     size_t n = (size_t)rows * cols;
     if (w->type == TRAM_W_F32) {
@@ -134,6 +136,8 @@ static void cuda_upload_weight(tram_backend *be, tram_weight *w, const float *ho
     cuda_upload(be, tmp, host, n * sizeof(float));
     f32_to_bf16(c, (bf16 *)w->data, tmp, n);
     CUDA_CHECK(&c->st, cudaFreeAsync(tmp, c->stream));
+    if (sparse)
+        cuda_sparse24_compress(be, w);
 }
 
 static void cuda_free_weight(tram_backend *be, tram_weight *w)
@@ -256,6 +260,7 @@ static void cuda_destroy(tram_backend *be)
         cuda_sampler_free(c);
         cuda_masks_free(c);
         cuda_moe_free(c);
+        cuda_sparse24_free(c);
         if (c->stream)
             cudaStreamDestroy(c->stream);
         free(c);
@@ -311,7 +316,7 @@ extern "C" int tram_backend_cuda_create(tram_backend **out, int device_index, tr
         .upload_weight = cuda_upload_weight, .free_weight = cuda_free_weight,
         .upload_weight_blocks = NULL, /* GGUF blocks are dequantized to bf16 at load */
         .upload_weight_fp8 = tram_cuda_fp8_upload_codes,
-        .upload_weight_dummy = cuda_upload_weight_dummy,
+        .upload_weight_dummy = cuda_upload_weight_dummy, .sparse24_prepare = cuda_sparse24_prepare,
         .embed = cuda_embed, .rmsnorm = cuda_rmsnorm, .add_rmsnorm = cuda_add_rmsnorm,
         .matmul = cuda_matmul, .add_bias = cuda_add_bias, .rope = cuda_rope, .kv_store = cuda_kv_store,
         .attention = cuda_attention, .silu_mul = cuda_silu_mul, .rmsnorm_q = cuda_rmsnorm_q,

@@ -1,7 +1,7 @@
 /* cuda_impl.cuh — the CUDA backend's private state, shared by its .cu files
  * (backend.cu: the op table, memory and life cycle; ops.cu: element-wise
  * kernels; attention.cu; gemm.cu; int8.cu; sampling.cu; graph.cu; moe.cu;
- * lora.cu), as
+ * lora.cu; sparse24.cu), as
  * kernels/cpu/cpu_impl.h is the CPU's.  The helpers every file uses are
  * inline here, so that no file calls back into backend.cu. */
 #ifndef TRAM_CUDA_IMPL_CUH
@@ -56,6 +56,7 @@ typedef struct cuda_moe cuda_moe;    /* moe.cu's cuBLAS handle and grouped-GEMM 
 #define TRAM_MOE_MAX_EXPERTS 1024
 typedef struct cuda_sampler cuda_sampler;
 typedef struct cuda_masks cuda_masks;      /* mask.cu's buffers */
+typedef struct cuda_sparse24 cuda_sparse24;  /* sparse24.cu's cuSPARSELt handle, plans and padding */
 
 typedef struct {
     int device, num_sms;
@@ -82,6 +83,7 @@ typedef struct {
     cuda_int8 *int8;                /* NULL until the first int8 weight */
     tram_kernel_variants variants;  /* variants.cu: each family's kernel variant */
     cuda_moe *moe;                  /* NULL until the first MoE layer */
+    cuda_sparse24 *s24;             /* NULL until sparse24_prepare loads cuSPARSELt */
 } cuda_state;
 
 static inline cuda_state *cuda_of(tram_backend *be) { return (cuda_state *)be->impl; }
@@ -173,6 +175,14 @@ void cuda_moe_free(cuda_state *c);
 /* lora.cu: LoRA's grouped shrink and expand (tram_backend.lora) */
 void cuda_lora(tram_backend *be, void *y, int y_stride, const void *x, const tram_lora_site *site,
                const tram_lora_group *groups, int n_groups, const tram_lora_scratch *s);
+
+/* sparse24.cu: 2:4 sparse bf16 weights through cuSPARSELt, loaded at run
+ * time (tram_backend.sparse24_prepare); compress turns a dense bf16 w that
+ * is 2:4 into a TRAM_W_S24 one (at upload) */
+int cuda_sparse24_prepare(tram_backend *be, tram_wtype t, int max_rows, tram_error *why);
+void cuda_sparse24_compress(tram_backend *be, tram_weight *w);
+void cuda_sparse24_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n);
+void cuda_sparse24_free(cuda_state *c);
 
 /* Frees sampling.cu's buffers (tram_cuda_sampler_reserve). */
 void cuda_sampler_free(cuda_state *c);

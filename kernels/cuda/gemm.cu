@@ -120,8 +120,12 @@ void cuda_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w,
         tram_cuda_int8_matmul(be, y, x, w, n);
         return;
     }
+    if (w->type == TRAM_W_S24) {
+        cuda_sparse24_matmul(be, y, x, w, n);
+        return;
+    }
     if (w->type != TRAM_W_BF16) {
-        cuda_fail(be, "matmul: weight %dx%d has type %d, only bf16, int8 and FP8 run on CUDA", w->rows, w->cols,
+        cuda_fail(be, "matmul: weight %dx%d has type %d, only bf16, 2:4 bf16, int8 and FP8 run on CUDA", w->rows, w->cols,
                   w->type);
         return;
     }

@@ -61,6 +61,8 @@ run_steps() {
     step spec 45 "$BIN/check_e2e" --spec smollm2-135m "$TOKENIZER"
     step nccl 60 "$BIN/check_nccl" smollm2-135m
     step variants 60 "$BIN/check_variants" ${TRAM_GPU_SEED:+"$TRAM_GPU_SEED"}
+    # SKIPs unless TRAM_CUSPARSELT points at a copy of the library (not in the bundle: docs/gpu.md)
+    step sparse24 30 "$BIN/check_sparse24" ${TRAM_GPU_SEED:+"$TRAM_GPU_SEED"}
     step bench 90 "$BIN/bench_device" "$PRESET" --offline "$OFFLINE,$MAX_SEQS"
     step throughput 60 "$BIN/tram-cuda" bench throughput --device cuda --load-format dummy --preset "$PRESET" \
         --tokenizer "$TOKENIZER" --num-prompts "$N_REQ" --input-len "$IN_LEN" --output-len "$OUT_LEN" \

@@ -9,6 +9,7 @@
 # program's name or a sanitizer tool:
 #   fail   print a FAIL line and exit 1        hang   never finish
 #   nogpu  exit 2 (no usable GPU)              errors (a sanitizer tool) report an error
+#   skip   exit 77 (could not run here: check_sparse24 without cuSPARSELt)
 #   unsupported (a sanitizer tool) refuse the device, as on gVisor
 #   missing (ldd) report a library not found for check_e2e
 me=$(basename "$0")
@@ -52,6 +53,7 @@ case "$(mode_of "$me")" in
 fail) echo "FAIL   $me planted failure" && exit 1 ;;
 hang) exec sleep 600 ;;
 nogpu) echo "$me: no CUDA device (planted)" && exit 2 ;;
+skip) echo "SKIP $me: cannot load libcusparseLt.so.0 (planted)" && exit 77 ;;
 esac
 case $me in
 tram-cuda) echo "| batched | stand-in | - | 1.0 |" ;;

@@ -45,7 +45,7 @@ has() { grep -q -E "$2" "$T/$1.md"; }
 lacks() { ! has "$@"; }
 
 dry clean 0
-dry planted 1 TRAM_GPU_STANDIN=check_e2e=fail,bench_device=hang,racecheck=unsupported,memcheck=errors TRAM_GPU_DRY_CAP=2
+dry planted 1 TRAM_GPU_STANDIN=check_e2e=fail,bench_device=hang,racecheck=unsupported,memcheck=errors,check_sparse24=skip TRAM_GPU_DRY_CAP=2
 dry nogpu 1 TRAM_GPU_STANDIN=check_kernels=nogpu
 dry missing_lib 1 TRAM_GPU_STANDIN=ldd=missing
 dry probe 1 TRAM_GPU_STANDIN=gpu_probe=fail
@@ -54,7 +54,7 @@ dry no_bundle 1 TRAM_GPU_STANDIN=bundle=missing
 dry budget 1 TRAM_GPU_STANDIN=check_kernels=hang TRAM_GPU_BUDGET=7
 done_runs
 
-for s in preflight kernels sampler-v2 memcheck racecheck e2e lora formats spec bench throughput; do
+for s in preflight kernels sampler-v2 memcheck racecheck e2e lora formats spec sparse24 bench throughput; do
     expect "clean: $s row passes" has clean "^\| $s +\| PASS "
 done
 expect "clean: rows printed as they finish" grep -q '| kernels    | PASS' "$T/clean.out"
@@ -67,6 +67,7 @@ expect "planted: its FAIL line shown" has planted 'check_e2e planted failure'
 expect "planted: hanging step timed out" has planted '^\| bench +\| FAIL .*timed out after 2 s'
 expect "planted: sanitizer errors fail" has planted '^\| memcheck +\| FAIL .*exit 3'
 expect "planted: refused sanitizer is a SKIP" has planted '^\| racecheck +\| SKIP .*could not run here'
+expect "planted: a program's exit 77 (no cuSPARSELt) is a SKIP" has planted '^\| sparse24 +\| SKIP .*could not run here'
 expect "planted: steps after a failure still run" has planted '^\| throughput +\| PASS'
 expect "planted: verdict" has planted 'FAILED$'
 

@@ -3,8 +3,10 @@
  * (every group of every pruned matrix exactly 2:4, the rest untouched) and
  * run sparse to the logits of the same values run dense; and 2:4 + int8:
  * the sparse W8A8 kernels and files against the dense int8 ones, bit for
- * bit. */
+ * bit; and a backend that runs 2:4 dense (CUDA without cuSPARSELt): its
+ * file's kind asked once, every matrix loaded dense, one line saying why. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,6 +203,30 @@ static void check_round_trip(const char *src, const char *dst, const tram_calib_
     tram_model_file_close(b);
 }
 
+/* The tiny model written to src and pruned to dst ("/tmp/...-TAG-PID"). */
+static void pruned_tiny_file(char *src, char *dst, size_t size, const char *tag, const char *exclude,
+                             tram_calib_stats *st)
+{
+    snprintf(src, size, "/tmp/tram-test-prune-%s-src-%d.gguf", tag, (int)getpid());
+    snprintf(dst, size, "/tmp/tram-test-prune-%s-24-%d.gguf", tag, (int)getpid());
+    tiny_model_write(src, 5);
+    prune_file(src, dst, exclude, st);
+}
+
+/* Logits of the same values run two ways, equal within float rounding. */
+static void assert_logits_close(const float *a, const float *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        cr_assert(fabsf(a[i] - b[i]) <= 1e-4f * (1 + fabsf(b[i])), "logit %d: %g vs %g", i, a[i], b[i]);
+}
+
+/* Token ids spread over the tiny vocabulary. */
+static void tiny_ids(int32_t *ids, int n)
+{
+    for (int i = 0; i < n; i++)
+        ids[i] = (i * 37 + 11) % TINY_VOCAB;
+}
+
 /* int8: the matrices quantized at load */
 static void logits_of(const char *path, float *logits, int n, const int32_t *ids, int int8)
 {
@@ -218,24 +244,19 @@ static void logits_of(const char *path, float *logits, int n, const int32_t *ids
 Test(prune, file_is_2_4_round_trips_and_runs_sparse_as_dense)
 {
     char src[128], dst[128], dense[128];
-    snprintf(src, sizeof(src), "/tmp/tram-test-prune-src-%d.gguf", (int)getpid());
-    snprintf(dst, sizeof(dst), "/tmp/tram-test-prune-24-%d.gguf", (int)getpid());
     snprintf(dense, sizeof(dense), "/tmp/tram-test-prune-dense-%d.gguf", (int)getpid());
-    tiny_model_write(src, 5);
     tram_calib_stats st = {0};
-    prune_file(src, dst, "blk.1.ffn_down", &st);
+    pruned_tiny_file(src, dst, sizeof(src), "rt", "blk.1.ffn_down", &st);
     check_round_trip(src, dst, &st);
     /* the same values with every layer excluded: loaded dense */
     prune_file(dst, dense, "blk.0,blk.1", &st);
     enum { N = 24 };
     int32_t ids[N];
-    for (int i = 0; i < N; i++)
-        ids[i] = (i * 37 + 11) % TINY_VOCAB;
+    tiny_ids(ids, N);
     static float a[N * TINY_VOCAB], b[N * TINY_VOCAB];
     logits_of(dst, a, N, ids, 0);
     logits_of(dense, b, N, ids, 0);
-    for (int i = 0; i < N * TINY_VOCAB; i++)
-        cr_assert(fabsf(a[i] - b[i]) <= 1e-4f * (1 + fabsf(b[i])), "logit %d: %g vs %g", i, a[i], b[i]);
+    assert_logits_close(a, b, N * TINY_VOCAB);
     tram_calib_stats_free(&st);
     unlink(src), unlink(dst), unlink(dense);
 }
@@ -447,4 +468,90 @@ Test(prune, sparsegpt_is_2_4_and_closer_to_the_layer_than_wanda)
         cr_assert_eq((sgpt[g] == 0) + (sgpt[g + 1] == 0) + (sgpt[g + 2] == 0) + (sgpt[g + 3] == 0), 2, "group %d", g / 4);
     double e_wanda = output_error(x, N, w, wanda, ROWS, COLS), e_sgpt = output_error(x, N, w, sgpt, ROWS, COLS);
     cr_assert(e_sgpt < 0.5 * e_wanda, "SparseGPT's error %g, Wanda's %g", e_sgpt, e_wanda);
+}
+
+/* ---------------------------------------------------------------- a backend that runs 2:4 dense */
+
+/* The CPU backend made to answer as CUDA does without cuSPARSELt: each
+ * kind asked is counted and refused, and sparse uploads are counted. */
+static int asked[2], sparse_uploads;
+static void (*cpu_upload_weight)(tram_backend *, tram_weight *, const float *, int, int, tram_wtype);
+
+static int refuse_sparse(tram_backend *be, tram_wtype t, int max_rows, tram_error *why)
+{
+    (void)be, (void)max_rows;
+    asked[t == TRAM_W_S24_INT8]++;
+    tram_fail(why, "planted refusal");
+    return 0;
+}
+
+static void counting_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols, tram_wtype t)
+{
+    sparse_uploads += t == TRAM_W_S24 || t == TRAM_W_S24_INT8;
+    cpu_upload_weight(be, w, host, rows, cols, t);
+}
+
+/* Loads path (int8: quantized at load) on the refusing backend with stderr
+ * in a file; returns the lines that say a 2:4 file runs dense, the last
+ * one in line. */
+static int load_refused(const char *path, int int8, float *logits, int n, const int32_t *ids, char *line,
+                        size_t size)
+{
+    char log[128];
+    snprintf(log, sizeof(log), "/tmp/tram-test-prune-log-%d.txt", (int)getpid());
+    tram_model_file *f;
+    tram_error err;
+    cr_assert(!tram_model_file_open(&f, path, &err), "%s", err.msg);
+    tram_backend *be = test_cpu_backend();
+    cpu_upload_weight = be->upload_weight;
+    be->upload_weight = counting_upload;
+    be->sparse24_prepare = refuse_sparse;
+    fflush(stderr);
+    int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert(saved >= 0 && fd >= 0 && dup2(fd, 2) == 2);
+    close(fd);
+    tram_model *m = test_model_load(f, be, int8);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    test_forward_all(m, ids, n, logits);
+    tram_model_destroy(m);
+    be->destroy(be);
+    tram_model_file_close(f);
+    FILE *in = fopen(log, "r");
+    int said = 0;
+    char buf[1024];
+    while (in && fgets(buf, sizeof(buf), in))
+        if (strstr(buf, "is 2:4 sparse"))
+            said++, snprintf(line, size, "%s", buf);
+    if (in)
+        fclose(in);
+    unlink(log);
+    return said;
+}
+
+Test(prune, a_backend_running_2_4_dense_loads_dense_and_says_why_once)
+{
+    char src[128], dst[128], line[1024] = "", want[512];
+    tram_calib_stats st = {0};
+    pruned_tiny_file(src, dst, sizeof(src), "refused", "", &st);
+    enum { N = 12 };
+    int32_t ids[N];
+    tiny_ids(ids, N);
+    static float dense[N * TINY_VOCAB], sparse[N * TINY_VOCAB];
+    logits_of(dst, sparse, N, ids, 0);
+    for (int int8 = 0; int8 < 2; int8++) {
+        asked[0] = asked[1] = sparse_uploads = 0;
+        cr_assert_eq(load_refused(dst, int8, dense, N, ids, line, sizeof(line)), 1, "one line, int8 %d", int8);
+        snprintf(want, sizeof(want), "tram: %s is 2:4 sparse; the cpu backend runs its %smatrices dense: "
+                 "planted refusal\n", dst, int8 ? "int8 " : "");
+        cr_assert_str_eq(line, want);
+        cr_assert_eq(asked[int8], 1, "the file's kind asked once (int8 %d)", int8);
+        cr_assert_eq(asked[!int8], 0, "the other kind not asked (int8 %d)", int8);
+        cr_assert_eq(sparse_uploads, 0, "no matrix uploaded sparse (int8 %d)", int8);
+        if (!int8) /* dense products of the same pruned values: the sparse run's logits */
+            assert_logits_close(dense, sparse, N * TINY_VOCAB);
+    }
+    tram_calib_stats_free(&st);
+    unlink(src), unlink(dst);
 }

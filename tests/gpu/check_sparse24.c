@@ -1,0 +1,190 @@
+/* check_sparse24.c — the CUDA backend's 2:4 product through cuSPARSELt
+ * (kernels/cuda/sparse24.cu) against its dense bf16 product (cuBLASLt,
+ * gemm.cu) on the same pruned matrix and the same device activations.
+ *
+ * The matrix: random values with 2 of every 4 of a row zeroed (positions
+ * drawn per group), uploaded both as TRAM_W_S24 and as TRAM_W_BF16 (the same
+ * bf16 values).  Shapes: SmolLM2-135M's fused q/k/v (576 → 960) and down
+ * (1536 → 576), Llama-3.1-8B's down (14336 → 4096); token counts 1, 5, 16,
+ * 100 and 256: decode's padded path (counts not a multiple of 16) and the
+ * in-place one.  Outputs are poisoned (NaN) before each product.  Both sum
+ * in f32 and round once to bf16, in different orders, so a case passes when
+ * ‖sparse − dense‖ / ‖dense‖ < 1e-2 with no NaN (check_variants' bound).
+ * Also: a product of 4 rows captured in a CUDA graph and replayed (decode
+ * steps replay graphs) gives the eager result, and a matrix with 3 nonzeros
+ * in a group is refused at upload.
+ *
+ * Exit 0 when all pass, 1 on a failure, 2 when no GPU is usable, 77 (a SKIP
+ * row of tests/gpu/run.sh) when cuSPARSELt does not load: it is not in the
+ * GPU bundle (237 MB; docs/gpu.md says how to point TRAM_CUSPARSELT at a
+ * copy).  Usage: check_sparse24 [seed]. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda.h"
+
+#define TOL 1e-2
+#define MAX_N 256
+
+static tram_backend *gpu;
+static int failures;
+static uint64_t seed;
+
+static void sync_or_die(const char *what)
+{
+    tram_error err = {{0}};
+    if (gpu->sync(gpu, &err)) {
+        fprintf(stderr, "check_sparse24: %s: %s\n", what, err.msg);
+        exit(1);
+    }
+}
+
+/* rows x cols random values in [-1, 1], 2 of every 4 of a row zeroed. */
+static float *pruned_matrix(int rows, int cols)
+{
+    float *w = malloc((size_t)rows * cols * sizeof(float));
+    for (size_t g = 0; g < (size_t)rows * cols; g += 4) {
+        int keep_a = rand() % 4, keep_b = (keep_a + 1 + rand() % 3) % 4;
+        for (int i = 0; i < 4; i++)
+            w[g + i] = i == keep_a || i == keep_b ? 2.0f * rand() / RAND_MAX - 1.0f : 0.0f;
+    }
+    return w;
+}
+
+static void poison(void *d, size_t n)
+{
+    void *ff = malloc(n * 2);
+    memset(ff, 0xff, n * 2);
+    gpu->upload(gpu, d, ff, n * 2);
+    free(ff);
+}
+
+static float *product(void *y, const void *x, const tram_weight *w, int n)
+{
+    float *h = malloc((size_t)n * w->rows * sizeof(float));
+    poison(y, (size_t)n * w->rows);
+    gpu->matmul(gpu, y, x, w, n);
+    gpu->to_host_f32(gpu, h, y, (size_t)n * w->rows);
+    sync_or_die("product");
+    return h;
+}
+
+/* ‖a − b‖ / ‖b‖, or INFINITY when a holds a NaN. */
+static double relative_error(const float *a, const float *b, size_t n)
+{
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]))
+            return INFINITY;
+        diff += (double)(a[i] - b[i]) * (a[i] - b[i]);
+        norm += (double)b[i] * b[i];
+    }
+    return sqrt(diff / (norm > 0 ? norm : 1));
+}
+
+static void report(int ok, const char *what, int rows, int cols, int n, double e)
+{
+    failures += !ok;
+    printf("%s sparse24 %s %dx%d n %d: error %.2e\n", ok ? "PASS" : "FAIL", what, rows, cols, n, e);
+}
+
+static void check_shape(int rows, int cols, const void *x, void *y)
+{
+    static const int counts[] = {1, 5, 16, 100, MAX_N};
+    float *host = pruned_matrix(rows, cols);
+    tram_weight sparse, dense;
+    gpu->upload_weight(gpu, &sparse, host, rows, cols, TRAM_W_S24);
+    gpu->upload_weight(gpu, &dense, host, rows, cols, TRAM_W_BF16);
+    sync_or_die("upload");
+    if (sparse.type != TRAM_W_S24) {
+        report(0, "kept sparse", rows, cols, 0, INFINITY);
+        return;
+    }
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+        int n = counts[i];
+        float *s = product(y, x, &sparse, n), *d = product(y, x, &dense, n);
+        double e = relative_error(s, d, (size_t)n * rows);
+        report(e < TOL, "eager", rows, cols, n, e);
+        free(s), free(d);
+    }
+    gpu->free_weight(gpu, &sparse);
+    gpu->free_weight(gpu, &dense);
+    free(host);
+}
+
+/* A 4-row product captured, replayed, and compared with the eager one. */
+static void check_graph(const void *x, void *y)
+{
+    enum { ROWS = 576, COLS = 1536, N = 4 };
+    float *host = pruned_matrix(ROWS, COLS);
+    tram_weight w;
+    gpu->upload_weight(gpu, &w, host, ROWS, COLS, TRAM_W_S24);
+    float *eager = product(y, x, &w, N), *replayed = malloc(N * ROWS * sizeof(float));
+    tram_error err = {{0}};
+    poison(y, N * ROWS);
+    sync_or_die("poison");
+    int rc = tram_cuda_graph_begin(gpu, &err);
+    if (!rc) {
+        gpu->matmul(gpu, y, x, &w, N);
+        rc = tram_cuda_graph_end(gpu, N, &err) || tram_cuda_graph_replay(gpu, N, &err);
+    }
+    if (rc)
+        fprintf(stderr, "check_sparse24: graph: %s\n", err.msg);
+    gpu->to_host_f32(gpu, replayed, y, N * ROWS);
+    sync_or_die("graph");
+    double e = rc ? INFINITY : relative_error(replayed, eager, N * ROWS);
+    report(e == 0, "graph replay vs eager", ROWS, COLS, N, e);
+    gpu->free_weight(gpu, &w);
+    free(host), free(eager), free(replayed);
+}
+
+/* A group with 3 nonzeros: the upload must fail, naming it. */
+static void check_refusal(void)
+{
+    float *host = pruned_matrix(16, 64);
+    host[5 * 64 + 8] = host[5 * 64 + 9] = host[5 * 64 + 10] = 1.0f;
+    tram_weight w;
+    gpu->upload_weight(gpu, &w, host, 16, 64, TRAM_W_S24);
+    tram_error err = {{0}};
+    int refused = gpu->sync(gpu, &err) != 0 && strstr(err.msg, "more than 2 nonzeros");
+    failures += !refused;
+    printf("%s sparse24 a group of 3 nonzeros refused at upload%s%s\n", refused ? "PASS" : "FAIL",
+           refused ? ": " : "", refused ? err.msg : "");
+    gpu->free_weight(gpu, &w);  /* left dense bf16 when refused */
+    free(host);
+}
+
+int main(int argc, char **argv)
+{
+    unsigned s = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : (unsigned)time(NULL);
+    tram_error err = {{0}};
+    if (tram_backend_cuda_create(&gpu, 0, &err)) {
+        fprintf(stderr, "check_sparse24: %s\n", err.msg);
+        return 2;
+    }
+    if (!gpu->sparse24_prepare(gpu, TRAM_W_S24, MAX_N, &err)) {
+        printf("SKIP sparse24: %s\n", err.msg);
+        gpu->destroy(gpu);
+        return 77;
+    }
+    srand(s);
+    seed = s;
+    printf("check_sparse24: seed %u, tolerance %.0e\n", s, TOL);
+    enum { WIDEST = 14336 };
+    tram_weight x, y;
+    tram_cuda_random_weight(gpu, &x, MAX_N * WIDEST, 1, TRAM_W_BF16, seed, 1.0f);
+    tram_cuda_random_weight(gpu, &y, MAX_N * WIDEST, 1, TRAM_W_BF16, seed + 1, 1.0f);
+    sync_or_die("activations");
+    check_shape(960, 576, x.data, y.data);
+    check_shape(576, 1536, x.data, y.data);
+    check_shape(4096, WIDEST, x.data, y.data);
+    check_graph(x.data, y.data);
+    check_refusal();
+    printf("check_sparse24: %d failure%s\n", failures, failures == 1 ? "" : "s");
+    gpu->destroy(gpu);
+    return failures ? 1 : 0;
+}
