@@ -81,3 +81,15 @@ Test(dlib, a_missing_symbol_fails_naming_it_and_closes)
     cr_assert_null(lib.handle);
     cr_assert(strstr(err.msg, "libm.so.6 has no symbol tram_no_such_function"), "%s", err.msg);
 }
+
+Test(dlib, a_soname_the_loader_cannot_find_fails_naming_it)
+{
+    unsetenv(ENV);
+    static const char *const names[] = {"cos"};
+    void *sym = NULL;
+    tram_dlib lib;
+    tram_error err = {{0}};
+    cr_assert_eq(tram_dlib_open(&lib, ENV, "libtram_test_absent.so.0", names, &sym, 1, &err), -1);
+    cr_assert(!strncmp(err.msg, "cannot load libtram_test_absent.so.0: ", 38), "%s", err.msg);
+    cr_assert_null(strstr(err.msg, ENV), "nothing said of an unset variable: %s", err.msg);
+}
