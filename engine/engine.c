@@ -136,10 +136,10 @@ static int check_config(const tram_engine_config *c, tram_error *err)
     if (!(c->gpu_memory_utilization > 0 && c->gpu_memory_utilization <= 1))
         return tram_fail(err, "gpu_memory_utilization must be in (0, 1], got %g",
                          c->gpu_memory_utilization);
-    if (!strcmp(c->spec.method, "self") && !strcmp(c->device, "cuda"))
-        return tram_fail(err, "speculative_config.method \"self\" runs on --device cpu only: on CUDA it "
-                              "would be int8 drafting for bf16, which tram does not have yet (use \"ngram\" or "
-                              "\"draft_model\")");
+    if (!strcmp(c->spec.method, "self") && !strcmp(c->device, "cuda") && strcmp(c->quantization, "none"))
+        return tram_fail(err, "speculative_config.method \"self\" on --device cuda drafts with an int8 copy of "
+                              "the weights for the bf16 target; the target runs --quantization %s already",
+                         c->quantization);
     if (!strcmp(c->spec.method, "self") && strcmp(c->weight_format, "f32"))
         return tram_fail(err, "speculative_config.method \"self\" drafts with the file's own blocks for "
                               "--weight-format f32; the target runs them already (--weight-format %s)",
@@ -271,8 +271,12 @@ static tram_draft_env draft_env(const tram_engine *e, const tram_model_limits *l
     tram_draft_env d = {.file = self ? e->file : e->draft_file, .be = e->be, .lim = *lim, .vocab = e->vocab,
                         .max_batch = e->spec_max_batch, .kv_from = self ? e->model : NULL};
     if (self) {
-        d.lim.keep_blocks = 1;
-        d.lim.quantize_int8 = d.lim.quantize_fp8 = 0;
+        /* the cheaper copy: the file's own GGUF blocks for the CPU's f32
+         * target, int8 (W8A8, quantized at load) for CUDA's bf16 one */
+        int cuda = !strcmp(e->cfg.device, "cuda");
+        d.lim.keep_blocks = !cuda;
+        d.lim.quantize_int8 = cuda;
+        d.lim.quantize_fp8 = 0;
     }
     return d;
 }

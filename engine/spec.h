@@ -51,7 +51,7 @@ int tram_spec_config_check(const tram_spec_config *c, tram_error *err);
 
 /* What a draft model is loaded from: its file (the target's own for the
  * self-draft) with the limits it runs under (the self-draft's keep the
- * file's GGUF blocks), on the target's backend (rank 0), drawing from the
+ * file's GGUF blocks, or on CUDA quantize to int8), on the target's backend (rank 0), drawing from the
  * first vocab logits, for at most max_batch sequences a step; file NULL
  * for a proposer without a model.  kv_from: the target, whose KV pool the
  * self-draft reads and writes (models/model.h, tram_model_share_kv), or
@@ -78,7 +78,8 @@ int tram_ngram_propose(const int32_t *tokens, int n, int lookup_min, int lookup_
 
 /* A draft model's proposer (spec_draft.c), named method: the quantized
  * self-draft ("self": the target's own file with its GGUF blocks kept,
- * drafting for the f32 target) or a separate model ("draft_model").  It
+ * drafting for the f32 target; on CUDA quantized to int8, drafting for the
+ * bf16 one) or a separate model ("draft_model").  It
  * drafts greedily, one forward pass per guess position for all the
  * sequences of a step together. */
 int tram_draft_proposer_create(tram_proposer **out, const char *method, const tram_draft_env *env,

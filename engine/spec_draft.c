@@ -1,7 +1,8 @@
 /* spec_draft.c — drafting with a model (see spec.h): the quantized
  * self-draft, the target's own file run with its GGUF blocks kept
  * (--weight-format native), several times cheaper to read than the f32
- * target (being the same weights, its guesses are mostly the target's); or a
+ * target, or on CUDA quantized to int8 (W8A8) at load for the bf16 target
+ * (being the same weights, its guesses are mostly the target's); or a
  * separate, smaller model with the same vocabulary.  The verifier keeps the
  * output the target's.
  *
@@ -16,7 +17,8 @@
  * token, so the draft never catches up on a prompt, and what it writes
  * (the last token, its guesses) the target's verifying pass overwrites
  * with its own before any of its layers reads it, so the output stays the
- * target's.  All the
+ * target's; when the target's pool is resized (fitted to GPU memory), the
+ * draft reads the new one.  All the
  * sequences of a step draft together: guess j of each is one pass over
  * their spans, the catch-ups and guesses concatenated in one unified batch
  * with a query range and block table each, so that reading the draft's
@@ -34,7 +36,7 @@ typedef struct {
     int vocab, model_vocab;      /* guesses among the first vocab of the model's logits */
     int max_tokens, max_seqs;    /* one pass's most tokens and sequences */
     int block_size, max_blocks_per_seq;
-    int shares_kv;               /* reads the target's KV pool (the self-draft) */
+    const tram_model *kv_from;   /* the target whose KV pool it reads (the self-draft), or NULL */
     int32_t *ids, *pos, *slots;  /* [max_tokens]: one pass's tokens */
     int32_t *query_start;        /* [max_seqs + 1] */
     int32_t *seq_lens;           /* [max_seqs] */
@@ -116,7 +118,7 @@ static int draft_propose(tram_proposer *p, tram_propose_seq *seqs, int num_seqs,
     int most = 0;
     for (int i = 0; i < num_seqs; i++) {
         tram_propose_seq *s = &seqs[i];
-        *s->draft_computed = d->shares_kv ? s->n - 1 : TRAM_MIN(*s->draft_computed, s->n - 1);
+        *s->draft_computed = d->kv_from ? s->n - 1 : TRAM_MIN(*s->draft_computed, s->n - 1);
         s->got = 0;
         most = TRAM_MAX(most, s->max_k);
     }
@@ -131,9 +133,13 @@ static int draft_propose(tram_proposer *p, tram_propose_seq *seqs, int num_seqs,
     return 0;
 }
 
+/* A pool of its own is resized; the self-draft reads the target's again
+ * (resized, it lies elsewhere). */
 static int draft_resize_kv(tram_proposer *p, int num_blocks, tram_error *err)
 {
-    return tram_model_resize_kv(((draft_proposer *)p)->model, num_blocks, err);
+    draft_proposer *d = (draft_proposer *)p;
+    return d->kv_from ? tram_model_share_kv(d->model, d->kv_from, err)
+                      : tram_model_resize_kv(d->model, num_blocks, err);
 }
 
 static void draft_destroy(tram_proposer *p)
@@ -176,14 +182,14 @@ int tram_draft_proposer_create(tram_proposer **out, const char *method, const tr
         return -1;
     *d = (draft_proposer){
         .base = {.name = method, .runs_model = 1, .propose = draft_propose, .destroy = draft_destroy,
-                 .resize_kv = env->kv_from ? NULL : draft_resize_kv},
+                 .resize_kv = draft_resize_kv},
         .vocab = env->vocab,
         .model_vocab = tram_model_file_config(env->file)->vocab_size,
         .max_tokens = env->lim.max_tokens,
         .max_seqs = TRAM_MIN(env->lim.max_seqs, env->max_batch),
         .block_size = env->lim.block_size,
         .max_blocks_per_seq = env->lim.max_blocks_per_seq,
-        .shares_kv = env->kv_from != NULL,
+        .kv_from = env->kv_from,
     };
     tram_model_limits lim = env->lim;
     lim.max_loras = 0;

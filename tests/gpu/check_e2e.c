@@ -55,14 +55,17 @@
  *            over each format's cache.
  *
  *   spec     speculative decoding through tram_engine (--spec), for n-gram
- *            lookup and a draft model (the preset's own dummy weights, so
- *            its guesses are mostly right): 8 requests with repetitive
+ *            lookup, a draft model (the preset's own dummy weights, so its
+ *            guesses are mostly right) and the self-draft (on CUDA the
+ *            weights quantized to int8, in the target's KV pool; on the CPU
+ *            a dummy file has no blocks to keep, so it drafts with the f32
+ *            weights themselves): 8 requests with repetitive
  *            prompts, greedy and sampled (seeded, penalties, top-k), 4 drafts
  *            verified every step (always_verify), on the CPU and on CUDA (the
  *            pool fitted to GPU memory, the draft's blocks beside the
  *            target's), and on CUDA without speculation.  Every request must finish with its
  *            length and every block be free; on CUDA, rows must have been
- *            verified on the device (tram_cuda_verify) and, with the draft
+ *            verified on the device (tram_cuda_verify) and, with a draft
  *            model, drafts accepted; at least half the greedy requests must
  *            give the CPU's tokens (bf16 near-ties may flip the others; a
  *            verifier reading the wrong rows or keeping a wrong draft
@@ -778,8 +781,8 @@ static void check_spec(const char *preset, const char *tokenizer)
     tram_engine_stats s_cpu, s_gpu, s_plain;
     int ok_cpu, ok_gpu, ok_plain;
     run_spec_engine("cuda", "", preset, tokenizer, &plain, &s_plain, &ok_plain);
-    const char *methods[] = {"ngram", "draft_model"};
-    for (int m = 0; m < 2; m++) {
+    const char *methods[] = {"ngram", "draft_model", "self"};
+    for (int m = 0; m < 3; m++) {
         run_spec_engine("cpu", methods[m], preset, tokenizer, &cpu, &s_cpu, &ok_cpu);
         run_spec_engine("cuda", methods[m], preset, tokenizer, &gpu, &s_gpu, &ok_gpu);
         int greedy = 0, with_cpu = 0, with_plain = 0;
@@ -794,7 +797,7 @@ static void check_spec(const char *preset, const char *tokenizer)
             }
             with_plain += first_difference(&gpu, &plain, i) < 0;
         }
-        int accepted_ok = m == 0 || s_gpu.spec_decode_num_accepted_tokens > 0;
+        int accepted_ok = m == 0 || s_gpu.spec_decode_num_accepted_tokens > 0;  /* a model's guesses */
         char line[400];
         snprintf(line, sizeof(line), "%s: lengths and blocks %s (CPU %s), %d of %d greedy as the CPU%s; CUDA "
                  "accepted %llu of %llu drafts (CPU %llu of %llu), %llu of %llu device draws verifying",

@@ -458,20 +458,22 @@ Test(spec_engine, self_draft_refuses_what_it_cannot_run)
     cr_assert(strstr(err.msg, "tensor_parallel_size"), "%s", err.msg);
 }
 
-/* On CUDA, n-gram lookup and a draft model run (in a pool fitted to GPU
- * memory or an exact one); the self-draft is refused by name.  (This build
- * has no CUDA: what is not refused fails for that.) */
+/* On CUDA, every method runs (a draft model in a pool fitted to GPU memory
+ * or an exact one); only a self-draft for a target quantized already is
+ * refused, by name.  (This build has no CUDA: what is not refused fails for
+ * that.) */
 Test(spec_engine, cuda_refuses_only_what_it_cannot_run)
 {
     static const struct {
-        const char *method;
+        const char *method, *quantization;
         int num_kv_blocks;
         const char *says;
     } cases[] = {
-        {"self", 0, "int8 drafting for bf16"},
-        {"draft_model", 0, "built without CUDA"},
-        {"draft_model", 64, "built without CUDA"},
-        {"ngram", 0, "built without CUDA"},
+        {"self", "int8", 0, "--quantization int8 already"},
+        {"self", "none", 0, "built without CUDA"},
+        {"draft_model", "none", 0, "built without CUDA"},
+        {"draft_model", "none", 64, "built without CUDA"},
+        {"ngram", "none", 0, "built without CUDA"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         tram_engine_config c;
@@ -481,6 +483,7 @@ Test(spec_engine, cuda_refuses_only_what_it_cannot_run)
         if (!strcmp(cases[i].method, "draft_model"))
             snprintf(c.spec.model, sizeof(c.spec.model), "smollm2-135m");
         c.num_kv_blocks = cases[i].num_kv_blocks;
+        snprintf(c.quantization, sizeof(c.quantization), "%s", cases[i].quantization);
         tram_error err = {{0}};
         tram_engine *e = NULL;
         cr_assert_eq(tram_engine_create(&e, &c, TRAM_DEFAULT_MODEL, &err), -1);
