@@ -216,6 +216,9 @@ compare: all model $(BUILD)/bench/stream
 $(BUILD)/bench/stream: $(BUILD)/bench/stream.o $(BUILD)/libtram.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
+$(BUILD)/bench/gemv_pages: $(BUILD)/bench/gemv_pages.o $(BUILD)/libtram.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
 $(BUILD)/bench/kv_cache: $(BUILD)/bench/kv_cache.o $(BUILD)/libtram.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 

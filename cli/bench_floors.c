@@ -76,8 +76,11 @@ double tram_bench_triad_bandwidth(int threads, tram_error *err)
 {
     enum { REPS = 4 };
     size_t n = TRAM_MAX((size_t)256 << 20, 2 * tram_bench_llc_bytes()) / sizeof(double);
-    double *a = tram_calloc(n, sizeof(double), err), *b = a ? tram_calloc(n, sizeof(double), err) : NULL;
-    double *c = b ? tram_calloc(n, sizeof(double), err) : NULL, best = 1e30;
+    /* the pages the engine's weights get (huge where THP allows), so that the
+     * floor and the GEMMs pay the same TLB misses */
+    double *a = tram_alloc_stream(n * sizeof(double), err);
+    double *b = a ? tram_alloc_stream(n * sizeof(double), err) : NULL;
+    double *c = b ? tram_alloc_stream(n * sizeof(double), err) : NULL, best = 1e30;
     if (!c) {
         free(a);
         free(b);

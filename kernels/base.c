@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 int tram_fail(tram_error *err, const char *fmt, ...)
@@ -22,6 +23,20 @@ void *tram_calloc(size_t n, size_t size, tram_error *err)
     void *p = (n && size) ? calloc(n, size) : calloc(1, 1);
     if (!p)
         tram_fail(err, "out of memory allocating %zu x %zu bytes", n, size);
+    return p;
+}
+
+void *tram_alloc_stream(size_t bytes, tram_error *err)
+{
+    const size_t huge = (size_t)2 << 20;
+    size_t align = bytes >= huge ? huge : 64;
+    void *p = NULL;
+    if (bytes > SIZE_MAX - 64 || posix_memalign(&p, align, bytes ? (bytes + 63) / 64 * 64 : 64)) {
+        tram_fail(err, "out of memory allocating %zu bytes", bytes);
+        return NULL;
+    }
+    if (align == huge) /* only whole huge pages; a failure leaves 4 KiB pages */
+        madvise(p, bytes / huge * huge, MADV_HUGEPAGE);
     return p;
 }
 

@@ -66,14 +66,13 @@ static inline void cpu_fail(tram_backend *be, const char *msg)
     s->failed = 1;
 }
 
+/* 64-byte alignment keeps AVX-512 loads on one cache line; large buffers
+ * (weights, the KV cache) on huge pages (tram_alloc_stream). */
 static inline void *cpu_alloc(tram_backend *be, size_t bytes)
 {
-    /* 64-byte alignment keeps AVX-512 loads on one cache line. */
-    void *p = NULL;
-    if (posix_memalign(&p, 64, bytes ? (bytes + 63) / 64 * 64 : 64)) {
+    void *p = tram_alloc_stream(bytes, NULL);
+    if (!p)
         cpu_fail(be, "out of memory");
-        return NULL;
-    }
     return p;
 }
 

@@ -1,5 +1,6 @@
 /* The ground floor's small helpers: the intrusive list and the chain
- * reversal (kernels/list.h), FNV-1a and tram_resize (kernels/base.h). */
+ * reversal (kernels/list.h), FNV-1a, tram_resize and tram_alloc_stream
+ * (kernels/base.h). */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -114,4 +115,25 @@ Test(base, chain_reverse_turns_a_stack_oldest_first)
     pushed *empty = NULL;
     TRAM_CHAIN_REVERSE(pushed, empty, next);
     cr_assert_null(empty);
+}
+
+/* Small buffers on a cache line, large ones on a 2 MiB boundary (where a
+ * huge page can back them), all of the size asked and writable. */
+Test(base, stream_memory_is_aligned_for_its_size)
+{
+    static const size_t sizes[] = {0, 1, 100, (size_t)2 << 20, ((size_t)5 << 20) + 3};
+    for (size_t i = 0; i < TRAM_ARRAY_LEN(sizes); i++) {
+        tram_error err = {{0}};
+        unsigned char *p = tram_alloc_stream(sizes[i], &err);
+        cr_assert(p, "%zu bytes: %s", sizes[i], err.msg);
+        size_t align = sizes[i] >= ((size_t)2 << 20) ? (size_t)2 << 20 : 64;
+        cr_assert_eq((uintptr_t)p % align, 0, "%zu bytes at %p", sizes[i], (void *)p);
+        memset(p, 0xa5, sizes[i]);
+        cr_assert(!sizes[i] || p[sizes[i] - 1] == 0xa5);
+        free(p);
+    }
+    tram_error err = {{0}};
+    cr_assert_null(tram_alloc_stream(SIZE_MAX - 4096, &err), "an impossible size fails");
+    cr_assert_null(tram_alloc_stream(SIZE_MAX - 8, &err), "and does not wrap to a small one");
+    cr_assert(strstr(err.msg, "out of memory"), "%s", err.msg);
 }
