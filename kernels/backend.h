@@ -45,9 +45,12 @@ typedef enum {
      * (kernels/fp8_format.h; CUDA through cuBLASLt's FP8 path,
      * kernels/cuda/int8.cu; the CPU emulates it, kernels/cpu/fp8.c). */
     TRAM_W_FP8 = 8,
-    /* 2:4 sparse int8 (CPU; `tram quantize` over a pruned file): TRAM_W_S24's
-     * layout with int8 values, one scale per output row as TRAM_W_INT8, fed
-     * the same per-token int8 activations (kernels/cpu/sparse24_int8.c). */
+    /* 2:4 sparse int8 (`tram quantize` over a pruned file): one scale per
+     * output row as TRAM_W_INT8, fed the same per-token int8 activations.
+     * CPU: TRAM_W_S24's layout with int8 values (kernels/cpu/sparse24_int8.c).
+     * CUDA: int8 compressed by cuSPARSELt, int32 sums (kernels/cuda/
+     * sparse24.cu); rows and cols multiples of 32.  Only after
+     * sparse24_prepare said yes. */
     TRAM_W_S24_INT8 = 9,
 } tram_wtype;
 
@@ -204,6 +207,11 @@ struct tram_backend {
      * it sizes its buffers for, then and there); 0 with one sentence in why
      * when it runs them dense (the caller uploads the dense type instead). */
     int (*sparse24_prepare)(tram_backend *be, tram_wtype t, int max_rows, tram_error *why);
+    /* After sparse24_prepare said yes: 1 when a matrix of rows x cols (this
+     * rank's part) can run sparse as type t here; 0 with one sentence in why
+     * naming the shape it needs (the caller then runs the kind dense).  NULL:
+     * every shape the upload takes. */
+    int (*sparse24_fits)(tram_backend *be, tram_wtype t, int rows, int cols, tram_error *why);
 
     /* ops; n is the number of token rows */
     void (*embed)(tram_backend *be, void *x, const tram_weight *table, const int32_t *ids, int n);

@@ -124,11 +124,33 @@ static tram_wtype matrix_type(const tram_model *m, tram_model_file *f, const cha
     return sparse && m->sparse_runs[0] ? TRAM_W_S24 : m->lim.weight_type;
 }
 
+/* Whether the backend runs kind k's matrices of this file ([0] TRAM_W_S24,
+ * [1] int8's TRAM_W_S24_INT8) sparse at this rank's shapes: 0 with why
+ * naming the first that does not fit.  Parts of a fused matrix (q/k/v,
+ * gate/up) are asked one by one: stacking multiples gives a multiple. */
+static int sparse_shapes_fit(const tram_model *m, tram_model_file *f, int k, tram_wtype t, tram_error *why)
+{
+    const tram_gguf *g = tram_model_file_gguf(f);
+    for (uint64_t i = 0; m->be->sparse24_fits && i < g->n_tensors; i++) {
+        const tram_gguf_tensor *ti = &g->tensors[i];
+        if (!tram_sparsity_is_24(g, ti->name) || takes_int8(m, f, ti->name) != k)
+            continue;
+        tram_shard_part p = part(m, ti->name, (int)ti->ne[1], (int)ti->ne[0]);
+        tram_error e = {{0}};
+        if (!m->be->sparse24_fits(m->be, t, p.nrows, p.ncols, &e)) {
+            tram_fail(why, "%s is %dx%d here, and %s", ti->name, p.nrows, p.ncols, e.msg);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Asks the backend, before any matrix is loaded, whether it runs the 2:4
  * kinds this file's sparse matrices take ([0] TRAM_W_S24, [1] int8's
  * TRAM_W_S24_INT8), each asked once and only when some matrix takes it (on
- * CUDA the answer loads cuSPARSELt).  A kind it runs dense gets one line
- * saying why (rank 0); its matrices load in the dense format. */
+ * CUDA the answer loads cuSPARSELt), then whether each such matrix's shape
+ * fits.  A kind it runs dense gets one line saying why (rank 0); its
+ * matrices load in the dense format. */
 static void ask_sparse(tram_model *m, tram_model_file *f)
 {
     const tram_gguf *g = tram_model_file_gguf(f);
@@ -139,7 +161,8 @@ static void ask_sparse(tram_model *m, tram_model_file *f)
             needed[takes_int8(m, f, g->tensors[i].name)] = 1;
     for (int k = 0; k < 2; k++) {
         tram_error why = {{0}};
-        m->sparse_runs[k] = needed[k] && m->be->sparse24_prepare(m->be, kinds[k], m->lim.max_tokens, &why);
+        m->sparse_runs[k] = needed[k] && m->be->sparse24_prepare(m->be, kinds[k], m->lim.max_tokens, &why) &&
+                            sparse_shapes_fit(m, f, k, kinds[k], &why);
         if (needed[k] && !m->sparse_runs[k] && !m->shard.rank)
             fprintf(stderr, "tram: %s is 2:4 sparse; the %s backend runs its %smatrices dense: %s\n",
                     tram_model_file_path(f), m->be->name, k ? "int8 " : "", why.msg);

@@ -112,8 +112,10 @@ static void cuda_upload_weight(tram_backend *be, tram_weight *w, const float *ho
                                tram_wtype type)
 {
     cuda_state *c = cuda_of(be);
-    if (type == TRAM_W_INT8 && rows > 1) {
+    if ((type == TRAM_W_INT8 || type == TRAM_W_S24_INT8) && rows > 1) {
         tram_cuda_int8_upload(be, w, host, rows, cols);
+        if (type == TRAM_W_S24_INT8)  /* the int8 codes compressed, their scales kept */
+            cuda_sparse24_compress(be, w);
         return;
     }
     if (type == TRAM_W_FP8 && rows > 1) {
@@ -317,6 +319,7 @@ extern "C" int tram_backend_cuda_create(tram_backend **out, int device_index, tr
         .upload_weight_blocks = NULL, /* GGUF blocks are dequantized to bf16 at load */
         .upload_weight_fp8 = tram_cuda_fp8_upload_codes,
         .upload_weight_dummy = cuda_upload_weight_dummy, .sparse24_prepare = cuda_sparse24_prepare,
+        .sparse24_fits = cuda_sparse24_fits,
         .embed = cuda_embed, .rmsnorm = cuda_rmsnorm, .add_rmsnorm = cuda_add_rmsnorm,
         .matmul = cuda_matmul, .add_bias = cuda_add_bias, .rope = cuda_rope, .kv_store = cuda_kv_store,
         .attention = cuda_attention, .silu_mul = cuda_silu_mul, .rmsnorm_q = cuda_rmsnorm_q,

@@ -176,10 +176,13 @@ void cuda_moe_free(cuda_state *c);
 void cuda_lora(tram_backend *be, void *y, int y_stride, const void *x, const tram_lora_site *site,
                const tram_lora_group *groups, int n_groups, const tram_lora_scratch *s);
 
-/* sparse24.cu: 2:4 sparse bf16 weights through cuSPARSELt, loaded at run
- * time (tram_backend.sparse24_prepare); compress turns a dense bf16 w that
- * is 2:4 into a TRAM_W_S24 one (at upload) */
+/* sparse24.cu: 2:4 sparse bf16 and int8 weights through cuSPARSELt, loaded
+ * at run time (tram_backend.sparse24_prepare, sparse24_fits); compress turns
+ * a dense bf16 or int8 w that is 2:4 into a TRAM_W_S24 or TRAM_W_S24_INT8
+ * one (at upload, int8's scales kept); matmul writes bf16 for the first,
+ * the int32 sums [n][rows] for the second (int8.cu dequantizes them) */
 int cuda_sparse24_prepare(tram_backend *be, tram_wtype t, int max_rows, tram_error *why);
+int cuda_sparse24_fits(tram_backend *be, tram_wtype t, int rows, int cols, tram_error *why);
 void cuda_sparse24_compress(tram_backend *be, tram_weight *w);
 void cuda_sparse24_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n);
 void cuda_sparse24_free(cuda_state *c);

@@ -116,7 +116,7 @@ void cuda_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w,
     cuda_state *c = cuda_of(be);
     if (n <= 0)
         return;
-    if (w->type == TRAM_W_INT8 || w->type == TRAM_W_FP8) {
+    if (w->type == TRAM_W_INT8 || w->type == TRAM_W_FP8 || w->type == TRAM_W_S24_INT8) {
         tram_cuda_int8_matmul(be, y, x, w, n);
         return;
     }
@@ -125,8 +125,8 @@ void cuda_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w,
         return;
     }
     if (w->type != TRAM_W_BF16) {
-        cuda_fail(be, "matmul: weight %dx%d has type %d, only bf16, 2:4 bf16, int8 and FP8 run on CUDA", w->rows, w->cols,
-                  w->type);
+        cuda_fail(be, "matmul: weight %dx%d has type %d, only bf16, int8, FP8 and 2:4 bf16 or int8 run on CUDA",
+                  w->rows, w->cols, w->type);
         return;
     }
     cuda_gemm_plan *p = plan_for(c, w->rows, n, w->cols, w->data, x, y);

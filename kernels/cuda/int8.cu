@@ -19,7 +19,11 @@
  * kernels on sm_90 take E4M3 A and B in the TN layout with f32 compute and
  * scale type, C and D f32 (no A/B scale pointers: the per-row and per-token
  * scales are the epilogue's), m, k and the leading dimensions multiples of
- * 16; so FP8 weights and activations are padded to 16. */
+ * 16; so FP8 weights and activations are padded to 16.
+ *
+ * A 2:4 int8 weight (TRAM_W_S24_INT8, compressed by sparse24.cu) runs the
+ * same three launches with cuSPARSELt's int32 sums in the middle one: the
+ * same quantized activations, the same epilogue, so the same bits. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -290,8 +294,10 @@ extern "C" void tram_cuda_fp8_upload(tram_backend *be, tram_weight *w, const flo
 
 /* ---------------------------------------------------------------- products */
 
-/* acc[n][mp] = xq[n][kp] · Wᵀ into s->acc: int32 sums of an int8 w, f32
- * sums of an FP8 one (alpha and beta in the op's scale type). */
+/* acc[n][mp] = xq[n][kp] · Wᵀ into s->acc: int32 sums of an int8 w (2:4
+ * ones through cuSPARSELt, whose shapes are multiples of 32, so mp = rows
+ * and kp = cols), f32 sums of an FP8 one (alpha and beta in the op's scale
+ * type). */
 static int gemm_acc(tram_backend *be, cuda_int8 *s, const void *xq, const tram_weight *w, int n)
 {
     cuda_state *c = cuda_of(be);
@@ -299,6 +305,10 @@ static int gemm_acc(tram_backend *be, cuda_int8 *s, const void *xq, const tram_w
     int mp = padded(f, w->rows), kp = padded(f, w->cols);
     if (cuda_reserve(c, &s->acc, &s->acc_bytes, (size_t)n * mp * sizeof(int32_t)))
         return -1;
+    if (w->type == TRAM_W_S24_INT8) {
+        cuda_sparse24_matmul(be, s->acc, xq, w, n);
+        return c->st.failed ? -1 : 0;
+    }
     cuda_gemm_plan *p = plan_for(c, s, f, mp, n, kp);
     if (!p)
         return -1;
@@ -359,7 +369,7 @@ extern "C" void tram_cuda_int8_matmul(tram_backend *be, void *y, const void *x, 
 
 extern "C" void tram_cuda_int8_matmul_q(tram_backend *be, void *y, const tram_qact *qa, const tram_weight *w, int n)
 {
-    if (w->type != TRAM_W_INT8 || qa->cols != w->cols || qa->kp != round4(w->cols)) {
+    if (!tram_wtype_takes_qact(w->type) || qa->cols != w->cols || qa->kp != round4(w->cols)) {
         cuda_fail(be, "matmul_q: needs an int8 weight and activations quantized at its width %d (got %d)",
                   w->cols, qa->cols);
         return;

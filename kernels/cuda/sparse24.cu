@@ -1,5 +1,5 @@
-/* sparse24.cu — 2:4 sparse bf16 products through cuSPARSELt, the CUDA side
- * of kernels/cpu/sparse24.c.
+/* sparse24.cu — 2:4 sparse products through cuSPARSELt, the CUDA side of
+ * kernels/cpu/sparse24.c (bf16) and kernels/cpu/sparse24_int8.c (int8).
  *
  * The library is not linked: it is 237 MB, not part of the CUDA toolkit, and
  * tram must start without it.  The first sparse24_prepare dlopens it
@@ -13,19 +13,26 @@
  * Layout: gemm.cu's.  Column-major cuSPARSELt sees the row-major W
  * [rows][cols] as a cols × rows matrix, so Yᵀ = op_T(W) · X with m = rows,
  * n = tokens, k = cols; W's 2:4 groups run along its rows, which is op_T(W)'s
- * k, as cuSPARSELt wants them.  bf16 in and out, f32 compute.  At load each
- * sparse matrix is uploaded dense (backend.cu), checked 2:4 by the library
+ * k, as cuSPARSELt wants them.  Two kinds (s24_kinds): bf16 in and out with
+ * f32 compute; and int8 in, int32 out with int32 compute (CUSPARSE_COMPUTE_32I),
+ * whose sums are exact, so int8.cu quantizes the activations and applies its
+ * dequant epilogue (per-token and per-row scales) around the product just
+ * as for a dense int8 weight, and the result is the dense int8 path's bit
+ * for bit.  At load each sparse matrix is uploaded dense (backend.cu: bf16,
+ * or int8.cu's int8 codes and row scales), checked 2:4 by the library
  * (cusparseLtSpMMAPruneCheck2) and compressed once (cusparseLtSpMMACompress2);
- * the dense copy is freed.
+ * the dense copy is freed, the scales kept.
  *
- * The library's 16-bit operands need every dimension a multiple of 16: the
- * matrices must have that shape (refused at upload otherwise), and a product
- * whose token count is not one (decode's 1, 2, 4, 8; most prefills) runs on
- * padded copies: x copied into x_pad, the product into y_pad, its first n
- * rows copied out (the padding rows' garbage reaches only padding columns).
- * Both are sized when a matrix is uploaded, for the max_rows given to
- * sparse24_prepare, so no product allocates.  Plans (one per m, padded n, k)
- * are built on a shape's first product and cached in a direct-mapped table;
+ * The library needs every dimension a multiple of 16 for 16-bit operands and
+ * of 32 for 8-bit ones: sparse24_fits refuses other matrices at load (their
+ * kind then runs dense, with the model's one line), and a product whose token
+ * count is not one (decode's 1, 2, 4, 8; most prefills) runs on padded copies:
+ * x copied into x_pad, the product into y_pad, its first n rows copied out
+ * (the padding rows' garbage reaches only padding columns).  Both are sized
+ * when a matrix is uploaded, for the max_rows given to sparse24_prepare
+ * (rounded up to 32, both kinds' multiple), so no product allocates.  Plans
+ * (one per kind, m, padded n, k) are built on a shape's first product and
+ * cached in a direct-mapped table;
  * their algorithm is the library's default (CUSPARSELT_MATMUL_ALG_DEFAULT),
  * not cusparseLtMatmulSearch's: a search runs and times the product, which
  * cannot happen while a decode step's graph is being captured. */
@@ -37,9 +44,28 @@
 
 #include "kernels/cuda/cuda_impl.cuh"
 #include "kernels/dlib.h"
+#include "kernels/int8_format.h"
 
-#define S24_ALIGN 16  /* cuSPARSELt's multiple for 16-bit structured and dense operands */
+#define S24_ALIGN 16  /* bytes: the descriptors' alignment; also the 16-bit kind's multiple */
+#define S24_ROWS_MULTIPLE 32  /* max_rows rounded up to it: a padded count fits either kind */
 #define S24_PLANS 256
+
+/* What differs between the two kinds: the operands' type, the output's, the
+ * compute type, and the multiple every dimension must be. */
+typedef struct {
+    cudaDataType in, out;
+    cusparseComputeType compute;
+    int in_bytes, out_bytes, multiple;
+} s24_kind;
+
+enum { S24_BF16 = 0, S24_INT8 = 1 };
+static const s24_kind s24_kinds[2] = {
+    {CUDA_R_16BF, CUDA_R_16BF, CUSPARSE_COMPUTE_32F, 2, 2, 16},
+    {CUDA_R_8I, CUDA_R_32I, CUSPARSE_COMPUTE_32I, 1, 4, 32},
+};
+
+/* A sparse weight's kind, from its type as uploaded or as compressed. */
+static int kind_of(tram_wtype t) { return t == TRAM_W_S24_INT8 || t == TRAM_W_INT8 ? S24_INT8 : S24_BF16; }
 
 /* The functions tram calls, each typed from its prototype: X(Matmul) is
  * cusparseLtMatmul, called as csl.Matmul (a field may not take the name of
@@ -88,7 +114,7 @@ static int csl_check(tram_cuda_status *st, cusparseStatus_t s, const char *file,
 
 /* One product shape: descriptors, the default algorithm, the plan. */
 typedef struct {
-    int m, n, k;  /* m 0: empty slot */
+    int kind, m, n, k;  /* m 0: empty slot */
     cusparseLtMatDescriptor_t a, b, c;
     cusparseLtMatmulDescriptor_t mm;
     cusparseLtMatmulAlgSelection_t alg;
@@ -98,29 +124,27 @@ typedef struct {
 
 struct cuda_sparse24 {
     cusparseLtHandle_t handle;
-    int max_rows;             /* the most token rows a product gets, rounded up to S24_ALIGN */
-    void *x_pad, *y_pad;      /* [max_rows][widest k], [max_rows][widest m] bf16 */
+    int max_rows;             /* the most token rows a product gets, rounded up to S24_ROWS_MULTIPLE */
+    void *x_pad, *y_pad;      /* [max_rows][widest k] operands, [max_rows][widest m] outputs (bytes: the
+                               * widest of either kind) */
     size_t x_bytes, y_bytes;
     s24_plan plans[S24_PLANS];
 };
 
-static int round_up(int v) { return (v + S24_ALIGN - 1) / S24_ALIGN * S24_ALIGN; }
+static int round_up(int v, int multiple) { return (v + multiple - 1) / multiple * multiple; }
 
 /* W's descriptor: cols × rows column-major, the 2:4 operand A. */
-static int sparse_descriptor(cuda_state *c, cusparseLtMatDescriptor_t *d, int m, int k)
+static int sparse_descriptor(cuda_state *c, cusparseLtMatDescriptor_t *d, int kind, int m, int k)
 {
-    return CSL_CHECK(&c->st, csl.StructuredDescriptorInit(&c->s24->handle, d, k, m, k, S24_ALIGN, CUDA_R_16BF,
-                                                          CUSPARSE_ORDER_COL, CUSPARSELT_SPARSITY_50_PERCENT));
+    return CSL_CHECK(&c->st, csl.StructuredDescriptorInit(&c->s24->handle, d, k, m, k, S24_ALIGN,
+                                                          s24_kinds[kind].in, CUSPARSE_ORDER_COL,
+                                                          CUSPARSELT_SPARSITY_50_PERCENT));
 }
 
 int cuda_sparse24_prepare(tram_backend *be, tram_wtype t, int max_rows, tram_error *why)
 {
     cuda_state *c = cuda_of(be);
-    if (t == TRAM_W_S24_INT8) {
-        tram_fail(why, "its int8 products through cuSPARSELt are not built, so they run on the dense int8 path");
-        return 0;
-    }
-    if (t != TRAM_W_S24) {
+    if (t != TRAM_W_S24 && t != TRAM_W_S24_INT8) {
         tram_fail(why, "type %d is not a 2:4 kind", t);
         return 0;
     }
@@ -143,19 +167,35 @@ int cuda_sparse24_prepare(tram_backend *be, tram_wtype t, int max_rows, tram_err
         }
         c->s24 = s;
     }
-    c->s24->max_rows = TRAM_MAX(c->s24->max_rows, round_up(max_rows));
+    c->s24->max_rows = TRAM_MAX(c->s24->max_rows, round_up(max_rows, S24_ROWS_MULTIPLE));
+    return 1;
+}
+
+int cuda_sparse24_fits(tram_backend *be, tram_wtype t, int rows, int cols, tram_error *why)
+{
+    (void)be;
+    int multiple = s24_kinds[kind_of(t)].multiple;
+    if (rows % multiple || cols % multiple) {
+        tram_fail(why, "cuSPARSELt's %s products need rows and columns multiples of %d",
+                  t == TRAM_W_S24_INT8 ? "int8" : "bf16", multiple);
+        return 0;
+    }
+    if (t == TRAM_W_S24_INT8 && cols > TRAM_I8_MAX_COLS) {
+        tram_fail(why, "more than %d columns could overflow its int32 sums", TRAM_I8_MAX_COLS);
+        return 0;
+    }
     return 1;
 }
 
 /* The padded copies' sizes for a matrix of m rows and k columns. */
-static int reserve_padding(cuda_state *c, int m, int k)
+static int reserve_padding(cuda_state *c, const s24_kind *kd, int m, int k)
 {
     cuda_sparse24 *s = c->s24;
-    return cuda_reserve(c, &s->x_pad, &s->x_bytes, (size_t)s->max_rows * k * sizeof(bf16)) ||
-           cuda_reserve(c, &s->y_pad, &s->y_bytes, (size_t)s->max_rows * m * sizeof(bf16));
+    return cuda_reserve(c, &s->x_pad, &s->x_bytes, (size_t)s->max_rows * k * kd->in_bytes) ||
+           cuda_reserve(c, &s->y_pad, &s->y_bytes, (size_t)s->max_rows * m * kd->out_bytes);
 }
 
-/* 1 when cuSPARSELt finds the dense bf16 w 2:4 in its rows. */
+/* 1 when cuSPARSELt finds the dense w 2:4 in its rows. */
 static int is_24(cuda_state *c, const cusparseLtMatDescriptor_t *d, const void *dense)
 {
     int *valid = NULL, host = 1;
@@ -176,13 +216,16 @@ void cuda_sparse24_compress(tram_backend *be, tram_weight *w)
         cuda_fail(be, "a 2:4 weight was uploaded before sparse24_prepare loaded cuSPARSELt");
         return;
     }
-    if (w->rows % S24_ALIGN || w->cols % S24_ALIGN) {
-        cuda_fail(be, "2:4 weight %dx%d: cuSPARSELt needs rows and columns multiples of %d", w->rows, w->cols,
-                  S24_ALIGN);
+    if (!w->data)
+        return;  /* the dense upload failed, already recorded */
+    int kind = kind_of(w->type);
+    tram_error why = {{0}};
+    if (!cuda_sparse24_fits(be, kind == S24_INT8 ? TRAM_W_S24_INT8 : TRAM_W_S24, w->rows, w->cols, &why)) {
+        cuda_fail(be, "2:4 weight %dx%d: %s", w->rows, w->cols, why.msg);
         return;
     }
     cusparseLtMatDescriptor_t d;
-    if (sparse_descriptor(c, &d, w->rows, w->cols))
+    if (sparse_descriptor(c, &d, kind, w->rows, w->cols))
         return;
     size_t bytes = 0, buffer_bytes = 0;
     void *compressed = NULL, *buffer = NULL;
@@ -194,10 +237,11 @@ void cuda_sparse24_compress(tram_backend *be, tram_weight *w)
                !CUDA_CHECK(&c->st, cudaMallocAsync(&buffer, buffer_bytes, c->stream)) &&
                !CSL_CHECK(&c->st, csl.SpMMACompress2(&c->s24->handle, &d, 1, CUSPARSE_OPERATION_TRANSPOSE, w->data,
                                                      compressed, buffer, c->stream)) &&
-               !reserve_padding(c, w->rows, w->cols) && !CUDA_CHECK(&c->st, cudaStreamSynchronize(c->stream))) {
+               !reserve_padding(c, &s24_kinds[kind], w->rows, w->cols) &&
+               !CUDA_CHECK(&c->st, cudaStreamSynchronize(c->stream))) {
         CUDA_CHECK(&c->st, cudaFree(w->data));
         w->data = compressed;
-        w->type = TRAM_W_S24;
+        w->type = kind == S24_INT8 ? TRAM_W_S24_INT8 : TRAM_W_S24;
         compressed = NULL;
     }
     if (buffer)
@@ -221,22 +265,23 @@ static void plan_clear(s24_plan *p)
 /* Builds the plan of an (m, n, k) product, stage by stage (plan_clear
  * undoes the stages reached); its workspace is gemm.cu's: the one stream
  * runs one product at a time. */
-static int plan_build(cuda_state *c, s24_plan *p, int m, int n, int k)
+static int plan_build(cuda_state *c, s24_plan *p, int kind, int m, int n, int k)
 {
     const cusparseLtHandle_t *h = &c->s24->handle;
-    p->m = m, p->n = n, p->k = k;
-    if (sparse_descriptor(c, &p->a, m, k))
+    const s24_kind *kd = &s24_kinds[kind];
+    p->kind = kind, p->m = m, p->n = n, p->k = k;
+    if (sparse_descriptor(c, &p->a, kind, m, k))
         return -1;
     p->stage = 1;
-    if (CSL_CHECK(&c->st, csl.DenseDescriptorInit(h, &p->b, k, n, k, S24_ALIGN, CUDA_R_16BF, CUSPARSE_ORDER_COL)))
+    if (CSL_CHECK(&c->st, csl.DenseDescriptorInit(h, &p->b, k, n, k, S24_ALIGN, kd->in, CUSPARSE_ORDER_COL)))
         return -1;
     p->stage = 2;
-    if (CSL_CHECK(&c->st, csl.DenseDescriptorInit(h, &p->c, m, n, m, S24_ALIGN, CUDA_R_16BF, CUSPARSE_ORDER_COL)))
+    if (CSL_CHECK(&c->st, csl.DenseDescriptorInit(h, &p->c, m, n, m, S24_ALIGN, kd->out, CUSPARSE_ORDER_COL)))
         return -1;
     p->stage = 3;
     if (CSL_CHECK(&c->st, csl.MatmulDescriptorInit(h, &p->mm, CUSPARSE_OPERATION_TRANSPOSE,
                                                    CUSPARSE_OPERATION_NON_TRANSPOSE, &p->a, &p->b, &p->c, &p->c,
-                                                   CUSPARSE_COMPUTE_32F)) ||
+                                                   kd->compute)) ||
         CSL_CHECK(&c->st, csl.MatmulAlgSelectionInit(h, &p->alg, &p->mm, CUSPARSELT_MATMUL_ALG_DEFAULT)))
         return -1;
     p->stage = 4;
@@ -252,42 +297,49 @@ static int plan_build(cuda_state *c, s24_plan *p, int m, int n, int k)
     return 0;
 }
 
-/* The cached plan of (m, n, k): its slot's, or a new one in its place. */
-static s24_plan *plan_for(cuda_state *c, int m, int n, int k)
+/* The cached plan of a kind's (m, n, k): its slot's, or a new one in its
+ * place. */
+static s24_plan *plan_for(cuda_state *c, int kind, int m, int n, int k)
 {
-    uint32_t h = ((uint32_t)m * 73856093u) ^ ((uint32_t)n * 19349663u) ^ ((uint32_t)k * 83492791u);
+    uint32_t h = ((uint32_t)m * 73856093u) ^ ((uint32_t)n * 19349663u) ^ ((uint32_t)k * 83492791u) ^
+                 ((uint32_t)kind * 2654435761u);
     s24_plan *p = &c->s24->plans[h % S24_PLANS];
-    if (p->m == m && p->n == n && p->k == k)
+    if (p->m && p->kind == kind && p->m == m && p->n == n && p->k == k)
         return p;
     plan_clear(p);
-    if (!plan_build(c, p, m, n, k))
+    if (!plan_build(c, p, kind, m, n, k))
         return p;
     plan_clear(p);
     return NULL;
 }
 
 /* Whether a product can read x and write y in place: a token count the
- * library takes, and addresses as aligned as the descriptors say. */
-static int runs_in_place(const void *x, const void *y, int n)
+ * kind takes, and addresses as aligned as the descriptors say. */
+static int runs_in_place(const s24_kind *kd, const void *x, const void *y, int n)
 {
-    return n % S24_ALIGN == 0 && ((uintptr_t)x | (uintptr_t)y) % (S24_ALIGN * sizeof(bf16)) == 0;
+    return n % kd->multiple == 0 && ((uintptr_t)x | (uintptr_t)y) % (2 * S24_ALIGN) == 0;  /* 32 bytes: safe for both */
 }
 
+/* y[n][rows] = x[n][cols] · Wᵀ in w's kind: bf16 from bf16, or the int32
+ * sums from int8 codes (alpha and beta are f32 for every compute type; an
+ * int32 sum is scaled by 1, which the GPU check proves exact). */
 void cuda_sparse24_matmul(tram_backend *be, void *y, const void *x, const tram_weight *w, int n)
 {
     cuda_state *c = cuda_of(be);
     cuda_sparse24 *s = c->s24;
-    int direct = runs_in_place(x, y, n), np = direct ? n : round_up(n);
+    int kind = kind_of(w->type);
+    const s24_kind *kd = &s24_kinds[kind];
+    int direct = runs_in_place(kd, x, y, n), np = direct ? n : round_up(n, kd->multiple);
     if (!direct && np > s->max_rows) {
         cuda_fail(be, "2:4 matmul of %d rows: more than the %d prepared", n, s->max_rows);
         return;
     }
-    s24_plan *p = plan_for(c, w->rows, np, w->cols);
+    s24_plan *p = plan_for(c, kind, w->rows, np, w->cols);
     if (!p)
         return;
     const void *in = direct ? x : s->x_pad;
     void *out = direct ? y : s->y_pad;
-    if (!direct && CUDA_CHECK(&c->st, cudaMemcpyAsync(s->x_pad, x, (size_t)n * w->cols * sizeof(bf16),
+    if (!direct && CUDA_CHECK(&c->st, cudaMemcpyAsync(s->x_pad, x, (size_t)n * w->cols * kd->in_bytes,
                                                       cudaMemcpyDeviceToDevice, c->stream)))
         return;
     const float one = 1.0f, zero = 0.0f;
@@ -295,8 +347,8 @@ void cuda_sparse24_matmul(tram_backend *be, void *y, const void *x, const tram_w
                                      &c->stream, 1)) ||
         direct)
         return;
-    CUDA_CHECK(&c->st, cudaMemcpyAsync(y, s->y_pad, (size_t)n * w->rows * sizeof(bf16), cudaMemcpyDeviceToDevice,
-                                       c->stream));
+    CUDA_CHECK(&c->st, cudaMemcpyAsync(y, s->y_pad, (size_t)n * w->rows * kd->out_bytes,
+                                       cudaMemcpyDeviceToDevice, c->stream));
 }
 
 void cuda_sparse24_free(cuda_state *c)

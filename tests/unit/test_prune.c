@@ -485,6 +485,26 @@ static int refuse_sparse(tram_backend *be, tram_wtype t, int max_rows, tram_erro
     return 0;
 }
 
+/* A backend that runs both kinds but no shape of them (as CUDA refuses
+ * matrices that are not multiples of its 16 or 32): each shape asked is
+ * counted, and must be a matrix's (rows and columns of the tiny model). */
+static int shapes_asked, odd_shapes;
+static int accept_sparse(tram_backend *be, tram_wtype t, int max_rows, tram_error *why)
+{
+    (void)be, (void)max_rows, (void)why;
+    asked[t == TRAM_W_S24_INT8]++;
+    return 1;
+}
+
+static int refuse_shape(tram_backend *be, tram_wtype t, int rows, int cols, tram_error *why)
+{
+    (void)be, (void)t;
+    shapes_asked++;
+    odd_shapes += rows < 8 || cols < 8 || cols % 8;
+    tram_fail(why, "planted shape refusal");
+    return 0;
+}
+
 static void counting_upload(tram_backend *be, tram_weight *w, const float *host, int rows, int cols, tram_wtype t)
 {
     sparse_uploads += t == TRAM_W_S24 || t == TRAM_W_S24_INT8;
@@ -494,18 +514,28 @@ static void counting_upload(tram_backend *be, tram_weight *w, const float *host,
 /* Loads path (int8: quantized at load) on the refusing backend with stderr
  * in a file; returns the lines that say a 2:4 file runs dense, the last
  * one in line. */
+static int load_on(tram_backend *be, const char *path, int int8, float *logits, int n, const int32_t *ids,
+                   char *line, size_t size);
+
 static int load_refused(const char *path, int int8, float *logits, int n, const int32_t *ids, char *line,
                         size_t size)
+{
+    tram_backend *be = test_cpu_backend();
+    be->sparse24_prepare = refuse_sparse;
+    return load_on(be, path, int8, logits, n, ids, line, size);
+}
+
+/* load_refused's run on a backend given (destroyed after). */
+static int load_on(tram_backend *be, const char *path, int int8, float *logits, int n, const int32_t *ids,
+                   char *line, size_t size)
 {
     char log[128];
     snprintf(log, sizeof(log), "/tmp/tram-test-prune-log-%d.txt", (int)getpid());
     tram_model_file *f;
     tram_error err;
     cr_assert(!tram_model_file_open(&f, path, &err), "%s", err.msg);
-    tram_backend *be = test_cpu_backend();
     cpu_upload_weight = be->upload_weight;
     be->upload_weight = counting_upload;
-    be->sparse24_prepare = refuse_sparse;
     fflush(stderr);
     int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     cr_assert(saved >= 0 && fd >= 0 && dup2(fd, 2) == 2);
@@ -530,7 +560,27 @@ static int load_refused(const char *path, int int8, float *logits, int n, const 
     return said;
 }
 
-Test(prune, a_backend_running_2_4_dense_loads_dense_and_says_why_once)
+/* The line when the backend cannot run a matrix's shape sparse: it names the
+ * matrix, its shape on this rank and the backend's reason. */
+static void assert_shape_refused(const char *path, int int8, float *logits, int n, const int32_t *ids)
+{
+    char line[1024] = "", want[512];
+    asked[0] = asked[1] = sparse_uploads = shapes_asked = odd_shapes = 0;
+    tram_backend *be = test_cpu_backend();
+    be->sparse24_prepare = accept_sparse;
+    be->sparse24_fits = refuse_shape;
+    cr_assert_eq(load_on(be, path, int8, logits, n, ids, line, sizeof(line)), 1, "one line, int8 %d", int8);
+    snprintf(want, sizeof(want), "tram: %s is 2:4 sparse; the cpu backend runs its %smatrices dense: blk.", path,
+             int8 ? "int8 " : "");
+    cr_assert(!strncmp(line, want, strlen(want)), "%s", line);
+    cr_assert(strstr(line, " here, and planted shape refusal\n"), "%s", line);
+    cr_assert_eq(asked[int8], 1, "the file's kind asked once (int8 %d)", int8);
+    cr_assert_eq(shapes_asked, 1, "asked until the first refusal (int8 %d)", int8);
+    cr_assert_eq(odd_shapes, 0, "a matrix's shape asked (int8 %d)", int8);
+    cr_assert_eq(sparse_uploads, 0, "no matrix uploaded sparse (int8 %d)", int8);
+}
+
+Test(prune, a_backend_running_2_4_dense_or_not_at_a_shape_loads_dense_and_says_why_once)
 {
     char src[128], dst[128], line[1024] = "", want[512];
     tram_calib_stats st = {0};
@@ -551,7 +601,11 @@ Test(prune, a_backend_running_2_4_dense_loads_dense_and_says_why_once)
         cr_assert_eq(sparse_uploads, 0, "no matrix uploaded sparse (int8 %d)", int8);
         if (!int8) /* dense products of the same pruned values: the sparse run's logits */
             assert_logits_close(dense, sparse, N * TINY_VOCAB);
+        assert_shape_refused(dst, int8, dense, N, ids);
+        if (!int8)
+            assert_logits_close(dense, sparse, N * TINY_VOCAB);
     }
     tram_calib_stats_free(&st);
     unlink(src), unlink(dst);
 }
+
