@@ -3,13 +3,16 @@
  * cache, on all cores with OpenMP) and the OpenBLAS sgemm peak.  Decode
  * speed is bounded by the first (weights are streamed once per step),
  * prefill and large batches by the second.  Prints one JSON object.
- *   build/bench/stream [--mib N] [--reps N] */
+ *   build/bench/stream [--mib N] [--reps N]
+ * (--mib: MiB per array; by default 256 or twice the last-level cache,
+ * whichever is larger, so that no array stays in a large L3.) */
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/bench_floors.h"
 #include "kernels/base.h"
 
 typedef struct {
@@ -76,7 +79,7 @@ static int parse(int argc, char **argv, long *mib, long *reps)
         char *end;
         long v = dst ? strtol(argv[i + 1], &end, 10) : 0;
         if (!dst || *end || v < 1 || v > 1 << 16) {
-            fprintf(stderr, "usage: stream [--mib N (per array, 256)] [--reps N (10)]\n");
+            fprintf(stderr, "usage: stream [--mib N (per array; 256 or twice the LLC)] [--reps N (10)]\n");
             return -1;
         }
         *dst = v;
@@ -86,7 +89,7 @@ static int parse(int argc, char **argv, long *mib, long *reps)
 
 int main(int argc, char **argv)
 {
-    long mib = 256, reps = 10;
+    long mib = TRAM_MAX(256, (long)(2 * tram_bench_llc_bytes() >> 20)), reps = 10;
     if (parse(argc, argv, &mib, &reps))
         return 2;
     tram_error err = {{0}};
