@@ -1,5 +1,6 @@
 #include "engine/scheduler.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -169,13 +170,13 @@ static int is_decoding(const tram_seq *seq) { return seq->num_tokens - seq->num_
 /* What the step being scheduled holds so far, for the automatic rule. */
 typedef struct {
     double tokens, yield;      /* tokens to run; tokens expected out */
-    int cap;                   /* the most drafts of a sequence (1 in a step the rule measures) */
+    int cap, left;             /* the most drafts of a sequence, and in all, still allowed (few
+                                  while the rule measures their cost: tram_step_cost_drafts) */
 } spec_plan;
 
-/* 1 when this step speculates: a proposer and few enough decoding
- * sequences; the plan starts from one token in and out per sequence, with
- * one draft a sequence at most in a small step the automatic rule
- * measures. */
+/* 1 when this step speculates: a proposer and some, but few enough,
+ * decoding sequences; the plan starts from one token in and out per
+ * sequence. */
 static int speculating(tram_scheduler *s, spec_plan *plan)
 {
     if (!s->proposer)
@@ -183,13 +184,23 @@ static int speculating(tram_scheduler *s, spec_plan *plan)
     int decoding = 0;
     for (int i = 0; i < s->num_running; i++)
         decoding += is_decoding(s->running[i]);
-    *plan = (spec_plan){.tokens = decoding, .yield = decoding, .cap = s->spec_k};
+    *plan = (spec_plan){.tokens = decoding, .yield = decoding, .cap = s->spec_k, .left = INT_MAX};
+    if (decoding == 0)
+        return 0;
     if (decoding > s->spec_max_batch) {
         s->spec_off_steps++;
         return 0;
     }
-    if (!s->spec_always && tram_step_cost_probe(&s->cost))
-        plan->cap = 1;
+    if (s->spec_always)
+        return 1;
+    /* A draft model's passes serve all of a step's sequences, so its
+     * measuring steps have every sequence draft alike, as the steps the
+     * line then prices do; guesses without a model cost per token. */
+    int most = tram_step_cost_drafts(&s->cost, s->spec_k);
+    if (s->proposer->runs_model)
+        plan->cap = TRAM_MIN(most, s->spec_k);
+    else
+        plan->left = most;
     return 1;
 }
 
@@ -201,45 +212,52 @@ static tram_propose_seq proposal(tram_seq *seq, int max_k)
                               .out = seq->tokens + seq->num_tokens};
 }
 
-/* A sequence whose drafts the rule declines still guesses one token, when
- * guessing is cheap, to check against the token drawn (its shadow). */
-static void shadow_guess(tram_scheduler *s, tram_seq *seq)
+/* A proposer whose guesses cost no model pass (n-gram lookup) guesses
+ * before the rule decides: the rule then weighs only the drafts there are,
+ * a sequence with none neither probes nor waits for a probe, and a declined
+ * first guess is kept to check against the token drawn (its shadow).  The
+ * number of guesses, up to k. */
+static int guess_first(tram_scheduler *s, tram_seq *seq, int k)
 {
-    tram_propose_seq ps = proposal(seq, 1);
+    tram_propose_seq ps = proposal(seq, k);
     tram_error err;
-    if (!s->proposer->runs_model && !s->proposer->propose(s->proposer, &ps, 1, &err) && ps.got == 1)
-        seq->spec.shadow = seq->tokens[seq->num_tokens];
+    if (s->proposer->propose(s->proposer, &ps, 1, &err))
+        return 0;
+    seq->spec.shadow = ps.got ? ps.out[0] : -1;
+    return ps.got;
 }
 
 /* How many drafts a decoding sequence asks for: as many as the automatic
  * rule finds worth verifying (spec.h) within the budget and what its
  * max_tokens leave room for (the draw after the last draft is one more
- * token).  Their blocks must be free without preempting.  The guesses
- * themselves come in one proposal for the whole step (propose_step). */
+ * token).  Their blocks must be free without preempting.  A draft model's
+ * guesses come in one proposal for the whole step (propose_step). */
 static int want_drafts(tram_scheduler *s, tram_seq *seq, int budget, spec_plan *plan)
 {
     int room = seq->prompt_len + seq->req->max_tokens - seq->num_tokens - 1;
-    int k = TRAM_MIN(TRAM_MIN(plan->cap, room), budget - 1);
+    int k = TRAM_MIN(TRAM_MIN(plan->cap, plan->left), TRAM_MIN(room, budget - 1));
+    int model = s->proposer->runs_model;
     seq->spec.shadow = -1;
-    if (!is_decoding(seq) || k <= 0)
+    if (!is_decoding(seq) || k <= 0 || (!model && (k = guess_first(s, seq, k)) == 0))
         return 0;
     double gain = 0;
-    int want = s->spec_always ? k : tram_spec_choose(&seq->spec, k, &s->cost, plan->tokens, plan->yield, &gain);
+    int want = s->spec_always ? k
+               : model        ? tram_spec_choose(&seq->spec, k, &s->cost, plan->tokens, plan->yield, &gain)
+                              : tram_spec_best(&seq->spec, k, &s->cost, plan->tokens, plan->yield, &gain);
     s->spec_declined += (uint64_t)(k - want);
-    if (want == 0) {
-        shadow_guess(s, seq);
+    if (want == 0 || tram_bm_grow(s->bm, &seq->table, seq->num_tokens + want))
         return 0;
-    }
-    if (tram_bm_grow(s->bm, &seq->table, seq->num_tokens + want))
-        return 0;
-    s->proposals[s->num_proposals++] = proposal(seq, want);
+    seq->spec.shadow = -1;
+    if (model)
+        s->proposals[s->num_proposals++] = proposal(seq, want);
     plan->tokens += want;
+    plan->left -= want;
     plan->yield += tram_spec_gain(&seq->spec, want);
     return want;
 }
 
-/* The guesses of every sequence that asked for drafts this step, in one
- * call of the proposer (a draft model's passes batched across them); the
+/* A draft model's guesses for every sequence that asked for drafts this
+ * step, in one call of the proposer (its passes batched across them); the
  * items shrink to the drafts proposed, and the budget takes back the rest.
  * Drafts change no output: a proposer that fails costs the step its drafts
  * only. */

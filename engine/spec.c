@@ -1,7 +1,7 @@
 /* spec.c — the proposers of speculative decoding (see spec.h). */
 #include "engine/spec.h"
 
-#include <math.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,10 +98,15 @@ static int ngram_create(tram_proposer **out, const tram_spec_config *c, tram_err
 #define ACCEPT_PRIOR 2.0
 /* A step's time counts for a twentieth of the line. */
 #define COST_DECAY 0.95
-/* Below this variance of the recent token counts the line is not refitted. */
-#define COST_MIN_VARIANCE 0.25
+/* Below this variance of the recent token counts the line is not refitted:
+ * steps a token or two apart (batch 32 alternating 32 and 33 tokens) have a
+ * slope the step time's noise swamps (measured under load: intercept -233
+ * ms, slope 15 ms a token, for a 250 ms step). */
+#define COST_MIN_VARIANCE 2.0
 /* Nor from fewer steps than this (by decayed weight): two would fit any noise. */
 #define COST_MIN_WEIGHT 3.5
+/* A size's departure from the line follows its last ~5 steps. */
+#define COST_SIZE_DECAY 0.8f
 /* A declined sequence's first probe comes after this many declined steps;
  * each probe that does not bring drafts back doubles the wait, up to
  * PROBE_MAX_WAIT. */
@@ -146,7 +151,9 @@ double tram_spec_gain(const tram_spec_record *r, int j)
     return g;
 }
 
-/* The least-squares line of the decayed sums, or 0 when they do not fit one. */
+/* The least-squares line of the decayed sums, or 0 when they do not fit
+ * one: too few steps, too alike, or a slope below 0, which only noise gives
+ * (more tokens never cost less) and which would make drafts look free. */
 static int fit_line(const tram_step_cost *c, double *a, double *b)
 {
     if (c->w < COST_MIN_WEIGHT)
@@ -154,8 +161,11 @@ static int fit_line(const tram_step_cost *c, double *a, double *b)
     double mn = c->n / c->w, mt = c->t / c->w, var = c->nn / c->w - mn * mn;
     if (var < COST_MIN_VARIANCE)
         return 0;
-    *b = (c->nt / c->w - mn * mt) / var;
-    *a = mt - *b * mn;
+    double slope = (c->nt / c->w - mn * mt) / var;
+    if (slope < 0)
+        return 0;
+    *b = slope;
+    *a = mt - slope * mn;
     return 1;
 }
 
@@ -168,6 +178,19 @@ void tram_step_cost_add(tram_step_cost *c, int tokens, double seconds)
     c->nn = c->nn * COST_DECAY + n * n;
     c->nt = c->nt * COST_DECAY + n * seconds;
     c->fitted |= fit_line(c, &c->a, &c->b);
+    if (c->fitted && tokens >= 0 && tokens < TRAM_STEP_COST_SIZES) {
+        c->off_w[tokens] = c->off_w[tokens] * COST_SIZE_DECAY + 1;
+        c->off_t[tokens] = c->off_t[tokens] * COST_SIZE_DECAY + (float)(seconds - (c->a + c->b * n));
+    }
+}
+
+double tram_step_cost_at(const tram_step_cost *c, double n)
+{
+    double t = c->a + c->b * n;
+    int size = (int)n;
+    if (size >= 0 && size < TRAM_STEP_COST_SIZES && c->off_w[size] > 0)
+        t += c->off_t[size] / c->off_w[size];
+    return t;
 }
 
 int tram_step_cost_line(const tram_step_cost *c, double *a, double *b)
@@ -177,29 +200,28 @@ int tram_step_cost_line(const tram_step_cost *c, double *a, double *b)
     return c->fitted;
 }
 
-int tram_step_cost_probe(tram_step_cost *c)
+int tram_step_cost_drafts(tram_step_cost *c, int k)
 {
     c->small = !c->fitted && !c->small;
-    return c->small;
+    return c->fitted ? INT_MAX : c->small ? 1 : k;
 }
 
-/* The most output per second: j maximising (yield + g(j)) / T(tokens + j),
- * T's slope taken as at least 0 (a noisy fit that slopes down makes drafts
- * free, not profitable in themselves); with no line, every draft. */
-static int best_drafts(const tram_spec_record *r, int proposed, const tram_step_cost *c, double tokens,
-                       double yield, double *gain)
+int tram_spec_best(const tram_spec_record *r, int proposed, const tram_step_cost *c, double tokens, double yield,
+                   double *gain)
 {
-    double a, b;
-    int fitted = tram_step_cost_line(c, &a, &b), best = 0;
-    b = fmax(b, 0);
-    if (fitted && a + b * tokens <= 0)
+    *gain = 0;
+    /* with no line, every step counts as 1 s and yields only its drafts */
+    int best = 0;
+    double base = c->fitted ? yield : 0, now = c->fitted ? tram_step_cost_at(c, tokens) : 1;
+    if (now <= 0)
         return 0; /* a line that gives a step no time cannot price its drafts */
-    double rate = 0.5, reach = 1, g = 0, best_speed = fitted ? yield / (a + b * tokens) : 0;
+    double rate = 0.5, reach = 1, g = 0, best_speed = base / now;
     for (int j = 1; j <= proposed; j++) {
         rate = next_rate(r, j - 1, rate);
         g += reach *= rate;
-        double speed = fitted ? (yield + g) / (a + b * (tokens + j)) : g;
-        if (speed > best_speed) {
+        double then = c->fitted ? tram_step_cost_at(c, tokens + j) : 1;
+        double speed = (base + g) / then;
+        if (then > 0 && speed > best_speed) {
             best_speed = speed;
             best = j;
             *gain = g;
@@ -211,8 +233,7 @@ static int best_drafts(const tram_spec_record *r, int proposed, const tram_step_
 int tram_spec_choose(tram_spec_record *r, int proposed, const tram_step_cost *c, double tokens, double yield,
                      double *gain)
 {
-    *gain = 0;
-    int best = best_drafts(r, proposed, c, tokens, yield, gain);
+    int best = tram_spec_best(r, proposed, c, tokens, yield, gain);
     if (best > 0) {
         r->wait = r->backoff = PROBE_FIRST_WAIT;
         return best;

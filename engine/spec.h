@@ -99,8 +99,9 @@ int tram_spec_open_draft(tram_model_file **out, const tram_spec_config *c, int d
  * with P the tokens the step is expected to yield and N the tokens it runs
  * so far (every decoding sequence's one, and the drafts chosen before this
  * sequence's), T the measured time of a decode step by its token count (a
- * line, t = a + b n, fitted to recent steps: b is what a step's extra token
- * costs), and g(j) the accepted tokens j drafts are expected to yield from
+ * line, t = a + b n, fitted to recent steps, b being what a step's extra
+ * token costs, with each size's own measured departure from it added), and
+ * g(j) the accepted tokens j drafts are expected to yield from
  * the sequence's own record: with r_i the chance that draft i is accepted
  * when the drafts before it were,
  *     g(j) = r_0 + r_0 r_1 + ... + r_0 r_1 ... r_{j-1}.
@@ -109,8 +110,11 @@ int tram_spec_open_draft(tram_model_file **out, const tram_spec_config *c, int d
  * with nothing to copy turns them down by itself.  A sequence whose drafts
  * are declined verifies one draft now and then (a probe, after 4 declined
  * steps, then 8, 16, ... up to 256), so that a proposer that starts to pay
- * is noticed; one whose guesses cost no model pass is also checked every
- * step against the token drawn (its shadow). */
+ * is noticed; one whose guesses cost no model pass is instead checked every
+ * step against the token drawn (its shadow) and never probes, and the
+ * rule weighs only the guesses it has (they are made before it decides).
+ * Until the line is first fitted, the steps that measure it verify few
+ * drafts (tram_step_cost_drafts). */
 
 /* A sequence's drafts so far, decayed so that the record follows its text:
  * per draft position, the times it was verified (the drafts before it
@@ -129,37 +133,67 @@ void tram_spec_record_add(tram_spec_record *r, int accepted, int proposed);
  * never verified counts as its predecessor. */
 double tram_spec_acceptance(const tram_spec_record *r, int i);
 
+/* Step sizes, in tokens, whose own departure from the line is kept. */
+#define TRAM_STEP_COST_SIZES 512
+
 /* Recent decode steps' seconds as a line in their token count, t = a + b n,
  * least squares with older steps forgotten (engine.c measures).  The last
  * line fitted stays in force while recent steps are too alike to fit one
- * (when the rule declines every draft, the steps are all one size). */
+ * (when the rule declines every draft, the steps are all one size).  The
+ * product is not linear in its rows (bench/results/verify-gemm.md: the
+ * lm_head's 1, 2, 5 and 9 rows cost 10, 16, 21 and 33 ms, and from 13 rows
+ * another kernel takes over), so each size also keeps what its own steps
+ * measured above or below the line: at batch 4 a step of 5 tokens cost 20%
+ * more than one of 4 where the line said 10%, and the rule, verifying one
+ * draft that paid on the line, kept free text at 0.94x. */
 typedef struct {
     double w, n, t, nn, nt;    /* decayed sums of 1, n, t, n^2, n t */
     double a, b;               /* the last line fitted */
+    /* per size below TRAM_STEP_COST_SIZES, decayed sums of 1 and of the
+     * seconds above the line, over its steps since the line was fitted */
+    float off_w[TRAM_STEP_COST_SIZES], off_t[TRAM_STEP_COST_SIZES];
     int fitted;                /* a line has been fitted */
-    int small;                 /* the last step asked about verified one draft a sequence at most
-                                  (tram_step_cost_probe) */
+    int small;                 /* the last step asked about verified one draft at most
+                                  (tram_step_cost_drafts) */
 } tram_step_cost;
 
 void tram_step_cost_add(tram_step_cost *c, int tokens, double seconds);
 /* 1 with a and b set once a line has been fitted; 0 before (the rule then
  * lets every draft through, which is what makes the steps vary). */
 int tram_step_cost_line(const tram_step_cost *c, double *a, double *b);
-/* 1 when the step about to be scheduled should verify at most one draft
- * per sequence, so that the line sees steps of two sizes: until a line is
- * fitted, every other step is small.  Without it a batch whose every step
- * drafts alike would never learn what its drafts cost, and would keep them
- * however slow.  (One draft, not none: at batch 1 a step without drafts
- * costs nearly what one with a draft does, and yields less.) */
-int tram_step_cost_probe(tram_step_cost *c);
+/* T(n), once a line is fitted: the line at n plus the mean of what steps of
+ * n tokens measured above it (nothing for a size not measured). */
+double tram_step_cost_at(const tram_step_cost *c, double n);
+/* The most drafts of the step about to be scheduled, k being a sequence's
+ * most: no limit (INT_MAX) once a line is fitted; before, every other step
+ * 1 and the others k, so that the line sees steps of two sizes.  Without
+ * them a batch whose every step drafts alike would never learn what its
+ * drafts cost, and would keep them however slow.  The scheduler applies
+ * it per sequence for a draft model, whose passes all of a step's
+ * sequences share, and in all for guesses without a model: at batch 32, k
+ * guesses each would make the measuring step 9 times a plain one, which
+ * free text pays for and never gets back (most of n-gram's loss there,
+ * bench/results/spec.md), while k in all cost a few percent of the step
+ * and still give the line two sizes.  (One draft, not none, in the other
+ * steps: at batch 1 a step without drafts costs nearly what one with a
+ * draft does, and yields less.) */
+int tram_step_cost_drafts(tram_step_cost *c, int k);
 
 /* g(j): the accepted tokens j drafts are expected to yield. */
 double tram_spec_gain(const tram_spec_record *r, int j);
 
 /* How many of `proposed` drafts to verify in a step of `tokens` tokens so
- * far that expects `yield` tokens (0: none), probes included (a declined
- * sequence's wait counts down here); *gain is their expected accepted
- * tokens. */
+ * far that expects `yield` tokens (0: none): the j maximising (yield +
+ * g(j)) / T(tokens + j), every draft while no line is fitted; *gain is
+ * their expected accepted tokens.  No probes: for guesses checked against
+ * the token drawn every step (n-gram's shadows), whose record never goes
+ * stale, a probe would only cost its token. */
+int tram_spec_best(const tram_spec_record *r, int proposed, const tram_step_cost *c, double tokens, double yield,
+                   double *gain);
+
+/* tram_spec_best with probes, for a draft model's guesses, which are checked
+ * only when verified: a declined sequence's wait counts down here, and at
+ * its end one draft is verified. */
 int tram_spec_choose(tram_spec_record *r, int proposed, const tram_step_cost *c, double tokens, double yield,
                      double *gain);
 

@@ -285,3 +285,54 @@ Test(scheduler, pool_of_one_max_length_sequence_never_deadlocks)
     cr_assert_gt(m.s.num_preemptions, 0);
     sim_free(&m);
 }
+
+/* A proposer that guesses every draft asked for. */
+static int guess_all(tram_proposer *p, tram_propose_seq *seqs, int num_seqs, tram_error *err)
+{
+    (void)p;
+    (void)err;
+    for (int i = 0; i < num_seqs; i++) {
+        for (int j = 0; j < seqs[i].max_k; j++)
+            seqs[i].out[j] = 1;
+        seqs[i].got = seqs[i].max_k;
+    }
+    return 0;
+}
+
+/* Before the automatic rule has a cost line, its measuring steps verify
+ * one draft, then k: in all for guesses without a model (in a batch of 16,
+ * k guesses each would make a measuring step 9 times a plain one), per
+ * sequence for a draft model, whose passes the sequences share. */
+static void measuring_steps(int runs_model)
+{
+    sim m;
+    sim_init(&m, TRAM_POLICY_FCFS, 256, 4, 512, 16);
+    for (int i = 0; i < 16; i++)
+        add(&m, 8, 40, 0);
+    step(&m);
+    tram_proposer guesser = {.name = "all", .runs_model = runs_model, .propose = guess_all};
+    tram_scheduler_set_spec(&m.s, &guesser, 8, 32, 0);
+    int each = runs_model ? 16 : 1;
+    for (int round = 0; round < 4; round++) {
+        tram_scheduler_schedule(&m.s);
+        int drafts = 0;
+        for (int i = 0; i < m.s.num_items; i++) {
+            tram_sched_item *it = &m.s.items[i];
+            drafts += it->num_draft;
+            /* the engine's part: the real token computed, the drafts rejected */
+            it->seq->num_computed++;
+            it->seq->tokens[it->seq->num_tokens++] = 2;
+        }
+        cr_assert_eq(m.s.num_items, 16);
+        cr_assert_eq(drafts, each * (round % 2 ? 8 : 1), "round %d", round);
+        tram_step_cost_add(&m.s.cost, 16 + drafts, 0.01 + 0.001 * (16 + drafts));
+    }
+    double a, b;
+    cr_assert_eq(tram_step_cost_line(&m.s.cost, &a, &b), 1, "the measuring steps fit the line");
+    cr_assert_float_eq(b, 0.001, 1e-6);
+    sim_free(&m);
+}
+
+Test(scheduler, measuring_guesses_are_few_in_all) { measuring_steps(0); }
+
+Test(scheduler, measuring_drafts_are_alike_per_sequence) { measuring_steps(1); }

@@ -6,6 +6,7 @@
  * unchanged, preemption mid-speculation losing nothing, no block leaked;
  * and the rejection sampler's law. */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -139,25 +140,46 @@ Test(spec_rule, two_steps_do_not_fit_a_line)
     cr_assert_eq(tram_step_cost_line(&c, &a, &b), 0);
 }
 
-/* Steps that all draft alike never fit the line, so every other one is
- * small (one draft a sequence) until they do; then none is. */
-Test(spec_rule, unfitted_line_probes_every_other_step)
+/* Steps whose time falls with their tokens are noise (more tokens never
+ * cost less): they fit no line, and would otherwise make drafts look free;
+ * nor do steps a token apart, whose slope the noise swamps. */
+Test(spec_rule, a_falling_or_narrow_line_is_not_fitted)
 {
     tram_step_cost c = {0};
-    int small = 0;
+    double a, b;
+    for (int i = 0; i < 30; i++)
+        tram_step_cost_add(&c, i % 2 ? 9 : 1, i % 2 ? 0.03 : 0.05);
+    cr_assert_eq(tram_step_cost_line(&c, &a, &b), 0, "a slope below 0");
+    tram_step_cost narrow = {0};
+    for (int i = 0; i < 30; i++)
+        tram_step_cost_add(&narrow, i % 2 ? 33 : 32, i % 2 ? 0.09 : 0.08);
+    cr_assert_eq(tram_step_cost_line(&narrow, &a, &b), 0, "steps a token apart");
+    for (int i = 0; i < 30; i++)
+        tram_step_cost_add(&c, i % 2 ? 9 : 1, 0.03 + 0.002 * (i % 2 ? 9 : 1));
+    cr_assert_eq(tram_step_cost_line(&c, &a, &b), 1);
+    cr_assert_gt(b, 0);
+    for (int i = 0; i < 4; i++)
+        tram_step_cost_add(&c, 1, 0.2);
+    cr_assert_eq(tram_step_cost_line(&c, &a, &b), 1, "a slow plain step leaves the last line in force");
+    cr_assert_gt(b, 0);
+}
+
+/* Steps that all draft alike never fit the line, so until they do every
+ * other step verifies one draft in all and the others k in all; then the
+ * step has no limit. */
+Test(spec_rule, unfitted_line_measures_with_few_drafts)
+{
+    tram_step_cost c = {0};
     for (int i = 0; i < 10; i++) {
-        int probe = tram_step_cost_probe(&c);
-        cr_assert_eq(probe, i % 2 == 0, "step %d", i);
-        small += probe;
+        cr_assert_eq(tram_step_cost_drafts(&c, 8), i % 2 == 0 ? 1 : 8, "step %d", i);
         tram_step_cost_add(&c, 80, 0.2);
     }
-    cr_assert_eq(small, 5);
     for (int i = 0; i < 30; i++)
-        tram_step_cost_add(&c, tram_step_cost_probe(&c) ? 16 : 80, 0.2);
+        tram_step_cost_add(&c, tram_step_cost_drafts(&c, 8) == 1 ? 33 : 40, 0.2);
     double a, b;
-    cr_assert_eq(tram_step_cost_line(&c, &a, &b), 1, "small steps and drafting steps fit a line");
+    cr_assert_eq(tram_step_cost_line(&c, &a, &b), 1, "the two sizes fit a line");
     for (int i = 0; i < 5; i++)
-        cr_assert_eq(tram_step_cost_probe(&c), 0, "a fitted line needs no small steps");
+        cr_assert_eq(tram_step_cost_drafts(&c, 8), INT_MAX, "a fitted line needs no measuring steps");
 }
 
 static tram_step_cost cost_line(double a, double b)
@@ -175,6 +197,30 @@ static tram_spec_record record_of(int accepted, int proposed)
     for (int i = 0; i < 30; i++)
         tram_spec_record_add(&r, accepted, proposed);
     return r;
+}
+
+/* The line t = 0.2 + 0.01 n from steps of 4 and 12 tokens; steps of 5
+ * measured at 0.35 s, 0.1 above it (a product that changes regime): T(5) is
+ * what they measured, T(6) the line's (which they pull up), and one draft at batch 4 with half
+ * its guesses accepted, which pays on the line, does not at T(5). */
+Test(spec_rule, a_measured_size_is_priced_by_its_own_steps)
+{
+    tram_step_cost c = {0};
+    for (int i = 0; i < 30; i++)
+        tram_step_cost_add(&c, i % 2 ? 12 : 4, 0.2 + 0.01 * (i % 2 ? 12 : 4));
+    tram_spec_record half = record_of(0, 1);
+    for (int i = 0; i < 30; i++)
+        tram_spec_record_add(&half, i % 2, 1);
+    double gain;
+    cr_assert_eq(tram_spec_best(&half, 1, &c, 4, 4, &gain), 1, "on the line one draft pays");
+    for (int i = 0; i < 10; i++)
+        tram_step_cost_add(&c, 5, 0.35);
+    double a, b;
+    cr_assert_eq(tram_step_cost_line(&c, &a, &b), 1);
+    cr_assert_float_eq(tram_step_cost_at(&c, 5), 0.35, 0.015, "what steps of 5 measured");
+    cr_assert_gt(tram_step_cost_at(&c, 5), a + 5 * b + 0.04, "above the line the steps of 5 pull up");
+    cr_assert_float_eq(tram_step_cost_at(&c, 6), a + 6 * b, 1e-9, "a size not measured takes the line");
+    cr_assert_eq(tram_spec_best(&half, 1, &c, 4, 4, &gain), 0, "at its measured cost it does not");
 }
 
 /* j = argmax (P + g(j)) / T(N + j): drafts where they are accepted and the
@@ -246,6 +292,19 @@ Test(spec_rule, declined_drafts_are_probed_with_back_off)
     for (int i = 1; i < 4; i++)
         cr_assert_eq(tram_spec_choose(&r, 4, &some, 1, 1, &gain), 0);
     cr_assert_eq(tram_spec_choose(&r, 4, &some, 1, 1, &gain), 1, "the wait starts again at 4");
+}
+
+/* Guesses checked as shadows every step never probe: tram_spec_best is the
+ * rule alone. */
+Test(spec_rule, shadowed_guesses_are_never_probed)
+{
+    tram_step_cost some = cost_line(0.03, 0.006);
+    tram_spec_record r = record_of(0, 4), copying = record_of(4, 4);
+    double gain;
+    for (int step = 0; step < 600; step++)
+        cr_assert_eq(tram_spec_best(&r, 4, &some, 1, 1, &gain), 0, "step %d", step);
+    cr_assert_eq(gain, 0);
+    cr_assert_eq(tram_spec_best(&copying, 4, &some, 1, 1, &gain), 4);
 }
 
 /* --speculative-config reads vLLM's JSON; what it cannot honour is refused. */
