@@ -2,6 +2,7 @@
 #include "engine/spec.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -216,12 +217,17 @@ int tram_spec_best(const tram_spec_record *r, int proposed, const tram_step_cost
     if (now <= 0)
         return 0; /* a line that gives a step no time cannot price its drafts */
     double rate = 0.5, reach = 1, g = 0, best_speed = base / now;
+    /* T taken as never falling with n: a size measured slow (a noisy step,
+     * kept until that size runs again) must not make the larger sizes not
+     * yet measured look cheaper, or the rule would go past it */
+    double then = now;
     for (int j = 1; j <= proposed; j++) {
         rate = next_rate(r, j - 1, rate);
         g += reach *= rate;
-        double then = c->fitted ? tram_step_cost_at(c, tokens + j) : 1;
+        if (c->fitted)
+            then = fmax(then, tram_step_cost_at(c, tokens + j));
         double speed = (base + g) / then;
-        if (then > 0 && speed > best_speed) {
+        if (speed > best_speed) {
             best_speed = speed;
             best = j;
             *gain = g;

@@ -144,8 +144,8 @@ double tram_spec_acceptance(const tram_spec_record *r, int i);
  * lm_head's 1, 2, 5 and 9 rows cost 10, 16, 21 and 33 ms, and from 13 rows
  * another kernel takes over), so each size also keeps what its own steps
  * measured above or below the line: at batch 4 a step of 5 tokens cost 20%
- * more than one of 4 where the line said 10%, and the rule, verifying one
- * draft that paid on the line, kept free text at 0.94x. */
+ * more than one of 4 where the line said 10% (a trace under load), and
+ * the rule, verifying one draft that paid on the line, lost by it. */
 typedef struct {
     double w, n, t, nn, nt;    /* decayed sums of 1, n, t, n^2, n t */
     double a, b;               /* the last line fitted */
@@ -170,9 +170,9 @@ double tram_step_cost_at(const tram_step_cost *c, double n);
  * them a batch whose every step drafts alike would never learn what its
  * drafts cost, and would keep them however slow.  The scheduler applies
  * it per sequence for a draft model, whose passes all of a step's
- * sequences share, and in all for guesses without a model: at batch 32, k
- * guesses each would make the measuring step 9 times a plain one, which
- * free text pays for and never gets back (most of n-gram's loss there,
+ * sequences share, and in all for guesses without a model: at batch 32,
+ * up to k guesses each made each measuring step 3.3 times a plain one,
+ * which free text never gets back (most of n-gram's loss there,
  * bench/results/spec.md), while k in all cost a few percent of the step
  * and still give the line two sizes.  (One draft, not none, in the other
  * steps: at batch 1 a step without drafts costs nearly what one with a

@@ -200,9 +200,10 @@ static tram_spec_record record_of(int accepted, int proposed)
 }
 
 /* The line t = 0.2 + 0.01 n from steps of 4 and 12 tokens; steps of 5
- * measured at 0.35 s, 0.1 above it (a product that changes regime): T(5) is
- * what they measured, T(6) the line's (which they pull up), and one draft at batch 4 with half
- * its guesses accepted, which pays on the line, does not at T(5). */
+ * measured at 0.5 s, 0.25 above it (a product that changes regime): T(5) is
+ * what they measured, T(6) the line's (which they pull up); one draft at
+ * batch 4 with half its guesses accepted, which pays on the line, does not
+ * at T(5), nor do 2 or 3, since T never falls with n. */
 Test(spec_rule, a_measured_size_is_priced_by_its_own_steps)
 {
     tram_step_cost c = {0};
@@ -214,13 +215,15 @@ Test(spec_rule, a_measured_size_is_priced_by_its_own_steps)
     double gain;
     cr_assert_eq(tram_spec_best(&half, 1, &c, 4, 4, &gain), 1, "on the line one draft pays");
     for (int i = 0; i < 10; i++)
-        tram_step_cost_add(&c, 5, 0.35);
+        tram_step_cost_add(&c, 5, 0.5);
     double a, b;
     cr_assert_eq(tram_step_cost_line(&c, &a, &b), 1);
-    cr_assert_float_eq(tram_step_cost_at(&c, 5), 0.35, 0.015, "what steps of 5 measured");
+    cr_assert_float_eq(tram_step_cost_at(&c, 5), 0.5, 0.03, "what steps of 5 measured");
     cr_assert_gt(tram_step_cost_at(&c, 5), a + 5 * b + 0.04, "above the line the steps of 5 pull up");
     cr_assert_float_eq(tram_step_cost_at(&c, 6), a + 6 * b, 1e-9, "a size not measured takes the line");
     cr_assert_eq(tram_spec_best(&half, 1, &c, 4, 4, &gain), 0, "at its measured cost it does not");
+    cr_assert_eq(tram_spec_best(&half, 3, &c, 4, 4, &gain), 0,
+                 "nor do the larger sizes, not measured: T never falls with n");
 }
 
 /* j = argmax (P + g(j)) / T(N + j): drafts where they are accepted and the
