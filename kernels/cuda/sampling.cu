@@ -551,8 +551,9 @@ static int check_call(const cuda_sampler *s, const tram_cuda_logits *l, const tr
 }
 
 /* The sequences of a verification: each a run of rows inside the n
- * params, one after another, the rows of one on one seat (or none), no seat
- * on two sequences. */
+ * params, one after another and covering them all (every row's result is
+ * copied back), the rows of one on one seat (or none), no seat on two
+ * sequences. */
 static int check_seqs(const cuda_sampler *s, const tram_cuda_sampling *params, int n,
                       const tram_cuda_verify_seq *seqs, int num_seqs, tram_error *err)
 {
@@ -570,6 +571,9 @@ static int check_seqs(const cuda_sampler *s, const tram_cuda_sampling *params, i
                                   "%d rows, or its seat %d is shared", q, v->first, v->rows, n, seat);
         next = v->first + v->rows;
     }
+    int covered = num_seqs > 0 ? seqs[num_seqs - 1].first + seqs[num_seqs - 1].rows : 0;
+    if (covered != n)
+        return tram_fail(err, "cuda backend: verify: the sequences cover %d of the %d rows", covered, n);
     return 0;
 }
 
