@@ -119,17 +119,17 @@ static void finish(tram_cpu_pool *p, int chunks)
  * committed by whichever thread first claims its state: the others' results
  * are dropped.  A chunk whose state is of job g or a later one is no longer
  * job g's to commit. */
-static void steal_chunk(tram_cpu_pool *p, unsigned g, int chunks, int c, int begin, int end, const void *job,
-                        int self)
+static void steal_chunk(tram_cpu_pool *p, unsigned g, int chunks, int c, int begin, int end,
+                        const tram_pool_stealable *j, int self)
 {
     void *scratch = p->scratch + (size_t)self * TRAM_POOL_SCRATCH_BYTES;
-    atomic_load_explicit(&p->compute, memory_order_relaxed)(job, begin, end, scratch);
+    j->compute(j->job, begin, end, scratch);
     uint64_t v = atomic_load(&p->state[c]);
     do
         if ((int32_t)((unsigned)(v >> 2) - g) >= 0)
             return;
     while (!atomic_compare_exchange_weak(&p->state[c], &v, (uint64_t)g << 2 | PHASE_COMMITTING));
-    atomic_load_explicit(&p->commit, memory_order_relaxed)(job, begin, end, scratch);
+    j->commit(j->job, begin, end, scratch);
     atomic_store(&p->state[c], (uint64_t)g << 2 | PHASE_DONE);
     finish(p, chunks);
 }
@@ -144,14 +144,22 @@ static void work(tram_cpu_pool *p, unsigned g, int self)
         int next = (int)(t & 0xffff), chunks = (int)(t >> 16 & 0xffff);
         if ((unsigned)(t >> 32) != g || next >= chunks)
             return;
-        /* read before the swap: a successful swap proves they were this job's */
-        tram_pool_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
-        void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
-        int items = atomic_load_explicit(&p->items, memory_order_relaxed);
-        int chunk = atomic_load_explicit(&p->chunk, memory_order_relaxed);
+        /* All of the job read before the swap, with acquire: a successful
+         * swap proves they were this job's, since the caller writes the next
+         * job's only after its own claims have spent this ticket, and a load
+         * that saw such a write would make the swap see that and fail.  Read
+         * after it, a stealable job's functions could be the next job's
+         * (the caller may have taken this chunk over and gone on). */
+        tram_pool_fn fn = atomic_load_explicit(&p->fn, memory_order_acquire);
+        void *ctx = atomic_load_explicit(&p->ctx, memory_order_acquire);
+        int items = atomic_load_explicit(&p->items, memory_order_acquire);
+        int chunk = atomic_load_explicit(&p->chunk, memory_order_acquire);
+        tram_pool_stealable st = {.compute = atomic_load_explicit(&p->compute, memory_order_acquire),
+                                  .commit = atomic_load_explicit(&p->commit, memory_order_acquire),
+                                  .job = job, .job_bytes = sizeof(job)};
         if (!fn)
             for (size_t i = 0; i < TRAM_ARRAY_LEN(job); i++)
-                job[i] = atomic_load_explicit(&p->job[i], memory_order_relaxed);
+                job[i] = atomic_load_explicit(&p->job[i], memory_order_acquire);
         if (!atomic_compare_exchange_weak(&p->ticket, &t, t + 1))
             continue;
         int begin = next * chunk, end = begin + chunk < items ? begin + chunk : items;
@@ -159,7 +167,7 @@ static void work(tram_cpu_pool *p, unsigned g, int self)
             fn(ctx, begin, end);
             finish(p, chunks);
         } else {
-            steal_chunk(p, g, chunks, next, begin, end, job, self);
+            steal_chunk(p, g, chunks, next, begin, end, &st, self);
         }
     }
 }
@@ -222,8 +230,8 @@ static int wait_done(tram_cpu_pool *p, int chunks, int64_t steal_after)
  * thread seeing it sees the job. */
 static void publish(tram_cpu_pool *p, unsigned g, int items, int chunk, int chunks)
 {
-    atomic_store_explicit(&p->items, items, memory_order_relaxed);
-    atomic_store_explicit(&p->chunk, chunk, memory_order_relaxed);
+    atomic_store_explicit(&p->items, items, memory_order_release);
+    atomic_store_explicit(&p->chunk, chunk, memory_order_release);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     atomic_store(&p->ticket, (uint64_t)g << 32 | (uint64_t)chunks << 16);
     atomic_store(&p->generation, g);
@@ -250,8 +258,8 @@ void tram_cpu_pool_run(tram_cpu_pool *p, int items, int chunk, tram_pool_fn fn, 
         return;
     }
     unsigned g = atomic_load_explicit(&p->generation, memory_order_relaxed) + 1;
-    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&p->fn, fn, memory_order_release);
+    atomic_store_explicit(&p->ctx, ctx, memory_order_release);
     publish(p, g, items, chunk, chunks);
     work(p, g, 0);
     wait_done(p, chunks, 0);
@@ -260,7 +268,8 @@ void tram_cpu_pool_run(tram_cpu_pool *p, int items, int chunk, tram_pool_fn fn, 
 
 /* The caller's part of a stealable job once every chunk is claimed: after
  * STEAL_NS, each chunk not yet committed is computed here too. */
-static void steal_late_chunks(tram_cpu_pool *p, unsigned g, int items, int chunk, int chunks, const void *job)
+static void steal_late_chunks(tram_cpu_pool *p, unsigned g, int items, int chunk, int chunks,
+                              const tram_pool_stealable *job)
 {
     if (wait_done(p, chunks, STEAL_NS))
         return;
@@ -287,14 +296,15 @@ void tram_cpu_pool_run_stealable(tram_cpu_pool *p, int items, int chunk, const t
     uint64_t job[TRAM_POOL_JOB_BYTES / 8] = {0};
     memcpy(job, j->job, j->job_bytes);
     unsigned g = atomic_load_explicit(&p->generation, memory_order_relaxed) + 1;
-    atomic_store_explicit(&p->fn, NULL, memory_order_relaxed);
-    atomic_store_explicit(&p->compute, j->compute, memory_order_relaxed);
-    atomic_store_explicit(&p->commit, j->commit, memory_order_relaxed);
+    atomic_store_explicit(&p->fn, NULL, memory_order_release);
+    atomic_store_explicit(&p->compute, j->compute, memory_order_release);
+    atomic_store_explicit(&p->commit, j->commit, memory_order_release);
     for (size_t i = 0; i < TRAM_ARRAY_LEN(job); i++)
-        atomic_store_explicit(&p->job[i], job[i], memory_order_relaxed);
+        atomic_store_explicit(&p->job[i], job[i], memory_order_release);
     publish(p, g, items, chunk, chunks);
     work(p, g, 0);
-    steal_late_chunks(p, g, items, chunk, chunks, job);
+    tram_pool_stealable own = {.compute = j->compute, .commit = j->commit, .job = job, .job_bytes = sizeof(job)};
+    steal_late_chunks(p, g, items, chunk, chunks, &own);
     atomic_store(&p->in_use, 0);
 }
 

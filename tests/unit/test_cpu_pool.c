@@ -4,11 +4,13 @@
  * files written by the test into a temporary directory. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -334,6 +336,67 @@ Test(cpu_pool, late_workers_never_run_a_chunk_of_a_spent_ticket, .timeout = 120)
     cr_expect_eq(wrong, 0, "%d jobs returned with items run twice or not at all", wrong);
     cr_expect_eq(atomic_load(&dead_calls), 0, "a finished job's context was called");
     cr_expect_eq(atomic_load(&bad_ranges), 0, "a chunk outside its job's items");
+}
+
+/* Two kinds of stealable job back to back, the lone worker interrupted at
+ * random points by a signal whose handler holds it for longer than the
+ * caller's patience: the caller takes its chunk over and publishes the other
+ * kind.  A worker that read the job's functions after its claim (as tram
+ * once did) then ran the new kind's compute on the old kind's bytes: in
+ * serving, an attention split count of 0 read from a GEMM's job, SIGFPE.
+ * That failed here in every run. */
+enum { KIND_A = 0xa, KIND_B = 0xb };
+
+typedef struct {
+    int kind;
+} kind_job;
+
+static atomic_int wrong_kind;
+
+static void hold_worker(int sig)
+{
+    (void)sig;
+    spin_ns(60000);
+}
+
+static void compute_a(const void *arg, int begin, int end, void *scratch)
+{
+    (void)begin, (void)end, (void)scratch;
+    if (((const kind_job *)arg)->kind != KIND_A)
+        atomic_fetch_add(&wrong_kind, 1);
+}
+
+static void compute_b(const void *arg, int begin, int end, void *scratch)
+{
+    (void)begin, (void)end, (void)scratch;
+    if (((const kind_job *)arg)->kind != KIND_B)
+        atomic_fetch_add(&wrong_kind, 1);
+}
+
+Test(cpu_pool, a_late_worker_runs_its_own_jobs_functions, .timeout = 120)
+{
+    tram_cpu_pool *p = NULL;
+    tram_error err;
+    cr_assert(!tram_cpu_pool_create(&p, 2, &err), "%s", err.msg);
+    /* the worker was created with SIGALRM open; closed here, only it gets them */
+    sigset_t alarm;
+    sigemptyset(&alarm);
+    sigaddset(&alarm, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &alarm, NULL);
+    struct sigaction act = {.sa_handler = hold_worker, .sa_flags = SA_RESTART};
+    sigaction(SIGALRM, &act, NULL);
+    struct itimerval every = {{0, 150}, {0, 150}};
+    setitimer(ITIMER_REAL, &every, NULL);
+    kind_job a = {KIND_A}, b = {KIND_B};
+    tram_pool_stealable jobs[2] = {{compute_a, no_commit, &a, sizeof(a)}, {compute_b, no_commit, &b, sizeof(b)}};
+    for (int64_t until = clock_ns() + 1500000000; clock_ns() < until;)
+        for (int k = 0; k < 2; k++)
+            tram_cpu_pool_run_stealable(p, TRAM_POOL_MAX_CHUNKS, 1, &jobs[k]);
+    setitimer(ITIMER_REAL, &(struct itimerval){0}, NULL);
+    tram_cpu_pool_quiesce(p);
+    tram_cpu_pool_destroy(p);
+    cr_expect_eq(atomic_load(&wrong_kind), 0, "%d chunks computed by the other job's function",
+                 atomic_load(&wrong_kind));
 }
 
 /* More chunks than a ticket counts: the chunks grow, each item still once. */
