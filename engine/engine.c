@@ -1436,7 +1436,7 @@ int tram_engine_step(tram_engine *e, const tram_output **outs, int *num_outs, tr
             if (postprocess_item(e, i, err))
                 return -1;
         if (decode_only)
-            tram_step_cost_add(&e->sched.cost, b.num_tokens, tram_now() - t0);
+            tram_step_cost_add(&e->sched.cost, b.num_tokens, tram_now() - t0 - e->sched.propose_seconds);
     }
     e->stats.num_steps++;
     publish_stats(e);

@@ -35,7 +35,9 @@ int tram_scheduler_init(tram_scheduler *s, tram_block_manager *bm, tram_sched_po
     s->running = tram_calloc((size_t)max_seqs, sizeof(*s->running), err);
     s->items = tram_calloc((size_t)max_seqs, sizeof(*s->items), err);
     s->proposals = tram_calloc((size_t)max_seqs, sizeof(*s->proposals), err);
-    if (!s->running || !s->items || !s->proposals) {
+    s->spec_recs = tram_calloc((size_t)max_seqs, sizeof(*s->spec_recs), err);
+    s->spec_proposed = tram_calloc((size_t)max_seqs, sizeof(*s->spec_proposed), err);
+    if (!s->running || !s->items || !s->proposals || !s->spec_recs || !s->spec_proposed) {
         tram_scheduler_free(s);
         return -1;
     }
@@ -44,7 +46,7 @@ int tram_scheduler_init(tram_scheduler *s, tram_block_manager *bm, tram_sched_po
 
 void tram_scheduler_free(tram_scheduler *s)
 {
-    TRAM_FREE_ALL(s->waiting, s->running, s->items, s->proposals);
+    TRAM_FREE_ALL(s->waiting, s->running, s->items, s->proposals, s->spec_recs, s->spec_proposed);
     memset(s, 0, sizeof(*s));
 }
 
@@ -160,6 +162,8 @@ static void push_item(tram_scheduler *s, tram_seq *seq, int n, int num_draft, in
 void tram_scheduler_set_spec(tram_scheduler *s, tram_proposer *proposer, int k, int max_batch, int always)
 {
     s->proposer = proposer;
+    if (proposer && proposer->runs_model)
+        proposer->pass_cost = &s->pass_cost;
     s->spec_k = k;
     s->spec_max_batch = max_batch;
     s->spec_always = always;
@@ -170,9 +174,44 @@ static int is_decoding(const tram_seq *seq) { return seq->num_tokens - seq->num_
 /* What the step being scheduled holds so far, for the automatic rule. */
 typedef struct {
     double tokens, yield;      /* tokens to run; tokens expected out */
+    tram_draft_price price;    /* a draft model's passes */
     int cap, left;             /* the most drafts of a sequence, and in all, still allowed (few
                                   while the rule measures their cost: tram_step_cost_drafts) */
 } spec_plan;
+
+/* The drafts a decoding sequence may verify at most: k, within the budget
+ * and what its max_tokens leave room for (the draw after the last draft is
+ * one more token). */
+static int draft_room(const tram_seq *seq, int k, int budget)
+{
+    int room = seq->prompt_len + seq->req->max_tokens - seq->num_tokens - 1;
+    return TRAM_MIN(k, TRAM_MIN(room, budget - 1));
+}
+
+/* A draft model's step, once its cost is measured: the depth that serves
+ * the whole step best (spec.h, tram_spec_depth), and its passes' price. */
+static void plan_depth(tram_scheduler *s, spec_plan *plan)
+{
+    int num = 0;
+    for (int i = 0; i < s->num_running; i++)
+        if (is_decoding(s->running[i])) {
+            s->spec_recs[num] = &s->running[i]->spec;
+            s->spec_proposed[num++] = draft_room(s->running[i], s->spec_k, s->max_tokens);
+        }
+    int depth = tram_spec_depth(s->spec_recs, s->spec_proposed, num, &s->cost, &s->pass_cost, plan->tokens,
+                                plan->yield);
+    plan->cap = TRAM_MAX(depth, 1); /* at depth 0, probes (and lone drafts) at a whole pass's price */
+    plan->price = tram_pass_price(&s->pass_cost, depth);
+}
+
+/* A draft model's measuring depth, beside steps of none: enough drafts
+ * that the two sizes differ by 4 tokens or more (the line needs their
+ * variance at 2 or more, spec.c), and no more: at batch 32, measuring at
+ * k = 8 made two steps of 288 tokens for 64 tokens out. */
+static int measuring_depth(int k, int decoding)
+{
+    return TRAM_MIN(k, (4 + decoding - 1) / decoding);
+}
 
 /* 1 when this step speculates: a proposer and some, but few enough,
  * decoding sequences; the plan starts from one token in and out per
@@ -194,13 +233,18 @@ static int speculating(tram_scheduler *s, spec_plan *plan)
     if (s->spec_always)
         return 1;
     /* A draft model's passes serve all of a step's sequences, so its
-     * measuring steps have every sequence draft alike, as the steps the
-     * line then prices do; guesses without a model cost per token. */
-    int most = tram_step_cost_drafts(&s->cost, s->spec_k);
-    if (s->proposer->runs_model)
-        plan->cap = TRAM_MIN(most, s->spec_k);
-    else
+     * measuring steps have every sequence draft alike, and once its cost is
+     * measured the step's depth is chosen for all of them; guesses without
+     * a model cost per token. */
+    int model = s->proposer->runs_model;
+    int most = model ? tram_step_cost_drafts(&s->cost, 0, measuring_depth(s->spec_k, decoding))
+                     : tram_step_cost_drafts(&s->cost, 1, s->spec_k);
+    if (!model)
         plan->left = most;
+    else if (most != INT_MAX)
+        plan->cap = most;
+    else
+        plan_depth(s, plan);
     return 1;
 }
 
@@ -234,16 +278,15 @@ static int guess_first(tram_scheduler *s, tram_seq *seq, int k)
  * guesses come in one proposal for the whole step (propose_step). */
 static int want_drafts(tram_scheduler *s, tram_seq *seq, int budget, spec_plan *plan)
 {
-    int room = seq->prompt_len + seq->req->max_tokens - seq->num_tokens - 1;
-    int k = TRAM_MIN(TRAM_MIN(plan->cap, plan->left), TRAM_MIN(room, budget - 1));
+    int k = draft_room(seq, TRAM_MIN(plan->cap, plan->left), budget);
     int model = s->proposer->runs_model;
     seq->spec.shadow = -1;
     if (!is_decoding(seq) || k <= 0 || (!model && (k = guess_first(s, seq, k)) == 0))
         return 0;
     double gain = 0;
     int want = s->spec_always ? k
-               : model        ? tram_spec_choose(&seq->spec, k, &s->cost, plan->tokens, plan->yield, &gain)
-                              : tram_spec_best(&seq->spec, k, &s->cost, plan->tokens, plan->yield, &gain);
+               : model ? tram_spec_choose(&seq->spec, k, &s->cost, plan->tokens, plan->yield, &plan->price, &gain)
+                       : tram_spec_best(&seq->spec, k, &s->cost, plan->tokens, plan->yield, NULL, &gain);
     s->spec_declined += (uint64_t)(k - want);
     if (want == 0 || tram_bm_grow(s->bm, &seq->table, seq->num_tokens + want))
         return 0;
@@ -253,6 +296,7 @@ static int want_drafts(tram_scheduler *s, tram_seq *seq, int budget, spec_plan *
     plan->tokens += want;
     plan->left -= want;
     plan->yield += tram_spec_gain(&seq->spec, want);
+    plan->price.fixed += want * plan->price.per_draft;
     return want;
 }
 
@@ -266,7 +310,9 @@ static void propose_step(tram_scheduler *s, int *budget)
     if (!s->num_proposals)
         return;
     tram_error err;
+    double t0 = tram_now();
     int failed = s->proposer->propose(s->proposer, s->proposals, s->num_proposals, &err);
+    s->propose_seconds = tram_now() - t0;
     for (int i = 0, p = 0; i < s->num_items && p < s->num_proposals; i++) {
         tram_sched_item *it = &s->items[i];
         if (!it->num_draft)
@@ -368,6 +414,7 @@ void tram_scheduler_schedule(tram_scheduler *s)
 {
     int budget = s->max_tokens, prompt_rows = s->prompt_rows;
     s->num_items = 0;
+    s->propose_seconds = 0;
     if (schedule_running(s, &budget, &prompt_rows))
         return;
     while (s->num_waiting > 0 && budget > 0 && admit_one(s, &budget, &prompt_rows))

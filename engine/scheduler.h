@@ -51,7 +51,11 @@ typedef struct {
     int num_proposals;
     int spec_k, spec_max_batch;
     int spec_always;           /* verify every proposal: no automatic rule */
-    tram_step_cost cost;       /* decode steps' measured time (the engine adds to it) */
+    tram_step_cost cost;       /* decode steps' measured time, less the proposer's (the engine adds to it) */
+    tram_step_cost pass_cost;  /* a draft model's passes' measured time (the proposer adds to it) */
+    double propose_seconds;    /* the last schedule's time in the proposer */
+    const tram_spec_record **spec_recs; /* [max_seqs]: the step's decoding sequences' records, */
+    int *spec_proposed;        /* [max_seqs]: and their most drafts (tram_spec_depth) */
     uint64_t spec_off_steps;   /* steps whose batch was too large to speculate */
     uint64_t spec_declined;    /* draft tokens proposed that the automatic rule declined */
 } tram_scheduler;

@@ -106,8 +106,6 @@ static int ngram_create(tram_proposer **out, const tram_spec_config *c, tram_err
 #define COST_MIN_VARIANCE 2.0
 /* Nor from fewer steps than this (by decayed weight): two would fit any noise. */
 #define COST_MIN_WEIGHT 3.5
-/* A size's departure from the line follows its last ~5 steps. */
-#define COST_SIZE_DECAY 0.8f
 /* A declined sequence's first probe comes after this many declined steps;
  * each probe that does not bring drafts back doubles the wait, up to
  * PROBE_MAX_WAIT. */
@@ -180,8 +178,27 @@ void tram_step_cost_add(tram_step_cost *c, int tokens, double seconds)
     c->nt = c->nt * COST_DECAY + n * seconds;
     c->fitted |= fit_line(c, &c->a, &c->b);
     if (c->fitted && tokens >= 0 && tokens < TRAM_STEP_COST_SIZES) {
-        c->off_w[tokens] = c->off_w[tokens] * COST_SIZE_DECAY + 1;
-        c->off_t[tokens] = c->off_t[tokens] * COST_SIZE_DECAY + (float)(seconds - (c->a + c->b * n));
+        float *off = c->off[tokens];
+        memmove(off + 1, off, (TRAM_STEP_COST_SAMPLES - 1) * sizeof(*off));
+        off[0] = (float)(seconds - (c->a + c->b * n));
+        c->off_n[tokens] = (unsigned char)TRAM_MIN(c->off_n[tokens] + 1, TRAM_STEP_COST_SAMPLES);
+    }
+}
+
+/* What a size's steps measured above the line: the median of three, the
+ * lesser of two (spec.h). */
+static double size_departure(const tram_step_cost *c, int size)
+{
+    const float *off = c->off[size];
+    switch (c->off_n[size]) {
+    case 0:
+        return 0;
+    case 1:
+        return off[0];
+    case 2:
+        return fmin(off[0], off[1]);
+    default:
+        return fmax(fmin(off[0], off[1]), fmin(fmax(off[0], off[1]), off[2]));
     }
 }
 
@@ -189,8 +206,8 @@ double tram_step_cost_at(const tram_step_cost *c, double n)
 {
     double t = c->a + c->b * n;
     int size = (int)n;
-    if (size >= 0 && size < TRAM_STEP_COST_SIZES && c->off_w[size] > 0)
-        t += c->off_t[size] / c->off_w[size];
+    if (size >= 0 && size < TRAM_STEP_COST_SIZES)
+        t += size_departure(c, size);
     return t;
 }
 
@@ -201,22 +218,38 @@ int tram_step_cost_line(const tram_step_cost *c, double *a, double *b)
     return c->fitted;
 }
 
-int tram_step_cost_drafts(tram_step_cost *c, int k)
+int tram_step_cost_drafts(tram_step_cost *c, int few, int many)
 {
     c->small = !c->fitted && !c->small;
-    return c->fitted ? INT_MAX : c->small ? 1 : k;
+    return c->fitted ? INT_MAX : c->small ? few : many;
+}
+
+double tram_pass_cost_at(const tram_step_cost *pass, double m)
+{
+    if (m <= 0 || pass->w <= 0)
+        return 0;
+    return pass->fitted ? fmax(0, tram_step_cost_at(pass, m)) : pass->t / pass->w;
+}
+
+tram_draft_price tram_pass_price(const tram_step_cost *pass, int depth)
+{
+    double p0 = pass->fitted ? fmax(0, pass->a) : tram_pass_cost_at(pass, 1);
+    double p1 = pass->fitted ? pass->b : 0;
+    return depth > 0 ? (tram_draft_price){.fixed = depth * p0, .per_draft = p1}
+                     : (tram_draft_price){.per_draft = p0 + p1};
 }
 
 int tram_spec_best(const tram_spec_record *r, int proposed, const tram_step_cost *c, double tokens, double yield,
-                   double *gain)
+                   const tram_draft_price *price, double *gain)
 {
     *gain = 0;
     /* with no line, every step counts as 1 s and yields only its drafts */
     int best = 0;
+    double fixed = price && c->fitted ? price->fixed : 0, per_draft = price && c->fitted ? price->per_draft : 0;
     double base = c->fitted ? yield : 0, now = c->fitted ? tram_step_cost_at(c, tokens) : 1;
     if (now <= 0)
         return 0; /* a line that gives a step no time cannot price its drafts */
-    double rate = 0.5, reach = 1, g = 0, best_speed = base / now;
+    double rate = 0.5, reach = 1, g = 0, best_speed = base / (now + fixed);
     /* T taken as never falling with n: a size measured slow (a noisy step,
      * kept until that size runs again) must not make the larger sizes not
      * yet measured look cheaper, or the rule would go past it */
@@ -226,7 +259,7 @@ int tram_spec_best(const tram_spec_record *r, int proposed, const tram_step_cost
         g += reach *= rate;
         if (c->fitted)
             then = fmax(then, tram_step_cost_at(c, tokens + j));
-        double speed = (base + g) / then;
+        double speed = (base + g) / (then + fixed + j * per_draft);
         if (speed > best_speed) {
             best_speed = speed;
             best = j;
@@ -237,9 +270,9 @@ int tram_spec_best(const tram_spec_record *r, int proposed, const tram_step_cost
 }
 
 int tram_spec_choose(tram_spec_record *r, int proposed, const tram_step_cost *c, double tokens, double yield,
-                     double *gain)
+                     const tram_draft_price *price, double *gain)
 {
-    int best = tram_spec_best(r, proposed, c, tokens, yield, gain);
+    int best = tram_spec_best(r, proposed, c, tokens, yield, price, gain);
     if (best > 0) {
         r->wait = r->backoff = PROBE_FIRST_WAIT;
         return best;
@@ -250,6 +283,47 @@ int tram_spec_choose(tram_spec_record *r, int proposed, const tram_step_cost *c,
     r->wait = r->backoff;
     *gain = tram_spec_gain(r, 1);
     return 1;
+}
+
+/* The tokens a step of depth D is expected to yield per second: the sequences choose in turn as
+ * the scheduler has them choose, then the step is costed at its passes'
+ * real sizes (pass d runs the sequences drafting deeper than d). */
+static double depth_speed(const tram_spec_record *const *recs, const int *proposed, int num,
+                          const tram_step_cost *c, const tram_step_cost *pass, double tokens, double yield,
+                          int depth)
+{
+    tram_draft_price price = tram_pass_price(pass, depth);
+    int deeper[TRAM_SPEC_MAX_TOKENS] = {0};
+    for (int i = 0; i < num; i++) {
+        double gain;
+        int j = tram_spec_best(recs[i], TRAM_MIN(proposed[i], depth), c, tokens, yield, &price, &gain);
+        tokens += j;
+        yield += gain;
+        price.fixed += j * price.per_draft;
+        for (int d = 0; d < j; d++)
+            deeper[d]++;
+    }
+    double t = tram_step_cost_at(c, tokens);
+    for (int d = 0; d < depth; d++)
+        t += tram_pass_cost_at(pass, deeper[d]);
+    return t > 0 ? yield / t : 0;
+}
+
+int tram_spec_depth(const tram_spec_record *const *recs, const int *proposed, int num, const tram_step_cost *c,
+                    const tram_step_cost *pass, double tokens, double yield)
+{
+    int most = 0, best = 0;
+    for (int i = 0; i < num; i++)
+        most = TRAM_MAX(most, TRAM_MIN(proposed[i], TRAM_SPEC_MAX_TOKENS));
+    double now = tram_step_cost_at(c, tokens), best_speed = now > 0 ? yield / now : 0;
+    for (int depth = 1; depth <= most; depth++) {
+        double speed = depth_speed(recs, proposed, num, c, pass, tokens, yield, depth);
+        if (speed > best_speed) {
+            best_speed = speed;
+            best = depth;
+        }
+    }
+    return best;
 }
 
 /* ---------------------------------------------------------------- the interface */

@@ -84,8 +84,11 @@ static int run_pass(draft_proposer *d, const draft_pass *p, tram_propose_seq *se
                     .slot_mapping = d->slots, .query_start = d->query_start, .seq_lens = d->seq_lens,
                     .block_tables = d->tables, .max_blocks_per_seq = d->max_blocks_per_seq,
                     .logits_rows = d->rows, .num_logits = p->rows};
+    double t0 = tram_now();
     if (tram_model_forward(d->model, &b, d->logits, err))
         return -1;
+    if (d->base.pass_cost)
+        tram_step_cost_add(d->base.pass_cost, p->tokens, tram_now() - t0);
     for (int r = 0; r < p->rows; r++)
         seqs[d->row_seq[r]].out[j] = tram_argmax(d->logits + (size_t)r * d->model_vocab, d->vocab);
     return 0;

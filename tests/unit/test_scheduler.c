@@ -300,9 +300,11 @@ static int guess_all(tram_proposer *p, tram_propose_seq *seqs, int num_seqs, tra
 }
 
 /* Before the automatic rule has a cost line, its measuring steps verify
- * one draft, then k: in all for guesses without a model (in a batch of 16,
- * k guesses each would make a measuring step 9 times a plain one), per
- * sequence for a draft model, whose passes the sequences share. */
+ * few drafts, then more: one, then k, in all for guesses without a model
+ * (in a batch of 16, k guesses each would make a measuring step 9 times a
+ * plain one); none, then just enough for the sizes to differ by 4 (one
+ * each at 16), per sequence for a draft model, whose passes the sequences
+ * share. */
 static void measuring_steps(int runs_model)
 {
     sim m;
@@ -312,7 +314,7 @@ static void measuring_steps(int runs_model)
     step(&m);
     tram_proposer guesser = {.name = "all", .runs_model = runs_model, .propose = guess_all};
     tram_scheduler_set_spec(&m.s, &guesser, 8, 32, 0);
-    int each = runs_model ? 16 : 1;
+    int few = runs_model ? 0 : 1, many = runs_model ? 16 : 8;
     for (int round = 0; round < 4; round++) {
         tram_scheduler_schedule(&m.s);
         int drafts = 0;
@@ -324,7 +326,7 @@ static void measuring_steps(int runs_model)
             it->seq->tokens[it->seq->num_tokens++] = 2;
         }
         cr_assert_eq(m.s.num_items, 16);
-        cr_assert_eq(drafts, each * (round % 2 ? 8 : 1), "round %d", round);
+        cr_assert_eq(drafts, round % 2 ? many : few, "round %d", round);
         tram_step_cost_add(&m.s.cost, 16 + drafts, 0.01 + 0.001 * (16 + drafts));
     }
     double a, b;

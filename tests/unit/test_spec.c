@@ -165,21 +165,24 @@ Test(spec_rule, a_falling_or_narrow_line_is_not_fitted)
 }
 
 /* Steps that all draft alike never fit the line, so until they do every
- * other step verifies one draft in all and the others k in all; then the
- * step has no limit. */
+ * other step verifies `few` drafts (one in all for n-gram, none each for a
+ * draft model) and the others `many`; then the step has no limit. */
 Test(spec_rule, unfitted_line_measures_with_few_drafts)
 {
     tram_step_cost c = {0};
     for (int i = 0; i < 10; i++) {
-        cr_assert_eq(tram_step_cost_drafts(&c, 8), i % 2 == 0 ? 1 : 8, "step %d", i);
+        cr_assert_eq(tram_step_cost_drafts(&c, 1, 8), i % 2 == 0 ? 1 : 8, "step %d", i);
         tram_step_cost_add(&c, 80, 0.2);
     }
     for (int i = 0; i < 30; i++)
-        tram_step_cost_add(&c, tram_step_cost_drafts(&c, 8) == 1 ? 33 : 40, 0.2);
+        tram_step_cost_add(&c, tram_step_cost_drafts(&c, 1, 8) == 1 ? 33 : 40, 0.2);
     double a, b;
     cr_assert_eq(tram_step_cost_line(&c, &a, &b), 1, "the two sizes fit a line");
     for (int i = 0; i < 5; i++)
-        cr_assert_eq(tram_step_cost_drafts(&c, 8), INT_MAX, "a fitted line needs no measuring steps");
+        cr_assert_eq(tram_step_cost_drafts(&c, 1, 8), INT_MAX, "a fitted line needs no measuring steps");
+    tram_step_cost model = {0};
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(tram_step_cost_drafts(&model, 0, 2), i % 2 == 0 ? 0 : 2, "step %d", i);
 }
 
 static tram_step_cost cost_line(double a, double b)
@@ -213,7 +216,7 @@ Test(spec_rule, a_measured_size_is_priced_by_its_own_steps)
     for (int i = 0; i < 30; i++)
         tram_spec_record_add(&half, i % 2, 1);
     double gain;
-    cr_assert_eq(tram_spec_best(&half, 1, &c, 4, 4, &gain), 1, "on the line one draft pays");
+    cr_assert_eq(tram_spec_best(&half, 1, &c, 4, 4, NULL, &gain), 1, "on the line one draft pays");
     for (int i = 0; i < 10; i++)
         tram_step_cost_add(&c, 5, 0.5);
     double a, b;
@@ -221,9 +224,33 @@ Test(spec_rule, a_measured_size_is_priced_by_its_own_steps)
     cr_assert_float_eq(tram_step_cost_at(&c, 5), 0.5, 0.03, "what steps of 5 measured");
     cr_assert_gt(tram_step_cost_at(&c, 5), a + 5 * b + 0.04, "above the line the steps of 5 pull up");
     cr_assert_float_eq(tram_step_cost_at(&c, 6), a + 6 * b, 1e-9, "a size not measured takes the line");
-    cr_assert_eq(tram_spec_best(&half, 1, &c, 4, 4, &gain), 0, "at its measured cost it does not");
-    cr_assert_eq(tram_spec_best(&half, 3, &c, 4, 4, &gain), 0,
+    cr_assert_eq(tram_spec_best(&half, 1, &c, 4, 4, NULL, &gain), 0, "at its measured cost it does not");
+    cr_assert_eq(tram_spec_best(&half, 3, &c, 4, 4, NULL, &gain), 0,
                  "nor do the larger sizes, not measured: T never falls with n");
+}
+
+/* Noise only adds time: one slow step does not price its size (the
+ * median of its last three departures), a size slow
+ * three times running is. */
+Test(spec_rule, one_slow_step_does_not_price_its_size)
+{
+    tram_step_cost c = {0};
+    for (int i = 0; i < 30; i++)
+        tram_step_cost_add(&c, i % 2 ? 64 : 32, 0.004 + 0.003 * (i % 2 ? 64 : 32));
+    double slow = 0.004 + 0.003 * 32 + 0.3, fast = 0.004 + 0.003 * 32;
+    double seconds[4] = {slow, slow, fast, fast};
+    const char *why[4] = {"one spike among its fellows is not their median", "two spikes of three are the median",
+                          "and stay while they are the median", "until the size runs at its speed again"};
+    for (int i = 0; i < 4; i++) {
+        tram_step_cost_add(&c, 32, seconds[i]);
+        double a, b;
+        cr_assert_eq(tram_step_cost_line(&c, &a, &b), 1);
+        double above = tram_step_cost_at(&c, 32) - (a + 32 * b);
+        if (i == 0 || i == 3)
+            cr_assert_lt(above, 0.01, "%s: %.3f s above the line", why[i], above);
+        else
+            cr_assert_gt(above, 0.2, "%s: %.3f s above the line", why[i], above);
+    }
 }
 
 /* j = argmax (P + g(j)) / T(N + j): drafts where they are accepted and the
@@ -235,17 +262,17 @@ Test(spec_rule, drafts_only_where_they_pay)
     tram_step_cost some = cost_line(0.03, 0.006);
     tram_spec_record copying = record_of(4, 4), inventing = record_of(0, 4), first = record_of(1, 4);
     double gain;
-    cr_assert_eq(tram_spec_choose(&copying, 4, &some, 1, 1, &gain), 4);
+    cr_assert_eq(tram_spec_choose(&copying, 4, &some, 1, 1, NULL, &gain), 4);
     cr_assert_gt(gain, 3.5);
-    cr_assert_eq(tram_spec_choose(&copying, 8, &some, 1, 1, &gain), 8, "a larger k where they all hold");
-    cr_assert_eq(tram_spec_choose(&inventing, 4, &some, 1, 1, &gain), 0,
+    cr_assert_eq(tram_spec_choose(&copying, 8, &some, 1, 1, NULL, &gain), 8, "a larger k where they all hold");
+    cr_assert_eq(tram_spec_choose(&inventing, 4, &some, 1, 1, NULL, &gain), 0,
                  "a sequence whose drafts are rejected stops drafting");
     cr_assert_eq(gain, 0);
-    cr_assert_eq(tram_spec_choose(&first, 4, &some, 1, 1, &gain), 1,
+    cr_assert_eq(tram_spec_choose(&first, 4, &some, 1, 1, NULL, &gain), 1,
                  "only the first draft is accepted: the second costs more than it brings");
     cr_assert_float_eq(gain, tram_spec_acceptance(&first, 0), 1e-9);
     tram_step_cost unmeasured = {0};
-    cr_assert_eq(tram_spec_choose(&inventing, 3, &unmeasured, 1, 1, &gain), 3,
+    cr_assert_eq(tram_spec_choose(&inventing, 3, &unmeasured, 1, 1, NULL, &gain), 3,
                  "with no measured cost every proposal is verified, so the cost gets measured");
 }
 
@@ -258,20 +285,82 @@ Test(spec_rule, free_drafts_all_verified_costly_ones_none)
     tram_step_cost free = cost_line(0.03, 0), costly = cost_line(0, 0.005);
     tram_spec_record copying = record_of(4, 4), inventing = record_of(0, 4);
     double gain;
-    cr_assert_eq(tram_spec_choose(&inventing, 6, &free, 1, 1, &gain), 6);
-    cr_assert_eq(tram_spec_choose(&copying, 6, &free, 32, 32, &gain), 6);
-    cr_assert_eq(tram_spec_choose(&copying, 6, &costly, 1, 1, &gain), 0);
-    cr_assert_eq(tram_spec_choose(&copying, 6, &costly, 32, 32, &gain), 0);
+    cr_assert_eq(tram_spec_choose(&inventing, 6, &free, 1, 1, NULL, &gain), 6);
+    cr_assert_eq(tram_spec_choose(&copying, 6, &free, 32, 32, NULL, &gain), 6);
+    cr_assert_eq(tram_spec_choose(&copying, 6, &costly, 1, 1, NULL, &gain), 0);
+    cr_assert_eq(tram_spec_choose(&copying, 6, &costly, 32, 32, NULL, &gain), 0);
     /* a batch of 32 on a line with a fixed part: the same draft pays at batch
      * 1 and not at 32, where the fixed part is spread over 32 tokens */
     tram_step_cost line = cost_line(0.03, 0.006);
     tram_spec_record r = record_of(1, 2);
-    cr_assert_gt(tram_spec_choose(&r, 4, &line, 1, 1, &gain), 0);
+    cr_assert_gt(tram_spec_choose(&r, 4, &line, 1, 1, NULL, &gain), 0);
     tram_spec_record half = record_of(0, 1);
     for (int i = 0; i < 30; i++)
         tram_spec_record_add(&half, i % 2, 1);
-    cr_assert_gt(tram_spec_choose(&half, 4, &line, 1, 1, &gain), 0);
-    cr_assert_eq(tram_spec_choose(&half, 4, &line, 32, 32, &gain), 0);
+    cr_assert_gt(tram_spec_choose(&half, 4, &line, 1, 1, NULL, &gain), 0);
+    cr_assert_eq(tram_spec_choose(&half, 4, &line, 32, 32, NULL, &gain), 0);
+}
+
+/* A draft model's passes: their own line by tokens, or before it is fitted
+ * the mean pass; a step of depth D pays D intercepts once and the slope per
+ * draft, a lone draft at depth 0 a whole pass. */
+Test(spec_rule, passes_are_priced_by_their_own_line)
+{
+    tram_step_cost pass = {0};
+    cr_assert_eq(tram_pass_cost_at(&pass, 4), 0, "nothing measured");
+    for (int i = 0; i < 10; i++)
+        tram_step_cost_add(&pass, 32, 0.05);
+    cr_assert_float_eq(tram_pass_cost_at(&pass, 5), 0.05, 1e-9, "passes of one size: their mean");
+    tram_draft_price p = tram_pass_price(&pass, 3);
+    cr_assert_float_eq(p.fixed, 0.15, 1e-9);
+    cr_assert_float_eq(p.per_draft, 0, 1e-9);
+    pass = cost_line(0.008, 0.0015);
+    cr_assert_float_eq(tram_pass_cost_at(&pass, 4), 0.014, 1e-6);
+    cr_assert_eq(tram_pass_cost_at(&pass, 0), 0, "a depth no one drafts to runs no pass");
+    p = tram_pass_price(&pass, 2);
+    cr_assert_float_eq(p.fixed, 0.016, 1e-6);
+    cr_assert_float_eq(p.per_draft, 0.0015, 1e-6);
+    p = tram_pass_price(&pass, 0);
+    cr_assert_float_eq(p.fixed, 0, 1e-9);
+    cr_assert_float_eq(p.per_draft, 0.0095, 1e-6);
+}
+
+/* Passes shared by the step: at batch 4, four copying sequences pay for
+ * their passes together where one alone, paying a whole pass a draft, does
+ * not; at batch 32 on a line where a token costs what an average one does,
+ * no depth pays; and a step's passes are costed at the sequences they
+ * serve, so one copying sequence among inventing ones drafts alone only
+ * if its passes pay for themselves. */
+Test(spec_rule, a_steps_depth_shares_its_passes)
+{
+    tram_step_cost step = cost_line(0.030, 0.006), pass = cost_line(0.008, 0.0015);
+    tram_spec_record copying = record_of(8, 8), inventing = record_of(0, 8);
+    const tram_spec_record *four[4] = {&copying, &copying, &copying, &copying};
+    int proposed[32];
+    for (int i = 0; i < 32; i++)
+        proposed[i] = 8;
+    double gain;
+    tram_draft_price alone = tram_pass_price(&pass, 0);
+    cr_assert_eq(tram_spec_best(&copying, 8, &step, 4, 4, &alone, &gain), 0, "one sequence paying its passes");
+    int depth = tram_spec_depth(four, proposed, 4, &step, &pass, 4, 4);
+    cr_assert_gt(depth, 4, "four sharing them: depth %d", depth);
+    tram_draft_price shared = tram_pass_price(&pass, depth);
+    cr_assert_gt(tram_spec_best(&copying, depth, &step, 4, 4, &shared, &gain), 0);
+
+    tram_step_cost steep = cost_line(0.004, 0.0075);
+    const tram_spec_record *many[32];
+    for (int i = 0; i < 32; i++)
+        many[i] = &copying;
+    cr_assert_eq(tram_spec_depth(many, proposed, 32, &steep, &pass, 32, 32), 0, "batch 32, compute-bound");
+    tram_step_cost cheap = cost_line(0.100, 0.002);
+    cr_assert_gt(tram_spec_depth(many, proposed, 32, &cheap, &pass, 32, 32), 0, "batch 32, a cheap token");
+
+    const tram_spec_record *mixed[4] = {&copying, &inventing, &inventing, &inventing};
+    tram_step_cost dear = cost_line(0.060, 0.0015);
+    cr_assert_eq(tram_spec_depth(mixed, proposed, 4, &step, &dear, 4, 4), 0,
+                 "one copier on passes that cost half a step each");
+    tram_step_cost cheap_pass = cost_line(0.002, 0.0005);
+    cr_assert_gt(tram_spec_depth(mixed, proposed, 4, &step, &cheap_pass, 4, 4), 0, "and on cheap ones");
 }
 
 /* A declined sequence verifies one draft after 4 declined steps, then after
@@ -284,17 +373,17 @@ Test(spec_rule, declined_drafts_are_probed_with_back_off)
     int wait = 4, step = 0;
     for (int probe = 0; probe < 8; probe++, wait = TRAM_MIN(2 * wait, 256)) {
         for (int i = 1; i < wait; i++, step++)
-            cr_assert_eq(tram_spec_choose(&r, 4, &some, 1, 1, &gain), 0, "step %d", step);
-        cr_assert_eq(tram_spec_choose(&r, 4, &some, 1, 1, &gain), 1, "probe %d at step %d", probe, step++);
+            cr_assert_eq(tram_spec_choose(&r, 4, &some, 1, 1, NULL, &gain), 0, "step %d", step);
+        cr_assert_eq(tram_spec_choose(&r, 4, &some, 1, 1, NULL, &gain), 1, "probe %d at step %d", probe, step++);
         cr_assert_gt(gain, 0);
     }
     for (int i = 0; i < 30; i++)
         tram_spec_record_add(&r, 4, 4);
-    cr_assert_eq(tram_spec_choose(&r, 4, &some, 1, 1, &gain), 4, "the proposer pays again");
+    cr_assert_eq(tram_spec_choose(&r, 4, &some, 1, 1, NULL, &gain), 4, "the proposer pays again");
     r.hits[0] = r.hits[1] = r.hits[2] = r.hits[3] = 0;
     for (int i = 1; i < 4; i++)
-        cr_assert_eq(tram_spec_choose(&r, 4, &some, 1, 1, &gain), 0);
-    cr_assert_eq(tram_spec_choose(&r, 4, &some, 1, 1, &gain), 1, "the wait starts again at 4");
+        cr_assert_eq(tram_spec_choose(&r, 4, &some, 1, 1, NULL, &gain), 0);
+    cr_assert_eq(tram_spec_choose(&r, 4, &some, 1, 1, NULL, &gain), 1, "the wait starts again at 4");
 }
 
 /* Guesses checked as shadows every step never probe: tram_spec_best is the
@@ -305,9 +394,9 @@ Test(spec_rule, shadowed_guesses_are_never_probed)
     tram_spec_record r = record_of(0, 4), copying = record_of(4, 4);
     double gain;
     for (int step = 0; step < 600; step++)
-        cr_assert_eq(tram_spec_best(&r, 4, &some, 1, 1, &gain), 0, "step %d", step);
+        cr_assert_eq(tram_spec_best(&r, 4, &some, 1, 1, NULL, &gain), 0, "step %d", step);
     cr_assert_eq(gain, 0);
-    cr_assert_eq(tram_spec_best(&copying, 4, &some, 1, 1, &gain), 4);
+    cr_assert_eq(tram_spec_best(&copying, 4, &some, 1, 1, NULL, &gain), 4);
 }
 
 /* --speculative-config reads vLLM's JSON; what it cannot honour is refused. */
