@@ -206,7 +206,7 @@ static void plan_depth(tram_scheduler *s, spec_plan *plan)
 
 /* A draft model's measuring depth, beside steps of none: enough drafts
  * that the two sizes differ by 4 tokens or more (the line needs their
- * variance at 2 or more, spec.c), and no more: at batch 32, measuring at
+ * variance at 2 or more, step_cost.c), and no more: at batch 32, measuring at
  * k = 8 made two steps of 288 tokens for 64 tokens out. */
 static int measuring_depth(int k, int decoding)
 {

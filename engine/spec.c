@@ -187,9 +187,10 @@ int tram_spec_choose(tram_spec_record *r, int proposed, const tram_step_cost *c,
     return 1;
 }
 
-/* The tokens a step of depth D is expected to yield per second: the sequences choose in turn as
- * the scheduler has them choose, then the step is costed at its passes'
- * real sizes (pass d runs the sequences drafting deeper than d). */
+/* The tokens a step of depth D is expected to yield per second: the
+ * sequences choose in turn as the scheduler has them choose, then the step
+ * is costed at its passes' real sizes (pass d runs the sequences drafting
+ * deeper than d). */
 static double depth_speed(const tram_spec_record *const *recs, const int *proposed, int num,
                           const tram_step_cost *c, const tram_step_cost *pass, double tokens, double yield,
                           int depth)

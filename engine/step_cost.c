@@ -54,7 +54,7 @@ void tram_step_cost_add(tram_step_cost *c, int tokens, double seconds)
 }
 
 /* What a size's steps measured above the line: the median of three, the
- * lesser of two (spec.h). */
+ * lesser of two (step_cost.h). */
 static double size_departure(const tram_step_cost *c, int size)
 {
     const float *off = c->off[size];

@@ -32,7 +32,7 @@ typedef struct {
     float off[TRAM_STEP_COST_SIZES][TRAM_STEP_COST_SAMPLES];
     unsigned char off_n[TRAM_STEP_COST_SIZES];
     int fitted;                /* a line has been fitted */
-    int small;                 /* the last step asked about verified one draft at most
+    int small;                 /* the last step asked about was a `few` one
                                   (tram_step_cost_drafts) */
 } tram_step_cost;
 

@@ -269,13 +269,13 @@ void tram_cpu_pool_run(tram_cpu_pool *p, int items, int chunk, tram_pool_fn fn, 
 /* The caller's part of a stealable job once every chunk is claimed: after
  * STEAL_NS, each chunk not yet committed is computed here too. */
 static void steal_late_chunks(tram_cpu_pool *p, unsigned g, int items, int chunk, int chunks,
-                              const tram_pool_stealable *job)
+                              const tram_pool_stealable *j)
 {
     if (wait_done(p, chunks, STEAL_NS))
         return;
     for (int c = 0; c < chunks && atomic_load(&p->done) < chunks; c++)
         if ((unsigned)(atomic_load(&p->state[c]) >> 2) != g)
-            steal_chunk(p, g, chunks, c, c * chunk, c * chunk + chunk < items ? c * chunk + chunk : items, job, 0);
+            steal_chunk(p, g, chunks, c, c * chunk, c * chunk + chunk < items ? c * chunk + chunk : items, j, 0);
     wait_done(p, chunks, 0); /* chunks being committed by others */
 }
 
