@@ -1,6 +1,8 @@
 /* attn_chunk.c — see attn_chunk.h. */
 #include "kernels/cpu/attn_chunk.h"
 
+#include "kernels/cpu/vexp.h"
+
 #include <math.h>
 
 #if defined(__x86_64__)
@@ -100,29 +102,6 @@ __attribute__((target(AVX2_TARGET), always_inline)) static inline float dot_x1(c
     return sum_all(a);
 }
 
-/* e^x for 8 lanes: x = n ln2 + r with |r| <= ln2 / 2 (ln 2 in two parts, so
- * n ln2 is exact), e^r by Cephes' expf polynomial, times 2^n built in the
- * exponent bits.  Below -88 (where expf is subnormal) it gives 0, -INFINITY
- * included; a NaN stays NaN. */
-__attribute__((target(AVX2_TARGET), always_inline)) static inline __m256 exp_x8(__m256 x)
-{
-    x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-88.0f), x));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    /* n = -127 makes the exponent field 0: the factor is 0 */
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-}
-
 /* p[0, nk) = the row's scaled scores, and p[nk, round up to 8) = -INFINITY,
  * whose weights come out 0. */
 __attribute__((target(AVX2_TARGET))) static void avx2_scores(const tram_attn_row *r, float *p,
@@ -156,7 +135,7 @@ __attribute__((target(AVX2_TARGET))) static float avx2_weights(tram_attn_row *r,
     }
     __m256 s = _mm256_setzero_ps(), m8 = _mm256_set1_ps(m);
     for (int j = 0; j < n8; j += 8) {
-        __m256 e = exp_x8(_mm256_sub_ps(_mm256_loadu_ps(p + j), m8));
+        __m256 e = tram_exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(p + j), m8));
         _mm256_storeu_ps(p + j, e);
         s = _mm256_add_ps(s, e);
     }

@@ -15,6 +15,7 @@
 #include "kernels/cpu/kv_dequant.h"
 #include "kernels/cpu/quota.h"
 #include "kernels/cpu/sparse24.h"
+#include "kernels/cpu/vexp.h"
 #include "kernels/cpu/sparse24_int8.h"
 
 /* ---------------------------------------------------------------- memory */
@@ -175,6 +176,7 @@ int tram_backend_cpu_create_rank(tram_backend **out, int num_threads, tram_cpu_g
     s->q_kernel = tram_q_kernel_best();
     s->kv_kernel = tram_kv_kernel_best();
     s->attn_kernel = tram_attn_kernel_best();
+    s->vexp_kernel = tram_vexp_kernel_best();
     s->s24_kernel = tram_s24_kernel_best();
     s->fp8_kernel = tram_fp8_kernel_best();
     s->s24i8_kernel = tram_s24i8_kernel_best();

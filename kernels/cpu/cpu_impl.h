@@ -29,6 +29,7 @@ typedef struct {
     const float *fp8_lut;      /* E4M3 code -> value, for an fp8 KV cache (tram_fp8_decode_table) */
     tram_cpu_kernel kv_kernel; /* the best this CPU runs, for a quantized KV cache (kv_dequant.h) */
     tram_cpu_kernel attn_kernel; /* the best this CPU runs, for attention's arithmetic (attn_chunk.h) */
+    tram_cpu_kernel vexp_kernel; /* the best this CPU runs, for SiLU·mul's exponentials (vexp.h) */
     float *att_parts;          /* a decode step's partial attention results (attention.c), grown to the largest */
     size_t att_parts_cap;      /* bytes */
     tram_cpu_kernel s24_kernel; /* the best this CPU runs, for 2:4 sparse weights (sparse24.h) */

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/cpu_impl.h"
 #include "kernels/cpu/cpu_int8.h"
+#include "kernels/cpu/vexp.h"
 
 /* ---------------------------------------------------------------- embed */
 
@@ -154,18 +155,20 @@ void cpu_add_bias(tram_backend *be, void *y, const tram_weight *bias, int n)
 
 /* ---------------------------------------------------------------- RoPE */
 
-static void rope_head(float *h, int head_dim, float pos, const float *inv_freq, tram_rope_style style)
+/* The angles one pass of rope_token computes: any head_dim takes
+ * ceil(head_dim / 2 / ROPE_PAIRS) passes. */
+enum { ROPE_PAIRS = 64 };
+
+/* Rotates pairs [i0, i0 + n) of head h by the angles whose cosines and sines
+ * are c[n], s[n]: interleaved rotates (2i, 2i+1), NeoX (i, i + half). */
+static void rope_pairs(float *h, int half, int i0, int n, const float *c, const float *s, tram_rope_style style)
 {
-    int half = head_dim / 2;
-    for (int i = 0; i < half; i++) {
-        float angle = pos * inv_freq[i];
-        float c = cosf(angle), s = sinf(angle);
-        /* interleaved rotates (2i, 2i+1); NeoX rotates (i, i + half) */
-        int a = style == TRAM_ROPE_INTERLEAVED ? 2 * i : i;
-        int b = style == TRAM_ROPE_INTERLEAVED ? 2 * i + 1 : i + half;
+    for (int i = 0; i < n; i++) {
+        int a = style == TRAM_ROPE_INTERLEAVED ? 2 * (i0 + i) : i0 + i;
+        int b = style == TRAM_ROPE_INTERLEAVED ? a + 1 : a + half;
         float x0 = h[a], x1 = h[b];
-        h[a] = x0 * c - x1 * s;
-        h[b] = x0 * s + x1 * c;
+        h[a] = x0 * c[i] - x1 * s[i];
+        h[b] = x0 * s[i] + x1 * c[i];
     }
 }
 
@@ -177,17 +180,31 @@ typedef struct {
     tram_rope_style style;
 } rope_job;
 
+/* Every query and key head of token i: the angles depend on the position
+ * and the pair only, so each cosine and sine is taken once for all heads. */
+static void rope_token(const rope_job *j, int i)
+{
+    int hd = j->s->head_dim, half = hd / 2, nq = j->s->n_heads, nk = j->s->n_kv_heads;
+    float pos = (float)j->positions[i], *q = j->q + (size_t)i * nq * hd, *k = j->k + (size_t)i * nk * hd;
+    for (int i0 = 0; i0 < half; i0 += ROPE_PAIRS) {
+        int n = TRAM_MIN(ROPE_PAIRS, half - i0);
+        float c[ROPE_PAIRS], s[ROPE_PAIRS];
+        for (int p = 0; p < n; p++) {
+            float angle = pos * j->inv_freq[i0 + p];
+            c[p] = cosf(angle);
+            s[p] = sinf(angle);
+        }
+        for (int h = 0; h < nq; h++)
+            rope_pairs(q + (size_t)h * hd, half, i0, n, c, s, j->style);
+        for (int h = 0; h < nk; h++)
+            rope_pairs(k + (size_t)h * hd, half, i0, n, c, s, j->style);
+    }
+}
+
 static void rope_chunk(void *arg, int i0, int i1)
 {
-    const rope_job *j = arg;
-    int hd = j->s->head_dim, qd = j->s->n_heads * hd, kd = j->s->n_kv_heads * hd;
-    for (int i = i0; i < i1; i++) {
-        float pos = (float)j->positions[i];
-        for (int h = 0; h < j->s->n_heads; h++)
-            rope_head(j->q + (size_t)i * qd + h * hd, hd, pos, j->inv_freq, j->style);
-        for (int h = 0; h < j->s->n_kv_heads; h++)
-            rope_head(j->k + (size_t)i * kd + h * hd, hd, pos, j->inv_freq, j->style);
-    }
+    for (int i = i0; i < i1; i++)
+        rope_token(arg, i);
 }
 
 void cpu_rope(tram_backend *be, void *q, void *k, const int32_t *positions, int n,
@@ -244,6 +261,7 @@ typedef struct {
     const tram_qact *qa;
     const float *gate_up;
     int ffn;
+    tram_cpu_kernel kernel;
 } silu_job;
 
 static void silu_mul_chunk(void *arg, int i0, int i1)
@@ -253,15 +271,14 @@ static void silu_mul_chunk(void *arg, int i0, int i1)
     for (int i = i0; i < i1; i++) {
         const float *g = j->gate_up + (size_t)i * 2 * ffn, *u = g + ffn;
         float *o = j->out + (size_t)i * ffn;
-        for (int k = 0; k < ffn; k++)
-            o[k] = g[k] / (1.0f + expf(-g[k])) * u[k];
+        tram_silu_mul_row(j->kernel, o, g, u, ffn);
         qact_row(j->qa, i, o);
     }
 }
 
 static void silu_mul_rows(tram_backend *be, float *out, const tram_qact *qa, const float *gate_up, int n, int ffn)
 {
-    silu_job j = {.out = out, .qa = qa, .gate_up = gate_up, .ffn = ffn};
+    silu_job j = {.out = out, .qa = qa, .gate_up = gate_up, .ffn = ffn, .kernel = cpu_of(be)->vexp_kernel};
     cpu_rows(be, n, silu_mul_chunk, &j);
 }
 

@@ -1,5 +1,7 @@
 #include "kernels/cpu/cpu_sampling.h"
 
+#include "kernels/cpu/vexp.h"
+
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -24,6 +26,7 @@ enum {
 
 struct tram_sampler {
     int vocab;
+    tram_cpu_kernel exp_kernel; /* vexp.h's best here */
     float *work;   /* [vocab] processed logits, then unnormalized probabilities */
     cand *cands;   /* [vocab] the kept candidates, best first */
     cand *spare;   /* [vocab] the radix sort's other buffer */
@@ -48,6 +51,7 @@ int tram_sampler_create(tram_sampler **out, int vocab, tram_error *err)
     if (!s)
         return -1;
     s->vocab = vocab;
+    s->exp_kernel = tram_vexp_kernel_best();
     s->work = tram_calloc((size_t)vocab, sizeof(float), err);
     s->cands = tram_calloc((size_t)vocab, sizeof(cand), err);
     s->spare = tram_calloc((size_t)vocab, sizeof(cand), err);
@@ -275,15 +279,8 @@ static float max_scaled(const float *x, int n, float scale)
  * sum over the tokens that pass min_p (relative to the best, whose value is 1). */
 static double to_probs(tram_sampler *s, float temperature, float min_p)
 {
-    float *w = s->work, inv_t = 1.0f / temperature;
-    float mx = max_scaled(w, s->vocab, inv_t);
-    double sum = 0;
-    for (int i = 0; i < s->vocab; i++) {
-        w[i] = expf(w[i] * inv_t - mx);
-        if (w[i] >= min_p)
-            sum += w[i];
-    }
-    return sum;
+    float inv_t = 1.0f / temperature;
+    return tram_exp_row(s->exp_kernel, s->work, s->vocab, inv_t, max_scaled(s->work, s->vocab, inv_t), min_p);
 }
 
 /* Candidates after min_p, top_k and top_p, best first; returns how many.

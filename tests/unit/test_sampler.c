@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "kernels/cpu/cpu_sampling.h"
+#include "kernels/cpu/vexp.h"
 
 enum { V = 8, DRAWS = 20000 };
 static const float logits[V] = {1.0f, 2.5f, 0.3f, 2.0f, -1.0f, 1.7f, 0.0f, 2.4f};
@@ -175,16 +176,28 @@ static int ref_cmp(const void *a, const void *b)
  * positive probability put in order by qsort: min_p, the top_k best (the new
  * mass their sum, best first), then the shortest prefix holding top_p of the
  * mass (at least one).  Probabilities with the sampler's float arithmetic,
- * exp(x/T - max), so that the two see the same ties. */
+ * exp(x/T - max) by its exponentials (vexp.h), so that the two see the same
+ * ties. */
+enum { REF_MAX_V = 6000 }; /* the largest vocabulary the references take */
+
+static void ref_numerators(const float *x, int v, float temperature, float *q)
+{
+    float mx = -INFINITY, inv_t = 1.0f / temperature;
+    for (int i = 0; i < v; i++) {
+        mx = fmaxf(mx, x[i] * inv_t);
+        q[i] = x[i];
+    }
+    tram_exp_row(tram_vexp_kernel_best(), q, v, inv_t, mx, 0);
+}
+
 static int ref_kept(const float *x, int v, const tram_sampler_row *p, ref_cand *c, int32_t *ids)
 {
-    float mx = -INFINITY, inv_t = 1.0f / p->temperature;
-    for (int i = 0; i < v; i++)
-        mx = fmaxf(mx, x[i] * inv_t);
+    static float e[REF_MAX_V];
+    ref_numerators(x, v, p->temperature, e);
     double norm = 0;
     int n = 0;
     for (int i = 0; i < v; i++) {
-        float q = expf(x[i] * inv_t - mx);
+        float q = e[i];
         if (q >= p->min_p && q > 0) {
             norm += q;
             c[n++] = (ref_cand){q, i};
@@ -213,15 +226,14 @@ static int ref_kept(const float *x, int v, const tram_sampler_row *p, ref_cand *
  * sampler's own uniform number. */
 static int32_t ref_draw(const float *x, int v, const tram_sample_input *in, const int32_t *ids, int n)
 {
-    float mx = -INFINITY, inv_t = 1.0f / in->p.temperature;
-    for (int i = 0; i < v; i++)
-        mx = fmaxf(mx, x[i] * inv_t);
+    static float e[REF_MAX_V];
+    ref_numerators(x, v, in->p.temperature, e);
     double sum = 0;
     for (int i = 0; i < n; i++)
-        sum += expf(x[ids[i]] * inv_t - mx);
+        sum += e[ids[i]];
     double target = tram_sample_uniform(in->p.seed, in->sample_index, in->output_len) * sum, cum = 0;
     for (int i = 0; i < n; i++) {
-        cum += expf(x[ids[i]] * inv_t - mx);
+        cum += e[ids[i]];
         if (target < cum)
             return ids[i];
     }
@@ -249,7 +261,7 @@ static void fill_logits(float *x, int v, int shape, uint32_t *state)
  * so is the seeded draw. */
 Test(sampler, truncation_equals_a_full_sort)
 {
-    enum { MAX_V = 6000 };
+    enum { MAX_V = REF_MAX_V };
     static const int vocabs[] = {1, 2, 3, 5, 17, 300, MAX_V};
     static const float temps[] = {0.5f, 1.0f, 2.5f}, top_ps[] = {1.0f, 0.99f, 0.9f, 0.5f, 0.05f},
                        min_ps[] = {0, 0.01f, 0.3f};
