@@ -146,7 +146,8 @@ static void cpu_destroy(tram_backend *be)
         return;
     cpu_state *s = cpu_of(be);
     tram_cpu_pool_destroy(s->pool); /* first: a late worker may still read the scratch */
-    TRAM_FREE_ALL(s->xq, s->xs, s->xb, s->s24_xt, s->fp8_x, s->fp8_xs, s->att_parts, s, be);
+    TRAM_FREE_ALL(s->xq, s->xs, s->xb, s->s24_xt, s->fp8_x, s->fp8_xs, s->att_parts, s->rope.table, s->rope.positions,
+                  s->rope.inv_freq, s, be);
 }
 
 int tram_backend_cpu_create(tram_backend **out, int num_threads, tram_error *err)

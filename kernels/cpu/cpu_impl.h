@@ -14,6 +14,17 @@
 #include "kernels/cpu/pool.h"
 #include "kernels/int8_format.h"
 
+/* The cosines and sines RoPE took for its last call's positions: every
+ * layer of a step rotates the same positions by the same frequencies, so
+ * the first layer's serve the others (ops.c). */
+typedef struct {
+    float *table;          /* [n][half] cosines, then [n][half] sines */
+    int32_t *positions;    /* [n] the positions they are of */
+    float *inv_freq;       /* [half] the frequencies they are of */
+    size_t table_cap, positions_cap, inv_freq_cap; /* bytes */
+    int n, half;           /* 0: none yet */
+} cpu_rope_angles;
+
 typedef struct {
     int threads;
     tram_error err;
@@ -30,6 +41,7 @@ typedef struct {
     tram_cpu_kernel kv_kernel; /* the best this CPU runs, for a quantized KV cache (kv_dequant.h) */
     tram_cpu_kernel attn_kernel; /* the best this CPU runs, for attention's arithmetic (attn_chunk.h) */
     tram_cpu_kernel vexp_kernel; /* the best this CPU runs, for SiLU·mul's exponentials (vexp.h) */
+    cpu_rope_angles rope;      /* RoPE's angles of the last call's positions */
     float *att_parts;          /* a decode step's partial attention results (attention.c), grown to the largest */
     size_t att_parts_cap;      /* bytes */
     tram_cpu_kernel s24_kernel; /* the best this CPU runs, for 2:4 sparse weights (sparse24.h) */

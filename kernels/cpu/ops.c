@@ -155,16 +155,12 @@ void cpu_add_bias(tram_backend *be, void *y, const tram_weight *bias, int n)
 
 /* ---------------------------------------------------------------- RoPE */
 
-/* The angles one pass of rope_token computes: any head_dim takes
- * ceil(head_dim / 2 / ROPE_PAIRS) passes. */
-enum { ROPE_PAIRS = 64 };
-
-/* Rotates pairs [i0, i0 + n) of head h by the angles whose cosines and sines
- * are c[n], s[n]: interleaved rotates (2i, 2i+1), NeoX (i, i + half). */
-static void rope_pairs(float *h, int half, int i0, int n, const float *c, const float *s, tram_rope_style style)
+/* Rotates the pairs of head h by the angles whose cosines and sines are
+ * c[half], s[half]: interleaved rotates (2i, 2i+1), NeoX (i, i + half). */
+static void rope_pairs(float *h, int half, const float *c, const float *s, tram_rope_style style)
 {
-    for (int i = 0; i < n; i++) {
-        int a = style == TRAM_ROPE_INTERLEAVED ? 2 * (i0 + i) : i0 + i;
+    for (int i = 0; i < half; i++) {
+        int a = style == TRAM_ROPE_INTERLEAVED ? 2 * i : i;
         int b = style == TRAM_ROPE_INTERLEAVED ? a + 1 : a + half;
         float x0 = h[a], x1 = h[b];
         h[a] = x0 * c[i] - x1 * s[i];
@@ -178,27 +174,25 @@ typedef struct {
     const tram_attn_shape *s;
     const float *inv_freq;
     tram_rope_style style;
+    float *cos, *sin;  /* [n][half]: the angles' table */
+    int fill;          /* take the angles into the table first */
 } rope_job;
 
-/* Every query and key head of token i: the angles depend on the position
- * and the pair only, so each cosine and sine is taken once for all heads. */
+/* Every query and key head of token i, by its row of the table. */
 static void rope_token(const rope_job *j, int i)
 {
     int hd = j->s->head_dim, half = hd / 2, nq = j->s->n_heads, nk = j->s->n_kv_heads;
-    float pos = (float)j->positions[i], *q = j->q + (size_t)i * nq * hd, *k = j->k + (size_t)i * nk * hd;
-    for (int i0 = 0; i0 < half; i0 += ROPE_PAIRS) {
-        int n = TRAM_MIN(ROPE_PAIRS, half - i0);
-        float c[ROPE_PAIRS], s[ROPE_PAIRS];
-        for (int p = 0; p < n; p++) {
-            float angle = pos * j->inv_freq[i0 + p];
-            c[p] = cosf(angle);
-            s[p] = sinf(angle);
-        }
-        for (int h = 0; h < nq; h++)
-            rope_pairs(q + (size_t)h * hd, half, i0, n, c, s, j->style);
-        for (int h = 0; h < nk; h++)
-            rope_pairs(k + (size_t)h * hd, half, i0, n, c, s, j->style);
+    float *q = j->q + (size_t)i * nq * hd, *k = j->k + (size_t)i * nk * hd;
+    float *c = j->cos + (size_t)i * half, *s = j->sin + (size_t)i * half;
+    for (int p = 0; j->fill && p < half; p++) {
+        float angle = (float)j->positions[i] * j->inv_freq[p];
+        c[p] = cosf(angle);
+        s[p] = sinf(angle);
     }
+    for (int h = 0; h < nq; h++)
+        rope_pairs(q + (size_t)h * hd, half, c, s, j->style);
+    for (int h = 0; h < nk; h++)
+        rope_pairs(k + (size_t)h * hd, half, c, s, j->style);
 }
 
 static void rope_chunk(void *arg, int i0, int i1)
@@ -207,10 +201,38 @@ static void rope_chunk(void *arg, int i0, int i1)
         rope_token(arg, i);
 }
 
+/* Whether the cached angles are this call's: the same positions and the
+ * same frequencies (compared by value: a model loaded later may reuse the
+ * address of another's); else makes room for them and records the key. */
+static int angles_cached(tram_backend *be, const int32_t *positions, int n, int half, const float *inv_freq)
+{
+    cpu_rope_angles *a = &cpu_of(be)->rope;
+    size_t pos_bytes = (size_t)n * sizeof(int32_t), freq_bytes = (size_t)half * sizeof(float);
+    if (a->n == n && a->half == half && !memcmp(a->positions, positions, pos_bytes) &&
+        !memcmp(a->inv_freq, inv_freq, freq_bytes))
+        return 1;
+    a->n = 0;
+    if (cpu_reserve(be, (void **)&a->table, &a->table_cap, 2 * (size_t)n * freq_bytes) ||
+        cpu_reserve(be, (void **)&a->positions, &a->positions_cap, pos_bytes) ||
+        cpu_reserve(be, (void **)&a->inv_freq, &a->inv_freq_cap, freq_bytes))
+        return -1;
+    memcpy(a->positions, positions, pos_bytes);
+    memcpy(a->inv_freq, inv_freq, freq_bytes);
+    a->n = n, a->half = half;
+    return 0;
+}
+
+/* The angles depend on the position and the pair only: each cosine and
+ * sine is taken once per step (by its first layer) for all heads. */
 void cpu_rope(tram_backend *be, void *q, void *k, const int32_t *positions, int n,
                      const tram_attn_shape *s, const float *inv_freq, tram_rope_style style)
 {
-    rope_job j = {.q = q, .k = k, .positions = positions, .s = s, .inv_freq = inv_freq, .style = style};
+    int half = s->head_dim / 2, cached = angles_cached(be, positions, n, half, inv_freq);
+    if (cached < 0)
+        return;
+    cpu_rope_angles *a = &cpu_of(be)->rope;
+    rope_job j = {.q = q, .k = k, .positions = positions, .s = s, .inv_freq = inv_freq, .style = style,
+                  .cos = a->table, .sin = a->table + (size_t)n * half, .fill = !cached};
     cpu_rows(be, n, rope_chunk, &j);
 }
 

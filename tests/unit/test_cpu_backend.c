@@ -159,6 +159,51 @@ Test(cpu_backend, interleaved_rope_equals_permuted_neox_rope)
     free(q), free(k), free(qp), free(kp);
 }
 
+/* NeoX RoPE of one head written out, cosf and sinf per pair. */
+static void naive_rope_head(float *h, int hd, int pos, const float *inv_freq)
+{
+    for (int i = 0; i < hd / 2; i++) {
+        float angle = (float)pos * inv_freq[i], c = cosf(angle), s = sinf(angle), x0 = h[i], x1 = h[i + hd / 2];
+        h[i] = x0 * c - x1 * s;
+        h[i + hd / 2] = x0 * s + x1 * c;
+    }
+}
+
+/* The backend keeps the angles of a call's positions for the next call
+ * (every layer of a step has the same): each call below must still give
+ * the written-out rotation bit for bit, whether it repeats the last one's
+ * positions and frequencies, changes one position, changes the frequencies
+ * in place (same address), or has more tokens. */
+Test(cpu_backend, rope_angles_follow_each_calls_positions_and_frequencies)
+{
+    tram_attn_shape s = {.n_heads = 3, .n_kv_heads = 1, .head_dim = 8};
+    enum { MAX_N = 5 };
+    int qd = s.n_heads * s.head_dim, kd = s.n_kv_heads * s.head_dim;
+    float inv_freq[4] = {1.0f, 0.1f, 0.01f, 0.001f};
+    int32_t pos[MAX_N] = {3, 9, 40, 41, 700};
+    struct { int n, changed_pos, scale_freq; } calls[] = {{4, -1, 0}, {4, -1, 0}, {4, 2, 0}, {4, -1, 1}, {5, -1, 0}};
+    for (size_t c = 0; c < sizeof(calls) / sizeof(calls[0]); c++) {
+        int n = calls[c].n;
+        if (calls[c].changed_pos >= 0)
+            pos[calls[c].changed_pos] += 17;
+        for (int i = 0; calls[c].scale_freq && i < 4; i++)
+            inv_freq[i] *= 1.5f;
+        float *q = random_vec((size_t)n * qd, 20 + (unsigned)c), *k = random_vec((size_t)n * kd, 40 + (unsigned)c);
+        float *qw = malloc((size_t)n * qd * sizeof(float)), *kw = malloc((size_t)n * kd * sizeof(float));
+        memcpy(qw, q, (size_t)n * qd * sizeof(float));
+        memcpy(kw, k, (size_t)n * kd * sizeof(float));
+        for (int i = 0; i < n; i++) {
+            for (int h = 0; h < s.n_heads; h++)
+                naive_rope_head(qw + (size_t)i * qd + h * s.head_dim, s.head_dim, pos[i], inv_freq);
+            naive_rope_head(kw + (size_t)i * kd, s.head_dim, pos[i], inv_freq);
+        }
+        be->rope(be, q, k, pos, n, &s, inv_freq, TRAM_ROPE_NEOX);
+        cr_assert_eq(memcmp(q, qw, (size_t)n * qd * sizeof(float)), 0, "call %zu: q", c);
+        cr_assert_eq(memcmp(k, kw, (size_t)n * kd * sizeof(float)), 0, "call %zu: k", c);
+        free(q), free(k), free(qw), free(kw);
+    }
+}
+
 /* Softmax(q·Kᵀ·scale)·V over positions [0, ctx) of contiguous K/V. */
 static void naive_attention(float *out, const float *q, const float *K, const float *V, int ctx,
                             const tram_attn_shape *s, int h)
