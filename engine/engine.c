@@ -13,6 +13,7 @@
 #include "engine/cuda_runner.h"
 #include "engine/lora_pool.h"
 #include "engine/ranks.h"
+#include "engine/predraw.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
@@ -40,6 +41,7 @@ struct tram_engine {
     tram_block_manager *bm;
     tram_scheduler sched;
     tram_sampler *sampler;
+    tram_predraw *predraw;     /* the step's free draws on the host threads, or NULL */
     tram_proposer *proposer;   /* speculative decoding's, or NULL */
     tram_model_file *draft_file; /* speculative_config.model's, or NULL */
     int spec_max_batch;        /* decoding sequences past which a step does not speculate */
@@ -63,6 +65,8 @@ struct tram_engine {
     int32_t *seq_lora;         /* [max_seqs] each item's LoRA slot, -1: the base */
     int *item_lora;            /* [max_seqs] each item's adapter id, 0: the base */
     int *item_row0, *item_nrows;
+    int32_t *predrawn;         /* [max_seqs] each item's token drawn by predraw, -1: none */
+    tram_draw *draws;          /* [max_seqs] predraw's */
     float *logits;             /* [max_rows][logits_width] */
     float *masked;             /* [logits_width]: a grammar-constrained row, masked */
     uint32_t *mask;            /* [mask_words]: that row's allowed tokens */
@@ -333,6 +337,8 @@ static int alloc_step_arrays(tram_engine *e, tram_error *err)
     e->block_tables = tram_calloc(s * e->max_blocks_per_seq, sizeof(int32_t), err);
     e->item_row0 = tram_calloc(s, sizeof(int), err);
     e->item_nrows = tram_calloc(s, sizeof(int), err);
+    e->predrawn = tram_calloc(s, sizeof(int32_t), err);
+    e->draws = tram_calloc(s, sizeof(tram_draw), err);
     e->seq_lora = tram_calloc(s, sizeof(int32_t), err);
     e->item_lora = tram_calloc(s, sizeof(int), err);
     e->logits = tram_calloc((size_t)e->max_rows * e->logits_width, sizeof(float), err);
@@ -351,7 +357,7 @@ static int alloc_step_arrays(tram_engine *e, tram_error *err)
         return -1;
     return e->masked && e->mask && e->tok_ids && e->positions && e->slots && e->rows && e->query_start && e->seq_lens &&
                    e->block_tables && e->item_row0 && e->item_nrows && e->seq_lora && e->item_lora && e->logits &&
-                   e->emitted && e->outs && e->text && e->hidden && e->hidden_rows
+                   e->emitted && e->outs && e->text && e->hidden && e->hidden_rows && e->predrawn && e->draws
                ? 0
                : -1;
 }
@@ -439,7 +445,8 @@ static int create_parts(tram_engine *e, const char *path, tram_error *err)
                        tram_fnv1a(e->model_name, strlen(e->model_name)), err) ||
         tram_scheduler_init(&e->sched, e->bm, e->cfg.policy, e->cfg.max_num_batched_tokens,
                             e->cfg.max_num_seqs, PROMPT_LOGPROB_ROWS, err) ||
-        tram_sampler_create(&e->sampler, e->vocab, err))
+        tram_sampler_create(&e->sampler, e->vocab, err) ||
+        (!e->cuda && tram_predraw_create(&e->predraw, e->be, e->vocab, err)))
         return -1;
     if (e->cuda && e->pad_blocks)
         tram_cuda_runner_set_pad_block(e->cuda, e->cfg.num_kv_blocks);
@@ -480,6 +487,7 @@ void tram_engine_destroy(tram_engine *e)
     tram_scheduler_free(&e->sched);
     tram_bm_destroy(e->bm);
     tram_sampler_destroy(e->sampler);
+    tram_predraw_destroy(e->predraw);
     tram_proposer_destroy(e->proposer);
     tram_model_file_close(e->draft_file);
     tram_cuda_runner_destroy(e->cuda);
@@ -491,7 +499,7 @@ void tram_engine_destroy(tram_engine *e)
     void *bufs[] = {e->tok_ids, e->positions, e->slots, e->query_start, e->seq_lens,
                     e->block_tables, e->rows, e->item_row0, e->item_nrows, e->seq_lora, e->item_lora, e->logits,
                     e->emitted, e->outs, e->text, e->masked, e->mask, e->step_masks,
-                    e->step_mask_rows, e->hidden, e->hidden_rows};
+                    e->step_mask_rows, e->hidden, e->hidden_rows, e->predrawn, e->draws};
     for (size_t i = 0; i < TRAM_ARRAY_LEN(bufs); i++)
         free(bufs[i]);
     pthread_mutex_destroy(&e->lock);
@@ -1231,6 +1239,36 @@ static int pool_item(tram_engine *e, int i, int start, tram_error *err)
     return 0;
 }
 
+/* Whether item i's step ends in the one draw postprocess_item takes for it
+ * from its last row with nothing before it that the draw depends on: no
+ * drafts to verify, no pooling, no grammar (its mask is filled per row), no
+ * samples still to fork. */
+static int draws_freely(const tram_engine *e, int i)
+{
+    const tram_sched_item *it = &e->sched.items[i];
+    const tram_seq *s = it->seq;
+    const tram_request *r = s->req;
+    return !it->num_draft && !r->pooling && !s->matcher && r->num_seqs >= r->n && e->item_nrows[i] > 0 &&
+           s->num_computed + it->num_new >= s->num_tokens;
+}
+
+/* The step's free draws, side by side (predraw.h), before the items are
+ * walked in order; one alone is left to postprocess_item. */
+static void predraw_step(tram_engine *e)
+{
+    int n = 0;
+    for (int i = 0; i < e->sched.num_items; i++) {
+        e->predrawn[i] = -1;
+        if (!e->predraw || !draws_freely(e, i))
+            continue;
+        const tram_seq *s = e->sched.items[i].seq;
+        e->draws[n++] = (tram_draw){.row = logits_row(e, e->item_row0[i] + e->item_nrows[i] - 1),
+                                    .in = tram_seq_sample_input(s), .out = &e->predrawn[i]};
+    }
+    if (n >= 2)
+        tram_predraw_run(e->predraw, e->draws, n);
+}
+
 static int postprocess_item(tram_engine *e, int i, tram_error *err)
 {
     const tram_sched_item *it = &e->sched.items[i];
@@ -1257,7 +1295,7 @@ static int postprocess_item(tram_engine *e, int i, tram_error *err)
             if (sample_and_append(e, &r->seqs[j], row, -1, err))
                 return -1;
     }
-    int32_t drawn = e->cuda ? tram_cuda_runner_token(e->cuda, row0 + nrows - 1) : -1;
+    int32_t drawn = e->cuda ? tram_cuda_runner_token(e->cuda, row0 + nrows - 1) : e->predrawn[i];
     if (sample_and_append(e, s, row, drawn, err))
         return -1;
     check_shadow(s);
@@ -1432,6 +1470,7 @@ int tram_engine_step(tram_engine *e, const tram_output **outs, int *num_outs, tr
                    : tram_ranks_forward(e->ranks, &b, e->logits, err))
             return -1;
         e->stats.forward_tokens_total += (uint64_t)b.num_tokens;
+        predraw_step(e);
         for (int i = 0; i < e->sched.num_items; i++)
             if (postprocess_item(e, i, err))
                 return -1;

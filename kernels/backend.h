@@ -287,6 +287,14 @@ struct tram_backend {
     /* Sum of x across tensor-parallel ranks, in place. */
     void (*all_reduce)(tram_backend *be, void *x, size_t n);
 
+    /* fn over items [0, items) in chunks of `chunk` on the backend's host
+     * threads, the caller among them, returning when every chunk is done
+     * (pool.h's tram_cpu_pool_run), and how many threads that is; host work
+     * of the engine's that grows with the batch (a step's draws) runs on it.
+     * NULL: the backend lends no host threads (CUDA draws on the device). */
+    void (*host_run)(tram_backend *be, int items, int chunk, void (*fn)(void *ctx, int begin, int end), void *ctx);
+    int (*host_threads)(tram_backend *be);
+
     /* Makes the calling thread's work go to this backend's device: a rank
      * thread calls it before anything else (CUDA: cudaSetDevice).  NULL: the
      * backend needs nothing (the CPU). */

@@ -140,6 +140,13 @@ static int cpu_sync(tram_backend *be, tram_error *err)
     return tram_fail(err, "%s", s->err.msg);
 }
 
+static void cpu_host_run(tram_backend *be, int items, int chunk, tram_pool_fn fn, void *ctx)
+{
+    tram_cpu_pool_run(cpu_of(be)->pool, items, chunk, fn, ctx);
+}
+
+static int cpu_host_threads(tram_backend *be) { return tram_cpu_pool_threads(cpu_of(be)->pool); }
+
 static void cpu_destroy(tram_backend *be)
 {
     if (!be)
@@ -197,8 +204,8 @@ int tram_backend_cpu_create_rank(tram_backend **out, int num_threads, tram_cpu_g
         .add_rmsnorm_q = cpu_add_rmsnorm_q, .silu_mul_q = cpu_silu_mul_q, .matmul_q = cpu_matmul_q,
         .rope_store = cpu_rope_store, .head_rmsnorm = cpu_head_rmsnorm, .split_qkv = cpu_split_qkv, .gather_rows = cpu_gather_rows,
         .moe = cpu_moe_ffn, .add_gated = cpu_add_gated, .lora = cpu_lora,
-        .to_host_f32 = cpu_to_host_f32, .all_reduce = cpu_all_reduce, .sync = cpu_sync,
-        .destroy = cpu_destroy,
+        .to_host_f32 = cpu_to_host_f32, .all_reduce = cpu_all_reduce, .host_run = cpu_host_run,
+        .host_threads = cpu_host_threads, .sync = cpu_sync, .destroy = cpu_destroy,
     };
     *out = be;
     return 0;

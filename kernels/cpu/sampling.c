@@ -118,13 +118,42 @@ static void process_logits(tram_sampler *s, const float *logits, const tram_samp
     apply_penalties(s, in);
 }
 
+/* The largest of x[n] * scale.  A comparison rather than fmaxf, which the
+ * compiler makes a call of (for its NaN rules; a comparison skips a NaN
+ * alike), and eight running maxima, so that the loop vectorizes: a maximum
+ * is the same in any order. */
+static float max_scaled(const float *x, int n, float scale)
+{
+    enum { LANES = 8 };
+    float lane[LANES], mx = -INFINITY;
+    for (int j = 0; j < LANES; j++)
+        lane[j] = -INFINITY;
+    int i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            float v = x[i + j] * scale;
+            lane[j] = v > lane[j] ? v : lane[j];
+        }
+    for (; i < n; i++)
+        mx = x[i] * scale > mx ? x[i] * scale : mx;
+    for (int j = 0; j < LANES; j++)
+        mx = lane[j] > mx ? lane[j] : mx;
+    return mx;
+}
+
+/* The first index of the largest of x[n]: the largest by max_scaled's
+ * vector lanes, then the first element equal to it, rather than one loop
+ * whose every step waits on the last comparison.  As that loop, a NaN never
+ * wins, except at 0 (nothing compares above it), and all -INFINITY gives 0. */
 int32_t tram_argmax(const float *x, int n)
 {
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
+    if (n <= 0 || isnan(x[0]))
+        return 0;
+    float mx = max_scaled(x, n, 1.0f);
+    for (int i = 0; i < n; i++)
+        if (x[i] == mx)
+            return i;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- truncation */
@@ -250,29 +279,6 @@ static int nucleus(const cand *c, int n, double target)
     while (keep < n && cum < target)
         cum += c[keep++].p;
     return keep > 0 ? keep : 1;
-}
-
-/* The largest of x[n] * scale.  A comparison rather than fmaxf, which the
- * compiler makes a call of (for its NaN rules; a comparison skips a NaN
- * alike), and eight running maxima, so that the loop vectorizes: a maximum
- * is the same in any order. */
-static float max_scaled(const float *x, int n, float scale)
-{
-    enum { LANES = 8 };
-    float lane[LANES], mx = -INFINITY;
-    for (int j = 0; j < LANES; j++)
-        lane[j] = -INFINITY;
-    int i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) {
-            float v = x[i + j] * scale;
-            lane[j] = v > lane[j] ? v : lane[j];
-        }
-    for (; i < n; i++)
-        mx = x[i] * scale > mx ? x[i] * scale : mx;
-    for (int j = 0; j < LANES; j++)
-        mx = lane[j] > mx ? lane[j] : mx;
-    return mx;
 }
 
 /* Turns s->work into unnormalized probabilities exp(x/T - max); returns their

@@ -315,6 +315,51 @@ Test(engine, seeded_sampling_ignores_batch_and_n_shares_blocks, .timeout = 300)
     tram_engine_destroy(e);
 }
 
+/* 12 sampled requests (their own seeds, penalties on some, one greedy) run
+ * by an engine of 2 threads, whose step draws its rows side by side on the
+ * backend's threads (engine/predraw.h), and by one of 1, which draws them
+ * in order: every token the same. */
+static void run_sampled_batch(int threads, result *res)
+{
+    tram_engine_config c = base_config();
+    tram_engine *e = make_engine(&c);
+    if (threads > 1) { /* make_engine sets one thread */
+        tram_engine_destroy(e);
+        c.num_threads = threads;
+        e = test_engine_create(&c, TRAM_DEFAULT_MODEL);
+    }
+    for (int i = 0; i < 12; i++) {
+        tram_sampling_params p;
+        tram_sampling_params_init(&p);
+        p.temperature = i == 5 ? 0.0f : 0.7f + 0.05f * (float)i;
+        p.top_p = 0.9f;
+        p.has_seed = 1;
+        p.seed = 100 + (uint64_t)i;
+        p.repetition_penalty = i % 3 == 0 ? 1.3f : 1.0f;
+        p.presence_penalty = i % 4 == 1 ? 0.5f : 0.0f;
+        p.max_tokens = 12 + i;
+        p.ignore_eos = 1;
+        char text[64];
+        prompt_text(i, text, sizeof(text));
+        add(e, (uint64_t)i, text, &p);
+    }
+    drain(e, res);
+    assert_no_leak(e);
+    tram_engine_destroy(e);
+}
+
+Test(engine, draws_on_two_threads_equal_draws_on_one, .timeout = 300)
+{
+    static result one[12], two[12];
+    run_sampled_batch(1, one);
+    run_sampled_batch(2, two);
+    assert_same(one, two, 12, 1);
+    int differ = 0;
+    for (int i = 1; i < 12; i++)
+        differ += memcmp(one[0].toks[0], one[i].toks[0], sizeof(one[0].toks[0])) != 0;
+    cr_assert_gt(differ, 0, "12 sampled requests should not all agree");
+}
+
 Test(engine, abort_frees_and_reports_once, .timeout = 120)
 {
     static result res[3];

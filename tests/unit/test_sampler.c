@@ -299,3 +299,37 @@ Test(sampler, truncation_equals_a_full_sort)
         tram_sampler_destroy(t);
     }
 }
+
+/* The one-loop argmax tram_argmax stands for: the first index of the
+ * largest, NaN never above anything. */
+static int32_t ref_argmax(const float *x, int n)
+{
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+/* On every length to 70 (lanes and tails), with ties (the first wins),
+ * NaNs inside and at 0, -0 beside 0, and all -INFINITY (banned). */
+Test(sampler, argmax_is_the_first_largest)
+{
+    enum { N = 70 };
+    float x[N];
+    uint32_t state = 99;
+    for (int n = 1; n <= N; n++)
+        for (int shape = 0; shape < 5; shape++) {
+            for (int i = 0; i < n; i++) {
+                uint32_t r = lcg(&state);
+                x[i] = shape == 4 ? -INFINITY : (float)(r % 7) - 3.0f; /* ties everywhere */
+                if (shape == 1 && r % 5 == 0)
+                    x[i] = NAN;
+                if (shape == 3 && x[i] == 0.0f && r % 2)
+                    x[i] = -0.0f;
+            }
+            if (shape == 2)
+                x[0] = NAN;
+            cr_assert_eq(tram_argmax(x, n), ref_argmax(x, n), "n %d shape %d", n, shape);
+        }
+}
