@@ -327,7 +327,8 @@ extern "C" int tram_backend_cuda_create(tram_backend **out, int device_index, tr
         .rope_store = cuda_rope_store, .head_rmsnorm = cuda_head_rmsnorm, .split_qkv = cuda_split_qkv, .gather_rows = cuda_gather_rows,
         .to_host_f32 = cuda_to_host_f32, .moe = cuda_moe_ffn, .add_gated = cuda_add_gated,
         .lora = cuda_lora,
-        .all_reduce = cuda_all_reduce, .bind_thread = cuda_bind_thread, .sync = cuda_sync, .destroy = cuda_destroy,
+        .all_reduce = cuda_all_reduce, .host_run = NULL, .host_threads = NULL, /* it draws on the device */
+        .bind_thread = cuda_bind_thread, .sync = cuda_sync, .destroy = cuda_destroy,
     };
     if (cuda_state_init(c, device_index)) {
         tram_fail(err, "%s", c->st.err.msg);
