@@ -23,37 +23,48 @@ static double generic_exp_row(float *x, int n, float scale, float shift, float l
 #if defined(__x86_64__)
 #define AVX2_TARGET "avx2,fma"
 
-/* The tail (n % 8 elements) goes through a zero-padded vector, so every
- * element sees the same polynomial. */
-__attribute__((target(AVX2_TARGET))) static void avx2_silu_mul(float *out, const float *gate, const float *up,
-                                                               int n)
+/* Eight lanes of each row's arithmetic, shared by its full vectors and its
+ * tail (n % 8 elements, through a zero-padded copy), so every element sees
+ * the same polynomial. */
+__attribute__((target(AVX2_TARGET), always_inline)) static inline __m256 silu_mul8(__m256 g, __m256 u)
 {
-    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
-    for (int i = 0; i < n; i += 8) {
-        float g8[8] = {0}, u8[8] = {0}, o8[8];
-        int m = n - i < 8 ? n - i : 8;
-        const float *g = gate + i, *u = up + i;
-        if (m < 8) {
-            for (int j = 0; j < m; j++)
-                g8[j] = g[j], u8[j] = u[j];
-            g = g8, u = u8;
-        }
-        __m256 x = _mm256_loadu_ps(g);
-        __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, tram_exp8_avx2(_mm256_sub_ps(zero, x))));
-        __m256 y = _mm256_mul_ps(s, _mm256_loadu_ps(u));
-        if (m == 8) {
-            _mm256_storeu_ps(out + i, y);
-            continue;
-        }
-        _mm256_storeu_ps(o8, y);
-        for (int j = 0; j < m; j++)
-            out[i + j] = o8[j];
-    }
+    __m256 e = tram_exp8_avx2(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
 }
 
 /* The product rounded before the shift, as the generic kernel's (the best
- * token's e^0 is then exactly 1); sums in double lanes, as a vocabulary's
- * worth of float partial sums would lose the small terms. */
+ * token's e^0 is then exactly 1). */
+__attribute__((target(AVX2_TARGET), always_inline)) static inline __m256 numerator8(__m256 x, __m256 scale,
+                                                                                   __m256 shift)
+{
+    return tram_exp8_avx2(_mm256_sub_ps(_mm256_mul_ps(x, scale), shift));
+}
+
+/* x[i, n) (fewer than 8) into a zero-padded vector's lanes. */
+static void pad8(float *lanes, const float *x, int i, int n)
+{
+    for (int j = 0; j < 8; j++)
+        lanes[j] = i + j < n ? x[i + j] : 0.0f;
+}
+
+__attribute__((target(AVX2_TARGET))) static void avx2_silu_mul(float *out, const float *gate, const float *up,
+                                                               int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, silu_mul8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    if (i == n)
+        return;
+    float g[8], u[8], y[8];
+    pad8(g, gate, i, n);
+    pad8(u, up, i, n);
+    _mm256_storeu_ps(y, silu_mul8(_mm256_loadu_ps(g), _mm256_loadu_ps(u)));
+    for (int j = 0; i + j < n; j++)
+        out[i + j] = y[j];
+}
+
+/* Sums in double lanes: a vocabulary's worth of float partial sums would
+ * lose the small terms. */
 __attribute__((target(AVX2_TARGET))) static double avx2_exp_row(float *x, int n, float scale, float shift,
                                                                 float least)
 {
@@ -61,7 +72,7 @@ __attribute__((target(AVX2_TARGET))) static double avx2_exp_row(float *x, int n,
     __m256d acc0 = _mm256_setzero_pd(), acc1 = acc0;
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        __m256 e = tram_exp8_avx2(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), sc), sh));
+        __m256 e = numerator8(_mm256_loadu_ps(x + i), sc, sh);
         _mm256_storeu_ps(x + i, e);
         __m256 kept = _mm256_and_ps(e, _mm256_cmp_ps(e, lo, _CMP_GE_OQ));
         acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(kept)));
@@ -71,16 +82,14 @@ __attribute__((target(AVX2_TARGET))) static double avx2_exp_row(float *x, int n,
     _mm256_storeu_pd(lanes, _mm256_add_pd(acc0, acc1));
     for (int j = 0; j < 4; j++)
         sum += lanes[j];
-    if (i < n) {
-        float tail[8];
-        for (int j = 0; j < 8; j++)
-            tail[j] = i + j < n ? x[i + j] : 0.0f;
-        __m256 e = tram_exp8_avx2(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(tail), sc), sh));
-        _mm256_storeu_ps(tail, e);
-        for (int j = 0; i + j < n; j++) {
-            x[i + j] = tail[j];
-            sum += tail[j] >= least ? tail[j] : 0.0;
-        }
+    if (i == n)
+        return sum;
+    float tail[8];
+    pad8(tail, x, i, n);
+    _mm256_storeu_ps(tail, numerator8(_mm256_loadu_ps(tail), sc, sh));
+    for (int j = 0; i + j < n; j++) {
+        x[i + j] = tail[j];
+        sum += tail[j] >= least ? tail[j] : 0.0;
     }
     return sum;
 }

@@ -322,12 +322,8 @@ Test(engine, seeded_sampling_ignores_batch_and_n_shares_blocks, .timeout = 300)
 static void run_sampled_batch(int threads, result *res)
 {
     tram_engine_config c = base_config();
-    tram_engine *e = make_engine(&c);
-    if (threads > 1) { /* make_engine sets one thread */
-        tram_engine_destroy(e);
-        c.num_threads = threads;
-        e = test_engine_create(&c, TRAM_DEFAULT_MODEL);
-    }
+    c.num_threads = threads; /* not make_engine, which sets one */
+    tram_engine *e = test_engine_create(&c, TRAM_DEFAULT_MODEL);
     for (int i = 0; i < 12; i++) {
         tram_sampling_params p;
         tram_sampling_params_init(&p);
