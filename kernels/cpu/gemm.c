@@ -15,6 +15,16 @@
  * where the target has it, plain code elsewhere). */
 typedef float v8f __attribute__((vector_size(32), aligned(4)));
 
+/* How far ahead of the eight weights being multiplied gemv_row asks for W's
+ * lines, and into the L2 (hint 2, _MM_HINT_T1), not the L1.  Without it
+ * the rows' FMAs and W's stream did not overlap: on the AMD EPYC, two
+ * threads, 3072 x 576 from memory took 0.52-0.60 ms at 8 rows where 1 row
+ * took 0.22 and 8 rows in cache 0.18; 4 KiB ahead into the L2 brought 8
+ * rows to 0.25-0.27 (the 113 MB lm_head: 8.4 to 4.3 ms, 1 row 3.6).  Into
+ * the L1 instead (hint 3) it got 0.39-0.42: the lines then evict the token
+ * rows, which every weight is multiplied with. */
+#define GEMV_PREFETCH_FLOATS 1024
+
 /* y[:, r] = x · W[r]ᵀ for n <= GEMV_MAX_ROWS token rows, reading the row of
  * W once for all n: a verification of speculative drafts (a few rows) then
  * costs about what one row does, where n sgemv calls would read W n times
@@ -30,6 +40,8 @@ static inline __attribute__((always_inline)) void gemv_row(float *y, const float
     v8f acc[GEMV_MAX_ROWS] = {{0}};
     for (int c = 0; c < vec; c += 8) {
         v8f wv = *(const v8f *)(wr + c);
+        if (c % 16 == 0)
+            __builtin_prefetch(wr + c + GEMV_PREFETCH_FLOATS, 0, 2);
 #pragma GCC unroll 12
         for (int i = 0; i < n; i++)
             acc[i] += wv * *(const v8f *)(x + (size_t)i * cols + c);
@@ -44,7 +56,7 @@ static inline __attribute__((always_inline)) void gemv_row(float *y, const float
     }
 }
 
-/* One loop over W's rows r0..r1 for each n in 2..GEMV_MAX_ROWS. */
+/* One loop over W's rows r0..r1 for each n in 1..GEMV_MAX_ROWS. */
 #define GEMV_CASE(N)                                                                                   \
     case N:                                                                                            \
         for (int r = r0; r < r1; r++)                                                                  \
@@ -54,21 +66,19 @@ static inline __attribute__((always_inline)) void gemv_row(float *y, const float
 static void gemv_rows(float *y, const float *x, const float *w, int n, int rows, int cols, int r0, int r1)
 {
     switch (n) {
-        GEMV_CASE(2) GEMV_CASE(3) GEMV_CASE(4) GEMV_CASE(5) GEMV_CASE(6) GEMV_CASE(7) GEMV_CASE(8)
+        GEMV_CASE(1) GEMV_CASE(2) GEMV_CASE(3) GEMV_CASE(4) GEMV_CASE(5) GEMV_CASE(6) GEMV_CASE(7) GEMV_CASE(8)
         GEMV_CASE(9) GEMV_CASE(10) GEMV_CASE(11) GEMV_CASE(12)
     }
 }
 
-/* y[:, r0:r1] = x · W[r0:r1]ᵀ with single-threaded OpenBLAS.  One row goes
- * through sgemv, a few through gemv_rows (for those sgemm spends more time
- * packing W than multiplying), more through sgemm. */
+/* y[:, r0:r1] = x · W[r0:r1]ᵀ, single-threaded.  Up to GEMV_MAX_ROWS rows
+ * go through gemv_rows (for those sgemm spends more time packing W than
+ * multiplying), more through OpenBLAS's sgemm.  One row too: a decode
+ * row's bits are then the same alone as beside a verification's drafts,
+ * and prefetched it beat sgemv (f32 batch-1 step 23.6-27.0 -> 19.8-21.8
+ * ms, AMD EPYC, 2 threads). */
 static void sgemm_rows(float *y, const float *x, const float *w, int n, int rows, int cols, int r0, int r1)
 {
-    if (n == 1) {
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, r1 - r0, cols, 1.0f, w + (size_t)r0 * cols, cols, x, 1, 0.0f,
-                    y + r0, 1);
-        return;
-    }
     if (n <= GEMV_MAX_ROWS) {
         gemv_rows(y, x, w, n, rows, cols, r0, r1);
         return;
