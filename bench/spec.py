@@ -22,9 +22,10 @@ own Q4_1 blocks drafting for its f32 copy), through `tram bench throughput`.
   drafts.
 
 Each figure is the median of REPEATS runs (3).  Environment: TRAM_BIN,
-MODEL, THREADS (2), REPEATS, BATCHES ("1,4,16,32"), TASKS ("grounded,free
-text"), OUTPUT (128 tokens), K (num_speculative_tokens, 8), TRAM_FLAGS (more
-engine flags for every tram run), PEERS
+MODEL, THREADS (2), REPEATS, BATCHES ("1,4,16,32"), ROUNDS (3: batch B runs
+3 B requests through --max-num-seqs B), TASKS ("grounded,free text"), OUTPUT
+(128 tokens), K (num_speculative_tokens, 8), TRAM_FLAGS (more engine flags
+for every tram run), PEERS
 (bench/peers).  Prints the section in its final markdown form and puts it
 at the top of bench/results/spec.md, above the earlier ones (OUT=path to
 write elsewhere)."""
@@ -45,6 +46,14 @@ BATCHES = [int(b) for b in os.environ.get("BATCHES", "1,4,16,32").split(",") if 
 OUTPUT = int(os.environ.get("OUTPUT", "128"))
 TRAM_FLAGS = os.environ.get("TRAM_FLAGS", "").split()  # e.g. --weight-format native (n-gram only)
 K = int(os.environ.get("K", "8"))
+# Requests per place in the batch: batch B runs B * ROUNDS requests through
+# --max-num-seqs B, so that a finished sequence's place is taken by the next
+# request, as in serving.  With B requests alone (ROUNDS=1) the batch runs
+# down as its sequences finish, and a proposer that speeds some of them up
+# leaves the rest to run at a smaller batch: at batch 4 on the grounded
+# task, n-gram's steady steps paid, but the last sequence then ran alone
+# for 31 of the run's 53 steps (bench/results/spec.md).
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
 OUT = os.environ.get("OUT", "bench/results/spec.md")
 TASKS = os.environ.get("TASKS", "grounded,free text").split(",")
 PEER_BIN = os.path.join(os.environ.get("PEERS", "bench/peers"), "llama-build-0.3.36/bin")
@@ -83,7 +92,7 @@ def dataset(task, n, path):
 
 
 def tram_run(path, n, spec):
-    cmd = [BIN, "bench", "throughput", "-m", MODEL, "--dataset", path, "--num-prompts", str(n),
+    cmd = [BIN, "bench", "throughput", "-m", MODEL, "--dataset", path, "--num-prompts", str(n * ROUNDS),
            "--temperature", "0", "--no-peak", "-t", THREADS, "--max-num-seqs", str(max(n, 1))]
     if spec:
         cmd += ["--speculative-config", json.dumps(spec)]
@@ -203,7 +212,7 @@ def main():
                 continue
             for b in BATCHES:
                 path = os.path.join(tmp, f"{name[0]}{b}.jsonl")
-                dataset(task, b, path)
+                dataset(task, b * ROUNDS, path)
                 specs = [None] + [c for spec in (ngram, own) for c in (spec, dict(spec, always_verify=1))]
                 (base, _), *runs = median_runs(path, b, specs)
                 cells = []
@@ -230,9 +239,10 @@ def main():
         f"`python3 bench/spec.py` on {cpu}, {THREADS} threads, load average {load0:.1f} at the start "
         f"and {load:.1f} at the end; "
         f"the default model, greedy, {OUTPUT} output tokens per request, k = {K} "
-        f"(num_speculative_tokens, the cap), median of {REPEATS} interleaved runs.  Decode tok/s counts the "
-        "steps after every request's first token (the prefill left out); output tok/s is the "
-        "whole run's (prefill included).  \"auto\" is speculation under the automatic rule "
+        f"(num_speculative_tokens, the cap), median of {REPEATS} interleaved runs; batch B is "
+        f"{ROUNDS} B requests through `--max-num-seqs B`, so that a finished sequence's place is "
+        "taken by the next request.  Decode tok/s counts the steps that ran no prefill; output "
+        "tok/s is the whole run's (prefill included).  \"auto\" is speculation under the automatic rule "
         "(engine/spec.h: each sequence verifies the j of its k drafts that makes the step's "
         "output fastest, j = argmax (P + g(j)) / T(N + j), g from its acceptance per draft "
         "position, T the measured step time by token count); \"every\" verifies every proposal "

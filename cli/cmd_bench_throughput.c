@@ -175,21 +175,28 @@ static void progress(const char *mode, int done, int total, double t0)
     fprintf(stderr, "\r%s: %d/%d requests, %.0fs ", mode, done, total, tram_now() - t0);
 }
 
-/* One engine step, timed into r's decode figures when no request added so
- * far still waits for its first token (*unstarted counts those). */
-static int timed_step(tram_engine *e, int *unstarted, int *done, bench_run *r, tram_error *err)
+/* One engine step, timed into r's decode figures when it ran no prefill
+ * (no prompt token computed): with more requests than --max-num-seqs, the
+ * steps between two admissions count too, so a batch's decode speed is
+ * measured while finished sequences' places are taken, not only in the
+ * tail that runs down once the last request has started. */
+static int timed_step(tram_engine *e, int *done, bench_run *r, tram_error *err)
 {
     const tram_output *outs;
-    int num, decode = *unstarted == 0;
+    int num;
+    tram_engine_stats before, after;
+    tram_engine_stats_get(e, &before);
     double t0 = tram_now();
     if (tram_engine_step(e, &outs, &num, err))
         return -1;
+    double seconds = tram_now() - t0;
+    tram_engine_stats_get(e, &after);
+    int decode = after.computed_prefill_tokens == before.computed_prefill_tokens;
     for (int i = 0; i < num; i++) {
         *done += outs[i].finish_reason != TRAM_FINISH_NONE;
-        *unstarted -= outs[i].num_tokens > 0 && outs[i].completion_tokens == outs[i].num_tokens;
         r->decode_tokens += decode ? (uint64_t)outs[i].num_tokens : 0;
     }
-    r->decode_seconds += decode ? tram_now() - t0 : 0;
+    r->decode_seconds += decode ? seconds : 0;
     return 0;
 }
 
@@ -199,14 +206,14 @@ static int run(tram_engine *e, const bench_req *reqs, int n, int sequential, uin
                bench_run *out, tram_error *err)
 {
     const char *mode = sequential ? "sequential" : "batched";
-    int tty = isatty(2), next = 0, done = 0, unstarted = 0;
+    int tty = isatty(2), next = 0, done = 0;
     *out = (bench_run){0};
     double t0 = tram_now();
     while (next < n || tram_engine_has_unfinished(e)) {
-        for (; next < n && (!sequential || !tram_engine_has_unfinished(e)); next++, unstarted++)
+        for (; next < n && (!sequential || !tram_engine_has_unfinished(e)); next++)
             if (add_request(e, &reqs[next], next, seed, err))
                 return -1;
-        if (timed_step(e, &unstarted, &done, out, err))
+        if (timed_step(e, &done, out, err))
             return -1;
         if (tty)
             progress(mode, done, n, t0);
@@ -262,8 +269,8 @@ static void print_header(const tram_engine *e, const bench_opts *o, const bench_
     printf("FLOPs counted: 2 x %.1fM weight params per token run through the model + 2 x %.1fM "
            "(LM head) per sampled token; attention scores not counted.\n",
            f->per_token / 2e6, f->per_row / 2e6);
-    printf("decode tok/s: the tokens of the steps that ran no prefill (each request past its "
-           "first token) over their time.\n\n");
+    printf("decode tok/s: the tokens of the steps that ran no prefill (no prompt token computed) "
+           "over their time.\n\n");
     printf("| mode       | req/s | total tok/s | output tok/s | time (s) | steps | ms/step | "
            "preempt | GFLOP/s | of peak | decode tok/s |\n"
            "|------------|------:|------------:|-------------:|---------:|------:|--------:|"
