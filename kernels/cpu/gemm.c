@@ -1,6 +1,7 @@
-/* gemm.c — y[n, rows] = x[n, cols] · Wᵀ on the CPU: f32 weights through
- * OpenBLAS here, int8 weights in int8.c, FP8 in fp8.c, GGUF block weights in gemm_blocks.c
- * (kernels/cuda/gemm.cu is the CUDA counterpart). */
+/* gemm.c — y[n, rows] = x[n, cols] · Wᵀ on the CPU: f32 weights here
+ * (gemv_rows, or OpenBLAS's sgemm beyond 12 rows), int8 weights in int8.c,
+ * FP8 in fp8.c, GGUF block weights in gemm_blocks.c (kernels/cuda/gemm.cu
+ * is the CUDA counterpart). */
 #include <cblas.h>
 
 #include "kernels/cpu/cpu_impl.h"
@@ -17,7 +18,7 @@ typedef float v8f __attribute__((vector_size(32), aligned(4)));
 
 /* How far ahead of the eight weights being multiplied gemv_row asks for W's
  * lines, and into the L2 (hint 2, _MM_HINT_T1), not the L1.  Without it
- * the rows' FMAs and W's stream did not overlap: on the AMD EPYC, two
+ * the rows' multiply-adds and W's stream did not overlap: on the AMD EPYC, two
  * threads, 3072 x 576 from memory took 0.52-0.60 ms at 8 rows where 1 row
  * took 0.22 and 8 rows in cache 0.18; 4 KiB ahead into the L2 brought 8
  * rows to 0.25-0.27 (the 113 MB lm_head: 8.4 to 4.3 ms, 1 row 3.6).  Into
